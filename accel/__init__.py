@@ -1,0 +1,25 @@
+"""accel: one tensor-op interface, portable across CUDA, ROCm-HIP, OpenCL and a CPU reference.
+
+>>> import accel, numpy as np
+>>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+>>> accel.matmul(a, a.T, backend="cpu")
+array([[ 5., 14.],
+       [14., 50.]], dtype=float32)
+"""
+from .backend import Backend, DeviceInfo, Support
+from .errors import (AccelError, ArgumentError, BackendUnavailable, CompileError, DeviceError,
+                     DeviceMismatchError, DTypeError, ShapeError, UnsupportedError)
+from .formats import QTensor
+from .ops import attention, dequantize, matmul, qmatmul, quantize
+from . import backends  # the package doubles as the listing function, see backends/__init__.py
+from .registry import current_device, get_backend, set_backend, use
+from .tensor import Tensor, asarray
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "matmul", "attention", "quantize", "dequantize", "qmatmul", "asarray", "Tensor", "QTensor",
+    "backends", "get_backend", "set_backend", "use", "current_device", "Backend", "DeviceInfo",
+    "Support", "AccelError", "ArgumentError", "ShapeError", "DTypeError", "BackendUnavailable",
+    "UnsupportedError", "DeviceMismatchError", "CompileError", "DeviceError",
+]

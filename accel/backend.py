@@ -1,0 +1,147 @@
+"""The backend contract: what a vendor backend implements, and nothing more.
+
+A backend is one device of one runtime: it allocates and copies raw bytes, says through
+``supports(spec)`` which op cases it computes correctly, computes them into a preallocated output,
+and times work on its device. Validation, shapes, dtypes and FLOP counts come to it already
+decided in a spec (``accel.spec``); a backend never re-validates.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from .spec import Spec
+
+
+@dataclass(frozen=True)
+class Support:
+    """The answer of ``Backend.supports``: ``ok``, or the reason it is declined."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+YES = Support(True)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What ``accel info`` shows about one device."""
+
+    name: str
+    vendor: str = ""
+    driver: str = ""
+    memory_bytes: int = 0
+    compute_units: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Backend:
+    """Base class of every backend. Subclasses set ``name`` and ``priority`` and implement the
+    memory primitives, ``supports`` and the op methods they claim.
+
+    Buffers are opaque backend handles holding raw bytes; ``accel.Tensor`` pairs one with a shape
+    and dtype. Op methods receive the spec, a preallocated output tensor and the input tensors.
+    """
+
+    name: ClassVar[str]
+    priority: ClassVar[int] = 0  # automatic selection picks the highest available
+    evidence: ClassVar[str] = "ran"  # what a conformance verdict of this backend rests on
+    alignment: ClassVar[int] = 1  # byte alignment a view() offset must have
+
+    def __init__(self, index: int = 0):
+        self.index = index
+        self.info: DeviceInfo = self.devices()[index]
+
+    # -- discovery -------------------------------------------------------------------------
+    @classmethod
+    def devices(cls) -> list[DeviceInfo]:
+        """The devices this backend can use; raise BackendUnavailable with the reason if none."""
+        raise NotImplementedError
+
+    @classmethod
+    def auto_priority(cls, devices: list[DeviceInfo]) -> int:
+        """Rank for automatic selection given the devices found (e.g. an OpenCL CPU device ranks
+        below the CPU reference, an OpenCL GPU above it)."""
+        return cls.priority
+
+    @property
+    def device_id(self) -> str:
+        return f"{self.name}:{self.index}"
+
+    # -- memory -------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Any:
+        raise NotImplementedError
+
+    def upload(self, host: np.ndarray) -> Any:
+        """A new device buffer holding the bytes of a C-contiguous host array."""
+        raise NotImplementedError
+
+    def download(self, buf: Any, nbytes: int) -> np.ndarray:
+        """The first ``nbytes`` of ``buf`` as a host uint8 array (synchronizes)."""
+        raise NotImplementedError
+
+    def view(self, buf: Any, offset: int, nbytes: int) -> Any:
+        """A buffer aliasing ``buf[offset:offset + nbytes]`` (offset a multiple of alignment)."""
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on the device has finished."""
+
+    def import_array(self, x: Any) -> Any | None:
+        """Zero-copy adoption of a foreign device array (cupy, torch.cuda) on this device, or
+        None when ``x`` is not one. Host arrays never come here."""
+        return None
+
+    # -- ops ----------------------------------------------------------------------------------
+    def supports(self, spec: Spec) -> Support:
+        """The single truth of what this backend computes correctly. Default: ops it has."""
+        if not hasattr(self, spec.op):
+            return Support(False, f"op {spec.op} is not implemented by {self.name}")
+        return YES
+
+    def accumulator(self, spec: Spec) -> str:
+        """The accumulation format this backend uses for ``spec`` (read by the tolerance model)."""
+        return "int32" if spec.in_dtypes[0] == "int8" else "float32"
+
+    def run(self, spec: Spec, out, *inputs) -> None:
+        getattr(self, spec.op)(spec, out, *inputs)
+
+    # -- user kernels (accel.kernel, accel kernels check) ---------------------------------------
+    def compile(self, source: str, name: str, *, options: tuple[str, ...] = (),
+                dialect: str = "accel") -> Any:
+        """Build kernel ``name`` from ``source`` (cached); raise CompileError with the log.
+        ``dialect`` is "accel" (kernels/ portability header), "cuda" or "opencl"."""
+        from .errors import UnsupportedError
+
+        raise UnsupportedError(self.name, "kernel", "-", "this backend does not compile kernels")
+
+    def launch(self, kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+               args: list, shared_mem: int = 0) -> None:
+        """Enqueue a compiled kernel with CUDA launch semantics (grid counts blocks)."""
+        from .errors import UnsupportedError
+
+        raise UnsupportedError(self.name, "kernel", "-", "this backend does not launch kernels")
+
+    # -- timing ---------------------------------------------------------------------------------
+    def time(self, fn: Callable[[], Any]) -> float:
+        """Seconds the device spends on the work ``fn`` enqueues. The default synchronizes
+        around a host clock; device backends override it with their events."""
+        self.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        self.synchronize()
+        return time.perf_counter() - t0
+
+    def versions(self) -> dict[str, str]:
+        """Runtime and library versions recorded in result files."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<accel backend {self.device_id}: {self.info.name}>"

@@ -1,0 +1,63 @@
+"""The ``accel`` command line: ``accel info`` and the subcommands other modules register."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: modules that add subcommands: each defines ``register(subparsers)``; heavy imports stay inside
+#: the command functions so ``accel info`` stays fast
+_SUBCOMMAND_MODULES = (
+    "accel.conformance.cli",   # accel conformance [matrix]
+    "accel.bench_cli",         # accel bench, accel report, accel portability
+    "accel.backends.opencl.tune",  # accel tune
+    "accel.kernels_check",     # accel kernels check
+    "accel.port",              # accel port
+)
+
+
+def _info(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    import accel
+
+    table = Table(title="accel backends (automatic choice: first available row)")
+    for col in ("backend", "status", "device", "vendor", "driver", "memory", "CUs", "origin"):
+        table.add_column(col)
+    for s in accel.backends():
+        if not s.available:
+            table.add_row(s.name, f"[red]unavailable[/]: {escape(s.reason)}", "", "", "", "", "", s.origin)
+        for i, d in enumerate(s.devices):
+            table.add_row(f"{s.name}:{i}", "[green]available[/]", d.name, d.vendor, d.driver,
+                          f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "",
+                          str(d.compute_units or ""), s.origin)
+    Console(width=args.width).print(table)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="accel", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info", help="list backends and devices")
+    p.add_argument("--width", type=int, default=None, help="table width in columns")
+    p.set_defaults(func=_info)
+    for module in _SUBCOMMAND_MODULES:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if not module.startswith(e.name or "?"):  # it exists but something it needs is missing
+                raise
+            continue
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

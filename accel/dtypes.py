@@ -1,0 +1,72 @@
+"""The dtypes accel's ops define, and conversions from numpy, ml_dtypes and torch dtype objects.
+
+accel names dtypes by strings ("float32", "bfloat16", ...). numpy has no bfloat16, so host arrays
+of that dtype use ml_dtypes.bfloat16 (a numpy-compatible extension dtype).
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .errors import DTypeError, expected
+
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+INT_DTYPES = ("int8", "int32")
+ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES + ("uint8", "float64", "int64", "bool")
+
+_NUMPY = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float64": np.dtype(np.float64),
+    "int8": np.dtype(np.int8),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "uint8": np.dtype(np.uint8),
+    "bool": np.dtype(np.bool_),
+}
+_BY_NUMPY = {v: k for k, v in _NUMPY.items()}
+
+#: unit roundoff (half an ulp at 1.0) of each float format; see docs/conformance.md
+UNIT_ROUNDOFF = {
+    "float64": 2.0**-53,
+    "float32": 2.0**-24,
+    "tf32": 2.0**-11,
+    "float16": 2.0**-11,
+    "bfloat16": 2.0**-8,
+}
+
+
+def to_numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype that holds host arrays of accel dtype ``name``."""
+    try:
+        return _NUMPY[name]
+    except KeyError:
+        raise DTypeError(expected("dtype", f"one of {sorted(_NUMPY)}", repr(name))) from None
+
+
+def dtype_name(dtype: object, arg: str = "dtype") -> str:
+    """Normalize a dtype given as a string, numpy/ml_dtypes dtype or torch dtype to accel's name.
+
+    >>> dtype_name(np.float16), dtype_name("bfloat16")
+    ('float16', 'bfloat16')
+    """
+    if isinstance(dtype, str) and dtype in _NUMPY:
+        return dtype
+    if type(dtype).__module__ == "torch":  # torch.float32 etc.; str() is "torch.float32"
+        name = str(dtype).removeprefix("torch.")
+        if name in _NUMPY:
+            return name
+        raise DTypeError(expected(arg, f"one of {sorted(_NUMPY)}", str(dtype)))
+    try:
+        npd = np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(expected(arg, f"one of {sorted(_NUMPY)}", repr(dtype))) from None
+    try:
+        return _BY_NUMPY[npd]
+    except KeyError:
+        raise DTypeError(expected(arg, f"one of {sorted(_NUMPY)}", str(npd))) from None
+
+
+def itemsize(name: str) -> int:
+    return to_numpy_dtype(name).itemsize

@@ -1,0 +1,102 @@
+"""GGUF block quantization formats: layouts, and the QTensor that carries quantized bytes.
+
+The byte layouts are GGML's (block of 32 elements; a float16 scale ``d`` then the codes); see
+docs/api.md for the exact reference rounding rules every backend reproduces bit for bit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ArgumentError, ShapeError, expected
+
+BLOCK = 32
+
+
+@dataclass(frozen=True)
+class QuantFormat:
+    name: str
+    block_bytes: int  # bytes per block of BLOCK elements
+    bits: int
+
+    def row_bytes(self, k: int) -> int:
+        return k // BLOCK * self.block_bytes
+
+
+FORMATS = {
+    "q8_0": QuantFormat("q8_0", 2 + BLOCK, 8),
+    "q4_0": QuantFormat("q4_0", 2 + BLOCK // 2, 4),
+}
+
+
+def get_format(fmt: object) -> QuantFormat:
+    if isinstance(fmt, QuantFormat):
+        return fmt
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise ArgumentError(expected("fmt", f"one of {sorted(FORMATS)}", repr(fmt)))
+    return FORMATS[fmt]
+
+
+def check_quantizable_shape(shape: tuple[int, ...], arg: str = "x") -> None:
+    if len(shape) < 1 or shape[-1] % BLOCK or shape[-1] == 0:
+        raise ShapeError(expected(f"{arg}.shape[-1]", f"a positive multiple of {BLOCK}",
+                                  f"shape {tuple(shape)}"))
+
+
+class QTensor:
+    """A tensor quantized along its last axis in a GGUF block format.
+
+    ``raw`` is a numpy uint8 array ``[..., K // 32 * block_bytes]`` in GGUF block layout, ``shape``
+    the logical shape ``[..., K]``. ``data`` is the backend-resident copy the ops read.
+
+    >>> import numpy as np, accel
+    >>> qt = accel.quantize(np.ones((2, 64), np.float32), "q8_0")
+    >>> qt.shape, qt.raw.shape, float(accel.dequantize(qt)[1, 63])
+    ((2, 64), (2, 68), 1.0)
+    """
+
+    def __init__(self, data, fmt: QuantFormat, shape: tuple[int, ...]):
+        self.data = data  # accel.Tensor of uint8, shape [..., row_bytes]
+        self.format = fmt
+        self.shape = tuple(shape)
+
+    @property
+    def fmt(self) -> str:
+        return self.format.name
+
+    @property
+    def backend(self):
+        return self.data.backend
+
+    @property
+    def raw(self) -> np.ndarray:
+        return self.data.numpy()
+
+    @classmethod
+    def from_raw(cls, raw, fmt: str, shape, *, backend=None) -> "QTensor":
+        """Wrap GGUF block bytes (e.g. rows read from a GGUF file) after checking their length.
+
+        >>> import numpy as np, accel
+        >>> accel.QTensor.from_raw(np.zeros((4, 18), np.uint8), "q4_0", (4, 32)).shape
+        (4, 32)
+        """
+        from .tensor import asarray
+
+        f = get_format(fmt)
+        shape = tuple(int(s) for s in shape)
+        check_quantizable_shape(shape, "shape")
+        want = shape[:-1] + (f.row_bytes(shape[-1]),)
+        host = np.asarray(raw) if not hasattr(raw, "backend") else raw.numpy()
+        if host.dtype != np.uint8:
+            raise ArgumentError(expected("raw", "a uint8 array", f"dtype {host.dtype}"))
+        if host.size != int(np.prod(want)):
+            raise ShapeError(expected("raw", f"{int(np.prod(want))} bytes ({fmt} blocks for "
+                                      f"shape {shape}, i.e. {want})", f"{host.size} bytes"))
+        return cls(asarray(host.reshape(want), backend=backend), f, shape)
+
+    def to(self, backend) -> "QTensor":
+        return QTensor(self.data.to(backend), self.format, self.shape)
+
+    def __repr__(self) -> str:
+        return f"QTensor({self.fmt}, shape={self.shape}, backend={self.data.backend.device_id!r})"

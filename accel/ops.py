@@ -1,0 +1,174 @@
+"""The public ops: turn arrays into a validated spec, pick the backend, check ``supports()``,
+compute into a fresh output, and hand the result back in the kind of array the caller gave.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from . import spec as S
+from .backend import Backend
+from .dtypes import dtype_name
+from .errors import ArgumentError, DeviceMismatchError, UnsupportedError, expected
+from .formats import QTensor, get_format
+from .registry import get_backend
+from .tensor import Tensor, check_array, device_backend, from_tensor, shape_dtype, to_tensor
+
+_matmul_spec = functools.lru_cache(maxsize=4096)(S.matmul_spec)
+_attention_spec = functools.lru_cache(maxsize=4096)(S.attention_spec)
+
+
+def _resolve(backend: str | Backend | None, operands: list[tuple[str, Any, str]]) -> Backend:
+    """The backend to run on: device-resident operands decide, ``backend=`` or the current
+    selection otherwise; any disagreement is an error (accel never moves data silently)."""
+    resident: Backend | None = None
+    resident_arg = ""
+    for arg, x, kind in operands:
+        if kind == "numpy":
+            continue
+        b = device_backend(x, kind)
+        if b is None:
+            continue
+        if resident is not None and b is not resident:
+            raise DeviceMismatchError(expected(arg, f"an operand on {resident.device_id} like "
+                                               f"{resident_arg}", f"one on {b.device_id}"))
+        resident, resident_arg = b, arg
+    if backend is not None:
+        chosen = get_backend(backend)
+        if resident is not None and chosen is not resident:
+            raise DeviceMismatchError(expected("backend", f"{resident.device_id}, where {resident_arg} "
+                                               "lives (move it with Tensor.to())", chosen.device_id))
+        return chosen
+    return resident or get_backend()
+
+
+def _supported(backend: Backend, spec: S.Spec) -> None:
+    cache = backend.__dict__.setdefault("_support_cache", {})
+    verdict = cache.get(spec)
+    if verdict is None:
+        verdict = cache[spec] = backend.supports(spec)
+    if not verdict.ok:
+        raise UnsupportedError(backend.device_id, spec.op, spec.in_dtypes[0], verdict.reason)
+
+
+def execute(backend: Backend, spec: S.Spec, *inputs: Tensor, out: Tensor | None = None) -> Tensor:
+    """Run a validated spec on tensors already on ``backend`` (the conformance suite passes a
+    guarded ``out``)."""
+    _supported(backend, spec)
+    if out is None:
+        out = Tensor.empty(backend, spec.out_shape, spec.out_dtype)
+    if math.prod(spec.out_shape):
+        backend.run(spec, out, *inputs)
+    return out
+
+
+def _result_kind(operands: list[tuple[str, Any, str]]) -> tuple[str, Any]:
+    for _, x, kind in operands:
+        if kind == "accel":
+            return kind, x
+    return operands[0][2], operands[0][1]
+
+
+def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend | None = None) -> Any:
+    """``a[..., M, K] @ b[..., K, N]`` with batch broadcasting, float32 accumulation (int32 for
+    int8), output in the input dtype unless ``out_dtype`` says otherwise.
+
+    >>> import accel, numpy as np
+    >>> accel.matmul(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))[0, 0]
+    np.float32(3.0)
+    """
+    ops = [("a", a, check_array("a", a)), ("b", b, check_array("b", b))]
+    a_shape, a_dt = shape_dtype("a", a)
+    b_shape, b_dt = shape_dtype("b", b)
+    spec = _matmul_spec(a_shape, a_dt, b_shape, b_dt,
+                        dtype_name(out_dtype, "out_dtype") if out_dtype is not None else None)
+    if spec.K == 0:
+        raise ArgumentError(expected("a.shape[-1]", "K >= 1", 0))
+    be = _resolve(backend, ops)
+    out = execute(be, spec, to_tensor("a", a, ops[0][2], be), to_tensor("b", b, ops[1][2], be))
+    return from_tensor(out, *_result_kind(ops))
+
+
+def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
+              mask: Any = None, backend: str | Backend | None = None) -> Any:
+    """Scaled dot-product attention with GQA, bottom-right causal alignment and an optional
+    boolean (True = keep) or additive mask; fully masked rows give zeros.
+
+    >>> import accel, numpy as np
+    >>> q = np.ones((1, 4, 1, 8), np.float32); kv = np.ones((1, 2, 5, 8), np.float32)
+    >>> accel.attention(q, kv, kv, causal=True).shape
+    (1, 4, 1, 8)
+    """
+    ops = [(n, x, check_array(n, x)) for n, x in (("q", q), ("k", k), ("v", v))]
+    (qs, qd), (ks, kd), (vs, vd) = (shape_dtype(n, x) for n, x, _ in ops)
+    ms = md = None
+    if mask is not None:
+        ops.append(("mask", mask, check_array("mask", mask)))
+        ms, md = shape_dtype("mask", mask)
+    try:
+        hash(scale)
+    except TypeError:
+        raise ArgumentError(expected("scale", "a finite real number or None", repr(scale))) from None
+    spec = _attention_spec(qs, ks, vs, (qd, kd, vd), causal, scale, ms, md)
+    be = _resolve(backend, ops)
+    tensors = [to_tensor(n, x, kind, be) for n, x, kind in ops]
+    if mask is None:
+        tensors.append(None)
+    return from_tensor(execute(be, spec, *tensors), *_result_kind(ops))
+
+
+def quantize(x: Any, fmt: str, *, backend: str | Backend | None = None) -> QTensor:
+    """Quantize along the last axis into GGUF ``q8_0`` or ``q4_0`` blocks (bit-exact with GGML's
+    reference quantizer).
+
+    >>> import accel, numpy as np
+    >>> accel.quantize(np.linspace(-1, 1, 64, dtype=np.float32), "q4_0").raw.shape
+    (36,)
+    """
+    kind = check_array("x", x)
+    shape, dt = shape_dtype("x", x)
+    spec = S.quantize_spec(shape, dt, fmt)
+    be = _resolve(backend, [("x", x, kind)])
+    out = execute(be, spec, to_tensor("x", x, kind, be))
+    qt = QTensor(out, spec.fmt, shape)
+    qt.kind = kind
+    return qt
+
+
+def dequantize(qt: QTensor) -> Any:
+    """float32 values of a QTensor, in the kind of array it was quantized from (numpy for
+    ``QTensor.from_raw``).
+
+    >>> import accel, numpy as np
+    >>> accel.dequantize(accel.quantize(np.full(32, 2.0, np.float32), "q8_0"))[:2]
+    array([2., 2.], dtype=float32)
+    """
+    if not isinstance(qt, QTensor):
+        raise ArgumentError(expected("qt", "an accel.QTensor", type(qt).__name__))
+    spec = S.dequantize_spec(qt.shape, qt.format)
+    out = execute(qt.data.backend, spec, qt.data)
+    return from_tensor(out, getattr(qt, "kind", "numpy"))
+
+
+def qmatmul(x: Any, w: QTensor, *, backend: str | Backend | None = None) -> Any:
+    """``x[..., K] @ dequantize(w).T`` for a quantized weight ``w`` of logical shape ``[N, K]``.
+
+    >>> import accel, numpy as np
+    >>> w = accel.quantize(np.ones((3, 32), np.float32), "q8_0")
+    >>> accel.qmatmul(np.ones((2, 32), np.float32), w)
+    array([[32., 32., 32.],
+           [32., 32., 32.]], dtype=float32)
+    """
+    kind = check_array("x", x)
+    if not isinstance(w, QTensor):
+        raise ArgumentError(expected("w", "an accel.QTensor (see accel.quantize)", type(w).__name__))
+    shape, dt = shape_dtype("x", x)
+    spec = S.qmatmul_spec(shape, dt, w.shape, w.format)
+    ops = [("x", x, kind), ("w", w.data, "accel")]
+    be = _resolve(backend, ops)
+    out = execute(be, spec, to_tensor("x", x, kind, be), to_tensor("w", w.data, "accel", be))
+    return from_tensor(out, kind, x)
+
+
+__all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "execute", "get_format"]

@@ -1,0 +1,225 @@
+"""Finding backends (built in, or plugins from the ``accel.backends`` entry-point group) and
+choosing one (call argument > ``accel.use`` > ``set_backend`` > ``ACCEL_BACKEND`` > priority).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib
+import os
+import threading
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Iterator
+
+from .backend import Backend, DeviceInfo
+from .errors import AccelError, ArgumentError, BackendUnavailable, expected
+
+ENTRY_POINT_GROUP = "accel.backends"
+
+#: built-in backends: name -> "module:Class". Their modules import their vendor package.
+BUILTIN = {
+    "cpu": "accel.backends.cpu:CPUBackend",
+    "opencl": "accel.backends.opencl:OpenCLBackend",
+    "cuda": "accel.backends.cuda:CUDABackend",
+    "hip": "accel.backends.hip:HIPBackend",
+}
+
+#: what to install for a built-in backend whose package is missing
+INSTALL_HINT = {
+    "opencl": "pip install 'accel-portable[opencl]'",
+    "cuda": "pip install 'accel-portable[cuda12]' (or [cuda13])",
+    "hip": "pip install 'accel-portable[rocm]'",
+}
+
+
+@dataclass
+class BackendStatus:
+    """One row of ``accel.backends()``."""
+
+    name: str
+    available: bool
+    reason: str = ""
+    priority: int = 0
+    origin: str = "builtin"  # or the plugin's distribution
+    devices: list[DeviceInfo] = field(default_factory=list)
+
+
+_lock = threading.RLock()
+_classes: dict[str, type[Backend] | BackendStatus] = {}
+_instances: dict[str, Backend] = {}
+_status_cache: dict[str, BackendStatus] = {}
+
+
+def _sources() -> dict[str, tuple[str, object]]:
+    """name -> (origin, loader); plugins never shadow a built-in name."""
+    found: dict[str, tuple[str, object]] = {n: ("builtin", target) for n, target in BUILTIN.items()}
+    try:
+        eps = entry_points(group=ENTRY_POINT_GROUP)
+    except Exception:  # a broken metadata directory must not break import accel
+        eps = ()
+    for ep in eps:
+        if ep.name not in found:
+            dist = getattr(ep, "dist", None)
+            found[ep.name] = (f"plugin {dist.name if dist else ep.value}", ep)
+    return found
+
+
+def _load_class(name: str) -> type[Backend]:
+    """The backend class, or raise BackendUnavailable saying why it cannot load."""
+    with _lock:
+        cached = _classes.get(name)
+        if isinstance(cached, BackendStatus):
+            raise BackendUnavailable(f"backend {name!r}: {cached.reason}")
+        if cached is not None:
+            return cached
+        sources = _sources()
+        if name not in sources:
+            raise BackendUnavailable(expected("backend", f"one of {sorted(sources)}", repr(name)))
+        origin, target = sources[name]
+        try:
+            if isinstance(target, str):
+                mod, _, attr = target.partition(":")
+                cls = getattr(importlib.import_module(mod), attr)
+            else:
+                cls = target.load()
+            if not (isinstance(cls, type) and issubclass(cls, Backend)):
+                raise TypeError(f"{cls!r} is not an accel.Backend subclass")
+        except ModuleNotFoundError as e:
+            hint = INSTALL_HINT.get(name, "")
+            reason = f"package missing: {e.name}" + (f" ({hint})" if hint else "")
+            if origin != "builtin":
+                reason = f"plugin failed to load: {e!r}"
+            _classes[name] = BackendStatus(name, False, reason, origin=origin)
+            raise BackendUnavailable(f"backend {name!r}: {reason}") from e
+        except Exception as e:
+            reason = f"plugin failed to load: {type(e).__name__}: {e}"
+            _classes[name] = BackendStatus(name, False, reason, origin=origin)
+            raise BackendUnavailable(f"backend {name!r}: {reason}") from e
+        _classes[name] = cls
+        return cls
+
+
+def backends(*, refresh: bool = False) -> list[BackendStatus]:
+    """Every known backend, available or not, with the reason when not. Never raises.
+
+    >>> import accel
+    >>> [s.name for s in accel.backends() if s.available][:1]
+    ['cpu']
+    """
+    out = []
+    with _lock:
+        if refresh:
+            _classes.clear()
+            _status_cache.clear()
+        for name, (origin, _) in _sources().items():
+            if name in _status_cache:
+                out.append(_status_cache[name])
+                continue
+            try:
+                cls = _load_class(name)
+                devs = list(cls.devices())
+                status = BackendStatus(name, True, "", cls.auto_priority(devs), origin, devs)
+            except AccelError as e:
+                status = BackendStatus(name, False, str(e).removeprefix(f"backend {name!r}: "),
+                                       origin=origin)
+            except Exception as e:  # a plugin's devices() misbehaving is reported, not raised
+                status = BackendStatus(name, False, f"device query failed: {type(e).__name__}: {e}",
+                                       origin=origin)
+            if status.available and not status.devices:
+                status.available, status.reason = False, "no device"
+            _status_cache[name] = status
+            out.append(status)
+    return sorted(out, key=lambda s: (not s.available, -s.priority, s.name))
+
+
+def parse_device(device: str) -> tuple[str, int]:
+    """``"opencl:1"`` -> ("opencl", 1); ``"cpu"`` -> ("cpu", 0)."""
+    if not isinstance(device, str) or not device:
+        raise ArgumentError(expected("backend", "a device string 'name' or 'name:index'", repr(device)))
+    name, sep, idx = device.partition(":")
+    if sep and not idx.isdigit():
+        raise ArgumentError(expected("backend", "a device string 'name' or 'name:index'", repr(device)))
+    return name, int(idx) if sep else 0
+
+
+def get_backend(device: str | Backend | None = None) -> Backend:
+    """The backend instance for a device string, or the current selection when None.
+
+    >>> import accel
+    >>> accel.get_backend("cpu").device_id
+    'cpu:0'
+    """
+    if isinstance(device, Backend):
+        return device
+    if device is None:
+        device = current_device()
+    name, index = parse_device(device)
+    key = f"{name}:{index}"
+    inst = _instances.get(key)
+    if inst is not None:
+        return inst
+    with _lock:
+        if key not in _instances:
+            cls = _load_class(name)
+            try:
+                devs = cls.devices()
+            except AccelError:
+                raise
+            except Exception as e:
+                raise BackendUnavailable(f"backend {name!r}: device query failed: {e}") from e
+            if index >= len(devs):
+                raise BackendUnavailable(expected("backend", f"a device index below {len(devs)} for "
+                                                  f"{name}", repr(device)))
+            _instances[key] = cls(index)
+        return _instances[key]
+
+
+# -- selection -------------------------------------------------------------------------------
+_context: contextvars.ContextVar[str | None] = contextvars.ContextVar("accel_backend", default=None)
+_process_default: str | None = None
+
+
+def set_backend(device: str | None) -> None:
+    """Set the process-wide default backend (None restores environment/automatic choice)."""
+    global _process_default
+    if device is not None:
+        parse_device(device)
+    _process_default = device
+
+
+@contextlib.contextmanager
+def use(device: str) -> Iterator[Backend]:
+    """Select a backend for the enclosed block (context-local: per thread and per asyncio task).
+
+    >>> import accel, numpy as np
+    >>> with accel.use("cpu"):
+    ...     accel.matmul(np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32)).shape
+    (2, 2)
+    """
+    backend = get_backend(device)
+    token = _context.set(backend.device_id)
+    try:
+        yield backend
+    finally:
+        _context.reset(token)
+
+
+def current_device() -> str:
+    """The device string the next op without ``backend=`` will use."""
+    chosen = _context.get() or _process_default or os.environ.get("ACCEL_BACKEND") or None
+    if chosen:
+        return chosen
+    return automatic_device()
+
+
+_auto: str | None = None
+
+
+def automatic_device() -> str:
+    """Highest-priority available backend (documented in docs/api.md); cpu is always there."""
+    global _auto
+    if _auto is None:
+        best = next((s for s in backends() if s.available), None)
+        _auto = f"{best.name}:0" if best else "cpu:0"
+    return _auto

@@ -1,0 +1,317 @@
+"""Op semantics, defined once: validation, output shape/dtype, FLOP and byte counts.
+
+Each public op turns its operands' shapes and dtypes into a frozen *spec*. The spec is what
+``Backend.supports()`` judges, what a backend computes from, what the conformance suite records
+and what the benchmarks divide by. No backend re-validates anything here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .dtypes import FLOAT_DTYPES, itemsize
+from .errors import ArgumentError, DTypeError, ShapeError, expected
+from .formats import BLOCK, QuantFormat, check_quantizable_shape, get_format
+
+Shape = tuple[int, ...]
+
+#: int8 GEMM stays exact in int32 for any data while K * 128 * 128 < 2**31
+INT8_EXACT_K = 131072
+
+
+@dataclass(frozen=True)
+class MatmulSpec:
+    """``a[..., M, K] @ b[..., K, N]`` with numpy batch broadcasting."""
+
+    a_shape: Shape
+    b_shape: Shape
+    dtype: str
+    out_dtype: str
+    op: str = field(default="matmul", init=False)
+
+    @property
+    def M(self) -> int: return self.a_shape[-2]
+    @property
+    def K(self) -> int: return self.a_shape[-1]
+    @property
+    def N(self) -> int: return self.b_shape[-1]
+    @property
+    def batch_shape(self) -> Shape: return np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])
+    @property
+    def batch(self) -> int: return math.prod(self.batch_shape)
+    @property
+    def out_shape(self) -> Shape: return self.batch_shape + (self.M, self.N)
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype, self.dtype)
+    @property
+    def flops(self) -> int: return 2 * self.batch * self.M * self.N * self.K
+    @property
+    def bytes(self) -> int:
+        ins = (math.prod(self.a_shape) + math.prod(self.b_shape)) * itemsize(self.dtype)
+        return ins + math.prod(self.out_shape) * itemsize(self.out_dtype)
+
+    def batch_offsets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Index of the a-matrix and b-matrix feeding each output batch entry (broadcasting)."""
+        ia = np.arange(math.prod(self.a_shape[:-2]), dtype=np.int64).reshape(self.a_shape[:-2])
+        ib = np.arange(math.prod(self.b_shape[:-2]), dtype=np.int64).reshape(self.b_shape[:-2])
+        ia, ib = np.broadcast_arrays(ia, ib)
+        return ia.reshape(-1), ib.reshape(-1)
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Scaled dot-product attention, GQA, bottom-right causal, optional mask (see docs/api.md)."""
+
+    B: int
+    Hq: int
+    Hkv: int
+    Sq: int
+    Sk: int
+    D: int
+    Dv: int
+    dtype: str
+    causal: bool
+    scale: float
+    mask_kind: str | None = None  # None, "bool" or "additive"
+    mask_shape: Shape | None = None  # as given, broadcastable to [B, Hq, Sq, Sk]
+    mask_dtype: str | None = None
+    op: str = field(default="attention", init=False)
+
+    @property
+    def out_shape(self) -> Shape: return (self.B, self.Hq, self.Sq, self.Dv)
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype,) * 3
+    @property
+    def group(self) -> int: return self.Hq // self.Hkv
+
+    @property
+    def visible_pairs(self) -> int:
+        """(query, key) pairs the causal rule keeps per head: query i sees j <= i + Sk - Sq."""
+        if not self.causal:
+            return self.Sq * self.Sk
+        off = self.Sk - self.Sq
+        return sum(max(0, min(self.Sk, i + off + 1)) for i in range(self.Sq))
+
+    @property
+    def flops(self) -> int:
+        # QK^T and PV: 2*D + 2*Dv per visible pair (softmax is lower order and not counted)
+        return self.B * self.Hq * self.visible_pairs * (2 * self.D + 2 * self.Dv)
+
+    @property
+    def bytes(self) -> int:
+        e = itemsize(self.dtype)
+        n = self.B * (self.Hq * self.Sq * (self.D + self.Dv) + self.Hkv * self.Sk * (self.D + self.Dv))
+        m = math.prod(self.mask_shape) * itemsize(self.mask_dtype) if self.mask_shape else 0
+        return n * e + m
+
+    def mask_strides(self) -> tuple[int, int, int, int]:
+        """Element strides of the mask broadcast to [B, Hq, Sq, Sk] (0 on broadcast axes)."""
+        shape = (1,) * (4 - len(self.mask_shape)) + tuple(self.mask_shape)
+        strides, acc = [0] * 4, 1
+        for ax in range(3, -1, -1):
+            strides[ax] = 0 if shape[ax] == 1 else acc
+            acc *= shape[ax]
+        return tuple(strides)
+
+
+@dataclass(frozen=True)
+class QuantizeSpec:
+    shape: Shape
+    dtype: str
+    fmt: QuantFormat
+    op: str = field(default="quantize", init=False)
+
+    @property
+    def out_shape(self) -> Shape: return self.shape[:-1] + (self.fmt.row_bytes(self.shape[-1]),)
+    @property
+    def out_dtype(self) -> str: return "uint8"
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype,)
+    @property
+    def rows(self) -> int: return math.prod(self.shape[:-1])
+    @property
+    def flops(self) -> int: return 0
+    @property
+    def bytes(self) -> int: return math.prod(self.shape) * itemsize(self.dtype) + math.prod(self.out_shape)
+
+
+@dataclass(frozen=True)
+class DequantizeSpec:
+    shape: Shape
+    fmt: QuantFormat
+    op: str = field(default="dequantize", init=False)
+
+    @property
+    def dtype(self) -> str: return "uint8"
+    @property
+    def out_shape(self) -> Shape: return self.shape
+    @property
+    def out_dtype(self) -> str: return "float32"
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return ("uint8",)
+    @property
+    def rows(self) -> int: return math.prod(self.shape[:-1])
+    @property
+    def flops(self) -> int: return 0
+    @property
+    def bytes(self) -> int:
+        return math.prod(self.shape[:-1]) * self.fmt.row_bytes(self.shape[-1]) + math.prod(self.shape) * 4
+
+
+@dataclass(frozen=True)
+class QMatmulSpec:
+    """``x[..., K] @ dequantize(w[N, K]).T``."""
+
+    x_shape: Shape
+    N: int
+    fmt: QuantFormat
+    dtype: str
+    op: str = field(default="qmatmul", init=False)
+
+    @property
+    def K(self) -> int: return self.x_shape[-1]
+    @property
+    def M(self) -> int: return math.prod(self.x_shape[:-1])
+    @property
+    def out_shape(self) -> Shape: return self.x_shape[:-1] + (self.N,)
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype, "uint8")
+    @property
+    def flops(self) -> int: return 2 * self.M * self.N * self.K
+    @property
+    def bytes(self) -> int:
+        e = itemsize(self.dtype)
+        return self.N * self.fmt.row_bytes(self.K) + (self.M * self.K + self.M * self.N) * e
+
+
+Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec
+OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul")
+
+
+def _float_dtype(arg: str, dtype: str) -> None:
+    if dtype not in FLOAT_DTYPES:
+        raise DTypeError(expected(f"{arg}.dtype", f"one of {FLOAT_DTYPES}", dtype))
+
+
+def matmul_spec(a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: str,
+                out_dtype: str | None = None) -> MatmulSpec:
+    """Validate a matmul call.
+
+    >>> matmul_spec((2, 3, 4), "float32", (4, 5), "float32").out_shape
+    (2, 3, 5)
+    """
+    for arg, shape in (("a", a_shape), ("b", b_shape)):
+        if len(shape) < 2:
+            raise ShapeError(expected(f"{arg}.shape", "at least 2 dimensions [..., rows, cols]",
+                                      f"shape {tuple(shape)}"))
+    if a_dtype != b_dtype:
+        raise DTypeError(expected("b.dtype", f"the same dtype as a ({a_dtype})", b_dtype))
+    if a_dtype == "int8":
+        default_out, allowed_out = "int32", ("int32",)
+    elif a_dtype in FLOAT_DTYPES:
+        default_out, allowed_out = a_dtype, FLOAT_DTYPES
+    else:
+        raise DTypeError(expected("a.dtype", f"one of {FLOAT_DTYPES + ('int8',)}", a_dtype))
+    out_dtype = out_dtype or default_out
+    if out_dtype not in allowed_out:
+        raise DTypeError(expected("out_dtype", f"one of {allowed_out} for {a_dtype} inputs", out_dtype))
+    if a_shape[-1] != b_shape[-2]:
+        raise ShapeError(expected("b.shape[-2]", f"K = a.shape[-1] = {a_shape[-1]}",
+                                  f"{b_shape[-2]} (a {tuple(a_shape)}, b {tuple(b_shape)})"))
+    try:
+        np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    except ValueError:
+        raise ShapeError(expected("a, b batch dimensions", "broadcastable shapes",
+                                  f"{tuple(a_shape[:-2])} and {tuple(b_shape[:-2])}")) from None
+    if a_dtype == "int8" and a_shape[-1] > INT8_EXACT_K:
+        # int32 accumulation can wrap past this K; accel refuses rather than returning a wrapped sum.
+        raise ShapeError(expected("a.shape[-1]", f"K <= {INT8_EXACT_K} for int8 (int32 result is "
+                                  "only guaranteed exact up to there)", a_shape[-1]))
+    return MatmulSpec(tuple(a_shape), tuple(b_shape), a_dtype, out_dtype)
+
+
+def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple[str, str, str],
+                   causal: bool = False, scale: float | None = None,
+                   mask_shape: Shape | None = None, mask_dtype: str | None = None) -> AttentionSpec:
+    """Validate an attention call.
+
+    >>> attention_spec((1, 8, 1, 64), (1, 2, 10, 64), (1, 2, 10, 32), ("float16",) * 3).out_shape
+    (1, 8, 1, 32)
+    """
+    for arg, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
+        if len(shape) != 4 or min(shape) < 1:
+            raise ShapeError(expected(f"{arg}.shape", "4 positive dimensions [B, H, S, D]",
+                                      f"shape {tuple(shape)}"))
+    _float_dtype("q", dtypes[0])
+    for arg, dt in (("k", dtypes[1]), ("v", dtypes[2])):
+        if dt != dtypes[0]:
+            raise DTypeError(expected(f"{arg}.dtype", f"the dtype of q ({dtypes[0]})", dt))
+    B, Hq, Sq, D = q_shape
+    Bk, Hkv, Sk, Dk = k_shape
+    Bv, Hv, Sv, Dv = v_shape
+    if Bk != B or Bv != B:
+        raise ShapeError(expected("k.shape[0], v.shape[0]", f"batch B = {B}", f"{Bk}, {Bv}"))
+    if Dk != D:
+        raise ShapeError(expected("k.shape[3]", f"head dim D = q.shape[3] = {D}", Dk))
+    if Hv != Hkv or Sv != Sk:
+        raise ShapeError(expected("v.shape[1:3]", f"(Hkv, Sk) = {(Hkv, Sk)} as in k", (Hv, Sv)))
+    if Hq % Hkv:
+        raise ShapeError(expected("q.shape[1]", f"a multiple of the kv heads Hkv = {Hkv}", Hq))
+    if not isinstance(causal, (bool, np.bool_)):
+        raise ArgumentError(expected("causal", "a bool", repr(causal)))
+    if scale is None:
+        scale = 1.0 / math.sqrt(D)
+    elif not isinstance(scale, (int, float, np.floating, np.integer)) or isinstance(scale, bool) \
+            or not math.isfinite(scale):
+        raise ArgumentError(expected("scale", "a finite real number or None", repr(scale)))
+    mask_kind = None
+    if mask_shape is not None:
+        if mask_dtype == "bool":
+            mask_kind = "bool"
+        elif mask_dtype in FLOAT_DTYPES:
+            mask_kind = "additive"
+        else:
+            raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mask_dtype))
+        if len(mask_shape) > 4:
+            raise ShapeError(expected("mask.shape", "at most 4 dimensions", tuple(mask_shape)))
+        try:
+            if np.broadcast_shapes(mask_shape, (B, Hq, Sq, Sk)) != (B, Hq, Sq, Sk):
+                raise ValueError
+        except ValueError:
+            raise ShapeError(expected("mask.shape", f"broadcastable to [B, Hq, Sq, Sk] = "
+                                      f"{[B, Hq, Sq, Sk]}", tuple(mask_shape))) from None
+    return AttentionSpec(B, Hq, Hkv, Sq, Sk, D, Dv, dtypes[0], bool(causal), float(scale),
+                         mask_kind, tuple(mask_shape) if mask_shape is not None else None, mask_dtype)
+
+
+def quantize_spec(shape: Shape, dtype: str, fmt: object) -> QuantizeSpec:
+    f = get_format(fmt)
+    _float_dtype("x", dtype)
+    check_quantizable_shape(tuple(shape))
+    return QuantizeSpec(tuple(shape), dtype, f)
+
+
+def dequantize_spec(shape: Shape, fmt: QuantFormat) -> DequantizeSpec:
+    return DequantizeSpec(tuple(shape), fmt)
+
+
+def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat) -> QMatmulSpec:
+    _float_dtype("x", x_dtype)
+    if len(x_shape) < 1:
+        raise ShapeError(expected("x.shape", "at least 1 dimension [..., K]", tuple(x_shape)))
+    if len(w_shape) != 2:
+        raise ShapeError(expected("w.shape", "a 2-d quantized weight [N, K]", tuple(w_shape)))
+    if x_shape[-1] != w_shape[1]:
+        raise ShapeError(expected("x.shape[-1]", f"K = w.shape[1] = {w_shape[1]}", x_shape[-1]))
+    return QMatmulSpec(tuple(x_shape), w_shape[0], fmt, x_dtype)
+
+
+__all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMatmulSpec", "Spec",
+           "OPS", "BLOCK", "matmul_spec", "attention_spec", "quantize_spec", "dequantize_spec",
+           "qmatmul_spec", "INT8_EXACT_K"]

@@ -1,0 +1,194 @@
+"""The CPU reference backend: numpy (BLAS) and ml_dtypes, correct for every case the API allows.
+
+Float matmul runs through float32 BLAS; exact int8 GEMM through float32 BLAS on K-chunks small
+enough that every partial sum is an exact integer; attention in query blocks so memory stays
+O(S x block); quantization follows the GGML reference quantizer bit for bit.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+
+import numpy as np
+
+from accel.backend import Backend, DeviceInfo
+from accel.dtypes import to_numpy_dtype
+from accel.formats import BLOCK
+
+# |int8 * int8| <= 2**14, so 1024-term partial sums stay within float32's exact range 2**24
+_INT8_CHUNK = 1024
+# attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
+_ATTN_SCRATCH = 1 << 24
+
+
+def _f32(t) -> np.ndarray:
+    return _arr(t).astype(np.float32, copy=False)
+
+
+def _arr(t) -> np.ndarray:
+    return t.buf[: t.nbytes].view(to_numpy_dtype(t.dtype)).reshape(t.shape)
+
+
+def _write(out, values: np.ndarray) -> None:
+    _arr(out)[...] = values.astype(to_numpy_dtype(out.dtype), copy=False)
+
+
+def round_half_away(v: np.ndarray) -> np.ndarray:
+    """C's roundf (ties away from zero), exact for any float32 (no v + 0.5 double rounding)."""
+    r = np.trunc(v)
+    frac = np.abs(v - r)
+    return r + np.where(frac >= 0.5, np.sign(v), 0).astype(v.dtype)
+
+
+def quantize_blocks(x: np.ndarray, fmt: str) -> np.ndarray:
+    """GGML reference quantizer on float32 blocks [n, 32]; returns bytes [n, block_bytes].
+
+    Non-finite blocks (accel's definition, docs/api.md): a NaN anywhere gives d = NaN and all
+    zero codes; otherwise an infinity gives the reference d (infinite) and all zero codes.
+    Either way the block dequantizes to NaN.
+    """
+    x = x.astype(np.float32, copy=False)
+    finite = np.isfinite(x).all(axis=1, keepdims=True)
+    has_nan = np.isnan(x).any(axis=1, keepdims=True)
+    with np.errstate(all="ignore"):
+        if fmt == "q8_0":
+            d = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
+        else:
+            idx = np.abs(x).argmax(axis=1)[:, None]
+            d = np.take_along_axis(x, idx, axis=1) / np.float32(-8)
+        d = np.where(has_nan, np.float32(np.nan), d).astype(np.float32)
+        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+        inv = np.where(finite, inv, np.float32(0))
+        v = (x * inv).astype(np.float32)
+        v = np.where(finite, v, np.float32(0))
+        if fmt == "q8_0":
+            codes = round_half_away(v).astype(np.int8).view(np.uint8)
+        else:
+            c = np.minimum(np.float32(15), np.trunc(v + np.float32(8.5))).astype(np.uint8)
+            codes = c[:, : BLOCK // 2] | (c[:, BLOCK // 2:] << 4)
+    dbytes = d.astype(np.float16).view(np.uint8)
+    return np.concatenate([dbytes, codes], axis=1)
+
+
+def dequantize_blocks(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """Bytes [n, block_bytes] -> float32 [n, 32]."""
+    d = raw[:, :2].copy().view(np.float16).astype(np.float32)
+    if fmt == "q8_0":
+        q = raw[:, 2:].view(np.int8).astype(np.float32)
+    else:
+        qs = raw[:, 2:]
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - np.float32(8)
+    with np.errstate(invalid="ignore"):
+        return q * d
+
+
+class CPUBackend(Backend):
+    """The reference backend, always available."""
+
+    name = "cpu"
+    priority = 10
+    alignment = 64
+
+    @classmethod
+    @functools.cache
+    def devices(cls) -> list[DeviceInfo]:
+        model = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
+        except OSError:
+            pass
+        try:
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            mem = 0
+        return [DeviceInfo(model, platform.machine(), f"numpy {np.__version__}", mem,
+                           len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)]
+
+    # memory: a buffer is a 1-d uint8 numpy array
+    def alloc(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, np.uint8)
+
+    def upload(self, host: np.ndarray) -> np.ndarray:
+        return host.reshape(-1).view(np.uint8)
+
+    def download(self, buf: np.ndarray, nbytes: int) -> np.ndarray:
+        return buf[:nbytes]
+
+    def view(self, buf: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
+        return buf[offset: offset + nbytes]
+
+    def versions(self) -> dict[str, str]:
+        import ml_dtypes
+
+        return {"numpy": np.__version__, "ml_dtypes": ml_dtypes.__version__}
+
+    # ops
+    def matmul(self, spec, out, a, b) -> None:
+        if spec.dtype == "int8":
+            _write(out, self._int8_matmul(_arr(a), _arr(b)))
+        else:
+            _write(out, np.matmul(_f32(a), _f32(b)))
+
+    @staticmethod
+    def _int8_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        K = a.shape[-1]
+        acc = None
+        for k0 in range(0, K, _INT8_CHUNK):
+            part = np.matmul(a[..., k0:k0 + _INT8_CHUNK].astype(np.float32),
+                             b[..., k0:k0 + _INT8_CHUNK, :].astype(np.float32))
+            acc = part.astype(np.int64) if acc is None else acc + part.astype(np.int64)
+        return acc.astype(np.int32)
+
+    def attention(self, spec, out, q, k, v, mask) -> None:
+        qf, kf, vf = _f32(q), _f32(k), _f32(v)
+        mf = None
+        if mask is not None:
+            mf = np.broadcast_to(_arr(mask), (spec.B, spec.Hq, spec.Sq, spec.Sk))
+        res = np.empty(spec.out_shape, np.float32)
+        g, off = spec.group, spec.Sk - spec.Sq
+        rows = max(1, min(spec.Sq, _ATTN_SCRATCH // max(1, spec.Sk * g)))
+        keys = np.arange(spec.Sk)
+        for b in range(spec.B):
+            for hk in range(spec.Hkv):
+                heads = slice(hk * g, (hk + 1) * g)
+                kt, vv = kf[b, hk].T, vf[b, hk]
+                for i0 in range(0, spec.Sq, rows):
+                    i1 = min(spec.Sq, i0 + rows)
+                    s = np.matmul(qf[b, heads, i0:i1], kt) * np.float32(spec.scale)  # [g, r, Sk]
+                    if mf is not None:
+                        m = mf[b, heads, i0:i1]
+                        if spec.mask_kind == "bool":
+                            s = np.where(m, s, np.float32(-np.inf))
+                        else:
+                            s = s + m.astype(np.float32)
+                    if spec.causal:
+                        hidden = keys[None, :] > (np.arange(i0, i1) + off)[:, None]
+                        s = np.where(hidden[None], np.float32(-np.inf), s)
+                    res[b, heads, i0:i1] = _softmax_pv(s, vv)
+        _write(out, res)
+
+    def quantize(self, spec, out, x) -> None:
+        blocks = _f32(x).reshape(-1, BLOCK)
+        _arr(out)[...] = quantize_blocks(blocks, spec.fmt.name).reshape(spec.out_shape)
+
+    def dequantize(self, spec, out, q) -> None:
+        raw = _arr(q).reshape(-1, spec.fmt.block_bytes)
+        _write(out, dequantize_blocks(raw, spec.fmt.name).reshape(spec.out_shape))
+
+    def qmatmul(self, spec, out, x, w) -> None:
+        raw = _arr(w).reshape(-1, spec.fmt.block_bytes)
+        wf = dequantize_blocks(raw, spec.fmt.name).reshape(spec.N, spec.K)
+        _write(out, np.matmul(_f32(x), wf.T))
+
+
+def _softmax_pv(s: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Row softmax of logits s [..., Sk] times v [Sk, Dv]; rows with no finite logit give 0."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = s.max(axis=-1, keepdims=True)
+        dead = m == -np.inf
+        p = np.exp(s - np.where(dead, np.float32(0), m))
+        denom = p.sum(axis=-1, keepdims=True)
+        o = np.matmul(p, v) / np.where(dead, np.float32(1), denom)
+    return np.where(dead, np.float32(0), o)
