@@ -23,17 +23,20 @@ def _info(args: argparse.Namespace) -> int:
 
     import accel
 
-    table = Table(title="accel backends (automatic choice: first available row)")
-    for col in ("backend", "status", "device", "vendor", "driver", "memory", "CUs", "origin"):
+    console = Console(width=args.width)
+    statuses = accel.backends()
+    table = Table(title=f"accel devices (automatic choice: {accel.current_device()})")
+    for col in ("device", "name", "vendor", "driver", "memory", "CUs", "origin"):
         table.add_column(col)
-    for s in accel.backends():
-        if not s.available:
-            table.add_row(s.name, f"[red]unavailable[/]: {escape(s.reason)}", "", "", "", "", "", s.origin)
+    for s in statuses:
         for i, d in enumerate(s.devices):
-            table.add_row(f"{s.name}:{i}", "[green]available[/]", d.name, d.vendor, d.driver,
+            table.add_row(f"{s.name}:{i}", d.name, d.vendor, d.driver,
                           f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "",
                           str(d.compute_units or ""), s.origin)
-    Console(width=args.width).print(table)
+    console.print(table)
+    for s in statuses:
+        if not s.available:
+            console.print(f"[red]unavailable[/] [bold]{s.name}[/] ({s.origin}): {escape(s.reason)}")
     return 0
 
 

@@ -51,6 +51,9 @@ def dtype_name(dtype: object, arg: str = "dtype") -> str:
     >>> dtype_name(np.float16), dtype_name("bfloat16")
     ('float16', 'bfloat16')
     """
+    fast = _BY_NUMPY.get(dtype) if isinstance(dtype, np.dtype) else None
+    if fast is not None:
+        return fast
     if isinstance(dtype, str) and dtype in _NUMPY:
         return dtype
     if type(dtype).__module__ == "torch":  # torch.float32 etc.; str() is "torch.float32"

@@ -56,10 +56,11 @@ class QTensor:
     ((2, 64), (2, 68), 1.0)
     """
 
-    def __init__(self, data, fmt: QuantFormat, shape: tuple[int, ...]):
+    def __init__(self, data, fmt: QuantFormat, shape: tuple[int, ...], kind: str = "numpy"):
         self.data = data  # accel.Tensor of uint8, shape [..., row_bytes]
         self.format = fmt
         self.shape = tuple(shape)
+        self.kind = kind  # the array kind dequantize() returns (that of quantize's input)
 
     @property
     def fmt(self) -> str:
@@ -96,7 +97,7 @@ class QTensor:
         return cls(asarray(host.reshape(want), backend=backend), f, shape)
 
     def to(self, backend) -> "QTensor":
-        return QTensor(self.data.to(backend), self.format, self.shape)
+        return QTensor(self.data.to(backend), self.format, self.shape, self.kind)
 
     def __repr__(self) -> str:
         return f"QTensor({self.fmt}, shape={self.shape}, backend={self.data.backend.device_id!r})"

@@ -7,27 +7,34 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from . import spec as S
 from .backend import Backend
 from .dtypes import dtype_name
 from .errors import ArgumentError, DeviceMismatchError, UnsupportedError, expected
-from .formats import QTensor, get_format
+from .formats import QTensor
 from .registry import get_backend
-from .tensor import Tensor, check_array, device_backend, from_tensor, shape_dtype, to_tensor
+from .tensor import Tensor, array_kind, check_array, device_backend, from_tensor, shape_dtype, to_tensor
 
+# specs are pure functions of shapes and dtypes: caching them keeps tiny calls cheap
 _matmul_spec = functools.lru_cache(maxsize=4096)(S.matmul_spec)
 _attention_spec = functools.lru_cache(maxsize=4096)(S.attention_spec)
 
+Operand = tuple[str, Any, str]  # (argument name, array, array kind)
 
-def _resolve(backend: str | Backend | None, operands: list[tuple[str, Any, str]]) -> Backend:
+
+def _operands(**arrays: Any) -> list[Operand]:
+    return [(name, x, check_array(name, x)) for name, x in arrays.items() if x is not None]
+
+
+def _resolve(backend: str | Backend | None, operands: list[Operand]) -> Backend:
     """The backend to run on: device-resident operands decide, ``backend=`` or the current
     selection otherwise; any disagreement is an error (accel never moves data silently)."""
     resident: Backend | None = None
     resident_arg = ""
     for arg, x, kind in operands:
-        if kind == "numpy":
-            continue
-        b = device_backend(x, kind)
+        b = None if kind == "numpy" else device_backend(x, kind)
         if b is None:
             continue
         if resident is not None and b is not resident:
@@ -43,7 +50,8 @@ def _resolve(backend: str | Backend | None, operands: list[tuple[str, Any, str]]
     return resident or get_backend()
 
 
-def _supported(backend: Backend, spec: S.Spec) -> None:
+def check_supported(backend: Backend, spec: S.Spec) -> None:
+    """Raise UnsupportedError unless ``backend.supports(spec)`` (verdicts cached per backend)."""
     cache = backend.__dict__.setdefault("_support_cache", {})
     verdict = cache.get(spec)
     if verdict is None:
@@ -52,10 +60,10 @@ def _supported(backend: Backend, spec: S.Spec) -> None:
         raise UnsupportedError(backend.device_id, spec.op, spec.in_dtypes[0], verdict.reason)
 
 
-def execute(backend: Backend, spec: S.Spec, *inputs: Tensor, out: Tensor | None = None) -> Tensor:
+def execute(backend: Backend, spec: S.Spec, *inputs: Tensor | None, out: Tensor | None = None) -> Tensor:
     """Run a validated spec on tensors already on ``backend`` (the conformance suite passes a
     guarded ``out``)."""
-    _supported(backend, spec)
+    check_supported(backend, spec)
     if out is None:
         out = Tensor.empty(backend, spec.out_shape, spec.out_dtype)
     if math.prod(spec.out_shape):
@@ -63,11 +71,22 @@ def execute(backend: Backend, spec: S.Spec, *inputs: Tensor, out: Tensor | None 
     return out
 
 
-def _result_kind(operands: list[tuple[str, Any, str]]) -> tuple[str, Any]:
-    for _, x, kind in operands:
-        if kind == "accel":
-            return kind, x
-    return operands[0][2], operands[0][1]
+def _dispatch(spec: S.Spec, backend: str | Backend | None, operands: list[Operand],
+              slots: tuple[str, ...], result_like: Operand | None = None) -> Any:
+    """Run ``spec`` on the operands named in ``slots`` (a missing optional one passes None)."""
+    be = _resolve(backend, operands)
+    given = {name: (x, kind) for name, x, kind in operands}
+    compute = getattr(be, "compute", None)
+    if compute is not None and all(op[2] == "numpy" for op in operands):
+        # host backends take numpy arrays directly: no Tensor wrapping on the hot path
+        check_supported(be, spec)
+        return compute(spec, *(given[s][0] if s in given else None for s in slots))
+    tensors = [to_tensor(s, *given[s], be) if s in given else None for s in slots]
+    out = execute(be, spec, *tensors)
+    # the result takes the kind of ``result_like`` if given, else Tensor if any operand is one,
+    # else the first operand's kind
+    _, like, kind = result_like or next((op for op in operands if op[2] == "accel"), operands[0])
+    return from_tensor(out, kind, like)
 
 
 def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend | None = None) -> Any:
@@ -78,16 +97,13 @@ def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend |
     >>> accel.matmul(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))[0, 0]
     np.float32(3.0)
     """
-    ops = [("a", a, check_array("a", a)), ("b", b, check_array("b", b))]
-    a_shape, a_dt = shape_dtype("a", a)
-    b_shape, b_dt = shape_dtype("b", b)
+    operands = _operands(a=a, b=b)
+    (a_shape, a_dt), (b_shape, b_dt) = shape_dtype("a", a), shape_dtype("b", b)
     spec = _matmul_spec(a_shape, a_dt, b_shape, b_dt,
-                        dtype_name(out_dtype, "out_dtype") if out_dtype is not None else None)
+                        None if out_dtype is None else dtype_name(out_dtype, "out_dtype"))
     if spec.K == 0:
         raise ArgumentError(expected("a.shape[-1]", "K >= 1", 0))
-    be = _resolve(backend, ops)
-    out = execute(be, spec, to_tensor("a", a, ops[0][2], be), to_tensor("b", b, ops[1][2], be))
-    return from_tensor(out, *_result_kind(ops))
+    return _dispatch(spec, backend, operands, ("a", "b"))
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
@@ -100,40 +116,31 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     >>> accel.attention(q, kv, kv, causal=True).shape
     (1, 4, 1, 8)
     """
-    ops = [(n, x, check_array(n, x)) for n, x in (("q", q), ("k", k), ("v", v))]
-    (qs, qd), (ks, kd), (vs, vd) = (shape_dtype(n, x) for n, x, _ in ops)
-    ms = md = None
-    if mask is not None:
-        ops.append(("mask", mask, check_array("mask", mask)))
-        ms, md = shape_dtype("mask", mask)
+    operands = _operands(q=q, k=k, v=v, mask=mask)
+    (qs, qd), (ks, kd), (vs, vd) = (shape_dtype(n, x) for n, x in (("q", q), ("k", k), ("v", v)))
+    ms, md = shape_dtype("mask", mask) if mask is not None else (None, None)
     try:
         hash(scale)
     except TypeError:
         raise ArgumentError(expected("scale", "a finite real number or None", repr(scale))) from None
     spec = _attention_spec(qs, ks, vs, (qd, kd, vd), causal, scale, ms, md)
-    be = _resolve(backend, ops)
-    tensors = [to_tensor(n, x, kind, be) for n, x, kind in ops]
-    if mask is None:
-        tensors.append(None)
-    return from_tensor(execute(be, spec, *tensors), *_result_kind(ops))
+    return _dispatch(spec, backend, operands, ("q", "k", "v", "mask"))
 
 
 def quantize(x: Any, fmt: str, *, backend: str | Backend | None = None) -> QTensor:
     """Quantize along the last axis into GGUF ``q8_0`` or ``q4_0`` blocks (bit-exact with GGML's
-    reference quantizer).
+    reference quantizer). The QTensor lives on the backend that computed it.
 
     >>> import accel, numpy as np
     >>> accel.quantize(np.linspace(-1, 1, 64, dtype=np.float32), "q4_0").raw.shape
     (36,)
     """
-    kind = check_array("x", x)
+    operands = _operands(x=x)
     shape, dt = shape_dtype("x", x)
     spec = S.quantize_spec(shape, dt, fmt)
-    be = _resolve(backend, [("x", x, kind)])
-    out = execute(be, spec, to_tensor("x", x, kind, be))
-    qt = QTensor(out, spec.fmt, shape)
-    qt.kind = kind
-    return qt
+    be = _resolve(backend, operands)
+    out = execute(be, spec, to_tensor("x", x, operands[0][2], be))
+    return QTensor(out, spec.fmt, shape, kind=operands[0][2])
 
 
 def dequantize(qt: QTensor) -> Any:
@@ -146,9 +153,8 @@ def dequantize(qt: QTensor) -> Any:
     """
     if not isinstance(qt, QTensor):
         raise ArgumentError(expected("qt", "an accel.QTensor", type(qt).__name__))
-    spec = S.dequantize_spec(qt.shape, qt.format)
-    out = execute(qt.data.backend, spec, qt.data)
-    return from_tensor(out, getattr(qt, "kind", "numpy"))
+    out = execute(qt.backend, S.dequantize_spec(qt.shape, qt.format), qt.data)
+    return from_tensor(out, qt.kind)
 
 
 def qmatmul(x: Any, w: QTensor, *, backend: str | Backend | None = None) -> Any:
@@ -160,15 +166,12 @@ def qmatmul(x: Any, w: QTensor, *, backend: str | Backend | None = None) -> Any:
     array([[32., 32., 32.],
            [32., 32., 32.]], dtype=float32)
     """
-    kind = check_array("x", x)
     if not isinstance(w, QTensor):
         raise ArgumentError(expected("w", "an accel.QTensor (see accel.quantize)", type(w).__name__))
+    operands = _operands(x=x, w=w.data)
     shape, dt = shape_dtype("x", x)
     spec = S.qmatmul_spec(shape, dt, w.shape, w.format)
-    ops = [("x", x, kind), ("w", w.data, "accel")]
-    be = _resolve(backend, ops)
-    out = execute(be, spec, to_tensor("x", x, kind, be), to_tensor("w", w.data, "accel", be))
-    return from_tensor(out, kind, x)
+    return _dispatch(spec, backend, operands, ("x", "w"), result_like=operands[0])
 
 
-__all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "execute", "get_format"]
+__all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "execute", "check_supported"]

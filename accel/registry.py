@@ -154,11 +154,11 @@ def get_backend(device: str | Backend | None = None) -> Backend:
         return device
     if device is None:
         device = current_device()
-    name, index = parse_device(device)
-    key = f"{name}:{index}"
-    inst = _instances.get(key)
+    inst = _instances.get(device)  # keyed by every spelling seen ("cpu", "cpu:0")
     if inst is not None:
         return inst
+    name, index = parse_device(device)
+    key = f"{name}:{index}"
     with _lock:
         if key not in _instances:
             cls = _load_class(name)
@@ -172,6 +172,7 @@ def get_backend(device: str | Backend | None = None) -> Backend:
                 raise BackendUnavailable(expected("backend", f"a device index below {len(devs)} for "
                                                   f"{name}", repr(device)))
             _instances[key] = cls(index)
+        _instances[device] = _instances[key]
         return _instances[key]
 
 
@@ -207,7 +208,7 @@ def use(device: str) -> Iterator[Backend]:
 
 def current_device() -> str:
     """The device string the next op without ``backend=`` will use."""
-    chosen = _context.get() or _process_default or os.environ.get("ACCEL_BACKEND") or None
+    chosen = _context.get() or _process_default or os.environ.get("ACCEL_BACKEND")
     if chosen:
         return chosen
     return automatic_device()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -17,8 +18,10 @@ from .formats import BLOCK, QuantFormat, check_quantizable_shape, get_format
 
 Shape = tuple[int, ...]
 
-#: int8 GEMM stays exact in int32 for any data while K * 128 * 128 < 2**31
-INT8_EXACT_K = 131072
+#: largest K for which int8 GEMM is exact in int32 for ANY data: |a*b| <= 128*128 = 2**14 and
+#: 131071 * 2**14 < 2**31, while 131072 * 2**14 = 2**31 overflows (all operands -128). Beyond it
+#: accel refuses the call instead of returning a wrapped sum.
+INT8_EXACT_K = 131071
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,11 @@ class MatmulSpec:
     def K(self) -> int: return self.a_shape[-1]
     @property
     def N(self) -> int: return self.b_shape[-1]
-    @property
+    @cached_property
     def batch_shape(self) -> Shape: return np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])
     @property
     def batch(self) -> int: return math.prod(self.batch_shape)
-    @property
+    @cached_property
     def out_shape(self) -> Shape: return self.batch_shape + (self.M, self.N)
     @property
     def in_dtypes(self) -> tuple[str, ...]: return (self.dtype, self.dtype)
@@ -230,7 +233,6 @@ def matmul_spec(a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: str,
         raise ShapeError(expected("a, b batch dimensions", "broadcastable shapes",
                                   f"{tuple(a_shape[:-2])} and {tuple(b_shape[:-2])}")) from None
     if a_dtype == "int8" and a_shape[-1] > INT8_EXACT_K:
-        # int32 accumulation can wrap past this K; accel refuses rather than returning a wrapped sum.
         raise ShapeError(expected("a.shape[-1]", f"K <= {INT8_EXACT_K} for int8 (int32 result is "
                                   "only guaranteed exact up to there)", a_shape[-1]))
     return MatmulSpec(tuple(a_shape), tuple(b_shape), a_dtype, out_dtype)

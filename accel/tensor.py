@@ -110,7 +110,7 @@ def check_array(arg: str, x: Any) -> str:
 def host_of(x: Any, kind: str) -> np.ndarray | None:
     """A C-contiguous numpy view/copy of a host array, or None for device-resident arrays."""
     if kind == "numpy":
-        return np.ascontiguousarray(x)
+        return x if x.flags.c_contiguous else np.ascontiguousarray(x)
     if kind == "torch" and x.device.type == "cpu":
         import torch  # already imported: x is a torch tensor
 
@@ -122,9 +122,11 @@ def host_of(x: Any, kind: str) -> np.ndarray | None:
 
 
 def shape_dtype(arg: str, x: Any) -> tuple[tuple[int, ...], str]:
-    kind = check_array(arg, x)
-    dt = x.dtype if kind != "accel" else x.dtype
-    return tuple(int(s) for s in x.shape), dtype_name(dt, f"{arg}.dtype")
+    """Shape and accel dtype name of any supported array, before any copy."""
+    if isinstance(x, np.ndarray):
+        return x.shape, dtype_name(x.dtype, f"{arg}.dtype")
+    check_array(arg, x)
+    return tuple(int(s) for s in x.shape), dtype_name(x.dtype, f"{arg}.dtype")
 
 
 def device_backend(x: Any, kind: str) -> Backend | None:

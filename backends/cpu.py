@@ -12,7 +12,7 @@ import platform
 
 import numpy as np
 
-from accel.backend import Backend, DeviceInfo
+from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
 from accel.formats import BLOCK
 
@@ -22,16 +22,8 @@ _INT8_CHUNK = 1024
 _ATTN_SCRATCH = 1 << 24
 
 
-def _f32(t) -> np.ndarray:
-    return _arr(t).astype(np.float32, copy=False)
-
-
 def _arr(t) -> np.ndarray:
     return t.buf[: t.nbytes].view(to_numpy_dtype(t.dtype)).reshape(t.shape)
-
-
-def _write(out, values: np.ndarray) -> None:
-    _arr(out)[...] = values.astype(to_numpy_dtype(out.dtype), copy=False)
 
 
 def round_half_away(v: np.ndarray) -> np.ndarray:
@@ -124,12 +116,27 @@ class CPUBackend(Backend):
 
         return {"numpy": np.__version__, "ml_dtypes": ml_dtypes.__version__}
 
-    # ops
-    def matmul(self, spec, out, a, b) -> None:
+    def supports(self, spec) -> Support:
+        return YES  # the reference computes every case the API allows
+
+    # ops: numpy in, numpy out. ``compute`` is also accel's fast path for numpy operands.
+    def run(self, spec, out, *inputs) -> None:
+        arrays = [None if t is None else _arr(t) for t in inputs]
+        _arr(out)[...] = self.compute(spec, *arrays)
+
+    def compute(self, spec, *arrays: np.ndarray | None) -> np.ndarray:
+        """Compute ``spec`` on host arrays, returning a new array of ``spec.out_dtype``."""
+        res = getattr(self, "_" + spec.op)(spec, *arrays)
+        target = to_numpy_dtype(spec.out_dtype)
+        if res.dtype == target:
+            return res
+        with np.errstate(over="ignore"):  # float16 overflow to inf is IEEE's answer, not an error
+            return res.astype(target)
+
+    def _matmul(self, spec, a, b) -> np.ndarray:
         if spec.dtype == "int8":
-            _write(out, self._int8_matmul(_arr(a), _arr(b)))
-        else:
-            _write(out, np.matmul(_f32(a), _f32(b)))
+            return self._int8_matmul(a, b)
+        return np.matmul(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
 
     @staticmethod
     def _int8_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -141,11 +148,11 @@ class CPUBackend(Backend):
             acc = part.astype(np.int64) if acc is None else acc + part.astype(np.int64)
         return acc.astype(np.int32)
 
-    def attention(self, spec, out, q, k, v, mask) -> None:
-        qf, kf, vf = _f32(q), _f32(k), _f32(v)
+    def _attention(self, spec, q, k, v, mask) -> np.ndarray:
+        qf, kf, vf = (t.astype(np.float32, copy=False) for t in (q, k, v))
         mf = None
         if mask is not None:
-            mf = np.broadcast_to(_arr(mask), (spec.B, spec.Hq, spec.Sq, spec.Sk))
+            mf = np.broadcast_to(mask, (spec.B, spec.Hq, spec.Sq, spec.Sk))
         res = np.empty(spec.out_shape, np.float32)
         g, off = spec.group, spec.Sk - spec.Sq
         rows = max(1, min(spec.Sq, _ATTN_SCRATCH // max(1, spec.Sk * g)))
@@ -167,20 +174,20 @@ class CPUBackend(Backend):
                         hidden = keys[None, :] > (np.arange(i0, i1) + off)[:, None]
                         s = np.where(hidden[None], np.float32(-np.inf), s)
                     res[b, heads, i0:i1] = _softmax_pv(s, vv)
-        _write(out, res)
+        return res
 
-    def quantize(self, spec, out, x) -> None:
-        blocks = _f32(x).reshape(-1, BLOCK)
-        _arr(out)[...] = quantize_blocks(blocks, spec.fmt.name).reshape(spec.out_shape)
+    def _quantize(self, spec, x) -> np.ndarray:
+        blocks = x.astype(np.float32, copy=False).reshape(-1, BLOCK)
+        return quantize_blocks(blocks, spec.fmt.name).reshape(spec.out_shape)
 
-    def dequantize(self, spec, out, q) -> None:
-        raw = _arr(q).reshape(-1, spec.fmt.block_bytes)
-        _write(out, dequantize_blocks(raw, spec.fmt.name).reshape(spec.out_shape))
+    def _dequantize(self, spec, q) -> np.ndarray:
+        raw = q.reshape(-1, spec.fmt.block_bytes)
+        return dequantize_blocks(raw, spec.fmt.name).reshape(spec.out_shape)
 
-    def qmatmul(self, spec, out, x, w) -> None:
-        raw = _arr(w).reshape(-1, spec.fmt.block_bytes)
+    def _qmatmul(self, spec, x, w) -> np.ndarray:
+        raw = w.reshape(-1, spec.fmt.block_bytes)
         wf = dequantize_blocks(raw, spec.fmt.name).reshape(spec.N, spec.K)
-        _write(out, np.matmul(_f32(x), wf.T))
+        return np.matmul(x.astype(np.float32, copy=False), wf.T)
 
 
 def _softmax_pv(s: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -1,0 +1,142 @@
+"""``accel.kernel``: compile a user kernel once and launch it with CUDA's semantics on any backend.
+
+The backend does the work (``Backend.compile`` builds and caches, ``Backend.launch`` enqueues);
+this module only validates what a user passes, so every mistake becomes a typed error naming the
+argument instead of a driver crash: a grid of 0 blocks, a Python float whose width the kernel
+cannot know, a tensor on another device.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend
+from .errors import ArgumentError, DeviceMismatchError, expected
+from .registry import get_backend
+from .tensor import Tensor
+
+#: the source language a backend compiles when the source does not use accel's dialect
+_NATIVE_DIALECT = {"cuda": "cuda", "hip": "cuda", "opencl": "opencl"}
+#: an ``#include`` of accel's portability header marks a source as written in accel's dialect
+_DIALECT_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](accel[^">]*\.h)[">]', re.MULTILINE)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DIALECTS = ("accel", "cuda", "opencl")
+#: CUDA's limit on gridDim.y/z is 65535, x 2**31-1; OpenCL's global size is size_t. Past 2**31-1
+#: blocks in any dimension no backend launches correctly, so it is refused here for all.
+_MAX_DIM = 2**31 - 1
+
+
+def _dims(arg: str, value: Any) -> tuple[int, int, int]:
+    """An int or a tuple of 1-3 positive ints, padded with 1s to three dimensions."""
+    items = value if isinstance(value, tuple) else (value,)
+    if not 1 <= len(items) <= 3 or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in items):
+        raise ArgumentError(expected(arg, "a positive int or a tuple of 1 to 3 positive ints",
+                                     repr(value)))
+    if not all(1 <= int(v) <= _MAX_DIM for v in items):
+        raise ArgumentError(expected(arg, f"every dimension in 1..{_MAX_DIM}", repr(value)))
+    return tuple(int(v) for v in items) + (1,) * (3 - len(items))  # type: ignore[return-value]
+
+
+def _options(defines: Mapping[str, Any] | None, options: Sequence[str] | None) -> tuple[str, ...]:
+    """Compiler options: ``-DNAME=VALUE`` for each define (options, not prepended ``#define``
+    lines, so the compiler log's line numbers stay those of the user's source), then ``options``."""
+    out: list[str] = []
+    if defines is not None:
+        if not isinstance(defines, Mapping):
+            raise ArgumentError(expected("defines", "a mapping of macro names to values",
+                                         type(defines).__name__))
+        for key, value in defines.items():
+            if not isinstance(key, str) or not _IDENTIFIER.match(key):
+                raise ArgumentError(expected("defines", "macro names that are C identifiers",
+                                             repr(key)))
+            if isinstance(value, bool) or not isinstance(value, (int, float, str, np.integer,
+                                                                 np.floating)):
+                raise ArgumentError(expected(f"defines[{key!r}]", "an int, float or str", repr(value)))
+            text = str(value)
+            if not text or any(c.isspace() for c in text):
+                raise ArgumentError(expected(f"defines[{key!r}]", "a value without whitespace",
+                                             repr(value)))
+            out.append(f"-D{key}={text}")
+    if options is not None:
+        if isinstance(options, str) or not isinstance(options, Sequence) or not all(
+                isinstance(o, str) and o for o in options):
+            raise ArgumentError(expected("options", "a sequence of non-empty str compiler options",
+                                         repr(options)))
+        out.extend(options)
+    return tuple(out)
+
+
+class Kernel:
+    """A compiled kernel bound to one backend; call it to launch (see ``accel.kernel``)."""
+
+    def __init__(self, backend: Backend, name: str, compiled: Any, dialect: str):
+        self.backend, self.name, self.dialect, self._compiled = backend, name, dialect, compiled
+
+    def __call__(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any,
+                 shared_mem: int = 0) -> None:
+        grid3, block3 = _dims("grid", grid), _dims("block", block)
+        if isinstance(shared_mem, (bool, np.bool_)) or not isinstance(shared_mem, (int, np.integer)) \
+                or shared_mem < 0:
+            raise ArgumentError(expected("shared_mem", "an int >= 0 (bytes)", repr(shared_mem)))
+        self.backend.launch(self._compiled, grid3, block3, [self._arg(i, a) for i, a in enumerate(args)],
+                            int(shared_mem))
+
+    def _arg(self, index: int, value: Any) -> Any:
+        """A Tensor (on this kernel's backend) or a numpy scalar with an explicit width."""
+        arg = f"args[{index}]"
+        if isinstance(value, Tensor):
+            if value.backend is not self.backend:
+                raise DeviceMismatchError(expected(arg, f"a tensor on {self.backend.device_id}",
+                                                   f"a tensor on {value.backend.device_id}"))
+            return value
+        if isinstance(value, np.generic) and value.dtype.kind in "iuf" and value.dtype.itemsize in (
+                1, 2, 4, 8):
+            return value
+        raise ArgumentError(expected(arg, "an accel.Tensor or a numpy scalar with an explicit width "
+                                     "(np.int32(n), np.float32(a))", _describe_arg(value)))
+
+    def __repr__(self) -> str:
+        return f"<accel kernel {self.name!r} ({self.dialect}) on {self.backend.device_id}>"
+
+
+def _describe_arg(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"Python {type(value).__name__} {value!r} (its C width is ambiguous)"
+    return f"{type(value).__name__} {value!r}" if np.ndim(value) == 0 else type(value).__name__
+
+
+def kernel(source: str, name: str, *, backend: str | Backend | None = None,
+           defines: Mapping[str, Any] | None = None, options: Sequence[str] | None = None,
+           dialect: str | None = None) -> Kernel:
+    """Compile kernel ``name`` from ``source`` on a backend and return it as a callable
+    ``k(grid, block, *args, shared_mem=0)`` with CUDA's launch semantics: ``grid`` counts blocks,
+    ``block`` threads per block (ints or 1-3 tuples); ``shared_mem`` bytes back the dynamic
+    ``extern __shared__`` array (on OpenCL: one extra ``__local`` pointer after the user's args).
+    Tensor arguments are written in place; scalars must be numpy scalars (``np.int32(n)``).
+
+    ``dialect`` is "accel" (sources including accel's portability header; detected), "cuda"
+    (the cuda and hip backends' default) or "opencl" (the opencl backend's default).
+
+    >>> import accel, numpy as np
+    >>> src = '''__kernel void scale(__global float* x, float a, int n) {
+    ...     int i = get_global_id(0); if (i < n) x[i] *= a; }'''
+    >>> k = accel.kernel(src, "scale", backend="opencl")          # doctest: +SKIP
+    >>> x = accel.asarray(np.ones(100, np.float32), backend="opencl")  # doctest: +SKIP
+    >>> k(4, 32, x, np.float32(3), np.int32(100)); float(x.numpy().sum())  # doctest: +SKIP
+    300.0
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise ArgumentError(expected("source", "non-empty kernel source text", repr(source)[:80]))
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ArgumentError(expected("name", "the kernel function's identifier", repr(name)))
+    target = get_backend(backend)
+    if dialect is None:
+        dialect = "accel" if _DIALECT_INCLUDE.search(source) else _NATIVE_DIALECT.get(target.name, "accel")
+    elif dialect not in _DIALECTS:
+        raise ArgumentError(expected("dialect", f"one of {_DIALECTS}", repr(dialect)))
+    compiled = target.compile(source, name, options=_options(defines, options), dialect=dialect)
+    return Kernel(target, name, compiled, dialect)

@@ -1,0 +1,122 @@
+"""The syntax layer of ``accel port``: parsing CUDA with tree-sitter, diagnostics, and rewriting
+the source by syntax nodes.
+
+A translation never re-prints the program from its tree: it records replacements keyed by the
+byte range of a syntax node and renders the original text with them applied, so comments,
+layout and everything the translator does not touch survive byte for byte. A replacement is a
+function of the node's already-rewritten inner text, so nested rewrites compose
+(``expf(threadIdx.x)`` rewrites both the call and its argument).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+
+from .errors import ArgumentError, expected
+
+
+@cache
+def _parser():
+    try:
+        import tree_sitter
+        import tree_sitter_cuda
+    except ModuleNotFoundError as e:
+        raise ArgumentError(expected("accel port", "the tree-sitter parser "
+                                     "(pip install 'accel-portable[port]')",
+                                     f"missing module {e.name}")) from None
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
+
+
+def parse(source: bytes):
+    """The tree-sitter syntax tree of CUDA C++ source."""
+    return _parser().parse(source)
+
+
+def text(node) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+def walk(node) -> Iterator:
+    """Every named node under ``node`` (itself included), in source order."""
+    yield node
+    for child in node.named_children:
+        yield from walk(child)
+
+
+def line(node) -> int:
+    """1-based source line of a node."""
+    return node.start_point.row + 1
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding: ``error`` (not translated: nothing is written) or ``warning`` (translated, but
+    the result rests on an assumption the reader must check)."""
+
+    file: str
+    line: int
+    construct: str
+    why: str
+    rewrite: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{self.file}:{self.line}: {prefix}{self.construct}: {self.why}; suggested rewrite: {self.rewrite}"
+
+
+class Rewriter:
+    """Replacements keyed by node byte ranges, rendered over the original source."""
+
+    def __init__(self, source: bytes, filename: str):
+        self.source, self.filename = source, filename
+        self._edits: dict[tuple[int, int], list[Callable[[str], str]]] = {}
+        self.diagnostics: list[Diagnostic] = []
+
+    # -- recording --------------------------------------------------------------------------------
+    def replace(self, node, new: str | Callable[[str], str]) -> None:
+        """Replace ``node`` by ``new``: a string, or a function of the node's rewritten text."""
+        fn = new if callable(new) else (lambda _inner, s=new: s)
+        self._edits.setdefault((node.start_byte, node.end_byte), []).append(fn)
+
+    def delete(self, node) -> None:
+        self.replace(node, "")
+
+    def error(self, node, construct: str, why: str, rewrite: str) -> None:
+        self.diagnostics.append(Diagnostic(self.filename, line(node), construct, why, rewrite))
+
+    def warn(self, node, construct: str, why: str, rewrite: str) -> None:
+        self.diagnostics.append(Diagnostic(self.filename, line(node), construct, why, rewrite,
+                                           "warning"))
+
+    @property
+    def failed(self) -> bool:
+        return any(d.severity == "error" for d in self.diagnostics)
+
+    # -- rendering --------------------------------------------------------------------------------
+    def render(self, node=None) -> str:
+        """The rewritten text of ``node`` (or of the whole source), its own replacement included."""
+        if node is None:
+            return self._span(0, len(self.source), None)
+        return self._apply((node.start_byte, node.end_byte))
+
+    def _apply(self, key: tuple[int, int]) -> str:
+        out = self._span(key[0], key[1], key)
+        for fn in self._edits.get(key, ()):
+            out = fn(out)
+        return out
+
+    def _span(self, start: int, end: int, own: tuple[int, int] | None) -> str:
+        """Source bytes [start, end) with every outermost edit strictly inside applied."""
+        inner = sorted((k for k in self._edits if start <= k[0] and k[1] <= end and k != own),
+                       key=lambda k: (k[0], -k[1]))
+        parts, pos = [], start
+        for k in inner:
+            if k[0] < pos:  # nested inside an edit already rendered
+                continue
+            parts.append(self.source[pos:k[0]].decode("utf-8", "replace"))
+            parts.append(self._apply(k))
+            pos = k[1]
+        parts.append(self.source[pos:end].decode("utf-8", "replace"))
+        return "".join(parts)

@@ -1,0 +1,416 @@
+"""Compiling kernel source for real GPU targets on a machine without a GPU.
+
+NVIDIA targets (``sm_80``, ``sm_90``, any ``sm_XY``) go through NVRTC, AMD targets (``gfx90a``,
+``gfx1100``, any ``gfx...``) through hiprtc. Neither needs a device or a driver: both are plain
+libraries, loaded with ctypes, and their C APIs have the same shape (create, compile, log, code),
+so one small wrapper drives both. Each result carries the compiler log, the binary (cubin or AMD
+code object) and, per kernel, the resources the toolchain reports: ptxas's ``-v`` summary for
+NVIDIA, the code object's metadata note (read with ``llvm-readelf --notes``) for AMD.
+
+Successful builds are cached on disk under ``$ACCEL_CACHE_DIR`` (default ``~/.cache/accel``) by a
+key over the toolchain and its version, the target, the options, the source and the headers in
+the include directories the caller names. Entries are written atomically and checked against
+their recorded digest on read, so an interrupted writer never leaves a usable corrupt entry.
+
+>>> from accel.toolchains import compile_source
+>>> r = compile_source('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', "sm_90")
+>>> r.ok, r.binary[:4], r.resources["k"].spills
+(True, b'\\x7fELF', 0)
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import ArgumentError, BackendUnavailable, expected
+
+#: the targets ``accel kernels check`` compiles for when none are named
+DEFAULT_TARGETS = ("sm_80", "sm_90", "gfx90a", "gfx1100")
+
+_NVIDIA = re.compile(r"sm_(\d{2,3})a?")
+_AMD = re.compile(r"gfx[0-9a-f]{3,5}(:[a-z0-9_]+[+-])*")
+
+
+class ToolchainUnavailable(BackendUnavailable):
+    """The compiler library a target needs is not installed here (the message says what to install)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU code target: ``name`` as the compiler spells it, and which toolchain builds it."""
+
+    name: str
+    vendor: str  # "nvidia" or "amd"
+    toolchain: str  # "nvrtc" or "hiprtc"
+
+    @property
+    def binary_suffix(self) -> str:
+        return ".cubin" if self.vendor == "nvidia" else ".hsaco"
+
+
+def parse_target(name: str) -> Target:
+    """Validate a target name.
+
+    >>> parse_target("sm_90"), parse_target("gfx90a:xnack-").toolchain
+    (Target(name='sm_90', vendor='nvidia', toolchain='nvrtc'), 'hiprtc')
+    """
+    if isinstance(name, str) and _NVIDIA.fullmatch(name):
+        return Target(name, "nvidia", "nvrtc")
+    if isinstance(name, str) and _AMD.fullmatch(name):
+        return Target(name, "amd", "hiprtc")
+    raise ArgumentError(expected("target", "an NVIDIA arch 'sm_XY' (e.g. sm_90) or an AMD arch "
+                                 "'gfx...' (e.g. gfx90a)", repr(name)))
+
+
+def cuda_arch(major: int, minor: int) -> str:
+    """The NVRTC target of a CUDA device's compute capability.
+
+    >>> cuda_arch(9, 0), cuda_arch(8, 6)
+    ('sm_90', 'sm_86')
+    """
+    return f"sm_{int(major)}{int(minor)}"
+
+
+def hip_arch(gcn_arch_name: str) -> str:
+    """The hiprtc target of an AMD device from its ``gcnArchName`` (feature flags kept: they
+    decide code generation, e.g. xnack).
+
+    >>> hip_arch("gfx90a:sramecc+:xnack-"), hip_arch(b"gfx1100")
+    ('gfx90a:sramecc+:xnack-', 'gfx1100')
+    """
+    name = gcn_arch_name.decode() if isinstance(gcn_arch_name, bytes) else str(gcn_arch_name)
+    name = name.strip("\x00 ")
+    return parse_target(name).name
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What one compiled kernel uses, as its toolchain reports it.
+
+    ``registers``: registers per thread (NVIDIA) or VGPRs per lane (AMD; SGPRs in ``detail``).
+    ``spills``: 0 when nothing spilled; bytes of spill stores (ptxas) or spilled registers (AMD).
+    ``shared_bytes``: static shared / LDS memory per block. ``stack_bytes``: private memory per
+    thread (stack frame, scratch).
+    """
+
+    registers: int | None = None
+    spills: int | None = None
+    shared_bytes: int | None = None
+    stack_bytes: int | None = None
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """The outcome of one compile: ``ok``, the full compiler ``log``, the ``binary`` and its
+    cached ``path`` when ok, per-kernel ``resources`` where the toolchain tells."""
+
+    target: str
+    ok: bool
+    log: str
+    toolchain: str
+    binary: bytes | None = None
+    path: Path | None = None
+    resources: dict[str, KernelResources] = field(default_factory=dict)
+    resources_note: str = ""
+    cached: bool = False
+
+
+# -- the two runtime-compilation libraries --------------------------------------------------------
+class _RTC:
+    """NVRTC or hiprtc through ctypes: both export prefix+CreateProgram / CompileProgram /
+    GetProgramLog(Size) / Get<Code>(Size) / DestroyProgram / Version with identical signatures."""
+
+    def __init__(self, lib: ctypes.CDLL, prefix: str, code: str, path: str):
+        self.lib, self.prefix, self.code, self.path = lib, prefix, code, path
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self._fn("Version")(ctypes.byref(major), ctypes.byref(minor))
+        self.version = (major.value, minor.value)
+        # ctypes calls drop the GIL; the libraries are thread-safe per program, but their global
+        # initialisation is not documented as such, so builds run one at a time.
+        self.lock = threading.Lock()
+
+    @property
+    def ident(self) -> str:
+        return f"{self.prefix} {self.version[0]}.{self.version[1]} ({self.path})"
+
+    def _fn(self, name: str):
+        return getattr(self.lib, self.prefix + name)
+
+    def compile(self, source: str, filename: str, options: list[str]) -> tuple[bool, str, bytes | None]:
+        prog = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        with self.lock:
+            rc = self._fn("CreateProgram")(ctypes.byref(prog), source.encode(), filename.encode(),
+                                           0, None, None)
+            if rc:
+                return False, f"{self.prefix}CreateProgram failed with code {rc}", None
+            try:
+                argv = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
+                rc = self._fn("CompileProgram")(prog, len(options), argv)
+                self._fn("GetProgramLogSize")(prog, ctypes.byref(size))
+                log_buf = ctypes.create_string_buffer(size.value + 1)
+                self._fn("GetProgramLog")(prog, log_buf)
+                log = log_buf.value.decode(errors="replace")
+                if rc:
+                    return False, log or f"{self.prefix}CompileProgram failed with code {rc}", None
+                self._fn(f"Get{self.code}Size")(prog, ctypes.byref(size))
+                code = ctypes.create_string_buffer(size.value)
+                self._fn(f"Get{self.code}")(prog, code)
+                return True, log, code.raw
+            finally:
+                self._fn("DestroyProgram")(ctypes.byref(prog))
+
+
+@functools.cache
+def _nvrtc() -> _RTC:
+    try:
+        from cuda import pathfinder
+    except ImportError:
+        raise ToolchainUnavailable("NVRTC: cuda-pathfinder is not installed (pip install "
+                                   "cuda-pathfinder nvidia-cuda-nvrtc nvidia-cuda-runtime)") from None
+    try:
+        dl = pathfinder.load_nvidia_dynamic_lib("nvrtc")
+    except Exception as e:  # pathfinder's own error types: not found / not loadable
+        raise ToolchainUnavailable(f"NVRTC not found ({type(e).__name__}: {e}); pip install "
+                                   "nvidia-cuda-nvrtc nvidia-cuda-runtime") from None
+    return _RTC(ctypes.CDLL(dl.abs_path), "nvrtc", "CUBIN", dl.abs_path)
+
+
+#: hiprtc lives in libhiprtc.so from ROCm 6 on, inside libamdhip64 before (Debian ships ROCm 5.2)
+_HIPRTC_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libamdhip64.so.5", "libamdhip64.so")
+
+
+@functools.cache
+def _hiprtc() -> _RTC:
+    tried = []
+    for name in _HIPRTC_LIBS:
+        for candidate in (name, f"/opt/rocm/lib/{name}"):
+            try:
+                lib = ctypes.CDLL(candidate)
+                lib.hiprtcCreateProgram  # noqa: B018 - raises AttributeError if this lib lacks hiprtc
+            except (OSError, AttributeError) as e:
+                tried.append(f"{candidate}: {e}")
+                continue
+            return _RTC(lib, "hiprtc", "Code", candidate)
+    raise ToolchainUnavailable("hiprtc not found (apt-get install hipcc libamdhip64-dev "
+                               "rocm-device-libs, or a ROCm install); tried " + "; ".join(tried))
+
+
+def _rtc(target: Target) -> _RTC:
+    return _nvrtc() if target.toolchain == "nvrtc" else _hiprtc()
+
+
+def toolchain_version(target: str) -> str:
+    """Which compiler library builds ``target``, with its version and path; raises
+    ToolchainUnavailable (an accel.BackendUnavailable) if it is not installed.
+
+    >>> toolchain_version("sm_90").startswith("nvrtc ")
+    True
+    """
+    return _rtc(parse_target(target)).ident
+
+
+@functools.cache
+def cuda_include_dir() -> str | None:
+    """The CUDA headers NVRTC sources need (cuda_fp16.h, cuda_bf16.h), e.g. from the
+    nvidia-cuda-runtime wheel; None if not installed."""
+    try:
+        from cuda import pathfinder
+
+        return pathfinder.find_nvidia_header_directory("cudart")
+    except Exception:  # no pathfinder, or no headers: NVRTC still compiles header-free sources
+        return None
+
+
+# -- options ------------------------------------------------------------------------------------
+def build_options(target: Target, rtc_version: tuple[int, int], *, options: tuple[str, ...] = (),
+                  defines: dict[str, object] | None = None,
+                  include_dirs: tuple[str, ...] = ()) -> list[str]:
+    """The full compiler command line for a target: arch, optimisation, includes, defines, then
+    the caller's own options (last, so they can override).
+
+    >>> build_options(parse_target("gfx90a"), (5, 2), defines={"WARP": 64})
+    ['--offload-arch=gfx90a', '-O3', '-DWARP=64']
+    """
+    if target.toolchain == "nvrtc":
+        opts = [f"--gpu-architecture={target.name}", "-std=c++17"]
+        if rtc_version >= (12, 1):  # ptxas options reach NVRTC from 12.1 on
+            opts.append("--ptxas-options=-v")
+        inc = cuda_include_dir()
+        if inc:
+            opts.append(f"-I{inc}")
+    else:
+        opts = [f"--offload-arch={target.name}", "-O3"]
+    opts += [f"-I{d}" for d in include_dirs]
+    for key, value in (defines or {}).items():
+        if not re.fullmatch(r"[A-Za-z_]\w*", str(key)):
+            raise ArgumentError(expected("defines", "macro names that are C identifiers", repr(key)))
+        opts.append(f"-D{key}" if value is None else f"-D{key}={value}")
+    for o in options:
+        if not isinstance(o, str):
+            raise ArgumentError(expected("options", "a sequence of str", repr(o)))
+    return opts + list(options)
+
+
+# -- resources ----------------------------------------------------------------------------------
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_ptxas_log(log: str) -> dict[str, KernelResources]:
+    """Per-kernel resources from ptxas's ``-v`` report (as NVRTC or nvcc print it)."""
+    found: dict[str, dict] = {}
+    current = None
+    for line in log.splitlines():
+        if m := _PTXAS_ENTRY.search(line):
+            current = found.setdefault(m.group(1), {})
+        elif current is None:
+            continue
+        elif m := _PTXAS_FRAME.search(line):
+            current.update(stack_bytes=int(m.group(1)), spills=int(m.group(2)),
+                           detail={"spill_loads_bytes": int(m.group(3))})
+        elif m := _PTXAS_USED.search(line):
+            current.update(registers=int(m.group(1)), shared_bytes=int(m.group(2) or 0))
+    return {name: KernelResources(**fields) for name, fields in found.items()}
+
+
+def _readelf() -> str | None:
+    for name in ("llvm-readelf", *(f"llvm-readelf-{v}" for v in range(20, 13, -1))):
+        if path := shutil.which(name):
+            return path
+    rocm = Path("/opt/rocm/llvm/bin/llvm-readelf")
+    return str(rocm) if rocm.exists() else None
+
+
+def amd_code_object_resources(path: Path) -> tuple[dict[str, KernelResources], str]:
+    """Per-kernel resources from an AMD code object's metadata note, and a note when unreadable."""
+    import yaml
+
+    tool = _readelf()
+    if tool is None:
+        return {}, "llvm-readelf not found (apt-get install llvm), AMD resources not read"
+    proc = subprocess.run([tool, "--notes", str(path)], capture_output=True, text=True, timeout=60)
+    m = re.search(r"^\s*---\s*$(.*?)^\s*\.\.\.\s*$", proc.stdout, re.S | re.M)
+    if proc.returncode or not m:
+        return {}, f"llvm-readelf --notes gave no AMDGPU metadata: {proc.stderr.strip()[:200]}"
+    meta = yaml.safe_load(m.group(1))
+    out = {}
+    for k in meta.get("amdhsa.kernels", []):
+        out[k[".name"]] = KernelResources(
+            registers=k.get(".vgpr_count"),
+            spills=k.get(".vgpr_spill_count", 0) + k.get(".sgpr_spill_count", 0),
+            shared_bytes=k.get(".group_segment_fixed_size"),
+            stack_bytes=k.get(".private_segment_fixed_size"),
+            detail={"sgprs": k.get(".sgpr_count"), "agprs": k.get(".agpr_count", 0),
+                    "wavefront_size": k.get(".wavefront_size")})
+    return out, ""
+
+
+# -- cache ----------------------------------------------------------------------------------------
+#: part of every cache key: bump it when what an entry records changes
+_CACHE_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """Where compiled binaries live: ``$ACCEL_CACHE_DIR/binaries`` (default ~/.cache/accel)."""
+    root = os.environ.get("ACCEL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "accel")
+    return Path(root) / "binaries"
+
+
+def _header_digest(include_dirs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Digests of the headers in the caller's include dirs: editing a header must miss the cache."""
+    out = []
+    for d in include_dirs:
+        for p in sorted(Path(d).glob("*")):
+            if p.is_file() and p.suffix in (".h", ".cuh", ".hpp", ".inc"):
+                out.append((str(p), hashlib.sha256(p.read_bytes()).hexdigest()))
+    return out
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _load_cached(meta_path: Path, bin_path: Path) -> dict | None:
+    try:
+        meta = json.loads(meta_path.read_text())
+        binary = bin_path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(binary).hexdigest() != meta.get("sha256"):
+        return None  # a torn or tampered entry: rebuild rather than load it
+    meta["binary"] = binary
+    return meta
+
+
+def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
+                   defines: dict[str, object] | None = None, include_dirs: tuple[str, ...] = (),
+                   filename: str = "kernel.cu", use_cache: bool = True) -> CompileResult:
+    """Compile CUDA C++ / HIP source for one GPU target (no GPU needed); never raises for a
+    compile error (``ok`` is False and ``log`` says why). Raises ToolchainUnavailable when the
+    target's compiler library is missing, ArgumentError for a bad target or option.
+
+    Kernels meant to be looked up by name should be ``extern "C"``; otherwise their names in
+    ``resources`` are the mangled ones.
+
+    >>> r = compile_source('extern "C" __global__ void k(int* x) { x[0] = WIDTH; }', "gfx90a",
+    ...                    defines={"WIDTH": 64})
+    >>> r.ok, r.path.suffix
+    (True, '.hsaco')
+    """
+    if not isinstance(source, str):
+        raise ArgumentError(expected("source", "kernel source as str", type(source).__name__))
+    tgt = parse_target(target)
+    rtc = _rtc(tgt)
+    include_dirs = tuple(str(d) for d in include_dirs)
+    argv = build_options(tgt, rtc.version, options=tuple(options), defines=defines,
+                         include_dirs=include_dirs)
+    key = hashlib.sha256(json.dumps([_CACHE_FORMAT, rtc.ident, tgt.name, argv, source,
+                                     _header_digest(include_dirs)]).encode()).hexdigest()[:40]
+    folder = cache_dir()
+    bin_path, meta_path = folder / f"{key}{tgt.binary_suffix}", folder / f"{key}.json"
+    if use_cache and (hit := _load_cached(meta_path, bin_path)):
+        return CompileResult(tgt.name, True, hit["log"], rtc.ident, hit["binary"], bin_path,
+                             {k: KernelResources(**v) for k, v in hit["resources"].items()},
+                             hit["resources_note"], cached=True)
+    ok, log, binary = rtc.compile(source, filename, argv)
+    if not ok:
+        return CompileResult(tgt.name, False, log, rtc.ident)
+    folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(bin_path, binary)
+    if tgt.vendor == "nvidia":
+        resources, note = parse_ptxas_log(log), ("" if "ptxas" in log else
+                                                 "this NVRTC is older than 12.1: no ptxas report")
+    else:
+        resources, note = amd_code_object_resources(bin_path)
+    meta = {"log": log, "resources": {k: asdict(v) for k, v in resources.items()},
+            "resources_note": note, "sha256": hashlib.sha256(binary).hexdigest(),
+            "toolchain": rtc.ident, "target": tgt.name, "options": argv}
+    _atomic_write(meta_path, json.dumps(meta).encode())
+    return CompileResult(tgt.name, True, log, rtc.ident, binary, bin_path, resources, note)
+
+
+__all__ = ["DEFAULT_TARGETS", "Target", "parse_target", "cuda_arch", "hip_arch", "KernelResources",
+           "CompileResult", "compile_source", "toolchain_version", "cuda_include_dir",
+           "build_options", "parse_ptxas_log", "amd_code_object_resources", "cache_dir",
+           "ToolchainUnavailable"]

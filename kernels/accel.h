@@ -1,0 +1,156 @@
+/* accel portability header: one kernel source compiles as OpenCL C 1.2, CUDA C++ (NVRTC/nvcc)
+ * and HIP C++ (hiprtc/hipcc). Kernels use only the names defined here for anything that differs
+ * between the three dialects; variants come from -D defines (dtypes, tile sizes), never copies.
+ *
+ * Dtype tokens for the *_DT defines: F32, F16, BF16, I8, I32, U8 (e.g. -DIN_DT=BF16).
+ * float16 and bfloat16 live in memory as 16-bit patterns and are computed in float32.
+ */
+#ifndef ACCEL_H
+#define ACCEL_H
+
+#define ACCEL_CAT_(a, b) a##b
+#define ACCEL_CAT(a, b) ACCEL_CAT_(a, b)
+
+#if defined(__OPENCL_VERSION__)
+/* ---------------------------------------------------------------- OpenCL C 1.2 */
+#define ACCEL_OPENCL 1
+/* Contraction changes bits; kernels ask for FMA explicitly (FMA below) where they want it. */
+#pragma OPENCL FP_CONTRACT OFF
+#define KERNEL __kernel
+#define GLOBAL __global
+#define LOCAL __local
+#define RESTRICT restrict
+#define DEVICE static inline
+#define LOCAL_ID(d) ((int)get_local_id(d))
+#define GROUP_ID(d) ((int)get_group_id(d))
+#define LOCAL_SIZE(d) ((int)get_local_size(d))
+#define NUM_GROUPS(d) ((int)get_num_groups(d))
+#define BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+typedef uchar u8;
+typedef char i8;
+typedef ushort u16;
+typedef short i16;
+typedef uint u32;
+typedef int i32;
+typedef long i64;
+#define AS_FLOAT(u) as_float(u)
+#define AS_UINT(f) as_uint(f)
+#define FMA(a, b, c) fma((a), (b), (c))
+#define FABS(x) fabs(x)
+#define FMAX(a, b) fmax((a), (b))
+#define EXP(x) exp(x)
+#define ROUND_HALF_AWAY(x) round(x)
+#define TRUNC(x) trunc(x)
+#define IS_NAN(x) isnan(x)
+#define IS_INF(x) isinf(x)
+#define INF_F (INFINITY)
+#define NAN_F (NAN)
+/* Exact float ops: contraction is off above; division is correctly rounded only when the program
+ * is built with -cl-fp32-correctly-rounded-divide-sqrt (the backend passes it). */
+#define FMUL_RN(a, b) ((a) * (b))
+#define FADD_RN(a, b) ((a) + (b))
+#define FDIV_RN(a, b) ((a) / (b))
+/* float16 without cl_khr_fp16: half is a storage-only type; vload_half/vstore_half_rte are core. */
+typedef half T_F16;
+#define LOAD_F16(p, i) vload_half((i), (p))
+#define STORE_F16(p, i, v) vstore_half_rte((v), (i), (p))
+/* No subgroups on OpenCL 1.2 devices such as PoCL: reductions go through local memory. */
+#ifndef ACCEL_WARP
+#define ACCEL_WARP 0
+#endif
+#define UNROLL _Pragma("unroll")
+
+#else
+/* ---------------------------------------------------------------- CUDA and HIP C++ */
+#if defined(__HIPCC__) || defined(__HIP__) || defined(__HIPCC_RTC__)
+#define ACCEL_HIP 1
+#ifndef __HIPCC_RTC__
+#include <hip/hip_runtime.h>
+#endif
+#include <hip/hip_fp16.h>
+/* hip-clang contracts a*b+c by default; the exact-rounding kernels need every op rounded. */
+#pragma clang fp contract(off)
+#ifndef ACCEL_WARP
+#define ACCEL_WARP 64 /* CDNA wavefront; RDNA builds pass -DACCEL_WARP=32 */
+#endif
+#else
+#define ACCEL_CUDA 1
+#include <cuda_fp16.h>
+#ifndef ACCEL_WARP
+#define ACCEL_WARP 32
+#endif
+#endif
+#define KERNEL extern "C" __global__
+#define GLOBAL
+#define LOCAL __shared__
+#define RESTRICT __restrict__
+#define DEVICE static __device__ __forceinline__
+#define LOCAL_ID(d) ((int)((d) == 0 ? threadIdx.x : (d) == 1 ? threadIdx.y : threadIdx.z))
+#define GROUP_ID(d) ((int)((d) == 0 ? blockIdx.x : (d) == 1 ? blockIdx.y : blockIdx.z))
+#define LOCAL_SIZE(d) ((int)((d) == 0 ? blockDim.x : (d) == 1 ? blockDim.y : blockDim.z))
+#define NUM_GROUPS(d) ((int)((d) == 0 ? gridDim.x : (d) == 1 ? gridDim.y : gridDim.z))
+#define BARRIER() __syncthreads()
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef short i16;
+typedef unsigned int u32;
+typedef int i32;
+typedef long long i64;
+#define AS_FLOAT(u) __uint_as_float(u)
+#define AS_UINT(f) __float_as_uint(f)
+#define FMA(a, b, c) fmaf((a), (b), (c))
+#define FABS(x) fabsf(x)
+#define FMAX(a, b) fmaxf((a), (b))
+#define EXP(x) expf(x)
+#define ROUND_HALF_AWAY(x) roundf(x)
+#define TRUNC(x) truncf(x)
+#define IS_NAN(x) isnan(x)
+#define IS_INF(x) isinf(x)
+#define INF_F (__int_as_float(0x7f800000))
+#define NAN_F (__int_as_float(0x7fc00000))
+/* Intrinsics that are never contracted into an FMA and divide with correct rounding. */
+#define FMUL_RN(a, b) __fmul_rn((a), (b))
+#define FADD_RN(a, b) __fadd_rn((a), (b))
+#define FDIV_RN(a, b) __fdiv_rn((a), (b))
+typedef unsigned short T_F16;
+#define LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))
+#define STORE_F16(p, i, v) ((p)[i] = __half_as_ushort(__float2half_rn(v)))
+#define UNROLL _Pragma("unroll")
+#endif
+
+/* ---------------------------------------------------------------- shared by every dialect */
+/* bfloat16 as a uint16 bit pattern: widening is exact; narrowing rounds to nearest even and
+ * keeps NaN a (quiet) NaN instead of letting the rounding carry turn it into infinity. */
+DEVICE float bf16_to_f32(u16 b) { return AS_FLOAT(((u32)b) << 16); }
+DEVICE u16 f32_to_bf16(float f) {
+    u32 u = AS_UINT(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
+    return (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+typedef float T_F32;
+typedef u16 T_BF16;
+typedef i8 T_I8;
+typedef i32 T_I32;
+typedef u8 T_U8;
+#define LOAD_F32(p, i) ((p)[i])
+#define STORE_F32(p, i, v) ((p)[i] = (v))
+#define LOAD_BF16(p, i) bf16_to_f32((p)[i])
+#define STORE_BF16(p, i, v) ((p)[i] = f32_to_bf16(v))
+#define LOAD_I8(p, i) ((i32)(p)[i])
+#define STORE_I32(p, i, v) ((p)[i] = (v))
+#define LOAD_U8(p, i) ((p)[i])
+
+/* Role macros: a kernel compiled with -DIN_DT=F16 reads its inputs through IN_T / LOAD_IN. */
+#define IN_T ACCEL_CAT(T_, IN_DT)
+#define LOAD_IN(p, i) ACCEL_CAT(LOAD_, IN_DT)(p, i)
+#define OUT_T ACCEL_CAT(T_, OUT_DT)
+#define STORE_OUT(p, i, v) ACCEL_CAT(STORE_, OUT_DT)(p, i, v)
+#define MASK_T ACCEL_CAT(T_, MASK_DT)
+#define LOAD_MASK(p, i) ACCEL_CAT(LOAD_, MASK_DT)(p, i)
+
+DEVICE int imin(int a, int b) { return a < b ? a : b; }
+DEVICE int imax(int a, int b) { return a > b ? a : b; }
+
+#endif /* ACCEL_H */

@@ -1,0 +1,74 @@
+"""Every typed error is reachable from a bad input, and its message names the argument, what was
+expected and what came."""
+import numpy as np
+import pytest
+
+import accel
+
+f32 = np.ones((2, 3), np.float32)
+q4 = np.ones((1, 2, 3, 8), np.float32)
+kv = np.ones((1, 1, 5, 8), np.float32)
+
+
+@pytest.mark.parametrize("call,error,words", [
+    (lambda: accel.matmul(f32, f32.astype(np.float16).T), accel.DTypeError, ["b.dtype", "float32", "float16"]),
+    (lambda: accel.matmul(f32.astype(np.float64), f32.T.astype(np.float64)), accel.DTypeError, ["a.dtype", "float64"]),
+    (lambda: accel.matmul(np.ones(3, np.float32), np.ones(3, np.float32)), accel.ShapeError, ["a.shape", "2 dimensions", "(3,)"]),
+    (lambda: accel.matmul(f32, f32), accel.ShapeError, ["b.shape[-2]", "K", "2"]),
+    (lambda: accel.matmul(np.ones((2, 2, 3), np.float32), np.ones((3, 3, 2), np.float32)), accel.ShapeError, ["batch", "broadcastable"]),
+    (lambda: accel.matmul(f32, f32.T, out_dtype="int8"), accel.DTypeError, ["out_dtype", "int8"]),
+    (lambda: accel.matmul(np.ones((2, 3), np.int8), np.ones((3, 2), np.int8), out_dtype="float32"), accel.DTypeError, ["out_dtype", "int32"]),
+    (lambda: accel.matmul(f32, f32.T, out_dtype="complex"), accel.DTypeError, ["out_dtype", "complex"]),
+    (lambda: accel.matmul([[1.0]], f32), accel.ArgumentError, ["a", "numpy array", "list"]),
+    (lambda: accel.matmul(np.ones((2, 0), np.float32), np.ones((0, 2), np.float32)), accel.ArgumentError, ["a.shape[-1]", "K >= 1"]),
+    (lambda: accel.attention(q4, kv, kv[:, :, :3]), accel.ShapeError, ["v.shape[1:3]", "(1, 5)", "(1, 3)"]),
+    (lambda: accel.attention(q4, kv[..., :4], kv), accel.ShapeError, ["k.shape[3]", "8", "4"]),
+    (lambda: accel.attention(np.ones((1, 3, 3, 8), np.float32), np.ones((1, 2, 5, 8), np.float32), np.ones((1, 2, 5, 8), np.float32)), accel.ShapeError, ["q.shape[1]", "multiple", "3"]),
+    (lambda: accel.attention(q4[0], kv, kv), accel.ShapeError, ["q.shape", "4 positive dimensions"]),
+    (lambda: accel.attention(q4, kv.astype(np.float16), kv), accel.DTypeError, ["k.dtype", "float32", "float16"]),
+    (lambda: accel.attention(q4.astype(np.int8), kv.astype(np.int8), kv.astype(np.int8)), accel.DTypeError, ["q.dtype", "int8"]),
+    (lambda: accel.attention(q4, kv, kv, mask=np.ones((3, 6), bool)), accel.ShapeError, ["mask.shape", "broadcastable", "(3, 6)"]),
+    (lambda: accel.attention(q4, kv, kv, mask=np.ones((3, 5), np.int32)), accel.DTypeError, ["mask.dtype", "int32"]),
+    (lambda: accel.attention(q4, kv, kv, scale=float("nan")), accel.ArgumentError, ["scale", "finite"]),
+    (lambda: accel.attention(q4, kv, kv, scale=[1.0]), accel.ArgumentError, ["scale"]),
+    (lambda: accel.attention(q4, kv, kv, causal="yes"), accel.ArgumentError, ["causal", "bool", "'yes'"]),
+    (lambda: accel.quantize(np.ones((2, 33), np.float32), "q8_0"), accel.ShapeError, ["x.shape[-1]", "multiple of 32", "33"]),
+    (lambda: accel.quantize(np.ones(32, np.float32), "q5_k"), accel.ArgumentError, ["fmt", "q8_0", "q5_k"]),
+    (lambda: accel.quantize(np.ones(32, np.int8), "q8_0"), accel.DTypeError, ["x.dtype", "int8"]),
+    (lambda: accel.dequantize(np.ones(32)), accel.ArgumentError, ["qt", "QTensor", "ndarray"]),
+    (lambda: accel.qmatmul(np.ones((2, 32), np.float32), np.ones((3, 32), np.float32)), accel.ArgumentError, ["w", "QTensor"]),
+    (lambda: accel.qmatmul(np.ones((2, 64), np.float32), accel.quantize(np.ones((3, 32), np.float32), "q8_0")), accel.ShapeError, ["x.shape[-1]", "32", "64"]),
+    (lambda: accel.matmul(f32, f32.T, backend="nonexistent"), accel.BackendUnavailable, ["backend", "nonexistent"]),
+    (lambda: accel.matmul(f32, f32.T, backend="cpu:7"), accel.BackendUnavailable, ["backend", "below 1", "cpu:7"]),
+    (lambda: accel.matmul(f32, f32.T, backend="cpu:x"), accel.ArgumentError, ["backend", "name:index"]),
+    (lambda: accel.asarray(object()), accel.ArgumentError, ["x", "object"]),
+    (lambda: accel.asarray(np.ones(2), dtype="float128"), accel.DTypeError, ["dtype", "float128"]),
+])
+def test_bad_input_raises_typed_error_naming_the_argument(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    assert isinstance(info.value, accel.AccelError)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_declined_case_raises_unsupported_error_naming_backend_op_dtype_and_reason():
+    q = np.ones((1, 1, 2, 8), np.float32)
+    with pytest.raises(accel.UnsupportedError) as info:
+        accel.attention(q, q, q, backend="echo")
+    msg = str(info.value)
+    assert "echo" in msg and "attention" in msg and "float32" in msg and "declined on purpose" in msg
+
+
+def test_operands_on_different_backends_are_refused():
+    a = accel.asarray(f32, backend="cpu")
+    b = accel.asarray(f32.T.copy(), backend="echo")
+    with pytest.raises(accel.DeviceMismatchError, match="cpu:0"):
+        accel.matmul(a, b)
+    with pytest.raises(accel.DeviceMismatchError, match="backend"):
+        accel.matmul(a, f32.T, backend="echo")
+
+
+def test_error_classes_also_subclass_the_matching_builtin():
+    assert issubclass(accel.ShapeError, ValueError) and issubclass(accel.DTypeError, TypeError)
+    assert issubclass(accel.UnsupportedError, NotImplementedError)

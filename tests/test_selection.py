@@ -1,0 +1,78 @@
+"""Backend selection precedence: call argument > accel.use > set_backend > ACCEL_BACKEND > the
+automatic priority; accel.use is context-local across threads and asyncio tasks."""
+import asyncio
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import accel
+
+A = accel.asarray  # an accel.Tensor tells which backend computed it
+
+
+def which(**kw):
+    return A(np.eye(2, dtype=np.float32), **kw).backend.name
+
+
+@pytest.fixture(autouse=True)
+def clean_selection(monkeypatch):
+    monkeypatch.delenv("ACCEL_BACKEND", raising=False)
+    accel.set_backend(None)
+    yield
+    accel.set_backend(None)
+
+
+def test_precedence_order(monkeypatch):
+    assert accel.current_device() == "cpu:0"  # automatic: echo ranks below cpu
+    monkeypatch.setenv("ACCEL_BACKEND", "echo")
+    assert which() == "echo"
+    accel.set_backend("cpu")
+    assert which() == "cpu"  # set_backend beats the environment
+    with accel.use("echo"):
+        assert which() == "echo"  # use() beats set_backend
+        assert which(backend="cpu") == "cpu"  # the call argument beats everything
+    assert which() == "cpu"
+
+
+def test_use_is_local_to_each_thread():
+    seen = {}
+    barrier = threading.Barrier(2)
+
+    def worker(name, device):
+        with accel.use(device):
+            barrier.wait()  # both threads are inside their use() block at once
+            seen[name] = which()
+
+    threads = [threading.Thread(target=worker, args=(n, d)) for n, d in (("t1", "cpu"), ("t2", "echo"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"t1": "cpu", "t2": "echo"}
+    assert which() == "cpu"
+
+
+def test_use_is_local_to_each_asyncio_task():
+    async def task(device):
+        with accel.use(device):
+            await asyncio.sleep(0.01)  # interleave with the other task
+            return which()
+
+    async def main():
+        return await asyncio.gather(task("echo"), task("cpu"), task("echo"))
+
+    assert asyncio.run(main()) == ["echo", "cpu", "echo"]
+
+
+def test_environment_variable_selects_in_a_fresh_process():
+    code = "import accel, numpy as np; print(accel.asarray(np.ones(1)).backend.device_id)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "ACCEL_BACKEND": "echo:0"})
+    assert out.stdout.strip() == "echo:0"
+
+
+def test_device_strings_with_and_without_index_name_the_same_instance():
+    assert accel.get_backend("cpu") is accel.get_backend("cpu:0")
