@@ -99,6 +99,11 @@ class Backend:
         None when ``x`` is not one. Host arrays never come here."""
         return None
 
+    def export_array(self, tensor) -> Any | None:
+        """An object with ``__dlpack__`` viewing ``tensor``'s memory (zero-copy), or None when
+        the backend cannot export (``Tensor.__dlpack__`` then raises a clear error)."""
+        return None
+
     # -- ops ----------------------------------------------------------------------------------
     def supports(self, spec: Spec) -> Support:
         """The single truth of what this backend computes correctly. Default: ops it has."""

@@ -63,11 +63,11 @@ class Tensor:
         return self._exported().__dlpack_device__()
 
     def _exported(self):
-        export = getattr(self.backend, "export_array", None)
-        if export is None:
+        exported = self.backend.export_array(self)
+        if exported is None:
             raise ArgumentError(expected("tensor", "a backend that can export DLPack",
                                          f"backend {self.backend.name}"))
-        return export(self)
+        return exported
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
 import hashlib
 import json
 import os
@@ -207,8 +208,30 @@ def _hiprtc() -> _RTC:
                                "rocm-device-libs, or a ROCm install); tried " + "; ".join(tried))
 
 
+#: where ROCm keeps its device libraries (Debian's package, then ROCm installs before and after 6.2)
+_AMD_BITCODE_DIRS = ("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode", "/opt/rocm/amdgcn/bitcode",
+                     "/opt/rocm/lib/llvm/lib/clang/*/lib/amdgcn/bitcode")
+
+
+def _amd_device_library_missing(target: Target) -> str | None:
+    """Why hiprtc cannot build ``target`` here, or None. Checked before compiling because
+    hiprtc 5.2 aborts the whole process (heap corruption) instead of failing when the device
+    library of the arch is absent, as for gfx1100 with Debian bookworm's rocm-device-libs 5.2."""
+    arch = target.name.split(":")[0].removeprefix("gfx")
+    dirs = [d for pattern in _AMD_BITCODE_DIRS for d in sorted(glob.glob(pattern))]
+    if not dirs or any(Path(d, f"oclc_isa_version_{arch}.bc").exists() for d in dirs):
+        return None
+    return (f"the ROCm device library for gfx{arch} (oclc_isa_version_{arch}.bc) is not installed "
+            f"in {', '.join(dirs)}; this ROCm is too old for the target (gfx11 needs ROCm >= 5.5)")
+
+
 def _rtc(target: Target) -> _RTC:
-    return _nvrtc() if target.toolchain == "nvrtc" else _hiprtc()
+    if target.toolchain == "nvrtc":
+        return _nvrtc()
+    rtc = _hiprtc()
+    if reason := _amd_device_library_missing(target):
+        raise ToolchainUnavailable(f"hiprtc cannot target {target.name}: {reason}")
+    return rtc
 
 
 def toolchain_version(target: str) -> str:

@@ -111,6 +111,9 @@ class CPUBackend(Backend):
     def view(self, buf: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
         return buf[offset: offset + nbytes]
 
+    def export_array(self, tensor) -> np.ndarray:
+        return _arr(tensor)
+
     def versions(self) -> dict[str, str]:
         import ml_dtypes
 

@@ -150,6 +150,36 @@ typedef u8 T_U8;
 #define MASK_T ACCEL_CAT(T_, MASK_DT)
 #define LOAD_MASK(p, i) ACCEL_CAT(LOAD_, MASK_DT)(p, i)
 
+/* Short float/int vectors of VW lanes: explicit SIMD for CPU OpenCL devices, whose compilers
+ * vectorize explicit vector types far better than unrolled scalar arrays. VW is 1 (plain scalars)
+ * on CUDA and HIP, where every work-item is already one SIMD lane. */
+#ifndef VW
+#define VW 1
+#endif
+#if VW == 1
+typedef float vf_t;
+typedef i32 vi_t;
+#define VLOAD_F32(p, i) ((p)[i])
+#define VLOAD_F16(p, i) LOAD_F16(p, i)
+#define VLOAD_BF16(p, i) LOAD_BF16(p, i)
+#define VLOAD_I8(p, i) LOAD_I8(p, i)
+#define VGET(T, v, j) (v)
+#define VLOAD_PRIV(p, i) ((p)[i])
+#elif defined(ACCEL_OPENCL)
+typedef ACCEL_CAT(float, VW) vf_t;
+typedef ACCEL_CAT(int, VW) vi_t;
+#define VLOAD_F32(p, i) ACCEL_CAT(vload, VW)(0, (p) + (i))
+#define VLOAD_F16(p, i) ACCEL_CAT(vload_half, VW)(0, (p) + (i))
+#define VLOAD_BF16(p, i) \
+    ACCEL_CAT(as_float, VW)(ACCEL_CAT(convert_uint, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i))) << 16)
+#define VLOAD_I8(p, i) ACCEL_CAT(convert_int, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i)))
+#define VGET(T, v, j) (((__private T*)&(v))[j])
+#define VLOAD_PRIV(p, i) ACCEL_CAT(vload, VW)(0, (p) + (i))
+#else
+#error "VW > 1 is for OpenCL; CUDA and HIP kernels use VW=1"
+#endif
+#define VLOAD_IN(p, i) ACCEL_CAT(VLOAD_, IN_DT)(p, i)
+
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DEVICE int imax(int a, int b) { return a > b ? a : b; }
 

@@ -1,0 +1,265 @@
+"""What a user would run instead of accel, measured in the same run on the same hardware.
+
+CPU hardware (the CPU backend, and OpenCL devices that are CPUs): numpy, torch, and gguf's numpy
+quantizers. CUDA/ROCm GPUs: torch on the device and cuBLAS/hipBLAS through CuPy. An OpenCL device:
+CLBlast through pyclblast when installed. Each baseline carries its library version and computes
+the op's own semantics (dtype, causal alignment, GQA), so its result is validated like accel's.
+
+>>> import accel
+>>> from accel.baselines import for_backend
+>>> "numpy" in [b.name for b in for_backend(accel.get_backend("cpu"))]
+True
+"""
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import spec as S
+from .backend import Backend
+from .dtypes import to_numpy_dtype
+
+
+@dataclass
+class Prepared:
+    """A baseline ready to time: ``run`` enqueues the work, ``timer`` times it (device events
+    for device libraries), ``result`` returns the last output on the host for validation."""
+
+    run: Callable[[], Any]
+    timer: Callable[[Callable[[], Any]], float]
+    result: Callable[[], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    version: str
+    prepare: Callable[[S.Spec, list, Backend], Prepared | None]  # None: not applicable
+
+
+def hardware_of(backend: Backend) -> str:
+    """'cpu', 'cuda', 'rocm', or 'other': which hardware the backend's device is, so baselines
+    run on the same silicon (an OpenCL device that is a CPU gets the CPU libraries)."""
+    if backend.name == "cpu":
+        return "cpu"
+    if backend.name == "cuda":
+        return "cuda"
+    if backend.name == "hip":
+        return "rocm"
+    if backend.name == "opencl":
+        kind = str(backend.info.extra.get("type", "")).lower()
+        if not kind:
+            device = getattr(backend, "device", None)
+            kind = _opencl_type(device)
+        return "cpu" if "cpu" in kind else "other"
+    return "other"
+
+
+def _opencl_type(device: Any) -> str:
+    try:
+        import pyopencl as cl
+
+        return cl.device_type.to_string(device.type).lower()
+    except Exception:  # no pyopencl device object to ask
+        return ""
+
+
+def for_backend(backend: Backend) -> list[Baseline]:
+    """The baselines applicable to ``backend``'s hardware, for the libraries installed here."""
+    hw = hardware_of(backend)
+    out: list[Baseline] = []
+    if hw == "cpu":
+        out.append(Baseline("numpy", np.__version__, _numpy))
+        if _has("gguf"):
+            from importlib.metadata import version
+
+            out.append(Baseline("gguf", version("gguf"), _gguf))
+        if _has("torch"):
+            import torch
+
+            out.append(Baseline("torch", torch.__version__, _torch_on("cpu")))
+    if hw in ("cuda", "rocm"):
+        if _has("torch"):
+            import torch
+
+            gpu = torch.version.hip if hw == "rocm" else torch.version.cuda
+            if torch.cuda.is_available() and gpu:
+                out.append(Baseline("torch", f"{torch.__version__} ({hw} {gpu})",
+                                    _torch_on(f"cuda:{backend.index}")))
+        if _has("cupy"):
+            import cupy
+
+            out.append(Baseline("hipBLAS (cupy)" if hw == "rocm" else "cuBLAS (cupy)",
+                                f"cupy {cupy.__version__}", _cupy))
+    if backend.name == "opencl" and _has("pyclblast"):
+        import pyclblast
+
+        out.append(Baseline("CLBlast", getattr(pyclblast, "__version__", "?"), _clblast))
+    return out
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _host_timer(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+class _Last:
+    """Keeps the most recent result of a baseline call for the validation read-back."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn, self.value = fn, None
+
+    def __call__(self) -> None:
+        self.value = self.fn()
+
+
+# -- numpy (and gguf's numpy quantizers) ----------------------------------------------------------
+def _numpy(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+    if spec.op == "matmul":
+        a, b = host
+        # what a numpy user does: float32 BLAS for low precision, float64 BLAS for exact int8
+        # (numpy's integer matmul has no BLAS and runs ~1000x slower)
+        work = np.float64 if spec.dtype == "int8" else np.float32
+        out = to_numpy_dtype(spec.out_dtype)
+        fn = _Last(lambda: (a.astype(work, copy=False) @ b.astype(work, copy=False)).astype(out))
+    elif spec.op == "attention":
+        q, k, v, _ = host
+        fn = _Last(lambda: _numpy_attention(spec, q, k, v))
+    else:
+        return None
+    return Prepared(fn, _host_timer, lambda: fn.value)
+
+
+def _numpy_attention(spec: S.AttentionSpec, q, k, v) -> np.ndarray:
+    """Textbook attention with the score matrix materialised, in float32."""
+    g = spec.group
+    kf = np.repeat(k.astype(np.float32), g, axis=1)
+    vf = np.repeat(v.astype(np.float32), g, axis=1)
+    s = (q.astype(np.float32) @ kf.swapaxes(-1, -2)) * np.float32(spec.scale)
+    if spec.causal:
+        s = np.where(_bottom_right(spec.Sq, spec.Sk), s, np.float32(-np.inf))
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    return ((s / s.sum(axis=-1, keepdims=True)) @ vf).astype(to_numpy_dtype(spec.dtype))
+
+
+def _bottom_right(sq: int, sk: int) -> np.ndarray:
+    """accel's causal rule: query i sees key j when j <= i + Sk - Sq."""
+    return np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+
+
+def _gguf(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+    from gguf import GGMLQuantizationType, quants
+
+    if spec.op not in ("quantize", "dequantize", "qmatmul"):
+        return None
+    qtype = GGMLQuantizationType[spec.fmt.name.upper()]
+    if spec.op == "quantize":
+        x = host[0].astype(np.float32)
+        fn = _Last(lambda: quants.quantize(x, qtype))
+    elif spec.op == "dequantize":
+        raw = host[0]
+        fn = _Last(lambda: quants.dequantize(raw, qtype))
+    else:
+        x, raw = host
+        fn = _Last(lambda: x.astype(np.float32) @ quants.dequantize(raw, qtype).T)
+    return Prepared(fn, _host_timer, lambda: fn.value)
+
+
+# -- torch (CPU, CUDA, ROCm) ----------------------------------------------------------------------
+def _torch_on(device: str) -> Callable[[S.Spec, list, Backend], Prepared | None]:
+    def prepare(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+        import torch
+        import torch.nn.functional as F
+
+        def dev(x):
+            if x.dtype == to_numpy_dtype("bfloat16"):
+                return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).to(device)
+            return torch.from_numpy(x).to(device)
+
+        if spec.op == "matmul":
+            a, b = (dev(x) for x in host)
+            if spec.dtype == "int8":
+                if a.ndim != 2 or spec.M <= 16 or spec.K % 8 or spec.N % 8:
+                    return None  # torch._int_mm's shape constraints
+                fn = _Last(lambda: torch._int_mm(a, b))
+            else:
+                fn = _Last(lambda: torch.matmul(a, b))
+        elif spec.op == "attention":
+            q, k, v = (dev(x) for x in host[:3])
+            # torch's is_causal aligns top-left; pass accel's bottom-right rule as a mask instead
+            mask = torch.from_numpy(_bottom_right(spec.Sq, spec.Sk)).to(device) if spec.causal else None
+            fn = _Last(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=spec.scale,
+                                                              enable_gqa=spec.Hq != spec.Hkv))
+        else:
+            return None
+        timer = _host_timer if device == "cpu" else _torch_event_timer(torch)
+
+        def result() -> np.ndarray:
+            return fn.value.float().cpu().numpy()
+        return Prepared(fn, timer, result)
+    return prepare
+
+
+def _torch_event_timer(torch) -> Callable[[Callable[[], Any]], float]:
+    def timer(fn: Callable[[], Any]) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    return timer
+
+
+# -- cuBLAS / hipBLAS through CuPy ------------------------------------------------------------------
+def _cupy(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+    import cupy
+
+    if spec.op != "matmul" or spec.dtype not in ("float32", "float16"):
+        return None
+    with cupy.cuda.Device(backend.index):
+        a, b = (cupy.asarray(x) for x in host)
+    fn = _Last(lambda: cupy.matmul(a, b))
+
+    def timer(f: Callable[[], Any]) -> float:
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        f()
+        end.record()
+        end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end) / 1e3
+    return Prepared(fn, timer, lambda: cupy.asnumpy(fn.value))
+
+
+# -- CLBlast through pyclblast on the backend's own OpenCL queue --------------------------------------
+def _clblast(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+    import pyclblast
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    queue = getattr(backend, "queue", None)
+    if spec.op != "matmul" or spec.dtype != "float32" or len(spec.a_shape) != 2 or queue is None:
+        return None
+    a, b = (cla.to_device(queue, x) for x in host)
+    c = cla.empty(queue, spec.out_shape, np.float32)
+
+    def run() -> None:
+        pyclblast.gemm(queue, spec.M, spec.N, spec.K, a, b, c, a_ld=spec.K, b_ld=spec.N, c_ld=spec.N)
+
+    def timer(f: Callable[[], Any]) -> float:
+        queue.finish()
+        t0 = time.perf_counter()
+        f()
+        queue.finish()
+        return time.perf_counter() - t0
+    del cl
+    return Prepared(run, timer, lambda: c.get())

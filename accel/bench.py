@@ -1,0 +1,414 @@
+"""Benchmarks that can be trusted: device-side timing, a work budget, robust statistics, a check
+that the timed work ran, FLOP/byte counts from the op specs, a roofline and baselines run side by
+side on the same device.
+
+The result file format (``accel.bench/1``) is documented in docs/benchmarks.md.
+
+>>> import accel
+>>> from accel import bench
+>>> case = bench.Case.make("matmul", "float32", M=64, N=64, K=64)
+>>> r = bench.run_case(accel.get_backend("cpu"), case, budget=bench.TINY, baselines=[], peaks=None)
+>>> r["status"], r["flops"]
+('ok', 524288)
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import socket
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import numpy as np
+
+from . import spec as S
+from .backend import Backend
+from .dtypes import to_numpy_dtype
+from .errors import AccelError, ArgumentError, expected
+from .formats import get_format
+from .ops import execute
+from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from .peaks import Peaks
+
+SCHEMA = "accel.bench/1"
+
+Timer = Callable[[Callable[[], Any]], float]
+
+
+# -- statistics ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stats:
+    """Robust summary of per-call times in seconds (median and IQR resist a noisy neighbour)."""
+
+    median: float
+    iqr: float
+    min: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: Iterable[float]) -> "Stats":
+        """
+        >>> Stats.of([4.0, 1.0, 3.0, 2.0, 5.0])
+        Stats(median=3.0, iqr=2.0, min=1.0, n=5)
+        """
+        x = np.asarray(list(samples), dtype=np.float64)
+        if x.size == 0:
+            raise ArgumentError(expected("samples", "at least one time", "none"))
+        q1, med, q3 = np.percentile(x, [25, 50, 75])
+        return cls(float(med), float(q3 - q1), float(x.min()), int(x.size))
+
+
+# -- budgets ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Budget:
+    """How long to measure one case: like ggml's perf mode, repeat until both a time budget and a
+    work budget (FLOPs, or bytes for FLOP-free ops) are spent, within hard caps."""
+
+    time_s: float  # minimum measuring time
+    work: float  # minimum FLOPs (or bytes) processed
+    min_reps: int
+    max_reps: int
+    max_time_s: float  # hard cap, wins over the work budget
+    min_sample_s: float = 2e-4  # calls are batched so one sample is at least this long
+    warmup: int = 1
+
+
+TINY = Budget(time_s=0.0, work=0, min_reps=3, max_reps=3, max_time_s=1.0)  # tests and doctests
+QUICK = Budget(time_s=0.15, work=0, min_reps=3, max_reps=200, max_time_s=1.0)
+FULL = Budget(time_s=1.0, work=1e10, min_reps=5, max_reps=10_000, max_time_s=5.0, warmup=2)
+BUDGETS = {"tiny": TINY, "quick": QUICK, "full": FULL}
+
+
+def measure(timer: Timer, fn: Callable[[], Any], *, budget: Budget = QUICK, work: float = 0,
+            flush: Callable[[], None] | None = None,
+            warmup: Callable[[], Any] | None = None) -> Stats:
+    """Time ``fn`` (which enqueues the work) with ``timer`` (``backend.time``: device events, or
+    a host clock around synchronization) after warm-up, until the budget is spent. ``warmup``
+    (default ``fn``) runs the warm-up calls, e.g. into another output buffer.
+
+    Short calls are batched ``inner`` times per sample so timer resolution and launch latency do
+    not dominate; with ``flush`` every sample is one call preceded by a cache flush.
+
+    >>> s = measure(lambda f: (f(), 0.5)[1], lambda: None, budget=TINY)
+    >>> s.median, s.n
+    (0.5, 3)
+    """
+    for _ in range(max(1, budget.warmup)):
+        first = timer(warmup or fn)
+    inner = 1
+    if flush is None and 0 <= first < budget.min_sample_s:
+        inner = min(1000, max(1, math.ceil(budget.min_sample_s / max(first, 1e-9))))
+
+    def batch() -> None:
+        for _ in range(inner):
+            fn()
+
+    samples: list[float] = []
+    spent = 0.0
+    while len(samples) < budget.max_reps:
+        if flush is not None:
+            flush()
+        t = timer(batch)
+        samples.append(t / inner)
+        spent += t
+        done = len(samples) * inner * work
+        if len(samples) >= budget.min_reps and (
+                spent >= budget.max_time_s or (spent >= budget.time_s and done >= budget.work)):
+            break
+    return Stats.of(samples)
+
+
+def cache_flusher(backend: Backend, nbytes: int = 256 << 20) -> Callable[[], None]:
+    """A callable that evicts caches between samples by writing ``nbytes`` of memory: host
+    memory for the CPU backend, a host-to-device upload elsewhere (the contract has no fill)."""
+    scratch = np.zeros(nbytes, np.uint8)
+    if backend.name == "cpu":
+        def flush() -> None:
+            scratch[...] += 1
+    else:
+        def flush() -> None:
+            backend.upload(scratch)
+            backend.synchronize()
+    return flush
+
+
+# -- cases ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: an op, a dtype and the parameters its spec is built from."""
+
+    op: str
+    dtype: str
+    params: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def make(cls, op: str, dtype: str, **params: Any) -> "Case":
+        if op not in S.OPS:
+            raise ArgumentError(expected("op", f"one of {S.OPS}", repr(op)))
+        return cls(op, dtype, tuple(params.items()))
+
+    @property
+    def p(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def id(self) -> str:
+        return f"{self.op} {self.dtype} " + " ".join(f"{k}={v}" for k, v in self.params)
+
+    def spec(self) -> S.Spec:
+        """The op spec (validation, shapes, FLOPs and bytes come from accel.spec alone)."""
+        p = self.p
+        if self.op == "matmul":
+            a, b = p.get("batch", ()) + (p["M"], p["K"]), (p["K"], p["N"])
+            return S.matmul_spec(a, self.dtype, b, self.dtype)
+        if self.op == "attention":
+            q = (p["B"], p["Hq"], p["Sq"], p["D"])
+            kv = (p["B"], p["Hkv"], p["Sk"], p["D"])
+            return S.attention_spec(q, kv, kv, (self.dtype,) * 3, p.get("causal", False))
+        if self.op == "quantize":
+            return S.quantize_spec((p["rows"], p["K"]), self.dtype, p["fmt"])
+        if self.op == "dequantize":
+            return S.dequantize_spec((p["rows"], p["K"]), get_format(p["fmt"]))
+        return S.qmatmul_spec((p["M"], p["K"]), self.dtype, (p["N"], p["K"]), get_format(p["fmt"]))
+
+    def host_inputs(self, seed: int = 0) -> list[np.ndarray | None]:
+        """Seeded random operands as host arrays (None for an absent attention mask)."""
+        rng = np.random.default_rng(seed)
+        spec = self.spec()
+
+        def normal(shape, dtype):
+            return rng.standard_normal(shape, np.float32).astype(to_numpy_dtype(dtype))
+
+        if self.op == "matmul":
+            if self.dtype == "int8":
+                return [rng.integers(-128, 128, s, dtype=np.int8) for s in (spec.a_shape, spec.b_shape)]
+            return [normal(spec.a_shape, self.dtype), normal(spec.b_shape, self.dtype)]
+        if self.op == "attention":
+            kv = (spec.B, spec.Hkv, spec.Sk, spec.D)
+            return [normal((spec.B, spec.Hq, spec.Sq, spec.D), self.dtype), normal(kv, self.dtype),
+                    normal(kv, self.dtype), None]
+        if self.op == "quantize":
+            return [normal(spec.shape, self.dtype)]
+        if self.op == "dequantize":
+            return [_quantized(normal(spec.shape, "float32"), spec.fmt.name)]
+        return [normal(spec.x_shape, self.dtype),
+                _quantized(normal((spec.N, spec.K), "float32"), spec.fmt.name)]
+
+
+def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
+    from .ops import quantize
+
+    return quantize(x, fmt, backend="cpu").raw
+
+
+def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
+    """The benchmark cases of a profile. ``quick`` is sized so the whole run on OpenCL-on-PoCL
+    (10-50x slower than BLAS on 2 CPU cores) stays within a couple of minutes.
+
+    >>> [c.id for c in cases("quick", ["quantize"])]
+    ['quantize float32 rows=256 K=4096 fmt=q8_0', 'quantize float32 rows=256 K=4096 fmt=q4_0']
+    """
+    if sizes not in ("quick", "full"):
+        raise ArgumentError(expected("sizes", "'quick' or 'full'", repr(sizes)))
+    quick = sizes == "quick"
+    mm = (256, 512) if quick else (512, 1024, 2048)
+    mm_low = (256,) if quick else (1024, 2048)
+    seqs = (256,) if quick else (512, 1024, 2048)
+    rows = 256 if quick else 4096
+    qm = ((8, 2048),) if quick else ((1, 4096), (32, 4096))
+    make = Case.make
+    out = [make("matmul", "float32", M=n, N=n, K=n) for n in mm]
+    out += [make("matmul", dt, M=n, N=n, K=n) for dt in ("float16", "bfloat16", "int8") for n in mm_low]
+    for dt in ("float32",) if quick else ("float32", "float16", "bfloat16"):
+        out += [make("attention", dt, B=1, Hq=8, Hkv=8, Sq=s, Sk=s, D=64, causal=False) for s in seqs]
+    out += [make("attention", "float16", B=1, Hq=8, Hkv=2, Sq=s, Sk=s, D=64, causal=True) for s in seqs]
+    out.append(make("attention", "float32", B=1, Hq=32, Hkv=8, Sq=1, Sk=1024 if quick else 8192,
+                    D=128, causal=True))  # decode step with a KV cache
+    for op in ("quantize", "dequantize"):
+        dt = "float32" if op == "quantize" else "uint8"
+        out += [make(op, dt, rows=rows, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
+    out += [make("qmatmul", "float32", M=m, N=n, K=n, fmt=f) for m, n in qm for f in ("q8_0", "q4_0")]
+    if ops is not None:
+        wanted = set(ops)
+        unknown = wanted - set(S.OPS)
+        if unknown:
+            raise ArgumentError(expected("ops", f"names from {S.OPS}", sorted(unknown)))
+        out = [c for c in out if c.op in wanted]
+    return out
+
+
+# -- validation -------------------------------------------------------------------------------
+#: normwise relative error accepted when checking that the timed work ran and computed this op
+#: (conformance owns the strict per-element verdict; this only catches skipped or garbage work)
+VALIDATION_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2, "int32": 0.0, "uint8": 0.0}
+
+
+def check_result(got: np.ndarray, ref: np.ndarray, out_dtype: str) -> tuple[bool, float]:
+    """(ok, normwise relative error) of ``got`` against ``ref``; NaN anywhere fails.
+
+    >>> check_result(np.ones(4, np.float32), np.ones(4, np.float32), "float32")
+    (True, 0.0)
+    """
+    g = np.asarray(got, np.float64).reshape(-1)
+    r = np.asarray(ref, np.float64).reshape(-1)
+    if g.shape != r.shape:
+        return False, math.inf
+    if not np.isfinite(g).all():
+        return False, math.inf
+    denom = float(np.linalg.norm(r)) or 1.0
+    err = float(np.linalg.norm(g - r)) / denom
+    return err <= VALIDATION_TOL.get(out_dtype, 1e-4), err
+
+
+def reference(case: Case, host: list[np.ndarray | None]) -> np.ndarray:
+    """The op's result on the CPU reference backend (accel's semantics by definition)."""
+    from .registry import get_backend
+
+    cpu = get_backend("cpu")
+    spec = case.spec()
+    ins = [None if h is None else _tensor(cpu, h) for h in host]
+    return execute(cpu, spec, *ins).numpy()
+
+
+def _tensor(backend: Backend, host: np.ndarray) -> Tensor:
+    from .dtypes import dtype_name
+
+    host = np.ascontiguousarray(host)
+    return Tensor(backend, backend.upload(host), host.shape, dtype_name(host.dtype))
+
+
+def _sentinel(backend: Backend, spec: S.Spec) -> Tensor:
+    """An output tensor whose bytes start as 0xFF (NaN in every float format)."""
+    nbytes = math.prod(spec.out_shape) * to_numpy_dtype(spec.out_dtype).itemsize
+    return Tensor(backend, backend.upload(np.full(nbytes, 0xFF, np.uint8)), spec.out_shape,
+                  spec.out_dtype)
+
+
+# -- running ----------------------------------------------------------------------------------
+def rates(spec: S.Spec, seconds: float, peaks: "Peaks | None") -> dict[str, float | None]:
+    """Throughput and roofline numbers for one time. The roofline bound is the time the device
+    needs at its measured peaks, max(flops / peak compute, bytes / peak bandwidth); efficiency is
+    that bound over the measured time, i.e. achieved / min(peak, intensity x bandwidth).
+
+    >>> from accel.peaks import Peaks
+    >>> r = rates(S.matmul_spec((2, 2), "float32", (2, 2), "float32"), 1e-6, Peaks(100.0, 10.0))
+    >>> r["gflops"], r["gbs"], round(r["roofline_efficiency"], 3)
+    (0.016, 0.048, 0.005)
+    """
+    flops, nbytes = spec.flops, spec.bytes
+    out = {"gflops": flops / seconds / 1e9, "gbs": nbytes / seconds / 1e9,
+           "roofline_efficiency": None}
+    if peaks is not None and peaks.gflops > 0 and peaks.gbs > 0:
+        bound = max(flops / (peaks.gflops * 1e9), nbytes / (peaks.gbs * 1e9))
+        out["roofline_efficiency"] = bound / seconds
+    return out
+
+
+def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines: list | None = None,
+             peaks: "Peaks | None" = None, flush: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Measure one case on ``backend`` and on each applicable baseline; returns the result record
+    (see docs/benchmarks.md). Never raises for a case that fails: the record says why."""
+    spec = case.spec()
+    rec: dict[str, Any] = {"id": case.id, "op": case.op, "dtype": case.dtype, "params": case.p,
+                           "flops": spec.flops, "bytes": spec.bytes,
+                           "intensity": spec.flops / spec.bytes if spec.bytes else None,
+                           "baselines": []}
+    verdict = backend.supports(spec)
+    if not verdict.ok:
+        return {**rec, "status": "unsupported", "reason": verdict.reason}
+    host = case.host_inputs(seed)
+    ref = reference(case, host)
+    work = spec.flops or spec.bytes
+    flusher = cache_flusher(backend) if flush else None
+    try:
+        ins = [None if h is None else _tensor(backend, h) for h in host]
+        warm, out = _sentinel(backend, spec), _sentinel(backend, spec)
+        # warm-up and calibration write `warm`; only the timed calls write `out`, so reading `out`
+        # back afterwards proves the timed work ran
+        stats = measure(backend.time, lambda: execute(backend, spec, *ins, out=out), budget=budget,
+                        work=work, flush=flusher, warmup=lambda: execute(backend, spec, *ins, out=warm))
+        ok, err = check_result(out.numpy(), ref, spec.out_dtype)
+    except AccelError as e:
+        return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}
+    rec.update(_timing(stats), **rates(spec, stats.median, peaks))
+    rec["validation"] = {"rel_err": err, "tol": VALIDATION_TOL.get(spec.out_dtype, 1e-4)}
+    if not ok:
+        return {**rec, "status": "invalid", "reason": f"result read back after timing is wrong "
+                                                      f"(normwise relative error {err:.3g})"}
+    rec["status"] = "ok"
+    for base in baselines or []:
+        rec["baselines"].append(_run_baseline(base, backend, spec, host, ref, budget, work, peaks))
+    good = [b for b in rec["baselines"] if b["status"] == "ok"]
+    if good:
+        best = min(good, key=lambda b: b["median_s"])
+        rec["best_baseline"] = best["name"]
+        rec["ratio_to_best"] = best["median_s"] / stats.median
+    return rec
+
+
+def _timing(stats: Stats) -> dict[str, float]:
+    return {"median_s": stats.median, "iqr_s": stats.iqr, "min_s": stats.min, "reps": stats.n}
+
+
+def _run_baseline(base, backend: Backend, spec: S.Spec, host: list, ref: np.ndarray,
+                  budget: Budget, work: float, peaks: "Peaks | None") -> dict[str, Any]:
+    rec: dict[str, Any] = {"name": base.name, "version": base.version}
+    try:
+        prepared = base.prepare(spec, host, backend)
+        if prepared is None:
+            return {**rec, "status": "unsupported"}
+        stats = measure(prepared.timer, prepared.run, budget=budget, work=work)
+        ok, err = check_result(prepared.result(), ref, spec.out_dtype)
+    except Exception as e:  # a third-party library failing must not stop the run
+        return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}
+    rec.update(_timing(stats), **rates(spec, stats.median, peaks), rel_err=err)
+    rec["status"] = "ok" if ok else "invalid"
+    return rec
+
+
+def machine(label: str | None = None) -> dict[str, Any]:
+    """The machine a result file comes from; ``label`` names it in merged reports."""
+    from .registry import get_backend
+
+    host = socket.gethostname()
+    return {"label": label or host, "hostname": host, "platform": platform.platform(),
+            "cpu": get_backend("cpu").info.name, "cores": os.cpu_count(),
+            "python": platform.python_version()}
+
+
+def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
+              with_baselines: bool = True, flush: bool = False, label: str | None = None,
+              profile: str = "quick", on_case: Callable[[Case, dict], None] | None = None,
+              peaks_cache: bool = True) -> dict[str, Any]:
+    """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document."""
+    from . import __version__, baselines as B, peaks as P
+
+    device_peaks = P.peaks(backend, refresh=not peaks_cache)
+    bases = B.for_backend(backend) if with_baselines else []
+    results = []
+    for case in suite:
+        rec = run_case(backend, case, budget=budget, baselines=bases, peaks=device_peaks, flush=flush)
+        results.append(rec)
+        if on_case is not None:
+            on_case(case, rec)
+    info = backend.info
+    return {
+        "schema": SCHEMA,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(label),
+        "backend": backend.device_id,
+        "device": {"name": info.name, "vendor": info.vendor, "driver": info.driver,
+                   "memory_bytes": info.memory_bytes, "compute_units": info.compute_units,
+                   "hardware": B.hardware_of(backend)},
+        "versions": {"accel": __version__, "numpy": np.__version__, **backend.versions()},
+        "profile": profile,
+        "settings": {**asdict(budget), "flush": flush},
+        "peaks": asdict(device_peaks) if device_peaks is not None else None,
+        "baselines": {b.name: b.version for b in bases},
+        "cases": results,
+    }
+

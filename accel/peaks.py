@@ -1,0 +1,196 @@
+"""Device peaks measured by micro-benchmarks, cached on disk per device: the roofline's roof.
+
+Bandwidth is a streaming copy (bytes read + bytes written, the STREAM convention); compute is a
+float32 FMA-bound kernel (several independent FMA chains per work-item). On OpenCL, CUDA and HIP
+both kernels go through the backend's own ``compile``/``launch``, so they measure what that
+runtime can reach; on the CPU reference backend the copy is numpy's and the compute kernel is a
+float32 BLAS GEMM, the FMA-bound code numpy users actually have.
+
+>>> import accel
+>>> from accel.peaks import peaks
+>>> p = peaks(accel.get_backend("cpu"))
+>>> p.gflops > 0 and p.gbs > 0
+True
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .backend import Backend
+from .errors import UnsupportedError
+
+#: bump when a micro-benchmark changes, so cached peaks from the old one are not reused
+METHOD_VERSION = 1
+_COPY_BYTES = 128 << 20  # per buffer: well beyond any last-level cache we know of
+_CHAINS = 8  # independent FMA chains per work-item: enough to cover FMA latency
+_ITERS = 1024
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Measured peaks of one device: float32 GFLOP/s and GB/s (best sample of each)."""
+
+    gflops: float
+    gbs: float
+    method: str = ""
+    measured: str = ""
+
+
+def cache_dir() -> Path:
+    """Where accel caches measurements: $ACCEL_CACHE_DIR, else $XDG_CACHE_HOME/accel, else
+    ~/.cache/accel."""
+    root = os.environ.get("ACCEL_CACHE_DIR")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "accel"
+
+
+def device_key(backend: Backend) -> str:
+    """A file-name-safe key naming the device, its driver and the benchmark method."""
+    info = backend.info
+    ident = f"{backend.name}|{info.name}|{info.vendor}|{info.driver}|v{METHOD_VERSION}"
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{backend.name}-{info.name}")[:60].strip("-")
+    return f"{slug}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}"
+
+
+def peaks(backend: Backend, *, refresh: bool = False) -> Peaks | None:
+    """The device's peaks, measured once and then read from the cache (``refresh`` re-measures).
+    None when the backend can run neither micro-benchmark (e.g. a plugin without ``compile``)."""
+    path = cache_dir() / "peaks" / f"{device_key(backend)}.json"
+    if not refresh:
+        cached = _read(path)
+        if cached is not None:
+            return cached
+    try:
+        measured = measure_peaks(backend)
+    except UnsupportedError:
+        return None
+    _write(path, measured)
+    return measured
+
+
+def _read(path: Path) -> Peaks | None:
+    """A cached value, or None when missing or unreadable (a damaged file is re-measured)."""
+    try:
+        data = json.loads(path.read_text())
+        p = Peaks(float(data["gflops"]), float(data["gbs"]), str(data["method"]), str(data["measured"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return p if p.gflops > 0 and p.gbs > 0 else None
+
+
+def _write(path: Path, value: Peaks) -> None:
+    """Write atomically (temp file + rename) so a concurrent or killed run never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peaks-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(asdict(value), f, indent=1)
+    os.replace(tmp, path)
+
+
+def measure_peaks(backend: Backend) -> Peaks:
+    """Run both micro-benchmarks now (no cache)."""
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if backend.name == "cpu":
+        gflops, gbs = _numpy_peaks()
+        return Peaks(gflops, gbs, "numpy copy + float32 BLAS GEMM", now)
+    gflops, gbs = _kernel_peaks(backend)
+    return Peaks(gflops, gbs, f"{backend.name} copy kernel + float32 FMA kernel", now)
+
+
+def _best(timer, fn, work: float) -> float:
+    """Best achieved rate (work per second) over a short measurement."""
+    from .bench import QUICK, measure
+
+    return work / measure(timer, fn, budget=QUICK, work=work).min
+
+
+def _host_timer(fn) -> float:
+    import time
+
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _numpy_peaks() -> tuple[float, float]:
+    src = np.ones(_COPY_BYTES // 4, np.float32)
+    dst = np.empty_like(src)
+    gbs = _best(_host_timer, lambda: np.copyto(dst, src), 2 * src.nbytes) / 1e9
+    n = 2048
+    a = np.ones((n, n), np.float32)
+    gflops = _best(_host_timer, lambda: a @ a, 2 * n ** 3) / 1e9
+    return gflops, gbs
+
+
+_OPENCL = """
+__kernel void accel_peak_copy(__global const float4* src, __global float4* dst, int n) {
+    int i = get_global_id(0);
+    if (i < n) dst[i] = src[i];
+}
+__kernel void accel_peak_fma(__global float* out, float m, float c, int iters) {
+    int i = get_global_id(0);
+    CHAINS_INIT
+    for (int t = 0; t < iters; ++t) { CHAINS_STEP }
+    out[i] = CHAINS_SUM;
+}
+"""
+
+_CUDA = """
+extern "C" __global__ void accel_peak_copy(const float4* src, float4* dst, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+extern "C" __global__ void accel_peak_fma(float* out, float m, float c, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    CHAINS_INIT
+    for (int t = 0; t < iters; ++t) { CHAINS_STEP }
+    out[i] = CHAINS_SUM;
+}
+"""
+
+
+def _source(template: str, fma: str) -> str:
+    """Unroll the independent chains (a0..a7) into the kernel template. Each chain starts from the
+    work-item index so the compiler cannot fold the loop away, and converges (m < 1) so no value
+    overflows or turns subnormal."""
+    init = " ".join(f"float a{j} = (float)i * 1e-7f + {j}.0f;" for j in range(_CHAINS))
+    step = " ".join(f"a{j} = {fma}(a{j}, m, c);" for j in range(_CHAINS))
+    total = " + ".join(f"a{j}" for j in range(_CHAINS))
+    return template.replace("CHAINS_INIT", init).replace("CHAINS_STEP", step).replace("CHAINS_SUM", total)
+
+
+def _kernel_peaks(backend: Backend) -> tuple[float, float]:
+    from .tensor import Tensor
+
+    if backend.name == "opencl":
+        source, dialect = _source(_OPENCL, "fma"), "opencl"
+    elif backend.name in ("cuda", "hip"):
+        source, dialect = _source(_CUDA, "fmaf"), "cuda"
+    else:
+        raise UnsupportedError(backend.name, "peaks", "float32", "no micro-benchmark for this backend")
+    copy = backend.compile(source, "accel_peak_copy", dialect=dialect)
+    fma = backend.compile(source, "accel_peak_fma", dialect=dialect)
+    block = 128
+    n4 = _COPY_BYTES // 16
+    src = Tensor.empty(backend, (n4 * 4,), "float32")
+    dst = Tensor.empty(backend, (n4 * 4,), "float32")
+    grid = (-(-n4 // block), 1, 1)
+    gbs = _best(backend.time, lambda: backend.launch(copy, grid, (block, 1, 1), [src, dst, np.int32(n4)]),
+                2 * _COPY_BYTES) / 1e9
+    blocks = max(1, backend.info.compute_units) * 2048 // block
+    out = Tensor.empty(backend, (blocks * block,), "float32")
+    args = [out, np.float32(0.999), np.float32(1e-3), np.int32(_ITERS)]
+    work = 2 * _CHAINS * _ITERS * blocks * block
+    gflops = _best(backend.time, lambda: backend.launch(fma, (blocks, 1, 1), (block, 1, 1), args),
+                   work) / 1e9
+    return gflops, gbs

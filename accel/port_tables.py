@@ -1,0 +1,188 @@
+"""What ``accel port`` knows about CUDA names: the faithful equivalents on OpenCL C and HIP, and
+why the rest has none. Data only; the translators in port_opencl.py and port_hip.py apply it.
+
+A name appears in a "map" table only when the target computes the same thing (same result up to
+the precision CUDA itself documents for that function); everything else a CUDA program can call
+either appears in a "why not" table or is refused as unknown.
+"""
+from __future__ import annotations
+
+# -- OpenCL C ---------------------------------------------------------------------------------------
+#: CUDA float-suffixed math -> OpenCL's overloaded builtin (same accuracy class: OpenCL 1.2's
+#: full-profile ulp bounds are within CUDA's documented bounds for these)
+OPENCL_MATH = {
+    "expf": "exp", "exp2f": "exp2", "exp10f": "exp10", "expm1f": "expm1", "logf": "log",
+    "log2f": "log2", "log10f": "log10", "log1pf": "log1p", "powf": "pow", "sqrtf": "sqrt",
+    "rsqrtf": "rsqrt", "cbrtf": "cbrt", "sinf": "sin", "cosf": "cos", "tanf": "tan",
+    "asinf": "asin", "acosf": "acos", "atanf": "atan", "atan2f": "atan2", "sinhf": "sinh",
+    "coshf": "cosh", "tanhf": "tanh", "fabsf": "fabs", "fmaxf": "fmax", "fminf": "fmin",
+    "floorf": "floor", "ceilf": "ceil", "roundf": "round", "truncf": "trunc", "rintf": "rint",
+    "fmodf": "fmod", "erff": "erf", "erfcf": "erfc", "fmaf": "fma", "copysignf": "copysign",
+    "hypotf": "hypot", "lgammaf": "lgamma", "tgammaf": "tgamma",
+    # CUDA's fast intrinsics are approximations with a documented error bound; OpenCL's full
+    # builtins are at least that accurate, so mapping to them never loses precision
+    "__expf": "exp", "__exp10f": "exp10", "__logf": "log", "__log2f": "log2", "__log10f": "log10",
+    "__powf": "pow", "__sinf": "sin", "__cosf": "cos", "__tanf": "tan", "__fmaf_rn": "fma",
+    "__popc": "popcount", "__clz": "clz", "__mul24": "mul24", "__umul24": "mul24",
+}
+
+#: builtins with the same name and meaning in CUDA device code and OpenCL C
+OPENCL_SAME = frozenset((
+    "min", "max", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "rsqrt",
+    "cbrt", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "fabs",
+    "fmax", "fmin", "floor", "ceil", "round", "trunc", "rint", "fmod", "erf", "erfc", "fma",
+    "copysign", "hypot", "isnan", "isinf", "isfinite", "signbit", "lgamma", "tgamma",
+))
+
+#: CUDA cache-hinted loads: a plain load computes the same value
+OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
+
+#: integer atomics on 32-bit int / unsigned int: OpenCL 1.2 core (global and local memory),
+#: returning the old value like CUDA's
+OPENCL_ATOMICS = {
+    "atomicAdd": "atomic_add", "atomicSub": "atomic_sub", "atomicExch": "atomic_xchg",
+    "atomicMin": "atomic_min", "atomicMax": "atomic_max", "atomicAnd": "atomic_and",
+    "atomicOr": "atomic_or", "atomicXor": "atomic_xor", "atomicCAS": "atomic_cmpxchg",
+}
+ATOMIC_INT_TYPES = frozenset(("int", "uint"))
+
+#: CUDA scalar type spellings -> OpenCL C (OpenCL fixes the widths: long is 64-bit everywhere)
+OPENCL_TYPES = {
+    "int32_t": "int", "uint32_t": "uint", "int64_t": "long", "uint64_t": "ulong",
+    "int16_t": "short", "uint16_t": "ushort", "int8_t": "char", "uint8_t": "uchar",
+    "unsigned int": "uint", "unsigned": "uint", "signed int": "int", "long long": "long",
+    "long long int": "long", "unsigned long long": "ulong", "unsigned long long int": "ulong",
+    "unsigned long": "ulong", "long int": "long", "unsigned short": "ushort", "unsigned char": "uchar",
+    "signed char": "char", "__half": "half",
+}
+
+#: vector types both languages name alike (CUDA's are structs with .x .y .z .w; so are OpenCL's
+#: component selectors). 3-component types are excluded: 12 bytes in CUDA, 16 in OpenCL.
+VECTOR_BASES = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double")
+VECTOR_TYPES = frozenset(f"{b}{n}" for b in VECTOR_BASES for n in (2, 4))
+VECTOR3_TYPES = frozenset(f"{b}3" for b in VECTOR_BASES)
+
+#: threadIdx.x etc. -> the OpenCL query; CUDA's are unsigned int, OpenCL's size_t, so the
+#: translation casts to uint to keep CUDA's 32-bit unsigned arithmetic
+OPENCL_INDEX = {"threadIdx": "get_local_id", "blockIdx": "get_group_id",
+                "blockDim": "get_local_size", "gridDim": "get_num_groups"}
+AXES = {"x": 0, "y": 1, "z": 2}
+
+#: headers whose declarations OpenCL C has built in
+OPENCL_DROP_INCLUDES = frozenset(("cuda_runtime.h", "cuda.h", "math.h", "cmath", "stdint.h",
+                                  "cstdint", "cuda_fp16.h", "float.h", "cfloat", "math_constants.h",
+                                  "device_launch_parameters.h"))
+
+_WARP = ("warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)",
+         "a __shared__ array reduced with a tree of __syncthreads() steps")
+_HALF_MATH = ("half arithmetic needs cl_khr_fp16, which the OpenCL devices here lack",
+              "load with __half2float(p[i]), compute in float, store with p[i] = __float2half(v)")
+
+#: CUDA names with no faithful OpenCL C 1.2 translation: name -> (why, suggested rewrite)
+OPENCL_UNSUPPORTED = {
+    **{n: _WARP for n in (
+        "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__shfl",
+        "__shfl_up", "__shfl_down", "__shfl_xor", "__ballot_sync", "__ballot", "__any_sync",
+        "__all_sync", "__any", "__all", "__activemask", "__syncwarp", "__match_any_sync",
+        "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+        "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "warpSize", "__lanemask_lt")},
+    **{n: _HALF_MATH for n in (
+        "__hadd", "__hsub", "__hmul", "__hdiv", "__hfma", "__hmax", "__hmin", "__hneg", "__habs",
+        "__hadd2", "__hmul2", "__hfma2", "__float2half2_rn", "__halves2half2", "__low2float",
+        "__high2float", "__half2", "half2", "hexp", "hsqrt")},
+    "printf": ("OpenCL's printf differs in format rules and buffering, and is not "
+               "guaranteed to reach the caller", "write debug values to an output buffer"),
+    "assert": ("OpenCL C has no device-side assert", "record the failure in an output flag buffer"),
+    "malloc": ("OpenCL C has no device heap", "allocate the buffer on the host and pass it in"),
+    "free": ("OpenCL C has no device heap", "allocate the buffer on the host and pass it in"),
+    "clock": ("OpenCL C has no cycle counter", "time the launch from the host"),
+    "clock64": ("OpenCL C has no cycle counter", "time the launch from the host"),
+    "__nanosleep": ("OpenCL C cannot sleep a work-item", "remove the back-off"),
+    "__threadfence": ("OpenCL 1.2 gives no memory ordering between work-groups",
+                      "split the kernel at this point into two launches"),
+    "__threadfence_system": ("OpenCL 1.2 gives no ordering with the host during a launch",
+                             "split the kernel at this point into two launches"),
+    "__syncthreads_count": ("OpenCL 1.2 barriers do not reduce a predicate",
+                            "count with atomic_add on a __shared__ int, then __syncthreads()"),
+    "__syncthreads_and": ("OpenCL 1.2 barriers do not reduce a predicate",
+                          "combine with atomic_and on a __shared__ int, then __syncthreads()"),
+    "__syncthreads_or": ("OpenCL 1.2 barriers do not reduce a predicate",
+                         "combine with atomic_or on a __shared__ int, then __syncthreads()"),
+    "atomicInc": ("CUDA's atomicInc wraps to 0 at a limit; OpenCL's atomic_inc does not",
+                  "an atomicCAS loop computing (old >= limit) ? 0 : old + 1"),
+    "atomicDec": ("CUDA's atomicDec wraps at a limit; OpenCL's atomic_dec does not",
+                  "an atomicCAS loop computing (old == 0 || old > limit) ? limit : old - 1"),
+    "__fdiv_rn": ("needs a correctly rounded division switch", "a / b built with "
+                  "-cl-fp32-correctly-rounded-divide-sqrt"),
+    "__saturatef": ("OpenCL's clamp keeps NaN where CUDA's __saturatef gives 0",
+                    "x != x ? 0.0f : clamp(x, 0.0f, 1.0f)"),
+    "abs": ("OpenCL's integer abs returns an unsigned type, changing the arithmetic around it",
+            "x < 0 ? -x : x (or fabs for floating point)"),
+    "__ffs": ("OpenCL 1.2 has no find-first-set", "32 - clz(x & -x) written out, with x == 0 -> 0"),
+    "__brev": ("OpenCL 1.2 has no bit reverse", "a shift-and-mask bit reversal"),
+    "__byte_perm": ("OpenCL 1.2 has no byte permute", "shifts and masks"),
+    **{n: ("texture and surface objects have no OpenCL C 1.2 counterpart through accel's buffers",
+           "read the array directly with an index (p[y * width + x])") for n in (
+        "tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
+        "surf1Dread", "surf2Dread", "surf1Dwrite", "surf2Dwrite", "cudaTextureObject_t",
+        "cudaSurfaceObject_t", "texture")},
+    "__nv_bfloat16": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen "
+                      "to float with as_float((uint)bits << 16)"),
+    "nv_bfloat16": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen "
+                    "to float with as_float((uint)bits << 16)"),
+}
+
+#: C++ namespaces whose use means an untranslatable feature
+NAMESPACE_FEATURES = {
+    "cooperative_groups": ("cooperative groups",
+                           "grid/warp groups have no OpenCL 1.2 form", "__syncthreads() for "
+                           "block groups; split grid-wide syncs into separate launches"),
+    "cg": ("cooperative groups", "grid/warp groups have no OpenCL 1.2 form",
+           "__syncthreads() for block groups; split grid-wide syncs into separate launches"),
+    "wmma": ("tensor-core intrinsics", "wmma fragments map to NVIDIA tensor cores only",
+             "a tiled __shared__ matmul (or accel.matmul)"),
+    "nvcuda": ("tensor-core intrinsics", "wmma fragments map to NVIDIA tensor cores only",
+               "a tiled __shared__ matmul (or accel.matmul)"),
+}
+
+# -- HIP --------------------------------------------------------------------------------------------
+#: CUDA runtime API names whose HIP name only swaps the prefix (same signature and meaning)
+HIP_RUNTIME = frozenset((
+    "cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
+    "cudaMallocHost", "cudaFreeHost", "cudaMallocManaged", "cudaHostAlloc", "cudaDeviceSynchronize",
+    "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName",
+    "cudaSetDevice", "cudaGetDevice", "cudaGetDeviceCount", "cudaGetDeviceProperties",
+    "cudaDeviceProp", "cudaDeviceReset", "cudaError_t", "cudaSuccess", "cudaStream_t",
+    "cudaStreamCreate", "cudaStreamDestroy", "cudaStreamSynchronize", "cudaEvent_t",
+    "cudaEventCreate", "cudaEventDestroy", "cudaEventRecord", "cudaEventSynchronize",
+    "cudaEventElapsedTime", "cudaMemcpyHostToDevice", "cudaMemcpyDeviceToHost",
+    "cudaMemcpyDeviceToDevice", "cudaMemcpyHostToHost", "cudaMemcpyDefault", "cudaMemcpyKind",
+    "cudaFuncSetAttribute", "cudaFuncAttributeMaxDynamicSharedMemorySize", "cudaDeviceGetAttribute",
+    "cudaLaunchKernel", "cudaMemGetInfo", "cudaErrorInvalidValue", "cudaStreamDefault",
+    "cudaStreamNonBlocking", "cudaStreamCreateWithFlags", "cudaHostAllocDefault",
+))
+
+#: headers: CUDA -> HIP (None: has no HIP counterpart)
+HIP_INCLUDES = {
+    "cuda_runtime.h": "hip/hip_runtime.h", "cuda.h": "hip/hip_runtime.h",
+    "cuda_runtime_api.h": "hip/hip_runtime_api.h", "cuda_fp16.h": "hip/hip_fp16.h",
+    "cuda_bf16.h": "hip/hip_bf16.h", "cooperative_groups.h": "hip/hip_cooperative_groups.h",
+    "device_launch_parameters.h": "hip/hip_runtime.h",
+}
+
+#: warp shuffles: HIP (ROCm 5) spells them without _sync and without the mask
+HIP_SHUFFLES = {"__shfl_sync": "__shfl", "__shfl_up_sync": "__shfl_up",
+                "__shfl_down_sync": "__shfl_down", "__shfl_xor_sync": "__shfl_xor"}
+
+#: warp votes: CUDA's return a 32-bit mask over a 32-lane warp, HIP's a 64-bit one over the
+#: wavefront (64 lanes on CDNA)
+HIP_WARP_VOTES = frozenset(("__ballot_sync", "__any_sync", "__all_sync", "__activemask",
+                            "__match_any_sync", "__match_all_sync", "__reduce_add_sync",
+                            "__lanemask_lt"))
+
+HIP_UNSUPPORTED = {
+    "wmma": ("tensor-core intrinsics", "nvcuda::wmma has no HIP spelling; AMD's matrix cores use "
+             "rocWMMA with different fragment shapes", "rocWMMA fragments, or accel.matmul"),
+    "nvcuda": ("tensor-core intrinsics", "nvcuda::wmma has no HIP spelling; AMD's matrix cores "
+               "use rocWMMA with different fragment shapes", "rocWMMA fragments, or accel.matmul"),
+}
