@@ -243,7 +243,6 @@ def _cupy(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
 # -- CLBlast through pyclblast on the backend's own OpenCL queue --------------------------------------
 def _clblast(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
     import pyclblast
-    import pyopencl as cl
     import pyopencl.array as cla
 
     queue = getattr(backend, "queue", None)
@@ -261,5 +260,4 @@ def _clblast(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
         f()
         queue.finish()
         return time.perf_counter() - t0
-    del cl
     return Prepared(run, timer, lambda: c.get())

@@ -341,7 +341,9 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
                                                       f"(normwise relative error {err:.3g})"}
     rec["status"] = "ok"
     for base in baselines or []:
-        rec["baselines"].append(_run_baseline(base, backend, spec, host, ref, budget, work, peaks))
+        measured = _run_baseline(base, backend, spec, host, ref, budget, work, peaks)
+        if measured is not None:
+            rec["baselines"].append(measured)
     good = [b for b in rec["baselines"] if b["status"] == "ok"]
     if good:
         best = min(good, key=lambda b: b["median_s"])
@@ -355,12 +357,13 @@ def _timing(stats: Stats) -> dict[str, float]:
 
 
 def _run_baseline(base, backend: Backend, spec: S.Spec, host: list, ref: np.ndarray,
-                  budget: Budget, work: float, peaks: "Peaks | None") -> dict[str, Any]:
+                  budget: Budget, work: float, peaks: "Peaks | None") -> dict[str, Any] | None:
+    """The baseline's record, or None when it does not compute this op."""
     rec: dict[str, Any] = {"name": base.name, "version": base.version}
     try:
         prepared = base.prepare(spec, host, backend)
         if prepared is None:
-            return {**rec, "status": "unsupported"}
+            return None
         stats = measure(prepared.timer, prepared.run, budget=budget, work=work)
         ok, err = check_result(prepared.result(), ref, spec.out_dtype)
     except Exception as e:  # a third-party library failing must not stop the run

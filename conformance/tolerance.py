@@ -39,7 +39,8 @@ def largest_finite(fmt: str) -> float:
 def overflow_threshold(fmt: str) -> float:
     """Magnitudes at or above this round to infinity under round-to-nearest."""
     info = _FINFO[fmt]
-    return float(info.max) + 0.5 * float(info.max) * 2.0 ** -(info.nmant)
+    ulp_at_max = 2.0 ** (int(info.maxexp) - 1 - int(info.nmant))
+    return float(info.max) + ulp_at_max / 2
 
 
 def floor(out_fmt: str, acc_fmt: str, terms: int) -> float:

@@ -164,7 +164,11 @@ typedef i32 vi_t;
 #define VLOAD_BF16(p, i) LOAD_BF16(p, i)
 #define VLOAD_I8(p, i) LOAD_I8(p, i)
 #define VGET(T, v, j) (v)
-#define VLOAD_PRIV(p, i) ((p)[i])
+#define VLOAD_ARR(p, i) ((p)[i])
+#define VSTORE_ARR(v, p, i) ((p)[i] = (v))
+#define VSELECT(a, b, cond) ((cond) ? (b) : (a))
+#define VIOTA 0
+#define VMAX(a, b) FMAX((a), (b))
 #elif defined(ACCEL_OPENCL)
 typedef ACCEL_CAT(float, VW) vf_t;
 typedef ACCEL_CAT(int, VW) vi_t;
@@ -174,7 +178,17 @@ typedef ACCEL_CAT(int, VW) vi_t;
     ACCEL_CAT(as_float, VW)(ACCEL_CAT(convert_uint, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i))) << 16)
 #define VLOAD_I8(p, i) ACCEL_CAT(convert_int, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i)))
 #define VGET(T, v, j) (((__private T*)&(v))[j])
-#define VLOAD_PRIV(p, i) ACCEL_CAT(vload, VW)(0, (p) + (i))
+#define VLOAD_ARR(p, i) ACCEL_CAT(vload, VW)(0, (p) + (i))
+#define VSTORE_ARR(v, p, i) ACCEL_CAT(vstore, VW)((v), 0, (p) + (i))
+#define VSELECT(a, b, cond) select((a), (b), (cond))
+#define VMAX(a, b) fmax((a), (b))
+#if VW == 4
+#define VIOTA ((vi_t)(0, 1, 2, 3))
+#elif VW == 8
+#define VIOTA ((vi_t)(0, 1, 2, 3, 4, 5, 6, 7))
+#elif VW == 16
+#define VIOTA ((vi_t)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#endif
 #else
 #error "VW > 1 is for OpenCL; CUDA and HIP kernels use VW=1"
 #endif

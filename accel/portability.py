@@ -1,0 +1,125 @@
+"""Pennycook's performance portability (arXiv:1611.07409) over the platforms measured.
+
+For a problem p and a set of platforms H, PP = |H| / sum over i in H of 1 / e_i(p), the harmonic
+mean of the efficiencies, and 0 when any platform in H does not run p correctly. accel reports it
+with two efficiencies (docs/portability.md):
+
+- architectural: the roofline efficiency, achieved / min(peak compute, intensity x peak bandwidth)
+  with the peaks measured on that device (accel.peaks);
+- application: the best time observed on that platform (accel or any baseline) over accel's time.
+
+A platform is one backend device on one machine ("laptop/opencl:0"). A problem is one benchmark
+case (op, dtype, sizes); per op, the problems are all of that op's cases.
+
+>>> performance_portability({"a": 0.5, "b": 0.25})
+0.3333333333333333
+>>> performance_portability({"a": 0.5, "b": 0.0})
+0.0
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from .errors import ArgumentError, expected
+
+#: result statuses meaning the platform does not run the case correctly (efficiency 0)
+_NOT_RUN = ("unsupported", "error", "invalid")
+
+
+def performance_portability(efficiencies: Mapping[str, float | None]) -> float | None:
+    """Harmonic mean of the efficiencies; 0 if any is 0 (unsupported); None if any is unknown."""
+    if not efficiencies:
+        raise ArgumentError(expected("efficiencies", "at least one platform", "none"))
+    values = list(efficiencies.values())
+    if any(e is None for e in values):
+        return None
+    for e in values:
+        if not 0 <= e < float("inf"):
+            raise ArgumentError(expected("efficiencies", "finite values >= 0", e))
+    if any(e == 0 for e in values):
+        return 0.0
+    return len(values) / sum(1.0 / e for e in values)
+
+
+def platform_name(doc: Mapping) -> str:
+    """'machine/backend' for an accel.bench or accel.conformance result file."""
+    machine = doc.get("machine") or {}
+    return f"{machine.get('label') or machine.get('hostname') or 'unknown'}/{doc.get('backend', '?')}"
+
+
+def application_efficiency(case: Mapping) -> float | None:
+    """Best observed time on the platform (accel or a baseline) over accel's; None without a
+    correct baseline to compare with."""
+    times = [b["median_s"] for b in case.get("baselines", []) if b.get("status") == "ok"]
+    if case.get("status") != "ok" or not times:
+        return None
+    return min(min(times), case["median_s"]) / case["median_s"]
+
+
+@dataclass
+class Row:
+    """Performance portability of one problem (a case id, or an op) across platforms."""
+
+    problem: str
+    architectural: dict[str, float | None] = field(default_factory=dict)
+    application: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def pp_arch(self) -> float | None:
+        return performance_portability(self.architectural) if self.architectural else None
+
+    @property
+    def pp_app(self) -> float | None:
+        return performance_portability(self.application) if self.application else None
+
+
+def failed_in_conformance(conformance_docs: Iterable[Mapping]) -> set[tuple[str, str, str]]:
+    """(platform, op, dtype) cells where the conformance suite failed a case: speed measured
+    there does not count (Pennycook: the platform does not solve the problem correctly)."""
+    bad = set()
+    for doc in conformance_docs:
+        for case in doc.get("cases", []):
+            if case.get("status") in ("failed", "error"):
+                bad.add((platform_name(doc), case.get("op"), case.get("dtype")))
+    return bad
+
+
+def per_case(bench_docs: list[Mapping], conformance_docs: Iterable[Mapping] = ()) -> list[Row]:
+    """One row per case id measured anywhere, over every platform in ``bench_docs``."""
+    bad = failed_in_conformance(conformance_docs)
+    rows: dict[str, Row] = {}
+    for doc in bench_docs:
+        for case in doc.get("cases", []):
+            rows.setdefault(case["id"], Row(case["id"]))
+    for doc in bench_docs:
+        plat = platform_name(doc)
+        by_id = {c["id"]: c for c in doc.get("cases", [])}
+        for cid, row in rows.items():
+            case = by_id.get(cid)
+            if case is None:  # not measured there (another profile): unknown, not unsupported
+                row.architectural[plat] = row.application[plat] = None
+            elif case["status"] in _NOT_RUN or (plat, case["op"], case["dtype"]) in bad:
+                row.architectural[plat] = row.application[plat] = 0.0
+            else:
+                row.architectural[plat] = case.get("roofline_efficiency")
+                row.application[plat] = application_efficiency(case)
+    return list(rows.values())
+
+
+def per_op(rows: list[Row]) -> list[Row]:
+    """Per op: each platform's efficiency is the harmonic mean over that op's cases, then PP
+    across platforms (equal to the harmonic mean over every case on every platform)."""
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        grouped.setdefault(row.problem.split(" ", 1)[0], []).append(row)
+    out = []
+    for op, group in grouped.items():
+        merged = Row(op)
+        for plat in group[0].architectural:
+            merged.architectural[plat] = performance_portability(
+                {r.problem: r.architectural.get(plat) for r in group})
+            merged.application[plat] = performance_portability(
+                {r.problem: r.application.get(plat) for r in group})
+        out.append(merged)
+    return out
