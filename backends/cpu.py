@@ -137,6 +137,8 @@ class CPUBackend(Backend):
             return res.astype(target)
 
     def _matmul(self, spec, a, b) -> np.ndarray:
+        if spec.dtype == "float32":
+            return np.matmul(a, b)
         if spec.dtype == "int8":
             return self._int8_matmul(a, b)
         return np.matmul(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))

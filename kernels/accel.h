@@ -163,6 +163,8 @@ typedef i32 vi_t;
 #define VLOAD_F16(p, i) LOAD_F16(p, i)
 #define VLOAD_BF16(p, i) LOAD_BF16(p, i)
 #define VLOAD_I8(p, i) LOAD_I8(p, i)
+#define VLOAD_U8(p, i) ((i32)(p)[i])
+#define VCVT_F(v) ((float)(v))
 #define VGET(T, v, j) (v)
 #define VLOAD_ARR(p, i) ((p)[i])
 #define VSTORE_ARR(v, p, i) ((p)[i] = (v))
@@ -177,6 +179,8 @@ typedef ACCEL_CAT(int, VW) vi_t;
 #define VLOAD_BF16(p, i) \
     ACCEL_CAT(as_float, VW)(ACCEL_CAT(convert_uint, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i))) << 16)
 #define VLOAD_I8(p, i) ACCEL_CAT(convert_int, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i)))
+#define VLOAD_U8(p, i) ACCEL_CAT(convert_int, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i)))
+#define VCVT_F(v) ACCEL_CAT(convert_float, VW)(v)
 #define VGET(T, v, j) (((__private T*)&(v))[j])
 #define VLOAD_ARR(p, i) ACCEL_CAT(vload, VW)(0, (p) + (i))
 #define VSTORE_ARR(v, p, i) ACCEL_CAT(vstore, VW)((v), 0, (p) + (i))

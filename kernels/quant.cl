@@ -21,13 +21,16 @@ KERNEL void quantize(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64
     if (blk >= nblocks) return;
     float v[QK];
     int has_nan = 0, finite = 1;
-    float amax = 0.0f, extreme = 0.0f;
     for (int j = 0; j < QK; ++j) {
         v[j] = LOAD_IN(x, blk * QK + j);
         has_nan |= IS_NAN(v[j]);
         finite &= !(IS_NAN(v[j]) || IS_INF(v[j]));
-        if (FABS(v[j]) > amax) { amax = FABS(v[j]); extreme = v[j]; }  /* first wins on ties */
     }
+    /* the largest magnitude and the first element that has it (its sign matters for Q4_0, even
+     * for a block of zeros: -0.0 first gives d = +0.0) */
+    float amax = FABS(v[0]), extreme = v[0];
+    for (int j = 1; j < QK; ++j)
+        if (FABS(v[j]) > amax) { amax = FABS(v[j]); extreme = v[j]; }
 #if FMT_Q8_0
     float d = FDIV_RN(amax, 127.0f);
 #else
@@ -74,4 +77,57 @@ KERNEL void dequantize(GLOBAL const u8* RESTRICT q, GLOBAL float* RESTRICT out, 
     if (e >= n) return;
     GLOBAL const u8* blk = q + (e / QK) * BLOCK_BYTES;
     out[e] = FMUL_RN(block_code(blk, (int)(e % QK)), block_scale(blk));
+}
+
+/* Fused quantized matmul: out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], dequantizing in
+ * registers. Each work-item computes RM rows of x against RN weight rows, VW lanes at a time
+ * (RM = 1 is the GEMV path for a single row, memory-bound on the weight bytes).
+ * Grid: dim 0 over weight-row groups (N / RN), dim 1 over x-row groups (M / RM). */
+#define QKV (QK / VW)
+KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+                    GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
+    const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * RM;
+    if (n0 >= N || m0 >= M) return;
+    const int nblk = K / QK;
+    const i64 row_bytes = (i64)nblk * BLOCK_BYTES;
+    GLOBAL const IN_T* xr[RM];
+    GLOBAL const u8* wr[RN];
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
+    UNROLL for (int j = 0; j < RN; ++j) wr[j] = w + (i64)imin(n0 + j, N - 1) * row_bytes;
+    vf_t acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = (vf_t)0;
+    for (int bk = 0; bk < nblk; ++bk) {
+        vf_t xv[RM][QKV];
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VLOAD_IN(xr[i], bk * QK + t * VW);
+        UNROLL for (int j = 0; j < RN; ++j) {
+            GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
+            vf_t d = (vf_t)block_scale(blk);
+            vf_t wv[QKV];
+            UNROLL for (int t = 0; t < QKV; ++t) {
+#if FMT_Q8_0
+                wv[t] = VCVT_F(VLOAD_I8((GLOBAL const i8*)blk, 2 + t * VW));
+#else
+                int e = t * VW;  /* elements e..e+VW-1: low nibbles below 16, high nibbles above */
+                vi_t bytes = VLOAD_U8(blk, 2 + (e & 15));
+                wv[t] = VCVT_F((e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)8);
+#endif
+            }
+            UNROLL for (int i = 0; i < RM; ++i) {
+                vf_t part = xv[i][0] * wv[0];
+                UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
+                acc[i][j] = FMA(d, part, acc[i][j]);
+            }
+        }
+    }
+    UNROLL for (int i = 0; i < RM; ++i) {
+        if (m0 + i >= M) break;
+        UNROLL for (int j = 0; j < RN; ++j) {
+            if (n0 + j >= N) break;
+            float sum = 0.0f;
+            UNROLL for (int t = 0; t < VW; ++t) sum += VGET(float, acc[i][j], t);
+            STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, sum);
+        }
+    }
 }

@@ -22,12 +22,14 @@ def clean_selection(monkeypatch):
     monkeypatch.delenv("ACCEL_BACKEND", raising=False)
     accel.set_backend(None)
     yield
+    monkeypatch.delenv("ACCEL_BACKEND", raising=False)
     accel.set_backend(None)
 
 
 def test_precedence_order(monkeypatch):
     assert accel.current_device() == "cpu:0"  # automatic: echo ranks below cpu
     monkeypatch.setenv("ACCEL_BACKEND", "echo")
+    accel.set_backend(None)  # the environment is read at import and when the default is cleared
     assert which() == "echo"
     accel.set_backend("cpu")
     assert which() == "cpu"  # set_backend beats the environment
