@@ -51,21 +51,9 @@ def hardware_of(backend: Backend) -> str:
     if backend.name == "hip":
         return "rocm"
     if backend.name == "opencl":
-        kind = str(backend.info.extra.get("type", "")).lower()
-        if not kind:
-            device = getattr(backend, "device", None)
-            kind = _opencl_type(device)
-        return "cpu" if "cpu" in kind else "other"
+        # the OpenCL backend records CL_DEVICE_TYPE as extra["kind"]: "cpu", "gpu", ...
+        return "cpu" if backend.info.extra.get("kind") == "cpu" else "other"
     return "other"
-
-
-def _opencl_type(device: Any) -> str:
-    try:
-        import pyopencl as cl
-
-        return cl.device_type.to_string(device.type).lower()
-    except Exception:  # no pyopencl device object to ask
-        return ""
 
 
 def for_backend(backend: Backend) -> list[Baseline]:

@@ -18,10 +18,11 @@ from .errors import ArgumentError, DeviceMismatchError, expected
 from .registry import get_backend
 from .tensor import Tensor
 
-#: the source language a backend compiles when the source does not use accel's dialect
+#: how a kernel is declared in each dialect: accel's sources write ``KERNEL void f(...)`` (the
+#: backend prepends the portability header that defines it), native ones their own keyword
+_KERNEL_KEYWORD = {"cuda": re.compile(r"\b__global__\b"),
+                   "opencl": re.compile(r"\b(__)?kernel\s+void\b")}
 _NATIVE_DIALECT = {"cuda": "cuda", "hip": "cuda", "opencl": "opencl"}
-#: an ``#include`` of accel's portability header marks a source as written in accel's dialect
-_DIALECT_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](accel[^">]*\.h)[">]', re.MULTILINE)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DIALECTS = ("accel", "cuda", "opencl")
 #: CUDA's limit on gridDim.y/z is 65535, x 2**31-1; OpenCL's global size is size_t. Past 2**31-1
@@ -109,6 +110,19 @@ def _describe_arg(value: Any) -> str:
     return f"{type(value).__name__} {value!r}" if np.ndim(value) == 0 else type(value).__name__
 
 
+def _detect_dialect(source: str, target: Backend) -> str:
+    """The backend's native language when the source declares its kernel with the native
+    keyword, else accel's dialect. CUDA source handed to the OpenCL backend is refused with the
+    way across, rather than left to fail as a pile of OpenCL syntax errors."""
+    native = _NATIVE_DIALECT.get(target.name)
+    if native and _KERNEL_KEYWORD[native].search(source):
+        return native
+    if native == "opencl" and _KERNEL_KEYWORD["cuda"].search(source):
+        raise ArgumentError(expected("source", "OpenCL C or accel's dialect for the opencl backend",
+                                     "CUDA C++ (translate it with: accel port FILE.cu --to opencl)"))
+    return "accel"
+
+
 def kernel(source: str, name: str, *, backend: str | Backend | None = None,
            defines: Mapping[str, Any] | None = None, options: Sequence[str] | None = None,
            dialect: str | None = None) -> Kernel:
@@ -118,15 +132,19 @@ def kernel(source: str, name: str, *, backend: str | Backend | None = None,
     ``extern __shared__`` array (on OpenCL: one extra ``__local`` pointer after the user's args).
     Tensor arguments are written in place; scalars must be numpy scalars (``np.int32(n)``).
 
-    ``dialect`` is "accel" (sources including accel's portability header; detected), "cuda"
-    (the cuda and hip backends' default) or "opencl" (the opencl backend's default).
+    ``dialect`` is "accel" (kernels declared ``KERNEL void f(...)`` against accel's portability
+    header, kernels/accel.h), "cuda" (CUDA C++, on the cuda and hip backends) or "opencl"
+    (OpenCL C); by default it is the backend's own language when the source declares its kernel
+    with that language's keyword (``__global__``, ``__kernel``), else "accel".
 
     >>> import accel, numpy as np
+    >>> from accel.kernel import kernel
     >>> src = '''__kernel void scale(__global float* x, float a, int n) {
     ...     int i = get_global_id(0); if (i < n) x[i] *= a; }'''
-    >>> k = accel.kernel(src, "scale", backend="opencl")          # doctest: +SKIP
-    >>> x = accel.asarray(np.ones(100, np.float32), backend="opencl")  # doctest: +SKIP
-    >>> k(4, 32, x, np.float32(3), np.int32(100)); float(x.numpy().sum())  # doctest: +SKIP
+    >>> k = kernel(src, "scale", backend="opencl")
+    >>> x = accel.asarray(np.ones(100, np.float32), backend="opencl")
+    >>> k(4, 32, x, np.float32(3), np.int32(100))
+    >>> float(x.numpy().sum())
     300.0
     """
     if not isinstance(source, str) or not source.strip():
@@ -135,7 +153,7 @@ def kernel(source: str, name: str, *, backend: str | Backend | None = None,
         raise ArgumentError(expected("name", "the kernel function's identifier", repr(name)))
     target = get_backend(backend)
     if dialect is None:
-        dialect = "accel" if _DIALECT_INCLUDE.search(source) else _NATIVE_DIALECT.get(target.name, "accel")
+        dialect = _detect_dialect(source, target)
     elif dialect not in _DIALECTS:
         raise ArgumentError(expected("dialect", f"one of {_DIALECTS}", repr(dialect)))
     compiled = target.compile(source, name, options=_options(defines, options), dialect=dialect)

@@ -31,7 +31,6 @@ from .errors import UnsupportedError
 #: bump when a micro-benchmark changes, so cached peaks from the old one are not reused
 METHOD_VERSION = 1
 _COPY_BYTES = 128 << 20  # per buffer: well beyond any last-level cache we know of
-_CHAINS = 8  # independent FMA chains per work-item: enough to cover FMA latency
 _ITERS = 1024
 
 
@@ -108,10 +107,12 @@ def measure_peaks(backend: Backend) -> Peaks:
 
 
 def _best(timer, fn, work: float) -> float:
-    """Best achieved rate (work per second) over a short measurement."""
-    from .bench import QUICK, measure
+    """Best achieved rate (work per second): the fastest sample of half a second of samples, so
+    a neighbour briefly taking a core on a shared machine does not lower the roof."""
+    from .bench import Budget, measure
 
-    return work / measure(timer, fn, budget=QUICK, work=work).min
+    budget = Budget(time_s=0.5, work=0, min_reps=5, max_reps=500, max_time_s=2.0)
+    return work / measure(timer, fn, budget=budget, work=work).min
 
 
 def _host_timer(fn) -> float:
@@ -132,65 +133,66 @@ def _numpy_peaks() -> tuple[float, float]:
     return gflops, gbs
 
 
-_OPENCL = """
+_COPY = {
+    "opencl": """
 __kernel void accel_peak_copy(__global const float4* src, __global float4* dst, int n) {
     int i = get_global_id(0);
     if (i < n) dst[i] = src[i];
-}
-__kernel void accel_peak_fma(__global float* out, float m, float c, int iters) {
-    int i = get_global_id(0);
-    CHAINS_INIT
-    for (int t = 0; t < iters; ++t) { CHAINS_STEP }
-    out[i] = CHAINS_SUM;
-}
-"""
-
-_CUDA = """
+}""",
+    "cuda": """
 extern "C" __global__ void accel_peak_copy(const float4* src, float4* dst, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = src[i];
+}""",
 }
-extern "C" __global__ void accel_peak_fma(float* out, float m, float c, int iters) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    CHAINS_INIT
-    for (int t = 0; t < iters; ++t) { CHAINS_STEP }
-    out[i] = CHAINS_SUM;
-}
-"""
+
+#: FMA kernel variants (vector type, independent chains) tried per dialect; the peak is the best.
+#: A CPU OpenCL device (PoCL) only fills its SIMD lanes with explicit vectors; GPUs are scalar.
+_FMA_VARIANTS = {"opencl": (("float", 8), ("float8", 12), ("float16", 8)),
+                 "cuda": (("float", 8), ("float", 16))}
 
 
-def _source(template: str, fma: str) -> str:
-    """Unroll the independent chains (a0..a7) into the kernel template. Each chain starts from the
-    work-item index so the compiler cannot fold the loop away, and converges (m < 1) so no value
-    overflows or turns subnormal."""
-    init = " ".join(f"float a{j} = (float)i * 1e-7f + {j}.0f;" for j in range(_CHAINS))
-    step = " ".join(f"a{j} = {fma}(a{j}, m, c);" for j in range(_CHAINS))
-    total = " + ".join(f"a{j}" for j in range(_CHAINS))
-    return template.replace("CHAINS_INIT", init).replace("CHAINS_STEP", step).replace("CHAINS_SUM", total)
+def _fma_source(dialect: str, vec: str, chains: int) -> str:
+    """An FMA-bound kernel: ``chains`` independent chains a = fma(a, m, c) per work-item. Chains
+    start from the work-item index so the compiler cannot fold the loop away, and converge
+    (m < 1) so no value overflows or turns subnormal; the sum is stored so none is dead."""
+    init = " ".join(f"{vec} a{j} = ({vec})((float)i * 1e-7f + {j}.0f);" for j in range(chains))
+    step = " ".join(f"a{j} = {'fma' if dialect == 'opencl' else 'fmaf'}(a{j}, m, c);" for j in range(chains))
+    total = " + ".join(f"a{j}" for j in range(chains))
+    if dialect == "opencl":
+        head = (f"__kernel void accel_peak_fma(__global {vec}* out, float ms, float cs, int iters) {{\n"
+                f"    int i = get_global_id(0); {vec} m = ({vec})(ms), c = ({vec})(cs);")
+    else:
+        head = ('extern "C" __global__ void accel_peak_fma(float* out, float m, float c, int iters) {\n'
+                "    int i = blockIdx.x * blockDim.x + threadIdx.x;")
+    return (f"{head}\n    {init}\n    for (int t = 0; t < iters; ++t) {{ {step} }}\n"
+            f"    out[i] = {total};\n}}\n")
 
 
 def _kernel_peaks(backend: Backend) -> tuple[float, float]:
     from .tensor import Tensor
 
-    if backend.name == "opencl":
-        source, dialect = _source(_OPENCL, "fma"), "opencl"
-    elif backend.name in ("cuda", "hip"):
-        source, dialect = _source(_CUDA, "fmaf"), "cuda"
-    else:
+    dialect = {"opencl": "opencl", "cuda": "cuda", "hip": "cuda"}.get(backend.name)
+    if dialect is None:
         raise UnsupportedError(backend.name, "peaks", "float32", "no micro-benchmark for this backend")
-    copy = backend.compile(source, "accel_peak_copy", dialect=dialect)
-    fma = backend.compile(source, "accel_peak_fma", dialect=dialect)
     block = 128
     n4 = _COPY_BYTES // 16
+    copy = backend.compile(_COPY[dialect], "accel_peak_copy", dialect=dialect)
     src = Tensor.empty(backend, (n4 * 4,), "float32")
     dst = Tensor.empty(backend, (n4 * 4,), "float32")
     grid = (-(-n4 // block), 1, 1)
     gbs = _best(backend.time, lambda: backend.launch(copy, grid, (block, 1, 1), [src, dst, np.int32(n4)]),
                 2 * _COPY_BYTES) / 1e9
-    blocks = max(1, backend.info.compute_units) * 2048 // block
-    out = Tensor.empty(backend, (blocks * block,), "float32")
-    args = [out, np.float32(0.999), np.float32(1e-3), np.int32(_ITERS)]
-    work = 2 * _CHAINS * _ITERS * blocks * block
-    gflops = _best(backend.time, lambda: backend.launch(fma, (blocks, 1, 1), (block, 1, 1), args),
-                   work) / 1e9
+    del src, dst
+    gflops = 0.0
+    for vec, chains in _FMA_VARIANTS[dialect]:
+        lanes = int(vec[5:] or 1)
+        fma = backend.compile(_fma_source(dialect, vec, chains), "accel_peak_fma", dialect=dialect)
+        # about 2048 work-items' worth of scalar lanes per compute unit keeps every unit busy
+        blocks = max(1, max(1, backend.info.compute_units) * 2048 // (block * max(1, lanes // 4)))
+        out = Tensor.empty(backend, (blocks * block * lanes,), "float32")
+        args = [out, np.float32(0.999), np.float32(1e-3), np.int32(_ITERS)]
+        work = 2 * chains * lanes * _ITERS * blocks * block
+        gflops = max(gflops, _best(backend.time, lambda: backend.launch(fma, (blocks, 1, 1), (block, 1, 1),
+                                                                       args), work) / 1e9)
     return gflops, gbs

@@ -46,6 +46,16 @@ OPENCL_ATOMICS = {
 }
 ATOMIC_INT_TYPES = frozenset(("int", "uint"))
 
+#: identifiers CUDA code may use freely that OpenCL C reserves (address spaces, access
+#: qualifiers, its scalar and vector type names, built-in types)
+OPENCL_RESERVED = frozenset((
+    "global", "local", "constant", "private", "kernel", "read_only", "write_only", "read_write",
+    "uchar", "ushort", "uint", "ulong", "half", "quad", "image1d_t", "image2d_t", "image3d_t",
+    "sampler_t", "event_t", "vec_type_hint", "work_group_size_hint",
+    *(f"{b}{n}" for b in ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
+                          "float", "double", "half") for n in (2, 3, 4, 8, 16)),
+))
+
 #: CUDA scalar type spellings -> OpenCL C (OpenCL fixes the widths: long is 64-bit everywhere)
 OPENCL_TYPES = {
     "int32_t": "int", "uint32_t": "uint", "int64_t": "long", "uint64_t": "ulong",

@@ -19,6 +19,7 @@ their recorded digest on read, so an interrupted writer never leaves a usable co
 """
 from __future__ import annotations
 
+import base64
 import ctypes
 import functools
 import glob
@@ -28,6 +29,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
@@ -92,6 +94,21 @@ def hip_arch(gcn_arch_name: str) -> str:
     name = gcn_arch_name.decode() if isinstance(gcn_arch_name, bytes) else str(gcn_arch_name)
     name = name.strip("\x00 ")
     return parse_target(name).name
+
+
+def default_warp_size(target: str) -> int:
+    """The warp width code for ``target`` runs with: 32 on NVIDIA; 64 on AMD's GCN/CDNA
+    (gfx9xx), 32 on RDNA (gfx10xx and later, HIP's default wave32). The backends read it from
+    the device; checks without a device use this.
+
+    >>> [default_warp_size(t) for t in ("sm_90", "gfx90a", "gfx942", "gfx1100")]
+    [32, 64, 64, 32]
+    """
+    t = parse_target(target)
+    if t.vendor == "nvidia":
+        return 32
+    major = t.name.split(":")[0].removeprefix("gfx")[:-2]
+    return 64 if int(major) < 10 else 32
 
 
 @dataclass(frozen=True)
@@ -173,27 +190,47 @@ class _RTC:
                 self._fn("DestroyProgram")(ctypes.byref(prog))
 
 
-@functools.cache
-def _nvrtc() -> _RTC:
+def _nvrtc_path() -> str:
+    """Where NVRTC is: found by cuda-pathfinder (pip wheels, conda, CUDA_PATH), else the library
+    an older CuPy (without pathfinder) loaded itself, else the loader's search path."""
     try:
         from cuda import pathfinder
-    except ImportError:
-        raise ToolchainUnavailable("NVRTC: cuda-pathfinder is not installed (pip install "
-                                   "cuda-pathfinder nvidia-cuda-nvrtc nvidia-cuda-runtime)") from None
+
+        return pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path
+    except Exception as e:  # no pathfinder, or its not-found errors: try the other places
+        why = f"{type(e).__name__}: {e}"
     try:
-        dl = pathfinder.load_nvidia_dynamic_lib("nvrtc")
-    except Exception as e:  # pathfinder's own error types: not found / not loadable
-        raise ToolchainUnavailable(f"NVRTC not found ({type(e).__name__}: {e}); pip install "
-                                   "nvidia-cuda-nvrtc nvidia-cuda-runtime") from None
-    return _RTC(ctypes.CDLL(dl.abs_path), "nvrtc", "CUBIN", dl.abs_path)
+        from cupy.cuda import nvrtc
+
+        nvrtc.getVersion()  # makes CuPy load its NVRTC into this process
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "/libnvrtc.so" in line:
+                    return line.split()[-1]
+    except Exception:  # no CuPy, or not Linux: the loader may still know a libnvrtc
+        pass
+    for name in ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"):
+        try:
+            ctypes.CDLL(name)
+            return name
+        except OSError:
+            continue
+    raise ToolchainUnavailable(f"NVRTC not found ({why}); pip install nvidia-cuda-nvrtc "
+                               "nvidia-cuda-runtime cuda-pathfinder")
+
+
+@functools.cache
+def _nvrtc() -> _RTC:
+    path = _nvrtc_path()
+    return _RTC(ctypes.CDLL(path), "nvrtc", "CUBIN", path)
 
 
 #: hiprtc lives in libhiprtc.so from ROCm 6 on, inside libamdhip64 before (Debian ships ROCm 5.2)
 _HIPRTC_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libamdhip64.so.5", "libamdhip64.so")
 
 
-@functools.cache
-def _hiprtc() -> _RTC:
+def _load_hiprtc() -> _RTC:
+    """hiprtc loaded into this process: only ever called inside the worker (see _IsolatedRTC)."""
     tried = []
     for name in _HIPRTC_LIBS:
         for candidate in (name, f"/opt/rocm/lib/{name}"):
@@ -206,6 +243,89 @@ def _hiprtc() -> _RTC:
             return _RTC(lib, "hiprtc", "Code", candidate)
     raise ToolchainUnavailable("hiprtc not found (apt-get install hipcc libamdhip64-dev "
                                "rocm-device-libs, or a ROCm install); tried " + "; ".join(tried))
+
+
+class _IsolatedRTC:
+    """hiprtc driven in a worker process (``python -m accel.toolchains hiprtc-worker``), one JSON
+    line per request. Why a process: ROCm's compiler (comgr) carries its own LLVM, and loading it
+    where another LLVM already lives (PoCL's, for the OpenCL backend; or the other way round)
+    aborts the process ("Option ... registered more than once"); hiprtc 5.2 also aborts on some
+    inputs. In a worker either becomes a failed compile with the reason, and the caller lives."""
+
+    prefix = "hiprtc"
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        hello = self._start()
+        self.version, self.path = tuple(hello["version"]), hello["path"]
+
+    @property
+    def ident(self) -> str:
+        return f"hiprtc {self.version[0]}.{self.version[1]} ({self.path})"
+
+    def _start(self) -> dict:
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, "-m", "accel.toolchains", "hiprtc-worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True)
+        hello = self._reply()
+        if hello is None:
+            raise ToolchainUnavailable(f"the hiprtc worker died on start: {self._died()}")
+        if "error" in hello:
+            raise ToolchainUnavailable(hello["error"])
+        return hello
+
+    def _reply(self) -> dict | None:
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    def _died(self) -> str:
+        status = self.proc.wait()
+        self.proc = None
+        self.stderr.seek(0)
+        tail = self.stderr.read().decode(errors="replace")[-2000:]
+        return f"exit status {status}\n{tail}"
+
+    def compile(self, source: str, filename: str, options: list[str]) -> tuple[bool, str, bytes | None]:
+        with self.lock:
+            if self.proc is None:
+                self._start()
+            try:
+                self.proc.stdin.write(json.dumps({"source": source, "filename": filename,
+                                                  "options": options}) + "\n")
+                self.proc.stdin.flush()
+                reply = self._reply()
+            except OSError:  # the worker is gone (broken pipe)
+                reply = None
+            if reply is None:
+                return False, f"hiprtc crashed compiling {filename}: {self._died()}", None
+            # comgr names the source after its scratch file; say the caller's name instead
+            log = re.sub(r"\S*/input/CompileSource", filename, reply["log"])
+            return reply["ok"], log, base64.b64decode(reply["code"]) if reply["ok"] else None
+
+
+def _hiprtc_worker() -> None:
+    """The worker's loop: requests on stdin, replies on the original stdout; whatever the compiler
+    itself prints goes to stderr so it cannot corrupt the protocol."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    try:
+        rtc = _load_hiprtc()
+    except ToolchainUnavailable as e:
+        print(json.dumps({"error": str(e)}), file=out, flush=True)
+        return
+    print(json.dumps({"version": rtc.version, "path": rtc.path}), file=out, flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        ok, log, code = rtc.compile(req["source"], req["filename"], req["options"])
+        print(json.dumps({"ok": ok, "log": log, "code": base64.b64encode(code).decode() if ok else ""}),
+              file=out, flush=True)
+
+
+@functools.cache
+def _hiprtc() -> _IsolatedRTC:
+    return _IsolatedRTC()
 
 
 #: where ROCm keeps its device libraries (Debian's package, then ROCm installs before and after 6.2)
@@ -225,7 +345,7 @@ def _amd_device_library_missing(target: Target) -> str | None:
             f"in {', '.join(dirs)}; this ROCm is too old for the target (gfx11 needs ROCm >= 5.5)")
 
 
-def _rtc(target: Target) -> _RTC:
+def _rtc(target: Target) -> _RTC | _IsolatedRTC:
     if target.toolchain == "nvrtc":
         return _nvrtc()
     rtc = _hiprtc()
@@ -246,14 +366,19 @@ def toolchain_version(target: str) -> str:
 
 @functools.cache
 def cuda_include_dir() -> str | None:
-    """The CUDA headers NVRTC sources need (cuda_fp16.h, cuda_bf16.h), e.g. from the
-    nvidia-cuda-runtime wheel; None if not installed."""
+    """The CUDA headers NVRTC sources need (cuda_fp16.h, cuda_bf16.h): the nvidia-cuda-runtime
+    wheel's (through cuda-pathfinder) or a CUDA toolkit's; None if neither is installed."""
     try:
         from cuda import pathfinder
 
-        return pathfinder.find_nvidia_header_directory("cudart")
-    except Exception:  # no pathfinder, or no headers: NVRTC still compiles header-free sources
-        return None
+        if found := pathfinder.find_nvidia_header_directory("cudart"):
+            return found
+    except Exception:  # no pathfinder: look where toolkits install
+        pass
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and Path(root, "include", "cuda_fp16.h").exists():
+            return str(Path(root, "include"))
+    return None
 
 
 # -- options ------------------------------------------------------------------------------------
@@ -323,7 +448,7 @@ def amd_code_object_resources(path: Path) -> tuple[dict[str, KernelResources], s
 
     tool = _readelf()
     if tool is None:
-        return {}, "llvm-readelf not found (apt-get install llvm), AMD resources not read"
+        return {}, "llvm-readelf not found (apt-get install llvm-15), AMD resources not read"
     proc = subprocess.run([tool, "--notes", str(path)], capture_output=True, text=True, timeout=60)
     m = re.search(r"^\s*---\s*$(.*?)^\s*\.\.\.\s*$", proc.stdout, re.S | re.M)
     if proc.returncode or not m:
@@ -405,6 +530,11 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
         raise ArgumentError(expected("source", "kernel source as str", type(source).__name__))
     tgt = parse_target(target)
     rtc = _rtc(tgt)
+    if tgt.toolchain == "hiprtc" and rtc.path.endswith(".so.5"):
+        # ROCm 5's hiprtc has hip_fp16.h's contents built in but not its include guard, so an
+        # explicit #include <hip/hip_fp16.h> (right under hipcc) re-reads the system header and
+        # redefines every half type; defining the guard makes that include the no-op it should be
+        defines = {"HIP_INCLUDE_HIP_HIP_FP16_H": None, **(defines or {})}
     include_dirs = tuple(str(d) for d in include_dirs)
     argv = build_options(tgt, rtc.version, options=tuple(options), defines=defines,
                          include_dirs=include_dirs)
@@ -433,7 +563,11 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
     return CompileResult(tgt.name, True, log, rtc.ident, binary, bin_path, resources, note)
 
 
-__all__ = ["DEFAULT_TARGETS", "Target", "parse_target", "cuda_arch", "hip_arch", "KernelResources",
+__all__ = ["DEFAULT_TARGETS", "Target", "parse_target", "cuda_arch", "hip_arch", "default_warp_size", "KernelResources",
            "CompileResult", "compile_source", "toolchain_version", "cuda_include_dir",
            "build_options", "parse_ptxas_log", "amd_code_object_resources", "cache_dir",
            "ToolchainUnavailable"]
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["hiprtc-worker"]:
+    _hiprtc_worker()

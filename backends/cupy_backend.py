@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from pathlib import Path
+import re
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,21 +29,20 @@ import numpy as np
 from accel import toolchains
 from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
+from accel.formats import BLOCK
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           UnsupportedError, expected)
 
 IMPLS = ("kernels", "vendor")
 
-#: accel dtype -> the dtype token of the portability header's *_DT defines (kernels/accel.h)
-DT_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "I8", "int32": "I32",
-            "uint8": "U8"}
+#: CUDA's limits on gridDim (HIP has the same)
+_GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
 
-#: CUDA's limit on gridDim.y and gridDim.z (x allows 2**31 - 1); HIP has the same limits
-_GRID_YZ_MAX = 65535
-
-#: GPU tiling of kernels/matmul.cl: WG_M x WG_N threads, each owning TM x TN outputs, TK-deep tiles
-#: staged through shared memory (64 x 64 outputs per block)
-MATMUL_TILE = {"LOCAL_TILE": 1, "WG_M": 16, "WG_N": 16, "TM": 4, "TN": 4, "TK": 16}
+#: threads per block: attention's query team (sharing each key/value tile through shared memory),
+#: the per-block / per-value quantization kernels, qmatmul's weight rows
+ATTENTION_TEAM = 64
+ELEMENTWISE_BLOCK = 256
+QMATMUL_BLOCK = 64
 
 #: |int8 * int8| <= 2**14, so 1024-term partial sums are exact in float32 (24-bit significand)
 _INT8_CHUNK = 1024
@@ -91,6 +90,10 @@ def unavailable_reason(platform: str, *, cupy_version: str, built_for_hip: bool,
     if not device_count:
         return f"no {vendor} GPU found ({stack} runtime {runtime} sees 0 devices)"
     return None
+
+
+#: an accel-dialect source that includes the header, or carries it inline (kernels.program_text)
+_HAS_HEADER = re.compile(r'^\s*#\s*(include\s*[<"]accel\.h[">]|define\s+ACCEL_H\b)', re.MULTILINE)
 
 
 def _cupy():
@@ -147,6 +150,87 @@ def vendor_matmul(xp, a, b, dtype: str, out_dtype: str):
 def _storage_dtype(dtype: str):
     """The numpy dtype a device buffer of ``dtype`` is viewed as (bfloat16 as its uint16 bits)."""
     return np.dtype(np.uint16) if dtype == "bfloat16" else to_numpy_dtype(dtype)
+
+
+# -- which shipped kernel runs a spec, and how it is launched (pure: testable without a GPU) -------
+def kernel_variant(spec):
+    """The ``accel.kernels`` variant (GPU parameters) that computes ``spec``."""
+    from accel import kernels
+
+    if spec.op == "matmul":
+        return kernels.matmul(spec.dtype, spec.out_dtype)
+    if spec.op == "attention":
+        return kernels.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
+    # quant.cl holds quantize, dequantize and qmatmul; dequantize reads bytes, any dtype will do
+    return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
+
+
+def launch_plan(spec, variant) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
+    """(kernel name, grid, block) for ``spec`` with the tiling in ``variant.defines``, following
+    each kernel source's documented grid (kernels/*.cl)."""
+    d = variant.defines
+    if spec.op == "matmul":  # x over column tiles, y over row tiles, z over the batch
+        return "matmul", (_ceil(spec.N, d["WG_N"] * d["TN"]), _ceil(spec.M, d["WG_M"] * d["TM"]),
+                          spec.batch), (d["WG_N"], d["WG_M"], 1)
+    if spec.op == "attention":  # x over query tiles, y over query heads, z over the batch
+        return "attention", (_ceil(spec.Sq, ATTENTION_TEAM * d["BQ"]), spec.Hq, spec.B), \
+            (ATTENTION_TEAM, 1, 1)
+    if spec.op == "quantize":  # one thread per block of 32 values
+        return "quantize", (_ceil(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
+            (ELEMENTWISE_BLOCK, 1, 1)
+    if spec.op == "dequantize":  # one thread per value
+        return "dequantize", (_ceil(math.prod(spec.shape), ELEMENTWISE_BLOCK), 1, 1), \
+            (ELEMENTWISE_BLOCK, 1, 1)
+    # qmatmul: x over groups of RN weight rows, y over groups of RM rows of x
+    return "qmatmul", (_ceil(spec.N, QMATMUL_BLOCK * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
+        (QMATMUL_BLOCK, 1, 1)
+
+
+def _ceil(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def support_for(spec, impl: str) -> Support:
+    """What ``supports()`` answers: every op and dtype the spec layer allows, within the grid
+    limits of the launch (vendor matmul has none of its own)."""
+    if spec.op == "matmul" and impl == "vendor":
+        return YES
+    _, grid, _ = launch_plan(spec, kernel_variant(spec))
+    if grid[0] > _GRID_X_MAX or grid[1] > _GRID_YZ_MAX or grid[2] > _GRID_YZ_MAX:
+        return Support(False, f"this case needs a grid of {grid} blocks; the limits are "
+                              f"({_GRID_X_MAX}, {_GRID_YZ_MAX}, {_GRID_YZ_MAX})")
+    return YES
+
+
+def accumulator_for(spec, impl: str) -> str:
+    """The accumulation format actually used: int32 for int8, float32 for float ops (the kernels
+    widen every operand to float32), tf32 only where the user asked CuPy for it (CUPY_TF32=1
+    makes cuBLAS run float32 GEMMs on tf32 tensor cores)."""
+    if spec.in_dtypes[0] == "int8":
+        return "int32"
+    if spec.op == "matmul" and impl == "vendor" and os.environ.get("CUPY_TF32") == "1":
+        return "tf32"
+    return "float32"
+
+
+def build_kernel(source: str, name: str, arch: str, warp_size: int, *,
+                 options: tuple[str, ...] = (), dialect: str = "accel") -> "toolchains.CompileResult":
+    """Compile a kernel for a device arch exactly as the backend does (so CI can prove it without
+    the device): accel-dialect sources get the portability header, every kernel gets the device's
+    warp width as ``ACCEL_WARP``. Raises accel.CompileError with the log on failure."""
+    include_dirs: tuple[str, ...] = ()
+    if dialect == "accel":
+        from accel import kernels
+
+        include_dirs = (str(kernels.HEADER.parent),)
+        if not _HAS_HEADER.search(source):  # the dialect's names come from the header
+            source = f'#include "accel.h"\n#line 1 "{name}"\n{source}'
+    result = toolchains.compile_source(source, arch, options=options,
+                                       defines={"ACCEL_WARP": warp_size},
+                                       include_dirs=include_dirs, filename=f"{name}.cu")
+    if not result.ok:
+        raise CompileError(name, arch, result.log)
+    return result
 
 
 # -- the backend --------------------------------------------------------------------------------
@@ -293,22 +377,12 @@ class CuPyBackend(Backend):
         if dialect not in ("accel", "cuda"):
             raise UnsupportedError(self.device_id, "kernel", "-",
                                    f"the {self.name} backend compiles the accel and cuda dialects, "
-                                   f"not {dialect!r}")
+                                   f"not {dialect!r} (translate it with `accel port`)")
         key = (source, name, tuple(options), dialect)
         if key in self._modules:
             return self._modules[key]
-        include_dirs: tuple[str, ...] = ()
-        if dialect == "accel":
-            from accel import kernels
-
-            include_dirs = (str(Path(kernels.__file__).parent),)
-            if "accel.h" not in source:  # shipped kernel files rely on the header being supplied
-                source = f'#include "accel.h"\n#line 1 "{name}"\n{source}'
-        result = toolchains.compile_source(source, self.arch, options=tuple(options),
-                                           defines={"ACCEL_WARP": self.warp_size},
-                                           include_dirs=include_dirs, filename=f"{name}.cu")
-        if not result.ok:
-            raise CompileError(name, self.arch, result.log)
+        result = build_kernel(source, name, self.arch, self.warp_size, options=tuple(options),
+                              dialect=dialect)
         try:
             with self.device:
                 fn = self.cupy.RawModule(path=str(result.path)).get_function(name)
@@ -332,34 +406,21 @@ class CuPyBackend(Backend):
                               f"block {block}, shared_mem {shared_mem} on {self.device_id} failed: "
                               f"{type(e).__name__}: {e}") from e
 
-    def _shipped(self, file: str, kernel: str, defines: dict[str, object]) -> Any:
-        """A kernel from the shipped shared-dialect source ``file`` with ``defines``."""
-        from accel import kernels
-
-        source = (Path(kernels.__file__).parent / file).read_text()
-        options = tuple(f"-D{k}={v}" for k, v in defines.items())
-        return self.compile(source, kernel, options=options, dialect="accel")
-
     # -- ops ------------------------------------------------------------------------------------
     def supports(self, spec) -> Support:
-        if spec.op != "matmul":
-            return Support(False, f"the shared-dialect {spec.op} kernel is not wired into the "
-                                  f"{self.name} backend yet")
-        if self.impl == "vendor":
-            return YES
-        blocks_m = -(-spec.M // (MATMUL_TILE["WG_M"] * MATMUL_TILE["TM"]))
-        if blocks_m > _GRID_YZ_MAX or spec.batch > _GRID_YZ_MAX:
-            return Support(False, f"M = {spec.M} and batch = {spec.batch} need more than "
-                                  f"{_GRID_YZ_MAX} blocks in grid y/z")
-        return YES
+        return support_for(spec, self.impl)
 
     def accumulator(self, spec) -> str:
-        if spec.in_dtypes[0] == "int8":
-            return "int32"
-        # CuPy runs float32 GEMMs on tf32 tensor cores only when CUPY_TF32=1 asks for it
-        if spec.op == "matmul" and self.impl == "vendor" and os.environ.get("CUPY_TF32") == "1":
-            return "tf32"
-        return "float32"
+        return accumulator_for(spec, self.impl)
+
+    def _run_shipped(self, spec, args: list) -> None:
+        from accel import kernels
+
+        variant = kernel_variant(spec)
+        name, grid, block = launch_plan(spec, variant)
+        fn = self.compile(kernels.program_text(variant.source), name,
+                          options=tuple(variant.options()), dialect="accel")
+        self.launch(fn, grid, block, args)
 
     def matmul(self, spec, out, a, b) -> None:
         if self.impl == "vendor":
@@ -367,16 +428,33 @@ class CuPyBackend(Backend):
                 self._array(out)[...] = vendor_matmul(self.cupy, self._array(a), self._array(b),
                                                       spec.dtype, spec.out_dtype)
             return
-        t = MATMUL_TILE
-        fn = self._shipped("matmul.cl", "matmul", {
-            "IN_DT": DT_TOKEN[spec.dtype], "OUT_DT": DT_TOKEN[spec.out_dtype],
-            "ACC_INT": int(spec.dtype == "int8"), **t})
         ia, ib = spec.batch_offsets()
         with self.device:
             boff = self.cupy.asarray(np.stack([ia, ib], axis=1).astype(np.int32).reshape(-1))
-        grid = (-(-spec.N // (t["WG_N"] * t["TN"])), -(-spec.M // (t["WG_M"] * t["TM"])), spec.batch)
-        self.launch(fn, grid, (t["WG_N"], t["WG_M"], 1),
-                    [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)])
+        self._run_shipped(spec, [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)])
+
+    def attention(self, spec, out, q, k, v, mask) -> None:
+        if mask is None:  # the kernel never reads the pointer then; any valid buffer will do
+            mask, strides = self._unused(), (0, 0, 0, 0)
+        else:
+            strides = spec.mask_strides()
+        self._run_shipped(spec, [q, k, v, out, mask, np.int32(spec.Hq), np.int32(spec.Hkv),
+                                 np.int32(spec.Sq), np.int32(spec.Sk), np.float32(spec.scale),
+                                 np.int32(spec.causal), *(np.int64(s) for s in strides)])
+
+    def quantize(self, spec, out, x) -> None:
+        self._run_shipped(spec, [x, out, np.int64(math.prod(spec.shape) // BLOCK)])
+
+    def dequantize(self, spec, out, q) -> None:
+        self._run_shipped(spec, [q, out, np.int64(math.prod(spec.shape))])
+
+    def qmatmul(self, spec, out, x, w) -> None:
+        self._run_shipped(spec, [x, w, out, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)])
+
+    def _unused(self) -> Any:
+        if not hasattr(self, "_unused_buf"):
+            self._unused_buf = self.alloc(256)
+        return self._unused_buf
 
     # -- timing and versions ----------------------------------------------------------------------
     def time(self, fn) -> float:
@@ -402,6 +480,7 @@ class CuPyBackend(Backend):
         return f"<accel backend {self.device_id}: {self.info.name} ({self.arch}, impl={self.impl})>"
 
 
-__all__ = ["CuPyBackend", "IMPLS", "DT_TOKEN", "MATMUL_TILE", "format_version",
+__all__ = ["CuPyBackend", "IMPLS", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
+           "build_kernel", "format_version",
            "unavailable_reason", "vendor_matmul", "exact_int8_matmul", "bf16_bits_to_f32",
            "f32_to_bf16_bits"]

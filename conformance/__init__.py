@@ -1,0 +1,13 @@
+"""accel's conformance suite (``accel.conformance``): every backend against an independent float64
+oracle under a derived tolerance model, with exact-answer, special-value and property-based cases,
+guard regions around outputs, and a versioned JSON result file. See docs/conformance.md.
+
+>>> import accel
+>>> from accel.conformance import run
+>>> results = run(accel.get_backend("cpu"), ops=["matmul"], dtypes=["int8"])
+>>> all(r.status == "passed" for r in results)
+True
+"""
+from .suite import run
+
+__all__ = ["run"]

@@ -14,6 +14,7 @@ from accel.errors import ArgumentError, expected
 KINDS = ("grid", "exact", "special", "property")
 _TUPLE = re.compile(r"^(\d+x)+\d*$|^x$")
 _INT = re.compile(r"^-?\d+$")
+_FLOAT = re.compile(r"^-?\d+(\.\d*)?(e[-+]?\d+)?$")
 
 
 def _encode(value: Any) -> str:
@@ -37,10 +38,9 @@ def _decode(text: str) -> Any:
         return tuple(int(v) for v in text.split("x") if v)
     if _INT.match(text):
         return int(text)
-    try:
+    if _FLOAT.match(text):
         return float(text)
-    except ValueError:
-        return text
+    return text
 
 
 @dataclass

@@ -117,7 +117,8 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
             codes = np.minimum(15, np.trunc(shifted.astype(np.float64)))
             codes = np.where(finite[:, None], codes, 8).astype(np.uint8)
             codes = codes[:, :BLOCK // 2] | (codes[:, BLOCK // 2:] << 4)
-    d16 = d.astype(np.float16)
+    with np.errstate(over="ignore"):  # d beyond 65504 becomes infinite, as in the reference
+        d16 = d.astype(np.float16)
     d16 = np.where(has_nan, np.float16(np.nan), d16)  # canonical quiet NaN 0x7E00
     out = np.concatenate([d16.view(np.uint8).reshape(-1, 2), codes], axis=1)
     return out.reshape(x.shape[:-1] + (-1,))

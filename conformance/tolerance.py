@@ -32,10 +32,6 @@ def smallest_normal(fmt: str) -> float:
     return float(_FINFO[fmt].smallest_normal)
 
 
-def largest_finite(fmt: str) -> float:
-    return float(_FINFO[fmt].max)
-
-
 def overflow_threshold(fmt: str) -> float:
     """Magnitudes at or above this round to infinity under round-to-nearest."""
     info = _FINFO[fmt]

@@ -1,0 +1,171 @@
+"""accel's kernel sources, shared by the OpenCL, CUDA and HIP backends (importable as
+``accel.kernels``).
+
+Every kernel is written once against the portability header ``accel.h`` and specialised by
+``-D`` defines (dtypes, tile sizes). A :class:`Variant` names one such specialisation: source
+file, kernel function names and defines. :func:`variants` lists every variant accel ships, the
+set the compile checks (``accel kernels check``) build for each target.
+
+>>> import accel.kernels as K
+>>> v = K.matmul("float16", "float32")
+>>> v.source, v.kernels, v.defines["IN_DT"]
+('matmul.cl', ('matmul',), 'F16')
+>>> "#define KERNEL" in K.program_text(v.source)
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from accel.errors import ArgumentError, DTypeError, expected
+
+HERE = Path(__file__).resolve().parent
+#: the portability header every source includes (prepended by :func:`program_text`)
+HEADER = HERE / "accel.h"
+#: kernel source files, one per op family
+SOURCES = ("matmul.cl", "attention.cl", "quant.cl")
+#: dialects a variant can target
+DIALECTS = ("opencl", "cuda", "hip")
+
+#: accel dtype -> the dtype token the header's LOAD_/STORE_ macros are named by
+DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "I8",
+               "int32": "I32", "uint8": "U8", "bool": "U8"}
+
+#: tile parameters that suit GPUs (one work-item per SIMD lane, local-memory tiles) and those
+#: that suit CPU OpenCL devices (one work-item per group, explicit 16-lane vectors). VW > 1 is
+#: OpenCL-only, so only the GPU parameters are compiled for CUDA and HIP.
+GPU_MATMUL = dict(LOCAL_TILE=1, WG_M=16, WG_N=16, TM=4, TN=4, TK=16, VW=1)
+CPU_MATMUL = dict(LOCAL_TILE=0, TM=8, TN=32, VW=16)
+GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
+CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=16, BKV=32, VW=16)
+GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
+CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
+CPU_GEMV = dict(RM=1, RN=4, VW=16)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One specialisation of one kernel source.
+
+    ``defines`` are passed as ``-DNAME=VALUE``; ``dialects`` are the compilers it is meant for.
+    """
+
+    source: str
+    kernels: tuple[str, ...]
+    defines: dict = field(hash=False, compare=False)
+    dialects: tuple[str, ...] = DIALECTS
+    key: tuple = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.source, tuple(sorted(self.defines.items()))))
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Variant) and self.key == other.key
+
+    @property
+    def id(self) -> str:
+        """Short readable id, e.g. ``matmul.cl[IN_DT=F16,OUT_DT=F32,...]``."""
+        return f"{self.source}[{','.join(f'{k}={v}' for k, v in sorted(self.defines.items()))}]"
+
+    def options(self) -> list[str]:
+        """The defines as compiler options, identical for OpenCL, NVRTC, hiprtc and hipcc."""
+        return [f"-D{k}={v}" for k, v in sorted(self.defines.items())]
+
+
+def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
+    if dtype not in allowed:
+        raise DTypeError(expected(arg, f"one of {allowed}", repr(dtype)))
+    return DTYPE_TOKEN[dtype]
+
+
+def _dialects(params: dict) -> tuple[str, ...]:
+    return DIALECTS if params.get("VW", 1) == 1 else ("opencl",)
+
+
+_FLOATS = ("float32", "float16", "bfloat16")
+
+
+def matmul(in_dtype: str, out_dtype: str, params: dict | None = None) -> Variant:
+    """The matmul variant for ``in_dtype`` inputs (int8 gives exact int32 GEMM)."""
+    p = dict(GPU_MATMUL if params is None else params)
+    if in_dtype == "int8":
+        dt = {"IN_DT": "I8", "OUT_DT": _token(out_dtype, ("int32",), "out_dtype"), "ACC_INT": 1}
+    else:
+        dt = {"IN_DT": _token(in_dtype, _FLOATS, "in_dtype"),
+              "OUT_DT": _token(out_dtype, _FLOATS, "out_dtype"), "ACC_INT": 0}
+    return Variant("matmul.cl", ("matmul",), {**dt, **p}, _dialects(p))
+
+
+def attention(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = None,
+              mask_dtype: str | None = None, params: dict | None = None) -> Variant:
+    """The attention variant; ``mask`` is None, "bool" or "additive" (in ``mask_dtype``)."""
+    p = dict(GPU_ATTENTION if params is None else params)
+    kind = {None: 0, "bool": 1, "additive": 2}
+    if mask not in kind:
+        raise ArgumentError(expected("mask", "None, 'bool' or 'additive'", repr(mask)))
+    d = {"IN_DT": _token(dtype, _FLOATS, "dtype"), "HEAD_D": int(head_dim),
+         "HEAD_DV": int(head_dim_v), "MASK_KIND": kind[mask]}
+    if mask == "bool":
+        d["MASK_DT"] = "U8"
+    elif mask == "additive":
+        d["MASK_DT"] = _token(mask_dtype, _FLOATS, "mask_dtype")
+    return Variant("attention.cl", ("attention",), {**d, **p}, _dialects(p))
+
+
+def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Variant:
+    """The Q8_0/Q4_0 variant: ``quantize`` reads ``dtype``, ``qmatmul`` reads and writes it."""
+    if fmt not in ("q8_0", "q4_0"):
+        raise ArgumentError(expected("fmt", "'q8_0' or 'q4_0'", repr(fmt)))
+    p = dict(GPU_QMATMUL if params is None else params)
+    t = _token(dtype, _FLOATS, "dtype")
+    d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
+    return Variant("quant.cl", ("quantize", "dequantize", "qmatmul"), {**d, **p}, _dialects(p))
+
+
+@cache
+def variants() -> tuple[Variant, ...]:
+    """Every kernel variant accel ships: what ``accel kernels check`` compiles per target.
+
+    >>> import accel.kernels as K
+    >>> all(v.source in K.SOURCES for v in K.variants())
+    True
+    """
+    out: list[Variant] = []
+    for params in (GPU_MATMUL, CPU_MATMUL):
+        out += [matmul(i, o, params) for i in _FLOATS for o in _FLOATS]
+        out.append(matmul("int8", "int32", params))
+    for params in (GPU_ATTENTION, CPU_ATTENTION):
+        for dt in _FLOATS:
+            for d in (64, 128):
+                out.append(attention(dt, d, d, params=params))
+        out.append(attention("float32", 64, 64, "bool", params=params))
+        out += [attention("float16", 64, 64, "additive", m, params=params) for m in _FLOATS]
+    for params in (GPU_QMATMUL, CPU_QMATMUL, CPU_GEMV):
+        out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
+    return tuple(dict.fromkeys(out))
+
+
+def source(name: str) -> str:
+    """The text of kernel source ``name`` (one of :data:`SOURCES`, or ``accel.h``)."""
+    if name not in SOURCES and name != HEADER.name:
+        raise ArgumentError(expected("name", f"one of {SOURCES + (HEADER.name,)}", repr(name)))
+    return (HERE / name).read_text()
+
+
+def program_text(name_or_text: str, filename: str | None = None) -> str:
+    """A self-contained program: the header, then the source (a file of :data:`SOURCES` or kernel
+    text in the accel dialect), with a ``#line`` so compiler messages point into the source."""
+    if name_or_text in SOURCES:
+        filename, text = name_or_text, source(name_or_text)
+    else:
+        text = name_or_text
+    return f'{source(HEADER.name)}\n#line 1 "{filename or "kernel"}"\n{text}'
+
+
+__all__ = ["Variant", "variants", "source", "program_text", "matmul", "attention", "quant",
+           "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

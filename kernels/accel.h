@@ -64,10 +64,10 @@ typedef half T_F16;
 /* ---------------------------------------------------------------- CUDA and HIP C++ */
 #if defined(__HIPCC__) || defined(__HIP__) || defined(__HIPCC_RTC__)
 #define ACCEL_HIP 1
-#ifndef __HIPCC_RTC__
+#ifndef __HIPCC_RTC__ /* hiprtc has the runtime and fp16 headers built in */
 #include <hip/hip_runtime.h>
-#endif
 #include <hip/hip_fp16.h>
+#endif
 /* hip-clang contracts a*b+c by default; the exact-rounding kernels need every op rounded. */
 #pragma clang fp contract(off)
 #ifndef ACCEL_WARP
@@ -84,7 +84,7 @@ typedef half T_F16;
 #define GLOBAL
 #define LOCAL __shared__
 #define RESTRICT __restrict__
-#define DEVICE static __device__ __forceinline__
+#define DEVICE __device__ __forceinline__
 #define LOCAL_ID(d) ((int)((d) == 0 ? threadIdx.x : (d) == 1 ? threadIdx.y : threadIdx.z))
 #define GROUP_ID(d) ((int)((d) == 0 ? blockIdx.x : (d) == 1 ? blockIdx.y : blockIdx.z))
 #define LOCAL_SIZE(d) ((int)((d) == 0 ? blockDim.x : (d) == 1 ? blockDim.y : blockDim.z))
@@ -109,9 +109,16 @@ typedef long long i64;
 #define IS_INF(x) isinf(x)
 #define INF_F (__int_as_float(0x7f800000))
 #define NAN_F (__int_as_float(0x7fc00000))
-/* Intrinsics that are never contracted into an FMA and divide with correct rounding. */
+/* Operations never contracted into an FMA, and division with correct rounding. HIP's
+ * __fmul_rn/__fadd_rn are plain a*b / a+b defined in its headers before the pragma above, so
+ * hip-clang contracts across them; written here, after the pragma, the operators stay rounded. */
+#if defined(ACCEL_HIP)
+#define FMUL_RN(a, b) ((a) * (b))
+#define FADD_RN(a, b) ((a) + (b))
+#else
 #define FMUL_RN(a, b) __fmul_rn((a), (b))
 #define FADD_RN(a, b) __fadd_rn((a), (b))
+#endif
 #define FDIV_RN(a, b) __fdiv_rn((a), (b))
 typedef unsigned short T_F16;
 #define LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))

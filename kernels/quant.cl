@@ -28,11 +28,11 @@ KERNEL void quantize(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64
     }
     /* the largest magnitude and the first element that has it (its sign matters for Q4_0, even
      * for a block of zeros: -0.0 first gives d = +0.0) */
-    float amax = FABS(v[0]), extreme = v[0];
+    float extreme = v[0];
     for (int j = 1; j < QK; ++j)
-        if (FABS(v[j]) > amax) { amax = FABS(v[j]); extreme = v[j]; }
+        if (FABS(v[j]) > FABS(extreme)) extreme = v[j];
 #if FMT_Q8_0
-    float d = FDIV_RN(amax, 127.0f);
+    float d = FDIV_RN(FABS(extreme), 127.0f);
 #else
     float d = FDIV_RN(extreme, -8.0f);
 #endif

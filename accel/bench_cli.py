@@ -1,0 +1,190 @@
+"""``accel bench``, ``accel report`` and ``accel portability`` (the README's main-job command).
+
+Heavy imports (matplotlib, torch, backends) stay inside the command functions so ``accel info``
+stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
+CONFORMANCE_TIMEOUT_S = 300
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("bench", help="benchmark one backend against baselines on its device")
+    p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
+    p.add_argument("--ops", nargs="+", default=None, help="ops to run (default: all)")
+    p.add_argument("--sizes", choices=("quick", "full"), default="quick")
+    p.add_argument("--json", default=None, help="write the accel.bench/1 result file here")
+    p.add_argument("--no-baselines", action="store_true", help="measure accel only")
+    p.add_argument("--flush", action="store_true", help="flush caches between repetitions")
+    p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
+    p.add_argument("--refresh-peaks", action="store_true", help="re-measure the device peaks")
+    p.set_defaults(func=_bench)
+
+    p = subparsers.add_parser("report", help="HTML + Markdown report from result files")
+    p.add_argument("results", nargs="+", help="accel.bench/1 and accel.conformance/1 JSON files")
+    p.add_argument("-o", "--out", required=True, help="output directory")
+    p.set_defaults(func=_report)
+
+    p = subparsers.add_parser("portability", help="conformance + benchmarks on every available "
+                              "backend, then the report")
+    p.add_argument("-o", "--out", default="report", help="output directory (default: ./report)")
+    p.add_argument("--backends", nargs="+", default=None,
+                   help="devices to run (default: device 0 of every available built-in backend)")
+    p.add_argument("--sizes", choices=("quick", "full"), default="quick")
+    p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
+    p.set_defaults(func=_portability)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bool = True,
+              flush: bool = False, label: str | None = None, refresh_peaks: bool = False) -> dict:
+    """Benchmark one device with a progress bar; returns the accel.bench/1 document."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import accel
+    from accel import bench
+
+    backend = accel.get_backend(device)
+    suite = bench.cases(sizes, ops)
+    console = _console()
+    console.print(f"[bold]accel bench[/] {backend.device_id} ({backend.info.name}): "
+                  f"{len(suite)} cases, {sizes} sizes; measuring device peaks (cached) first")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(f"{backend.device_id}", total=len(suite))
+
+        def advance(case, rec):
+            progress.update(task, advance=1, description=f"{backend.device_id} {case.id}")
+        return bench.run_suite(backend, suite, budget=bench.BUDGETS[sizes], with_baselines=with_baselines,
+                               flush=flush, label=label, profile=sizes, on_case=advance,
+                               peaks_cache=not refresh_peaks)
+
+
+def print_summary(doc: dict) -> None:
+    """The summary table of one bench document."""
+    from rich.table import Table
+
+    from accel.report import case_label, ratio_text
+
+    peaks = doc.get("peaks") or {}
+    table = Table(title=f"{doc['backend']} on {doc['device']['name']} (peaks: "
+                        f"{peaks.get('gflops', 0):.0f} GFLOP/s, {peaks.get('gbs', 0):.0f} GB/s)")
+    for col in ("op", "dtype", "params", "median ms", "IQR ms", "GFLOP/s", "GB/s", "roofline",
+                "vs best baseline"):
+        table.add_column(col, justify="right" if col not in ("op", "dtype", "params", "vs best baseline")
+                         else "left")
+    for c in doc["cases"]:
+        if c["status"] != "ok":
+            table.add_row(c["op"], c["dtype"], case_label(c), f"[yellow]{c['status']}[/]", "", "", "", "",
+                          c.get("reason", "")[:60])
+            continue
+        eff = c.get("roofline_efficiency")
+        table.add_row(c["op"], c["dtype"], case_label(c), f"{c['median_s'] * 1e3:.3g}",
+                      f"{c['iqr_s'] * 1e3:.2g}", f"{c['gflops']:.3g}" if c["flops"] else "–",
+                      f"{c['gbs']:.3g}", "–" if eff is None else f"{100 * eff:.0f}%", ratio_text(c))
+    from rich.console import Console
+
+    # piped output (CI logs) gets a width that fits the table instead of rich's 80 columns
+    Console(width=None if sys.stdout.isatty() else 150).print(table)
+
+
+def _write_json(doc: dict, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=1))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    doc = run_bench(args.backend or _default_device(), ops=args.ops, sizes=args.sizes,
+                    with_baselines=not args.no_baselines, flush=args.flush, label=args.label,
+                    refresh_peaks=args.refresh_peaks)
+    print_summary(doc)
+    if args.json:
+        _write_json(doc, args.json)
+        _console().print(f"wrote {args.json}")
+    return 1 if any(c["status"] in ("invalid", "error") for c in doc["cases"]) else 0
+
+
+def _default_device() -> str:
+    from accel.registry import current_device
+
+    return current_device()
+
+
+def _report(args: argparse.Namespace) -> int:
+    from accel import report
+
+    html_path, md_path = report.write(report.load(args.results), args.out)
+    print(html_path)
+    _console().print(f"summary: {md_path}")
+    return 0
+
+
+def portability_devices() -> list[str]:
+    """Device 0 of every available built-in backend (plugins are third-party code: not run)."""
+    import accel
+
+    return [f"{s.name}:0" for s in accel.backends() if s.available and s.origin == "builtin"]
+
+
+def run_conformance(device: str, out: Path, label: str) -> dict | None:
+    """`accel conformance --profile quick` in a subprocess (a crash there cannot take the report
+    down); its result file gets this machine's identity so reports can merge it."""
+    from accel.bench import machine
+
+    cmd = [sys.executable, "-m", "accel", "conformance", "--backend", device, "--profile", "quick",
+           "--json", str(out)]
+    console = _console()
+    console.print(f"[bold]conformance[/] {device}: {' '.join(cmd[1:])}")
+    try:
+        proc = subprocess.run(cmd, timeout=CONFORMANCE_TIMEOUT_S, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        console.print(f"[red]conformance on {device} exceeded {CONFORMANCE_TIMEOUT_S} s; skipped[/]")
+        return None
+    if not out.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        console.print(f"[red]conformance on {device} produced no result file[/] (exit {proc.returncode}): "
+                      + " | ".join(tail))
+        return None
+    doc = json.loads(out.read_text())
+    doc.setdefault("machine", machine(label))
+    _write_json(doc, out)
+    return doc
+
+
+def _portability(args: argparse.Namespace) -> int:
+    from accel import report
+    from accel.bench import machine
+
+    started = time.perf_counter()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    label = args.label or machine()["label"]
+    devices = args.backends or portability_devices()
+    res = report.Results()
+    for device in devices:
+        slug = device.replace(":", "")
+        conf = run_conformance(device, out / f"conformance-{slug}.json", label)
+        if conf is not None:
+            res.conformance.append(conf)
+        doc = run_bench(device, sizes=args.sizes, label=label)
+        _write_json(doc, out / f"bench-{slug}.json")
+        print_summary(doc)
+        res.bench.append(doc)
+    html_path, md_path = report.write(res, out)
+    _console().print(f"portability run of {', '.join(devices)} took {time.perf_counter() - started:.0f} s; "
+                     f"summary: {md_path}")
+    print(html_path.resolve())
+    return 0

@@ -1,0 +1,252 @@
+"""``accel kernels check``: compile every shipped kernel variant (or the given files) for real GPU
+targets without a GPU, and report per kernel and target: ok or the compiler log, and registers /
+spills / shared memory where the toolchain tells.
+
+Targets: NVIDIA ``sm_XY`` (NVRTC), AMD ``gfx...`` (hiprtc), and ``opencl`` (every OpenCL device
+present, through pyopencl). Exit status: 0 when everything compiled; 1 when anything failed to
+compile; 2 when nothing failed but a target's toolchain is missing here (``--allow-unavailable``
+accepts that, still listing it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SCHEMA = "accel.kernels_check/1"
+DEFAULT_TARGETS = "sm_80,sm_90,gfx90a,gfx1100"
+
+#: OpenCL build options every accel-dialect program gets (bit-exact division, see kernels/accel.h)
+_OPENCL_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
+
+
+#: which compilers a source of each dialect is meant for ("cuda" = NVRTC, "hip" = hiprtc)
+_DIALECT_TARGETS = {"accel": ("opencl", "cuda", "hip"), "cuda": ("cuda", "hip"), "opencl": ("opencl",)}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One source to compile: its id, self-contained text (or text including accel.h), the
+    compilers it is meant for ("opencl", "cuda", "hip") and its defines."""
+
+    id: str
+    file: str
+    source: str
+    meant_for: tuple[str, ...]
+    defines: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass
+class Outcome:
+    """The result of one job on one target."""
+
+    job: str
+    file: str
+    target: str
+    status: str  # "ok", "failed", "unavailable" (no toolchain here) or "n/a" (dialect not built there)
+    log: str = ""
+    toolchain: str = ""
+    cached: bool = False
+    kernels: dict[str, dict] = field(default_factory=dict)
+
+
+def _kernels_dir() -> Path:
+    from accel import kernels
+
+    return kernels.HEADER.parent
+
+
+def shipped_jobs() -> list[Job]:
+    """Every shipped kernel variant from ``accel.kernels.variants()`` (header inlined)."""
+    from accel import kernels
+
+    return [Job(v.id, v.source, kernels.program_text(v.source), tuple(v.dialects),
+                tuple(sorted(v.defines.items()))) for v in kernels.variants()]
+
+
+def file_jobs(paths: list[str]) -> list[Job]:
+    """User files: OpenCL C for ``.cl`` files not written in accel's dialect; accel dialect when the
+    source includes accel.h; CUDA/HIP C++ otherwise."""
+    from .errors import ArgumentError, expected
+
+    jobs = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise ArgumentError(expected("FILE", "a readable kernel source file", repr(p)))
+        text = path.read_text()
+        if "accel.h" in text:
+            dialect = "accel"
+        elif path.suffix == ".cl":
+            dialect = "opencl"
+        else:
+            dialect = "cuda"
+        jobs.append(Job(path.name, str(path), text, _DIALECT_TARGETS[dialect]))
+    return jobs
+
+
+# -- compiling ----------------------------------------------------------------------------------
+def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
+    from . import toolchains
+
+    compiler = "cuda" if toolchains.parse_target(target).vendor == "nvidia" else "hip"
+    if compiler not in job.meant_for:
+        return Outcome(job.id, job.file, target, "n/a", f"meant for {', '.join(job.meant_for)} only")
+    # the warp width a device of this arch reports, as the cuda/hip backends pass it
+    defines = {"ACCEL_WARP": toolchains.default_warp_size(target), **dict(job.defines)}
+    try:
+        r = toolchains.compile_source(job.source, target, defines=defines,
+                                      include_dirs=(str(_kernels_dir()),),
+                                      filename=Path(job.file).name,
+                                      use_cache=use_cache)
+    except toolchains.ToolchainUnavailable as e:
+        return Outcome(job.id, job.file, target, "unavailable", str(e))
+    return Outcome(job.id, job.file, target, "ok" if r.ok else "failed", r.log if not r.ok else
+                   r.resources_note, r.toolchain, r.cached,
+                   {k: asdict(v) for k, v in r.resources.items()})
+
+
+def opencl_devices() -> tuple[list, str]:
+    """(devices, "") or ([], why there are none) - every OpenCL device present, in platform order."""
+    try:
+        import pyopencl as cl
+    except ImportError:
+        return [], "pyopencl is not installed (pip install 'accel-portable[opencl]')"
+    try:
+        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except cl.Error as e:
+        return [], f"no OpenCL platform: {e}"
+    return devices, "" if devices else "no OpenCL device"
+
+
+def _opencl_target_name(index: int, device) -> str:
+    return f"opencl:{index} ({device.name.strip()})"
+
+
+def _opencl_compile(job: Job, index: int, device) -> Outcome:
+    import pyopencl as cl
+
+    target = _opencl_target_name(index, device)
+    if "opencl" not in job.meant_for:
+        return Outcome(job.id, job.file, target, "n/a", "CUDA C++ is built for GPU targets only "
+                                                        "(translate it with `accel port --to opencl`)")
+    options = [*_OPENCL_OPTIONS, f"-I{_kernels_dir()}", *(f"-D{k}={v}" for k, v in job.defines)]
+    ctx = cl.Context([device])
+    try:
+        with warnings.catch_warnings():  # the build log is reported below, not as a warning
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            prog = cl.Program(ctx, job.source).build(options=options)
+    except cl.Error as e:  # BUILD_PROGRAM_FAILURE carries the build log in its message
+        return Outcome(job.id, job.file, target, "failed", str(e),
+                       f"{device.platform.version.strip()}")
+    kernels = {}
+    for k in prog.all_kernels():
+        info = k.get_work_group_info
+        kernels[k.function_name] = {
+            "registers": None, "spills": None,
+            "shared_bytes": int(info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, device)),
+            "stack_bytes": int(info(cl.kernel_work_group_info.PRIVATE_MEM_SIZE, device)),
+            "detail": {"max_work_group_size": int(info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))}}
+    log = prog.get_build_info(device, cl.program_build_info.LOG).strip()
+    return Outcome(job.id, job.file, target, "ok", log, device.platform.version.strip(), False, kernels)
+
+
+def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True) -> list[Outcome]:
+    """Compile every job for every target (GPU targets in parallel across toolchains)."""
+    from . import toolchains
+
+    gpu_targets = [t for t in targets if t != "opencl"]
+    for t in gpu_targets:
+        toolchains.parse_target(t)  # a typo in --targets is an error, not an "unavailable" row
+    with ThreadPoolExecutor(max_workers=2) as pool:  # one NVRTC and one hiprtc build at a time
+        futures = [pool.submit(_gpu_compile, j, t, use_cache) for j in jobs for t in gpu_targets]
+        outcomes = [f.result() for f in futures]
+    if "opencl" in targets:
+        devices, why = opencl_devices()
+        if not devices:
+            outcomes += [Outcome(j.id, j.file, "opencl", "unavailable", why) for j in jobs]
+        for i, dev in enumerate(devices):
+            outcomes += [_opencl_compile(j, i, dev) for j in jobs]
+    return outcomes
+
+
+def exit_status(outcomes: list[Outcome], allow_unavailable: bool) -> int:
+    if any(o.status == "failed" for o in outcomes):
+        return 1
+    if not allow_unavailable and any(o.status == "unavailable" for o in outcomes):
+        return 2
+    return 0
+
+
+# -- reporting ----------------------------------------------------------------------------------
+def _fmt(value) -> str:
+    return "" if value is None else str(value)
+
+
+def render(outcomes: list[Outcome], console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="accel kernels check")
+    table.add_column("kernel variant", overflow="fold")
+    for col in ("target", "status", "kernel"):
+        table.add_column(col)
+    for col in ("regs", "spills", "shared B", "stack B"):
+        table.add_column(col, justify="right")
+    colour = {"ok": "green", "failed": "red", "unavailable": "yellow", "n/a": "dim"}
+    for o in outcomes:
+        if o.status == "n/a":  # counted below; a row per CPU-only variant x GPU target is noise
+            continue
+        status = f"[{colour[o.status]}]{o.status}[/]" + (" (cached)" if o.cached else "")
+        if not o.kernels:
+            table.add_row(escape(o.job), escape(o.target), status, "", "", "", "", "")
+        for name, r in o.kernels.items():
+            spill = r.get("spills")
+            table.add_row(escape(o.job), escape(o.target), status, escape(name), _fmt(r.get("registers")),
+                          f"[red]{spill}[/]" if spill else _fmt(spill), _fmt(r.get("shared_bytes")),
+                          _fmt(r.get("stack_bytes")))
+    console.print(table)
+    unavailable = {o.target: o.log for o in outcomes if o.status == "unavailable"}
+    for target, why in unavailable.items():
+        console.print(f"[yellow]{escape(target)} unavailable[/]: {escape(why)}")
+    for o in outcomes:
+        if o.status == "failed":
+            console.print(f"[red]FAILED[/] {escape(o.job)} on {escape(o.target)}:\n{escape(o.log)}")
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "failed", "unavailable", "n/a")}
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items()))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    jobs = file_jobs(args.files) if args.files else shipped_jobs()
+    outcomes = check(jobs, targets, use_cache=not args.no_cache)
+    render(outcomes, Console(width=args.width))
+    if args.json:
+        doc = {"schema": SCHEMA, "targets": targets, "results": [asdict(o) for o in outcomes]}
+        Path(args.json).write_text(json.dumps(doc, indent=1))
+    return exit_status(outcomes, args.allow_unavailable)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("kernels", help="compile-check kernels for real GPU targets")
+    sub = p.add_subparsers(dest="kernels_command", required=True)
+    c = sub.add_parser("check", help="compile every shipped kernel variant (or FILEs) for each "
+                                     "target and report registers / spills / shared memory",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("files", nargs="*", metavar="FILE",
+                   help="kernel sources (accel dialect, CUDA/HIP C++ or OpenCL C); default: "
+                        "every shipped variant")
+    c.add_argument("--targets", default=DEFAULT_TARGETS,
+                   help=f"comma-separated sm_XY, gfx... and opencl (every OpenCL device present); "
+                        f"default {DEFAULT_TARGETS}")
+    c.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    c.add_argument("--no-cache", action="store_true", help="recompile even when cached")
+    c.add_argument("--allow-unavailable", action="store_true",
+                   help="exit 0 when a target's toolchain is missing here (still reported)")
+    c.add_argument("--width", type=int, default=None, help="table width in columns")
+    c.set_defaults(func=_run)

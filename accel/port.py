@@ -1,0 +1,103 @@
+r"""``accel port FILE.cu --to hip|opencl|dialect [-o OUT]``: translate CUDA kernels, or say exactly
+which construct on which line cannot be translated faithfully, why, and what to write instead.
+
+>>> from accel.port import translate
+>>> r = translate("__global__ void k(float* x) { x[threadIdx.x] = expf(x[threadIdx.x]); }", "opencl")
+>>> print(r.text.splitlines()[-1])
+__kernel void k(__global float* x) { x[(uint)get_local_id(0)] = exp(x[(uint)get_local_id(0)]); }
+>>> bad = translate("__global__ void k(float* x) {\n  x[0] = __shfl_sync(~0u, x[0], 0);\n}", "opencl",
+...                 filename="k.cu")
+>>> bad.ok, str(bad.diagnostics[0]).split(";")[0]
+(False, 'k.cu:2: __shfl_sync: warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)')
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ArgumentError, expected
+from .port_ast import Diagnostic, Rewriter, parse
+
+TARGETS = ("hip", "opencl", "dialect")
+
+
+@dataclass(frozen=True)
+class PortResult:
+    """A translation: ``text`` (None when any error was found), every diagnostic, and the
+    compiler options the translated code needs to compute what the CUDA code did."""
+
+    target: str
+    text: str | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    options: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+
+def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult:
+    """Translate CUDA C++ ``source`` to ``to`` ("hip", "opencl" or "dialect"). Never raises for
+    untranslatable code: the result lists the diagnostics and carries no text."""
+    if not isinstance(source, str):
+        raise ArgumentError(expected("source", "CUDA source as str", type(source).__name__))
+    if to not in TARGETS:
+        raise ArgumentError(expected("to", f"one of {TARGETS}", repr(to)))
+    raw = source.encode()
+    tree = parse(raw)
+    rw = Rewriter(raw, filename)
+    if to == "opencl":
+        from .port_opencl import BUILD_OPTIONS, OpenCLTranslator
+
+        out, options = OpenCLTranslator(rw, tree.root_node).opencl_text(), BUILD_OPTIONS
+    elif to == "hip":
+        from .port_hip import translate_hip
+
+        out, options = translate_hip(rw, tree.root_node), ()
+    else:
+        from .port_dialect import translate_dialect
+
+        out, options = translate_dialect(rw, tree.root_node), ()
+    diagnostics = sorted(rw.diagnostics, key=lambda d: (d.line, d.severity != "error"))
+    return PortResult(to, None if rw.failed else out, diagnostics, options)
+
+
+def _command(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        source = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"accel port: cannot read {path}: {e}", file=sys.stderr)
+        return 1
+    result = translate(source, args.to, filename=str(path))
+    for d in result.diagnostics:
+        print(d, file=sys.stderr)
+    if not result.ok:
+        n = len(result.errors)
+        print(f"accel port: {n} construct{'s' * (n != 1)} cannot be translated to {args.to} "
+              "faithfully; nothing was written", file=sys.stderr)
+        return 1
+    if args.output:
+        Path(args.output).write_text(result.text)
+    else:
+        sys.stdout.write(result.text)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "port", help="translate CUDA kernels to HIP, OpenCL C or accel's dialect",
+        description="Translate a CUDA file. Constructs that cannot be translated faithfully are "
+                    "reported as FILE:LINE: construct: why; suggested rewrite, and the command "
+                    "exits 1 without writing anything. Warnings (translated, but check the "
+                    "assumption) do not change the exit status.")
+    p.add_argument("file", help="CUDA source file (.cu)")
+    p.add_argument("--to", required=True, choices=TARGETS, help="target language")
+    p.add_argument("-o", "--output", help="write the translation here (default: stdout)")
+    p.set_defaults(func=_command)

@@ -1,0 +1,67 @@
+"""CUDA C++ -> accel's dialect: one source that builds as OpenCL C, CUDA and HIP against the
+portability header kernels/accel.h (which the backends prepend).
+
+The analysis is the OpenCL translator's (OpenCL's rules bind, being one of the targets); only
+the spelling differs: address spaces, kernel and index queries become the header's macros, and
+CUDA's own names for math, atomics and loads stay, defined for OpenCL by a prologue the
+translation carries, so the CUDA and HIP builds see exactly the code they were given.
+"""
+from __future__ import annotations
+
+from . import port_tables as T
+from .port_ast import Rewriter
+from .port_opencl import OpenCLTranslator, Spelling
+
+DIALECT = Spelling(
+    kernel="KERNEL", device="DEVICE", forceinline="", restrict="RESTRICT",
+    # LOCAL is __shared__ on CUDA: right for arrays, wrong on a pointer, whose CUDA spelling is
+    # plain; the prologue defines the pointer qualifier per dialect
+    spaces={"global": "GLOBAL", "local": "ACCEL_PORT_LOCAL_PTR"}, shared="LOCAL",
+    # the header's queries return int; CUDA's built-ins are unsigned int, and unsigned they stay
+    index="((u32){query}({axis}))",
+    queries={"threadIdx": "LOCAL_ID", "blockIdx": "GROUP_ID", "blockDim": "LOCAL_SIZE",
+             "gridDim": "NUM_GROUPS"},
+    # the header's BARRIER() fences local memory only; __syncthreads orders global memory too
+    barrier="ACCEL_PORT_SYNC()", fence="ACCEL_PORT_FENCE()",
+    types={"unsigned int": "u32", "unsigned": "u32", "uint32_t": "u32", "int32_t": "i32",
+           "int64_t": "i64", "long long": "i64", "long long int": "i64", "uint8_t": "u8",
+           "unsigned char": "u8", "int8_t": "i8", "signed char": "i8", "uint16_t": "u16",
+           "unsigned short": "u16", "int16_t": "i16", "__half": "T_F16", "half": "T_F16"},
+    half_load="LOAD_F16({p}, {i})", half_store="STORE_F16({p}, {i}, {v})",
+    constants={"INFINITY": "INF_F", "NAN": "NAN_F", "CUDART_INF_F": "INF_F", "CUDART_NAN_F": "NAN_F"},
+    rename_calls=False, dynamic_shared=False, name="accel's dialect",
+)
+
+_PROLOGUE_HEAD = """#if defined(ACCEL_OPENCL)
+#define ACCEL_PORT_SYNC() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+#define ACCEL_PORT_FENCE() mem_fence(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+#define ACCEL_PORT_LOCAL_PTR __local
+"""
+_PROLOGUE_TAIL = """#else
+#define ACCEL_PORT_SYNC() __syncthreads()
+#define ACCEL_PORT_FENCE() __threadfence_block()
+#define ACCEL_PORT_LOCAL_PTR
+#endif
+"""
+
+
+def _opencl_definition(name: str) -> str:
+    if name in T.OPENCL_MATH:
+        return f"#define {name} {T.OPENCL_MATH[name]}"
+    if name in T.OPENCL_ATOMICS:
+        return f"#define {name} {T.OPENCL_ATOMICS[name]}"
+    if name in T.OPENCL_LOADS:
+        return f"#define {name}(p) (*(p))"
+    if name == "__fdividef":
+        return "#define __fdividef(a, b) ((a) / (b))"
+    return f"#define {name}(...) (({name[5:]})(__VA_ARGS__))"  # make_float4 and friends
+
+
+def translate_dialect(rw: Rewriter, root) -> str:
+    tr = OpenCLTranslator(rw, root, DIALECT)
+    body = tr.run()
+    defs = "".join(_opencl_definition(n) + "\n" for n in sorted(tr.kept_calls))
+    fp64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if tr.uses_double else ""
+    return ("// Translated from CUDA by accel port: accel's dialect (kernels/accel.h), for\n"
+            "// accel.kernel(source, name) on the opencl, cuda and hip backends.\n"
+            + _PROLOGUE_HEAD + fp64 + defs + _PROLOGUE_TAIL + body)

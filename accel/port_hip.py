@@ -1,0 +1,162 @@
+"""CUDA C++ -> HIP: hipify-style renames of the runtime API and headers, plus the one semantic
+difference that matters for device code: the warp width.
+
+CUDA warps have 32 lanes; AMD wavefronts have 64 on CDNA (gfx9: MI100-MI300) and 32 on RDNA.
+The translation keeps CUDA's 32-lane model on both: shuffles get an explicit width of 32 (HIP
+shuffles then act within each 32-lane half of a wavefront) and ``warpSize`` becomes 32, so lane
+arithmetic (``& 31``, ``/ 32``) stays consistent with them. Warp votes return a mask over the
+whole wavefront, which no rename makes 32 bits wide, so they are refused.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import port_tables as T
+from .port_ast import Rewriter, parse, text, walk
+
+#: hiprtc (runtime compilation) builds in these declarations and fails on the headers
+#: themselves, hipcc needs the headers: the translation guards them so both compile it
+_RTC_BUILTIN = ("hip/hip_runtime.h", "hip/hip_fp16.h", "math.h", "cmath", "stdint.h", "cstdint", "stdio.h", "float.h",
+                "cfloat", "limits.h", "climits", "stddef.h", "cstddef")
+_RTC_GUARD = "#ifndef __HIPCC_RTC__\n{}\n#endif"
+#: math.h macros hiprtc lacks (it has no math.h): the compiler builtins they expand to
+_MATH_MACROS = {"INFINITY": "__builtin_huge_valf()", "NAN": "__builtin_nanf(\"\")",
+                "HUGE_VALF": "__builtin_huge_valf()"}
+_CUDA_LIBS = ("cublas", "cufft", "curand", "cusparse", "cusolver", "cudnn", "nccl", "cub/", "thrust/",
+              "mma.h", "cuda/")
+_WARP_INTS = {"&": "31", "%": "32", "/": "32"}
+_FULL_MASKS = ("0xffffffff", "0xffffffffu", "0xFFFFFFFF", "0xFFFFFFFFu", "0xffffffffU", "0xFFFFFFFFU")
+
+
+def translate_hip(rw: Rewriter, root) -> str:
+    has_runtime_include, has_device_code = _visit(rw, root)
+    head = ("" if has_runtime_include or not has_device_code
+            else _RTC_GUARD.format("#include <hip/hip_runtime.h>") + "\n")
+    return head + rw.render()
+
+
+def _visit(rw: Rewriter, root, in_macro: bool = False) -> tuple[bool, bool]:
+    """Record the rewrites of every node under ``root``; (has a hip_runtime include, has device
+    code). A macro body need not be complete syntax, so its parse errors are not reported."""
+    has_runtime_include = has_device_code = False
+    for node in walk(root):
+        kind = node.type
+        if kind == "preproc_include":
+            has_runtime_include |= _include(rw, node)
+        elif kind == "function_definition":
+            has_device_code |= any(c.type in ("__global__", "__device__") for c in node.children)
+        elif kind in ("identifier", "type_identifier"):
+            _name(rw, node)
+        elif kind == "call_expression":
+            _call(rw, node)
+        elif kind == "binary_expression":
+            _lane_arithmetic(rw, node)
+        elif kind == "gnu_asm_expression":
+            rw.error(node, "inline PTX", "PTX assembly runs on NVIDIA GPUs only",
+                     "the C expression the assembly computes (or AMDGCN builtins)")
+        elif kind in ("qualified_identifier", "namespace_identifier"):
+            ns = text(node).split("::")[0]
+            if ns in T.HIP_UNSUPPORTED and (kind == "namespace_identifier" or node.parent.type
+                                            != "qualified_identifier"):
+                construct, why, rewrite = T.HIP_UNSUPPORTED[ns]
+                rw.error(node, construct, why, rewrite)
+        elif kind in ("preproc_def", "preproc_function_def"):
+            _warp_macro(rw, node)
+            _macro_body(rw, node)
+        elif kind == "ERROR" and not in_macro:
+            rw.error(node, "syntax", "the parser could not read this text as CUDA C++",
+                     "fix the syntax (check it compiles with nvcc)")
+    return has_runtime_include, has_device_code
+
+
+def _macro_body(rw: Rewriter, node) -> None:
+    """Macro bodies are text to the parser: parse the body on its own and apply the same
+    renames to it (``#define CHECK(x) cudaMalloc(x)`` becomes ``hipMalloc``)."""
+    value = node.child_by_field_name("value")
+    if value is None:
+        return
+    sub = Rewriter(value.text, rw.filename)
+    _visit(sub, parse(value.text).root_node, in_macro=True)
+    offset = value.start_point.row
+    rw.diagnostics.extend(replace(d, line=d.line + offset) for d in sub.diagnostics)
+    rendered = sub.render()
+    if rendered != text(value):
+        rw.replace(value, rendered)
+
+
+def _include(rw: Rewriter, node) -> bool:
+    path = node.child_by_field_name("path")
+    header = text(path).strip('<>"')
+    target = T.HIP_INCLUDES.get(header, header)
+    if target in _RTC_BUILTIN:
+        rw.replace(node, lambda _i: _RTC_GUARD.format(f"#include <{target}>") + "\n")
+        return target == "hip/hip_runtime.h"
+    if header in T.HIP_INCLUDES:
+        rw.replace(path, f"<{target}>")
+        return False
+    if header.startswith(_CUDA_LIBS):
+        rw.error(node, f"#include {text(path)}", "a CUDA library header: the library has a ROCm "
+                 "counterpart with its own API (hipBLAS, hipFFT, hipRAND, hipCUB, rocThrust)",
+                 "port the library calls to the ROCm library by hand")
+    return header == "hip/hip_runtime.h"
+
+
+def _name(rw: Rewriter, node) -> None:
+    name = text(node)
+    if name in _MATH_MACROS and node.type == "identifier":
+        rw.replace(node, _MATH_MACROS[name])
+    elif name in T.HIP_RUNTIME:
+        rw.replace(node, "hip" + name[4:])
+    elif name.startswith("cuda") and name[4:5].isupper():
+        rw.error(node, name, "a CUDA runtime name accel port has no verified HIP equivalent for",
+                 f"look it up in the HIP runtime API (usually hip{name[4:]}) and check its semantics")
+    elif name == "warpSize" and node.type == "identifier":
+        rw.replace(node, "32")
+        rw.warn(node, "warpSize", "warpSize is 64 on CDNA GPUs; the translation keeps CUDA's "
+                "32-lane warps (shuffles use width 32), so warpSize becomes 32",
+                "keep it, or rewrite the kernel for 64-lane wavefronts for speed")
+
+
+def _call(rw: Rewriter, node) -> None:
+    callee = node.child_by_field_name("function")
+    name = text(callee)
+    args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]
+    if name in T.HIP_SHUFFLES and len(args) in (3, 4):
+        mask, rest = args[0], args[1:]
+        width = rest[2] if len(rest) == 3 else None
+        rw.replace(node, lambda _i: f"{T.HIP_SHUFFLES[name]}({rw.render(rest[0])}, "
+                                    f"{rw.render(rest[1])}, {rw.render(width) if width else '32'})")
+        what = "a 32-wide mask" if text(mask) in _FULL_MASKS else f"the mask {text(mask)}"
+        rw.warn(node, f"{name} ({what})", "HIP shuffles take no mask and act across the "
+                "wavefront (64 lanes on CDNA); translated with width 32 so each 32-lane half "
+                "shuffles like a CUDA warp", "keep it; lanes named by the mask must all reach the call")
+    elif name in T.HIP_WARP_VOTES:
+        rw.error(node, name, "HIP's warp votes return a 64-bit mask over the whole wavefront "
+                 "(64 lanes on CDNA), where CUDA code expects 32 bits over 32 lanes",
+                 "__ballot(pred) with 64-bit masks and lane arithmetic by warpSize, or a "
+                 "__shared__ reduction")
+    elif name == "__syncwarp":
+        rw.error(node, name, "HIP (ROCm 5) has no __syncwarp", "__syncthreads(), or rely on "
+                 "wavefront lockstep only where the HIP docs guarantee it")
+    elif name.startswith("__nv_") or name.startswith("__cvta"):
+        rw.error(node, name, "an NVIDIA-only intrinsic", "the plain C expression it computes")
+
+
+def _lane_arithmetic(rw: Rewriter, node) -> None:
+    """``threadIdx.x & 31``, ``% 32``, ``/ 32``: lane/warp arithmetic sized for 32 lanes."""
+    op = text(node.child_by_field_name("operator"))
+    right = node.child_by_field_name("right")
+    if _WARP_INTS.get(op) != text(right):
+        return
+    left = node.child_by_field_name("left")
+    if any(n.type == "identifier" and text(n) == "threadIdx" for n in walk(left)):
+        rw.warn(node, f"{op} {text(right)}", "lane arithmetic sized for 32-lane warps; consistent "
+                "with the 32-lane translation, but a CDNA wavefront holds two such warps",
+                "keep it with the 32-wide translation; use warpSize throughout for native wavefronts")
+
+
+def _warp_macro(rw: Rewriter, node) -> None:
+    name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+    if value is not None and "WARP" in text(name).upper() and text(value).strip() == "32":
+        rw.warn(node, f"#define {text(name)} 32", "a warp-size constant: CDNA wavefronts have 64 "
+                "lanes", "keep 32 with the 32-lane translation (shuffles use width 32)")

@@ -1,0 +1,749 @@
+"""CUDA C++ -> OpenCL C 1.2, for kernels in the common subset (see docs/porting.md).
+
+The translator walks the tree-sitter syntax tree of each function with a symbol table, because
+OpenCL needs facts CUDA leaves implicit: every pointer names an address space (``__global``,
+``__local``, ``__constant``, ``__private``), inferred here from where the pointer comes from;
+dynamic shared memory becomes an extra ``__local`` kernel argument; atomics must be on 32-bit
+integers. Named syntax it does not know is refused, so unknown constructs fail loudly instead of
+passing through to compute something else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import port_tables as T
+from .port_ast import Rewriter, text, walk
+from .port_symbols import Scope, Sym, declarator_parts, pointer_info, qualifiers, type_node
+
+#: node types passed through as they are (their children are still visited)
+_PLAIN = frozenset((
+    "compound_statement", "expression_statement", "if_statement", "else_clause", "for_statement",
+    "while_statement", "do_statement", "break_statement", "continue_statement", "return_statement",
+    "switch_statement", "case_statement", "condition_clause", "binary_expression",
+    "unary_expression", "update_expression", "conditional_expression", "argument_list",
+    "subscript_argument_list", "parenthesized_expression", "comma_expression", "sizeof_expression",
+    "number_literal", "true", "false", "char_literal", "comment", "initializer_list",
+    "type_descriptor", "abstract_pointer_declarator", "abstract_array_declarator", "type_qualifier",
+    "storage_class_specifier", "labeled_statement", "statement_identifier", "preproc_call",
+    "preproc_directive", "preproc_arg", "escape_sequence", "field_identifier", "init_declarator",
+    "pointer_declarator", "array_declarator",
+))
+
+#: C++ constructs named in diagnostics (the rest of the unknown node types get a generic one)
+_CPP = {
+    "template_declaration": ("template", "OpenCL C has no templates",
+                             "instantiate by hand for each type, e.g. with #define T float"),
+    "template_instantiation": ("template", "OpenCL C has no templates",
+                               "instantiate by hand for each type, e.g. with #define T float"),
+    "template_function": ("template call", "OpenCL C has no templates",
+                          "call a hand-instantiated function"),
+    "gnu_asm_expression": ("inline PTX", "PTX assembly runs on NVIDIA GPUs only",
+                           "the C expression the assembly computes"),
+    "lambda_expression": ("lambda", "OpenCL C has no lambdas", "a separate __device__ function"),
+    "reference_declarator": ("C++ reference", "OpenCL C has no references",
+                             "a pointer, or a copy of the value"),
+    "new_expression": ("new", "OpenCL C has no device heap", "a buffer allocated by the host"),
+    "delete_expression": ("delete", "OpenCL C has no device heap", "a buffer allocated by the host"),
+    "kernel_call_syntax": ("dynamic parallelism", "an OpenCL 1.2 kernel cannot launch kernels",
+                           "launch the child kernel from the host after this one"),
+    "string_literal": ("string literal", "OpenCL C 1.2 kernels have no use for strings besides "
+                       "printf", "remove it"),
+}
+
+_HALF_LOADS = frozenset(("__half2float",))
+_HALF_STORES = frozenset(("__float2half", "__float2half_rn"))
+#: OpenCL forbids these as kernel argument types
+_BAD_KERNEL_SCALARS = {"size_t": "ulong (pass np.uint64)", "bool": "int (pass np.int32)",
+                       "ptrdiff_t": "long (pass np.int64)"}
+#: what OpenCL needs to divide and take square roots like CUDA (correctly rounded)
+BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How the output writes what the translator decided: plain OpenCL C, or accel's dialect
+    (kernels/accel.h macros, one source for OpenCL, CUDA and HIP). The analysis is the same;
+    OpenCL's rules bind both, since OpenCL is one of the dialect's targets."""
+
+    kernel: str = "__kernel"
+    device: str = ""  # what ``__device__`` becomes
+    forceinline: str = "inline"
+    restrict: str = "restrict"
+    spaces: dict = field(default_factory=lambda: {"global": "__global", "local": "__local",
+                                                  "constant": "__constant"})
+    shared: str = "__local"  # what ``__shared__`` on an array becomes
+    index: str = "(uint){query}({axis})"  # threadIdx.x and friends
+    queries: dict = field(default_factory=lambda: dict(T.OPENCL_INDEX))
+    barrier: str = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
+    fence: str = "mem_fence(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
+    types: dict = field(default_factory=lambda: dict(T.OPENCL_TYPES))
+    half_load: str = "vload_half({i}, {p})"
+    half_store: str = "vstore_half_rte({v}, {i}, {p})"
+    constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
+                                                     "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
+    #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
+    #: translation's prologue defines them for OpenCL (see port_dialect)
+    rename_calls: bool = True
+    dynamic_shared: bool = True  # extern __shared__ as a trailing __local argument
+    name: str = "OpenCL C"
+
+
+OPENCL = Spelling()
+
+
+@dataclass
+class _Function:
+    node: object
+    name: str
+    kernel: bool
+    params: list  # parameter_declaration nodes
+    calls: set[str] = field(default_factory=set)
+    #: for device functions: the address spaces callers pass for each pointer parameter
+    arg_spaces: dict[int, set[str]] = field(default_factory=dict)
+
+
+class OpenCLTranslator:
+    def __init__(self, rw: Rewriter, root, spelling: Spelling = OPENCL):
+        self.rw, self.root, self.sp = rw, root, spelling
+        #: CUDA names kept as they are (spelling.rename_calls False), for the prologue
+        self.kept_calls: set[str] = set()
+        self.functions: dict[str, _Function] = {}
+        self.typedefs: dict[str, str] = {}
+        self.globals = Scope()
+        self.uses_double = False
+
+    # -- driver -------------------------------------------------------------------------------------
+    def run(self) -> str:
+        """The translated text (check ``rw.failed`` before using it)."""
+        self._rename_reserved()
+        self._collect(self.root)
+        for fn in self._callers_first():
+            self._function(fn)
+        return self.rw.render()
+
+    def opencl_text(self) -> str:
+        body = self.run()
+        head = ("// Translated from CUDA by accel port. Build with "
+                + " ".join(BUILD_OPTIONS) + ": CUDA divides and takes square roots correctly "
+                "rounded by default.\n")
+        if self.uses_double:
+            head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+        return head + body
+
+    def _rename_reserved(self) -> None:
+        """CUDA names that are OpenCL C keywords (``local``, ``global``, ``kernel``...) get a
+        trailing underscore, everywhere, so every use still refers to the same variable."""
+        for n in walk(self.root):
+            if n.type == "identifier" and text(n) in T.OPENCL_RESERVED:
+                self.rw.replace(n, text(n) + "_")
+
+    def _collect(self, node) -> None:
+        """File-scope items: record functions, translate includes, macros and globals."""
+        for item in node.named_children:
+            kind = item.type
+            if kind == "function_definition":
+                self._register(item)
+            elif kind == "linkage_specification":  # extern "C" { ... } or extern "C" f
+                body = item.child_by_field_name("body")
+                self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
+                if body.type == "declaration_list":
+                    self.rw.replace(body, lambda inner: inner.strip().removeprefix("{").removesuffix("}"))
+                    self._collect(body)
+                else:
+                    self._collect_one(body)
+            elif kind in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+                self._collect(item)
+            else:
+                self._collect_one(item)
+
+    def _collect_one(self, item) -> None:
+        kind = item.type
+        if kind == "function_definition":
+            self._register(item)
+        elif kind == "preproc_include":
+            self._include(item)
+        elif kind in ("preproc_def", "preproc_function_def"):
+            self._macro(item)
+        elif kind == "declaration":
+            self._file_declaration(item)
+        elif kind == "type_definition":
+            self._typedef(item)
+        elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal"):
+            pass
+        elif kind in _CPP:
+            self.rw.error(item, *_CPP[kind])
+        elif kind == "ERROR":
+            self.rw.error(item, "syntax", "the parser could not read this text as CUDA C++",
+                          "fix the syntax (check it compiles with nvcc)")
+        else:
+            self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
+                          "translates to OpenCL C", "plain C functions, arrays and scalars")
+
+    def _register(self, node) -> None:
+        q = qualifiers(node)
+        decl = fdecl = node.child_by_field_name("declarator")
+        while fdecl is not None and fdecl.type != "function_declarator":
+            fdecl = fdecl.child_by_field_name("declarator")
+        name_node = fdecl.child_by_field_name("declarator") if fdecl is not None else None
+        if name_node is None or name_node.type != "identifier":
+            self.rw.error(node, "function", "the parser could not read its name and parameters",
+                          "fix the syntax (check it compiles with nvcc)")
+            return
+        name = text(name_node)
+        if "__global__" in q and name in T.OPENCL_RESERVED:
+            self.rw.error(name_node, f"kernel name {name}", "it is an OpenCL C keyword, and a "
+                          "kernel is looked up by its name", f"rename the kernel, e.g. {name}_")
+        if "__global__" not in q and "__device__" not in q:
+            self.rw.warn(node, f"host function {name}", "OpenCL C programs hold device code only, "
+                         "so it is left out of the output", "launch the kernel with "
+                         "accel.kernel(source, name)(grid, block, *args)")
+            self.rw.delete(node)
+            return
+        for c in node.children:
+            if c.type == "__global__":
+                self.rw.replace(c, self.sp.kernel)
+            elif c.type == "__device__":
+                self.rw.replace(c, self.sp.device)
+            elif c.type in ("__host__", "__noinline__"):
+                self.rw.delete(c)
+            elif c.type == "__forceinline__":
+                self.rw.replace(c, self.sp.forceinline)
+            elif c.type == "launch_bounds":  # a scheduling hint: dropping it keeps the results
+                self.rw.delete(c)
+        if decl.type != "function_declarator":
+            self.rw.error(node, "pointer return type", "an OpenCL 1.2 function cannot return a "
+                          "pointer without naming its address space", "return an index into the "
+                          "array instead")
+        params = [p for p in fdecl.child_by_field_name("parameters").named_children
+                  if p.type != "comment"]
+        fn = _Function(node, name, "__global__" in q, params)
+        fn.calls = {text(c.child_by_field_name("function")) for c in walk(node)
+                    if c.type == "call_expression" and c.child_by_field_name("function") is not None
+                    and c.child_by_field_name("function").type == "identifier"}
+        self.functions[name] = fn
+
+    def _callers_first(self) -> list[_Function]:
+        """Functions ordered so every caller precedes its callees (their pointer parameters'
+        address spaces come from the call sites)."""
+        order, state = [], {}
+
+        def visit(fn: _Function, path: tuple[str, ...]) -> None:
+            if state.get(fn.name) == "done":
+                return
+            if fn.name in path:
+                self.rw.error(fn.node, f"recursion through {fn.name}",
+                              "OpenCL C forbids recursive functions", "an explicit loop with a stack array")
+                return
+            for callee in sorted(fn.calls):
+                if callee in self.functions:
+                    visit(self.functions[callee], path + (fn.name,))
+            state[fn.name] = "done"
+            order.append(fn)
+
+        for fn in self.functions.values():
+            visit(fn, ())
+        return order[::-1]
+
+    # -- file scope ---------------------------------------------------------------------------------
+    def _include(self, item) -> None:
+        path = item.child_by_field_name("path")
+        header = text(path).strip('<>"')
+        if header in T.OPENCL_DROP_INCLUDES:
+            self.rw.delete(item)
+        else:
+            self.rw.error(item, f"#include {text(path)}", "the header has no OpenCL C "
+                          "counterpart the translator knows", "inline the definitions you need "
+                          "(OpenCL C has the math library built in)")
+
+    def _macro(self, item) -> None:
+        """Macro bodies are text to the parser: parse them as an expression and refuse any
+        CUDA name inside, since the translator cannot rewrite what a macro will expand to."""
+        value = item.child_by_field_name("value")
+        if value is None:
+            return
+        from .port_ast import parse
+
+        for n in walk(parse(value.text).root_node):
+            name = text(n)
+            if n.type == "identifier" and (name in T.OPENCL_INDEX or name in T.OPENCL_MATH
+                                           or name in T.OPENCL_UNSUPPORTED or name in T.OPENCL_ATOMICS
+                                           or name == "__syncthreads" or name.startswith("__")):
+                self.rw.error(item, f"macro {text(item.child_by_field_name('name'))}",
+                              f"its body uses the CUDA name {name}, which accel port cannot "
+                              "rewrite inside a macro", "write the expression out where the "
+                              "macro is used")
+                return
+
+    def _typedef(self, item) -> None:
+        base = self._type(type_node(item))
+        for d in item.children_by_field_name("declarator"):
+            name, ptr, arr = declarator_parts(d)
+            if ptr or arr:
+                self.rw.error(item, "pointer typedef", "a pointer typedef hides the address "
+                              "space OpenCL needs", "spell the pointer type out")
+            else:
+                self.typedefs[text(name)] = base
+
+    def _file_declaration(self, item) -> None:
+        q = qualifiers(item)
+        declarators = item.children_by_field_name("declarator")
+        if declarators and declarators[0].type == "function_declarator":
+            if "__device__" in q:  # a prototype
+                for c in item.children:
+                    if c.type == "__device__":
+                        self.rw.replace(c, self.sp.device)
+                    elif c.type == "__host__":
+                        self.rw.delete(c)
+            else:
+                self.rw.delete(item)
+            return
+        constant = self.sp.spaces.get("constant")
+        if constant is None:
+            self.rw.error(item, "program-scope variable", f"{self.sp.name} has no spelling for "
+                          "program-scope constants", "a #define, or a kernel argument")
+            return
+        if "__constant__" in q and all(d.type == "init_declarator" for d in declarators):
+            for c in item.children:
+                if c.type == "type_qualifier" and text(c) == "__constant__":
+                    self.rw.replace(c, constant)
+            base = self._type(type_node(item))
+            for d in declarators:
+                name, ptr, arr = declarator_parts(d)
+                self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
+            return
+        if "const" in q and "__device__" not in q and all(d.type == "init_declarator" for d in declarators):
+            self.rw.replace(item, lambda inner: f"{constant} {inner}")
+            base = self._type(type_node(item))
+            for d in declarators:
+                name, ptr, arr = declarator_parts(d)
+                self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
+            return
+        why = ("its value is set by the host (cudaMemcpyToSymbol), which OpenCL does not do"
+               if "__constant__" in q else "OpenCL 1.2 has no mutable program-scope variables")
+        self.rw.error(item, "program-scope variable", why, "pass the data as a kernel argument")
+
+    # -- types ----------------------------------------------------------------------------------------
+    def _type(self, node) -> str:
+        """Normalised OpenCL name of a type node, recording a rewrite if the spelling differs."""
+        if node is None:
+            return "int"
+        spelled = " ".join(text(node).split())
+        if node.type == "qualified_identifier":
+            self._qualified(node)
+            return spelled
+        name = self._normal(spelled)
+        if spelled in self.sp.types:
+            self.rw.replace(node, self.sp.types[spelled])
+        elif spelled in T.OPENCL_TYPES:
+            self.rw.error(node, spelled, f"{self.sp.name} has no spelling for this type",
+                          "a 32-bit or narrower integer type")
+        if name == "double":
+            self.uses_double = True
+        if spelled in T.OPENCL_UNSUPPORTED:
+            self.rw.error(node, spelled, *T.OPENCL_UNSUPPORTED[spelled])
+        elif spelled == "dim3":
+            self.rw.error(node, "dim3", "OpenCL C has no dim3", "three uint variables")
+        elif node.type == "placeholder_type_specifier":
+            self.rw.error(node, "auto", "OpenCL C has no type deduction", "spell the type out")
+        elif node.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
+            self.rw.error(node, node.type.removesuffix("_specifier"), "aggregate types are "
+                          "outside the subset accel port translates", "separate arrays per field")
+        return name
+
+    # -- functions ------------------------------------------------------------------------------------
+    def _function(self, fn: _Function) -> None:
+        scope = self.globals.child()
+        self.dynamic_shared: list = []
+        self.current = fn
+        for i, p in enumerate(fn.params):
+            self._param(fn, i, p, scope)
+        body = fn.node.child_by_field_name("body")
+        self._block(body, scope, depth=1)
+        if self.dynamic_shared:
+            decl = self.dynamic_shared[0]
+            name, base = text(declarator_parts(decl.child_by_field_name("declarator"))[0]), \
+                self._type(type_node(decl))
+            extra = f"{self.sp.spaces['local']} {base}* {name}"
+            plist = fn.node.child_by_field_name("declarator")
+            while plist.type != "function_declarator":
+                plist = plist.child_by_field_name("declarator")
+            plist = plist.child_by_field_name("parameters")
+            self.rw.replace(plist, lambda inner: (inner[:-1].rstrip() + f", {extra})")
+                            if fn.params else f"({extra})")
+
+    def _param(self, fn: _Function, index: int, p, scope: Scope) -> None:
+        if p.type != "parameter_declaration":
+            self.rw.error(p, p.type.replace("_", " "), "OpenCL C has no default arguments or "
+                          "variadic functions", "pass every argument explicitly")
+            return
+        base = self._type(type_node(p))
+        for c in p.named_children:
+            if c.type == "type_qualifier" and text(c) == "__restrict__":
+                self.rw.replace(c, self.sp.restrict)
+        decl = p.child_by_field_name("declarator")
+        if decl is None:
+            return
+        name, ptr, arr = declarator_parts(decl)
+        self._restrict(decl)
+        if ptr < 0 or ptr + arr > 1:
+            self.rw.error(p, "parameter type", "OpenCL kernels take one level of pointer "
+                          "(no references, no pointers to pointers)", "flatten to one buffer and index it")
+            return
+        if ptr + arr == 0:
+            if fn.kernel and base in _BAD_KERNEL_SCALARS:
+                self.rw.error(p, f"{base} kernel argument", "OpenCL forbids this type as a "
+                              "kernel argument", _BAD_KERNEL_SCALARS[base])
+            if base == "half":
+                self.rw.error(p, "half argument", *T._HALF_MATH)
+            scope.names[text(name)] = Sym(base)
+            return
+        if base in T.VECTOR3_TYPES:
+            self.rw.error(p, f"{base} pointer", f"{base} is 12 bytes in CUDA but 16 in OpenCL, so "
+                          "arrays of it are laid out differently", f"a plain {base[:-1]} array "
+                          "with 3 elements per item")
+        if fn.kernel:
+            space = "global"
+        else:
+            spaces = fn.arg_spaces.get(index, set())
+            if len(spaces) > 1:
+                self.rw.error(p, f"pointer parameter {text(name)}", f"{fn.name} is called with "
+                              f"pointers to {' and '.join(sorted('__' + s for s in spaces))} "
+                              "memory; OpenCL 1.2 has no generic address space",
+                              "one copy of the function per address space")
+            space = next(iter(spaces), "global")
+        scope.names[text(name)] = Sym(base, pointer=True, space=space)
+        if space != "private":
+            self.rw.replace(p, lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
+
+    def _restrict(self, decl) -> None:
+        for n in walk(decl):
+            if n.type == "type_qualifier" and text(n) == "__restrict__":
+                self.rw.replace(n, self.sp.restrict)
+
+    def _block(self, node, scope: Scope, depth: int) -> None:
+        for c in node.named_children:
+            self._stmt(c, scope, depth)
+
+    def _stmt(self, node, scope: Scope, depth: int) -> None:
+        kind = node.type
+        if kind == "compound_statement":
+            self._block(node, scope.child(), depth + 1)
+        elif kind == "declaration":
+            self._declaration(node, scope, depth)
+        elif kind in ("for_statement", "while_statement", "do_statement", "if_statement",
+                      "else_clause", "switch_statement", "case_statement", "labeled_statement"):
+            inner = scope.child()
+            for c in node.named_children:
+                self._stmt(c, inner, depth + 1)
+        else:
+            self._expr(node, scope)
+
+    def _declaration(self, node, scope: Scope, depth: int) -> None:
+        q = qualifiers(node)
+        base = self._type(type_node(node))
+        declarators = node.children_by_field_name("declarator")
+        if "__shared__" in q:
+            self._shared(node, q, base, declarators, scope, depth)
+            return
+        if base == "half":
+            self.rw.error(node, "half variable", *T._HALF_MATH)
+            return
+        spaces = set()
+        for d in declarators:
+            name, ptr, arr = declarator_parts(d)
+            self._restrict(d)
+            if ptr < 0 or ptr > 1 or (ptr and arr):
+                self.rw.error(d, "declarator", "OpenCL C has no references and accel port "
+                              "handles one level of pointer", "a plain pointer or value")
+                continue
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if value is not None:
+                self._expr(value, scope)
+            if ptr:
+                info = self._pointer(value, scope) if value is not None else None
+                if info is None:
+                    self.rw.error(d, f"pointer {text(name)}", "its address space cannot be "
+                                  "inferred (no initializer, or one the translator cannot follow)",
+                                  "initialize the pointer where it is declared, from a parameter "
+                                  "or an array")
+                    continue
+                spaces.add(info.space)
+                scope.names[text(name)] = Sym(base, pointer=True, space=info.space)
+            else:
+                scope.names[text(name)] = Sym(base, array=arr > 0)
+        if len(spaces) > 1:
+            self.rw.error(node, "declaration", "its pointers point into different address spaces",
+                          "one declaration per pointer")
+        elif spaces and (space := spaces.pop()) != "private":
+            if any(declarator_parts(d)[1] == 0 for d in declarators):
+                self.rw.error(node, "declaration", "it mixes pointers and values, and OpenCL's "
+                              "address space qualifier would apply to both",
+                              "one declaration per pointer")
+            else:
+                self.rw.replace(type_node(node), lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
+
+    def _shared(self, node, q, base, declarators, scope: Scope, depth: int) -> None:
+        fn = self.current
+        for c in node.named_children:
+            if c.type == "type_qualifier" and text(c) == "__shared__":
+                self.rw.replace(c, self.sp.shared)
+        for d in declarators:
+            name, ptr, arr = declarator_parts(d)
+            scope.names[text(name)] = Sym(base, array=True, space="local")
+        if "extern" in q:
+            if not fn.kernel:
+                self.rw.error(node, "extern __shared__ in a device function", "OpenCL passes "
+                              "dynamic local memory to kernels only", "declare it in the kernel "
+                              "and pass the pointer to this function")
+            elif not self.sp.dynamic_shared:
+                self.rw.error(node, "extern __shared__", f"{self.sp.name} has no spelling for "
+                              "dynamic shared memory", "a static __shared__ array sized by a "
+                              "-D define")
+            elif self.dynamic_shared:
+                self.rw.error(node, "second extern __shared__ array", "CUDA aliases every "
+                              "extern __shared__ array to one buffer; OpenCL gives one argument",
+                              "one extern __shared__ char array, cast to the types you need")
+            self.dynamic_shared.append(node)
+            self.rw.replace(node, lambda _i: "/* extern __shared__: passed as the last kernel "
+                            "argument */")
+            return
+        if not fn.kernel or depth != 1:
+            self.rw.error(node, "__shared__ array", "OpenCL 1.2 allows __local variables only "
+                          "at the outermost scope of a kernel", "declare it at the top of the kernel "
+                          "(and pass a pointer to device functions)")
+
+    # -- expressions ----------------------------------------------------------------------------------
+    def _expr(self, node, scope: Scope) -> None:
+        kind = node.type
+        if kind == "field_expression":
+            arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
+            if arg.type == "identifier" and text(arg) in T.OPENCL_INDEX and text(fld) in T.AXES:
+                self.rw.replace(node, self.sp.index.format(query=self.sp.queries[text(arg)],
+                                                           axis=T.AXES[text(fld)]))
+                return
+            self._expr(arg, scope)
+        elif kind == "identifier":
+            name = text(node)
+            if name in T.OPENCL_UNSUPPORTED:
+                self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
+            elif name in T.OPENCL_INDEX:
+                self.rw.error(node, name, "only its .x, .y and .z components map to OpenCL "
+                              "queries", f"use {name}.x (and .y, .z) separately")
+            elif name in self.sp.constants:
+                self.rw.replace(node, self.sp.constants[name])
+        elif kind == "null":
+            self.rw.replace(node, "0")
+        elif kind == "call_expression":
+            self._call(node, scope)
+        elif kind == "assignment_expression":
+            if not self._half_store(node, scope):
+                for c in node.named_children:
+                    self._expr(c, scope)
+        elif kind == "subscript_expression" or (kind == "pointer_expression"
+                                                and text(node).startswith("*")):
+            base = node.named_children[0]
+            sym = scope.get(text(base)) if base.type == "identifier" else None
+            if sym is not None and sym.type == "half":
+                self.rw.error(node, "half element access", *T._HALF_MATH)
+                return
+            for c in node.named_children:
+                self._expr(c, scope)
+        elif kind == "cast_expression":
+            self._cast(node, scope)
+        elif kind == "qualified_identifier":
+            self._qualified(node)
+        elif kind in ("primitive_type", "sized_type_specifier", "type_identifier"):
+            self._type(node)
+        elif kind in _CPP:
+            self.rw.error(node, *_CPP[kind])
+        elif kind in ("compound_statement", "declaration"):
+            self._stmt(node, scope, depth=2)
+        elif kind in _PLAIN or kind == "pointer_expression":
+            for c in node.named_children:
+                self._expr(c, scope)
+        elif kind == "ERROR":
+            self.rw.error(node, "syntax", "the parser could not read this text as CUDA C++",
+                          "fix the syntax (check it compiles with nvcc)")
+        else:
+            self.rw.error(node, kind.replace("_", " "), "outside the CUDA subset accel port "
+                          "translates to OpenCL C", "plain C expressions on scalars and arrays")
+
+    def _qualified(self, node) -> None:
+        ns = text(node).split("::")[0]
+        construct, why, rewrite = T.NAMESPACE_FEATURES.get(
+            ns, ("C++ namespace", "OpenCL C has no namespaces", "an unqualified name"))
+        self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
+
+    def _cast(self, node, scope: Scope) -> None:
+        tdesc, value = node.child_by_field_name("type"), node.child_by_field_name("value")
+        self._expr(value, scope)
+        self._type(type_node(tdesc))
+        if not any(n.type == "abstract_pointer_declarator" for n in walk(tdesc)):
+            return
+        info = self._pointer(value, scope)
+        if info is None:
+            self.rw.error(node, "pointer cast", "the address space of the pointer being cast "
+                          "cannot be inferred", "cast a parameter or an array directly")
+        elif info.space != "private":
+            self.rw.replace(tdesc, lambda inner, s=info.space: f"{self.sp.spaces[s]} {inner}")
+
+    def _call(self, node, scope: Scope) -> None:
+        callee, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        arg_nodes = [a for a in args.named_children if a.type != "comment"]
+        for c in node.named_children:
+            if c.type == "kernel_call_syntax":
+                self.rw.error(c, *_CPP["kernel_call_syntax"])
+                return
+        if callee.type == "template_function" and text(callee.child_by_field_name("name")) in T.OPENCL_UNSUPPORTED:
+            name = text(callee.child_by_field_name("name"))
+            self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
+            return
+        if callee.type == "template_function" and text(callee.child_by_field_name("name")) == "static_cast":
+            tdesc = callee.child_by_field_name("arguments").named_children[0]
+            self._type(type_node(tdesc))
+            self.rw.replace(node, lambda _i: f"(({self.rw.render(tdesc)})({self.rw.render(args)[1:-1]}))")
+            for a in arg_nodes:
+                self._expr(a, scope)
+            return
+        if callee.type != "identifier":
+            self._expr(callee, scope)
+            for a in arg_nodes:
+                self._expr(a, scope)
+            return
+        name = text(callee)
+        if name == "__syncthreads":
+            self.rw.replace(node, self.sp.barrier)
+        elif name == "__threadfence_block":
+            self.rw.replace(node, self.sp.fence)
+        elif name in T.OPENCL_UNSUPPORTED:
+            self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
+            return
+        elif name in T.OPENCL_MATH or name in T.OPENCL_LOADS or name == "__fdividef" or (
+                name.startswith("make_") and name[5:] in T.VECTOR_TYPES | T.VECTOR3_TYPES):
+            self._rename_call(node, name, arg_nodes)
+        elif name in T.OPENCL_ATOMICS:
+            if not self._atomic(node, name, arg_nodes, scope):
+                return
+        elif name in _HALF_LOADS:
+            if not self._half_load(node, arg_nodes, scope):
+                return
+        elif name in _HALF_STORES:
+            self.rw.error(node, name, "a half value needs cl_khr_fp16 unless it is stored "
+                          "straight to memory", "p[i] = __float2half(v); as a statement of its own")
+            return
+        elif name in self.functions:
+            self._record_call(self.functions[name], arg_nodes, scope)
+        elif name not in T.OPENCL_SAME:
+            self.rw.error(callee, name, "not a function accel port knows to exist in OpenCL C "
+                          "with the same meaning", "define it as a __device__ function in this file")
+            return
+        for a in arg_nodes:
+            self._expr(a, scope)
+
+    def _rename_call(self, node, name: str, arg_nodes) -> None:
+        """Math, cache-hinted loads, fast division and vector constructors: renamed in place,
+        or kept for the prologue to define."""
+        if not self.sp.rename_calls:
+            self.kept_calls.add(name)
+            return
+        callee = node.child_by_field_name("function")
+        if name in T.OPENCL_MATH:
+            self.rw.replace(callee, T.OPENCL_MATH[name])
+        elif name in T.OPENCL_LOADS:
+            self.rw.replace(callee, "*")
+        elif name == "__fdividef" and len(arg_nodes) == 2:
+            a, b = arg_nodes
+            self.rw.replace(node, lambda _i: f"(({self.rw.render(a)}) / ({self.rw.render(b)}))")
+        else:
+            self.rw.replace(callee, f"({name[5:]})")
+
+    def _record_call(self, callee: _Function, arg_nodes, scope: Scope) -> None:
+        for i, a in enumerate(arg_nodes):
+            info = self._pointer(a, scope)
+            if info is not None:
+                callee.arg_spaces.setdefault(i, set()).add(info.space)
+
+    def _atomic(self, node, name: str, arg_nodes, scope: Scope) -> bool:
+        info = self._pointer(arg_nodes[0], scope) if arg_nodes else None
+        if info is None:
+            self.rw.error(node, name, "the element type and address space of its target cannot "
+                          "be inferred", f"{name}(&array[i], v) on a parameter or __shared__ array")
+            return False
+        if info.type in T.ATOMIC_INT_TYPES or (name == "atomicExch" and info.type == "float"):
+            if self.sp.rename_calls:
+                self.rw.replace(node.child_by_field_name("function"), T.OPENCL_ATOMICS[name])
+            else:
+                self.kept_calls.add(name)
+            return True
+        if info.type in ("float", "double", "half"):
+            why = f"{info.type} atomics beyond atomicExch are not in OpenCL 1.2"
+            rewrite = ("accumulate per block in __shared__ memory and write one partial per block, "
+                       "or an atomic_cmpxchg loop on the value's bits")
+        else:
+            why = f"OpenCL 1.2 atomics act on 32-bit int and uint only, not {info.type}"
+            rewrite = "use a 32-bit counter"
+        self.rw.error(node, f"{name} on {info.type}", why, rewrite)
+        return False
+
+    def _half_load(self, node, arg_nodes, scope: Scope) -> bool:
+        """``__half2float(p[i])`` -> ``vload_half(i, p)``: the one way to read half memory
+        without cl_khr_fp16."""
+        arg = arg_nodes[0] if len(arg_nodes) == 1 else None
+        parts = self._half_element(arg, scope)
+        if parts is None:
+            self.rw.error(node, "__half2float", "without cl_khr_fp16 only half values read "
+                          "straight from memory can be converted", "__half2float(p[i]) on a "
+                          "half pointer p")
+            return False
+        ptr, index = parts
+        self.rw.replace(node, lambda _i: self.sp.half_load.format(
+            i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
+        if index is not None:
+            self._expr(index, scope)
+        return False  # arguments handled
+
+    def _half_store(self, node, scope: Scope) -> bool:
+        """``p[i] = __float2half(v);`` -> ``vstore_half_rte(v, i, p);``."""
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        parts = self._half_element(left, scope)
+        if parts is None:
+            return False
+        ptr, index = parts
+        ok = (node.parent.type == "expression_statement" and text(node.child_by_field_name("operator")) == "="
+              and right.type == "call_expression"
+              and text(right.child_by_field_name("function")) in _HALF_STORES
+              and len(right.child_by_field_name("arguments").named_children) == 1)
+        if not ok:
+            self.rw.error(node, "half store", *T._HALF_MATH)
+            return True
+        value = right.child_by_field_name("arguments").named_children[0]
+        self.rw.replace(node, lambda _i: self.sp.half_store.format(
+            v=self.rw.render(value), i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
+        self._expr(value, scope)
+        if index is not None:
+            self._expr(index, scope)
+        return True
+
+    def _half_element(self, node, scope: Scope):
+        """(pointer, index or None) when ``node`` is ``p[i]`` or ``*p`` with p a half pointer."""
+        if node is None:
+            return None
+        if node.type == "subscript_expression":
+            base = node.child_by_field_name("argument")
+            idx = node.child_by_field_name("indices").named_children
+            index = idx[0] if len(idx) == 1 else None
+        elif node.type == "pointer_expression" and text(node).startswith("*"):
+            base, index = node.child_by_field_name("argument"), None
+        else:
+            return None
+        sym = scope.get(text(base)) if base.type == "identifier" else None
+        if sym is None or sym.type != "half" or not sym.pointer:
+            return None
+        return base, index
+
+    # -- address spaces -------------------------------------------------------------------------------
+    def _pointer(self, node, scope: Scope) -> Sym | None:
+        return pointer_info(node, scope, self._normal)
+
+    def _normal(self, spelled: str) -> str:
+        return self.typedefs.get(spelled, T.OPENCL_TYPES.get(spelled, spelled))

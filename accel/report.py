@@ -1,0 +1,455 @@
+"""The portability report: one self-contained HTML page (plots embedded as PNG data URIs, no
+network needed) and a Markdown summary, from ``accel.bench/1`` and ``accel.conformance/1`` result
+files, possibly from several machines (an NVIDIA box, an AMD box, a laptop) merged into one.
+
+>>> import accel, tempfile
+>>> from accel import bench, report
+>>> doc = bench.run_suite(accel.get_backend("cpu"), bench.cases("quick", ["dequantize"])[:1],
+...                       budget=bench.TINY, with_baselines=False)
+>>> html_path, md_path = report.write(report.Results(bench=[doc]), tempfile.mkdtemp())
+>>> html_path.name, md_path.name
+('report.html', 'summary.md')
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from . import portability as PP
+from .bench import SCHEMA as BENCH_SCHEMA
+from .errors import ArgumentError, expected
+
+CONFORMANCE_SCHEMA = "accel.conformance/1"
+
+
+@dataclass
+class Results:
+    """Result documents to report on, by kind."""
+
+    bench: list[dict] = field(default_factory=list)
+    conformance: list[dict] = field(default_factory=list)
+
+    @property
+    def platforms(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for doc in self.bench + self.conformance:
+            seen[PP.platform_name(doc)] = None
+        return list(seen)
+
+
+def load(paths: Iterable[str | Path]) -> Results:
+    """Read result files of either schema; conformance files without a ``machine`` are attached
+    to the bench file of the same backend and device when exactly one matches."""
+    res = Results()
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except OSError as e:
+            raise ArgumentError(expected("RESULTS", "a readable result file", f"{path}: {e.strerror}")) from None
+        except ValueError as e:
+            raise ArgumentError(expected("RESULTS", "a JSON result file", f"{path}: {e}")) from None
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        if schema == BENCH_SCHEMA:
+            res.bench.append(doc)
+        elif schema == CONFORMANCE_SCHEMA:
+            res.conformance.append(doc)
+        else:
+            raise ArgumentError(expected("RESULTS", f"files with schema {BENCH_SCHEMA!r} or "
+                                         f"{CONFORMANCE_SCHEMA!r}", f"{path} with schema {schema!r}"))
+    for doc in res.conformance:
+        if not doc.get("machine"):
+            same = [b for b in res.bench if b.get("backend") == doc.get("backend")
+                    and _device_name(b) == _device_name(doc)]
+            if len(same) == 1:
+                doc["machine"] = same[0]["machine"]
+    return res
+
+
+def _device_name(doc: Mapping) -> str:
+    dev = doc.get("device")
+    return dev.get("name", "") if isinstance(dev, Mapping) else str(dev or "")
+
+
+# -- formatting -----------------------------------------------------------------------------
+def _num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.{digits}g}"
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def case_label(case: Mapping) -> str:
+    """Compact parameters: 'M=512 N=512 K=512', 'B=1 Hq=8 Hkv=2 Sq=256 Sk=256 D=64 causal'."""
+    parts = []
+    for k, v in case["params"].items():
+        if v is True:
+            parts.append(k)
+        elif v is not False:
+            parts.append(f"{k}={v}")
+    return " ".join(parts)
+
+
+def ratio_text(case: Mapping) -> str:
+    """'0.52x numpy' (above 1: accel is faster than the best baseline)."""
+    if case.get("ratio_to_best") is None:
+        return "–"
+    return f"{case['ratio_to_best']:.2f}x {case['best_baseline']}"
+
+
+def headline(doc: Mapping, case: Mapping) -> str:
+    """'laptop/opencl:0 matmul float32 M=512 N=512 K=512: 0.52x numpy'."""
+    return f"{PP.platform_name(doc)} {case['op']} {case['dtype']} {case_label(case)}: {ratio_text(case)}"
+
+
+# -- support matrix ----------------------------------------------------------------------------
+def support_matrix(res: Results) -> tuple[list[str], list[tuple[str, str]], dict]:
+    """(platforms, (op, dtype) rows, cell -> {status: count, "evidence": set}) from conformance
+    files; a platform with benchmarks but no conformance file shows as untested."""
+    platforms = res.platforms
+    cells: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(int))
+    rows: dict[tuple[str, str], None] = {}
+    for doc in res.conformance:
+        plat = PP.platform_name(doc)
+        for case in doc.get("cases", []):
+            key = (case.get("op", "?"), case.get("dtype", "?"))
+            rows[key] = None
+            cell = cells[(plat,) + key]
+            cell[case.get("status", "error")] += 1
+            cell.setdefault("evidence", set()).add(case.get("evidence", "ran"))
+    return platforms, sorted(rows), cells
+
+
+def cell_verdict(cell: Mapping | None) -> tuple[str, str]:
+    """(text, css class) of one support-matrix cell."""
+    if not cell:
+        return "untested", "untested"
+    counts = {k: v for k, v in cell.items() if k != "evidence"}
+    evidence = ", ".join(sorted(cell.get("evidence", ())))
+    bad = counts.get("failed", 0) + counts.get("error", 0)
+    total = sum(counts.values())
+    if bad:
+        return f"failed {bad}/{total} ({evidence})", "failed"
+    if counts.get("compiled_only"):
+        return f"compiled only ({counts['compiled_only']})", "compiled"
+    passed = counts.get("passed", 0)
+    if passed:
+        extra = f", {counts['unsupported']} declined" if counts.get("unsupported") else ""
+        return f"passed {passed}/{total}{extra} ({evidence})", "passed"
+    return f"unsupported ({total})", "unsupported"
+
+
+# -- plots --------------------------------------------------------------------------------------
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+_OP_COLORS = {"matmul": "tab:blue", "attention": "tab:orange", "qmatmul": "tab:green",
+              "quantize": "tab:red", "dequantize": "tab:purple"}
+
+
+def roofline_plot(doc: Mapping) -> str | None:
+    """Roofline of one platform: measured roof, accel's cases (filled) and baselines (hollow)."""
+    peaks = doc.get("peaks")
+    points = [c for c in doc.get("cases", []) if c.get("status") == "ok" and c.get("flops")]
+    if not peaks or not points:
+        return None
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    xs = [c["intensity"] for c in points]
+    x = np.logspace(np.log10(min(min(xs) / 4, 0.1)), np.log10(max(max(xs) * 4, 100)), 200)
+    roof = np.minimum(peaks["gflops"], x * peaks["gbs"])
+    ax.plot(x, roof, color="black", lw=1.5,
+            label=f"roof: {peaks['gflops']:.0f} GFLOP/s, {peaks['gbs']:.0f} GB/s")
+    seen = set()
+    for c in points:
+        op = c["op"]
+        ax.scatter(c["intensity"], c["gflops"], color=_OP_COLORS.get(op, "gray"), zorder=3,
+                   label=f"accel {op}" if op not in seen else None)
+        seen.add(op)
+        for b in c.get("baselines", []):
+            if b.get("status") == "ok":
+                ax.scatter(c["intensity"], b["gflops"], facecolors="none", zorder=2,
+                           edgecolors=_OP_COLORS.get(op, "gray"), marker="s")
+    ax.scatter([], [], facecolors="none", edgecolors="gray", marker="s", label="baselines (best of)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("throughput (GFLOP/s)")
+    ax.set_title(f"Roofline: {PP.platform_name(doc)} ({_device_name(doc)})", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return _png(fig)
+
+
+def op_bars(res: Results, op: str) -> str | None:
+    """Grouped bars for one op: each case, each platform's accel result and each machine's
+    baselines (the best run of a baseline per machine), on a log axis."""
+    series: dict[str, dict[str, float]] = defaultdict(dict)  # series -> case key -> rate
+    unit_flops = True
+    keys: dict[str, None] = {}
+    for doc in res.bench:
+        plat = PP.platform_name(doc)
+        machine = plat.split("/", 1)[0]
+        for c in doc.get("cases", []):
+            if c["op"] != op or c.get("status") != "ok":
+                continue
+            unit_flops = bool(c["flops"])
+            key = f"{c['dtype']}\n{case_label(c)}"
+            keys[key] = None
+            rate = "gflops" if unit_flops else "gbs"
+            series[f"accel {plat}"][key] = c[rate]
+            for b in c.get("baselines", []):
+                if b.get("status") == "ok":
+                    name = f"{b['name']} ({machine})"
+                    series[name][key] = max(series[name].get(key, 0.0), b[rate])
+    if not keys:
+        return None
+    plt = _pyplot()
+    labels = list(keys)
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.5 * len(labels) + 3), 4.2))
+    width = 0.8 / len(series)
+    for i, (name, vals) in enumerate(series.items()):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j, k in enumerate(labels) if k in vals]
+        ax.bar(xs, [vals[k] for k in labels if k in vals], width, label=name,
+               hatch="" if name.startswith("accel") else "//", edgecolor="white")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels([_wrap(k) for k in labels], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("throughput (GFLOP/s)" if unit_flops else "bandwidth (GB/s)")
+    ax.set_title(f"{op}: accel backends and baselines (higher is better)", fontsize=10)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
+    return _png(fig)
+
+
+def _wrap(label: str, width: int = 18) -> str:
+    """Break long parameter strings at spaces so tick labels do not overlap."""
+    out, line = [], ""
+    for word in label.replace("\n", " \n ").split(" "):
+        if word == "\n" or (line and len(line) + len(word) + 1 > width):
+            out.append(line)
+            line = "" if word == "\n" else word
+        elif word:
+            line = f"{line} {word}".strip()
+    return "\n".join(out + [line])
+
+
+# -- HTML --------------------------------------------------------------------------------------
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;
+color:#1b1f24;padding:0 16px;line-height:1.4}
+h1{font-size:1.6em}h2{border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-top:2em}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
+th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.passed{background:#dafbe1}.failed{background:#ffd7d5}.compiled{background:#fff1c2}
+.unsupported,.untested{background:#eef1f4;color:#57606a}
+.scroll{overflow-x:auto}img{max-width:100%;height:auto}.note{color:#57606a;font-size:13px}
+figure{margin:12px 0}figcaption{font-size:13px;color:#57606a}
+"""
+
+
+def _table(headers: list[str], rows: list[list[Any]], numeric: Iterable[int] = ()) -> str:
+    numeric = set(numeric)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            if isinstance(v, tuple):  # (text, css class)
+                cells.append(f'<td class="{v[1]}">{html.escape(v[0])}</td>')
+            else:
+                cls = ' class="n"' if i in numeric else ""
+                cells.append(f"<td{cls}>{html.escape(str(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+
+
+def _versions(doc: Mapping) -> str:
+    return ", ".join(f"{k} {v}" for k, v in doc.get("versions", {}).items())
+
+
+def machines_section(res: Results) -> str:
+    machines: dict[str, Mapping] = {}
+    for doc in res.bench + res.conformance:
+        m = doc.get("machine") or {}
+        machines.setdefault(m.get("label") or "unknown", m)
+    mrows = [[label, m.get("hostname", ""), m.get("platform", ""), m.get("cpu", ""),
+              m.get("cores", ""), m.get("python", "")] for label, m in machines.items()]
+    prows = []
+    for doc in res.bench:
+        dev, peaks = doc.get("device", {}), doc.get("peaks") or {}
+        prows.append([PP.platform_name(doc), dev.get("name", ""), dev.get("driver", ""),
+                      _versions(doc), _num(peaks.get("gflops"), 4), _num(peaks.get("gbs"), 3),
+                      ", ".join(f"{k} {v}" for k, v in doc.get("baselines", {}).items()),
+                      f"{doc.get('profile', '')}, {doc.get('created', '')}"])
+    for doc in res.conformance:
+        prows.append([PP.platform_name(doc) + " (conformance)", _device_name(doc),
+                      (doc.get("device") or {}).get("driver", "") if isinstance(doc.get("device"), Mapping) else "",
+                      _versions(doc), "", "", "", f"{doc.get('profile', '')}, {doc.get('commit', '')}"])
+    return ("<h2>Machines, devices and versions</h2>"
+            + _table(["machine", "host", "OS", "CPU", "cores", "python"], mrows)
+            + _table(["platform", "device", "driver", "library versions", "peak GFLOP/s",
+                      "peak GB/s", "baselines (versions)", "profile, date"], prows, numeric=(4, 5))
+            + '<p class="note">Peaks are measured on each device by accel.peaks (a streaming copy '
+              "and a float32 FMA-bound kernel), not taken from data sheets.</p>")
+
+
+def support_section(res: Results) -> str:
+    platforms, rows, cells = support_matrix(res)
+    if not res.conformance:
+        return ("<h2>Support matrix (conformance)</h2><p class=note>No conformance result files "
+                "were given: run <code>accel conformance --json</code> and pass its file.</p>")
+    body = []
+    for op, dtype in rows:
+        body.append([op, dtype] + [cell_verdict(cells.get((p, op, dtype))) for p in platforms])
+    return ("<h2>Support matrix (conformance)</h2>"
+            '<p class="note">Each cell: verdict of the conformance suite for that op and dtype, '
+            "with its evidence (ran = executed on the device; compiled only = built for the target "
+            "without a device to run it).</p>" + _table(["op", "dtype"] + platforms, body))
+
+
+def throughput_section(res: Results) -> str:
+    body = []
+    for doc in res.bench:
+        plat = PP.platform_name(doc)
+        for c in doc.get("cases", []):
+            if c["status"] != "ok":
+                body.append([plat, c["op"], c["dtype"], case_label(c), (c["status"], "unsupported"),
+                             c.get("reason", ""), "", "", "", "", "", ""])
+                continue
+            body.append([plat, c["op"], c["dtype"], case_label(c), (f"{c['median_s'] * 1e3:.3g}", "n"),
+                         f"{c['iqr_s'] * 1e3:.2g} / {c['min_s'] * 1e3:.3g}",
+                         _num(c["gflops"]) if c["flops"] else "–", _num(c["gbs"]),
+                         _num(c["intensity"]), _pct(c.get("roofline_efficiency")),
+                         ratio_text(c), _baseline_times(c)])
+    return ("<h2>Throughput, ratios and efficiencies</h2>"
+            '<p class="note">Median of repeated device-timed calls; IQR and min in ms. Ratio = '
+            "best baseline's median time / accel's (above 1: accel is faster). Roofline efficiency "
+            "= achieved / min(peak compute, intensity × peak bandwidth).</p>"
+            + _table(["platform", "op", "dtype", "params", "median ms", "IQR / min ms", "GFLOP/s",
+                      "GB/s", "FLOP/byte", "roofline eff.", "vs best baseline", "baselines (ms)"],
+                     body, numeric=(6, 7, 8, 9)))
+
+
+def _baseline_times(case: Mapping) -> str:
+    parts = []
+    for b in case.get("baselines", []):
+        val = f"{b['median_s'] * 1e3:.3g}" if b.get("status") == "ok" else b.get("status", "?")
+        parts.append(f"{b['name']} {val}")
+    return "; ".join(parts)
+
+
+def portability_section(res: Results) -> str:
+    rows = PP.per_case(res.bench, res.conformance)
+    ops = PP.per_op(rows)
+    platforms = [PP.platform_name(d) for d in res.bench]
+
+    def table(rs: list[PP.Row]) -> str:
+        body = [[r.problem, _num(r.pp_arch), _num(r.pp_app)]
+                + [f"{_pct(r.architectural.get(p))} / {_pct(r.application.get(p))}" for p in platforms]
+                for r in rs]
+        return _table(["problem", "PP architectural", "PP application"]
+                      + [f"{p} (arch / app)" for p in platforms], body, numeric=(1, 2))
+    return ("<h2>Performance portability (Pennycook)</h2>"
+            '<p class="note">PP = harmonic mean over the platforms of the efficiency, 0 when any '
+            "platform does not run the problem correctly (unsupported, failed conformance or "
+            "invalid result); – when an efficiency is unknown (no peak, or no baseline). "
+            "Architectural: vs the measured roofline; application: vs the best time observed on "
+            "that platform. See docs/portability.md (arXiv:1611.07409).</p>"
+            "<h3>Per op</h3>" + table(ops) + "<h3>Per case</h3>" + table(rows))
+
+
+def plots_section(res: Results) -> str:
+    parts = ["<h2>Rooflines</h2>"]
+    for doc in res.bench:
+        uri = roofline_plot(doc)
+        if uri:
+            parts.append(f'<figure><img alt="roofline {html.escape(PP.platform_name(doc))}" src="{uri}">'
+                         "<figcaption>Filled: accel; hollow squares: baselines on the same device. "
+                         "FLOP-free ops (quantize, dequantize) are in the tables only.</figcaption></figure>")
+    parts.append("<h2>Per op: backends and baselines</h2>")
+    ops = dict.fromkeys(c["op"] for d in res.bench for c in d.get("cases", []))
+    for op in ops:
+        uri = op_bars(res, op)
+        if uri:
+            parts.append(f'<figure><img alt="{html.escape(op)} bars" src="{uri}"></figure>')
+    return "".join(parts)
+
+
+def render_html(res: Results) -> str:
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    heads = [headline(d, c) for d in res.bench for c in d.get("cases", []) if c.get("ratio_to_best")]
+    summary = "".join(f"<li>{html.escape(h)}</li>" for h in heads[:12])
+    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>accel portability report"
+            f"</title><style>{_CSS}</style></head><body><h1>accel portability report</h1>"
+            f'<p class="note">Generated {now} from {len(res.bench)} benchmark and '
+            f"{len(res.conformance)} conformance result files; {len(res.platforms)} platforms.</p>"
+            f"<h2>Headline ratios</h2><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
+            + support_section(res) + portability_section(res) + throughput_section(res)
+            + plots_section(res) + machines_section(res) + "</body></html>")
+
+
+# -- Markdown --------------------------------------------------------------------------------------
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(v).replace("|", "/") for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(res: Results) -> str:
+    out = ["# accel portability summary", ""]
+    platforms, rows, cells = support_matrix(res)
+    if rows:
+        out += ["## Support matrix", "", _md_table(["op", "dtype"] + platforms, [
+            [op, dt] + [cell_verdict(cells.get((p, op, dt)))[0] for p in platforms] for op, dt in rows]), ""]
+    ops = PP.per_op(PP.per_case(res.bench, res.conformance))
+    out += ["## Performance portability per op", "",
+            _md_table(["op", "PP architectural", "PP application"],
+                      [[r.problem, _num(r.pp_arch), _num(r.pp_app)] for r in ops]), ""]
+    out += ["## Ratios to the best baseline on the same device", ""]
+    out += [f"- {headline(d, c)} ({_pct(c.get('roofline_efficiency'))} of roofline)"
+            for d in res.bench for c in d.get("cases", []) if c.get("status") == "ok"]
+    skipped = [f"- {PP.platform_name(d)} {c['id']}: {c['status']} ({c.get('reason', '')})"
+               for d in res.bench for c in d.get("cases", []) if c.get("status") != "ok"]
+    if skipped:
+        out += ["", "## Not measured", ""] + skipped
+    return "\n".join(out) + "\n"
+
+
+def write(res: Results, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write report.html and summary.md into ``out_dir``; returns their paths."""
+    if not res.bench and not res.conformance:
+        raise ArgumentError(expected("RESULTS", "at least one result file", "none"))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    html_path, md_path = out / "report.html", out / "summary.md"
+    html_path.write_text(render_html(res), encoding="utf-8")
+    md_path.write_text(render_markdown(res), encoding="utf-8")
+    return html_path, md_path

@@ -1,0 +1,286 @@
+"""OpenCLBackend: accel's op contract on one OpenCL device, through pyopencl.
+
+Memory is ``pyopencl.Buffer``; views are sub-buffers. Every op runs one of the shared kernels in
+``accel.kernels`` built for this device with parameters from ``params.py``; launch plans (kernel,
+sizes, constant arguments) are cached per spec so a repeated call costs one ``set_args`` and one
+enqueue. Work is enqueued asynchronously on an in-order, profiling-enabled queue; only
+``download`` and ``synchronize`` wait.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time as _time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyopencl as cl
+
+import accel.kernels as K
+from accel.backend import Backend, DeviceInfo, Support
+from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
+from accel.tensor import Tensor
+
+from .cache import ProgramCache
+from .devices import CLDevice, enumerate_devices
+from .launch import plan_for, support
+from .params import params_for
+
+
+_RESOURCE_CODES = {
+    "OUT_OF_RESOURCES": "the device ran out of resources (registers, private or local memory)",
+    "OUT_OF_HOST_MEMORY": "the host ran out of memory",
+    "MEM_OBJECT_ALLOCATION_FAILURE": "the device could not allocate the buffer",
+    "INVALID_WORK_GROUP_SIZE": "the work-group size is invalid for this kernel and device",
+    "INVALID_WORK_ITEM_SIZE": "a work-group dimension exceeds the device's limit",
+    "INVALID_GLOBAL_WORK_SIZE": "the global size is invalid for this device",
+    "INVALID_BUFFER_SIZE": "the buffer size is invalid for this device",
+    "INVALID_KERNEL_ARGS": "a kernel argument was not set or has the wrong size",
+    "INVALID_ARG_SIZE": "a kernel argument has the wrong size for its parameter",
+    "INVALID_MEM_OBJECT": "a kernel argument is not a buffer of this context",
+}
+
+
+@dataclass
+class CompiledKernel:
+    """A user kernel built by ``OpenCLBackend.compile``."""
+
+    name: str
+    kernel: cl.Kernel
+    max_work_group: int
+
+
+def _code_name(e: cl.Error) -> str:
+    code = getattr(e, "code", None)
+    try:
+        return cl.status_code.to_string(code) if code is not None else ""
+    except ValueError:
+        return str(code)
+
+
+class OpenCLBackend(Backend):
+    """accel on one OpenCL device (``opencl:N``, in the order of docs/opencl.md).
+
+    >>> import accel, numpy as np
+    >>> be = accel.get_backend("opencl:0")
+    >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> accel.matmul(a, a.T, backend=be).tolist()
+    [[5.0, 14.0], [14.0, 50.0]]
+    """
+
+    name = "opencl"
+    priority = 5
+
+    def __init__(self, index: int = 0):
+        super().__init__(index)
+        self.dev: CLDevice = enumerate_devices()[index]
+        self.alignment = self.dev.mem_align_bytes
+        self.ctx = cl.Context([self.dev.device])
+        self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
+        self.params = params_for(self.dev)
+        base = ["-cl-fp32-correctly-rounded-divide-sqrt"] if self.dev.correctly_rounded_divide else []
+        self._build_options = tuple(base)
+        self._plans: dict[Any, Callable] = {}
+        self._recording: list[cl.Event] | None = None
+        self._placeholder = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, 16)
+
+    # -- discovery -------------------------------------------------------------------------
+    @classmethod
+    def devices(cls) -> list[DeviceInfo]:
+        return [d.info() for d in enumerate_devices()]
+
+    @classmethod
+    def auto_priority(cls, devices: list[DeviceInfo]) -> int:
+        """Above the CPU reference (10) with a GPU, below it when every device is a CPU: numpy's
+        BLAS beats an OpenCL CPU device on the same cores."""
+        return 20 if any(d.extra.get("kind") == "gpu" for d in devices) else 5
+
+    def versions(self) -> dict[str, str]:
+        return {"pyopencl": cl.VERSION_TEXT, "opencl_platform": self.dev.platform_version,
+                "opencl_driver": self.dev.driver_version, "opencl_device": self.dev.name}
+
+    # -- errors --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _device_errors(self, what: str) -> Iterator[None]:
+        """OpenCL failures become DeviceError naming the call, the status and what it means."""
+        try:
+            yield
+        except cl.Error as e:
+            code = _code_name(e)
+            meaning = _RESOURCE_CODES.get(code, "the OpenCL runtime refused the request")
+            raise DeviceError(f"{what} on {self.device_id} ({self.dev.name}): {meaning} "
+                              f"[{code or type(e).__name__}]: {e}") from None
+
+    # -- memory ----------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> cl.Buffer:
+        if nbytes > self.dev.max_alloc:
+            raise DeviceError(expected("nbytes", f"at most {self.dev.max_alloc} bytes (the device's "
+                                       "CL_DEVICE_MAX_MEM_ALLOC_SIZE)", nbytes))
+        with self._device_errors(f"allocating {nbytes} bytes"):
+            return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, max(1, nbytes))
+
+    def upload(self, host: np.ndarray) -> cl.Buffer:
+        host = np.ascontiguousarray(host)
+        if host.nbytes == 0:
+            return self.alloc(0)
+        if host.nbytes > self.dev.max_alloc:
+            return self.alloc(host.nbytes)  # raises the size error
+        with self._device_errors(f"uploading {host.nbytes} bytes"):
+            return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                             hostbuf=host)
+
+    def download(self, buf: cl.Buffer, nbytes: int) -> np.ndarray:
+        host = np.empty(nbytes, np.uint8)
+        if nbytes:
+            with self._device_errors(f"downloading {nbytes} bytes"):
+                cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
+        return host
+
+    def view(self, buf: cl.Buffer, offset: int, nbytes: int) -> cl.Buffer:
+        if offset % self.alignment:
+            raise ArgumentError(expected("offset", f"a multiple of {self.alignment} bytes "
+                                         "(CL_DEVICE_MEM_BASE_ADDR_ALIGN)", offset))
+        with self._device_errors(f"viewing bytes [{offset}, {offset + nbytes})"):
+            return buf.get_sub_region(offset, max(1, nbytes))
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    # -- timing ----------------------------------------------------------------------------------
+    def time(self, fn: Callable[[], Any]) -> float:
+        """Device seconds from the first kernel ``fn`` enqueues starting to the last one ending,
+        read from profiling events (host clock when ``fn`` enqueues no kernel)."""
+        self.synchronize()
+        self._recording = events = []
+        t0 = _time.perf_counter()
+        try:
+            fn()
+        finally:
+            self._recording = None
+        self.synchronize()
+        host = _time.perf_counter() - t0
+        if not events:
+            return host
+        start = min(e.profile.start for e in events)
+        end = max(e.profile.end for e in events)
+        return (end - start) * 1e-9
+
+    def _enqueue(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+                 what: str) -> None:
+        with self._device_errors(f"launching {what} (global {gsize}, local {lsize})"):
+            ev = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+        if self._recording is not None:
+            self._recording.append(ev)
+
+    # -- user kernels ------------------------------------------------------------------------------
+    def compile(self, source: str, name: str, *, options: tuple[str, ...] = (),
+                dialect: str = "accel") -> CompiledKernel:
+        """Build kernel ``name`` from ``source`` (cached in memory and on disk).
+
+        ``dialect`` "accel" prepends the portability header (kernels/accel.h); "opencl" builds
+        the text as it is. Build failures raise CompileError carrying the log and the name.
+        """
+        if dialect not in ("accel", "opencl"):
+            raise UnsupportedError(self.device_id, "kernel", "-", f"dialect {dialect!r}: the OpenCL "
+                                   "backend builds 'accel' and 'opencl' sources (translate CUDA first)")
+        if not isinstance(source, str) or not isinstance(name, str) or not name:
+            raise ArgumentError(expected("source, name", "kernel source text and a kernel name",
+                                         f"{type(source).__name__}, {name!r}"))
+        text = K.program_text(source, name) if dialect == "accel" else source
+        prg = self._program(text, tuple(options), name)
+        try:
+            kernel = cl.Kernel(prg, name)
+        except cl.Error:
+            found = sorted(k.function_name for k in prg.all_kernels())
+            raise CompileError(name, self.programs.target,
+                               f"the program built but has no kernel named {name!r}; it has {found}") from None
+        wg = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.dev.device)
+        return CompiledKernel(name, kernel, wg)
+
+    def launch(self, kernel: CompiledKernel, grid: tuple[int, ...], block: tuple[int, ...],
+               args: list, shared_mem: int = 0) -> None:
+        """Enqueue with CUDA semantics: global size = grid x block, local size = block; a
+        ``shared_mem`` > 0 adds one trailing ``__local`` buffer of that many bytes."""
+        if not isinstance(kernel, CompiledKernel):
+            raise ArgumentError(expected("kernel", "a kernel from OpenCLBackend.compile",
+                                         type(kernel).__name__))
+        grid, block = self._dims("grid", grid), self._dims("block", block)
+        if math.prod(block) > kernel.max_work_group:
+            raise ArgumentError(expected("block", f"at most {kernel.max_work_group} work-items for "
+                                         f"kernel {kernel.name!r} on this device", block))
+        values = []
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                if a.backend is not self:
+                    raise ArgumentError(expected(f"args[{i}]", f"a tensor on {self.device_id}",
+                                                 f"one on {a.backend.device_id}"))
+                values.append(a.buf)
+            elif isinstance(a, (np.generic, cl.MemoryObjectHolder, cl.LocalMemory)):
+                values.append(a)
+            else:
+                raise ArgumentError(expected(f"args[{i}]", "an accel.Tensor or a numpy scalar "
+                                             "(e.g. np.int32(3), np.float32(0.5))", type(a).__name__))
+        if shared_mem < 0 or shared_mem > self.dev.local_mem:
+            raise ArgumentError(expected("shared_mem", f"0..{self.dev.local_mem} bytes (the "
+                                         "device's local memory)", shared_mem))
+        if shared_mem:
+            values.append(cl.LocalMemory(shared_mem))
+        with self._device_errors(f"setting the arguments of {kernel.name!r}"):
+            kernel.kernel.set_args(*values)
+        gsize = tuple(g * b for g, b in zip(grid, block))
+        self._enqueue(kernel.kernel, gsize, block, f"kernel {kernel.name!r}")
+
+    @staticmethod
+    def _dims(arg: str, dims: Any) -> tuple[int, ...]:
+        try:
+            t = tuple(int(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
+        except (TypeError, ValueError):
+            t = ()
+        if not 1 <= len(t) <= 3 or min(t) < 1:
+            raise ArgumentError(expected(arg, "1 to 3 positive sizes", repr(dims)))
+        return t
+
+    # -- kernels of the ops -------------------------------------------------------------------------
+    def _program(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cl.CompilerWarning)  # PoCL's ABI notes on wide vectors
+            return self.programs.program(text, self._build_options + options, what)
+
+    def kernel(self, variant: K.Variant, name: str) -> cl.Kernel:
+        """A fresh kernel object of a shipped variant (its own argument slots)."""
+        prg = self._program(K.program_text(variant.source), tuple(variant.options()),
+                            f"{name} ({variant.id})")
+        return cl.Kernel(prg, name)
+
+    def _run(self, spec, *tensors) -> None:
+        plan = self._plans.get(spec)
+        if plan is None:
+            plan = self._plans[spec] = plan_for(self, spec)
+        plan(*tensors)
+
+    def matmul(self, spec, out, a, b) -> None:
+        self._run(spec, a.buf, b.buf, out.buf)
+
+    def attention(self, spec, out, q, k, v, mask) -> None:
+        self._run(spec, q.buf, k.buf, v.buf, out.buf,
+                  mask.buf if mask is not None else self._placeholder)
+
+    def quantize(self, spec, out, x) -> None:
+        self._run(spec, x.buf, out.buf)
+
+    def dequantize(self, spec, out, q) -> None:
+        self._run(spec, q.buf, out.buf)
+
+    def qmatmul(self, spec, out, x, w) -> None:
+        self._run(spec, x.buf, w.buf, out.buf)
+
+    # -- the contract ----------------------------------------------------------------------------------
+    def supports(self, spec) -> Support:
+        """What this device computes correctly, with the reason when not."""
+        return support(self, spec)
+
+    def accumulator(self, spec) -> str:
+        return "int32" if spec.in_dtypes[0] == "int8" else "float32"

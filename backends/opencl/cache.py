@@ -1,0 +1,112 @@
+"""Program cache: in memory per device, and on disk across processes.
+
+Disk entries are keyed by a hash of (source, options) in a directory per compiler identity
+(platform, driver and device versions, pyopencl version), so a driver upgrade never loads a stale
+binary. Entries are written to a temporary file and renamed into place, so concurrent builders
+never see half an entry; each entry carries a checksum of its payload, so a truncated or corrupt
+one is deleted and rebuilt instead of being loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import pyopencl as cl
+
+from accel.errors import CompileError
+
+from .devices import CLDevice
+
+_MAGIC = b"ACCELCL1"
+
+
+def cache_root() -> Path:
+    """``$ACCEL_CACHE_DIR``, else ``$XDG_CACHE_HOME/accel``, else ``~/.cache/accel``."""
+    env = os.environ.get("ACCEL_CACHE_DIR")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "accel"
+
+
+def device_dir(dev: CLDevice, kind: str) -> Path:
+    return cache_root() / "opencl" / kind / hashlib.sha256(dev.cache_key.encode()).hexdigest()[:24]
+
+
+def _pack(payload: bytes) -> bytes:
+    return _MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def _unpack(blob: bytes) -> bytes | None:
+    head = len(_MAGIC) + 32
+    if len(blob) <= head or not blob.startswith(_MAGIC):
+        return None
+    payload = blob[head:]
+    return payload if hashlib.sha256(payload).digest() == blob[len(_MAGIC):head] else None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` so readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ProgramCache:
+    """Built programs for one device and context."""
+
+    def __init__(self, ctx: cl.Context, dev: CLDevice, target: str):
+        self.ctx, self.dev, self.target = ctx, dev, target
+        self._mem: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
+        self.stats = {"memory": 0, "disk": 0, "built": 0, "corrupt": 0}
+
+    def program(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
+        """The built program for ``text`` and ``options``; ``what`` names it in errors."""
+        key = (text, options)
+        prg = self._mem.get(key)
+        if prg is not None:
+            self.stats["memory"] += 1
+            return prg
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()
+        path = device_dir(self.dev, "programs") / f"{digest}.bin"
+        prg = self._load(path, options)
+        if prg is None:
+            prg = self._build(text, options, what)
+            try:
+                atomic_write(path, _pack(prg.binaries[0]))
+            except OSError:
+                pass  # a read-only or full cache directory costs a rebuild next time, nothing more
+        self._mem[key] = prg
+        return prg
+
+    def _load(self, path: Path, options: tuple[str, ...]) -> cl.Program | None:
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        binary = _unpack(blob)
+        if binary is not None:
+            try:
+                prg = cl.Program(self.ctx, [self.dev.device], [binary]).build(list(options))
+                self.stats["disk"] += 1
+                return prg
+            except cl.Error:
+                pass
+        self.stats["corrupt"] += 1
+        path.unlink(missing_ok=True)
+        return None
+
+    def _build(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
+        try:
+            prg = cl.Program(self.ctx, text).build(list(options))
+        except cl.Error as e:
+            raise CompileError(what, self.target, f"{e}\n(options: {' '.join(options)})") from None
+        self.stats["built"] += 1
+        return prg

@@ -1,0 +1,114 @@
+"""OpenCL device discovery: every device of every platform, in one documented order, with the
+capabilities accel's kernels depend on read from the device itself.
+
+Order (``opencl:N`` is the N-th): GPUs, then accelerators, then CPUs; within a kind, the newest
+driver version first (so Debian's PoCL 3.1 comes before PyPI's 3.0, which is several times slower
+on the same cores); then platform name, platform version and device name; last, the order the
+ICD loader reported them in. The order depends only on what is installed, never on chance.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+from accel.backend import DeviceInfo
+from accel.errors import BackendUnavailable
+
+_KIND_RANK = {"gpu": 0, "accelerator": 1, "cpu": 2}
+
+
+@dataclass(frozen=True)
+class CLDevice:
+    """One OpenCL device and what accel reads from it."""
+
+    device: cl.Device
+    platform_name: str
+    platform_version: str
+    name: str
+    driver_version: str
+    kind: str  # "gpu", "accelerator", "cpu" or "other"
+    compute_units: int
+    global_mem: int
+    max_alloc: int
+    local_mem: int
+    max_work_group: int
+    mem_align_bytes: int
+    fp16: bool
+    fp64: bool
+    correctly_rounded_divide: bool
+    denormals: bool
+
+    @property
+    def cache_key(self) -> str:
+        """Identity of the compiler that builds for this device: a driver upgrade changes it."""
+        return "|".join((self.platform_name, self.platform_version, self.name, self.driver_version,
+                         cl.VERSION_TEXT))
+
+    def info(self) -> DeviceInfo:
+        return DeviceInfo(self.name, self.platform_name, f"{self.platform_name} {self.driver_version}",
+                          self.global_mem, self.compute_units,
+                          {"kind": self.kind, "platform_version": self.platform_version,
+                           "fp16": self.fp16, "fp64": self.fp64, "local_mem_bytes": self.local_mem,
+                           "max_work_group_size": self.max_work_group,
+                           "correctly_rounded_divide": self.correctly_rounded_divide,
+                           "denormals": self.denormals,
+                           "mem_base_addr_align_bytes": self.mem_align_bytes})
+
+
+def _version(text: str) -> tuple[int, ...]:
+    m = re.match(r"\D*(\d+(?:\.\d+)*)", text)
+    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
+
+
+def _kind(dev: cl.Device) -> str:
+    t = dev.type
+    for kind, flag in (("gpu", cl.device_type.GPU), ("accelerator", cl.device_type.ACCELERATOR),
+                       ("cpu", cl.device_type.CPU)):
+        if t & flag:
+            return kind
+    return "other"
+
+
+def _describe(platform: cl.Platform, dev: cl.Device) -> CLDevice:
+    ext = dev.extensions.split()
+    fp = dev.single_fp_config
+    return CLDevice(
+        device=dev, platform_name=platform.name.strip(), platform_version=platform.version.strip(),
+        name=dev.name.strip(), driver_version=dev.driver_version.strip(), kind=_kind(dev),
+        compute_units=dev.max_compute_units, global_mem=dev.global_mem_size,
+        max_alloc=dev.max_mem_alloc_size, local_mem=dev.local_mem_size,
+        max_work_group=dev.max_work_group_size, mem_align_bytes=max(1, dev.mem_base_addr_align // 8),
+        fp16="cl_khr_fp16" in ext, fp64="cl_khr_fp64" in ext,
+        correctly_rounded_divide=bool(fp & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
+        denormals=bool(fp & cl.device_fp_config.DENORM))
+
+
+def sort_key(d: CLDevice, found_at: int) -> tuple:
+    """The documented order (module docstring)."""
+    newest_first = tuple(-p for p in _version(d.driver_version))
+    return (_KIND_RANK.get(d.kind, 3), newest_first, d.platform_name, d.platform_version, d.name,
+            found_at)
+
+
+@functools.cache
+def enumerate_devices() -> tuple[CLDevice, ...]:
+    """All OpenCL devices in the documented order; raises BackendUnavailable when there is none."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:
+        raise BackendUnavailable(f"no OpenCL platform found ({e}); install an ICD, e.g. "
+                                 "pip install pocl-binary-distribution") from None
+    found: list[CLDevice] = []
+    for p in platforms:
+        try:
+            found += [_describe(p, d) for d in p.get_devices()]
+        except cl.Error:  # a platform without devices reports DEVICE_NOT_FOUND
+            continue
+    if not found:
+        raise BackendUnavailable("OpenCL platforms found but no device on any of them: "
+                                 f"{[p.name for p in platforms]}")
+    order = sorted(range(len(found)), key=lambda i: sort_key(found[i], i))
+    return tuple(found[i] for i in order)

@@ -1,0 +1,157 @@
+"""Per-op launch planning for the OpenCL backend: which kernel variant a spec runs, its global and
+local sizes and constant arguments, decided once per spec; and the supports() verdicts.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import pyopencl as cl
+
+import accel.kernels as K
+from accel.backend import YES, Support
+from accel.spec import AttentionSpec, DequantizeSpec, MatmulSpec, QMatmulSpec, QuantizeSpec
+
+if TYPE_CHECKING:
+    from .backend import OpenCLBackend
+
+_MAX_ELEMENTS = 2**31 - 1  # the kernels index within one matrix/row with int
+_MAX_HEAD_DIM = 256  # attention keeps per-query state in private arrays sized by the head dims
+_LOCAL_1D = 64  # work-group size of the element-wise kernels (quantize, dequantize)
+
+
+def support(be: "OpenCLBackend", spec) -> Support:
+    """The single truth of what the OpenCL backend computes correctly on this device."""
+    if isinstance(spec, MatmulSpec):
+        biggest = max(spec.M * spec.K, spec.K * spec.N, spec.M * spec.N)
+        if biggest > _MAX_ELEMENTS:
+            return Support(False, f"a matrix of {biggest} elements exceeds the kernel's 32-bit "
+                           f"indexing ({_MAX_ELEMENTS})")
+        if spec.K > _MAX_ELEMENTS:
+            return Support(False, "K exceeds the kernel's 32-bit indexing")
+        return YES
+    if isinstance(spec, AttentionSpec):
+        if max(spec.D, spec.Dv) > _MAX_HEAD_DIM:
+            return Support(False, f"head dims up to {_MAX_HEAD_DIM} (per-query state lives in "
+                           f"private memory); got D={spec.D}, Dv={spec.Dv}")
+        if max(spec.Sq * spec.D, spec.Sk * spec.D, spec.Sk * spec.Dv) > _MAX_ELEMENTS:
+            return Support(False, "a head exceeds the kernel's 32-bit indexing")
+        return YES
+    if isinstance(spec, QuantizeSpec):
+        if not be.dev.correctly_rounded_divide:
+            return Support(False, "the device does not report CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT; "
+                           "bit-exact GGML quantization needs a correctly rounded 1/d")
+        if not be.dev.denormals:
+            return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); GGML's "
+                           "reference keeps them, so small blocks would quantize differently")
+        return YES
+    if isinstance(spec, DequantizeSpec):
+        return YES
+    if isinstance(spec, QMatmulSpec):
+        if spec.K > _MAX_ELEMENTS or spec.M * spec.N > _MAX_ELEMENTS:
+            return Support(False, "operands exceed the kernel's 32-bit indexing")
+        return YES
+    return Support(False, f"op {getattr(spec, 'op', spec)!r} is not implemented by opencl")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _padded(n: int, local: int) -> int:
+    return _ceil(n, local) * local
+
+
+def plan_for(be: "OpenCLBackend", spec) -> Callable[..., None]:
+    """A callable taking the spec's buffers (inputs then output) and enqueueing the work."""
+    planner = {MatmulSpec: _matmul, AttentionSpec: _attention, QuantizeSpec: _quantize,
+               DequantizeSpec: _dequantize, QMatmulSpec: _qmatmul}[type(spec)]
+    return planner(be, spec)
+
+
+def _launcher(be, kernel: cl.Kernel, gsize, lsize, what: str, tail: tuple) -> Callable[..., None]:
+    def run(*bufs) -> None:
+        kernel.set_args(*bufs, *tail)
+        be._enqueue(kernel, gsize, lsize, what)
+
+    return run
+
+
+def _kernel_params(p: dict) -> tuple[dict, int]:
+    """Split launch-only entries (WG: work-group size) from the kernel defines."""
+    p = dict(p)
+    return p, p.pop("WG", 1)
+
+
+def _matmul(be, spec: MatmulSpec):
+    p, _ = _kernel_params(be.params["matmul"])
+    v = K.matmul(spec.dtype, spec.out_dtype, p)
+    kernel = be.kernel(v, "matmul")
+    ia, ib = spec.batch_offsets()
+    offsets = np.ascontiguousarray(np.stack([ia, ib], axis=1).astype(np.int32))
+    offs_buf = be.upload(offsets)
+    M, N, K_ = spec.M, spec.N, spec.K
+    if p.get("LOCAL_TILE"):
+        wg_m, wg_n = p["WG_M"], p["WG_N"]
+        lsize = (wg_n, wg_m, 1)
+        gsize = (_ceil(N, wg_n * p["TN"]) * wg_n, _ceil(M, wg_m * p["TM"]) * wg_m, spec.batch)
+    else:
+        lsize = (1, 1, 1)
+        gsize = (_ceil(N, p["TN"]), _ceil(M, p["TM"]), spec.batch)
+    tail = (offs_buf, np.int32(M), np.int32(N), np.int32(K_))
+    return _launcher(be, kernel, gsize, lsize, f"matmul {v.id}", tail)
+
+
+def _lanes(*sizes: int, widest: int) -> int:
+    """The widest vector width <= widest dividing every size (1 always does)."""
+    for w in (16, 8, 4, 2):
+        if w <= widest and all(s % w == 0 for s in sizes):
+            return w
+    return 1
+
+
+def _attention(be, spec: AttentionSpec):
+    p, wg = _kernel_params(be.params["attention"])
+    p["VW"] = _lanes(p["BKV"], spec.Dv, widest=p.get("VW", 1))
+    v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
+    kernel = be.kernel(v, "attention")
+    strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)
+    if p.get("LOCAL_TILE"):
+        lsize = (wg, 1, 1)
+        gsize = (_ceil(spec.Sq, wg * p["BQ"]) * wg, spec.Hq, spec.B)
+    else:
+        lsize = (1, 1, 1)
+        gsize = (_ceil(spec.Sq, p["BQ"]), spec.Hq, spec.B)
+    tail = (np.int32(spec.Hq), np.int32(spec.Hkv), np.int32(spec.Sq), np.int32(spec.Sk),
+            np.float32(spec.scale), np.int32(spec.causal), *(np.int64(s) for s in strides))
+    return _launcher(be, kernel, gsize, lsize, f"attention {v.id}", tail)
+
+
+def _quant_kernel(be, fmt: str, dtype: str, name: str, params: dict | None = None) -> cl.Kernel:
+    p, _ = _kernel_params(params or be.params["qmatmul"])
+    return be.kernel(K.quant(fmt, dtype, p), name)
+
+
+def _quantize(be, spec: QuantizeSpec):
+    nblocks = math.prod(spec.shape) // 32
+    kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "quantize")
+    return _launcher(be, kernel, (_padded(nblocks, _LOCAL_1D),), (_LOCAL_1D,), "quantize",
+                     (np.int64(nblocks),))
+
+
+def _dequantize(be, spec: DequantizeSpec):
+    n = math.prod(spec.shape)
+    kernel = _quant_kernel(be, spec.fmt.name, "float32", "dequantize")
+    return _launcher(be, kernel, (_padded(n, _LOCAL_1D),), (_LOCAL_1D,), "dequantize",
+                     (np.int64(n),))
+
+
+def _qmatmul(be, spec: QMatmulSpec):
+    op = "gemv" if spec.M == 1 else "qmatmul"
+    p, wg = _kernel_params(be.params[op])
+    kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qmatmul", p)
+    lsize = (wg, 1)
+    gsize = (_padded(_ceil(spec.N, p["RN"]), wg), _ceil(spec.M, p["RM"]))
+    tail = (np.int32(spec.M), np.int32(spec.N), np.int32(spec.K))
+    return _launcher(be, kernel, gsize, lsize, f"qmatmul ({op})", tail)

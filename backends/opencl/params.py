@@ -1,0 +1,61 @@
+"""Kernel tile parameters per device: documented defaults by device kind, overridden by what
+``accel tune`` measured and stored for this exact device (docs/opencl.md).
+"""
+from __future__ import annotations
+
+import json
+
+import accel.kernels as K
+
+from .cache import atomic_write, device_dir
+from .devices import CLDevice
+
+#: the ops whose parameters are tunable, and the default for each device kind
+DEFAULTS = {
+    "cpu": {"matmul": K.CPU_MATMUL, "attention": K.CPU_ATTENTION, "qmatmul": K.CPU_QMATMUL,
+            "gemv": K.CPU_GEMV},
+    "gpu": {"matmul": K.GPU_MATMUL, "attention": {**K.GPU_ATTENTION, "WG": 64},
+            "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": {**K.GPU_QMATMUL, "WG": 64}},
+}
+TUNABLE = tuple(DEFAULTS["cpu"])
+
+
+def _store(dev: CLDevice):
+    return device_dir(dev, "tune") / "params.json"
+
+
+def tuned(dev: CLDevice) -> dict[str, dict]:
+    """What ``accel tune`` stored for this device ({} when nothing, or when unreadable)."""
+    try:
+        data = json.loads(_store(dev).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {op: p for op, p in data.items() if op in TUNABLE and isinstance(p, dict)}
+
+
+def safe_lanes(dev: CLDevice) -> int:
+    """Widest float vector a CPU device's compiler handles: 16 lanes only where PoCL names an
+    AVX-512 target (its device name or platform string says "avx512"). PyPI's PoCL 3.0 targets
+    znver3 (AVX2) and aborts the whole process in LLVM codegen on 16-lane fma, so it gets 8."""
+    if dev.kind != "cpu":
+        return 1
+    return 16 if "avx512" in (dev.name + dev.platform_version).lower() else 8
+
+
+def params_for(dev: CLDevice) -> dict[str, dict]:
+    """Default parameters for the device's kind, with tuned values on top (vector widths never
+    above ``safe_lanes``)."""
+    base = DEFAULTS["cpu" if dev.kind == "cpu" else "gpu"]
+    lanes = safe_lanes(dev)
+    out = {}
+    for op in TUNABLE:
+        p = dict(base[op], **tuned(dev).get(op, {}))
+        p["VW"] = min(p.get("VW", 1), lanes)
+        out[op] = p
+    return out
+
+
+def save_tuned(dev: CLDevice, op: str, params: dict) -> None:
+    data = tuned(dev)
+    data[op] = params
+    atomic_write(_store(dev), json.dumps(data, indent=1, sort_keys=True).encode())

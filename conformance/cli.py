@@ -1,0 +1,142 @@
+"""``accel conformance`` (run the suite on a backend) and ``accel conformance matrix`` (merge result
+files into docs/support.md). Heavy imports stay inside the command functions."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+FAILURES_SHOWN = 25  # failing cases printed in full; the JSON file has all of them
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "conformance", help="check a backend against the oracle",
+        description="Run the conformance suite on one backend: fixed grid, exact-answer, special-"
+                    "value and property-based cases, each against a float64 oracle under the "
+                    "tolerance model of docs/conformance.md. Exit status 1 on any failure.")
+    p.add_argument("--backend", help="device to check, e.g. cpu, opencl:0 (default: automatic)")
+    p.add_argument("--ops", action="extend", nargs="+", metavar="OP",
+                   help="only these ops (space or comma separated)")
+    p.add_argument("--dtypes", action="extend", nargs="+", metavar="DTYPE",
+                   help="only these dtypes (dequantize is listed by format: q8_0, q4_0)")
+    p.add_argument("--profile", default="quick", help="quick (CI) or full (release checks)")
+    p.add_argument("--seed", type=int, default=0, help="data and property-search seed")
+    p.add_argument("--case", action="append", metavar="ID",
+                   help="run only the case with this id (as printed in a failure's repro line)")
+    p.add_argument("--json", metavar="PATH", help="write the result file here")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run)
+    sub = p.add_subparsers(dest="conformance_command")
+    m = sub.add_parser("matrix", help="merge result files into a support matrix",
+                       description="Merge conformance result files (from any machines) into one "
+                                   "op x dtype x backend markdown table.")
+    m.add_argument("files", nargs="+", help="result JSON files from accel conformance --json")
+    m.add_argument("-o", "--output", help="markdown file to write (default: stdout)")
+    m.add_argument("--compiled-only", default="cuda,hip",
+                   help="backends shown as 'compiled only' when no result file covers them "
+                        "(comma separated; default cuda,hip; '' for none)")
+    m.set_defaults(func=_matrix)
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v for item in values for v in item.split(",") if v]
+
+
+def _run(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import accel
+    from accel.errors import AccelError
+
+    from . import properties, results, suite
+    from .case import Case
+    from .runner import run_case
+
+    console = Console(stderr=True)
+    try:
+        backend = accel.get_backend(args.backend)
+        ops, dtypes = _split(args.ops), _split(args.dtypes)
+        if args.case:
+            cases, targets = [Case.parse(c) for c in args.case], []
+        else:
+            cases, targets = suite.planned(args.profile, args.seed, ops, dtypes)
+    except AccelError as e:
+        console.print(f"[red]error:[/] {escape(str(e))}")
+        return 2
+    console.print(f"conformance: [bold]{backend.device_id}[/] ({escape(backend.info.name)}), "
+                  f"profile {args.profile}, seed {args.seed}, evidence: {backend.evidence}")
+    got: list = []
+    total = len(cases) + len(targets) * properties.EXAMPLES.get(args.profile, 0)
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=args.no_progress,
+                  transient=True) as progress:
+        task = progress.add_task("cases", total=total)
+
+        def record(result) -> None:
+            got.append(result)
+            progress.update(task, advance=1, description=result.case.op)
+
+        for case in cases:
+            record(run_case(backend, case))
+        for op, dtype in targets:
+            properties.search(backend, op, dtype, properties.EXAMPLES[args.profile], args.seed,
+                              record)
+    report = results.make_report(backend, got, profile=args.profile, seed=args.seed,
+                                 argv=sys.argv[2:], elapsed_s=time.perf_counter() - t0)
+    _print_summary(Console(), report, got)
+    if args.json:
+        results.write(report, args.json)
+        console.print(f"results written to {args.json}")
+    s = report["summary"]
+    return 1 if s["failed"] or s["error"] else 0
+
+
+def _print_summary(console, report: dict, got: list) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"accel conformance: {report['backend']} ({report['profile']})")
+    for col in ("op/dtype", "passed", "failed", "error", "unsupported", "compiled only"):
+        table.add_column(col, justify="left" if col == "op/dtype" else "right")
+    for key, c in report["summary"]["by_op_dtype"].items():
+        bad = c["failed"] + c["error"]
+        table.add_row(key, str(c["passed"]), f"[red]{c['failed']}[/]" if bad else "0",
+                      str(c["error"]), str(c["unsupported"]), str(c["compiled_only"]))
+    console.print(table)
+    failures = [r for r in got if not r.ok]
+    for r in failures[:FAILURES_SHOWN]:
+        console.print(f"[red]{r.status.upper()}[/] {escape(r.case.id)}\n  {escape(r.reason)}\n"
+                      f"  repro: {escape(r.repro)}", soft_wrap=True)
+    if len(failures) > FAILURES_SHOWN:
+        console.print(f"... and {len(failures) - FAILURES_SHOWN} more failing cases (see --json)")
+    s = report["summary"]
+    console.print(f"{s['passed']} passed, {s['failed']} failed, {s['error']} errors, "
+                  f"{s['unsupported']} unsupported, {s['compiled_only']} compiled only "
+                  f"in {report['elapsed_s']:.1f} s")
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from accel.errors import AccelError
+
+    from . import matrix, results
+
+    try:
+        reports = [results.load(f) for f in args.files]
+    except AccelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = matrix.render(reports, args.files, tuple(filter(None, args.compiled_only.split(","))))
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,255 @@
+"""Turning a case into its op spec and host inputs (already rounded to the case's dtypes).
+
+Every data generator is a pure function of the case parameters and ``params["seed"]``. The
+generators that target a defect say which one in their docstring.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from accel import spec as S
+from accel.dtypes import to_numpy_dtype
+from accel.errors import ArgumentError, expected
+from accel.formats import BLOCK, get_format
+
+from .case import Case
+
+_PRECISION_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
+
+
+def _subnormal(dtype: str) -> float:
+    """A value well inside the subnormal range of ``dtype``."""
+    info = ml_dtypes.finfo(to_numpy_dtype(dtype))
+    return float(info.smallest_normal) / 8
+
+
+def exact_int_range(out_dtype: str, K: int) -> int:
+    """Largest r such that every partial sum of K products of integers in [-r, r] is an exact
+    integer in the output format and in any accumulator at least as precise as float16."""
+    limit = 2 ** min(_PRECISION_BITS[out_dtype], 11)
+    return max(1, math.isqrt(limit // K))
+
+
+def _place(x: np.ndarray, rng: np.random.Generator, values: list[float]) -> None:
+    """Write ``values`` at distinct random positions of x (in place)."""
+    flat = x.reshape(-1)
+    for pos, value in zip(rng.choice(flat.size, size=min(len(values), flat.size), replace=False),
+                          values):
+        flat[pos] = value
+
+
+# -- matmul ----------------------------------------------------------------------------------
+def _matmul(case: Case, rng: np.random.Generator):
+    p = case.params
+    spec = S.matmul_spec(p["a"], case.dtype, p["b"], case.dtype, p.get("out"))
+    a_shape, b_shape, data = p["a"], p["b"], p["data"]
+    if case.dtype == "int8":
+        if data == "extreme":  # every product at +2**14: the largest partial sums int32 must hold
+            a, b = np.full(a_shape, -128), np.full(b_shape, -128)
+        else:
+            a, b = rng.integers(-128, 128, a_shape), rng.integers(-128, 128, b_shape)
+    else:
+        a, b = _matmul_floats(data, a_shape, b_shape, spec, rng)
+    dt = to_numpy_dtype(case.dtype)
+    with np.errstate(over="ignore"):
+        return spec, [a.astype(dt), b.astype(dt)]
+
+
+def _matmul_floats(data: str, a_shape, b_shape, spec: S.MatmulSpec, rng):
+    K = spec.K
+    if data == "normal":
+        return rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    if data == "positive":  # all terms add up: the worst case for accumulated rounding
+        return rng.uniform(0, 1, a_shape), rng.uniform(0, 1, b_shape)
+    if data == "ints":
+        r = exact_int_range(spec.out_dtype, K)
+        return rng.integers(-r, r + 1, a_shape), rng.integers(-r, r + 1, b_shape)
+    if data == "cancel":  # second half of K negates the first: |C| << |A||B|
+        a, b = rng.standard_normal(a_shape) * 1e3, rng.standard_normal(b_shape)
+        h = K // 2
+        a[..., h:2 * h] = -a[..., :h] + rng.standard_normal(a[..., :h].shape)
+        b[..., h:2 * h, :] = b[..., :h, :]
+        return a, b
+    if data == "nan":
+        a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+        _place(a, rng, [np.nan])
+        _place(b, rng, [np.nan])
+        return a, b
+    if data == "inf":  # +-Inf times numbers, and Inf times zero (NaN)
+        a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+        _place(a, rng, [np.inf, -np.inf])
+        _place(b, rng, [0.0, 0.0, np.inf])
+        return a, b
+    if data == "negzero":
+        a = np.where(rng.random(a_shape) < 0.5, -0.0, 0.0)
+        return a, rng.standard_normal(b_shape)
+    if data == "subnormal":  # subnormal inputs of the case's dtype next to normal ones
+        tiny = _subnormal(spec.dtype)
+        a = rng.integers(1, 8, a_shape) * tiny * np.where(rng.random(a_shape) < 0.5, -1, 1)
+        return a, rng.standard_normal(b_shape)
+    if data == "overflow":  # finite inputs whose products sum past the output format's range
+        return rng.uniform(200, 250, a_shape), rng.uniform(200, 250, b_shape)
+    raise ArgumentError(expected("data", "a matmul data generator", repr(data)))
+
+
+# -- attention -------------------------------------------------------------------------------
+def _attention(case: Case, rng: np.random.Generator):
+    p = case.params
+    mask_kind = p.get("mask")
+    mask_shape = p.get("mask_shape") if mask_kind else None
+    mask_dtype = {"bool": "bool", "additive": p.get("mask_dtype") or case.dtype}.get(mask_kind)
+    spec = S.attention_spec(p["q"], p["k"], p["v"], (case.dtype,) * 3, p.get("causal", False),
+                            p.get("scale"), mask_shape, mask_dtype)
+    q, k, v = (rng.standard_normal(p[n]) for n in ("q", "k", "v"))
+    data = p["data"]
+    if data == "equal":  # every logit 0: uniform weights, output = mean of the visible v rows
+        q = np.zeros(p["q"])
+        v = rng.integers(-4, 5, p["v"]).astype(np.float64)
+    elif data == "large":  # logits ~ +-1e4: an unstabilised softmax overflows
+        q, k = q * 100, k * 100
+    elif data == "nan_q":
+        _place(q, rng, [np.nan])
+    elif data == "nan_v":
+        _place(v, rng, [np.nan])
+    elif data != "normal":
+        raise ArgumentError(expected("data", "an attention data generator", repr(data)))
+    dt = to_numpy_dtype(case.dtype)
+    inputs = [q.astype(dt), k.astype(dt), v.astype(dt)]
+    if mask_kind:
+        inputs.append(_mask(spec, mask_kind, p.get("mask_data", "random"), rng))
+    return spec, inputs
+
+
+def _mask(spec: S.AttentionSpec, kind: str, data: str, rng) -> np.ndarray:
+    shape = spec.mask_shape
+    keep = rng.random(shape) < 0.75
+    if data == "pow2":  # exactly 4 visible keys per row: the exact-answer mask
+        keep = np.argsort(rng.random(shape), axis=-1) < 4
+    elif data == "dead_rows":  # some rows see no key at all: their output is defined as zeros
+        keep[..., ::2, :] = False
+    if kind == "bool":
+        return keep
+    values = np.where(keep, rng.standard_normal(shape) * 2, -np.inf)
+    if data == "random":
+        values[..., 0] = 0.0  # random additive masks keep a key per row (dead rows tested apart)
+    return values.astype(to_numpy_dtype(spec.mask_dtype))
+
+
+# -- quantization ------------------------------------------------------------------------------
+def _quant_blocks(data: str, fmt: str, nblocks: int, rng) -> np.ndarray:
+    """float64 blocks [nblocks, 32] for the quantizer's edge cases."""
+    x = rng.standard_normal((nblocks, BLOCK)) * 10.0 ** rng.uniform(-3, 3, (nblocks, 1))
+    top = 127.0 if fmt == "q8_0" else 8.0
+    if data == "normal":
+        return x
+    if data == "ties":  # d = +-1 or 0.5 exactly, every other element half-way between two codes
+        k = rng.integers(-int(top), int(top), (nblocks, BLOCK)) + 0.5
+        x = k.astype(np.float64)
+        x[:, 0] = -top if fmt == "q4_0" else top
+        x[1::2, 0] *= -1  # the extreme element of every other block is positive for q4_0
+        x[2::3] *= 0.5
+        return x
+    if data == "zeros":  # all-zero blocks, with signed zeros
+        x[:] = 0.0
+        x[1::2] = -0.0
+        x[2::3, ::2] = -0.0
+        return x
+    if data == "signs":  # the extreme is negative, positive, or both with equal magnitude
+        m = np.abs(x).max(axis=1) * 2
+        x[0::3, 5] = -m[0::3]
+        x[1::3, 7] = m[1::3]
+        x[2::3, 3], x[2::3, 9] = m[2::3], -m[2::3]
+        return x
+    if data == "nonfinite":  # NaN, +Inf, -Inf, and mixes inside otherwise normal blocks
+        specials = [(np.nan,), (np.inf,), (-np.inf,), (np.inf, np.nan), (-np.inf, np.inf)]
+        for i in range(nblocks):
+            for j, value in enumerate(specials[i % len(specials)]):
+                x[i, 3 + 11 * j] = value
+        return x
+    if data == "overflow":  # max |x| over 127 * 65504: d rounds to float16 infinity
+        x = rng.standard_normal((nblocks, BLOCK)) * 1e6
+        x[:, 1] = 1e7
+        return x
+    if data == "subnormal":  # tiny blocks: d is a float16 subnormal; subnormal elements
+        x = rng.standard_normal((nblocks, BLOCK)) * 1e-4
+        return x
+    raise ArgumentError(expected("data", "a quantize data generator", repr(data)))
+
+
+def _quantize(case: Case, rng):
+    p = case.params
+    spec = S.quantize_spec(p["shape"], case.dtype, p["fmt"])
+    nblocks = math.prod(p["shape"]) // BLOCK
+    x = _quant_blocks(p["data"], p["fmt"], nblocks, rng)
+    if p["data"] == "subnormal":
+        _place(x, rng, [_subnormal(case.dtype), -_subnormal(case.dtype)])
+    with np.errstate(over="ignore"):
+        return spec, [x.reshape(p["shape"]).astype(to_numpy_dtype(case.dtype))]
+
+
+def random_blocks(fmt: str, nblocks: int, rng, data: str = "random") -> np.ndarray:
+    """Raw GGUF blocks with random codes and scales d; ``data="special_d"`` puts zero, signed
+    zero, subnormal, largest, infinite and NaN scales in the mix."""
+    f = get_format(fmt)
+    raw = rng.integers(0, 256, (nblocks, f.block_bytes), dtype=np.uint8)
+    d = (rng.standard_normal(nblocks) * 0.05).astype(np.float16)
+    if data == "special_d":
+        specials = np.array([0.0, -0.0, 6e-8, -3e-6, 65504.0, np.inf, -np.inf, np.nan],
+                            dtype=np.float16)
+        d[: len(specials)] = specials[:nblocks]
+    elif data == "unit_d":  # d = 1 and small codes: dequantized weights are small integers
+        d[:] = 1.0
+        codes = rng.integers(-8, 8, (nblocks, BLOCK))
+        if fmt == "q8_0":
+            raw[:, 2:] = codes.astype(np.int8).view(np.uint8)
+        else:
+            nib = (codes + 8).astype(np.uint8)
+            raw[:, 2:] = nib[:, :BLOCK // 2] | (nib[:, BLOCK // 2:] << 4)
+    elif data != "random":
+        raise ArgumentError(expected("data", "a block generator", repr(data)))
+    raw[:, :2] = d.view(np.uint8).reshape(-1, 2)
+    return raw
+
+
+def _dequantize(case: Case, rng):
+    p = case.params
+    f = get_format(case.dtype)
+    shape = p["shape"]
+    spec = S.dequantize_spec(shape, f)
+    raw = random_blocks(case.dtype, math.prod(shape) // BLOCK, rng, p["data"])
+    return spec, [raw.reshape(shape[:-1] + (f.row_bytes(shape[-1]),))]
+
+
+def _qmatmul(case: Case, rng):
+    p = case.params
+    f = get_format(p["fmt"])
+    x_shape, N = p["x"], p["N"]
+    K = x_shape[-1]
+    spec = S.qmatmul_spec(x_shape, case.dtype, (N, K), f)
+    data = p["data"]
+    raw = random_blocks(p["fmt"], N * K // BLOCK, rng, "unit_d" if data == "ints" else "random")
+    if data == "ints":  # |x| <= r, |w| <= 8: every partial sum is an exact integer
+        r = max(1, exact_int_range(case.dtype, K) ** 2 // 8)
+        x = rng.integers(-r, r + 1, x_shape).astype(np.float64)
+    else:
+        x = rng.standard_normal(x_shape)
+        if data == "nan":
+            _place(x, rng, [np.nan])
+        elif data != "normal":
+            raise ArgumentError(expected("data", "a qmatmul data generator", repr(data)))
+    return spec, [x.astype(to_numpy_dtype(case.dtype)), raw.reshape(N, f.row_bytes(K))]
+
+
+_BUILDERS = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
+             "dequantize": _dequantize, "qmatmul": _qmatmul}
+
+
+def build(case: Case):
+    """(spec, host inputs) for a case; raises an AccelError for parameters the spec rejects."""
+    if case.op not in _BUILDERS:
+        raise ArgumentError(expected("op", f"one of {sorted(_BUILDERS)}", repr(case.op)))
+    rng = np.random.default_rng(case.params.get("seed", 0))
+    return _BUILDERS[case.op](case, rng)

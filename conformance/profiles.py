@@ -1,0 +1,152 @@
+"""The fixed case lists: the ``quick`` profile (CI, every category at modest sizes, cheap enough
+for PoCL) and the ``full`` profile (release checks: the quick cases plus large shapes).
+
+Sizes cover 1, 2, 3, primes (17, 31, 127), powers of two and their neighbours (63, 64, 65),
+tall-and-skinny and decode shapes, K up to 16384 and broadcast batches.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from .case import Case
+
+PROFILES = ("quick", "full")
+FLOATS = ("float32", "float16", "bfloat16")
+FORMATS = ("q8_0", "q4_0")
+
+# (a shape, b shape): sizes 1/2/3, primes, 63/64/65, tall-skinny, decode GEMV, long K, broadcasts
+_MATMUL_QUICK = [
+    ((1, 1), (1, 1)), ((2, 2), (2, 2)), ((3, 2), (2, 3)), ((17, 31), (31, 127)),
+    ((63, 64), (64, 65)), ((257, 8), (8, 1)), ((1, 128), (128, 63)), ((2, 16384), (16384, 3)),
+    ((2, 1, 5, 7), (3, 7, 4)), ((3, 5, 8), (8, 6)), ((4, 3), (2, 3, 5)),
+]
+_MATMUL_FULL = [
+    ((127, 127), (127, 127)), ((128, 128), (128, 128)), ((129, 255), (255, 257)),
+    ((512, 512), (512, 512)), ((64, 16384), (16384, 64)), ((4096, 64), (64, 2)),
+    ((4, 1, 65, 63), (1, 3, 63, 64)),
+]
+
+# attention: (B, Hq, Hkv, Sq, Sk, D, Dv, causal)
+_ATTN_QUICK = [
+    (1, 2, 2, 17, 17, 32, 32, False),
+    (1, 8, 8, 3, 16, 32, 32, False), (1, 8, 4, 3, 16, 32, 32, False),  # GQA ratio 1, 2
+    (1, 8, 2, 3, 16, 32, 32, True), (1, 8, 1, 3, 16, 32, 32, True),  # GQA ratio 4, 8
+    (1, 4, 2, 5, 33, 64, 64, True),  # causal, Sq < Sk
+    (1, 8, 1, 1, 65, 128, 128, True),  # decode
+    (1, 2, 1, 9, 4, 32, 32, True),  # causal, Sq > Sk: the first rows see no key
+    (1, 2, 2, 31, 31, 80, 64, True),  # D = 80, Dv != D
+    (2, 4, 2, 7, 12, 64, 32, False),  # batch 2, Dv < D
+    (1, 2, 1, 6, 10, 80, 128, False),  # Dv > D
+]
+_ATTN_FULL = [
+    (1, 8, 2, 128, 128, 128, 128, True), (2, 16, 2, 64, 256, 64, 64, False),
+    (1, 32, 8, 1, 1024, 128, 128, True), (1, 4, 4, 127, 65, 80, 80, True),
+]
+
+
+def _attn(B, Hq, Hkv, Sq, Sk, D, Dv, causal, **extra) -> dict:
+    return {"q": (B, Hq, Sq, D), "k": (B, Hkv, Sk, D), "v": (B, Hkv, Sk, Dv), "causal": causal,
+            **extra}
+
+
+def _matmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
+    shapes = _MATMUL_QUICK + (_MATMUL_FULL if profile == "full" else [])
+    if dtype == "int8":
+        for a, b in shapes:
+            yield "exact", {"a": a, "b": b, "data": "ints"}
+        yield "special", {"a": (3, 16384), "b": (16384, 2), "data": "extreme"}
+        return
+    for a, b in shapes:
+        yield "grid", {"a": a, "b": b, "data": "normal"}
+    other = "float32" if dtype != "float32" else "float16"
+    yield "grid", {"a": (9, 40), "b": (40, 11), "out": other, "data": "normal"}
+    yield "grid", {"a": (4, 4096), "b": (4096, 5), "data": "positive"}
+    yield "special", {"a": (8, 512), "b": (512, 8), "data": "cancel"}
+    yield "exact", {"a": (16, 64), "b": (64, 16), "data": "ints"}
+    yield "exact", {"a": (2, 3, 5), "b": (5, 4), "data": "ints"}
+    yield "exact", {"a": (5, 256), "b": (256, 3), "data": "ints"}
+    for data in ("nan", "inf", "negzero", "subnormal"):
+        yield "special", {"a": (6, 10), "b": (10, 7), "data": data}
+    if dtype == "float16":  # float16 overflow to Inf (float32 and bfloat16 share float32's range)
+        yield "special", {"a": (3, 4), "b": (4, 5), "data": "overflow"}
+        yield "special", {"a": (3, 4), "b": (4, 5), "out": "float32", "data": "overflow"}
+
+
+def _attention_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
+    shapes = _ATTN_QUICK + (_ATTN_FULL if profile == "full" else [])
+    for shape in shapes:
+        yield "grid", _attn(*shape, data="normal")
+    yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, False, scale=0.3, data="normal")
+    masks = [
+        ("bool", (6, 20), "random", None), ("bool", (1, 1, 6, 20), "dead_rows", None),
+        ("additive", (1, 4, 6, 20), "random", None), ("additive", (6, 20), "dead_rows", None),
+        ("additive", (1, 1, 6, 20), "random", "float32" if dtype != "float32" else "float16"),
+    ]
+    for kind, mshape, mdata, mdtype in masks:
+        yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, kind == "additive", mask=kind,
+                            mask_shape=mshape, mask_data=mdata, mask_dtype=mdtype, data="normal")
+    yield "exact", _attn(1, 4, 2, 5, 16, 32, 16, False, data="equal")
+    yield "exact", _attn(1, 2, 1, 3, 1, 64, 64, False, data="equal")
+    yield "exact", _attn(1, 2, 2, 4, 8, 32, 32, False, mask="bool", mask_shape=(1, 2, 4, 8),
+                         mask_data="pow2", data="equal")
+    yield "special", _attn(1, 2, 2, 7, 9, 64, 64, False, data="large")
+    yield "special", _attn(1, 2, 1, 5, 8, 32, 32, True, data="large")
+    yield "special", _attn(1, 2, 2, 4, 6, 32, 32, False, data="nan_q")
+    yield "special", _attn(1, 2, 1, 4, 6, 32, 32, False, data="nan_v")
+
+
+def _quantize_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
+    sizes = [(1, 32), (3, 96), (2, 2, 64)] + ([(64, 4096)] if profile == "full" else [])
+    for fmt in FORMATS:
+        for shape in sizes:
+            yield "grid", {"shape": shape, "fmt": fmt, "data": "normal"}
+        for data in ("ties", "zeros", "signs", "nonfinite", "subnormal") + (
+                ("overflow",) if dtype != "float16" else ()):
+            yield "special", {"shape": (6, 64), "fmt": fmt, "data": data}
+
+
+def _dequantize_cases(fmt: str, profile: str) -> Iterator[tuple[str, dict]]:
+    sizes = [(1, 32), (5, 160)] + ([(256, 4096)] if profile == "full" else [])
+    for shape in sizes:
+        yield "exact", {"shape": shape, "data": "random"}
+    yield "special", {"shape": (2, 128), "data": "special_d"}
+
+
+def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
+    shapes = [((1, 32), 1), ((3, 64), 17), ((2, 3, 96), 31), ((1, 4096), 8)]
+    if profile == "full":
+        shapes += [((64, 4096), 256), ((1, 16384), 64)]
+    for fmt in FORMATS:
+        for x, N in shapes:
+            yield "grid", {"x": x, "N": N, "fmt": fmt, "data": "normal"}
+        yield "exact", {"x": (4, 32), "N": 9, "fmt": fmt, "data": "ints"}
+        yield "special", {"x": (3, 64), "N": 5, "fmt": fmt, "data": "nan"}
+
+
+#: op -> (dtypes it is defined for, generator of (kind, params))
+_OPS = {
+    "matmul": (FLOATS + ("int8",), _matmul_cases),
+    "attention": (FLOATS, _attention_cases),
+    "quantize": (FLOATS, _quantize_cases),
+    "dequantize": (FORMATS, _dequantize_cases),
+    "qmatmul": (FLOATS, _qmatmul_cases),
+}
+OPS = tuple(_OPS)
+
+
+def op_dtypes(op: str) -> tuple[str, ...]:
+    return _OPS[op][0]
+
+
+def fixed_cases(profile: str, seed: int, ops=None, dtypes=None) -> list[Case]:
+    """The profile's fixed cases (everything but the property-based search)."""
+    out = []
+    for op, (op_dtypes_, gen) in _OPS.items():
+        if ops and op not in ops:
+            continue
+        for dtype in op_dtypes_:
+            if dtypes and dtype not in dtypes:
+                continue
+            for kind, params in gen(dtype, profile):
+                out.append(Case(op, dtype, kind, {**params, "seed": seed}))
+    return out

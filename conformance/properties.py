@@ -1,0 +1,112 @@
+"""Property-based cases: hypothesis draws case parameters (shapes, broadcasting, masks, data
+generators, data seeds), runs them, and on a failure shrinks to the smallest failing case.
+
+The search is seeded with the run's ``--seed`` and uses no example database, so a run is
+reproducible; the failing case's id (printed with ``accel conformance --case ID``) rebuilds the
+exact inputs without searching again.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from accel.backend import Backend
+
+from .case import Case
+from .runner import CaseResult, run_case
+
+#: examples per (op, dtype) in each profile
+EXAMPLES = {"quick": 10, "full": 100}
+
+_seeds = st.integers(0, 2**31 - 1)
+#: (D, Dv) pairs drawn: those of the fixed grid. Head sizes are compile-time constants of most
+#: attention kernels (each new pair is a new build, ~10 s on PoCL), while the search's value is in
+#: the shapes around them: batch, GQA ratio, Sq vs Sk, causal, masks and their broadcasting.
+HEAD_DIMS = [(32, 32), (64, 64), (128, 128), (80, 64), (64, 32), (80, 128), (32, 16)]
+
+
+@st.composite
+def _matmul(draw, dtype: str) -> dict:
+    M, K, N = (draw(st.integers(1, 40)) for _ in range(3))
+    batch = draw(st.lists(st.integers(1, 3), max_size=2))
+    a_batch = [d if draw(st.booleans()) else 1 for d in batch]
+    b_batch = [d if draw(st.booleans()) else 1 for d in batch][draw(st.integers(0, len(batch))):]
+    data = "ints" if dtype == "int8" else draw(st.sampled_from(["normal", "positive", "cancel"]))
+    return {"a": tuple(a_batch) + (M, K), "b": tuple(b_batch) + (K, N), "data": data,
+            "seed": draw(_seeds)}
+
+
+@st.composite
+def _attention(draw, dtype: str) -> dict:
+    B, Hkv = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    Hq = Hkv * draw(st.sampled_from([1, 2, 4]))
+    Sq, Sk = draw(st.integers(1, 24)), draw(st.integers(1, 24))
+    D, Dv = draw(st.sampled_from(HEAD_DIMS))
+    params = {"q": (B, Hq, Sq, D), "k": (B, Hkv, Sk, D), "v": (B, Hkv, Sk, Dv),
+              "causal": draw(st.booleans())}
+    mask = draw(st.sampled_from([None, "bool", "additive"]))
+    if mask:
+        shape = draw(st.sampled_from([(Sq, Sk), (B, 1, Sq, Sk), (1, Hq, Sq, Sk), (Sk,)]))
+        params.update(mask=mask, mask_shape=shape,
+                      mask_data=draw(st.sampled_from(["random", "dead_rows"])))
+    if draw(st.booleans()):
+        params["scale"] = draw(st.sampled_from([0.05, 0.5, 2.0]))
+    params.update(data="normal", seed=draw(_seeds))
+    return params
+
+
+@st.composite
+def _quantize(draw, dtype: str) -> dict:
+    rows, blocks = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    data = draw(st.sampled_from(["normal", "ties", "zeros", "signs", "nonfinite", "subnormal"]))
+    return {"shape": (rows, 32 * blocks), "fmt": draw(st.sampled_from(["q8_0", "q4_0"])),
+            "data": data, "seed": draw(_seeds)}
+
+
+@st.composite
+def _dequantize(draw, dtype: str) -> dict:
+    rows, blocks = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    return {"shape": (rows, 32 * blocks), "data": draw(st.sampled_from(["random", "special_d"])),
+            "seed": draw(_seeds)}
+
+
+@st.composite
+def _qmatmul(draw, dtype: str) -> dict:
+    x = tuple(draw(st.lists(st.integers(1, 4), max_size=2))) + (32 * draw(st.integers(1, 4)),)
+    return {"x": x, "N": draw(st.integers(1, 24)), "fmt": draw(st.sampled_from(["q8_0", "q4_0"])),
+            "data": "normal", "seed": draw(_seeds)}
+
+
+STRATEGIES = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
+              "dequantize": _dequantize, "qmatmul": _qmatmul}
+
+
+def search(backend: Backend, op: str, dtype: str, examples: int, run_seed: int,
+           on_result: Callable[[CaseResult], None]) -> None:
+    """Run ``examples`` drawn cases; report each one run before the first failure, then only
+    the shrunk failing case (hypothesis replays it last)."""
+    found: list[CaseResult] = []
+    failing: list[CaseResult] = []
+
+    @seed(run_seed)
+    @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
+              report_multiple_bugs=False, print_blob=False)
+    @given(STRATEGIES[op](dtype))
+    def prop(params: dict) -> None:
+        result = run_case(backend, Case(op, dtype, "property", params))
+        if result.ok and not failing:
+            found.append(result)
+        if not result.ok:
+            failing[:] = [result]
+            raise AssertionError(result.reason)
+
+    try:
+        prop()
+    except Exception:  # the failure itself (or hypothesis' report of it) is in ``failing``
+        if not failing:
+            raise
+    for result in found + failing:
+        on_result(result)

@@ -1,0 +1,58 @@
+"""pytest plugin: the conformance cases as pytest tests.
+
+``pytest --pyargs accel.conformance --accel-backend opencl`` runs the same cases as
+``accel conformance --backend opencl`` (registered under the ``pytest11`` entry-point group;
+before that, add ``-p accel.conformance.pytest_plugin``). Declined cases are skipped with the
+backend's reason, after checking that the public op raises UnsupportedError for them.
+"""
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("accel", "accel conformance suite")
+    group.addoption("--accel-backend", default=None,
+                    help="backend/device for the conformance cases (default: automatic choice)")
+    group.addoption("--accel-profile", default="quick", help="conformance profile: quick or full")
+    group.addoption("--accel-seed", type=int, default=0, help="conformance data/search seed")
+    group.addoption("--accel-ops", default="", help="comma-separated ops to run (default: all)")
+    group.addoption("--accel-dtypes", default="", help="comma-separated dtypes (default: all)")
+
+
+def _filters(config) -> tuple[list[str] | None, list[str] | None]:
+    ops = [o for o in config.getoption("--accel-ops").split(",") if o]
+    dtypes = [d for d in config.getoption("--accel-dtypes").split(",") if d]
+    return ops or None, dtypes or None
+
+
+def pytest_generate_tests(metafunc) -> None:
+    names = metafunc.fixturenames
+    if "conformance_case" not in names and "conformance_property" not in names:
+        return
+    from accel.conformance import suite
+
+    config = metafunc.config
+    cases, targets = suite.planned(config.getoption("--accel-profile"),
+                                   config.getoption("--accel-seed"), *_filters(config))
+    if "conformance_case" in names:
+        metafunc.parametrize("conformance_case", cases, ids=[c.id for c in cases])
+    if "conformance_property" in names:
+        metafunc.parametrize("conformance_property", targets, ids=[f"{o}/{d}" for o, d in targets])
+
+
+@pytest.fixture(scope="session")
+def conformance_backend(request):
+    """The backend instance the conformance cases run on."""
+    import accel
+
+    return accel.get_backend(request.config.getoption("--accel-backend"))
+
+
+def check(result) -> None:
+    """Turn a CaseResult into a pytest outcome."""
+    if result.status == "unsupported":
+        pytest.skip(f"declined by supports(): {result.reason}")
+    if result.status == "compiled_only":
+        pytest.skip(f"backend evidence is '{result.evidence}': kernels are only compiled here")
+    assert result.ok, f"{result.status}: {result.reason}\nrepro: {result.repro}"

@@ -1,0 +1,95 @@
+"""The versioned result file (schema ``accel.conformance/1``, documented in docs/conformance.md):
+writing one from a run, reading one back, and the summary counts.
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import subprocess
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from accel.backend import Backend
+from accel.errors import ArgumentError, expected
+
+SCHEMA = "accel.conformance/1"
+STATUSES = ("passed", "failed", "unsupported", "compiled_only", "error")
+
+
+def _commit() -> str:
+    """The accel source tree's git commit ("" outside a checkout); "+dirty" with local edits."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return head + ("+dirty" if dirty else "")
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/Infinity: non-finite statistics are written as the strings "inf"/"nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def summarize(cases: list[dict]) -> dict:
+    """Counts per status overall and per "op/dtype"."""
+    total = Counter(c["status"] for c in cases)
+    per: dict[str, Counter] = {}
+    for c in cases:
+        per.setdefault(f"{c['op']}/{c['dtype']}", Counter())[c["status"]] += 1
+    return {"total": len(cases), **{s: total.get(s, 0) for s in STATUSES},
+            "by_op_dtype": {k: {s: v.get(s, 0) for s in STATUSES} for k, v in sorted(per.items())}}
+
+
+def make_report(backend: Backend, results: list, *, profile: str, seed: int, argv: list[str],
+                elapsed_s: float) -> dict:
+    import accel
+
+    cases = [r.to_json() for r in results]
+    versions = {"accel": accel.__version__, "python": platform.python_version(),
+                **backend.versions()}
+    return _finite({
+        "schema": SCHEMA,
+        "backend": backend.device_id,
+        "backend_name": backend.name,
+        "evidence": backend.evidence,
+        "device": asdict(backend.info),
+        "versions": versions,
+        "host": {"machine": platform.machine(), "system": platform.system(), "node": platform.node()},
+        "commit": _commit(),
+        "profile": profile,
+        "seed": seed,
+        "command": "accel conformance " + " ".join(argv),
+        "elapsed_s": round(elapsed_s, 3),
+        "summary": summarize(cases),
+        "cases": cases,
+    })
+
+
+def write(report: dict, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(report, indent=1) + "\n")
+
+
+def load(path: str | Path) -> dict:
+    """Read a result file, checking its schema version."""
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ArgumentError(expected(str(path), "a readable accel conformance JSON file", repr(e)))
+    schema = report.get("schema") if isinstance(report, dict) else None
+    if schema != SCHEMA:
+        raise ArgumentError(expected(f"{path}: schema", repr(SCHEMA), repr(schema)))
+    return report
+

@@ -1,0 +1,163 @@
+"""Running one case on one backend: inputs, guarded output, the op through ``accel.ops.execute``,
+guard and input checks, the oracle, the tolerance, the verdict.
+
+A case the backend declines through ``supports()`` is not run through the backend's method: it is
+run through the public op, which must raise ``UnsupportedError`` (capability honesty).
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import accel
+from accel import ops
+from accel.backend import Backend
+from accel.dtypes import UNIT_ROUNDOFF, dtype_name
+from accel.errors import AccelError, UnsupportedError
+from accel.formats import QTensor
+from accel.tensor import Tensor
+
+from . import oracle, tolerance
+from .case import Case
+from .compare import Verdict, compare_bytes, compare_values
+from .guard import GuardedOutput
+from .inputs import build
+
+@dataclass
+class CaseResult:
+    case: Case
+    status: str
+    evidence: str
+    stats: dict = field(default_factory=dict)
+    time_s: float = 0.0
+    reason: str = ""
+    repro: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status not in ("failed", "error")
+
+    def to_json(self) -> dict:
+        return {"id": self.case.id, "op": self.case.op, "dtype": self.case.dtype,
+                "kind": self.case.kind, "params": _jsonable(self.case.params),
+                "status": self.status, "evidence": self.evidence, "stats": self.stats,
+                "time_s": round(self.time_s, 6), "reason": self.reason, "repro": self.repro}
+
+
+def _jsonable(params: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+def repro_command(backend: Backend, case: Case) -> str:
+    return f"accel conformance --backend {backend.device_id} --case '{case.id}'"
+
+
+def run_case(backend: Backend, case: Case) -> CaseResult:
+    """Run ``case`` on ``backend`` and judge it. Never raises for backend misbehaviour."""
+    repro = repro_command(backend, case)
+    spec, inputs = build(case)
+    try:
+        support = backend.supports(spec)
+    except Exception as e:  # noqa: BLE001 - a crashing supports() is a verdict, not a crash
+        return CaseResult(case, "error", backend.evidence, reason=f"supports() raised {e!r}",
+                          repro=repro)
+    if not support.ok:
+        status, reason = _check_declined(backend, case, inputs)
+        return CaseResult(case, status, "untested", reason=reason or support.reason, repro=repro)
+    if backend.evidence != "ran":
+        return CaseResult(case, "compiled_only", backend.evidence, repro=repro)
+    t0 = time.perf_counter()
+    try:
+        verdict, elapsed = _execute_and_judge(backend, case, spec, inputs)
+    except UnsupportedError as e:
+        verdict, elapsed = Verdict(False, {}, f"supports() accepted the case, then the op raised "
+                                   f"UnsupportedError: {e.reason}"), time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - any crash of the backend is recorded as an error
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        return CaseResult(case, "error", backend.evidence, time_s=time.perf_counter() - t0,
+                          reason=f"raised {tb}", repro=repro)
+    return CaseResult(case, "passed" if verdict.ok else "failed", backend.evidence, verdict.stats,
+                      elapsed, verdict.reason, repro)
+
+
+def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray]):
+    kept = [np.array(x, copy=True) for x in inputs]
+    tensors = [Tensor(backend, backend.upload(np.ascontiguousarray(x)), x.shape,
+                      dtype_name(x.dtype)) for x in inputs]
+    if spec.op == "attention" and len(tensors) == 3:
+        tensors.append(None)
+    out = GuardedOutput.alloc(backend, spec.out_shape, spec.out_dtype)
+    backend.synchronize()
+    t0 = time.perf_counter()
+    ops.execute(backend, spec, *tensors, out=out.tensor)
+    backend.synchronize()
+    elapsed = time.perf_counter() - t0
+    stray = out.check()
+    if stray:
+        return Verdict(False, {}, f"guard region overwritten: {stray}"), elapsed
+    for i, (t, before) in enumerate(zip(tensors, kept)):
+        if t is not None and not np.array_equal(t.numpy().view(np.uint8),
+                                                before.reshape(t.shape).view(np.uint8)):
+            return Verdict(False, {}, f"the op modified its input #{i}"), elapsed
+    return judge(backend, case, spec, kept, out.values()), elapsed
+
+
+def judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray], got: np.ndarray) -> Verdict:
+    """Compare an output with the oracle under the tolerance model."""
+    exact = case.kind == "exact"
+    if spec.op == "quantize":
+        return compare_bytes(got, oracle.quantize(inputs[0], spec.fmt.name), spec.fmt.block_bytes)
+    if spec.op == "dequantize":
+        return compare_values(got, oracle.dequantize(inputs[0], spec.fmt.name, spec.shape), None,
+                              "float32")
+    acc = backend.accumulator(spec)
+    if spec.op == "matmul" and spec.dtype == "int8":
+        ref, _ = oracle.matmul(*inputs)
+        return compare_values(got, ref, None, "int32")
+    if acc not in UNIT_ROUNDOFF:
+        return Verdict(False, {}, f"accumulator({spec.op}) declared {acc!r}, not a float format "
+                       f"the tolerance model knows ({sorted(UNIT_ROUNDOFF)})")
+    if spec.op == "matmul":
+        ref, mag = oracle.matmul(*inputs)
+        bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
+    elif spec.op == "qmatmul":
+        ref, mag = oracle.qmatmul(inputs[0], inputs[1], spec.fmt.name, spec.N)
+        bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
+    else:
+        mask = inputs[3] if len(inputs) > 3 else None
+        res = oracle.attention(*inputs[:3], mask, causal=spec.causal, scale=spec.scale,
+                               mask_kind=spec.mask_kind)
+        ref = res["out"]
+        bound = None if exact else tolerance.attention_bound(res, spec.D, spec.Sk, spec.dtype, acc)
+    verdict = compare_values(got, ref, bound, spec.out_dtype)
+    verdict.stats["accumulator"] = acc
+    return verdict
+
+
+def _check_declined(backend: Backend, case: Case, inputs: list[np.ndarray]) -> tuple[str, str]:
+    """A declined case must raise UnsupportedError from the public op, not compute anything."""
+    p = case.params
+    try:
+        if case.op == "matmul":
+            accel.matmul(*inputs, out_dtype=p.get("out"), backend=backend)
+        elif case.op == "attention":
+            accel.attention(*inputs[:3], causal=p.get("causal", False), scale=p.get("scale"),
+                            mask=inputs[3] if len(inputs) > 3 else None, backend=backend)
+        elif case.op == "quantize":
+            accel.quantize(inputs[0], p["fmt"], backend=backend)
+        elif case.op == "dequantize":
+            accel.dequantize(QTensor.from_raw(inputs[0], case.dtype, p["shape"], backend=backend))
+        else:
+            w = QTensor.from_raw(inputs[1], p["fmt"], (p["N"], p["x"][-1]), backend=backend)
+            accel.qmatmul(inputs[0], w, backend=backend)
+    except UnsupportedError:
+        return "unsupported", ""
+    except AccelError as e:
+        return "failed", f"declined through supports(), but the public op raised {e!r} instead " \
+                         "of UnsupportedError"
+    except Exception as e:  # noqa: BLE001
+        return "error", f"declined through supports(), and the public op crashed: {e!r}"
+    return "failed", "declined through supports(), but the public op computed a result"

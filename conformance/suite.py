@@ -1,0 +1,51 @@
+"""A whole conformance run: the profile's fixed cases, then the property-based search, on one
+backend, reporting each result as it comes (for progress bars and pytest)."""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from accel.backend import Backend
+
+from . import profiles, properties
+from .case import Case
+from .runner import CaseResult, run_case
+
+
+def property_targets(ops: Iterable[str] | None, dtypes: Iterable[str] | None) -> list[tuple[str, str]]:
+    """(op, dtype) pairs the property search covers, after the --ops/--dtypes filters."""
+    ops, dtypes = set(ops or profiles.OPS), set(dtypes or ())
+    return [(op, dt) for op in profiles.OPS if op in ops
+            for dt in profiles.op_dtypes(op) if not dtypes or dt in dtypes]
+
+
+def planned(profile: str, seed: int, ops=None, dtypes=None) -> tuple[list[Case], list[tuple[str, str]]]:
+    if profile not in profiles.PROFILES:
+        from accel.errors import ArgumentError, expected
+
+        raise ArgumentError(expected("--profile", f"one of {profiles.PROFILES}", repr(profile)))
+    return profiles.fixed_cases(profile, seed, ops, dtypes), property_targets(ops, dtypes)
+
+
+def run(backend: Backend, *, profile: str = "quick", seed: int = 0, ops=None, dtypes=None,
+        on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+    """Every case of ``profile`` on ``backend``; ``on_result`` sees each result as it is made.
+
+    >>> import accel
+    >>> from accel.conformance import suite
+    >>> results = suite.run(accel.get_backend("cpu"), ops=["dequantize"], dtypes=["q8_0"])
+    >>> sorted({r.status for r in results})
+    ['passed']
+    """
+    results: list[CaseResult] = []
+
+    def record(result: CaseResult) -> None:
+        results.append(result)
+        if on_result:
+            on_result(result)
+
+    cases, targets = planned(profile, seed, ops, dtypes)
+    for case in cases:
+        record(run_case(backend, case))
+    for op, dtype in targets:
+        properties.search(backend, op, dtype, properties.EXAMPLES[profile], seed, record)
+    return results

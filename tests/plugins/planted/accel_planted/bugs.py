@@ -1,0 +1,146 @@
+"""One planted bug per backend, each on top of the correct CPU reference (whose ``compute`` turns
+a spec and host arrays into the result). The docstring of each class names the defect the
+conformance quick profile must catch."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from accel.backend import Support
+from accel.backends.cpu import CPUBackend
+from accel.dtypes import to_numpy_dtype
+
+
+class _Planted(CPUBackend):
+    priority = -100  # never chosen automatically
+
+
+class KOffByOne(_Planted):
+    """matmul drops the last term of every dot product (a loop bound of K - 1)."""
+
+    name = "planted_k_off_by_one"
+
+    def compute(self, spec, *arrays):
+        if spec.op == "matmul":
+            a, b = arrays
+            a = a.copy()
+            a[..., -1] = 0
+            arrays = (a, b)
+        return super().compute(spec, *arrays)
+
+
+class Float16Accumulation(_Planted):
+    """float matmul keeps its running sum in float16 while declaring float32 accumulation."""
+
+    name = "planted_fp16_accumulation"
+
+    def compute(self, spec, *arrays):
+        if spec.op != "matmul" or spec.dtype == "int8":
+            return super().compute(spec, *arrays)
+        x, y = (t.astype(np.float32) for t in arrays)
+        acc = np.zeros(spec.out_shape, np.float16)
+        for k in range(spec.K):
+            acc = (acc + x[..., :, k:k + 1] * y[..., k:k + 1, :]).astype(np.float16)
+        return acc.astype(to_numpy_dtype(spec.out_dtype))
+
+
+class TopLeftCausal(_Planted):
+    """causal attention aligned top-left (query i sees keys j <= i), torch's is_causal, instead of
+    accel's bottom-right alignment; the two agree whenever Sq == Sk."""
+
+    name = "planted_topleft_causal"
+
+    def compute(self, spec, *arrays):
+        if spec.op != "attention" or not spec.causal:
+            return super().compute(spec, *arrays)
+        q, k, v, mask = arrays
+        full = (spec.B, spec.Hq, spec.Sq, spec.Sk)
+        keep = np.broadcast_to(np.tri(spec.Sq, spec.Sk, dtype=bool), full)
+        if mask is None or spec.mask_kind == "bool":
+            new_mask = keep if mask is None else keep & np.broadcast_to(mask, full)
+            kind, mdtype = "bool", "bool"
+        else:
+            m = np.broadcast_to(mask.astype(np.float32), full)
+            new_mask, kind, mdtype = np.where(keep, m, -np.inf).astype(np.float32), "additive", "float32"
+        spec2 = dataclasses.replace(spec, causal=False, mask_kind=kind, mask_shape=full,
+                                    mask_dtype=mdtype)
+        return super().compute(spec2, q, k, v, new_mask)
+
+
+class Q8TiesToEven(_Planted):
+    """q8_0 codes rounded half to even (rint, as GGML's SIMD path does) instead of the
+    reference's half away from zero."""
+
+    name = "planted_q8_ties_even"
+
+    def compute(self, spec, *arrays):
+        res = super().compute(spec, *arrays)
+        if spec.op != "quantize" or spec.fmt.name != "q8_0":
+            return res
+        blocks = arrays[0].astype(np.float32).reshape(-1, 32)
+        raw = res.reshape(-1, spec.fmt.block_bytes)
+        with np.errstate(all="ignore"):
+            d = np.abs(blocks).max(axis=1, keepdims=True) / np.float32(127)
+            inv = np.where(d > 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+            codes = np.rint(blocks * inv)
+        finite = np.isfinite(blocks).all(axis=1)
+        raw[finite, 2:] = codes[finite].astype(np.int8).view(np.uint8)
+        return res
+
+
+class DroppedGQAMapping(_Planted):
+    """attention ignores the kv head index: every query head reads kv head 0."""
+
+    name = "planted_gqa_dropped"
+
+    def compute(self, spec, *arrays):
+        if spec.op == "attention":
+            q, k, v, mask = arrays
+            k = np.repeat(k[:, :1], spec.Hkv, axis=1)
+            v = np.repeat(v[:, :1], spec.Hkv, axis=1)
+            arrays = (q, k, v, mask)
+        return super().compute(spec, *arrays)
+
+
+class WritesPastOutput(_Planted):
+    """matmul writes one extra element just past the end of its output buffer (one thread too
+    many). Buffers get slack, so the stray write never lands outside memory they own."""
+
+    name = "planted_oob_write"
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes + 64, np.uint8)[:nbytes]
+
+    def run(self, spec, out, *inputs) -> None:
+        super().run(spec, out, *inputs)
+        if spec.op == "matmul":
+            size, n = to_numpy_dtype(out.dtype).itemsize, out.nbytes
+            past = np.lib.stride_tricks.as_strided(out.buf, shape=(n + size,), strides=(1,))
+            past[n:] = past[n - size:n]
+
+
+class NaNToZero(_Planted):
+    """matmul turns NaN results into 0 (a max(x, 0)-style clamp that drops NaN)."""
+
+    name = "planted_nan_to_zero"
+
+    def compute(self, spec, *arrays):
+        res = super().compute(spec, *arrays)
+        if spec.op == "matmul" and spec.dtype != "int8":
+            res[np.isnan(res.astype(np.float32))] = 0
+        return res
+
+
+class Overclaims(_Planted):
+    """supports() claims every case, but masked attention is not implemented."""
+
+    name = "planted_overclaims"
+
+    def supports(self, spec) -> Support:
+        return Support(True)
+
+    def compute(self, spec, *arrays):
+        if spec.op == "attention" and arrays[3] is not None:
+            raise NotImplementedError("attention masks are not implemented")
+        return super().compute(spec, *arrays)

@@ -1,0 +1,177 @@
+"""The timing harness: statistics on known inputs, budgets, synchronization, and the check that
+the timed work really ran."""
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+import accel
+from accel import bench
+from accel.backend import Support
+from accel.backends.cpu import CPUBackend
+from accel.bench import Budget, Case, Stats, measure
+
+
+def test_stats_on_known_samples():
+    # odd count: sorted 1..5, median 3, quartiles 2 and 4 (linear interpolation)
+    assert Stats.of([5.0, 1.0, 4.0, 2.0, 3.0]) == Stats(median=3.0, iqr=2.0, min=1.0, n=5)
+    # even count: median (2+3)/2; q1 = 1 + 0.75*(2-1), q3 = 3 + 0.25*(4-3)
+    s = Stats.of([4.0, 3.0, 2.0, 1.0])
+    assert (s.median, s.iqr, s.min, s.n) == (2.5, 1.5, 1.0, 4)
+    with pytest.raises(accel.ArgumentError, match="samples"):
+        Stats.of([])
+
+
+def scripted_timer(times):
+    """A timer returning scripted durations, calling the timed function each time like a real one."""
+    it = iter(times)
+    calls = []
+
+    def timer(fn):
+        fn()
+        calls.append(1)
+        return next(it)
+    return timer, calls
+
+
+def test_time_budget_stops_after_enough_time():
+    timer, _ = scripted_timer(itertools.repeat(0.1))
+    budget = Budget(time_s=0.5, work=0, min_reps=3, max_reps=100, max_time_s=10, warmup=1)
+    s = measure(timer, lambda: None, budget=budget)
+    assert s.n == 5  # 5 x 0.1 s reaches the 0.5 s budget
+    assert s.median == pytest.approx(0.1)
+
+
+def test_work_budget_keeps_measuring_until_spent():
+    timer, _ = scripted_timer(itertools.repeat(0.1))
+    budget = Budget(time_s=0.0, work=1e4, min_reps=1, max_reps=100, max_time_s=10, warmup=1)
+    assert measure(timer, lambda: None, budget=budget, work=1e3).n == 10
+
+
+def test_time_cap_wins_over_work_budget_and_min_reps_hold():
+    timer, _ = scripted_timer(itertools.repeat(1.0))
+    budget = Budget(time_s=0.0, work=1e12, min_reps=2, max_reps=100, max_time_s=3, warmup=1)
+    assert measure(timer, lambda: None, budget=budget, work=1.0).n == 3
+    timer, _ = scripted_timer(itertools.repeat(5.0))
+    assert measure(timer, lambda: None, budget=budget, work=1.0).n == 2
+
+
+def test_short_calls_are_batched_and_divided():
+    calls = []
+    # warm-up call takes 1e-5 s, so samples batch ceil(2e-4 / 1e-5) = 20 calls; each batch 4e-4 s
+    timer, _ = scripted_timer(itertools.chain([1e-5], itertools.repeat(4e-4)))
+    budget = Budget(time_s=0, work=0, min_reps=3, max_reps=3, max_time_s=1, min_sample_s=2e-4, warmup=1)
+    s = measure(timer, lambda: calls.append(1), budget=budget)
+    assert len(calls) == 1 + 3 * 20
+    assert s.median == pytest.approx(2e-5)
+
+
+def test_flush_runs_before_every_sample_and_disables_batching():
+    events = []
+    timer, _ = scripted_timer(itertools.chain([1e-6], itertools.repeat(1e-6)))
+    budget = Budget(time_s=0, work=0, min_reps=4, max_reps=4, max_time_s=1, warmup=1)
+    measure(timer, lambda: events.append("run"), budget=budget, flush=lambda: events.append("flush"))
+    assert events == ["run"] + ["flush", "run"] * 4
+
+
+class RecordingCPU(CPUBackend):
+    """The real CPU backend, logging synchronizations and op calls."""
+
+    def __init__(self):
+        super().__init__(0)
+        self.log = []
+
+    def synchronize(self):
+        self.log.append("sync")
+
+    def run(self, spec, out, *inputs):
+        self.log.append(spec.op)
+        super().run(spec, out, *inputs)
+
+
+def test_every_timed_call_is_bracketed_by_synchronization():
+    be = RecordingCPU()
+    rec = bench.run_case(be, Case.make("matmul", "float32", M=8, N=8, K=8), budget=bench.TINY)
+    assert rec["status"] == "ok"
+    # the log must be a sequence of timed windows: sync, one or more matmuls, sync
+    windows = "".join("s" if e == "sync" else "m" for e in be.log)
+    assert re.fullmatch(r"(sm+s)+", windows), windows
+    assert windows.count("sm") == 1 + 3  # warm-up window + TINY's 3 samples
+
+
+class SkipsAfterWarmup(CPUBackend):
+    """Computes the warm-up call only: later calls return without writing the output."""
+
+    def __init__(self):
+        super().__init__(0)
+        self.calls = 0
+
+    def run(self, spec, out, *inputs):
+        self.calls += 1
+        if self.calls == 1:
+            super().run(spec, out, *inputs)
+
+
+def test_timed_work_that_did_not_run_is_caught():
+    rec = bench.run_case(SkipsAfterWarmup(), Case.make("matmul", "float32", M=16, N=16, K=16),
+                         budget=bench.TINY)
+    assert rec["status"] == "invalid"
+    assert "read back after timing" in rec["reason"]
+
+
+class WrongMatmul(CPUBackend):
+    def run(self, spec, out, *inputs):
+        super().run(spec, out, *inputs)
+        out.buf[:4] = 0  # clobber the first float
+
+
+def test_wrong_result_is_caught():
+    rec = bench.run_case(WrongMatmul(0), Case.make("matmul", "float32", M=16, N=16, K=16),
+                         budget=bench.TINY)
+    assert rec["status"] == "invalid"
+
+
+class NoAttention(CPUBackend):
+    def supports(self, spec):
+        return Support(False, "no attention here") if spec.op == "attention" else super().supports(spec)
+
+
+def test_declined_case_is_reported_not_timed():
+    case = Case.make("attention", "float32", B=1, Hq=2, Hkv=1, Sq=4, Sk=4, D=8, causal=True)
+    rec = bench.run_case(NoAttention(0), case, budget=bench.TINY)
+    assert (rec["status"], rec["reason"]) == ("unsupported", "no attention here")
+    assert "median_s" not in rec
+
+
+def test_result_record_has_every_documented_field():
+    cpu = accel.get_backend("cpu")
+    from accel.baselines import for_backend
+
+    rec = bench.run_case(cpu, Case.make("matmul", "float32", M=32, N=32, K=32), budget=bench.TINY,
+                         baselines=for_backend(cpu))
+    for key in ("id", "op", "dtype", "params", "flops", "bytes", "intensity", "median_s", "iqr_s",
+                "min_s", "reps", "gflops", "gbs", "roofline_efficiency", "validation", "baselines",
+                "best_baseline", "ratio_to_best", "status"):
+        assert key in rec, key
+    numpy_base = next(b for b in rec["baselines"] if b["name"] == "numpy")
+    assert numpy_base["status"] == "ok" and numpy_base["version"] == np.__version__
+    best = min(b["median_s"] for b in rec["baselines"] if b["status"] == "ok")
+    assert rec["ratio_to_best"] == pytest.approx(best / rec["median_s"])
+
+
+@pytest.mark.parametrize("case", bench.cases("quick"), ids=lambda c: c.id)
+def test_every_quick_case_builds_a_valid_spec_and_inputs(case):
+    spec = case.spec()
+    host = case.host_inputs()
+    assert spec.flops >= 0 and spec.bytes > 0
+    assert len(host) == {"matmul": 2, "attention": 4, "quantize": 1, "dequantize": 1, "qmatmul": 2}[case.op]
+
+
+def test_unknown_op_and_profile_are_typed_errors():
+    with pytest.raises(accel.ArgumentError, match="sizes"):
+        bench.cases("huge")
+    with pytest.raises(accel.ArgumentError, match="ops"):
+        bench.cases("quick", ["conv"])
+    with pytest.raises(accel.ArgumentError, match="op"):
+        Case.make("conv", "float32")

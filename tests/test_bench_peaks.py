@@ -1,0 +1,85 @@
+"""Device peaks: measured, cached per device on disk, never trusted when damaged."""
+import dataclasses
+import json
+
+import pytest
+
+import accel
+from accel import peaks as P
+from accel.backends.cpu import CPUBackend
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def cached_file(cache, backend):
+    return cache / "peaks" / f"{P.device_key(backend)}.json"
+
+
+def test_cpu_peaks_are_measured_then_read_from_the_cache(cache):
+    cpu = accel.get_backend("cpu")
+    first = P.peaks(cpu)
+    assert first.gflops > 1 and first.gbs > 0.1  # any machine running this does better
+    path = cached_file(cache, cpu)
+    assert json.loads(path.read_text())["gflops"] == first.gflops
+    # plant known values: a second call must return them rather than measure again
+    path.write_text(json.dumps({"gflops": 123.0, "gbs": 4.5, "method": "planted", "measured": "x"}))
+    assert P.peaks(cpu) == P.Peaks(123.0, 4.5, "planted", "x")
+    assert P.peaks(cpu, refresh=True).method != "planted"
+
+
+@pytest.mark.parametrize("damage", ["{", '{"gflops": "fast"}', '{"gflops": 0, "gbs": 0, "method": "", "measured": ""}'])
+def test_damaged_cache_is_remeasured_and_rewritten(cache, damage):
+    cpu = accel.get_backend("cpu")
+    path = cached_file(cache, cpu)
+    path.parent.mkdir(parents=True)
+    path.write_text(damage)
+    p = P.peaks(cpu)
+    assert p.gflops > 1
+    assert json.loads(path.read_text())["gflops"] == p.gflops
+
+
+def test_cache_key_changes_with_the_driver():
+    a = CPUBackend(0)
+    b = CPUBackend(0)
+    b.info = dataclasses.replace(b.info, driver="another driver")
+    assert P.device_key(a) != P.device_key(b)
+    assert "/" not in P.device_key(a) and " " not in P.device_key(a)
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "x"))
+    assert P.cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("ACCEL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert P.cache_dir() == tmp_path / "xdg" / "accel"
+
+
+def opencl_or_skip():
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    if not status.available:
+        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
+    return accel.get_backend("opencl")
+
+
+def test_opencl_peaks_run_through_the_backends_compile_and_launch(cache):
+    be = opencl_or_skip()
+    p = P.measure_peaks(be)
+    assert p.gflops > 0.5 and p.gbs > 0.1
+    assert p.method.startswith("opencl")
+
+
+@pytest.mark.parametrize("target", ["sm_90", "gfx90a"])
+def test_gpu_peak_kernels_compile_for_real_targets(target):
+    toolchains = pytest.importorskip("accel.toolchains", reason="accel.toolchains not present")
+    sources = [P._COPY["cuda"]] + [P._fma_source("cuda", v, c) for v, c in P._FMA_VARIANTS["cuda"]]
+    for src in sources:
+        try:
+            r = toolchains.compile_source(src, target)
+        except toolchains.ToolchainUnavailable as e:
+            pytest.skip(f"no compiler for {target} here: {e}")
+        assert r.ok, r.log
+        assert all(res.spills in (0, None) for res in r.resources.values())

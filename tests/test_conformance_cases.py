@@ -1,0 +1,109 @@
+"""The case lists cover every category the suite promises, ids reproduce cases, inputs are what
+their generator says, and guard regions see stray writes."""
+import numpy as np
+import pytest
+
+import accel
+from accel.conformance import inputs, profiles
+from accel.conformance.case import Case
+from accel.conformance.guard import GuardedOutput
+from accel.errors import ArgumentError
+
+QUICK = profiles.fixed_cases("quick", 0)
+
+
+def test_every_case_id_parses_back_to_the_same_case():
+    ids = [c.id for c in QUICK]
+    assert len(set(ids)) == len(ids)
+    for case in QUICK:
+        again = Case.parse(case.id)
+        assert (again.op, again.dtype, again.kind, again.params) == \
+            (case.op, case.dtype, case.kind, case.params)
+
+
+@pytest.mark.parametrize("bad", ["matmul/float32", "matmul/float32/nokind/a=1x1",
+                                 "matmul/float32/grid/a1x1"])
+def test_malformed_ids_are_argument_errors(bad):
+    with pytest.raises(ArgumentError, match="--case"):
+        Case.parse(bad)
+
+
+def _sizes(cases):
+    return {n for c in cases if c.op == "matmul" for shape in (c.params["a"], c.params["b"])
+            for n in shape}
+
+
+def test_quick_profile_covers_the_grid_of_the_issue():
+    assert {1, 2, 3, 17, 31, 127, 63, 64, 65, 16384} <= _sizes(QUICK)
+    for op in profiles.OPS:
+        for dtype in profiles.op_dtypes(op):
+            assert any(c.op == op and c.dtype == dtype for c in QUICK), (op, dtype)
+    matmuls = [c for c in QUICK if c.op == "matmul" and c.dtype == "float16"]
+    assert any(len(c.params["a"]) != len(c.params["b"]) or len(c.params["a"]) > 2 for c in matmuls)
+    assert {"ints", "nan", "inf", "negzero", "subnormal", "overflow", "cancel", "positive"} <= \
+        {c.params["data"] for c in matmuls}
+    assert {k for c in QUICK for k in [c.kind]} == {"grid", "exact", "special"}
+
+
+def test_quick_profile_covers_attention_specifics():
+    attn = [c.params for c in QUICK if c.op == "attention" and c.dtype == "float32"]
+    ratios = {p["q"][1] // p["k"][1] for p in attn}
+    assert {1, 2, 4, 8} <= ratios
+    assert {32, 64, 80, 128} <= {p["q"][3] for p in attn}
+    assert any(p["v"][3] != p["q"][3] for p in attn)
+    assert any(p["causal"] and p["q"][2] < p["k"][2] for p in attn)
+    assert any(p["causal"] and p["q"][2] == 1 for p in attn)
+    assert any(p["causal"] and p["q"][2] > p["k"][2] for p in attn)  # rows with no key
+    assert {"bool", "additive"} <= {p.get("mask") for p in attn}
+    assert {"dead_rows", "pow2"} <= {p.get("mask_data") for p in attn}
+    assert {"equal", "large", "nan_q", "nan_v"} <= {p["data"] for p in attn}
+
+
+def test_quick_profile_covers_quantization_specifics():
+    data = {c.params["data"] for c in QUICK if c.op == "quantize"}
+    assert {"ties", "zeros", "signs", "nonfinite", "overflow", "subnormal"} <= data
+    assert {"special_d", "random"} <= {c.params["data"] for c in QUICK if c.op == "dequantize"}
+
+
+def test_tie_blocks_put_every_code_half_way():
+    case = Case("quantize", "float32", "special", {"shape": (6, 64), "fmt": "q8_0",
+                                                    "data": "ties", "seed": 3})
+    _, (x,) = inputs.build(case)
+    blocks = x.reshape(-1, 32).astype(np.float64)
+    d = np.abs(blocks).max(axis=1, keepdims=True) / 127
+    codes = blocks[:, 1:] / d
+    assert np.all(np.abs(codes - np.floor(codes)) == 0.5)
+
+
+def test_exact_float_cases_stay_exact_in_the_output_format():
+    exact = [c for c in QUICK if c.kind == "exact" and c.op == "matmul" and c.dtype != "int8"]
+    assert exact
+    for case in exact:
+        spec, (a, b) = inputs.build(case)
+        bits = {"float16": 11, "bfloat16": 8, "float32": 24}[spec.out_dtype]
+        worst = np.abs(a.astype(np.float64)).max() * np.abs(b.astype(np.float64)).max() * spec.K
+        assert worst <= 2 ** min(bits, 11), case.id
+
+
+def test_same_id_same_inputs():
+    case = QUICK[5]
+    a = inputs.build(Case.parse(case.id))[1]
+    b = inputs.build(case)[1]
+    assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("where", [-1, 0])
+def test_guard_region_sees_a_write_just_outside_the_output(where):
+    backend = accel.get_backend("cpu")
+    guarded = GuardedOutput.alloc(backend, (3, 5), "float32")
+    assert guarded.margin % backend.alignment == 0
+    assert guarded.check() == ""
+    raw = guarded.buf  # the CPU backend's buffer is the uint8 host array
+    pos = guarded.margin - 1 if where < 0 else guarded.margin + guarded.nbytes
+    raw[pos] = 0
+    assert ("before" if where < 0 else "after") in guarded.check()
+
+
+def test_unwritten_outputs_read_as_nan():
+    guarded = GuardedOutput.alloc(accel.get_backend("cpu"), (4,), "bfloat16")
+    assert np.isnan(guarded.values().astype(np.float32)).all()

@@ -1,0 +1,95 @@
+"""``accel conformance`` and ``accel conformance matrix`` end to end (in process), and the pytest
+plugin in a subprocess, as a user runs them."""
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from accel.cli import main
+from accel.conformance import results
+
+needs_planted = pytest.mark.skipif(
+    not any(s.name == "planted_k_off_by_one" for s in __import__("accel").backends()),
+    reason="the planted-bug backends are a separate distribution: pip install -e tests/plugins/planted")
+
+
+def _run(capsys, *argv):
+    code = main(["conformance", *argv])
+    return code, capsys.readouterr().out
+
+
+def test_passing_run_writes_a_versioned_result_file(capsys, tmp_path):
+    path = tmp_path / "cpu.json"
+    code, out = _run(capsys, "--backend", "cpu", "--ops", "dequantize,matmul", "--dtypes", "q8_0",
+                     "int8", "--no-progress", "--json", str(path))
+    assert code == 0, out
+    report = results.load(path)
+    assert report["schema"] == results.SCHEMA and report["backend"] == "cpu:0"
+    assert report["device"]["name"] and report["versions"]["numpy"] and report["profile"] == "quick"
+    s = report["summary"]
+    assert s["total"] == len(report["cases"]) > 0 and s["passed"] == s["total"]
+    assert set(s["by_op_dtype"]) == {"dequantize/q8_0", "matmul/int8"}
+    case = report["cases"][0]
+    assert {"id", "op", "dtype", "params", "status", "evidence", "stats", "time_s", "reason",
+            "repro"} <= set(case)
+    assert "dequantize/q8_0" in out and "passed" in out
+
+
+@needs_planted
+def test_failing_run_exits_1_and_prints_a_repro_that_reproduces(capsys):
+    code, out = _run(capsys, "--backend", "planted_topleft_causal", "--ops", "attention",
+                     "--dtypes", "float32", "--no-progress")
+    assert code == 1
+    repro = next(line.split("repro: ", 1)[1] for line in out.splitlines() if "repro: " in line)
+    argv = shlex.split(repro)
+    assert argv[:2] == ["accel", "conformance"]
+    code, out = _run(capsys, *argv[2:], "--no-progress")
+    assert code == 1 and "1 failed" in out.replace("\n", " ")
+
+
+def test_unknown_backend_and_bad_case_are_clear_errors(capsys):
+    assert main(["conformance", "--backend", "nosuch"]) == 2
+    assert main(["conformance", "--backend", "cpu", "--case", "matmul/float32"]) == 2
+    assert "--case" in capsys.readouterr().err
+
+
+@needs_planted
+def test_matrix_merges_files_and_marks_gpu_backends_compiled_only(capsys, tmp_path):
+    files = []
+    for name in ("cpu", "planted_declines_bf16", "planted_k_off_by_one"):
+        path = tmp_path / f"{name}.json"
+        _run(capsys, "--backend", name, "--ops", "matmul", "--dtypes", "float32,bfloat16",
+             "--no-progress", "--json", str(path))
+        files.append(str(path))
+    out_md = tmp_path / "support.md"
+    assert main(["conformance", "matrix", *files, "-o", str(out_md)]) == 0
+    text = out_md.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| bfloat16 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1].startswith("passed") and cells[2] == "unsupported"
+    assert cells[3].startswith("FAILED") and cells[4:] == ["compiled only", "compiled only"]
+    assert "planted_declines_bf16:0" in text and "cuda (no GPU run)" in text
+
+
+def test_matrix_rejects_files_of_another_schema(tmp_path, capsys):
+    bad = tmp_path / "old.json"
+    bad.write_text(json.dumps({"schema": "accel.conformance/0", "cases": []}))
+    assert main(["conformance", "matrix", str(bad)]) == 2
+    assert "accel.conformance/1" in capsys.readouterr().err
+
+
+@needs_planted
+def test_pytest_plugin_runs_the_same_cases():
+    base = [sys.executable, "-m", "pytest", "-p", "accel.conformance.pytest_plugin", "--pyargs",
+            "accel.conformance", "-q", "-p", "no:cacheprovider", "--accel-ops", "matmul",
+            "--accel-dtypes", "float32"]
+    good = subprocess.run(base + ["--accel-backend", "cpu"], capture_output=True, text=True,
+                          timeout=300)
+    assert good.returncode == 0, good.stdout[-2000:]
+    bad = subprocess.run(base + ["--accel-backend", "planted_nan_to_zero"], capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 1
+    assert "repro: accel conformance --backend planted_nan_to_zero:0 --case 'matmul/float32/special" \
+        in bad.stdout

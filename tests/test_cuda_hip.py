@@ -1,0 +1,256 @@
+"""The cuda and hip backends: everything that does not need a GPU, against the real CuPy, NVRTC
+and hiprtc installed here (no mocks). Launch geometry and the kernels' compile path are proven
+for real targets; running them needs a GPU (conformance/gpu_check.sh).
+"""
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import accel
+from accel import spec as S
+from accel.errors import AccelError, ArgumentError, BackendUnavailable, CompileError
+from accel.formats import get_format
+
+cupy = pytest.importorskip("cupy", reason="the cuda/hip backends are built on CuPy")
+CB = pytest.importorskip("accel.backends.cupy_backend")
+from accel.backends.cuda import CUDABackend  # noqa: E402
+from accel.backends.hip import HIPBackend  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _cupy_has_device() -> bool:
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # CuPy's runtime errors: no driver, no device
+        return False
+
+
+needs_no_device = pytest.mark.skipif(_cupy_has_device(), reason="checks the reasons given "
+                                     "when no GPU is present; this machine has one")
+
+
+# -- availability that explains itself ----------------------------------------------------------
+@needs_no_device
+def test_backends_listing_explains_cuda_and_hip():
+    rows = {s.name: s for s in accel.backends(refresh=True)}
+    cuda, hip = rows["cuda"], rows["hip"]
+    assert not cuda.available and not hip.available
+    if cupy.cuda.runtime.is_hip:
+        assert "built for ROCm" in cuda.reason
+    else:
+        assert "built for CUDA" in hip.reason and "cupy-rocm" in hip.reason
+        if cupy.cuda.runtime.driverGetVersion() == 0:
+            assert cuda.reason.startswith("no NVIDIA GPU driver on this machine")
+            assert cupy.__version__ in cuda.reason
+
+
+@needs_no_device
+@pytest.mark.parametrize("name", ["cuda", "hip"])
+def test_unavailable_backend_raises_the_typed_error(name):
+    with pytest.raises(BackendUnavailable):
+        accel.get_backend(name)
+    with pytest.raises(BackendUnavailable):
+        accel.matmul(np.eye(2, dtype=np.float32), np.eye(2, dtype=np.float32), backend=name)
+
+
+def test_cupy_missing_is_a_reason():
+    code = ("import sys; sys.modules['cupy'] = None\n"  # an import of cupy now fails as if absent
+            "from accel.backends.cuda import CUDABackend\n"
+            "from accel.errors import BackendUnavailable\n"
+            "try:\n    CUDABackend.devices()\nexcept BackendUnavailable as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "CuPy is not installed" in out.stdout and "accel-portable[cuda12]" in out.stdout
+
+
+def test_reasons_for_each_situation():
+    common = dict(cupy_version="14.2.0", runtime_version=13000, query_error=None)
+    wrong = CB.unavailable_reason("hip", built_for_hip=False, driver_version=None,
+                                  **{**common, "runtime_version": None})
+    assert "built for CUDA" in wrong and "cupy-rocm-7-0" in wrong
+    old = CB.unavailable_reason("cuda", built_for_hip=False, driver_version=12040, device_count=None,
+                                **{**common, "query_error": "cudaErrorInsufficientDriver"})
+    assert "too old" in old and "CUDA 12.4" in old and "CUDA 13.0" in old
+    # CUDA's minor-version compatibility: a 13.0 driver runs a 13.2 runtime
+    assert CB.unavailable_reason("cuda", built_for_hip=False, driver_version=13000,
+                                 device_count=1, **{**common, "runtime_version": 13020}) is None
+    none = CB.unavailable_reason("cuda", built_for_hip=False, driver_version=13000, device_count=0,
+                                 **common)
+    assert none.startswith("no NVIDIA GPU found")
+    amd = CB.unavailable_reason("hip", built_for_hip=True, driver_version=0, device_count=None,
+                                **{**common, "runtime_version": 70051831})
+    assert amd.startswith("no AMD GPU driver") and "ROCm runtime 7.0.51831" in amd
+    failed = CB.unavailable_reason("hip", built_for_hip=True, driver_version=60342134,
+                                   device_count=None, **{**common, "query_error": "hipErrorNoDevice"})
+    assert "device query failed: hipErrorNoDevice" in failed
+
+
+def test_version_spelling():
+    assert CB.format_version("cuda", 13020) == "13.2"
+    assert CB.format_version("cuda", 12080) == "12.8"
+    assert CB.format_version("hip", 60342134) == "6.3.42134"
+
+
+def test_arch_from_device_properties():
+    assert CUDABackend.arch_of({"major": 9, "minor": 0}) == "sm_90"
+    assert CUDABackend.arch_of({"major": 8, "minor": 0}) == "sm_80"
+    assert HIPBackend.arch_of({"gcnArchName": b"gfx90a:sramecc+:xnack-"}) == "gfx90a:sramecc+:xnack-"
+    assert HIPBackend.arch_of({"gcnArchName": "gfx1100"}) == "gfx1100"
+
+
+def test_impl_option_is_validated():
+    backend = object.__new__(CUDABackend)  # the property needs no device
+    backend.impl = "vendor"
+    assert backend.impl == "vendor"
+    with pytest.raises(ArgumentError, match=r"^impl: expected one of \('kernels', 'vendor'\)"):
+        backend.impl = "cublas"
+
+
+def test_accumulator_is_honest(monkeypatch):
+    mm = S.matmul_spec((4, 8), "float32", (8, 4), "float32")
+    i8 = S.matmul_spec((4, 8), "int8", (8, 4), "int8")
+    monkeypatch.delenv("CUPY_TF32", raising=False)
+    assert CB.accumulator_for(mm, "vendor") == "float32"
+    assert CB.accumulator_for(i8, "kernels") == "int32"
+    monkeypatch.setenv("CUPY_TF32", "1")
+    assert CB.accumulator_for(mm, "vendor") == "tf32"
+    assert CB.accumulator_for(mm, "kernels") == "float32"  # our kernels never use tf32
+
+
+# -- the vendor path's arithmetic, run on numpy (the same code runs on cupy arrays) ---------------
+def test_bfloat16_conversions_match_ml_dtypes(rng):
+    x = np.concatenate([rng.standard_normal(4096).astype(np.float32) * 1e3,
+                        np.array([0.0, -0.0, np.inf, -np.inf, 3.4e38, 1e-40], np.float32),
+                        # exact ties between two bfloat16 values: round half to even
+                        np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8)], np.float32)])
+    bits = CB.f32_to_bf16_bits(np, x)
+    assert np.array_equal(bits, x.astype(ml_dtypes.bfloat16).view(np.uint16))
+    assert np.array_equal(CB.bf16_bits_to_f32(np, bits), x.astype(ml_dtypes.bfloat16).astype(np.float32))
+    # quiet, negative and signalling NaNs (0x7F800001 would round into infinity without care)
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001], np.uint32).view(np.float32)
+    assert np.isnan(CB.bf16_bits_to_f32(np, CB.f32_to_bf16_bits(np, nans))).all()
+
+
+@pytest.mark.parametrize("dtype,out_dtype", [("float32", "float32"), ("float16", "float32"),
+                                             ("bfloat16", "bfloat16"), ("float16", "float16")])
+def test_vendor_matmul_against_float64(rng, dtype, out_dtype):
+    np_in = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    a = rng.standard_normal((2, 33, 70)).astype(np_in)
+    b = rng.standard_normal((70, 17)).astype(np_in)
+    store = (lambda v: v.view(np.uint16)) if dtype == "bfloat16" else (lambda v: v)
+    got = CB.vendor_matmul(np, store(a), store(b), dtype, out_dtype)
+    if out_dtype == "bfloat16":
+        got = got.view(ml_dtypes.bfloat16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    u_out = {"float32": 2**-24, "float16": 2**-11, "bfloat16": 2**-8}[out_dtype]
+    err = np.abs(got.astype(np.float64) - ref)
+    assert got.shape == (2, 33, 17)
+    assert (err <= 2 * u_out * np.abs(ref) + 5 * np.sqrt(70) * 2**-24 * bound + 1e-30).all()
+
+
+def test_int8_matmul_is_exact_across_chunks(rng):
+    K = 3000  # three 1024-chunks: partial sums would not be exact in float32 as one chunk
+    a = rng.integers(-128, 128, (5, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (K, 6)).astype(np.int8)
+    a[0, :] = -128
+    b[:, 0] = -128  # the largest products: 2**14 each, K of them
+    got = CB.exact_int8_matmul(np, a, b)
+    assert got.dtype == np.int32
+    assert np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
+    assert got[0, 0] == K * 2**14
+
+
+# -- launch geometry: every output covered, limits declined ------------------------------------
+MM_SPECS = [S.matmul_spec((1, 1), "float32", (1, 1), "float32"),
+            S.matmul_spec((3, 65, 129), "bfloat16", (129, 63), "bfloat16"),
+            S.matmul_spec((2, 1, 100, 64), "int8", (3, 64, 70), "int8")]
+
+
+@pytest.mark.parametrize("spec", MM_SPECS)
+def test_matmul_grid_covers_the_output(spec):
+    v = CB.kernel_variant(spec)
+    name, grid, block = CB.launch_plan(spec, v)
+    d = v.defines
+    assert name == "matmul" and block == (d["WG_N"], d["WG_M"], 1)
+    cols, rows = grid[0] * d["WG_N"] * d["TN"], grid[1] * d["WG_M"] * d["TM"]
+    assert cols >= spec.N > cols - d["WG_N"] * d["TN"]
+    assert rows >= spec.M > rows - d["WG_M"] * d["TM"]
+    assert grid[2] == spec.batch
+
+
+def test_other_ops_cover_their_work():
+    att = S.attention_spec((2, 8, 200, 64), (2, 2, 300, 64), (2, 2, 300, 32), ("float16",) * 3)
+    name, grid, block = CB.launch_plan(att, CB.kernel_variant(att))
+    assert name == "attention" and grid[1:] == (8, 2) and grid[0] * block[0] >= 200
+    q = S.quantize_spec((3, 4096), "float32", "q4_0")
+    name, grid, block = CB.launch_plan(q, CB.kernel_variant(q))
+    assert name == "quantize" and grid[0] * block[0] >= 3 * 4096 // 32
+    dq = S.dequantize_spec((3, 4096), get_format("q8_0"))
+    name, grid, block = CB.launch_plan(dq, CB.kernel_variant(dq))
+    assert name == "dequantize" and grid[0] * block[0] >= 3 * 4096
+    qm = S.qmatmul_spec((7, 256), "bfloat16", (300, 256), get_format("q8_0"))
+    v = CB.kernel_variant(qm)
+    name, grid, block = CB.launch_plan(qm, v)
+    assert name == "qmatmul" and grid[0] * block[0] * v.defines["RN"] >= 300
+    assert grid[1] * v.defines["RM"] >= 7
+
+
+def test_grid_limits_are_declined_with_a_reason():
+    huge_batch = S.matmul_spec((70000, 2, 2), "float32", (2, 2), "float32")
+    verdict = CB.support_for(huge_batch, "kernels")
+    assert not verdict.ok and "65535" in verdict.reason
+    assert CB.support_for(huge_batch, "vendor").ok  # cuBLAS batches have no such limit
+    assert CB.support_for(MM_SPECS[1], "kernels").ok
+
+
+# -- the backend's own compile path, for real GPU targets -----------------------------------------
+def test_warp_width_reaches_every_kernel():
+    src = 'KERNEL void k(GLOBAL int* x) { static_assert(ACCEL_WARP == 64, "warp"); x[0] = ACCEL_WARP; }'
+    assert CB.build_kernel(src, "k", "sm_90", 64).ok
+    with pytest.raises(CompileError, match="warp") as info:
+        CB.build_kernel(src, "k", "sm_90", 32)
+    assert info.value.target == "sm_90" and isinstance(info.value, AccelError)
+
+
+SHIPPED_SPECS = [
+    *MM_SPECS, S.matmul_spec((4, 4), "float16", (4, 4), "float16", "float32"),
+    S.attention_spec((1, 4, 5, 64), (1, 2, 9, 64), (1, 2, 9, 64), ("float32",) * 3, causal=True),
+    S.attention_spec((1, 2, 5, 128), (1, 2, 9, 128), (1, 2, 9, 128), ("bfloat16",) * 3,
+                     mask_shape=(5, 9), mask_dtype="bool"),
+    S.attention_spec((1, 2, 5, 80), (1, 2, 9, 80), (1, 2, 9, 48), ("float16",) * 3,
+                     mask_shape=(1, 1, 5, 9), mask_dtype="float16"),
+    S.quantize_spec((2, 64), "float16", "q8_0"), S.dequantize_spec((2, 64), get_format("q4_0")),
+    S.qmatmul_spec((3, 64), "float32", (5, 64), get_format("q4_0")),
+]
+
+
+@pytest.mark.parametrize("spec", SHIPPED_SPECS, ids=lambda s: f"{s.op}-{s.in_dtypes[0]}")
+def test_every_op_kernel_builds_for_sm_90(spec):
+    from accel import kernels
+
+    v = CB.kernel_variant(spec)
+    name, _, _ = CB.launch_plan(spec, v)
+    r = CB.build_kernel(kernels.program_text(v.source), name, "sm_90", 32, options=tuple(v.options()))
+    assert name in r.resources and r.resources[name].spills == 0
+
+
+def test_gpu_check_script_parses():
+    """The GPU run cannot run here; at least its shell and its embedded Python must parse."""
+    import re
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "conformance" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    body = re.search(r"<<'PYTHON'\n(.*?)\nPYTHON\n", script.read_text(), re.S).group(1)
+    compile(body, "speed-goals", "exec")
+    for step in ("conformance --backend cuda --profile quick", "bench --backend cuda",
+                 "ACCEL_CUDA_IMPL=vendor"):
+        assert step in script.read_text()

@@ -1,0 +1,147 @@
+"""accel.kernel: CUDA launch semantics on the OpenCL backend (run on PoCL), typed errors for every
+bad argument, and compiler logs that point at the user's own lines."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accel
+from accel.errors import (AccelError, ArgumentError, CompileError, DeviceMismatchError,
+                          UnsupportedError)
+from accel.kernel import kernel
+
+# each work-item writes its flattened global id, computed from CUDA-style block/thread indices
+IDS = """__kernel void ids(__global int* out, int width, int height) {
+    int x = get_group_id(0) * get_local_size(0) + get_local_id(0);
+    int y = get_group_id(1) * get_local_size(1) + get_local_id(1);
+    int z = get_group_id(2) * get_local_size(2) + get_local_id(2);
+    out[(z * height + y) * width + x] = (z * 100 + y) * 100 + x;
+}"""
+
+SCALE = """__kernel void scale(__global float* x, float a, int n) {
+    int i = get_global_id(0);
+    if (i < n) x[i] *= a;
+}"""
+
+
+@pytest.fixture(scope="module")
+def backend():
+    try:
+        return accel.get_backend("opencl")
+    except accel.BackendUnavailable as e:
+        pytest.skip(f"no OpenCL device: {e}")
+
+
+@pytest.fixture(scope="module")
+def scale(backend):
+    return kernel(SCALE, "scale", backend=backend)
+
+
+def _dev(backend, a):
+    return accel.asarray(a, backend=backend)
+
+
+@pytest.mark.parametrize("grid, block", [((2, 3, 2), (4, 2, 1)), ((3, 2), (2, 5)), (5, 3)])
+def test_grid_counts_blocks_and_block_counts_threads(backend, grid, block):
+    g = grid if isinstance(grid, tuple) else (grid,)
+    b = block if isinstance(block, tuple) else (block,)
+    g, b = g + (1,) * (3 - len(g)), b + (1,) * (3 - len(b))
+    width, height, depth = (g[i] * b[i] for i in range(3))
+    out = _dev(backend, np.full(width * height * depth, -1, np.int32))
+    kernel(IDS, "ids", backend=backend)(grid, block, out, np.int32(width), np.int32(height))
+    z, y, x = np.meshgrid(np.arange(depth), np.arange(height), np.arange(width), indexing="ij")
+    np.testing.assert_array_equal(out.numpy(), ((z * 100 + y) * 100 + x).ravel())
+
+
+def test_scalars_and_tensors_in_place(backend, scale):
+    x = _dev(backend, np.arange(10, dtype=np.float32))
+    scale(1, 16, x, np.float32(3), np.int32(10))
+    np.testing.assert_array_equal(x.numpy(), np.arange(10, dtype=np.float32) * 3)
+
+
+def test_defines_become_compiler_macros(backend):
+    src = "__kernel void fill(__global int* x) { x[get_global_id(0)] = VALUE * FACTOR; }"
+    x = _dev(backend, np.zeros(4, np.int32))
+    kernel(src, "fill", backend=backend, defines={"VALUE": 6, "FACTOR": np.int64(7)})(1, 4, x)
+    np.testing.assert_array_equal(x.numpy(), np.full(4, 42, np.int32))
+
+
+def test_accel_dialect_is_detected_and_gets_the_portability_header(backend):
+    src = "KERNEL void iota(GLOBAL i32* x) { x[LOCAL_ID(0)] = LOCAL_ID(0) + 1; }"
+    k = kernel(src, "iota", backend=backend)
+    assert k.dialect == "accel"
+    x = _dev(backend, np.zeros(8, np.int32))
+    k(1, 8, x)
+    np.testing.assert_array_equal(x.numpy(), np.arange(1, 9, dtype=np.int32))
+
+
+def test_compile_error_carries_the_log_with_the_users_line(backend):
+    src = "__kernel void broken(__global float* x) {\n    x[0] = 1.0f;\n    x[1] = undefined_name;\n}"
+    with pytest.raises(CompileError) as info:
+        kernel(src, "broken", backend=backend)
+    assert isinstance(info.value, AccelError)
+    assert "undefined_name" in info.value.log and ":3:" in info.value.log
+
+
+def test_cuda_source_on_opencl_points_to_accel_port(backend):
+    with pytest.raises(ArgumentError, match="accel port FILE.cu --to opencl"):
+        kernel("__global__ void k(float* x) { x[0] = 1; }", "k", backend=backend)
+
+
+def test_a_backend_without_kernels_says_so():
+    with pytest.raises(UnsupportedError, match="does not compile kernels"):
+        kernel(SCALE, "scale", backend="cpu")
+
+
+@pytest.mark.parametrize("arg, value", [
+    ("grid", 0), ("grid", -2), ("grid", (1, 2, 3, 4)), ("grid", ()), ("grid", 1.5), ("grid", True),
+    ("grid", "4"), ("grid", [2, 2]), ("grid", 2**31), ("block", 0), ("block", (8, 0)),
+])
+def test_bad_launch_dimensions(backend, scale, arg, value):
+    x = _dev(backend, np.zeros(4, np.float32))
+    dims = {"grid": 1, "block": 4, arg: value}
+    with pytest.raises(ArgumentError, match=f"^{arg}: expected"):
+        scale(dims["grid"], dims["block"], x, np.float32(1), np.int32(4))
+
+
+@pytest.mark.parametrize("value", [-1, 1.0, True, "16"])
+def test_bad_shared_mem(backend, scale, value):
+    x = _dev(backend, np.zeros(4, np.float32))
+    with pytest.raises(ArgumentError, match="^shared_mem: expected"):
+        scale(1, 4, x, np.float32(1), np.int32(4), shared_mem=value)
+
+
+@pytest.mark.parametrize("value, got", [
+    (3, "Python int 3 (its C width is ambiguous)"), (0.5, "Python float 0.5"),
+    (np.zeros(3, np.float32), "ndarray"), (np.complex64(1), "complex64"), ("x", "str"),
+])
+def test_arguments_must_be_tensors_or_sized_numpy_scalars(backend, scale, value, got):
+    x = _dev(backend, np.zeros(4, np.float32))
+    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected an accel.Tensor") as info:
+        scale(1, 4, x, value, np.int32(4))
+    assert got in str(info.value)
+
+
+def test_a_tensor_on_another_backend_is_refused(backend, scale):
+    on_cpu = accel.asarray(np.zeros(4, np.float32), backend="cpu")
+    with pytest.raises(DeviceMismatchError, match=r"^args\[0\]: expected a tensor on opencl"):
+        scale(1, 4, on_cpu, np.float32(1), np.int32(4))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(source=""), "^source: expected non-empty kernel source"),
+    (dict(source=b"__kernel void k() {}"), "^source: expected"),
+    (dict(name="2fast"), "^name: expected the kernel function's identifier"),
+    (dict(name=None), "^name: expected"),
+    (dict(defines=["A=1"]), "^defines: expected a mapping"),
+    (dict(defines={"not valid": 1}), "^defines: expected macro names that are C identifiers"),
+    (dict(defines={"A": "1 2"}), r"^defines\['A'\]: expected a value without whitespace"),
+    (dict(defines={"A": None}), r"^defines\['A'\]: expected an int, float or str"),
+    (dict(options="-O3"), "^options: expected a sequence of non-empty str"),
+    (dict(options=["-O3", 5]), "^options: expected a sequence of non-empty str"),
+    (dict(dialect="metal"), "^dialect: expected one of"),
+])
+def test_bad_kernel_arguments(backend, kwargs, message):
+    call = dict(source=SCALE, name="scale", backend=backend) | kwargs
+    with pytest.raises(ArgumentError, match=message):
+        kernel(call.pop("source"), call.pop("name"), **call)

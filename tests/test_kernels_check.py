@@ -1,0 +1,112 @@
+"""``accel kernels check`` through the real CLI on the real toolchains (NVRTC, hiprtc, PoCL).
+
+The kernels under tests/kernels_check_data/ are written here; what each must report follows from
+its source (block_sum's __shared__ float[256] is 1024 bytes; broken.cu's error is on line 4).
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from accel import kernels_check as KC
+from accel.cli import main
+from accel.errors import ArgumentError
+
+DATA = Path(__file__).parent / "kernels_check_data"
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def run(tmp_path, *args: str) -> tuple[int, dict]:
+    out = tmp_path / "check.json"
+    status = main(["kernels", "check", *args, "--json", str(out), "--width", "200"])
+    return status, json.loads(out.read_text())
+
+
+def rows(doc: dict, job: str, target: str) -> dict:
+    found = [r for r in doc["results"] if r["job"] == job and r["target"].startswith(target)]
+    assert len(found) == 1, (job, target, found)
+    return found[0]
+
+
+def test_user_kernels_compile_for_nvidia_and_amd_targets(tmp_path):
+    status, doc = run(tmp_path, str(DATA / "axpy.cu"), str(DATA / "scale_cuda.cu"),
+                      "--targets", "sm_80,sm_90,gfx90a")
+    assert status == 0 and doc["schema"] == "accel.kernels_check/1"
+    for target in ("sm_80", "sm_90", "gfx90a"):
+        axpy = rows(doc, "axpy.cu", target)
+        assert axpy["status"] == "ok" and set(axpy["kernels"]) == {"axpy", "block_sum"}
+        assert axpy["kernels"]["block_sum"]["shared_bytes"] == 256 * 4
+        assert axpy["kernels"]["axpy"]["shared_bytes"] == 0
+        scale = rows(doc, "scale_cuda.cu", target)
+        assert scale["status"] == "ok" and scale["kernels"]["scale"]["registers"] > 0
+
+
+def test_a_compile_error_fails_with_the_log(tmp_path, capsys):
+    status, doc = run(tmp_path, str(DATA / "broken.cu"), str(DATA / "scale_cuda.cu"),
+                      "--targets", "sm_90,gfx90a")
+    assert status == 1
+    for target in ("sm_90", "gfx90a"):
+        broken = rows(doc, "broken.cu", target)
+        assert broken["status"] == "failed" and "undeclared_value" in broken["log"]
+        assert rows(doc, "scale_cuda.cu", target)["status"] == "ok"
+    assert "broken.cu(4)" in rows(doc, "broken.cu", "sm_90")["log"]
+    assert "broken.cu:4:" in rows(doc, "broken.cu", "gfx90a")["log"]
+    printed = capsys.readouterr().out
+    assert "FAILED broken.cu on sm_90" in printed and "undeclared_value" in printed
+
+
+def test_stack_use_is_reported(tmp_path):
+    status, doc = run(tmp_path, str(DATA / "stack.cu"), "--targets", "sm_90,gfx90a")
+    assert status == 0
+    for target in ("sm_90", "gfx90a"):  # float bins[64] written at run-time indices
+        assert rows(doc, "stack.cu", target)["kernels"]["private_histogram"]["stack_bytes"] >= 64 * 4
+
+
+def test_missing_toolchain_target_is_reported_and_exits_2(tmp_path):
+    from accel import toolchains
+
+    if toolchains._amd_device_library_missing(toolchains.parse_target("gfx1100")) is None:
+        pytest.skip("this ROCm builds gfx1100, so no target is unavailable here")
+    status, doc = run(tmp_path, str(DATA / "scale_cuda.cu"), "--targets", "sm_90,gfx1100")
+    assert status == 2
+    assert rows(doc, "scale_cuda.cu", "gfx1100")["status"] == "unavailable"
+    assert "oclc_isa_version_1100" in rows(doc, "scale_cuda.cu", "gfx1100")["log"]
+    assert run(tmp_path, str(DATA / "scale_cuda.cu"), "--targets", "sm_90,gfx1100",
+               "--allow-unavailable")[0] == 0
+
+
+def test_opencl_target_builds_accel_dialect_on_every_device(tmp_path):
+    devices, why = KC.opencl_devices()
+    if not devices:
+        pytest.skip(f"no OpenCL device here: {why}")
+    status, doc = run(tmp_path, str(DATA / "axpy.cu"), str(DATA / "scale_cuda.cu"), "--targets", "opencl")
+    assert status == 0
+    for i in range(len(devices)):
+        axpy = rows(doc, "axpy.cu", f"opencl:{i} ")
+        assert axpy["status"] == "ok" and axpy["kernels"]["block_sum"]["shared_bytes"] == 1024
+        assert rows(doc, "scale_cuda.cu", f"opencl:{i} ")["status"] == "n/a"  # CUDA C++ is not OpenCL C
+
+
+def test_shipped_gpu_variants_compile_for_sm_90(tmp_path):
+    from accel import kernels
+
+    gpu = [v for v in kernels.variants() if "cuda" in v.dialects]
+    assert gpu, "accel.kernels ships no CUDA variant"
+    outcomes = KC.check(KC.shipped_jobs(), ["sm_90"])
+    built = {o.job: o for o in outcomes if o.status != "n/a"}
+    assert set(built) == {v.id for v in gpu}
+    failed = {job: o.log for job, o in built.items() if o.status != "ok"}
+    assert not failed
+    for v in gpu:
+        assert set(built[v.id].kernels) == set(v.kernels)
+
+
+def test_bad_arguments_are_typed_errors(tmp_path):
+    with pytest.raises(ArgumentError, match="^target: expected"):
+        main(["kernels", "check", str(DATA / "axpy.cu"), "--targets", "sm90"])
+    with pytest.raises(ArgumentError, match="^FILE: expected a readable kernel source file"):
+        main(["kernels", "check", str(tmp_path / "missing.cu")])

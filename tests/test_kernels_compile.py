@@ -1,0 +1,139 @@
+"""The shared kernel sources stay one honest dialect: every shipped variant builds on the OpenCL
+devices here, every GPU variant compiles with NVRTC for sm_90 and with hipcc for gfx90a, and the
+quantizer keeps every rounding GGML's reference does (no FMA contraction) on CUDA and HIP."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import site
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import accel.kernels as K
+from accel.errors import ArgumentError, DTypeError
+
+
+def _cuda_include() -> str | None:
+    for root in site.getsitepackages():
+        inc = Path(root) / "nvidia" / "cu13" / "include"
+        if (inc / "cuda_fp16.h").exists():
+            return str(inc)
+    return None
+
+
+GPU_VARIANTS = [v for v in K.variants() if "cuda" in v.dialects]
+
+
+def test_variants_are_unique_and_cover_every_source():
+    vs = K.variants()
+    assert len({v.id for v in vs}) == len(vs)
+    assert {v.source for v in vs} == set(K.SOURCES)
+    assert all(set(v.dialects) <= set(K.DIALECTS) for v in vs)
+    # 16-lane vectors are OpenCL-only; CUDA and HIP get one lane per thread
+    assert all(v.defines.get("VW", 1) == 1 for v in GPU_VARIANTS)
+    assert {"IN_DT=F16", "IN_DT=BF16", "IN_DT=I8"} <= {o[2:] for v in vs for o in v.options()}
+
+
+def test_sources_and_builders_validate_their_arguments():
+    assert "accel.h" in str(K.HEADER) and K.source("accel.h").startswith("/*")
+    with pytest.raises(ArgumentError, match="name"):
+        K.source("../../etc/passwd")
+    with pytest.raises(DTypeError, match="out_dtype"):
+        K.matmul("int8", "float32")
+    with pytest.raises(ArgumentError, match="fmt"):
+        K.quant("q5_1")
+    text = K.program_text("matmul.cl")
+    assert text.index("#define KERNEL") < text.index('#line 1 "matmul.cl"')
+
+
+def test_every_variant_builds_on_opencl():
+    cl = pytest.importorskip("pyopencl", reason="pyopencl is not installed")
+    from accel.backends.opencl.devices import enumerate_devices
+    from accel.errors import BackendUnavailable
+
+    try:
+        enumerate_devices()
+    except BackendUnavailable as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    import accel
+
+    be = accel.get_backend("opencl:0")
+    for v in K.variants():
+        if v.defines.get("VW", 1) > 8 and be.dev.kind == "cpu" and "avx512" not in be.dev.name:
+            continue  # see params.safe_lanes: such a device aborts in LLVM on 16-lane vectors
+        be.kernel(v, v.kernels[0])  # raises CompileError with the log
+
+
+nvrtc_needed = pytest.mark.skipif(_cuda_include() is None,
+                                  reason="NVRTC headers missing (pip install nvidia-cuda-nvrtc "
+                                         "nvidia-cuda-runtime)")
+
+
+def _nvrtc(text: str, name: str, options: list[str]):
+    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc",
+                                reason="cupy (whose NVRTC binding is used here) is not installed")
+    prog = nvrtc.createProgram(text, name, [], [])
+    try:
+        nvrtc.compileProgram(prog, [f"-I{_cuda_include()}", *options])
+    except nvrtc.NVRTCError:
+        pytest.fail(f"NVRTC failed for {name}:\n{nvrtc.getProgramLog(prog)}")
+    return nvrtc, prog
+
+
+@nvrtc_needed
+@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=lambda v: v.id)
+def test_gpu_variant_compiles_with_nvrtc_for_sm90(variant):
+    nvrtc, prog = _nvrtc(K.program_text(variant.source), f"{variant.source}.cu",
+                         ["--gpu-architecture=sm_90", *variant.options()])
+    assert len(nvrtc.getCUBIN(prog)) > 1000
+
+
+@nvrtc_needed
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_cuda_quantizer_rounds_every_operation(fmt):
+    v = K.quant(fmt, "float32")
+    nvrtc, prog = _nvrtc(K.program_text(v.source), "quant.cu",
+                         ["--gpu-architecture=compute_90", *v.options()])
+    ptx = nvrtc.getPTX(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    body = next(e for e in ptx.split(".entry ")[1:] if e.startswith("quantize("))
+    assert "fma" not in body
+    assert "div.rn.f32" in body  # 1/d correctly rounded (and amax / 127 for q8_0)
+
+
+hipcc_needed = pytest.mark.skipif(shutil.which("hipcc") is None,
+                                  reason="hipcc missing (apt-get install hipcc libamdhip64-dev rocm-device-libs)")
+
+
+def _hipcc(tmp_path: Path, variant: K.Variant, *flags: str) -> Path:
+    src = tmp_path / f"{variant.source}.hip"
+    src.write_text(K.program_text(variant.source))
+    out = tmp_path / "out"
+    env = dict(os.environ, HIP_PLATFORM="amd")  # else hipcc picks NVIDIA when nvcc is present
+    r = subprocess.run(["hipcc", *flags, "--offload-arch=gfx90a", *variant.options(), str(src),
+                        "-o", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@hipcc_needed
+@pytest.mark.parametrize("variant", [K.matmul("bfloat16", "float16"),
+                                     K.attention("float16", 64, 64, "additive", "bfloat16"),
+                                     K.quant("q4_0", "float16")], ids=lambda v: v.source)
+def test_gpu_variant_compiles_with_hipcc_for_gfx90a(tmp_path, variant):
+    assert _hipcc(tmp_path, variant, "--genco").stat().st_size > 1000
+
+
+@hipcc_needed
+def test_hip_quantizer_fmas_only_inside_correctly_rounded_division(tmp_path):
+    asm = _hipcc(tmp_path, K.quant("q4_0", "float32"), "-S", "--cuda-device-only").read_text()
+    body = asm[asm.index("quantize:"):]
+    body = body[: body.index("s_endpgm")]
+    # AMDGPU expands a correctly rounded division into div_scale .. fma refinement .. div_fixup;
+    # any fma outside such a sequence would be a contracted x * id + 8.5
+    outside = re.sub(r"v_div_scale_f32.*?v_div_fixup_f32[^\n]*", "", body, flags=re.S)
+    assert "v_div_fixup_f32" in body
+    assert not re.search(r"v_(fma|fmac|mad|mac)_f32|v_pk_fma", outside)

@@ -1,0 +1,198 @@
+"""The OpenCL backend's machinery on real devices: enumeration order, capabilities, the program
+cache (memory, disk, corrupt entries, driver identity), user kernels with CUDA launch semantics,
+errors, profiling-event timing and supports()."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opencl_helpers import DEVICES, FIRST, needs_device
+
+import accel
+from accel import spec as S
+from accel.backends.opencl import OpenCLBackend
+from accel.backends.opencl import cache as C
+from accel.backends.opencl.devices import enumerate_devices, sort_key
+from accel.errors import AccelError, ArgumentError, CompileError, DeviceError, UnsupportedError
+from accel.tensor import Tensor
+
+pytestmark = needs_device
+
+ADD = """
+KERNEL void add_one(GLOBAL float* x, int n) {
+    int i = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (i < n) x[i] += 1.0f;
+}
+"""
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """A new backend instance on opencl:0 with an empty, private disk cache."""
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    return OpenCLBackend(0)
+
+
+def test_devices_follow_the_documented_order():
+    devs = enumerate_devices()
+    keys = [sort_key(d, i) for i, d in enumerate(devs)]
+    assert keys == sorted(keys)
+    kinds = [d.kind for d in devs]
+    assert kinds == sorted(kinds, key=["gpu", "accelerator", "cpu", "other"].index)
+    assert enumerate_devices() is devs  # cached: accel.backends() calls it on every listing
+
+
+def test_newer_driver_of_the_same_kind_comes_first():
+    devs = enumerate_devices()
+    cpus = [d for d in devs if d.kind == "cpu"]
+    if len(cpus) < 2:
+        pytest.skip("one CPU OpenCL device here: nothing to order")
+    versions = [tuple(int(p) for p in d.driver_version.split("+")[0].split("-")[0].split(".")) for d in cpus]
+    assert versions == sorted(versions, reverse=True)
+
+
+def test_device_info_reports_capabilities():
+    info = accel.get_backend(FIRST[0]).info
+    for key in ("fp16", "fp64", "local_mem_bytes", "max_work_group_size", "correctly_rounded_divide"):
+        assert key in info.extra
+    assert info.compute_units >= 1 and info.memory_bytes > 0
+
+
+def test_auto_priority_ranks_cpu_devices_below_the_reference():
+    infos = OpenCLBackend.devices()
+    expect = 20 if any(i.extra["kind"] == "gpu" for i in infos) else 5
+    assert OpenCLBackend.auto_priority(infos) == expect
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    assert status.available and status.priority == expect
+
+
+def test_alignment_comes_from_the_device_and_views_honour_it():
+    be = accel.get_backend(FIRST[0])
+    assert be.alignment == enumerate_devices()[0].device.mem_base_addr_align // 8
+    buf = be.upload(np.arange(1024, dtype=np.uint8))
+    np.testing.assert_array_equal(be.download(be.view(buf, be.alignment, 16), 16),
+                                  np.arange(be.alignment, be.alignment + 16, dtype=np.uint8))
+    with pytest.raises(ArgumentError, match="offset"):
+        be.view(buf, 1, 16)
+
+
+def test_program_cache_memory_then_disk_then_rebuild_after_corruption(fresh, tmp_path, monkeypatch):
+    k1 = fresh.compile(ADD, "add_one")
+    fresh.compile(ADD, "add_one")
+    assert fresh.programs.stats["built"] == 1 and fresh.programs.stats["memory"] == 1
+    entries = list(tmp_path.rglob("*.bin"))
+    assert len(entries) == 1
+    second = OpenCLBackend(0)  # a new process would see the same: the entry on disk
+    second.compile(ADD, "add_one")
+    assert second.programs.stats == {"memory": 0, "disk": 1, "built": 0, "corrupt": 0}
+    entries[0].write_bytes(entries[0].read_bytes()[:50])  # truncated by a crash mid-write
+    third = OpenCLBackend(0)
+    k3 = third.compile(ADD, "add_one")
+    assert third.programs.stats["corrupt"] == 1 and third.programs.stats["built"] == 1
+    x = Tensor(third, third.upload(np.zeros(5, np.float32)), (5,), "float32")
+    third.launch(k3, (1,), (8,), [x, np.int32(5)])
+    np.testing.assert_array_equal(x.numpy(), np.ones(5, np.float32))
+    assert k1.name == "add_one"
+
+
+def test_disk_cache_key_changes_with_the_driver_identity(fresh):
+    dev = fresh.dev
+    import dataclasses
+
+    upgraded = dataclasses.replace(dev, driver_version=dev.driver_version + ".1")
+    assert C.device_dir(dev, "programs") != C.device_dir(upgraded, "programs")
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    target = tmp_path / "entry.bin"
+    C.atomic_write(target, b"x" * 1000)
+    C.atomic_write(target, b"y" * 10)
+    assert target.read_bytes() == b"y" * 10
+    assert [p.name for p in tmp_path.iterdir()] == ["entry.bin"]
+
+
+def test_build_error_carries_log_and_kernel_name(fresh):
+    with pytest.raises(CompileError) as err:
+        fresh.compile("KERNEL void broken(GLOBAL float* x) { x[0] = undefined_name; }", "broken")
+    assert err.value.kernel == "broken"
+    assert "undefined_name" in err.value.log
+    with pytest.raises(CompileError, match="no kernel named 'nope'"):
+        fresh.compile(ADD, "nope")
+
+
+def test_opencl_dialect_builds_plain_opencl(fresh):
+    k = fresh.compile("__kernel void twice(__global int* x) { x[get_global_id(0)] *= 2; }", "twice",
+                      dialect="opencl")
+    x = Tensor(fresh, fresh.upload(np.arange(6, dtype=np.int32)), (6,), "int32")
+    fresh.launch(k, (3,), (2,), [x])
+    np.testing.assert_array_equal(x.numpy(), np.arange(6) * 2)
+    with pytest.raises(UnsupportedError, match="dialect"):
+        fresh.compile(ADD, "add_one", dialect="cuda")
+
+
+def test_launch_uses_cuda_grid_semantics_and_shared_memory():
+    be = accel.get_backend(FIRST[0])
+    src = """
+    KERNEL void block_sums(GLOBAL const float* x, GLOBAL float* out, LOCAL float* scratch) {
+        int t = LOCAL_ID(0), g = GROUP_ID(0), n = LOCAL_SIZE(0);
+        scratch[t] = x[g * n + t];
+        BARRIER();
+        if (t == 0) { float s = 0; for (int i = 0; i < n; ++i) s += scratch[i]; out[g] = s; }
+    }"""
+    k = be.compile(src, "block_sums")
+    x = np.arange(4 * 16, dtype=np.float32)
+    tx = Tensor(be, be.upload(x), x.shape, "float32")
+    out = Tensor.empty(be, (4,), "float32")
+    be.launch(k, (4, 1, 1), (16, 1, 1), [tx, out], shared_mem=16 * 4)
+    np.testing.assert_array_equal(out.numpy(), x.reshape(4, 16).sum(axis=1))
+
+
+def test_launch_rejects_bad_arguments_with_typed_errors():
+    be = accel.get_backend(FIRST[0])
+    k = be.compile(ADD, "add_one")
+    x = Tensor(be, be.upload(np.zeros(4, np.float32)), (4,), "float32")
+    with pytest.raises(ArgumentError, match=r"args\[1\]"):
+        be.launch(k, (1,), (4,), [x, 4])  # a Python int has no defined C type
+    with pytest.raises(ArgumentError, match="block"):
+        be.launch(k, (1,), (k.max_work_group + 1,), [x, np.int32(4)])
+    with pytest.raises(ArgumentError, match="grid"):
+        be.launch(k, (0,), (4,), [x, np.int32(4)])
+    with pytest.raises(DeviceError, match="INVALID_ARG_SIZE|INVALID_KERNEL_ARGS|argument"):
+        be.launch(k, (1,), (4,), [x, np.int64(4)])  # 8 bytes for an int parameter
+
+
+def test_allocation_beyond_the_device_limit_is_a_device_error():
+    be = accel.get_backend(FIRST[0])
+    with pytest.raises(DeviceError, match="MAX_MEM_ALLOC_SIZE"):
+        be.alloc(be.dev.max_alloc + 1)
+
+
+def test_time_reads_profiling_events():
+    be = accel.get_backend(FIRST[0])
+    a = np.ones((256, 256), np.float32)
+    ta, tb = (Tensor(be, be.upload(a), a.shape, "float32") for _ in range(2))
+    spec = S.matmul_spec(a.shape, "float32", a.shape, "float32")
+    out = accel.ops.execute(be, spec, ta, tb)
+    seconds = be.time(lambda: [accel.ops.execute(be, spec, ta, tb, out=out) for _ in range(3)])
+    assert 0 < seconds < 10
+    assert be._recording is None
+    np.testing.assert_array_equal(out.numpy(), np.full((256, 256), 256, np.float32))
+
+
+def test_supports_declines_with_reasons():
+    be = accel.get_backend(FIRST[0])
+    big_head = S.attention_spec((1, 1, 4, 512), (1, 1, 4, 512), (1, 1, 4, 512), ("float32",) * 3)
+    verdict = be.supports(big_head)
+    assert not verdict and "head dims" in verdict.reason
+    assert be.supports(S.matmul_spec((4, 8), "int8", (8, 4), "int8"))
+    with pytest.raises(UnsupportedError, match="head dims"):
+        accel.attention(np.ones((1, 1, 4, 512), np.float32), np.ones((1, 1, 4, 512), np.float32),
+                        np.ones((1, 1, 4, 512), np.float32), backend=be)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_public_api_runs_on_every_device(device):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(accel.matmul(a, a.T, backend=device), a @ a.T)
+    assert isinstance(accel.get_backend(device).versions()["pyopencl"], str)
+    assert issubclass(DeviceError, AccelError)

@@ -1,0 +1,216 @@
+"""What accel port refuses, on which line, and that it then writes nothing and exits non-zero;
+plus the translations that need analysis (address spaces, CUDA's unsigned indices, OpenCL's
+reserved words), checked by running them on PoCL."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
+
+from accel import port  # noqa: E402
+from accel.port import translate  # noqa: E402
+
+CORPUS = Path(__file__).parent / "cuda_corpus"
+
+
+def _errors(src: str, to: str = "opencl") -> list[tuple[int, str]]:
+    result = translate(src, to, filename="k.cu")
+    assert (result.text is None) == bool(result.errors)
+    return [(d.line, d.construct) for d in result.errors]
+
+
+def test_warp_shuffle_reduction_is_refused_with_its_lines():
+    result = translate((CORPUS / "warp_reduce.cu").read_text(), "opencl", filename="warp_reduce.cu")
+    assert result.text is None
+    assert [(d.line, d.construct) for d in result.errors] == [(8, "__shfl_down_sync"),
+                                                              (11, "atomicAdd on float")]
+    first = str(result.errors[0])
+    assert first.startswith("warp_reduce.cu:8: __shfl_down_sync: warp-level primitives")
+    assert "; suggested rewrite: a __shared__ array reduced with a tree" in first
+
+
+def test_template_is_refused_with_its_line():
+    assert _errors((CORPUS / "template_scale.cu").read_text()) == [(3, "template"), (11, "template")]
+
+
+K = "__global__ void k(float* x, int* c, unsigned long long* u) {\n"  # line 1 of every case
+
+
+@pytest.mark.parametrize("body, construct", [
+    ('  printf("%f", x[0]);', "printf"),
+    ('  asm("trap;");', "inline PTX"),
+    ("  auto g = cooperative_groups::this_thread_block();",
+     "cooperative groups (cooperative_groups::this_thread_block)"),
+    ("  x[0] = tex1Dfetch<float>(0, 1);", "tex1Dfetch"),
+    ("  x[0] = __shfl_sync(0xffffffff, x[1], 0);", "__shfl_sync"),
+    ("  wmma::fill_fragment(f, 0.0f);", "tensor-core intrinsics (wmma::fill_fragment)"),
+    ("  atomicAdd(&x[0], 1.0f);", "atomicAdd on float"),
+    ("  atomicAdd(&u[0], 1ull);", "atomicAdd on ulong"),
+    ("  atomicInc((unsigned*)&c[0], 5u);", "atomicInc"),
+    ("  __threadfence();", "__threadfence"),
+    ("  if (__any_sync(0xffffffff, x[0] > 0)) c[0] = 1;", "__any_sync"),
+    ("  c[0] = warpSize;", "warpSize"),
+    ("  k<<<1, 1>>>(x, c, u);", "dynamic parallelism"),
+    ("  float& r = x[0];", "declarator"),
+    ("  c[0] = abs(c[1]);", "abs"),
+    ("  x[0] = my_helper(x[1]);", "my_helper"),
+    ("  float* p;", "pointer p"),
+    ("  { __shared__ float t[4]; t[0] = 1; }", "__shared__ array"),
+])
+def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
+    errors = _errors(K + "  int pad = 0;\n" + body + "\n}\n")
+    assert (3, construct) in errors, errors
+
+
+@pytest.mark.parametrize("src, line, construct", [
+    ("template <typename T>\n__device__ T sq(T v) { return v * v; }\n", 1, "template"),
+    ("__device__ float g;\n__global__ void k() {}\n", 1, "program-scope variable"),
+    ("#define LANE (threadIdx.x & 31)\n__global__ void k(int* x) { x[LANE] = 0; }\n", 1, "macro LANE"),
+    ("#include <cooperative_groups.h>\n__global__ void k() {}\n", 1, "#include <cooperative_groups.h>"),
+    ("__global__ void k(const float3* p) {}\n", 1, "float3 pointer"),
+    ("__global__ void k(size_t n) {}\n", 1, "size_t kernel argument"),
+    ("__global__ void k(__half h) {}\n", 1, "half argument"),
+    ("__global__ void k(__half* h, float* x) {\n  x[0] = h[1];\n}\n", 2, "half element access"),
+    ("__global__ void k(__half* h) {\n  h[0] = h[1];\n}\n", 2, "half store"),
+    ("__device__ int f(int n) { return n ? f(n - 1) : 0; }\n__global__ void k(int* x) { x[0] = f(3); }\n",
+     1, "recursion through f"),
+    ("__device__ void z(float* p) { p[0] = 0; }\n"
+     "__global__ void k(float* x) {\n  __shared__ float s[4];\n  z(x);\n  z(s);\n}\n", 1,
+     "pointer parameter p"),
+    ("__global__ void k(float* x) {\n  extern __shared__ float a[];\n  extern __shared__ float b[];\n}\n",
+     3, "second extern __shared__ array"),
+    ("__global__ void kernel(float* x) {}\n", 1, "kernel name kernel"),
+    ("namespace wmma { }\n__global__ void k() {}\n", 1, "namespace definition"),
+])
+def test_file_level_constructs_are_reported_on_their_line(src, line, construct):
+    assert (line, construct) in _errors(src)
+
+
+def test_dialect_refuses_dynamic_shared_memory():
+    assert _errors((CORPUS / "stencil_halo.cu").read_text(), "dialect") == [(6, "extern __shared__")]
+
+
+def _cli(tmp_path, file: Path, *extra: str) -> int:
+    parser = argparse.ArgumentParser(prog="accel")
+    port.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["port", str(file), *extra])
+    return args.func(args)
+
+
+def test_cli_exits_1_writes_nothing_and_prints_file_line_diagnostics(tmp_path, capsys):
+    out = tmp_path / "warp.cl"
+    assert _cli(tmp_path, CORPUS / "warp_reduce.cu", "--to", "opencl", "-o", str(out)) == 1
+    assert not out.exists()
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{CORPUS / 'warp_reduce.cu'}:8: __shfl_down_sync: ")
+    assert err[-1] == ("accel port: 2 constructs cannot be translated to opencl faithfully; "
+                       "nothing was written")
+
+
+def test_cli_writes_the_translation_and_exits_0(tmp_path, capsys):
+    out = tmp_path / "saxpy.cl"
+    assert _cli(tmp_path, CORPUS / "saxpy_gridstride.cu", "--to", "opencl", "-o", str(out)) == 0
+    assert "__kernel void saxpy(" in out.read_text()
+    assert _cli(tmp_path, CORPUS / "warp_reduce.cu", "--to", "hip") == 0  # warnings only
+    captured = capsys.readouterr()
+    assert "__shfl_down(v, offset, 32)" in captured.out
+    assert "warp_reduce.cu:8: warning: __shfl_down_sync" in captured.err
+
+
+def test_cli_reports_an_unreadable_file(tmp_path, capsys):
+    assert _cli(tmp_path, tmp_path / "missing.cu", "--to", "hip") == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_translate_validates_its_arguments():
+    from accel.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="to: expected one of"):
+        translate("", "metal")
+    with pytest.raises(ArgumentError, match="source: expected CUDA source as str"):
+        translate(b"__global__ void k() {}", "hip")
+
+
+# -- translations that need analysis, run on PoCL ---------------------------------------------------
+ANALYSIS = r"""
+#include <stdint.h>
+__device__ __forceinline__ float first(const float* p) { return __ldg(p); }
+__device__ void store(float* dst, float v) { dst[0] = v; }
+
+extern "C" __global__ void analysed(const float* __restrict__ x, float* out, long long* wide,
+                                    int* flags, uint32_t n) {
+    extern __shared__ char smem[];
+    float* stage = (float*)smem;          // a __local pointer through a cast of a __local array
+    int global = threadIdx.x;             // an OpenCL keyword as a variable name
+    stage[global] = x[global] * 2.0f;
+    __syncthreads();
+    float4 v = make_float4(stage[global], 1.0f, __fdividef(1.0f, 4.0f), (float)n);
+    store(&out[4 * global], v.x + v.y);   // a __global pointer into a device function
+    store(stage + global, v.z + v.w);     // the same function with... a __local one: refused
+    wide[global] = threadIdx.x - 1;       // CUDA: unsigned 32-bit wrap, then widened
+    flags[global] = threadIdx.x - 1 < 5u; // false for thread 0 in CUDA (unsigned compare)
+    out[4 * global + 1] = first(x + global) + static_cast<float>(n);
+}
+"""
+
+
+def test_one_device_function_with_two_address_spaces_is_refused_on_its_parameter():
+    assert _errors(ANALYSIS) == [(4, "pointer parameter dst")]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    import accel
+
+    try:
+        return accel.get_backend("opencl")
+    except accel.BackendUnavailable as e:
+        pytest.skip(f"no OpenCL device: {e}")
+
+
+def test_address_spaces_unsigned_indices_and_keywords_run_as_cuda_would(backend):
+    import accel
+    from accel.kernel import kernel
+
+    src = ANALYSIS.replace("store(stage + global, v.z + v.w);", "out[4 * global + 2] = v.z + v.w;")
+    result = translate(src, "opencl", filename="analysed.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    n = 8
+    x = np.arange(n, dtype=np.float32) + 0.5
+    out = accel.asarray(np.zeros(4 * n, np.float32), backend=backend)
+    wide = accel.asarray(np.zeros(n, np.int64), backend=backend)
+    flags = accel.asarray(np.full(n, 7, np.int32), backend=backend)
+    kernel(result.text, "analysed", backend=backend)(
+        1, n, accel.asarray(x, backend=backend), out, wide, flags,
+        np.uint32(n), shared_mem=4 * n)
+    got = out.numpy().reshape(n, 4)
+    np.testing.assert_array_equal(got[:, 0], 2 * x + 1)
+    np.testing.assert_array_equal(got[:, 1], x + n)
+    np.testing.assert_array_equal(got[:, 2], np.float32(0.25) + n)
+    tid = np.arange(n, dtype=np.int64)
+    np.testing.assert_array_equal(wide.numpy(), (tid - 1) % 2**32)  # 4294967295 for thread 0
+    np.testing.assert_array_equal(flags.numpy(), ((tid - 1) % 2**32 < 5).astype(np.int32))
+
+
+# -- robustness: damaged input gives diagnostics, never an exception --------------------------------
+def test_damaged_sources_never_crash_the_translator():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    sources = [p.read_text() for p in sorted(CORPUS.glob("*.cu"))]
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(st.sampled_from(sources), st.data(), st.sampled_from(["opencl", "hip", "dialect"]))
+    def check(src, data, to):
+        lines = src.splitlines(keepends=True)
+        drop = data.draw(st.sets(st.integers(0, len(lines) - 1), min_size=1, max_size=3))
+        damaged = "".join(line for i, line in enumerate(lines) if i not in drop)
+        result = translate(damaged, to, filename="damaged.cu")
+        assert result.ok == (not result.errors)
+        assert all(1 <= d.line <= damaged.count("\n") + 1 for d in result.diagnostics)
+
+    check()

@@ -1,0 +1,154 @@
+"""The portability report: merging several machines' result files, every section present, plots
+embedded (no network needed), a Markdown summary, and the `accel report` command."""
+import base64
+import copy
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+import accel
+from accel import bench, report
+
+
+@pytest.fixture(scope="module")
+def cpu_doc(tmp_path_factory):
+    """A real (tiny) benchmark run of the CPU backend on this machine."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ACCEL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        suite = [bench.Case.make("matmul", "float32", M=64, N=64, K=64),
+                 bench.Case.make("attention", "float32", B=1, Hq=2, Hkv=1, Sq=16, Sk=16, D=16, causal=True),
+                 bench.Case.make("dequantize", "uint8", rows=8, K=64, fmt="q8_0")]
+        return bench.run_suite(accel.get_backend("cpu"), suite, budget=bench.TINY, label="laptop")
+
+
+def other_machine(doc, label, backend, device, speedup, baseline):
+    """The same cases as if measured on another machine: a test fixture for the merge (real GPU
+    result files come from GPU machines; their format is the one produced above)."""
+    other = copy.deepcopy(doc)
+    other["machine"] = {**doc["machine"], "label": label, "hostname": label}
+    other["backend"] = backend
+    other["device"] = {**doc["device"], "name": device, "hardware": "cuda"}
+    other["peaks"] = {"gflops": 50000.0, "gbs": 3000.0, "method": "fixture", "measured": ""}
+    for c in other["cases"]:
+        c["median_s"] /= speedup
+        c["gflops"] *= speedup
+        c["gbs"] *= speedup
+        best = min(c["baselines"], key=lambda b: b["median_s"])
+        c["baselines"] = [{**best, "name": baseline, "median_s": best["median_s"] / speedup}]
+        c["best_baseline"] = baseline
+    return other
+
+
+def conformance(label, backend, device, status, evidence):
+    return {"schema": "accel.conformance/1", "backend": backend, "device": {"name": device},
+            "machine": {"label": label} if label else None, "versions": {"x": "1"}, "profile": "quick",
+            "cases": [{"op": "matmul", "dtype": "float32", "params": {}, "status": status,
+                       "evidence": evidence, "stats": {}},
+                      {"op": "attention", "dtype": "float32", "params": {}, "status": "passed",
+                       "evidence": evidence, "stats": {}}]}
+
+
+@pytest.fixture(scope="module")
+def files(cpu_doc, tmp_path_factory):
+    d = tmp_path_factory.mktemp("results")
+    docs = {
+        "bench-laptop-cpu.json": cpu_doc,
+        "bench-nvidia-cuda.json": other_machine(cpu_doc, "nvidia-box", "cuda:0", "NVIDIA H100", 40, "torch"),
+        "bench-amd-hip.json": other_machine(cpu_doc, "amd-box", "hip:0", "AMD MI250X", 30, "hipBLAS (cupy)"),
+        # no machine field: must attach to the laptop's cpu bench file by backend and device
+        "conf-laptop-cpu.json": conformance(None, "cpu:0", cpu_doc["device"]["name"], "passed", "ran"),
+        "conf-nvidia-cuda.json": conformance("nvidia-box", "cuda:0", "NVIDIA H100", "failed", "ran"),
+        "conf-amd-hip.json": conformance("amd-box", "hip:0", "AMD MI250X", "compiled_only", "compiled only"),
+    }
+    for name, doc in docs.items():
+        (d / name).write_text(json.dumps(doc))
+    return sorted(d.iterdir())
+
+
+@pytest.fixture(scope="module")
+def written(files, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    html_path, md_path = report.write(report.load(files), out)
+    return html_path.read_text(), md_path.read_text()
+
+
+PLATFORMS = ("laptop/cpu:0", "nvidia-box/cuda:0", "amd-box/hip:0")
+
+
+def test_every_section_is_present(written):
+    html, _ = written
+    for heading in ("Headline ratios", "Support matrix (conformance)", "Performance portability (Pennycook)",
+                    "Throughput, ratios and efficiencies", "Rooflines", "Per op: backends and baselines",
+                    "Machines, devices and versions"):
+        assert f">{heading}<" in html, heading
+    for plat in PLATFORMS:
+        assert plat in html
+
+
+def test_plots_are_embedded_pngs_and_nothing_is_fetched(written):
+    html, _ = written
+    uris = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', html)
+    # a roofline per platform (3) + bars for the two ops with FLOPs and the one without (3)
+    assert len(uris) == 6
+    for u in uris:
+        assert base64.b64decode(u)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert "<script" not in html and "<link" not in html
+
+
+def test_support_matrix_merges_machines_with_evidence(files):
+    res = report.load(files)
+    platforms, rows, cells = report.support_matrix(res)
+    assert set(PLATFORMS) <= set(platforms)
+    assert ("matmul", "float32") in rows
+    assert report.cell_verdict(cells[("laptop/cpu:0", "matmul", "float32")]) == ("passed 1/1 (ran)", "passed")
+    assert report.cell_verdict(cells[("nvidia-box/cuda:0", "matmul", "float32")])[1] == "failed"
+    assert report.cell_verdict(cells[("amd-box/hip:0", "matmul", "float32")]) == ("compiled only (1)", "compiled")
+    assert report.cell_verdict(None) == ("untested", "untested")
+
+
+def test_markdown_summary_has_matrix_metric_and_ratios(written):
+    _, md = written
+    assert "## Support matrix" in md and "## Performance portability per op" in md
+    header = next(ln for ln in md.splitlines() if ln.startswith("| op | dtype |"))
+    row = next(ln for ln in md.splitlines() if ln.startswith("| matmul | float32 |"))
+    cells = dict(zip(header.strip("| ").split(" | "), row.strip("| ").split(" | ")))
+    assert cells["laptop/cpu:0"] == "passed 1/1 (ran)"
+    assert cells["nvidia-box/cuda:0"] == "failed 1/1 (ran)"
+    assert cells["amd-box/hip:0"] == "compiled only (1)"
+    # failed conformance on the nvidia box zeroes matmul's portability
+    assert re.search(r"\| matmul \| 0 \| 0 \|", md)
+    assert re.search(r"- nvidia-box/cuda:0 matmul float32 M=64 N=64 K=64: [0-9.]+x torch", md)
+
+
+def test_headline_ratio_reads_like_the_issue(cpu_doc):
+    case = {"op": "matmul", "dtype": "float32", "params": {"N": 2048}, "ratio_to_best": 0.52,
+            "best_baseline": "numpy"}
+    assert report.headline({"machine": {"label": "m"}, "backend": "opencl:0"}, case) == \
+        "m/opencl:0 matmul float32 N=2048: 0.52x numpy"
+
+
+@pytest.mark.parametrize("content, match", [("not json", "JSON result file"),
+                                            ('{"schema": "other/1"}', "schema"),
+                                            ("[1, 2]", "schema")])
+def test_bad_result_files_are_typed_errors(tmp_path, content, match):
+    p = tmp_path / "r.json"
+    p.write_text(content)
+    with pytest.raises(accel.ArgumentError, match=match):
+        report.load([p])
+    with pytest.raises(accel.ArgumentError, match="readable"):
+        report.load([tmp_path / "missing.json"])
+    with pytest.raises(accel.ArgumentError, match="at least one"):
+        report.write(report.Results(), tmp_path)
+
+
+def test_accel_report_command_prints_the_page_path(files, tmp_path):
+    out = tmp_path / "rep"
+    proc = subprocess.run([sys.executable, "-m", "accel", "report", *map(str, files), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == str(out / "report.html")
+    assert (out / "summary.md").read_text().startswith("# accel portability summary")
