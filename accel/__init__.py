@@ -10,6 +10,7 @@ from .backend import Backend, DeviceInfo, Support
 from .errors import (AccelError, ArgumentError, BackendUnavailable, CompileError, DeviceError,
                      DeviceMismatchError, DTypeError, ShapeError, UnsupportedError)
 from .formats import QTensor
+from .kernel import kernel  # the function; shadows the submodule name on purpose
 from .ops import attention, dequantize, matmul, qmatmul, quantize
 from . import backends  # the package doubles as the listing function, see backends/__init__.py
 from .registry import current_device, get_backend, set_backend, use
@@ -18,7 +19,7 @@ from .tensor import Tensor, asarray
 __version__ = "0.1.0"
 
 __all__ = [
-    "matmul", "attention", "quantize", "dequantize", "qmatmul", "asarray", "Tensor", "QTensor",
+    "matmul", "attention", "quantize", "dequantize", "qmatmul", "asarray", "Tensor", "QTensor", "kernel",
     "backends", "get_backend", "set_backend", "use", "current_device", "Backend", "DeviceInfo",
     "Support", "AccelError", "ArgumentError", "ShapeError", "DTypeError", "BackendUnavailable",
     "UnsupportedError", "DeviceMismatchError", "CompileError", "DeviceError",

@@ -83,43 +83,85 @@ FULL = Budget(time_s=1.0, work=1e10, min_reps=5, max_reps=10_000, max_time_s=5.0
 BUDGETS = {"tiny": TINY, "quick": QUICK, "full": FULL}
 
 
-def measure(timer: Timer, fn: Callable[[], Any], *, budget: Budget = QUICK, work: float = 0,
-            flush: Callable[[], None] | None = None,
-            warmup: Callable[[], Any] | None = None) -> Stats:
-    """Time ``fn`` (which enqueues the work) with ``timer`` (``backend.time``: device events, or
-    a host clock around synchronization) after warm-up, until the budget is spent. ``warmup``
-    (default ``fn``) runs the warm-up calls, e.g. into another output buffer.
+@dataclass
+class Contender:
+    """One thing to time: ``fn`` enqueues the work, ``timer`` times a callable (``backend.time``:
+    device events, or a host clock around synchronization), ``warmup`` (default ``fn``) runs the
+    warm-up calls, e.g. into another output buffer."""
 
-    Short calls are batched ``inner`` times per sample so timer resolution and launch latency do
-    not dominate; with ``flush`` every sample is one call preceded by a cache flush.
+    timer: Timer
+    fn: Callable[[], Any]
+    warmup: Callable[[], Any] | None = None
+
+
+class _Run:
+    """Sampling state of one contender."""
+
+    def __init__(self, c: Contender):
+        self.c, self.inner, self.samples, self.spent = c, 1, [], 0.0
+        self.error: BaseException | None = None
+
+    def batch(self) -> None:
+        for _ in range(self.inner):
+            self.c.fn()
+
+    def done(self, budget: Budget, work: float) -> bool:
+        n = len(self.samples)
+        if self.error is not None or n >= budget.max_reps:
+            return True
+        return n >= budget.min_reps and (self.spent >= budget.max_time_s or (
+            self.spent >= budget.time_s and n * self.inner * work >= budget.work))
+
+
+def measure_all(contenders: list[Contender], *, budget: Budget = QUICK, work: float = 0,
+                flush: Callable[[], None] | None = None) -> list[Stats | BaseException]:
+    """Time several contenders (accel and its baselines) in interleaved rounds, one sample of
+    each per round, so a neighbour's load on a shared machine hits all of them alike and their
+    ratio stays fair. Each is warmed up, then sampled until its own budget is spent.
+
+    Short calls are batched ``inner`` times per sample (calibrated on one call after warm-up) so
+    timer resolution and launch latency do not dominate; with ``flush`` every sample is one call
+    preceded by a cache flush. A contender that raises gets its exception instead of Stats.
+    """
+    runs = [_Run(c) for c in contenders]
+    for r in runs:
+        try:
+            for _ in range(max(1, budget.warmup)):
+                r.c.timer(r.c.warmup or r.c.fn)
+            probe = r.c.timer(r.c.warmup or r.c.fn)
+        except Exception as e:  # reported per contender: one failing library must not stop the rest
+            r.error = e
+            continue
+        if flush is None and 0 <= probe < budget.min_sample_s:
+            r.inner = min(1000, max(1, math.ceil(budget.min_sample_s / max(probe, 1e-9))))
+    while not all(r.done(budget, work) for r in runs):
+        for r in runs:
+            if r.done(budget, work):
+                continue
+            if flush is not None:
+                flush()
+            try:
+                t = r.c.timer(r.batch)
+            except Exception as e:
+                r.error = e
+                continue
+            r.samples.append(t / r.inner)
+            r.spent += t
+    return [r.error if r.error is not None else Stats.of(r.samples) for r in runs]
+
+
+def measure(timer: Timer, fn: Callable[[], Any], *, budget: Budget = QUICK, work: float = 0,
+            flush: Callable[[], None] | None = None, warmup: Callable[[], Any] | None = None) -> Stats:
+    """Time one contender (see ``measure_all``); raises what ``fn`` raises.
 
     >>> s = measure(lambda f: (f(), 0.5)[1], lambda: None, budget=TINY)
     >>> s.median, s.n
     (0.5, 3)
     """
-    for _ in range(max(1, budget.warmup)):
-        first = timer(warmup or fn)
-    inner = 1
-    if flush is None and 0 <= first < budget.min_sample_s:
-        inner = min(1000, max(1, math.ceil(budget.min_sample_s / max(first, 1e-9))))
-
-    def batch() -> None:
-        for _ in range(inner):
-            fn()
-
-    samples: list[float] = []
-    spent = 0.0
-    while len(samples) < budget.max_reps:
-        if flush is not None:
-            flush()
-        t = timer(batch)
-        samples.append(t / inner)
-        spent += t
-        done = len(samples) * inner * work
-        if len(samples) >= budget.min_reps and (
-                spent >= budget.max_time_s or (spent >= budget.time_s and done >= budget.work)):
-            break
-    return Stats.of(samples)
+    (result,) = measure_all([Contender(timer, fn, warmup)], budget=budget, work=work, flush=flush)
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def cache_flusher(backend: Backend, nbytes: int = 256 << 20) -> Callable[[], None]:
@@ -310,8 +352,9 @@ def rates(spec: S.Spec, seconds: float, peaks: "Peaks | None") -> dict[str, floa
 
 def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines: list | None = None,
              peaks: "Peaks | None" = None, flush: bool = False, seed: int = 0) -> dict[str, Any]:
-    """Measure one case on ``backend`` and on each applicable baseline; returns the result record
-    (see docs/benchmarks.md). Never raises for a case that fails: the record says why."""
+    """Measure one case on ``backend`` and, interleaved with it, on each applicable baseline;
+    returns the result record (docs/benchmarks.md). Never raises for a case that fails: the
+    record says why."""
     spec = case.spec()
     rec: dict[str, Any] = {"id": case.id, "op": case.op, "dtype": case.dtype, "params": case.p,
                            "flops": spec.flops, "bytes": spec.bytes,
@@ -322,28 +365,39 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
         return {**rec, "status": "unsupported", "reason": verdict.reason}
     host = case.host_inputs(seed)
     ref = reference(case, host)
-    work = spec.flops or spec.bytes
-    flusher = cache_flusher(backend) if flush else None
     try:
         ins = [None if h is None else _tensor(backend, h) for h in host]
         warm, out = _sentinel(backend, spec), _sentinel(backend, spec)
-        # warm-up and calibration write `warm`; only the timed calls write `out`, so reading `out`
-        # back afterwards proves the timed work ran
-        stats = measure(backend.time, lambda: execute(backend, spec, *ins, out=out), budget=budget,
-                        work=work, flush=flusher, warmup=lambda: execute(backend, spec, *ins, out=warm))
-        ok, err = check_result(out.numpy(), ref, spec.out_dtype)
-    except AccelError as e:
+    except Exception as e:
         return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}
+    # warm-up and calibration write `warm`; only the timed calls write `out`, so reading `out`
+    # back afterwards proves the timed work ran
+    contenders = [Contender(backend.time, lambda: execute(backend, spec, *ins, out=out),
+                            lambda: execute(backend, spec, *ins, out=warm))]
+    prepared = []
+    for base in baselines or []:
+        try:
+            p = base.prepare(spec, host, backend)
+        except Exception as e:  # a third-party library failing must not stop the run
+            rec["baselines"].append(_failed(base, e))
+            continue
+        if p is not None:  # None: the baseline does not compute this op
+            prepared.append((base, p))
+            contenders.append(Contender(p.timer, p.run))
+    results = measure_all(contenders, budget=budget, work=spec.flops or spec.bytes,
+                          flush=cache_flusher(backend) if flush else None)
+    for (base, p), res in zip(prepared, results[1:]):
+        rec["baselines"].append(_baseline_record(base, p, res, spec, ref, peaks))
+    stats = results[0]
+    if isinstance(stats, BaseException):
+        return {**rec, "status": "error", "reason": f"{type(stats).__name__}: {stats}"}
+    ok, err = check_result(out.numpy(), ref, spec.out_dtype)
     rec.update(_timing(stats), **rates(spec, stats.median, peaks))
     rec["validation"] = {"rel_err": err, "tol": VALIDATION_TOL.get(spec.out_dtype, 1e-4)}
     if not ok:
         return {**rec, "status": "invalid", "reason": f"result read back after timing is wrong "
                                                       f"(normwise relative error {err:.3g})"}
     rec["status"] = "ok"
-    for base in baselines or []:
-        measured = _run_baseline(base, backend, spec, host, ref, budget, work, peaks)
-        if measured is not None:
-            rec["baselines"].append(measured)
     good = [b for b in rec["baselines"] if b["status"] == "ok"]
     if good:
         best = min(good, key=lambda b: b["median_s"])
@@ -356,21 +410,22 @@ def _timing(stats: Stats) -> dict[str, float]:
     return {"median_s": stats.median, "iqr_s": stats.iqr, "min_s": stats.min, "reps": stats.n}
 
 
-def _run_baseline(base, backend: Backend, spec: S.Spec, host: list, ref: np.ndarray,
-                  budget: Budget, work: float, peaks: "Peaks | None") -> dict[str, Any] | None:
-    """The baseline's record, or None when it does not compute this op."""
-    rec: dict[str, Any] = {"name": base.name, "version": base.version}
+def _failed(base, e: BaseException) -> dict[str, Any]:
+    return {"name": base.name, "version": base.version, "status": "error",
+            "reason": f"{type(e).__name__}: {e}"}
+
+
+def _baseline_record(base, prepared, res: "Stats | BaseException", spec: S.Spec, ref: np.ndarray,
+                     peaks: "Peaks | None") -> dict[str, Any]:
+    """A baseline's timing, validated against the same reference as accel's result."""
+    if isinstance(res, BaseException):
+        return _failed(base, res)
     try:
-        prepared = base.prepare(spec, host, backend)
-        if prepared is None:
-            return None
-        stats = measure(prepared.timer, prepared.run, budget=budget, work=work)
         ok, err = check_result(prepared.result(), ref, spec.out_dtype)
-    except Exception as e:  # a third-party library failing must not stop the run
-        return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}
-    rec.update(_timing(stats), **rates(spec, stats.median, peaks), rel_err=err)
-    rec["status"] = "ok" if ok else "invalid"
-    return rec
+    except Exception as e:
+        return _failed(base, e)
+    return {"name": base.name, "version": base.version, "status": "ok" if ok else "invalid",
+            **_timing(res), **rates(spec, res.median, peaks), "rel_err": err}
 
 
 def machine(label: str | None = None) -> dict[str, Any]:
@@ -390,7 +445,10 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
     """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document."""
     from . import __version__, baselines as B, peaks as P
 
-    device_peaks = P.peaks(backend, refresh=not peaks_cache)
+    try:
+        device_peaks, peaks_error = P.peaks(backend, refresh=not peaks_cache), None
+    except AccelError as e:  # the report shows no roofline for this device, and says why
+        device_peaks, peaks_error = None, f"{type(e).__name__}: {e}"
     bases = B.for_backend(backend) if with_baselines else []
     results = []
     for case in suite:
@@ -411,6 +469,7 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         "profile": profile,
         "settings": {**asdict(budget), "flush": flush},
         "peaks": asdict(device_peaks) if device_peaks is not None else None,
+        "peaks_error": peaks_error,
         "baselines": {b.name: b.version for b in bases},
         "cases": results,
     }

@@ -149,18 +149,22 @@ def run_conformance(device: str, out: Path, label: str) -> dict | None:
     console = _console()
     console.print(f"[bold]conformance[/] {device}: {' '.join(cmd[1:])}")
     try:
-        proc = subprocess.run(cmd, timeout=CONFORMANCE_TIMEOUT_S, capture_output=True, text=True)
+        # its progress bar (stderr) shows; its tables (stdout) would bury the report path
+        proc = subprocess.run(cmd, timeout=CONFORMANCE_TIMEOUT_S, stdout=subprocess.PIPE, text=True)
     except subprocess.TimeoutExpired:
         console.print(f"[red]conformance on {device} exceeded {CONFORMANCE_TIMEOUT_S} s; skipped[/]")
         return None
-    if not out.exists():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    try:
+        doc = json.loads(out.read_text())
+    except (OSError, ValueError):
+        tail = proc.stdout.strip().splitlines()[-3:]
         console.print(f"[red]conformance on {device} produced no result file[/] (exit {proc.returncode}): "
                       + " | ".join(tail))
         return None
-    doc = json.loads(out.read_text())
     doc.setdefault("machine", machine(label))
     _write_json(doc, out)
+    counts = {k: v for k, v in (doc.get("summary") or {}).items() if isinstance(v, int) and v}
+    console.print(f"conformance {device}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     return doc
 
 

@@ -81,7 +81,13 @@ class Rewriter:
         self._edits.setdefault((node.start_byte, node.end_byte), []).append(fn)
 
     def delete(self, node) -> None:
-        self.replace(node, "")
+        """Remove ``node`` and the blanks after it (a keyword's space, a directive's newline)."""
+        end = node.end_byte
+        while end < len(self.source) and self.source[end:end + 1] in (b" ", b"\t", b"\n"):
+            end += 1
+            if self.source[end - 1:end] == b"\n":
+                break
+        self._edits.setdefault((node.start_byte, end), []).append(lambda _inner: "")
 
     def error(self, node, construct: str, why: str, rewrite: str) -> None:
         self.diagnostics.append(Diagnostic(self.filename, line(node), construct, why, rewrite))

@@ -22,7 +22,7 @@ _PLAIN = frozenset((
     "switch_statement", "case_statement", "condition_clause", "binary_expression",
     "unary_expression", "update_expression", "conditional_expression", "argument_list",
     "subscript_argument_list", "parenthesized_expression", "comma_expression", "sizeof_expression",
-    "number_literal", "true", "false", "char_literal", "comment", "initializer_list",
+    "true", "false", "char_literal", "comment", "initializer_list",
     "type_descriptor", "abstract_pointer_declarator", "abstract_array_declarator", "type_qualifier",
     "storage_class_specifier", "labeled_statement", "statement_identifier", "preproc_call",
     "preproc_directive", "preproc_arg", "escape_sequence", "field_identifier", "init_declarator",
@@ -202,12 +202,14 @@ class OpenCLTranslator:
         for c in node.children:
             if c.type == "__global__":
                 self.rw.replace(c, self.sp.kernel)
-            elif c.type == "__device__":
+            elif c.type == "__device__" and self.sp.device:
                 self.rw.replace(c, self.sp.device)
-            elif c.type in ("__host__", "__noinline__"):
+            elif c.type in ("__device__", "__host__", "__noinline__"):
                 self.rw.delete(c)
-            elif c.type == "__forceinline__":
+            elif c.type == "__forceinline__" and self.sp.forceinline:
                 self.rw.replace(c, self.sp.forceinline)
+            elif c.type == "__forceinline__":
+                self.rw.delete(c)
             elif c.type == "launch_bounds":  # a scheduling hint: dropping it keeps the results
                 self.rw.delete(c)
         if decl.type != "function_declarator":
@@ -250,6 +252,11 @@ class OpenCLTranslator:
         header = text(path).strip('<>"')
         if header in T.OPENCL_DROP_INCLUDES:
             self.rw.delete(item)
+        elif header in T.HOST_INCLUDES:
+            self.rw.warn(item, f"#include {text(path)}", "a host library header; OpenCL C "
+                         "programs hold device code only, so it is left out", "keep host code "
+                         "in a separate file")
+            self.rw.delete(item)
         else:
             self.rw.error(item, f"#include {text(path)}", "the header has no OpenCL C "
                           "counterpart the translator knows", "inline the definitions you need "
@@ -290,9 +297,9 @@ class OpenCLTranslator:
         if declarators and declarators[0].type == "function_declarator":
             if "__device__" in q:  # a prototype
                 for c in item.children:
-                    if c.type == "__device__":
+                    if c.type == "__device__" and self.sp.device:
                         self.rw.replace(c, self.sp.device)
-                    elif c.type == "__host__":
+                    elif c.type in ("__device__", "__host__"):
                         self.rw.delete(c)
             else:
                 self.rw.delete(item)
@@ -317,6 +324,12 @@ class OpenCLTranslator:
             for d in declarators:
                 name, ptr, arr = declarator_parts(d)
                 self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
+            return
+        if not q & {"__device__", "__constant__", "__shared__", "__managed__"}:
+            self.rw.warn(item, "host variable", "CUDA device code cannot use it, and OpenCL C "
+                         "programs hold device code only, so it is left out", "keep host code "
+                         "in a separate file")
+            self.rw.delete(item)
             return
         why = ("its value is set by the host (cudaMemcpyToSymbol), which OpenCL does not do"
                if "__constant__" in q else "OpenCL 1.2 has no mutable program-scope variables")
@@ -394,7 +407,7 @@ class OpenCLTranslator:
                 self.rw.error(p, f"{base} kernel argument", "OpenCL forbids this type as a "
                               "kernel argument", _BAD_KERNEL_SCALARS[base])
             if base == "half":
-                self.rw.error(p, "half argument", *T._HALF_MATH)
+                self.rw.error(p, "half argument", *T.HALF_MATH)
             scope.names[text(name)] = Sym(base)
             return
         if base in T.VECTOR3_TYPES:
@@ -446,7 +459,7 @@ class OpenCLTranslator:
             self._shared(node, q, base, declarators, scope, depth)
             return
         if base == "half":
-            self.rw.error(node, "half variable", *T._HALF_MATH)
+            self.rw.error(node, "half variable", *T.HALF_MATH)
             return
         spaces = set()
         for d in declarators:
@@ -533,6 +546,8 @@ class OpenCLTranslator:
                 self.rw.replace(node, self.sp.constants[name])
         elif kind == "null":
             self.rw.replace(node, "0")
+        elif kind == "number_literal":
+            self._literal(node)
         elif kind == "call_expression":
             self._call(node, scope)
         elif kind == "assignment_expression":
@@ -544,7 +559,7 @@ class OpenCLTranslator:
             base = node.named_children[0]
             sym = scope.get(text(base)) if base.type == "identifier" else None
             if sym is not None and sym.type == "half":
-                self.rw.error(node, "half element access", *T._HALF_MATH)
+                self.rw.error(node, "half element access", *T.HALF_MATH)
                 return
             for c in node.named_children:
                 self._expr(c, scope)
@@ -567,6 +582,17 @@ class OpenCLTranslator:
         else:
             self.rw.error(node, kind.replace("_", " "), "outside the CUDA subset accel port "
                           "translates to OpenCL C", "plain C expressions on scalars and arrays")
+
+    def _literal(self, node) -> None:
+        """An unsuffixed floating literal is a double in CUDA, so the expression around it is
+        computed in double: keep it so (cl_khr_fp64), and say so, since it is often a slip."""
+        spelled = text(node).lower()
+        if spelled.startswith("0x") or spelled.endswith("f") or not any(c in spelled for c in ".e"):
+            return
+        self.uses_double = True
+        self.rw.warn(node, f"double literal {text(node)}", "CUDA computes the expression around "
+                     "it in double precision; the OpenCL translation does too, which needs "
+                     "cl_khr_fp64 on the device", f"{text(node)}f if float was meant")
 
     def _qualified(self, node) -> None:
         ns = text(node).split("::")[0]
@@ -714,7 +740,7 @@ class OpenCLTranslator:
               and text(right.child_by_field_name("function")) in _HALF_STORES
               and len(right.child_by_field_name("arguments").named_children) == 1)
         if not ok:
-            self.rw.error(node, "half store", *T._HALF_MATH)
+            self.rw.error(node, "half store", *T.HALF_MATH)
             return True
         value = right.child_by_field_name("arguments").named_children[0]
         self.rw.replace(node, lambda _i: self.sp.half_store.format(

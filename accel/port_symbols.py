@@ -55,7 +55,7 @@ def type_node(decl):
 def declarator_parts(d):
     """(name node, pointer depth, array depth) of a declarator."""
     ptr = arr = 0
-    while d is not None and d.type not in ("identifier", "field_identifier"):
+    while d is not None and d.type not in ("identifier", "field_identifier", "type_identifier"):
         if d.type == "pointer_declarator":
             ptr += 1
         elif d.type in ("array_declarator",):

@@ -83,9 +83,14 @@ OPENCL_DROP_INCLUDES = frozenset(("cuda_runtime.h", "cuda.h", "math.h", "cmath",
                                   "cstdint", "cuda_fp16.h", "float.h", "cfloat", "math_constants.h",
                                   "device_launch_parameters.h"))
 
+#: host-side library headers: in an OpenCL C program they have nothing to declare
+HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h", "cstring",
+                           "assert.h", "cassert", "iostream", "vector", "string", "algorithm",
+                           "memory", "chrono", "numeric", "random"))
+
 _WARP = ("warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)",
          "a __shared__ array reduced with a tree of __syncthreads() steps")
-_HALF_MATH = ("half arithmetic needs cl_khr_fp16, which the OpenCL devices here lack",
+HALF_MATH = ("half arithmetic needs cl_khr_fp16, which the OpenCL devices here lack",
               "load with __half2float(p[i]), compute in float, store with p[i] = __float2half(v)")
 
 #: CUDA names with no faithful OpenCL C 1.2 translation: name -> (why, suggested rewrite)
@@ -96,7 +101,7 @@ OPENCL_UNSUPPORTED = {
         "__all_sync", "__any", "__all", "__activemask", "__syncwarp", "__match_any_sync",
         "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "warpSize", "__lanemask_lt")},
-    **{n: _HALF_MATH for n in (
+    **{n: HALF_MATH for n in (
         "__hadd", "__hsub", "__hmul", "__hdiv", "__hfma", "__hmax", "__hmin", "__hneg", "__habs",
         "__hadd2", "__hmul2", "__hfma2", "__float2half2_rn", "__halves2half2", "__low2float",
         "__high2float", "__half2", "half2", "hexp", "hsqrt")},

@@ -85,6 +85,13 @@ def failed_in_conformance(conformance_docs: Iterable[Mapping]) -> set[tuple[str,
     return bad
 
 
+def _dtypes(case: Mapping) -> tuple[str, ...]:
+    """The names conformance may file this case under: its dtype, and its quantization format
+    (conformance files dequantize by format, bench by the uint8 input)."""
+    fmt = (case.get("params") or {}).get("fmt")
+    return (case["dtype"], fmt) if fmt else (case["dtype"],)
+
+
 def per_case(bench_docs: list[Mapping], conformance_docs: Iterable[Mapping] = ()) -> list[Row]:
     """One row per case id measured anywhere, over every platform in ``bench_docs``."""
     bad = failed_in_conformance(conformance_docs)
@@ -99,7 +106,7 @@ def per_case(bench_docs: list[Mapping], conformance_docs: Iterable[Mapping] = ()
             case = by_id.get(cid)
             if case is None:  # not measured there (another profile): unknown, not unsupported
                 row.architectural[plat] = row.application[plat] = None
-            elif case["status"] in _NOT_RUN or (plat, case["op"], case["dtype"]) in bad:
+            elif case["status"] in _NOT_RUN or any((plat, case["op"], d) in bad for d in _dtypes(case)):
                 row.architectural[plat] = row.application[plat] = 0.0
             else:
                 row.architectural[plat] = case.get("roofline_efficiency")

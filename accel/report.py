@@ -202,12 +202,38 @@ def roofline_plot(doc: Mapping) -> str | None:
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("throughput (GFLOP/s)")
     ax.set_title(f"Roofline: {PP.platform_name(doc)} ({_device_name(doc)})", fontsize=10)
+    _plain_ticks(ax.xaxis)
+    _plain_ticks(ax.yaxis)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, bbox_to_anchor=(1.01, 1), loc="upper left")
     return _png(fig)
 
 
-def op_bars(res: Results, op: str) -> str | None:
+def _plain_ticks(axis) -> None:
+    """Log-axis tick labels as plain numbers (0.5, 2, 300) rather than 5x10^-1."""
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    axis.set_major_formatter(fmt)
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.1g}"[0] in "25" else ""))
+
+
+def series_colors(res: Results) -> dict[str, str]:
+    """One color per bar series (accel on a platform, or a baseline on a machine), the same in
+    every chart so a reader can follow a series from op to op."""
+    import matplotlib
+
+    names = set()
+    for doc in res.bench:
+        plat = PP.platform_name(doc)
+        names.add(f"accel {plat}")
+        for c in doc.get("cases", []):
+            names.update(f"{b['name']} ({plat.split('/', 1)[0]})" for b in c.get("baselines", []))
+    palette = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"].colors
+    return {n: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, n in enumerate(sorted(names))}
+
+
+def op_bars(res: Results, op: str, colors: dict[str, str]) -> str | None:
     """Grouped bars for one op: each case, each platform's accel result and each machine's
     baselines (the best run of a baseline per machine), on a log axis."""
     series: dict[str, dict[str, float]] = defaultdict(dict)  # series -> case key -> rate
@@ -234,13 +260,14 @@ def op_bars(res: Results, op: str) -> str | None:
     labels = list(keys)
     fig, ax = plt.subplots(figsize=(max(6.5, 1.5 * len(labels) + 3), 4.2))
     width = 0.8 / len(series)
-    for i, (name, vals) in enumerate(series.items()):
+    for i, (name, vals) in enumerate(sorted(series.items())):
         xs = [j + (i - (len(series) - 1) / 2) * width for j, k in enumerate(labels) if k in vals]
-        ax.bar(xs, [vals[k] for k in labels if k in vals], width, label=name,
+        ax.bar(xs, [vals[k] for k in labels if k in vals], width, label=name, color=colors[name],
                hatch="" if name.startswith("accel") else "//", edgecolor="white")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels([_wrap(k) for k in labels], fontsize=7)
     ax.set_yscale("log")
+    _plain_ticks(ax.yaxis)
     ax.set_ylabel("throughput (GFLOP/s)" if unit_flops else "bandwidth (GB/s)")
     ax.set_title(f"{op}: accel backends and baselines (higher is better)", fontsize=10)
     ax.grid(True, axis="y", which="both", alpha=0.3)
@@ -396,22 +423,38 @@ def plots_section(res: Results) -> str:
                          "FLOP-free ops (quantize, dequantize) are in the tables only.</figcaption></figure>")
     parts.append("<h2>Per op: backends and baselines</h2>")
     ops = dict.fromkeys(c["op"] for d in res.bench for c in d.get("cases", []))
+    colors = series_colors(res)
     for op in ops:
-        uri = op_bars(res, op)
+        uri = op_bars(res, op, colors)
         if uri:
             parts.append(f'<figure><img alt="{html.escape(op)} bars" src="{uri}"></figure>')
     return "".join(parts)
 
 
+def headlines(res: Results) -> list[str]:
+    """One line per platform and op: its biggest case (most work) compared with a baseline."""
+    out = []
+    for doc in res.bench:
+        biggest: dict[str, Mapping] = {}
+        for c in doc.get("cases", []):
+            if c.get("ratio_to_best") is None:
+                continue
+            prev = biggest.get(c["op"])
+            if prev is None or (c["flops"], c["bytes"]) > (prev["flops"], prev["bytes"]):
+                biggest[c["op"]] = c
+        out += [headline(doc, c) for c in biggest.values()]
+    return out
+
+
 def render_html(res: Results) -> str:
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    heads = [headline(d, c) for d in res.bench for c in d.get("cases", []) if c.get("ratio_to_best")]
-    summary = "".join(f"<li>{html.escape(h)}</li>" for h in heads[:12])
+    summary = "".join(f"<li>{html.escape(h)}</li>" for h in headlines(res))
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>accel portability report"
             f"</title><style>{_CSS}</style></head><body><h1>accel portability report</h1>"
             f'<p class="note">Generated {now} from {len(res.bench)} benchmark and '
             f"{len(res.conformance)} conformance result files; {len(res.platforms)} platforms.</p>"
-            f"<h2>Headline ratios</h2><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
+            f"<h2>Headline ratios</h2><p class=note>Per platform and op, the largest case: accel's speed "
+            f"relative to the best baseline on the same device (above 1x: accel is faster).</p><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
             + support_section(res) + portability_section(res) + throughput_section(res)
             + plots_section(res) + machines_section(res) + "</body></html>")
 

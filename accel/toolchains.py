@@ -345,10 +345,15 @@ def _amd_device_library_missing(target: Target) -> str | None:
             f"in {', '.join(dirs)}; this ROCm is too old for the target (gfx11 needs ROCm >= 5.5)")
 
 
+_loading = threading.Lock()  # one library load / one worker, even when threads ask at once
+
+
 def _rtc(target: Target) -> _RTC | _IsolatedRTC:
     if target.toolchain == "nvrtc":
-        return _nvrtc()
-    rtc = _hiprtc()
+        with _loading:
+            return _nvrtc()
+    with _loading:
+        rtc = _hiprtc()
     if reason := _amd_device_library_missing(target):
         raise ToolchainUnavailable(f"hiprtc cannot target {target.name}: {reason}")
     return rtc
@@ -444,8 +449,10 @@ def _readelf() -> str | None:
 
 def amd_code_object_resources(path: Path) -> tuple[dict[str, KernelResources], str]:
     """Per-kernel resources from an AMD code object's metadata note, and a note when unreadable."""
-    import yaml
-
+    try:
+        import yaml
+    except ImportError:
+        return {}, "PyYAML is not installed (pip install pyyaml), AMD resources not read"
     tool = _readelf()
     if tool is None:
         return {}, "llvm-readelf not found (apt-get install llvm-15), AMD resources not read"

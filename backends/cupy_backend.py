@@ -31,7 +31,7 @@ from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
 from accel.formats import BLOCK
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
-                          UnsupportedError, expected)
+                          DTypeError, UnsupportedError, expected)
 
 IMPLS = ("kernels", "vendor")
 
@@ -259,8 +259,10 @@ class CuPyBackend(Backend):
             cupy = _cupy()
             from cupy.cuda import runtime
         except ImportError as e:
-            return (), (f"CuPy is not installed ({e.name or e}): pip install "
-                        f"'accel-portable[{'rocm' if cls.platform == 'hip' else 'cuda12'}]'")
+            if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "cupy":
+                return (), (f"CuPy is not installed: pip install "
+                            f"'accel-portable[{'rocm' if cls.platform == 'hip' else 'cuda12'}]'")
+            return (), f"CuPy failed to import: {type(e).__name__}: {e}"
         except Exception as e:  # a broken CuPy install (missing shared libraries, ...)
             return (), f"CuPy failed to import: {type(e).__name__}: {e}"
         facts: dict[str, Any] = {"cupy_version": cupy.__version__, "built_for_hip": bool(runtime.is_hip)}
@@ -291,9 +293,9 @@ class CuPyBackend(Backend):
         extra = {"arch": cls.arch_of(props), "warp_size": int(props["warpSize"]),
                  "runtime": format_version(cls.platform, facts["runtime_version"]),
                  "cupy": facts["cupy_version"]}
-        return DeviceInfo(name, cls.vendor,
-                          f"{cls.platform.upper()} driver {format_version(cls.platform, facts['driver_version'])}",
-                          int(props["totalGlobalMem"]), int(props["multiProcessorCount"]), extra)
+        driver = f"{cls.platform.upper()} driver {format_version(cls.platform, facts['driver_version'])}"
+        return DeviceInfo(name, cls.vendor, driver, int(props["totalGlobalMem"]),
+                          int(props["multiProcessorCount"]), extra)
 
     @classmethod
     def arch_of(cls, props: dict) -> str:
@@ -306,9 +308,12 @@ class CuPyBackend(Backend):
         self.device = self.cupy.cuda.Device(index)
         self.arch: str = self.info.extra["arch"]
         self.warp_size: int = self.info.extra["warp_size"]
-        self._impl = "kernels"
-        self.impl = os.environ.get(f"ACCEL_{self.platform.upper()}_IMPL", "kernels")
+        env = f"ACCEL_{self.platform.upper()}_IMPL"
+        self._impl = os.environ.get(env, "kernels")
+        if self._impl not in IMPLS:
+            raise ArgumentError(expected(env, f"one of {IMPLS}", repr(self._impl)))
         self._modules: dict[tuple, Any] = {}
+        self._shipped: dict[tuple, Any] = {}
 
     # -- implementation choice ---------------------------------------------------------------
     @property
@@ -362,8 +367,14 @@ class CuPyBackend(Backend):
         return None
 
     def export_array(self, tensor) -> Any:
-        """A cupy array viewing ``tensor`` (bfloat16 as ml_dtypes.bfloat16)."""
-        return tensor.buf[: tensor.nbytes].view(to_numpy_dtype(tensor.dtype)).reshape(tensor.shape)
+        """A cupy array viewing ``tensor`` (bfloat16 as ml_dtypes.bfloat16, which CuPy >= 14
+        carries through DLPack)."""
+        raw = tensor.buf[: tensor.nbytes]
+        try:
+            return raw.view(to_numpy_dtype(tensor.dtype)).reshape(tensor.shape)
+        except TypeError as e:  # an older CuPy without ml_dtypes support
+            raise DTypeError(expected("tensor.dtype", f"a dtype CuPy {self.cupy.__version__} can "
+                                      "export (bfloat16 needs CuPy >= 14)", tensor.dtype)) from e
 
     def _array(self, t) -> Any:
         """A typed cupy view of a tensor's buffer (bfloat16 as its uint16 bits)."""
@@ -414,12 +425,15 @@ class CuPyBackend(Backend):
         return accumulator_for(spec, self.impl)
 
     def _run_shipped(self, spec, args: list) -> None:
-        from accel import kernels
-
         variant = kernel_variant(spec)
         name, grid, block = launch_plan(spec, variant)
-        fn = self.compile(kernels.program_text(variant.source), name,
-                          options=tuple(variant.options()), dialect="accel")
+        fn = self._shipped.get((variant, name))
+        if fn is None:  # built once per variant: no source reading or hashing on later calls
+            from accel import kernels
+
+            fn = self._shipped[(variant, name)] = self.compile(
+                kernels.program_text(variant.source), name, options=tuple(variant.options()),
+                dialect="accel")
         self.launch(fn, grid, block, args)
 
     def matmul(self, spec, out, a, b) -> None:

@@ -8,6 +8,16 @@ guard regions around outputs, and a versioned JSON result file. See docs/conform
 >>> all(r.status == "passed" for r in results)
 True
 """
-from .suite import run
+
+
+def __getattr__(name: str):
+    # ``run`` is imported on first use: ``accel`` imports accel.conformance.cli for every command,
+    # and the suite pulls in hypothesis, which only the conformance commands need
+    if name == "run":
+        from .suite import run
+
+        return run
+    raise AttributeError(f"module 'accel.conformance' has no attribute {name!r}")
+
 
 __all__ = ["run"]

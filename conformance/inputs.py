@@ -129,7 +129,10 @@ def _mask(spec: S.AttentionSpec, kind: str, data: str, rng) -> np.ndarray:
     if data == "pow2":  # exactly 4 visible keys per row: the exact-answer mask
         keep = np.argsort(rng.random(shape), axis=-1) < 4
     elif data == "dead_rows":  # some rows see no key at all: their output is defined as zeros
-        keep[..., ::2, :] = False
+        if keep.ndim >= 2:
+            keep[..., ::2, :] = False
+        else:  # a per-key mask hides the same keys from every row
+            keep[:] = False
     if kind == "bool":
         return keep
     values = np.where(keep, rng.standard_normal(shape) * 2, -np.inf)

@@ -37,9 +37,9 @@ DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "
 #: that suit CPU OpenCL devices (one work-item per group, explicit 16-lane vectors). VW > 1 is
 #: OpenCL-only, so only the GPU parameters are compiled for CUDA and HIP.
 GPU_MATMUL = dict(LOCAL_TILE=1, WG_M=16, WG_N=16, TM=4, TN=4, TK=16, VW=1)
-CPU_MATMUL = dict(LOCAL_TILE=0, TM=8, TN=32, VW=16)
+CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
 GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
-CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=16, BKV=32, VW=16)
+CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=64, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)

@@ -28,8 +28,7 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
     const int team = LOCAL_SIZE(0), member = LOCAL_ID(0);
     const int group_q0 = GROUP_ID(0) * team * BQ;
 #else
-    float Kt[HEAD_D * BKV];
-    float Vt[BKV * HEAD_DV];
+    float Kt[HEAD_D * BKV];  /* values are read straight from global memory (cached) */
     const int team = 1, member = 0;
     const int group_q0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * BQ;
 #endif
@@ -56,16 +55,20 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
      * over the group so the barriers below are reached by every work-item. */
     int kend = causal ? imax(0, imin(Sk, group_q0 + team * BQ + off)) : Sk;
     for (int k0 = 0; k0 < kend; k0 += BKV) {
+        /* keys transposed, so the logits of VW keys are one vector FMA per head-dim element */
         for (int e = member; e < BKV * HEAD_D; e += team) {
             int jj = e / HEAD_D, d = e % HEAD_D, kj = imin(k0 + jj, Sk - 1);
             Kt[d * BKV + jj] = LOAD_IN(Kg, (i64)kj * HEAD_D + d);
         }
+#if LOCAL_TILE
         for (int e = member; e < BKV * HEAD_DV; e += team) {
             int jj = e / HEAD_DV, d = e % HEAD_DV, kj = imin(k0 + jj, Sk - 1);
             Vt[jj * HEAD_DV + d] = LOAD_IN(Vg, (i64)kj * HEAD_DV + d);
         }
-#if LOCAL_TILE
         BARRIER();
+#define V_ROW(jj, dv) VLOAD_ARR(Vt, (jj) * HEAD_DV + (dv) * VW)
+#else
+#define V_ROW(jj, dv) VLOAD_IN(Vg, (i64)imin(k0 + (jj), Sk - 1) * HEAD_DV + (dv) * VW)
 #endif
         UNROLL for (int i = 0; i < BQ; ++i) {
             int qi = q0 + i;
@@ -115,7 +118,7 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
             for (int jj = 0; jj < BKV; ++jj) {
                 vf_t p = (vf_t)VGET(float, s[jj / VW], jj % VW);
                 for (int dv = 0; dv < DVV; ++dv)
-                    acc[i][dv] = FMA(p, VLOAD_ARR(Vt, jj * HEAD_DV + dv * VW), acc[i][dv]);
+                    acc[i][dv] = FMA(p, V_ROW(jj, dv), acc[i][dv]);
             }
         }
 #if LOCAL_TILE

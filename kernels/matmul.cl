@@ -4,7 +4,8 @@
  * int8 GEMM in int32), TM x TN outputs per work-item (register block), and LOCAL_TILE: 0 reads
  * A and B straight from global memory (CPU devices, where caches do the tiling), 1 stages TK-deep
  * tiles of a WG_M*TM x WG_N*TN block through local memory (GPUs).
- * Grid: dim 0 over column blocks, dim 1 over row blocks, dim 2 over the batch. boff holds, per
+ * Grid: LOCAL_TILE 1: dim 0 over column blocks, dim 1 over row blocks; LOCAL_TILE 0: dim 0 over
+ * row blocks, dim 1 over column blocks (see below); dim 2 over the batch. boff holds, per
  * output batch entry, the index of its A matrix and of its B matrix (broadcasting).
  */
 #if ACC_INT
@@ -55,8 +56,10 @@ KERNEL void matmul(GLOBAL const IN_T* RESTRICT A, GLOBAL const IN_T* RESTRICT B,
                    GLOBAL OUT_T* RESTRICT C, GLOBAL const i32* RESTRICT boff,
                    int M, int N, int K) {
     int bi = GROUP_ID(2);
-    int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * TN;
-    int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * TM;
+    /* rows vary fastest: consecutive work-groups share one K x TN panel of B, which then stays
+     * in cache, while each TM-row strip of A is read once per panel */
+    int m0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * TM;
+    int n0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * TN;
     if (m0 >= M || n0 >= N) return;
     A += (i64)boff[2 * bi] * M * K;
     B += (i64)boff[2 * bi + 1] * K * N;

@@ -59,11 +59,12 @@ def test_time_cap_wins_over_work_budget_and_min_reps_hold():
 
 def test_short_calls_are_batched_and_divided():
     calls = []
-    # warm-up call takes 1e-5 s, so samples batch ceil(2e-4 / 1e-5) = 20 calls; each batch 4e-4 s
-    timer, _ = scripted_timer(itertools.chain([1e-5], itertools.repeat(4e-4)))
+    # a slow first (compiling) warm-up call, then the calibration call takes 1e-5 s, so samples
+    # batch ceil(2e-4 / 1e-5) = 20 calls; each batch takes 4e-4 s
+    timer, _ = scripted_timer(itertools.chain([1.0, 1e-5], itertools.repeat(4e-4)))
     budget = Budget(time_s=0, work=0, min_reps=3, max_reps=3, max_time_s=1, min_sample_s=2e-4, warmup=1)
     s = measure(timer, lambda: calls.append(1), budget=budget)
-    assert len(calls) == 1 + 3 * 20
+    assert len(calls) == 2 + 3 * 20
     assert s.median == pytest.approx(2e-5)
 
 
@@ -72,7 +73,29 @@ def test_flush_runs_before_every_sample_and_disables_batching():
     timer, _ = scripted_timer(itertools.chain([1e-6], itertools.repeat(1e-6)))
     budget = Budget(time_s=0, work=0, min_reps=4, max_reps=4, max_time_s=1, warmup=1)
     measure(timer, lambda: events.append("run"), budget=budget, flush=lambda: events.append("flush"))
-    assert events == ["run"] + ["flush", "run"] * 4
+    assert events == ["run", "run"] + ["flush", "run"] * 4
+
+
+def test_contenders_are_sampled_in_interleaved_rounds():
+    order = []
+    a = bench.Contender(lambda f: (f(), 0.1)[1], lambda: order.append("a"))
+    b = bench.Contender(lambda f: (f(), 0.3)[1], lambda: order.append("b"))
+    budget = Budget(time_s=0.3, work=0, min_reps=2, max_reps=100, max_time_s=10, warmup=1)
+    sa, sb = bench.measure_all([a, b], budget=budget)
+    # warm-up + calibration of each, then alternate until each spent its 0.3 s
+    assert order == ["a", "a", "b", "b", "a", "b", "a", "b", "a"]
+    assert (sa.n, sa.median, sb.n, sb.median) == (3, 0.1, 2, 0.3)
+
+
+def test_a_failing_contender_gets_its_exception_and_the_others_still_run():
+    def boom():
+        raise RuntimeError("library broke")
+    ok = bench.Contender(lambda f: (f(), 0.1)[1], lambda: None)
+    bad = bench.Contender(lambda f: (f(), 0.1)[1], boom)
+    s, err = bench.measure_all([ok, bad], budget=bench.TINY)
+    assert s.n == 3 and isinstance(err, RuntimeError)
+    with pytest.raises(RuntimeError, match="library broke"):
+        measure(bad.timer, bad.fn, budget=bench.TINY)
 
 
 class RecordingCPU(CPUBackend):
@@ -97,7 +120,7 @@ def test_every_timed_call_is_bracketed_by_synchronization():
     # the log must be a sequence of timed windows: sync, one or more matmuls, sync
     windows = "".join("s" if e == "sync" else "m" for e in be.log)
     assert re.fullmatch(r"(sm+s)+", windows), windows
-    assert windows.count("sm") == 1 + 3  # warm-up window + TINY's 3 samples
+    assert windows.count("sm") == 2 + 3  # warm-up, calibration, then TINY's 3 samples
 
 
 class SkipsAfterWarmup(CPUBackend):

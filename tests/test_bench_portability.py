@@ -71,3 +71,13 @@ def test_case_missing_on_a_platform_is_unknown_not_unsupported():
     docs = [doc("a", "cpu:0", [case("matmul float32 N=9")]), doc("b", "cpu:0", [])]
     row = P.per_case(docs)[0]
     assert row.architectural["b/cpu:0"] is None and row.pp_arch is None
+
+
+def test_conformance_filed_by_quant_format_matches_the_bench_case():
+    deq = {**case("dequantize uint8 rows=8", eff=0.5), "params": {"fmt": "q4_0"}}
+    docs = [doc("box1", "opencl:0", [deq])]
+    conf = [{"machine": {"label": "box1"}, "backend": "opencl:0",
+             "cases": [{"op": "dequantize", "dtype": "q4_0", "status": "failed"}]}]
+    assert P.per_case(docs, conf)[0].architectural["box1/opencl:0"] == 0.0
+    conf[0]["cases"][0]["dtype"] = "q8_0"  # another format's failure does not count
+    assert P.per_case(docs, conf)[0].architectural["box1/opencl:0"] == 0.5

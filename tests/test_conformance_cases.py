@@ -107,3 +107,21 @@ def test_guard_region_sees_a_write_just_outside_the_output(where):
 def test_unwritten_outputs_read_as_nan():
     guarded = GuardedOutput.alloc(accel.get_backend("cpu"), (4,), "bfloat16")
     assert np.isnan(guarded.values().astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("op", profiles.OPS)
+def test_every_drawn_property_case_builds(op):
+    from hypothesis import HealthCheck, given, settings
+
+    from accel.conformance.properties import STRATEGIES
+
+    for dtype in profiles.op_dtypes(op):
+        @settings(max_examples=40, database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(STRATEGIES[op](dtype))
+        def builds(params):
+            case = Case(op, dtype, "property", params)
+            spec, arrays = inputs.build(Case.parse(case.id))
+            assert spec.op == op and all(isinstance(x, np.ndarray) for x in arrays)
+
+        builds()

@@ -82,9 +82,13 @@ def test_matrix_rejects_files_of_another_schema(tmp_path, capsys):
 
 @needs_planted
 def test_pytest_plugin_runs_the_same_cases():
-    base = [sys.executable, "-m", "pytest", "-p", "accel.conformance.pytest_plugin", "--pyargs",
-            "accel.conformance", "-q", "-p", "no:cacheprovider", "--accel-ops", "matmul",
-            "--accel-dtypes", "float32"]
+    from importlib.metadata import entry_points
+
+    registered = any(ep.value == "accel.conformance.pytest_plugin"
+                     for ep in entry_points(group="pytest11"))
+    load = [] if registered else ["-p", "accel.conformance.pytest_plugin"]
+    base = [sys.executable, "-m", "pytest", *load, "--pyargs", "accel.conformance", "-q",
+            "-p", "no:cacheprovider", "--accel-ops", "matmul", "--accel-dtypes", "float32"]
     good = subprocess.run(base + ["--accel-backend", "cpu"], capture_output=True, text=True,
                           timeout=300)
     assert good.returncode == 0, good.stdout[-2000:]
@@ -93,3 +97,14 @@ def test_pytest_plugin_runs_the_same_cases():
     assert bad.returncode == 1
     assert "repro: accel conformance --backend planted_nan_to_zero:0 --case 'matmul/float32/special" \
         in bad.stdout
+
+
+def test_public_examples_run():
+    import doctest
+
+    import accel.conformance
+    import accel.conformance.suite
+
+    for module in (accel.conformance, accel.conformance.suite):
+        outcome = doctest.testmod(module)
+        assert outcome.attempted > 0 and outcome.failed == 0, module.__name__

@@ -214,3 +214,92 @@ def test_damaged_sources_never_crash_the_translator():
         assert all(1 <= d.line <= damaged.count("\n") + 1 for d in result.diagnostics)
 
     check()
+
+
+def test_unsuffixed_literals_keep_cuda_double_arithmetic(backend):
+    import accel
+    from accel.kernel import kernel
+
+    src = ("__global__ void tenth(float* x, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    if (i < n) x[i] = x[i] * 0.1;\n}\n")
+    result = translate(src, "opencl", filename="tenth.cu")
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [
+        (3, "warning", "double literal 0.1")]
+    x = np.random.default_rng(3).standard_normal(4096).astype(np.float32)
+    as_cuda = (x.astype(np.float64) * 0.1).astype(np.float32)
+    assert (as_cuda != x * np.float32(0.1)).any()  # the two readings really differ on this data
+    dx = accel.asarray(x, backend=backend)
+    kernel(result.text, "tenth", backend=backend)(32, 128, dx, np.int32(x.size))
+    np.testing.assert_array_equal(dx.numpy(), as_cuda)
+
+
+SUBSET = r"""
+#include <cuda_runtime.h>
+typedef unsigned int u32;
+__constant__ float coeffs[4] = {0.5f, 0.25f, 0.125f, 2.0f};
+
+__device__ float dot4(const float* c, float4 v) {  // called with __constant__ memory
+    return c[0] * v.x + c[1] * v.y + c[2] * v.z + c[3] * v.w;
+}
+
+extern "C" {
+__global__ void vec(const float4* __restrict__ in, float* out, u32 n) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float4 v = __ldg(&in[i]);
+    float4 w = make_float4(v.w, v.z, v.y, v.x);
+    float acc = 0.0f;
+    int k = 0;
+    do {
+        switch (k) {
+            case 0: acc += dot4(coeffs, v); break;
+            default: acc -= dot4(coeffs, w);
+        }
+        ++k;
+    } while (k < 2);
+    out[i] = acc;
+}
+
+__global__ void prefix(const float* x, float* out, int n) {
+    float s = 0.0f;
+    int j = 0;
+    for (const float* p = x; p < x + n; ++p) {
+        s += *p;
+        out[j++] = s;
+    }
+}
+}
+"""
+
+
+def test_typedefs_constants_vectors_and_pointer_loops_run(backend):
+    import accel
+    from accel.kernel import kernel
+
+    result = translate(SUBSET, "opencl", filename="subset.cu")
+    assert result.ok and not result.diagnostics, "\n".join(map(str, result.diagnostics))
+    n = 37
+    x = np.random.default_rng(0).integers(-8, 8, (n, 4)).astype(np.float32)  # exact sums
+    out = accel.asarray(np.zeros(n, np.float32), backend=backend)
+    kernel(result.text, "vec", backend=backend)(2, 32, accel.asarray(x, backend=backend), out,
+                                                np.uint32(n))
+    c = np.array([0.5, 0.25, 0.125, 2.0], np.float32)
+    np.testing.assert_array_equal(out.numpy(), x @ c - x[:, ::-1] @ c)
+    sums = accel.asarray(np.zeros(n, np.float32), backend=backend)
+    kernel(result.text, "prefix", backend=backend)(1, 1, accel.asarray(x[:, 0].copy(), backend=backend),
+                                                   sums, np.int32(n))
+    np.testing.assert_array_equal(sums.numpy(), np.cumsum(x[:, 0]))
+
+
+def test_host_code_is_left_out_of_opencl_with_warnings():
+    src = ("#include <stdio.h>\n"
+           "float host_buffer[16];\n"
+           "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+           "int main() { printf(\"%f\", host_buffer[0]); return 0; }\n")
+    result = translate(src, "opencl", filename="app.cu")
+    assert result.ok
+    assert [(d.line, d.severity) for d in result.diagnostics] == [(1, "warning"), (2, "warning"),
+                                                                  (4, "warning")]
+    body = result.text.split("\n", 1)[1]  # after the translation's header comment
+    assert body == "__kernel void k(__global float* x) { x[0] = 1.0f; }\n"

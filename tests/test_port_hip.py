@@ -140,3 +140,31 @@ def test_macro_bodies_are_translated_too():
     assert [(d.line, d.severity) for d in result.diagnostics] == [(2, "warning")]
     bad = translate("#define LAUNCH cudaGraphLaunch(0, 0)\n", "hip", filename="m.cu")
     assert [(d.line, d.construct) for d in bad.errors] == [(1, "cudaGraphLaunch")]
+
+
+DIALECT_FILES = [f for f in FILES if f not in ("stencil_halo.cu", "template_scale.cu", "warp_reduce.cu")]
+
+
+@pytest.mark.parametrize("file", DIALECT_FILES)
+def test_dialect_translation_builds_for_cuda_and_hip(file, tmp_path):
+    """accel's dialect is one source for every backend: the translation, behind the portability
+    header the backends prepend, builds with NVRTC for sm_80 and with hipcc for gfx90a (it runs
+    on PoCL in test_port_opencl.py)."""
+    kernels = pytest.importorskip("accel.kernels")
+    result = translate((CORPUS / file).read_text(), "dialect", filename=file)
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    program = kernels.program_text(result.text, file)
+    toolchains = pytest.importorskip("accel.toolchains")
+    try:
+        built = toolchains.compile_source(program, "sm_80", use_cache=False)
+    except toolchains.ToolchainUnavailable as e:
+        pytest.skip(str(e))
+    assert built.ok, built.log
+    if shutil.which("hipcc") is None:
+        pytest.skip("hipcc is not installed")
+    src = tmp_path / "k.hip"
+    src.write_text(program)
+    proc = subprocess.run(["hipcc", "--genco", "--offload-arch=gfx90a", str(src), "-o",
+                           str(tmp_path / "k.co")], capture_output=True, text=True,
+                          env=dict(os.environ, HIP_PLATFORM="amd"), timeout=300)
+    assert proc.returncode == 0, proc.stderr

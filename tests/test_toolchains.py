@@ -4,6 +4,7 @@ Expected values come from the kernels' sources (a __shared__ float[256] is 1024 
 the toolchains' documented behaviour, never from accel's own output.
 """
 import pytest
+from gpu_toolchains import need
 
 from accel import toolchains as T
 from accel.errors import AccelError, ArgumentError, BackendUnavailable
@@ -46,6 +47,14 @@ def private_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.fixture
+def compilers():
+    need("sm_90", "gfx90a")
+
+
+compiles = pytest.mark.usefixtures("compilers")
+
+
 @pytest.mark.parametrize("name,vendor,toolchain", [
     ("sm_80", "nvidia", "nvrtc"), ("sm_90", "nvidia", "nvrtc"), ("sm_90a", "nvidia", "nvrtc"),
     ("gfx90a", "amd", "hiprtc"), ("gfx1100", "amd", "hiprtc"), ("gfx90a:sramecc+:xnack-", "amd", "hiprtc")])
@@ -69,6 +78,7 @@ def test_arch_mapping_from_device_properties():
         T.hip_arch("Radeon")
 
 
+@compiles
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "gfx90a"])
 def test_compiles_for_real_targets_and_reports_shared_memory(target):
     r = T.compile_source(SHARED, target)
@@ -80,10 +90,12 @@ def test_compiles_for_real_targets_and_reports_shared_memory(target):
     assert res.spills == 0
 
 
+@compiles
 def test_binaries_differ_per_arch():
     assert T.compile_source(SHARED, "sm_80").binary != T.compile_source(SHARED, "sm_90").binary
 
 
+@compiles
 @pytest.mark.parametrize("target,where", [("sm_90", "kernel.cu(4)"), ("gfx90a", ":4:")])
 def test_compile_error_is_a_result_with_the_log(target, where):
     r = T.compile_source(BROKEN, target)
@@ -91,6 +103,7 @@ def test_compile_error_is_a_result_with_the_log(target, where):
     assert "undeclared_value" in r.log and where in r.log
 
 
+@compiles
 def test_spills_are_reported_when_registers_are_capped():
     free = T.compile_source(HEAVY, "sm_90").resources["heavy"]
     capped = T.compile_source(HEAVY, "sm_90", options=("--maxrregcount=16",)).resources["heavy"]
@@ -98,12 +111,14 @@ def test_spills_are_reported_when_registers_are_capped():
     assert capped.spills > 0 and capped.stack_bytes > 0
 
 
+@compiles
 def test_wavefront_width_from_amd_metadata():
     # CDNA (gfx90a) runs 64-wide wavefronts, RDNA (gfx1030) 32-wide by default
     assert T.compile_source(SHARED, "gfx90a").resources["reverse"].detail["wavefront_size"] == 64
     assert T.compile_source(SHARED, "gfx1030").resources["reverse"].detail["wavefront_size"] == 32
 
 
+@compiles
 def test_defines_reach_the_compiler():
     src = 'extern "C" __global__ void k(int* x) { static_assert(WIDTH == 64, "width"); x[0] = WIDTH; }'
     assert T.compile_source(src, "sm_90", defines={"WIDTH": 64}).ok
@@ -113,6 +128,7 @@ def test_defines_reach_the_compiler():
         T.compile_source(src, "sm_90", defines={"NOT AN IDENTIFIER": 1})
 
 
+@compiles
 def test_cache_hit_miss_and_corruption(private_cache, tmp_path):
     first = T.compile_source(SHARED, "sm_90")
     again = T.compile_source(SHARED, "sm_90")
@@ -133,6 +149,7 @@ def test_cache_hit_miss_and_corruption(private_cache, tmp_path):
     assert not T.compile_source(src, "sm_90", include_dirs=(inc,)).cached
 
 
+@compiles
 def test_target_without_device_library_is_unavailable_not_a_crash():
     reason = T._amd_device_library_missing(T.parse_target("gfx1100"))
     if reason is None:  # a ROCm that has gfx11 device libraries builds it
@@ -143,6 +160,7 @@ def test_target_without_device_library_is_unavailable_not_a_crash():
         assert issubclass(T.ToolchainUnavailable, AccelError)
 
 
+@compiles
 def test_hiprtc_crash_is_a_failed_compile_and_the_worker_restarts():
     if T._amd_device_library_missing(T.parse_target("gfx1100")) is None:
         pytest.skip("this ROCm has gfx1100 device libraries, so hiprtc has no known crash to provoke")
@@ -152,6 +170,7 @@ def test_hiprtc_crash_is_a_failed_compile_and_the_worker_restarts():
     assert T.compile_source(SHARED, "gfx90a", use_cache=False).ok
 
 
+@compiles
 def test_hiprtc_and_pocl_live_in_one_process():
     """comgr's LLVM and PoCL's LLVM abort a process that loads both; the worker keeps them apart."""
     cl = pytest.importorskip("pyopencl", reason="pyopencl is needed to load PoCL's LLVM")
@@ -163,6 +182,7 @@ def test_hiprtc_and_pocl_live_in_one_process():
     assert T.compile_source(SHARED, "gfx90a", use_cache=False).ok
 
 
+@compiles
 def test_toolchain_version_names_the_library():
     assert T.toolchain_version("sm_90").startswith("nvrtc ")
     assert T.toolchain_version("gfx90a").startswith("hiprtc ")

@@ -1,0 +1,91 @@
+"""Baselines compute accel's semantics (so their times compare like with like), carry versions,
+and are chosen by the hardware the backend runs on."""
+import numpy as np
+import pytest
+
+import accel
+from accel import baselines as B
+from accel.bench import Case
+
+
+def float64_attention(q, k, v, causal):
+    """Textbook attention in float64 with GQA and bottom-right causal alignment."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    s = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    sq, sk = s.shape[-2:]
+    if causal:
+        s = np.where(np.arange(sk)[None] <= np.arange(sq)[:, None] + sk - sq, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def cpu_baselines():
+    return {b.name: b for b in B.for_backend(accel.get_backend("cpu"))}
+
+
+def run(baseline, case):
+    host = case.host_inputs(seed=3)
+    prepared = baseline.prepare(case.spec(), host, accel.get_backend("cpu"))
+    assert prepared is not None, f"{baseline.name} should compute {case.id}"
+    prepared.run()
+    return host, np.asarray(prepared.result(), np.float64)
+
+
+@pytest.mark.parametrize("name", ["numpy", "torch"])
+def test_attention_baselines_use_bottom_right_causal_and_gqa(name):
+    base = cpu_baselines().get(name)
+    if base is None:
+        pytest.skip(f"{name} is not installed")
+    # Sq < Sk: top-left alignment (torch's is_causal) would differ here
+    case = Case.make("attention", "float32", B=1, Hq=4, Hkv=2, Sq=3, Sk=7, D=16, causal=True)
+    host, got = run(base, case)
+    np.testing.assert_allclose(got, float64_attention(*host[:3], causal=True), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, dtype", [("numpy", "int8"), ("torch", "int8"), ("numpy", "float16")])
+def test_matmul_baselines_match_float64(name, dtype):
+    base = cpu_baselines().get(name)
+    if base is None:
+        pytest.skip(f"{name} is not installed")
+    host, got = run(base, Case.make("matmul", dtype, M=32, N=24, K=40))
+    want = host[0].astype(np.float64) @ host[1].astype(np.float64)
+    if dtype == "int8":
+        np.testing.assert_array_equal(got, want)  # exact in int32
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-2)
+
+
+def test_gguf_quantizer_baseline_matches_accel_bytes():
+    base = cpu_baselines().get("gguf")
+    if base is None:
+        pytest.skip("gguf is not installed")
+    case = Case.make("quantize", "float32", rows=4, K=64, fmt="q4_0")
+    host, got = run(base, case)
+    # gguf's reference quantizer and accel's are independent implementations of GGML's rule
+    assert np.array_equal(got.astype(np.uint8), accel.quantize(host[0], "q4_0", backend="cpu").raw)
+
+
+def test_every_baseline_has_a_version_and_cpu_hardware_gets_cpu_libraries():
+    bases = B.for_backend(accel.get_backend("cpu"))
+    assert {"numpy"} <= {b.name for b in bases}
+    assert all(b.version and b.version != "?" for b in bases)
+    assert B.hardware_of(accel.get_backend("cpu")) == "cpu"
+
+
+def test_opencl_cpu_device_is_compared_with_cpu_libraries():
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    if not status.available:
+        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
+    be = accel.get_backend("opencl:0")
+    expected = "cpu" if be.info.extra.get("kind") == "cpu" else "other"
+    assert B.hardware_of(be) == expected
+    if expected == "cpu":
+        assert "numpy" in {b.name for b in B.for_backend(be)}
+
+
+def test_ops_a_baseline_lacks_are_not_applicable():
+    numpy_base = cpu_baselines()["numpy"]
+    case = Case.make("qmatmul", "float32", M=2, N=32, K=32, fmt="q8_0")
+    assert numpy_base.prepare(case.spec(), case.host_inputs(), accel.get_backend("cpu")) is None

@@ -1,0 +1,40 @@
+"""`accel bench` end to end, and which devices `accel portability` runs."""
+import json
+import os
+import subprocess
+import sys
+
+import accel
+from accel.bench_cli import portability_devices
+
+
+def test_accel_bench_writes_a_versioned_result_file(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "accel", "bench", "--backend", "cpu", "--ops", "dequantize",
+                           "--json", str(out), "--label", "ci-box"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "ACCEL_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "accel.bench/1"
+    assert doc["machine"]["label"] == "ci-box" and doc["backend"] == "cpu:0"
+    assert doc["peaks"]["gflops"] > 0 and doc["versions"]["numpy"]
+    assert [c["op"] for c in doc["cases"]] == ["dequantize", "dequantize"]
+    assert all(c["status"] == "ok" for c in doc["cases"])
+    assert "dequantize" in proc.stdout and "vs best baseline" in proc.stdout  # the summary table
+
+
+def test_bad_arguments_are_refused_by_the_parser():
+    proc = subprocess.run([sys.executable, "-m", "accel", "bench", "--sizes", "huge"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--sizes" in proc.stderr
+
+
+def test_portability_runs_builtin_backends_only():
+    devices = portability_devices()
+    statuses = {s.name: s for s in accel.backends()}
+    assert "cpu:0" in devices
+    for d in devices:
+        assert statuses[d.split(":")[0]].origin == "builtin"
+    plugins = [s.name for s in statuses.values() if s.available and s.origin != "builtin"]
+    assert not any(d.split(":")[0] in plugins for d in devices)
