@@ -136,9 +136,10 @@ def device_backend(x: Any, kind: str) -> Backend | None:
     if kind == "cupy" or (kind == "torch" and x.device.type != "cpu"):
         from .registry import backends as _list
 
+        index = x.device.id if kind == "cupy" else (x.device.index or 0)
         for status in _list():
-            if status.available and status.name in ("cuda", "hip"):
-                b = get_backend(status.name)
+            if status.available and status.name in ("cuda", "hip") and index < len(status.devices):
+                b = get_backend(f"{status.name}:{index}")
                 if b.import_array(x) is not None:
                     return b
         raise DeviceMismatchError(expected("array", "an array on a device accel has a backend for",

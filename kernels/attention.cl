@@ -70,7 +70,7 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
 #else
 #define V_ROW(jj, dv) VLOAD_IN(Vg, (i64)imin(k0 + (jj), Sk - 1) * HEAD_DV + (dv) * VW)
 #endif
-        UNROLL for (int i = 0; i < BQ; ++i) {
+        for (int i = 0; i < BQ; ++i) {
             int qi = q0 + i;
             vf_t s[BKVV];
             for (int jv = 0; jv < BKVV; ++jv) s[jv] = (vf_t)0;
