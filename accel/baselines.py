@@ -84,9 +84,9 @@ def for_backend(backend: Backend) -> list[Baseline]:
             out.append(Baseline("hipBLAS (cupy)" if hw == "rocm" else "cuBLAS (cupy)",
                                 f"cupy {cupy.__version__}", _cupy))
     if backend.name == "opencl" and _has("pyclblast"):
-        import pyclblast
+        from importlib.metadata import version
 
-        out.append(Baseline("CLBlast", getattr(pyclblast, "__version__", "?"), _clblast))
+        out.append(Baseline("CLBlast", f"pyclblast {version('pyclblast')}", _clblast))
     return out
 
 

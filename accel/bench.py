@@ -25,7 +25,7 @@ import numpy as np
 
 from . import spec as S
 from .backend import Backend
-from .dtypes import to_numpy_dtype
+from .dtypes import dtype_name, to_numpy_dtype
 from .errors import AccelError, ArgumentError, expected
 from .formats import get_format
 from .ops import execute
@@ -312,13 +312,12 @@ def reference(case: Case, host: list[np.ndarray | None]) -> np.ndarray:
 
     cpu = get_backend("cpu")
     spec = case.spec()
-    ins = [None if h is None else _tensor(cpu, h) for h in host]
+    ins = [None if h is None else to_device(cpu, h) for h in host]
     return execute(cpu, spec, *ins).numpy()
 
 
-def _tensor(backend: Backend, host: np.ndarray) -> Tensor:
-    from .dtypes import dtype_name
-
+def to_device(backend: Backend, host: np.ndarray) -> Tensor:
+    """A tensor on ``backend`` holding a copy of a host array."""
     host = np.ascontiguousarray(host)
     return Tensor(backend, backend.upload(host), host.shape, dtype_name(host.dtype))
 
@@ -366,7 +365,7 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
     host = case.host_inputs(seed)
     ref = reference(case, host)
     try:
-        ins = [None if h is None else _tensor(backend, h) for h in host]
+        ins = [None if h is None else to_device(backend, h) for h in host]
         warm, out = _sentinel(backend, spec), _sentinel(backend, spec)
     except Exception as e:
         return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}
@@ -406,8 +405,18 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
     return rec
 
 
-def _timing(stats: Stats) -> dict[str, float]:
+#: IQR above this fraction of the median flags a measurement as noisy (a shared machine's
+#: neighbour, frequency changes): its ratios deserve a re-run before anyone acts on them
+NOISY_IQR = 0.25
+
+
+def _timing(stats: Stats) -> dict[str, Any]:
     return {"median_s": stats.median, "iqr_s": stats.iqr, "min_s": stats.min, "reps": stats.n}
+
+
+def noisy(record: dict) -> bool:
+    """Whether a measured record (a case or a baseline) is too spread to trust."""
+    return record.get("status") == "ok" and record["iqr_s"] > NOISY_IQR * record["median_s"]
 
 
 def _failed(base, e: BaseException) -> dict[str, Any]:
@@ -441,12 +450,15 @@ def machine(label: str | None = None) -> dict[str, Any]:
 def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
               with_baselines: bool = True, flush: bool = False, label: str | None = None,
               profile: str = "quick", on_case: Callable[[Case, dict], None] | None = None,
-              peaks_cache: bool = True) -> dict[str, Any]:
-    """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document."""
+              peaks_mode: str = "update") -> dict[str, Any]:
+    """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document. ``peaks_mode``:
+    "cached" (measure only when nothing is cached), "update" (measure and keep the best of cache
+    and now, the default) or "refresh" (measure and replace the cache); see accel.peaks."""
     from . import __version__, baselines as B, peaks as P
 
     try:
-        device_peaks, peaks_error = P.peaks(backend, refresh=not peaks_cache), None
+        device_peaks = P.peaks(backend, refresh=peaks_mode == "refresh", update=peaks_mode == "update")
+        peaks_error = None
     except AccelError as e:  # the report shows no roofline for this device, and says why
         device_peaks, peaks_error = None, f"{type(e).__name__}: {e}"
     bases = B.for_backend(backend) if with_baselines else []

@@ -14,6 +14,9 @@ from pathlib import Path
 
 #: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
 CONFORMANCE_TIMEOUT_S = 300
+#: GPU targets whose kernels `portability` compile-checks when their backend cannot run here
+COMPILE_TARGETS = {"cuda": "sm_90", "hip": "gfx90a"}
+KERNELS_CHECK_TIMEOUT_S = 240
 
 
 def register(subparsers) -> None:
@@ -25,7 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--no-baselines", action="store_true", help="measure accel only")
     p.add_argument("--flush", action="store_true", help="flush caches between repetitions")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
-    p.add_argument("--refresh-peaks", action="store_true", help="re-measure the device peaks")
+    p.add_argument("--refresh-peaks", action="store_true",
+                   help="discard the cached device peaks (default: re-measure and keep the best)")
     p.set_defaults(func=_bench)
 
     p = subparsers.add_parser("report", help="HTML + Markdown report from result files")
@@ -61,7 +65,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
     suite = bench.cases(sizes, ops)
     console = _console()
     console.print(f"[bold]accel bench[/] {backend.device_id} ({backend.info.name}): "
-                  f"{len(suite)} cases, {sizes} sizes; measuring device peaks (cached) first")
+                  f"{len(suite)} cases, {sizes} sizes; measuring device peaks first")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task(f"{backend.device_id}", total=len(suite))
@@ -70,7 +74,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
             progress.update(task, advance=1, description=f"{backend.device_id} {case.id}")
         return bench.run_suite(backend, suite, budget=bench.BUDGETS[sizes], with_baselines=with_baselines,
                                flush=flush, label=label, profile=sizes, on_case=advance,
-                               peaks_cache=not refresh_peaks)
+                               peaks_mode="refresh" if refresh_peaks else "update")
 
 
 def print_summary(doc: dict) -> None:
@@ -168,6 +172,30 @@ def run_conformance(device: str, out: Path, label: str) -> dict | None:
     return doc
 
 
+def run_kernels_check(out: Path) -> dict | None:
+    """Compile every shipped kernel for the GPU targets whose backend is unavailable here, so the
+    report shows them as "compiled only" rather than absent."""
+    import accel
+
+    missing = [COMPILE_TARGETS[s.name] for s in accel.backends()
+               if s.name in COMPILE_TARGETS and not s.available]
+    if not missing:
+        return None
+    cmd = [sys.executable, "-m", "accel", "kernels", "check", "--targets", ",".join(missing),
+           "--allow-unavailable", "--json", str(out)]
+    console = _console()
+    console.print(f"[bold]compile check[/] {', '.join(missing)} (no device for them here): "
+                  f"{' '.join(cmd[1:])}")
+    try:
+        subprocess.run(cmd, timeout=KERNELS_CHECK_TIMEOUT_S, stdout=subprocess.DEVNULL)
+        return json.loads(out.read_text())
+    except subprocess.TimeoutExpired:
+        console.print(f"[red]compile check exceeded {KERNELS_CHECK_TIMEOUT_S} s; skipped[/]")
+    except (OSError, ValueError):
+        console.print("[red]compile check produced no result file; skipped[/]")
+    return None
+
+
 def _portability(args: argparse.Namespace) -> int:
     from accel import report
     from accel.bench import machine
@@ -187,6 +215,10 @@ def _portability(args: argparse.Namespace) -> int:
         _write_json(doc, out / f"bench-{slug}.json")
         print_summary(doc)
         res.bench.append(doc)
+    if not args.backends:
+        compiled = run_kernels_check(out / "kernels-check.json")
+        if compiled is not None:
+            res.kernels.append(compiled)
     html_path, md_path = report.write(res, out)
     _console().print(f"portability run of {', '.join(devices)} took {time.perf_counter() - started:.0f} s; "
                      f"summary: {md_path}")

@@ -17,6 +17,7 @@ import datetime as _dt
 import html
 import io
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,11 @@ from typing import Any, Iterable, Mapping
 
 from . import portability as PP
 from .bench import SCHEMA as BENCH_SCHEMA
+from .bench import noisy as is_noisy
 from .errors import ArgumentError, expected
 
 CONFORMANCE_SCHEMA = "accel.conformance/1"
+KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"  # `accel kernels check --json`: compile-only evidence
 
 
 @dataclass
@@ -35,6 +38,7 @@ class Results:
 
     bench: list[dict] = field(default_factory=list)
     conformance: list[dict] = field(default_factory=list)
+    kernels: list[dict] = field(default_factory=list)
 
     @property
     def platforms(self) -> list[str]:
@@ -60,9 +64,12 @@ def load(paths: Iterable[str | Path]) -> Results:
             res.bench.append(doc)
         elif schema == CONFORMANCE_SCHEMA:
             res.conformance.append(doc)
+        elif schema == KERNELS_CHECK_SCHEMA:
+            res.kernels.append(doc)
         else:
-            raise ArgumentError(expected("RESULTS", f"files with schema {BENCH_SCHEMA!r} or "
-                                         f"{CONFORMANCE_SCHEMA!r}", f"{path} with schema {schema!r}"))
+            known = (BENCH_SCHEMA, CONFORMANCE_SCHEMA, KERNELS_CHECK_SCHEMA)
+            raise ArgumentError(expected("RESULTS", f"files with a schema among {known}",
+                                         f"{path} with schema {schema!r}"))
     for doc in res.conformance:
         if not doc.get("machine"):
             same = [b for b in res.bench if b.get("backend") == doc.get("backend")
@@ -297,7 +304,7 @@ th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:to
 th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .passed{background:#dafbe1}.failed{background:#ffd7d5}.compiled{background:#fff1c2}
 .unsupported,.untested{background:#eef1f4;color:#57606a}
-.scroll{overflow-x:auto}img{max-width:100%;height:auto}.note{color:#57606a;font-size:13px}
+.noisy{background:#fff1c2}.scroll{overflow-x:auto}img{max-width:100%;height:auto}.note{color:#57606a;font-size:13px}
 figure{margin:12px 0}figcaption{font-size:13px;color:#57606a}
 """
 
@@ -362,6 +369,48 @@ def support_section(res: Results) -> str:
             "without a device to run it).</p>" + _table(["op", "dtype"] + platforms, body))
 
 
+def compiled_matrix(res: Results) -> tuple[list[str], dict[tuple[str, str], dict[str, dict]]]:
+    """(targets, (kernel source, input dtype) -> target -> {"ok", "failed", "regs", "spills"})
+    from `accel kernels check` files: kernels built for GPU targets with no GPU to run them."""
+    targets: dict[str, None] = {}
+    rows: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for doc in res.kernels:
+        for r in doc.get("results", []):
+            if r.get("status") not in ("ok", "failed"):
+                continue  # n/a (not meant for that compiler) or no toolchain here
+            targets[r["target"]] = None
+            defines = dict(kv.split("=", 1) for kv in re.findall(r"[A-Z_0-9]+=[^,\]]+", r.get("job", "")))
+            cell = rows[(r.get("file", "?"), defines.get("IN_DT", "-"))].setdefault(
+                r["target"], {"ok": 0, "failed": 0, "regs": 0, "spills": 0})
+            cell[r["status"]] += 1
+            for k in (r.get("kernels") or {}).values():
+                cell["regs"] = max(cell["regs"], k.get("registers") or 0)
+                cell["spills"] = max(cell["spills"], k.get("spills") or 0)
+    return list(targets), dict(sorted(rows.items()))
+
+
+def compiled_verdict(cell: Mapping | None) -> tuple[str, str]:
+    if not cell:
+        return "–", "untested"
+    total = cell["ok"] + cell["failed"]
+    if cell["failed"]:
+        return f"failed {cell['failed']}/{total}", "failed"
+    extra = f", spills {cell['spills']}" if cell["spills"] else ""
+    return f"compiled only {cell['ok']}/{total} (≤{cell['regs']} regs{extra})", "compiled"
+
+
+def compiled_section(res: Results) -> str:
+    targets, rows = compiled_matrix(res)
+    if not rows:
+        return ""
+    body = [[src, dt] + [compiled_verdict(cells.get(t)) for t in targets] for (src, dt), cells in rows.items()]
+    return ("<h2>GPU targets built without a GPU (evidence: compiled only)</h2>"
+            '<p class="note">From <code>accel kernels check</code>: every shipped kernel variant '
+            "compiled for each target with NVRTC (sm_*) or hiprtc (gfx*), with the most registers "
+            "a kernel uses; compiled is not ran: conformance on a real device is the verdict.</p>"
+            + _table(["kernel source", "input dtype"] + targets, body))
+
+
 def throughput_section(res: Results) -> str:
     body = []
     for doc in res.bench:
@@ -371,7 +420,10 @@ def throughput_section(res: Results) -> str:
                 body.append([plat, c["op"], c["dtype"], case_label(c), (c["status"], "unsupported"),
                              c.get("reason", ""), "", "", "", "", "", ""])
                 continue
-            body.append([plat, c["op"], c["dtype"], case_label(c), (f"{c['median_s'] * 1e3:.3g}", "n"),
+            best = [b for b in c.get("baselines", []) if b.get("name") == c.get("best_baseline")]
+            noisy = any(is_noisy(x) for x in [c] + best[:1])  # the two times the ratio rests on
+            body.append([plat, c["op"], c["dtype"], case_label(c),
+                         (f"{c['median_s'] * 1e3:.3g}" + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
                          f"{c['iqr_s'] * 1e3:.2g} / {c['min_s'] * 1e3:.3g}",
                          _num(c["gflops"]) if c["flops"] else "–", _num(c["gbs"]),
                          _num(c["intensity"]), _pct(c.get("roofline_efficiency")),
@@ -379,7 +431,9 @@ def throughput_section(res: Results) -> str:
     return ("<h2>Throughput, ratios and efficiencies</h2>"
             '<p class="note">Median of repeated device-timed calls; IQR and min in ms. Ratio = '
             "best baseline's median time / accel's (above 1: accel is faster). Roofline efficiency "
-            "= achieved / min(peak compute, intensity × peak bandwidth).</p>"
+            "= achieved / min(peak compute, intensity × peak bandwidth). (noisy): the IQR of accel's or "
+            "the best baseline's samples exceeds a quarter of its median, so a neighbour disturbed the "
+            "measurement: re-run before trusting that ratio.</p>"
             + _table(["platform", "op", "dtype", "params", "median ms", "IQR / min ms", "GFLOP/s",
                       "GB/s", "FLOP/byte", "roofline eff.", "vs best baseline", "baselines (ms)"],
                      body, numeric=(6, 7, 8, 9)))
@@ -452,10 +506,11 @@ def render_html(res: Results) -> str:
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>accel portability report"
             f"</title><style>{_CSS}</style></head><body><h1>accel portability report</h1>"
             f'<p class="note">Generated {now} from {len(res.bench)} benchmark and '
-            f"{len(res.conformance)} conformance result files; {len(res.platforms)} platforms.</p>"
+            f"{len(res.conformance)} conformance and {len(res.kernels)} compile-check result files; "
+            f"{len(res.platforms)} platforms.</p>"
             f"<h2>Headline ratios</h2><p class=note>Per platform and op, the largest case: accel's speed "
             f"relative to the best baseline on the same device (above 1x: accel is faster).</p><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
-            + support_section(res) + portability_section(res) + throughput_section(res)
+            + support_section(res) + compiled_section(res) + portability_section(res) + throughput_section(res)
             + plots_section(res) + machines_section(res) + "</body></html>")
 
 
@@ -472,6 +527,12 @@ def render_markdown(res: Results) -> str:
     if rows:
         out += ["## Support matrix", "", _md_table(["op", "dtype"] + platforms, [
             [op, dt] + [cell_verdict(cells.get((p, op, dt)))[0] for p in platforms] for op, dt in rows]), ""]
+    targets, compiled = compiled_matrix(res)
+    if compiled:
+        out += ["## GPU targets built without a GPU (compiled only)", "", _md_table(
+            ["kernel source", "input dtype"] + targets,
+            [[src, dt] + [compiled_verdict(cells.get(t))[0] for t in targets]
+             for (src, dt), cells in compiled.items()]), ""]
     ops = PP.per_op(PP.per_case(res.bench, res.conformance))
     out += ["## Performance portability per op", "",
             _md_table(["op", "PP architectural", "PP application"],
@@ -488,7 +549,7 @@ def render_markdown(res: Results) -> str:
 
 def write(res: Results, out_dir: str | Path) -> tuple[Path, Path]:
     """Write report.html and summary.md into ``out_dir``; returns their paths."""
-    if not res.bench and not res.conformance:
+    if not (res.bench or res.conformance or res.kernels):
         raise ArgumentError(expected("RESULTS", "at least one result file", "none"))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

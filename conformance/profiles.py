@@ -34,9 +34,9 @@ _ATTN_QUICK = [
     (1, 4, 2, 5, 33, 64, 64, True),  # causal, Sq < Sk
     (1, 8, 1, 1, 65, 128, 128, True),  # decode
     (1, 2, 1, 9, 4, 32, 32, True),  # causal, Sq > Sk: the first rows see no key
-    (1, 2, 2, 31, 31, 80, 64, True),  # D = 80, Dv != D
+    (1, 2, 2, 31, 31, 80, 128, True),  # D = 80, Dv > D, causal Sq = Sk
     (2, 4, 2, 7, 12, 64, 32, False),  # batch 2, Dv < D
-    (1, 2, 1, 6, 10, 80, 128, False),  # Dv > D
+    (1, 2, 1, 6, 10, 80, 128, False),  # Dv > D, GQA
 ]
 _ATTN_FULL = [
     (1, 8, 2, 128, 128, 128, 128, True), (2, 16, 2, 64, 256, 64, 64, False),
@@ -77,15 +77,17 @@ def _attention_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
     for shape in shapes:
         yield "grid", _attn(*shape, data="normal")
     yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, False, scale=0.3, data="normal")
-    masks = [
-        ("bool", (6, 20), "random", None), ("bool", (1, 1, 6, 20), "dead_rows", None),
-        ("additive", (1, 4, 6, 20), "random", None), ("additive", (6, 20), "dead_rows", None),
-        ("additive", (1, 1, 6, 20), "random", "float32" if dtype != "float32" else "float16"),
+    other = "float32" if dtype != "float32" else "float16"
+    masks = [  # (kind, shape it broadcasts from, data, mask dtype if not the input's, causal)
+        ("bool", (6, 20), "random", None, False), ("bool", (1, 1, 6, 20), "dead_rows", None, True),
+        ("additive", (1, 4, 6, 20), "random", None, True),
+        ("additive", (6, 20), "dead_rows", None, False),
+        ("additive", (1, 1, 6, 20), "random", other, True),
     ]
-    for kind, mshape, mdata, mdtype in masks:
-        yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, kind == "additive", mask=kind,
-                            mask_shape=mshape, mask_data=mdata, mask_dtype=mdtype, data="normal")
-    yield "exact", _attn(1, 4, 2, 5, 16, 32, 16, False, data="equal")
+    for kind, mshape, mdata, mdtype, causal in masks:
+        yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, causal, mask=kind, mask_shape=mshape,
+                            mask_data=mdata, mask_dtype=mdtype, data="normal")
+    yield "exact", _attn(1, 4, 2, 5, 16, 32, 32, False, data="equal")
     yield "exact", _attn(1, 2, 1, 3, 1, 64, 64, False, data="equal")
     yield "exact", _attn(1, 2, 2, 4, 8, 32, 32, False, mask="bool", mask_shape=(1, 2, 4, 8),
                          mask_data="pow2", data="equal")

@@ -25,8 +25,9 @@ def _commit() -> str:
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
     return head + ("+dirty" if dirty else "")
@@ -67,7 +68,8 @@ def make_report(backend: Backend, results: list, *, profile: str, seed: int, arg
         "evidence": backend.evidence,
         "device": asdict(backend.info),
         "versions": versions,
-        "host": {"machine": platform.machine(), "system": platform.system(), "node": platform.node()},
+        "host": {"machine": platform.machine(), "system": platform.system(),
+                 "node": platform.node()},
         "commit": _commit(),
         "profile": profile,
         "seed": seed,

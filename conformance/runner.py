@@ -26,6 +26,7 @@ from .compare import Verdict, compare_bytes, compare_values
 from .guard import GuardedOutput
 from .inputs import build
 
+
 @dataclass
 class CaseResult:
     case: Case

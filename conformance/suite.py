@@ -5,24 +5,31 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from accel.backend import Backend
+from accel.errors import ArgumentError, expected
 
 from . import profiles, properties
 from .case import Case
 from .runner import CaseResult, run_case
 
 
-def property_targets(ops: Iterable[str] | None, dtypes: Iterable[str] | None) -> list[tuple[str, str]]:
+def property_targets(ops: Iterable[str] | None,
+                     dtypes: Iterable[str] | None) -> list[tuple[str, str]]:
     """(op, dtype) pairs the property search covers, after the --ops/--dtypes filters."""
     ops, dtypes = set(ops or profiles.OPS), set(dtypes or ())
     return [(op, dt) for op in profiles.OPS if op in ops
             for dt in profiles.op_dtypes(op) if not dtypes or dt in dtypes]
 
 
-def planned(profile: str, seed: int, ops=None, dtypes=None) -> tuple[list[Case], list[tuple[str, str]]]:
+def planned(profile: str, seed: int, ops=None,
+            dtypes=None) -> tuple[list[Case], list[tuple[str, str]]]:
+    """The fixed cases and the (op, dtype) pairs of the property search for a run."""
     if profile not in profiles.PROFILES:
-        from accel.errors import ArgumentError, expected
-
         raise ArgumentError(expected("--profile", f"one of {profiles.PROFILES}", repr(profile)))
+    known_dtypes = sorted({dt for op in profiles.OPS for dt in profiles.op_dtypes(op)})
+    for arg, given, known in (("--ops", ops, profiles.OPS), ("--dtypes", dtypes, known_dtypes)):
+        unknown = sorted(set(given or ()) - set(known))
+        if unknown:
+            raise ArgumentError(expected(arg, f"names from {list(known)}", unknown))
     return profiles.fixed_cases(profile, seed, ops, dtypes), property_targets(ops, dtypes)
 
 

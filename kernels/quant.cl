@@ -26,10 +26,10 @@ KERNEL void quantize(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64
         has_nan |= IS_NAN(v[j]);
         finite &= !(IS_NAN(v[j]) || IS_INF(v[j]));
     }
-    /* the largest magnitude and the first element that has it (its sign matters for Q4_0, even
-     * for a block of zeros: -0.0 first gives d = +0.0) */
-    float extreme = v[0];
-    for (int j = 1; j < QK; ++j)
+    /* the first element of largest magnitude, as ggml-quants.c finds it: starting from +0.0, so
+     * a block of (signed) zeros keeps +0.0 and Q4_0 stores d = 0.0 / -8 = -0.0 (0x8000) */
+    float extreme = 0.0f;
+    for (int j = 0; j < QK; ++j)
         if (FABS(v[j]) > FABS(extreme)) extreme = v[j];
 #if FMT_Q8_0
     float d = FDIV_RN(FABS(extreme), 127.0f);

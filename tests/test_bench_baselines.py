@@ -89,3 +89,18 @@ def test_ops_a_baseline_lacks_are_not_applicable():
     numpy_base = cpu_baselines()["numpy"]
     case = Case.make("qmatmul", "float32", M=2, N=32, K=32, fmt="q8_0")
     assert numpy_base.prepare(case.spec(), case.host_inputs(), accel.get_backend("cpu")) is None
+
+
+def test_clblast_baseline_runs_on_the_backends_own_opencl_device():
+    pytest.importorskip("pyclblast", reason="pyclblast (CLBlast) is not installed")
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    if not status.available:
+        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
+    be = accel.get_backend("opencl:0")
+    base = next(b for b in B.for_backend(be) if b.name == "CLBlast")
+    assert base.version.startswith("pyclblast ")
+    case = Case.make("matmul", "float32", M=33, N=17, K=20)
+    host = case.host_inputs(seed=5)
+    prepared = base.prepare(case.spec(), host, be)
+    prepared.run()
+    np.testing.assert_allclose(prepared.result(), host[0].astype(np.float64) @ host[1], rtol=1e-5, atol=1e-5)

@@ -191,6 +191,13 @@ def test_every_quick_case_builds_a_valid_spec_and_inputs(case):
     assert len(host) == {"matmul": 2, "attention": 4, "quantize": 1, "dequantize": 1, "qmatmul": 2}[case.op]
 
 
+def test_full_profile_cases_are_valid_specs_covering_every_op():
+    full = bench.cases("full")
+    assert {c.op for c in full} == set(accel.spec.OPS)
+    assert all(c.spec().flops >= 0 for c in full)
+    assert max(c.spec().flops for c in full if c.op == "matmul") == 2 * 2048 ** 3
+
+
 def test_unknown_op_and_profile_are_typed_errors():
     with pytest.raises(accel.ArgumentError, match="sizes"):
         bench.cases("huge")
@@ -198,3 +205,9 @@ def test_unknown_op_and_profile_are_typed_errors():
         bench.cases("quick", ["conv"])
     with pytest.raises(accel.ArgumentError, match="op"):
         Case.make("conv", "float32")
+
+
+def test_spread_above_a_quarter_of_the_median_is_flagged_noisy():
+    assert bench.noisy({"status": "ok", "median_s": 1.0, "iqr_s": 0.3})
+    assert not bench.noisy({"status": "ok", "median_s": 1.0, "iqr_s": 0.2})
+    assert not bench.noisy({"status": "unsupported"})

@@ -83,3 +83,14 @@ def test_gpu_peak_kernels_compile_for_real_targets(target):
         r = toolchains.compile_source(src, target)
         assert r.ok, r.log
         assert all(res.spills in (0, None) for res in r.resources.values())
+
+
+def test_update_keeps_the_higher_of_cached_and_measured(cache):
+    cpu = accel.get_backend("cpu")
+    path = cached_file(cache, cpu)
+    path.parent.mkdir(parents=True)
+    # a cached compute roof no machine reaches, and a bandwidth far below any real one
+    path.write_text(json.dumps({"gflops": 1e9, "gbs": 1e-3, "method": "old", "measured": "x"}))
+    p = P.peaks(cpu, update=True)
+    assert p.gflops == 1e9 and p.gbs > 1e-3
+    assert json.loads(path.read_text())["gbs"] == p.gbs

@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
+import accel
 from accel.cli import main
 from accel.conformance import results
 
 needs_planted = pytest.mark.skipif(
-    not any(s.name == "planted_k_off_by_one" for s in __import__("accel").backends()),
+    not any(s.name == "planted_k_off_by_one" for s in accel.backends()),
     reason="the planted-bug backends are a separate distribution: pip install -e tests/plugins/planted")
 
 
@@ -53,6 +54,9 @@ def test_unknown_backend_and_bad_case_are_clear_errors(capsys):
     assert main(["conformance", "--backend", "nosuch"]) == 2
     assert main(["conformance", "--backend", "cpu", "--case", "matmul/float32"]) == 2
     assert "--case" in capsys.readouterr().err
+    assert main(["conformance", "--backend", "cpu", "--ops", "matmull"]) == 2
+    assert "--ops: expected names from" in capsys.readouterr().err
+    assert main(["conformance", "--backend", "cpu", "--profile", "huge"]) == 2
 
 
 @needs_planted

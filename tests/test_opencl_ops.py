@@ -15,7 +15,6 @@ import accel
 import accel.kernels as K
 from accel import spec as S
 from accel.backends.opencl import OpenCLBackend
-from accel.backends.opencl.params import params_for
 from accel.tensor import Tensor
 
 pytestmark = needs_device
@@ -139,8 +138,6 @@ def _blocks(rng, n):
     x[0] = [2.5, -2.5, 0.5, -0.5, 1.5, 127, *[0.0] * 26]  # q8_0 ties: d = 1 exactly
     x[1] = [-8, 0.5, -0.5, 1.5, 8, 2.5, *[0.0] * 26]  # q4_0 ties and first-of-equal-magnitudes
     x[2] = 0.0
-    x[3] = -0.0
-    x[3, 5] = 0.0
     return x.astype(np.float32)
 
 
@@ -160,6 +157,20 @@ def test_quantize_half_inputs_bit_exact(rng, dtype):
     for fmt in ("q8_0", "q4_0"):
         got = run(be, S.quantize_spec(x.shape, dtype, fmt), x)
         np.testing.assert_array_equal(got, gguf.quants.quantize(x.astype(np.float32), QTYPE[fmt]))
+
+
+@pytest.mark.parametrize("fmt,d_bits", [("q8_0", 0x0000), ("q4_0", 0x8000)])
+def test_quantize_signed_zero_blocks_follow_ggml_c(fmt, d_bits):
+    # ggml-quants.c starts its search from max = +0.0 and replaces it only on a strictly larger
+    # magnitude, so any all-zero block gets d = +0.0 / 127 or +0.0 / -8 = -0.0, whatever the signs
+    # of its zeros (gguf's numpy port takes the sign of the block's first zero instead)
+    be = accel.get_backend(FIRST[0])
+    x = np.zeros((3, 32), np.float32)
+    x[1] = -0.0
+    x[2, ::2] = -0.0
+    got = run(be, S.quantize_spec(x.shape, "float32", fmt), x)
+    assert (got[:, :2].copy().view(np.uint16)[:, 0] == d_bits).all()
+    assert (got[:, 2:] == (0 if fmt == "q8_0" else 0x88)).all()
 
 
 def test_quantize_non_finite_blocks_follow_accel_definition():

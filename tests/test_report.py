@@ -152,3 +152,26 @@ def test_accel_report_command_prints_the_page_path(files, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == str(out / "report.html")
     assert (out / "summary.md").read_text().startswith("# accel portability summary")
+
+
+def test_compile_only_evidence_from_kernels_check_files(tmp_path):
+    def result(job, target, status, regs):
+        return {"job": job, "file": job.split("[")[0], "target": target, "status": status, "log": "",
+                "kernels": {"k": {"registers": regs, "spills": 0}}}
+    doc = {"schema": "accel.kernels_check/1", "targets": ["sm_90", "gfx90a"], "results": [
+        result("matmul.cl[IN_DT=F32,TM=4]", "sm_90", "ok", 60),
+        result("matmul.cl[IN_DT=F32,TM=8]", "sm_90", "ok", 90),
+        result("matmul.cl[IN_DT=F32,TM=4]", "gfx90a", "failed", 0),
+        result("matmul.cl[IN_DT=F32,TM=8]", "gfx90a", "ok", 70),
+        result("quant.cl[IN_DT=F16]", "gfx90a", "n/a", 0)]}
+    path = tmp_path / "kernels-check.json"
+    path.write_text(json.dumps(doc))
+    res = report.load([path])
+    targets, rows = report.compiled_matrix(res)
+    assert targets == ["sm_90", "gfx90a"] and list(rows) == [("matmul.cl", "F32")]
+    cells = rows[("matmul.cl", "F32")]
+    assert report.compiled_verdict(cells["sm_90"]) == ("compiled only 2/2 (≤90 regs)", "compiled")
+    assert report.compiled_verdict(cells["gfx90a"]) == ("failed 1/2", "failed")
+    html_path, md_path = report.write(res, tmp_path / "out")
+    assert ">GPU targets built without a GPU (evidence: compiled only)<" in html_path.read_text()
+    assert "| matmul.cl | F32 | compiled only 2/2 (≤90 regs) | failed 1/2 |" in md_path.read_text()

@@ -2,9 +2,9 @@
 
 Memory is ``pyopencl.Buffer``; views are sub-buffers. Every op runs one of the shared kernels in
 ``accel.kernels`` built for this device with parameters from ``params.py``; launch plans (kernel,
-sizes, constant arguments) are cached per spec so a repeated call costs one ``set_args`` and one
-enqueue. Work is enqueued asynchronously on an in-order, profiling-enabled queue; only
-``download`` and ``synchronize`` wait.
+sizes, constant arguments) are cached per spec, so a repeated call sets its buffer arguments and
+enqueues, nothing more. Work is enqueued asynchronously on an in-order, profiling-enabled queue;
+only ``download`` and ``synchronize`` wait.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from .cache import ProgramCache
 from .devices import CLDevice, enumerate_devices
 from .launch import plan_for, support
 from .params import params_for
-
 
 _RESOURCE_CODES = {
     "OUT_OF_RESOURCES": "the device ran out of resources (registers, private or local memory)",
@@ -189,6 +188,9 @@ class OpenCLBackend(Backend):
         if not isinstance(source, str) or not isinstance(name, str) or not name:
             raise ArgumentError(expected("source, name", "kernel source text and a kernel name",
                                          f"{type(source).__name__}, {name!r}"))
+        if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+            raise ArgumentError(expected("options", "a tuple of compiler option strings",
+                                         repr(options)))
         text = K.program_text(source, name) if dialect == "accel" else source
         prg = self._program(text, tuple(options), name)
         try:

@@ -121,7 +121,7 @@ def _lanes(*sizes: int, widest: int) -> int:
 
 def _attention(be, spec: AttentionSpec):
     p, wg = _kernel_params(be.params["attention"])
-    p["VW"] = _lanes(p["BKV"], spec.Dv, widest=p.get("VW", 1))
+    p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
     v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
     kernel = be.kernel(v, "attention")
     strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)

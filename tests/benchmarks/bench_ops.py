@@ -22,7 +22,7 @@ def test_op(benchmark, backend, bench_case):
     if not verdict.ok:
         pytest.skip(f"{backend.device_id} declines {case.id}: {verdict.reason}")
     host = case.host_inputs()
-    ins = [None if h is None else bench._tensor(backend, h) for h in host]
+    ins = [None if h is None else bench.to_device(backend, h) for h in host]
     out = accel.Tensor.empty(backend, spec.out_shape, spec.out_dtype)
 
     def run():
@@ -32,7 +32,8 @@ def test_op(benchmark, backend, bench_case):
     benchmark.extra_info.update(backend=backend.device_id, op=case.op, dtype=case.dtype,
                                 params=case.p, flops=spec.flops, bytes=spec.bytes)
     benchmark(run)
-    median = benchmark.stats.stats.median
-    benchmark.extra_info.update(gflops=spec.flops / median / 1e9, gbs=spec.bytes / median / 1e9)
+    if benchmark.stats is not None:  # None under --benchmark-disable (a plain correctness run)
+        median = benchmark.stats.stats.median
+        benchmark.extra_info.update(gflops=spec.flops / median / 1e9, gbs=spec.bytes / median / 1e9)
     ok, err = bench.check_result(out.numpy(), bench.reference(case, host), spec.out_dtype)
     assert ok, f"{case.id} on {backend.device_id}: relative error {err:.3g} after benchmarking"

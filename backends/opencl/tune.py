@@ -1,0 +1,157 @@
+"""``accel tune``: search the OpenCL kernels' tile parameters on a device and store the fastest
+per device; ``params.params_for`` applies them automatically from then on.
+
+Each candidate is first checked against the CPU reference on a small problem (a parameter set
+that computes wrong answers is never stored), then timed with profiling events on a
+representative problem; the fastest of ``--repeat`` runs counts.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+
+#: representative problems (timed) per tunable op
+PROBLEMS = {"matmul": "float32 matmul 1024 x 1024 x 1024",
+            "attention": "float32 causal attention B=1 H=4 S=1024 D=64",
+            "qmatmul": "q8_0 qmatmul M=64 N=K=2048",
+            "gemv": "q8_0 qmatmul M=1 N=K=4096"}
+
+
+def candidates(op: str, kind: str, lanes: int) -> list[dict]:
+    """The parameter sets searched for ``op`` on a device of ``kind`` (cpu or gpu)."""
+    if kind == "cpu":
+        if op == "matmul":
+            return [dict(LOCAL_TILE=0, TM=tm, TN=tn, VW=lanes)
+                    for tm, tn in itertools.product((4, 8, 12, 14), (lanes, 2 * lanes, 4 * lanes))
+                    if tm * tn // lanes <= 28]  # accumulators must fit in 32 vector registers
+        if op == "attention":
+            return [dict(LOCAL_TILE=0, BQ=bq, BKV=bkv, VW=lanes)
+                    for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
+        if op == "qmatmul":
+            return [dict(RM=rm, RN=rn, VW=lanes) for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
+        return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
+    if op == "matmul":
+        return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
+                for wg, t, tk in itertools.product((8, 16), (2, 4, 8), (8, 16))]
+    if op == "attention":
+        return [dict(LOCAL_TILE=1, BQ=1, BKV=bkv, VW=1, WG=wg)
+                for bkv, wg in itertools.product((8, 16, 32), (32, 64, 128))]
+    return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product(((1,) if op == "gemv" else (1, 4)), (32, 64, 128, 256))]
+
+
+def _problem(op: str, small: bool):
+    """(spec, host inputs) for ``op``; small problems check correctness, large ones are timed."""
+    import numpy as np
+
+    from accel import spec as S
+    from accel.formats import get_format
+
+    rng = np.random.default_rng(0)
+    if op == "matmul":
+        n = 67 if small else 1024
+        a, b = (rng.standard_normal((n, n + 3)).astype(np.float32),
+                rng.standard_normal((n + 3, n + 1)).astype(np.float32))
+        return S.matmul_spec(a.shape, "float32", b.shape, "float32"), [a, b]
+    if op == "attention":
+        s, hd = (45, 64) if small else (1024, 64)
+        q, k, v = (rng.standard_normal((1, 4, s, hd)).astype(np.float32) for _ in range(3))
+        return S.attention_spec(q.shape, k.shape, v.shape, ("float32",) * 3, True), [q, k, v, None]
+    import accel
+
+    m = 1 if op == "gemv" else (5 if small else 64)
+    n = 96 if small else (4096 if op == "gemv" else 2048)
+    w = accel.quantize(rng.standard_normal((n, n)).astype(np.float32), "q8_0", backend="cpu").raw
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    return S.qmatmul_spec(x.shape, "float32", (n, n), get_format("q8_0")), [x, w]
+
+
+def _run(be, spec, hosts, params: dict, op: str, repeat: int):
+    """(output, best seconds) of ``spec`` with ``params`` for ``op`` on backend ``be``."""
+    import accel
+    from accel.tensor import Tensor
+
+    be.params[op] = params
+    be._plans.clear()
+    tensors = [None if h is None else Tensor(be, be.upload(h), h.shape, accel.dtypes.dtype_name(h.dtype))
+               for h in hosts]
+    out = Tensor.empty(be, spec.out_shape, spec.out_dtype)
+    go = lambda: be.run(spec, out, *tensors)  # noqa: E731
+    go()
+    best = min(be.time(go) for _ in range(max(1, repeat)))
+    return out.numpy(), best
+
+
+def _correct(be, op: str, params: dict) -> bool:
+    """The candidate agrees with the CPU reference on a small ragged problem."""
+    import numpy as np
+
+    import accel
+
+    spec, hosts = _problem(op, small=True)
+    got, _ = _run(be, spec, hosts, params, op, 1)
+    cpu = accel.get_backend("cpu")
+    from accel.tensor import Tensor
+
+    tensors = [None if h is None else Tensor(cpu, cpu.upload(h), h.shape, accel.dtypes.dtype_name(h.dtype))
+               for h in hosts]
+    want = accel.ops.execute(cpu, spec, *tensors).numpy()
+    return bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))))
+
+
+def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) -> dict[str, dict]:
+    """Search each op's candidates on backend ``be``; store and return the fastest per op."""
+    from accel.errors import AccelError
+
+    from .params import params_for, safe_lanes, save_tuned
+
+    kind = "cpu" if be.dev.kind == "cpu" else "gpu"
+    found = {}
+    for op in ops:
+        spec, hosts = _problem(op, small=False)
+        results = []
+        for cand in candidates(op, kind, safe_lanes(be.dev)):
+            try:
+                if not _correct(be, op, cand):
+                    echo(f"  {op} {cand}: WRONG RESULTS, skipped")
+                    continue
+                _, seconds = _run(be, spec, hosts, cand, op, repeat)
+            except AccelError as e:  # e.g. a work-group too large for this device
+                echo(f"  {op} {cand}: {type(e).__name__}: {str(e).splitlines()[0]}")
+                continue
+            results.append((seconds, cand))
+            echo(f"  {op} {cand}: {seconds * 1e3:.2f} ms")
+        if results:
+            seconds, best = min(results, key=lambda r: r[0])
+            found[op] = best
+            echo(f"{op} ({PROBLEMS[op]}): best {best} at {seconds * 1e3:.2f} ms")
+            if store:
+                save_tuned(be.dev, op, best)
+    be.params = params_for(be.dev)
+    be._plans.clear()
+    return found
+
+
+def _tune(args: argparse.Namespace) -> int:
+    import accel
+    from accel.errors import ArgumentError, expected
+
+    ops = [o for o in args.ops.split(",") if o]
+    unknown = [o for o in ops if o not in PROBLEMS]
+    if unknown:
+        raise ArgumentError(expected("--ops", f"a comma-separated subset of {list(PROBLEMS)}", unknown))
+    be = accel.get_backend(args.backend)
+    if be.name != "opencl":
+        raise ArgumentError(expected("--backend", "an OpenCL device such as opencl:0", args.backend))
+    print(f"tuning {', '.join(ops)} on {be.device_id} ({be.dev.name})")
+    tune(be, ops, args.repeat, store=not args.dry_run)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("tune", help="search OpenCL kernel tile sizes and store the best per device")
+    p.add_argument("--backend", default="opencl:0", help="OpenCL device to tune (default opencl:0)")
+    p.add_argument("--ops", default=",".join(PROBLEMS),
+                   help=f"comma-separated ops to tune, from {','.join(PROBLEMS)}")
+    p.add_argument("--repeat", type=int, default=3, help="timed runs per candidate (fastest counts)")
+    p.add_argument("--dry-run", action="store_true", help="search and print, but store nothing")
+    p.set_defaults(func=_tune)

@@ -1,0 +1,51 @@
+"""``accel tune``: candidates are valid for their device kind, the search stores the fastest
+correct parameters per device, and a new backend instance on that device uses them."""
+from __future__ import annotations
+
+import pytest
+
+from opencl_helpers import FIRST, needs_device
+
+from accel.backends.opencl import OpenCLBackend
+from accel.backends.opencl.params import DEFAULTS, params_for
+from accel.backends.opencl.tune import PROBLEMS, candidates, tune
+from accel.cli import build_parser, main
+from accel.errors import ArgumentError
+
+pytestmark = needs_device
+
+
+@pytest.mark.parametrize("kind,lanes", [("cpu", 16), ("cpu", 8), ("gpu", 1)])
+def test_candidates_respect_vector_width(kind, lanes):
+    for op in PROBLEMS:
+        cands = candidates(op, kind, lanes)
+        assert cands and len({tuple(sorted(c.items())) for c in cands}) == len(cands)
+        for c in cands:
+            assert c["VW"] == lanes
+            if "TN" in c and not c.get("LOCAL_TILE"):
+                assert c["TN"] % lanes == 0
+            if "BQ" in c:
+                assert c["BQ"] % lanes == 0
+        assert set(DEFAULTS[kind][op]) - {"WG"} <= set(cands[0]) | {"WG"}
+
+
+def test_tune_stores_the_best_and_new_instances_use_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    be = OpenCLBackend(0)
+    lines = []
+    found = tune(be, ["gemv"], repeat=1, echo=lines.append)
+    assert set(found) == {"gemv"}
+    assert any("best" in ln for ln in lines)
+    assert params_for(be.dev)["gemv"] == found["gemv"]
+    assert OpenCLBackend(0).params["gemv"] == found["gemv"]
+    assert be.params["gemv"] == found["gemv"]  # the tuned instance was reset to the stored set
+
+
+def test_tune_command_is_registered_and_validates_ops(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    args = build_parser().parse_args(["tune", "--backend", FIRST[0], "--ops", "gemv"])
+    assert args.ops == "gemv" and args.backend == FIRST[0]
+    with pytest.raises(ArgumentError, match="--ops"):
+        main(["tune", "--ops", "matmul,bogus"])
+    with pytest.raises(ArgumentError, match="--backend"):
+        main(["tune", "--backend", "cpu", "--ops", "gemv"])
