@@ -447,6 +447,22 @@ def machine(label: str | None = None) -> dict[str, Any]:
             "python": platform.python_version()}
 
 
+def _load() -> float | None:
+    """The 1-minute load average (None where the OS has none): how busy the machine was."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def busy(doc: dict) -> bool:
+    """Whether the machine was busy while benchmarking: other work (beyond this run's own thread)
+    held most cores, which slows threaded libraries (BLAS) by up to 100x and skews ratios."""
+    cores = (doc.get("machine") or {}).get("cores") or 1
+    loads = [v for v in (doc.get("load") or {}).values() if v is not None]
+    return bool(loads) and max(loads) > 1 + 0.5 * cores
+
+
 def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
               with_baselines: bool = True, flush: bool = False, label: str | None = None,
               profile: str = "quick", on_case: Callable[[Case, dict], None] | None = None,
@@ -456,6 +472,7 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
     and now, the default) or "refresh" (measure and replace the cache); see accel.peaks."""
     from . import __version__, baselines as B, peaks as P
 
+    load_before = _load()
     try:
         device_peaks = P.peaks(backend, refresh=peaks_mode == "refresh", update=peaks_mode == "update")
         peaks_error = None
@@ -473,6 +490,7 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(label),
+        "load": {"before": load_before, "after": _load()},
         "backend": backend.device_id,
         "device": {"name": info.name, "vendor": info.vendor, "driver": info.driver,
                    "memory_bytes": info.memory_bytes, "compute_units": info.compute_units,

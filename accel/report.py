@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from . import portability as PP
 from .bench import SCHEMA as BENCH_SCHEMA
+from .bench import busy
 from .bench import noisy as is_noisy
 from .errors import ArgumentError, expected
 
@@ -217,12 +218,19 @@ def roofline_plot(doc: Mapping) -> str | None:
 
 
 def _plain_ticks(axis) -> None:
-    """Log-axis tick labels as plain numbers (0.5, 2, 300) rather than 5x10^-1."""
+    """Log-axis tick labels as plain numbers (0.5, 2, 300) rather than 5x10^-1; minor ticks get
+    labels at 2 and 5, or all of them when the axis spans less than a decade."""
+    import math
+
     from matplotlib.ticker import FuncFormatter
 
-    fmt = FuncFormatter(lambda v, _: f"{v:g}")
-    axis.set_major_formatter(fmt)
-    axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.1g}"[0] in "25" else ""))
+    def minor(v: float, _) -> str:
+        lo, hi = sorted(axis.get_view_interval())
+        narrow = lo > 0 and math.log10(hi / lo) < 1
+        return f"{v:g}" if narrow or f"{v:.0e}"[0] in "25" else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def series_colors(res: Results) -> dict[str, str]:
@@ -237,7 +245,13 @@ def series_colors(res: Results) -> dict[str, str]:
         for c in doc.get("cases", []):
             names.update(f"{b['name']} ({plat.split('/', 1)[0]})" for b in c.get("baselines", []))
     palette = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"].colors
-    return {n: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, n in enumerate(sorted(names))}
+    return {n: matplotlib.colors.to_hex(palette[i % len(palette)])
+            for i, n in enumerate(sorted(names, key=_series_order))}
+
+
+def _series_order(name: str) -> tuple[bool, str]:
+    """accel's series first, then the baselines, each alphabetically."""
+    return not name.startswith("accel "), name
 
 
 def op_bars(res: Results, op: str, colors: dict[str, str]) -> str | None:
@@ -267,7 +281,7 @@ def op_bars(res: Results, op: str, colors: dict[str, str]) -> str | None:
     labels = list(keys)
     fig, ax = plt.subplots(figsize=(max(6.5, 1.5 * len(labels) + 3), 4.2))
     width = 0.8 / len(series)
-    for i, (name, vals) in enumerate(sorted(series.items())):
+    for i, (name, vals) in enumerate(sorted(series.items(), key=lambda kv: _series_order(kv[0]))):
         xs = [j + (i - (len(series) - 1) / 2) * width for j, k in enumerate(labels) if k in vals]
         ax.bar(xs, [vals[k] for k in labels if k in vals], width, label=name, color=colors[name],
                hatch="" if name.startswith("accel") else "//", edgecolor="white")
@@ -304,7 +318,7 @@ th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:to
 th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .passed{background:#dafbe1}.failed{background:#ffd7d5}.compiled{background:#fff1c2}
 .unsupported,.untested{background:#eef1f4;color:#57606a}
-.noisy{background:#fff1c2}.scroll{overflow-x:auto}img{max-width:100%;height:auto}.note{color:#57606a;font-size:13px}
+.noisy{background:#fff1c2}.warn{background:#fff1c2;border:1px solid #d4a72c;padding:8px 12px}.scroll{overflow-x:auto}img{max-width:100%;height:auto}.note{color:#57606a;font-size:13px}
 figure{margin:12px 0}figcaption{font-size:13px;color:#57606a}
 """
 
@@ -339,18 +353,21 @@ def machines_section(res: Results) -> str:
     prows = []
     for doc in res.bench:
         dev, peaks = doc.get("device", {}), doc.get("peaks") or {}
+        load = doc.get("load") or {}
         prows.append([PP.platform_name(doc), dev.get("name", ""), dev.get("driver", ""),
                       _versions(doc), _num(peaks.get("gflops"), 4), _num(peaks.get("gbs"), 3),
                       ", ".join(f"{k} {v}" for k, v in doc.get("baselines", {}).items()),
+                      f"{load.get('before', '–')} / {load.get('after', '–')}",
                       f"{doc.get('profile', '')}, {doc.get('created', '')}"])
     for doc in res.conformance:
         prows.append([PP.platform_name(doc) + " (conformance)", _device_name(doc),
                       (doc.get("device") or {}).get("driver", "") if isinstance(doc.get("device"), Mapping) else "",
-                      _versions(doc), "", "", "", f"{doc.get('profile', '')}, {doc.get('commit', '')}"])
+                      _versions(doc), "", "", "", "", f"{doc.get('profile', '')}, {doc.get('commit', '')}"])
     return ("<h2>Machines, devices and versions</h2>"
             + _table(["machine", "host", "OS", "CPU", "cores", "python"], mrows)
             + _table(["platform", "device", "driver", "library versions", "peak GFLOP/s",
-                      "peak GB/s", "baselines (versions)", "profile, date"], prows, numeric=(4, 5))
+                      "peak GB/s", "baselines (versions)", "load before / after", "profile, date"],
+                     prows, numeric=(4, 5))
             + '<p class="note">Peaks are measured on each device by accel.peaks (a streaming copy '
               "and a float32 FMA-bound kernel), not taken from data sheets.</p>")
 
@@ -500,14 +517,28 @@ def headlines(res: Results) -> list[str]:
     return out
 
 
+def busy_warnings(res: Results) -> list[str]:
+    """A warning per benchmark file measured while its machine was busy."""
+    out = []
+    for doc in res.bench:
+        if busy(doc):
+            load = doc["load"]
+            out.append(f"Warning: {PP.platform_name(doc)} was measured on a busy machine (1-minute "
+                       f"load {load.get('before')} before, {load.get('after')} after, on "
+                       f"{doc['machine'].get('cores')} cores): ratios against threaded libraries "
+                       "(BLAS, torch) can be off by 10-100x; re-run on an idle machine.")
+    return out
+
+
 def render_html(res: Results) -> str:
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     summary = "".join(f"<li>{html.escape(h)}</li>" for h in headlines(res))
+    warnings = "".join(f'<p class="warn">{html.escape(w)}</p>' for w in busy_warnings(res))
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>accel portability report"
             f"</title><style>{_CSS}</style></head><body><h1>accel portability report</h1>"
             f'<p class="note">Generated {now} from {len(res.bench)} benchmark and '
             f"{len(res.conformance)} conformance and {len(res.kernels)} compile-check result files; "
-            f"{len(res.platforms)} platforms.</p>"
+            f"{len(res.platforms)} platforms.</p>{warnings}"
             f"<h2>Headline ratios</h2><p class=note>Per platform and op, the largest case: accel's speed "
             f"relative to the best baseline on the same device (above 1x: accel is faster).</p><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
             + support_section(res) + compiled_section(res) + portability_section(res) + throughput_section(res)
@@ -522,7 +553,7 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def render_markdown(res: Results) -> str:
-    out = ["# accel portability summary", ""]
+    out = ["# accel portability summary", ""] + [f"> {w}\n" for w in busy_warnings(res)]
     platforms, rows, cells = support_matrix(res)
     if rows:
         out += ["## Support matrix", "", _md_table(["op", "dtype"] + platforms, [

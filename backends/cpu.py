@@ -48,7 +48,10 @@ def quantize_blocks(x: np.ndarray, fmt: str) -> np.ndarray:
             d = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
         else:
             idx = np.abs(x).argmax(axis=1)[:, None]
-            d = np.take_along_axis(x, idx, axis=1) / np.float32(-8)
+            m = np.take_along_axis(x, idx, axis=1)
+            # the reference starts from m = +0.0f and only replaces it on a strictly larger |x|,
+            # so an all-zero block (even of -0.0) has d = +0 / -8 = -0.0
+            d = np.where(m == 0, np.float32(0), m) / np.float32(-8)
         d = np.where(has_nan, np.float32(np.nan), d).astype(np.float32)
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
         inv = np.where(finite, inv, np.float32(0))

@@ -211,3 +211,22 @@ def test_spread_above_a_quarter_of_the_median_is_flagged_noisy():
     assert bench.noisy({"status": "ok", "median_s": 1.0, "iqr_s": 0.3})
     assert not bench.noisy({"status": "ok", "median_s": 1.0, "iqr_s": 0.2})
     assert not bench.noisy({"status": "unsupported"})
+
+
+def test_an_opencl_case_is_timed_on_the_device_and_validated():
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    if not status.available:
+        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
+    be = accel.get_backend("opencl:0")
+    rec = bench.run_case(be, Case.make("matmul", "float32", M=64, N=64, K=64), budget=bench.TINY)
+    assert rec["status"] == "ok", rec.get("reason")
+    assert rec["validation"]["rel_err"] < 1e-5
+    assert 0 < rec["min_s"] <= rec["median_s"] < 1.0  # seconds from profiling events
+
+
+def test_a_machine_whose_other_work_holds_most_cores_is_busy():
+    doc = {"machine": {"cores": 2}, "load": {"before": 0.4, "after": 1.1}}
+    assert not bench.busy(doc)  # this run's own thread plus a little
+    doc["load"]["after"] = 3.2
+    assert bench.busy(doc)
+    assert not bench.busy({"machine": {"cores": 2}, "load": {"before": None, "after": None}})

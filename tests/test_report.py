@@ -175,3 +175,15 @@ def test_compile_only_evidence_from_kernels_check_files(tmp_path):
     html_path, md_path = report.write(res, tmp_path / "out")
     assert ">GPU targets built without a GPU (evidence: compiled only)<" in html_path.read_text()
     assert "| matmul.cl | F32 | compiled only 2/2 (≤90 regs) | failed 1/2 |" in md_path.read_text()
+
+
+def test_busy_machine_gets_a_warning_in_both_outputs(cpu_doc, tmp_path):
+    doc = copy.deepcopy(cpu_doc)
+    doc["load"] = {"before": 3.5, "after": 3.9}
+    doc["machine"]["cores"] = 2
+    html_path, md_path = report.write(report.Results(bench=[doc]), tmp_path)
+    assert 'class="warn">Warning: laptop/cpu:0 was measured on a busy machine' in html_path.read_text()
+    assert "> Warning: laptop/cpu:0 was measured on a busy machine" in md_path.read_text()
+    doc["load"] = {"before": 0.2, "after": 1.0}
+    html_path, _ = report.write(report.Results(bench=[doc]), tmp_path)
+    assert "busy machine" not in html_path.read_text()
