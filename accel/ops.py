@@ -52,7 +52,9 @@ def _resolve(backend: str | Backend | None, operands: list[Operand]) -> Backend:
 
 def check_supported(backend: Backend, spec: S.Spec) -> None:
     """Raise UnsupportedError unless ``backend.supports(spec)`` (verdicts cached per backend)."""
-    cache = backend.__dict__.setdefault("_support_cache", {})
+    cache = backend.__dict__.get("_support_cache")
+    if cache is None:
+        cache = backend.__dict__["_support_cache"] = {}
     verdict = cache.get(spec)
     if verdict is None:
         verdict = cache[spec] = backend.supports(spec)

@@ -80,10 +80,10 @@ class Tensor:
 # -- array kinds --------------------------------------------------------------------------------
 def array_kind(x: Any) -> str | None:
     """'accel', 'numpy', 'torch', 'cupy', or None for anything else."""
-    if isinstance(x, Tensor):
-        return "accel"
     if isinstance(x, np.ndarray):
         return "numpy"
+    if isinstance(x, Tensor):
+        return "accel"
     mod = type(x).__module__
     if mod.startswith("torch") and "torch" in sys.modules and isinstance(x, sys.modules["torch"].Tensor):
         return "torch"

@@ -74,8 +74,7 @@ def dequantize_blocks(raw: np.ndarray, fmt: str) -> np.ndarray:
     else:
         qs = raw[:, 2:]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - np.float32(8)
-    with np.errstate(invalid="ignore"):
-        return q * d
+    return q * d
 
 
 class CPUBackend(Backend):
@@ -130,14 +129,12 @@ class CPUBackend(Backend):
         arrays = [None if t is None else _arr(t) for t in inputs]
         _arr(out)[...] = self.compute(spec, *arrays)
 
+    @np.errstate(all="ignore")  # NaN, inf and float16 overflow are IEEE's answers, not warnings
     def compute(self, spec, *arrays: np.ndarray | None) -> np.ndarray:
         """Compute ``spec`` on host arrays, returning a new array of ``spec.out_dtype``."""
         res = getattr(self, "_" + spec.op)(spec, *arrays)
         target = to_numpy_dtype(spec.out_dtype)
-        if res.dtype == target:
-            return res
-        with np.errstate(over="ignore"):  # float16 overflow to inf is IEEE's answer, not an error
-            return res.astype(target)
+        return res if res.dtype == target else res.astype(target)
 
     def _matmul(self, spec, a, b) -> np.ndarray:
         if spec.dtype == "float32":
@@ -200,10 +197,9 @@ class CPUBackend(Backend):
 
 def _softmax_pv(s: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Row softmax of logits s [..., Sk] times v [Sk, Dv]; rows with no finite logit give 0."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        m = s.max(axis=-1, keepdims=True)
-        dead = m == -np.inf
-        p = np.exp(s - np.where(dead, np.float32(0), m))
-        denom = p.sum(axis=-1, keepdims=True)
-        o = np.matmul(p, v) / np.where(dead, np.float32(1), denom)
+    m = s.max(axis=-1, keepdims=True)
+    dead = m == -np.inf
+    p = np.exp(s - np.where(dead, np.float32(0), m))
+    denom = p.sum(axis=-1, keepdims=True)
+    o = np.matmul(p, v) / np.where(dead, np.float32(1), denom)
     return np.where(dead, np.float32(0), o)
