@@ -18,6 +18,7 @@ import math
 import os
 import platform
 import socket
+import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -75,11 +76,12 @@ class Budget:
     max_time_s: float  # hard cap, wins over the work budget
     min_sample_s: float = 2e-4  # calls are batched so one sample is at least this long
     warmup: int = 1
+    block_s: float = 0.05  # with several contenders, each samples this long before the next
 
 
 TINY = Budget(time_s=0.0, work=0, min_reps=3, max_reps=3, max_time_s=1.0)  # tests and doctests
 QUICK = Budget(time_s=0.15, work=0, min_reps=3, max_reps=200, max_time_s=1.0)
-FULL = Budget(time_s=1.0, work=1e10, min_reps=5, max_reps=10_000, max_time_s=5.0, warmup=2)
+FULL = Budget(time_s=1.0, work=1e10, min_reps=5, max_reps=10_000, max_time_s=3.0, warmup=2)
 BUDGETS = {"tiny": TINY, "quick": QUICK, "full": FULL}
 
 
@@ -112,12 +114,25 @@ class _Run:
         return n >= budget.min_reps and (self.spent >= budget.max_time_s or (
             self.spent >= budget.time_s and n * self.inner * work >= budget.work))
 
+    def block(self, budget: Budget, work: float, flush: Callable[[], None] | None) -> None:
+        """Samples until this contender has run ``block_s`` in this round, or is done."""
+        start, taken = self.spent, 0
+        while not self.done(budget, work) and (taken == 0 or self.spent - start < budget.block_s):
+            if flush is not None:
+                flush()
+            t = self.c.timer(self.batch)
+            self.samples.append(t / self.inner)
+            self.spent += t
+            taken += 1
+
 
 def measure_all(contenders: list[Contender], *, budget: Budget = QUICK, work: float = 0,
                 flush: Callable[[], None] | None = None) -> list[Stats | BaseException]:
-    """Time several contenders (accel and its baselines) in interleaved rounds, one sample of
-    each per round, so a neighbour's load on a shared machine hits all of them alike and their
-    ratio stays fair. Each is warmed up, then sampled until its own budget is spent.
+    """Time several contenders (accel and its baselines) in interleaved rounds, so a neighbour's
+    load on a shared machine hits all of them alike and their ratio stays fair. Each is warmed
+    up and calibrated, then sampled in blocks of ``budget.block_s`` per round until its own
+    budget is spent: blocks rather than single samples, so only a block's first sample finds
+    caches holding the previous contender's data (the others run warm, as in a loop).
 
     Short calls are batched ``inner`` times per sample (calibrated on one call after warm-up) so
     timer resolution and launch latency do not dominate; with ``flush`` every sample is one call
@@ -138,15 +153,10 @@ def measure_all(contenders: list[Contender], *, budget: Budget = QUICK, work: fl
         for r in runs:
             if r.done(budget, work):
                 continue
-            if flush is not None:
-                flush()
             try:
-                t = r.c.timer(r.batch)
+                r.block(budget, work, flush)
             except Exception as e:
                 r.error = e
-                continue
-            r.samples.append(t / r.inner)
-            r.spent += t
     return [r.error if r.error is not None else Stats.of(r.samples) for r in runs]
 
 
@@ -447,20 +457,46 @@ def machine(label: str | None = None) -> dict[str, Any]:
             "python": platform.python_version()}
 
 
-def _load() -> float | None:
-    """The 1-minute load average (None where the OS has none): how busy the machine was."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
+class CPUWatch:
+    """How much CPU other processes used while a run went on: the machine's busy time (from
+    /proc/stat) minus this process's own (all its threads, PoCL's included), per second of wall
+    time, in cores. None where /proc/stat does not exist."""
+
+    def __init__(self):
+        self.start = self._now()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float] | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+        busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+        own = os.times()
+        return time.perf_counter(), busy, own.user + own.system
+
+    def usage(self) -> dict[str, float | None]:
+        """Average cores busy since construction: on the whole machine, by this process, and by
+        everything else (the difference)."""
+        end = self._now()
+        if self.start is None or end is None or end[0] <= self.start[0]:
+            return {"machine_cores": None, "own_cores": None, "others_cores": None}
+        wall, busy, own = (e - s for e, s in zip(end, self.start))
+        return {"machine_cores": round(busy / wall, 2), "own_cores": round(own / wall, 2),
+                "others_cores": round(max(0.0, busy - own) / wall, 2)}
+
+
+#: other processes using more than this many cores on average make a run "busy"
+BUSY_CORES = 0.5
 
 
 def busy(doc: dict) -> bool:
-    """Whether the machine was busy while benchmarking: other work (beyond this run's own thread)
-    held most cores, which slows threaded libraries (BLAS) by up to 100x and skews ratios."""
-    cores = (doc.get("machine") or {}).get("cores") or 1
-    loads = [v for v in (doc.get("load") or {}).values() if v is not None]
-    return bool(loads) and max(loads) > 1 + 0.5 * cores
+    """Whether other processes used a noticeable share of the machine while it benchmarked: a
+    threaded BLAS sharing its cores then slows down by up to 100x, which skews ratios."""
+    others = (doc.get("load") or {}).get("others_cores")
+    return others is not None and others > BUSY_CORES
 
 
 def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
@@ -472,7 +508,7 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
     and now, the default) or "refresh" (measure and replace the cache); see accel.peaks."""
     from . import __version__, baselines as B, peaks as P
 
-    load_before = _load()
+    watch = CPUWatch()
     try:
         device_peaks = P.peaks(backend, refresh=peaks_mode == "refresh", update=peaks_mode == "update")
         peaks_error = None
@@ -490,7 +526,7 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(label),
-        "load": {"before": load_before, "after": _load()},
+        "load": watch.usage(),
         "backend": backend.device_id,
         "device": {"name": info.name, "vendor": info.vendor, "driver": info.driver,
                    "memory_bytes": info.memory_bytes, "compute_units": info.compute_units,

@@ -2,6 +2,10 @@
 
 Heavy imports (matplotlib, torch, backends) stay inside the command functions so ``accel info``
 stays fast.
+
+>>> from accel.bench_cli import portability_devices
+>>> "cpu:0" in portability_devices()
+True
 """
 from __future__ import annotations
 
@@ -19,32 +23,52 @@ COMPILE_TARGETS = {"cuda": "sm_90", "hip": "gfx90a"}
 KERNELS_CHECK_TIMEOUT_S = 240
 
 
+def _user_errors(command):
+    """Run a command; an AccelError (bad backend, unreadable result file) becomes one red line
+    and exit status 2 instead of a traceback."""
+    def run(args: argparse.Namespace) -> int:
+        from accel.errors import AccelError
+
+        try:
+            return command(args)
+        except AccelError as e:
+            from rich.markup import escape
+
+            _console().print(f"[red]accel {args.command}: {escape(str(e))}[/]")
+            return 2
+    return run
+
+
 def register(subparsers) -> None:
+    from accel.spec import OPS
+
     p = subparsers.add_parser("bench", help="benchmark one backend against baselines on its device")
     p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
-    p.add_argument("--ops", nargs="+", default=None, help="ops to run (default: all)")
-    p.add_argument("--sizes", choices=("quick", "full"), default="quick")
+    p.add_argument("--ops", nargs="+", choices=OPS, default=None, help="ops to run (default: all)")
+    p.add_argument("--sizes", choices=("quick", "full"), default="quick",
+                   help="quick: small cases, short budgets (minutes on PoCL); full: release sizes")
     p.add_argument("--json", default=None, help="write the accel.bench/1 result file here")
     p.add_argument("--no-baselines", action="store_true", help="measure accel only")
     p.add_argument("--flush", action="store_true", help="flush caches between repetitions")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
     p.add_argument("--refresh-peaks", action="store_true",
                    help="discard the cached device peaks (default: re-measure and keep the best)")
-    p.set_defaults(func=_bench)
+    p.set_defaults(func=_user_errors(_bench))
 
     p = subparsers.add_parser("report", help="HTML + Markdown report from result files")
     p.add_argument("results", nargs="+", help="accel.bench/1 and accel.conformance/1 JSON files")
     p.add_argument("-o", "--out", required=True, help="output directory")
-    p.set_defaults(func=_report)
+    p.set_defaults(func=_user_errors(_report))
 
     p = subparsers.add_parser("portability", help="conformance + benchmarks on every available "
                               "backend, then the report")
     p.add_argument("-o", "--out", default="report", help="output directory (default: ./report)")
     p.add_argument("--backends", nargs="+", default=None,
-                   help="devices to run (default: device 0 of every available built-in backend)")
-    p.add_argument("--sizes", choices=("quick", "full"), default="quick")
+                   help="devices to run, and nothing else (default: device 0 of every available "
+                        "built-in backend, plus a compile check for GPU targets without a device)")
+    p.add_argument("--sizes", choices=("quick", "full"), default="quick", help="benchmark sizes")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
-    p.set_defaults(func=_portability)
+    p.set_defaults(func=_user_errors(_portability))
 
 
 def _console():
@@ -79,13 +103,16 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
 
 def print_summary(doc: dict) -> None:
     """The summary table of one bench document."""
+    from rich.console import Console
     from rich.table import Table
 
+    from accel.bench import busy
     from accel.report import case_label, ratio_text
 
-    peaks = doc.get("peaks") or {}
-    table = Table(title=f"{doc['backend']} on {doc['device']['name']} (peaks: "
-                        f"{peaks.get('gflops', 0):.0f} GFLOP/s, {peaks.get('gbs', 0):.0f} GB/s)")
+    peaks = doc.get("peaks")
+    roof = (f"peaks: {peaks['gflops']:.0f} GFLOP/s, {peaks['gbs']:.0f} GB/s" if peaks
+            else f"no peaks: {doc.get('peaks_error') or 'not measurable on this backend'}")
+    table = Table(title=f"{doc['backend']} on {doc['device']['name']} ({roof})")
     for col in ("op", "dtype", "params", "median ms", "IQR ms", "GFLOP/s", "GB/s", "roofline",
                 "vs best baseline"):
         table.add_column(col, justify="right" if col not in ("op", "dtype", "params", "vs best baseline")
@@ -99,10 +126,13 @@ def print_summary(doc: dict) -> None:
         table.add_row(c["op"], c["dtype"], case_label(c), f"{c['median_s'] * 1e3:.3g}",
                       f"{c['iqr_s'] * 1e3:.2g}", f"{c['gflops']:.3g}" if c["flops"] else "–",
                       f"{c['gbs']:.3g}", "–" if eff is None else f"{100 * eff:.0f}%", ratio_text(c))
-    from rich.console import Console
-
     # piped output (CI logs) gets a width that fits the table instead of rich's 80 columns
-    Console(width=None if sys.stdout.isatty() else 150).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    console.print(table)
+    if busy(doc):
+        console.print(f"[yellow]warning: the machine was busy (other processes used "
+                      f"{doc['load']['others_cores']} of {doc['machine']['cores']} cores): ratios "
+                      "against threaded libraries may be off by 10-100x; re-run on an idle machine[/]")
 
 
 def _write_json(doc: dict, path: str | Path) -> None:

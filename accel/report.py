@@ -77,7 +77,20 @@ def load(paths: Iterable[str | Path]) -> Results:
                     and _device_name(b) == _device_name(doc)]
             if len(same) == 1:
                 doc["machine"] = same[0]["machine"]
+    res.bench = _newest_per_platform(res.bench)
+    res.conformance = _newest_per_platform(res.conformance)
     return res
+
+
+def _newest_per_platform(docs: list[dict]) -> list[dict]:
+    """One file per platform: the newest by creation time (the later file given on a tie), so
+    re-running a machine's benchmark replaces its row instead of doubling it."""
+    newest: dict[str, dict] = {}
+    for doc in docs:
+        plat = PP.platform_name(doc)
+        if plat not in newest or str(doc.get("created", "")) >= str(newest[plat].get("created", "")):
+            newest[plat] = doc
+    return list(newest.values())
 
 
 def _device_name(doc: Mapping) -> str:
@@ -353,11 +366,11 @@ def machines_section(res: Results) -> str:
     prows = []
     for doc in res.bench:
         dev, peaks = doc.get("device", {}), doc.get("peaks") or {}
-        load = doc.get("load") or {}
+        others = (doc.get("load") or {}).get("others_cores")
         prows.append([PP.platform_name(doc), dev.get("name", ""), dev.get("driver", ""),
                       _versions(doc), _num(peaks.get("gflops"), 4), _num(peaks.get("gbs"), 3),
                       ", ".join(f"{k} {v}" for k, v in doc.get("baselines", {}).items()),
-                      f"{load.get('before', '–')} / {load.get('after', '–')}",
+                      _num(others),
                       f"{doc.get('profile', '')}, {doc.get('created', '')}"])
     for doc in res.conformance:
         prows.append([PP.platform_name(doc) + " (conformance)", _device_name(doc),
@@ -366,7 +379,7 @@ def machines_section(res: Results) -> str:
     return ("<h2>Machines, devices and versions</h2>"
             + _table(["machine", "host", "OS", "CPU", "cores", "python"], mrows)
             + _table(["platform", "device", "driver", "library versions", "peak GFLOP/s",
-                      "peak GB/s", "baselines (versions)", "load before / after", "profile, date"],
+                      "peak GB/s", "baselines (versions)", "cores used by others", "profile, date"],
                      prows, numeric=(4, 5))
             + '<p class="note">Peaks are measured on each device by accel.peaks (a streaming copy '
               "and a float32 FMA-bound kernel), not taken from data sheets.</p>")
@@ -522,11 +535,10 @@ def busy_warnings(res: Results) -> list[str]:
     out = []
     for doc in res.bench:
         if busy(doc):
-            load = doc["load"]
-            out.append(f"Warning: {PP.platform_name(doc)} was measured on a busy machine (1-minute "
-                       f"load {load.get('before')} before, {load.get('after')} after, on "
-                       f"{doc['machine'].get('cores')} cores): ratios against threaded libraries "
-                       "(BLAS, torch) can be off by 10-100x; re-run on an idle machine.")
+            out.append(f"Warning: {PP.platform_name(doc)} was measured on a busy machine (other "
+                       f"processes used {doc['load']['others_cores']} of its "
+                       f"{doc['machine'].get('cores')} cores on average): ratios against threaded "
+                       "libraries (BLAS, torch) can be off by 10-100x; re-run on an idle machine.")
     return out
 
 

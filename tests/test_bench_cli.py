@@ -24,10 +24,18 @@ def test_accel_bench_writes_a_versioned_result_file(tmp_path):
     assert "dequantize" in proc.stdout and "vs best baseline" in proc.stdout  # the summary table
 
 
-def test_bad_arguments_are_refused_by_the_parser():
-    proc = subprocess.run([sys.executable, "-m", "accel", "bench", "--sizes", "huge"],
-                          capture_output=True, text=True, timeout=120)
+def test_bad_arguments_are_refused_in_one_line_not_a_traceback(tmp_path):
+    def accel_cli(*args):
+        return subprocess.run([sys.executable, "-m", "accel", *args], capture_output=True, text=True,
+                              timeout=120)
+    proc = accel_cli("bench", "--sizes", "huge")
     assert proc.returncode == 2 and "--sizes" in proc.stderr
+    proc = accel_cli("bench", "--backend", "nonesuch")
+    assert proc.returncode == 2 and "nonesuch" in proc.stderr and "Traceback" not in proc.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    proc = accel_cli("report", str(bad), "-o", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "schema" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_portability_runs_builtin_backends_only():
@@ -38,3 +46,17 @@ def test_portability_runs_builtin_backends_only():
         assert statuses[d.split(":")[0]].origin == "builtin"
     plugins = [s.name for s in statuses.values() if s.available and s.origin != "builtin"]
     assert not any(d.split(":")[0] in plugins for d in devices)
+
+
+def test_accel_portability_runs_conformance_and_benchmarks_then_prints_the_report(tmp_path):
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "accel", "portability", "--backends", "cpu", "-o", str(out),
+                           "--label", "ci-box"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "ACCEL_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == str((out / "report.html").resolve())
+    conf = json.loads((out / "conformance-cpu.json").read_text())
+    assert conf["schema"] == "accel.conformance/1" and conf["machine"]["label"] == "ci-box"
+    assert json.loads((out / "bench-cpu.json").read_text())["schema"] == "accel.bench/1"
+    page = (out / "report.html").read_text()
+    assert "ci-box/cpu:0" in page and 'class="passed">passed' in page

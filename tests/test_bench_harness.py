@@ -2,6 +2,7 @@
 the timed work really ran."""
 import itertools
 import re
+import time
 
 import numpy as np
 import pytest
@@ -85,6 +86,17 @@ def test_contenders_are_sampled_in_interleaved_rounds():
     # warm-up + calibration of each, then alternate until each spent its 0.3 s
     assert order == ["a", "a", "b", "b", "a", "b", "a", "b", "a"]
     assert (sa.n, sa.median, sb.n, sb.median) == (3, 0.1, 2, 0.3)
+
+
+def test_fast_contenders_sample_in_blocks_between_switches():
+    order = []
+    a = bench.Contender(lambda f: (f(), 0.02)[1], lambda: order.append("a"))
+    b = bench.Contender(lambda f: (f(), 0.3)[1], lambda: order.append("b"))
+    budget = Budget(time_s=0.1, work=0, min_reps=1, max_reps=100, max_time_s=10, warmup=1, block_s=0.05)
+    sa, sb = bench.measure_all([a, b], budget=budget)
+    # after warm-up + calibration, a samples 3 x 0.02 s (>= 0.05 s) per block, b one 0.3 s sample
+    assert "".join(order) == "aabb" + "aaa" + "b" + "aa"
+    assert (sa.n, sb.n) == (5, 1)
 
 
 def test_a_failing_contender_gets_its_exception_and_the_others_still_run():
@@ -224,9 +236,20 @@ def test_an_opencl_case_is_timed_on_the_device_and_validated():
     assert 0 < rec["min_s"] <= rec["median_s"] < 1.0  # seconds from profiling events
 
 
-def test_a_machine_whose_other_work_holds_most_cores_is_busy():
-    doc = {"machine": {"cores": 2}, "load": {"before": 0.4, "after": 1.1}}
-    assert not bench.busy(doc)  # this run's own thread plus a little
-    doc["load"]["after"] = 3.2
-    assert bench.busy(doc)
-    assert not bench.busy({"machine": {"cores": 2}, "load": {"before": None, "after": None}})
+def test_a_machine_where_other_processes_use_cpu_is_busy():
+    assert not bench.busy({"load": {"others_cores": 0.2}})
+    assert bench.busy({"load": {"others_cores": 0.9}})
+    assert not bench.busy({"load": {"others_cores": None}}) and not bench.busy({})
+
+
+def test_cpu_watch_separates_this_process_from_the_others():
+    watch = bench.CPUWatch()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.3:  # keep one core busy in this very process
+        sum(range(1000))
+    use = watch.usage()
+    if use["machine_cores"] is None:
+        pytest.skip("no /proc/stat on this OS")
+    assert 0.7 <= use["own_cores"] <= 1.2  # the loop's one core (plus a little)
+    assert use["machine_cores"] >= use["own_cores"] - 0.1  # the machine's busy time includes ours
+    assert use["others_cores"] == pytest.approx(max(0.0, use["machine_cores"] - use["own_cores"]), abs=0.02)

@@ -196,3 +196,13 @@ def test_public_api_runs_on_every_device(device):
     np.testing.assert_array_equal(accel.matmul(a, a.T, backend=device), a @ a.T)
     assert isinstance(accel.get_backend(device).versions()["pyopencl"], str)
     assert issubclass(DeviceError, AccelError)
+
+
+def test_invalid_work_group_size_from_the_runtime_is_a_device_error():
+    be = accel.get_backend(FIRST[0])
+    k = be.compile("KERNEL void f(GLOBAL float* x) { x[0] = 1.0f; }", "f")
+    x = Tensor(be, be.upload(np.zeros(4, np.float32)), (4,), "float32")
+    k.kernel.set_args(x.buf)
+    # a global size that is not a multiple of the local size is invalid for OpenCL C 1.2 programs
+    with pytest.raises(DeviceError, match="INVALID_WORK_GROUP_SIZE"):
+        be._enqueue(k.kernel, (3,), (2,), "kernel f")

@@ -49,3 +49,18 @@ def test_tune_command_is_registered_and_validates_ops(tmp_path, monkeypatch):
         main(["tune", "--ops", "matmul,bogus"])
     with pytest.raises(ArgumentError, match="--backend"):
         main(["tune", "--backend", "cpu", "--ops", "gemv"])
+
+
+def test_stored_parameters_the_device_cannot_take_fall_back_to_defaults(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    from accel.backends.opencl.devices import enumerate_devices
+    from accel.backends.opencl.params import save_tuned, safe_lanes
+
+    dev = enumerate_devices()[0]
+    default = params_for(dev)["matmul"]
+    save_tuned(dev, "matmul", dict(default, VW=2 * safe_lanes(dev)))  # wider than the compiler takes
+    assert params_for(dev)["matmul"] == default
+    save_tuned(dev, "matmul", dict(default, TN=default["VW"] + 1))  # not a whole number of vectors
+    assert params_for(dev)["matmul"] == default
+    save_tuned(dev, "matmul", dict(default, TM=5))
+    assert params_for(dev)["matmul"]["TM"] == 5

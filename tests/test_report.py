@@ -179,11 +179,23 @@ def test_compile_only_evidence_from_kernels_check_files(tmp_path):
 
 def test_busy_machine_gets_a_warning_in_both_outputs(cpu_doc, tmp_path):
     doc = copy.deepcopy(cpu_doc)
-    doc["load"] = {"before": 3.5, "after": 3.9}
+    doc["load"] = {"machine_cores": 1.9, "own_cores": 1.0, "others_cores": 0.9}
     doc["machine"]["cores"] = 2
     html_path, md_path = report.write(report.Results(bench=[doc]), tmp_path)
     assert 'class="warn">Warning: laptop/cpu:0 was measured on a busy machine' in html_path.read_text()
     assert "> Warning: laptop/cpu:0 was measured on a busy machine" in md_path.read_text()
-    doc["load"] = {"before": 0.2, "after": 1.0}
+    doc["load"] = {"machine_cores": 1.1, "own_cores": 1.0, "others_cores": 0.1}
     html_path, _ = report.write(report.Results(bench=[doc]), tmp_path)
     assert "busy machine" not in html_path.read_text()
+
+
+def test_a_rerun_on_the_same_platform_replaces_the_older_file(cpu_doc, tmp_path):
+    old, new = copy.deepcopy(cpu_doc), copy.deepcopy(cpu_doc)
+    old["created"], new["created"] = "2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00"
+    new["cases"] = new["cases"][:1]
+    paths = []
+    for name, doc in (("new.json", new), ("old.json", old)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(doc))
+    res = report.load(paths)
+    assert len(res.bench) == 1 and res.bench[0]["created"] == new["created"]

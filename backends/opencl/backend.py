@@ -169,8 +169,11 @@ class OpenCLBackend(Backend):
 
     def _enqueue(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                  what: str) -> None:
-        with self._device_errors(f"launching {what} (global {gsize}, local {lsize})"):
+        try:  # not _device_errors: this is the per-call path, so no message is built up front
             ev = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+        except cl.Error:
+            with self._device_errors(f"launching {what} (global {gsize}, local {lsize})"):
+                raise
         if self._recording is not None:
             self._recording.append(ev)
 

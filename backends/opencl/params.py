@@ -47,10 +47,14 @@ def params_for(dev: CLDevice) -> dict[str, dict]:
     above ``safe_lanes``)."""
     base = DEFAULTS["cpu" if dev.kind == "cpu" else "gpu"]
     lanes = safe_lanes(dev)
+    stored = tuned(dev)
     out = {}
     for op in TUNABLE:
-        p = dict(base[op], **tuned(dev).get(op, {}))
-        p["VW"] = min(p.get("VW", 1), lanes)
+        default = dict(base[op], VW=min(base[op].get("VW", 1), lanes))
+        p = dict(default, **stored.get(op, {}))
+        # a hand-edited or foreign store must not crash the compiler or break a kernel's layout
+        if p.get("VW", 1) > lanes or any(p.get(k, 0) % p.get("VW", 1) for k in ("TN", "BQ")):
+            p = default
         out[op] = p
     return out
 

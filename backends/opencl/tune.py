@@ -22,8 +22,7 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
     if kind == "cpu":
         if op == "matmul":
             return [dict(LOCAL_TILE=0, TM=tm, TN=tn, VW=lanes)
-                    for tm, tn in itertools.product((4, 8, 12, 14), (lanes, 2 * lanes, 4 * lanes))
-                    if tm * tn // lanes <= 28]  # accumulators must fit in 32 vector registers
+                    for tm, tn in itertools.product((4, 8, 12, 14), (lanes, 2 * lanes, 4 * lanes))]
         if op == "attention":
             return [dict(LOCAL_TILE=0, BQ=bq, BKV=bkv, VW=lanes)
                     for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
