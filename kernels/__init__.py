@@ -41,6 +41,7 @@ CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
 GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
+GPU_GEMV = dict(RM=1, RN=1, VW=1, GEMV_WG=64)
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 
@@ -124,7 +125,8 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
-    return Variant("quant.cl", ("quantize", "dequantize", "qmatmul"), {**d, **p}, _dialects(p))
+    return Variant("quant.cl", ("quantize", "dequantize", "qmatmul", "qgemv"), {**d, **p},
+                   _dialects(p))
 
 
 @cache
@@ -145,7 +147,7 @@ def variants() -> tuple[Variant, ...]:
                 out.append(attention(dt, d, d, params=params))
         out.append(attention("float32", 64, 64, "bool", params=params))
         out += [attention("float16", 64, 64, "additive", m, params=params) for m in _FLOATS]
-    for params in (GPU_QMATMUL, CPU_QMATMUL, CPU_GEMV):
+    for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
     return tuple(dict.fromkeys(out))
 

@@ -19,6 +19,7 @@
 #define KERNEL __kernel
 #define GLOBAL __global
 #define LOCAL __local
+#define LOCAL_PTR __local /* qualifies a pointer parameter into local memory */
 #define RESTRICT restrict
 #define DEVICE static inline
 #define LOCAL_ID(d) ((int)get_local_id(d))
@@ -80,9 +81,15 @@ typedef half T_F16;
 #define ACCEL_WARP 32
 #endif
 #endif
+#if defined(ACCEL_HIP)
+#define SHFL_DOWN(v, o) __shfl_down((v), (o))
+#else
+#define SHFL_DOWN(v, o) __shfl_down_sync(0xffffffffu, (v), (o))
+#endif
 #define KERNEL extern "C" __global__
 #define GLOBAL
 #define LOCAL __shared__
+#define LOCAL_PTR
 #define RESTRICT __restrict__
 #define DEVICE __device__ __forceinline__
 #define LOCAL_ID(d) ((int)((d) == 0 ? threadIdx.x : (d) == 1 ? threadIdx.y : threadIdx.z))
@@ -204,6 +211,30 @@ typedef ACCEL_CAT(int, VW) vi_t;
 #error "VW > 1 is for OpenCL; CUDA and HIP kernels use VW=1"
 #endif
 #define VLOAD_IN(p, i) ACCEL_CAT(VLOAD_, IN_DT)(p, i)
+
+/* Sum of one float per work-item over a 1-D work-group of n work-items (n a power of two, and a
+ * multiple of ACCEL_WARP when that is > 0); every work-item must call it; scratch holds n
+ * floats of local memory. Warps reduce with shuffles first; OpenCL 1.2 uses a local-memory tree. */
+DEVICE float group_sum(float v, LOCAL_PTR float* scratch, int n) {
+    const int t = LOCAL_ID(0);
+#if ACCEL_WARP > 0
+    UNROLL for (int o = ACCEL_WARP / 2; o > 0; o >>= 1) v += SHFL_DOWN(v, o);
+    if (t % ACCEL_WARP == 0) scratch[t / ACCEL_WARP] = v;
+    BARRIER();
+    n /= ACCEL_WARP;
+    v = t < n ? scratch[t] : 0.0f;
+    BARRIER();
+#endif
+    scratch[t] = v;
+    BARRIER();
+    for (int s = n / 2; s > 0; s >>= 1) {
+        if (t < s) scratch[t] += scratch[t + s];
+        BARRIER();
+    }
+    v = scratch[0];
+    BARRIER();  /* scratch may be reused right after */
+    return v;
+}
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DEVICE int imax(int a, int b) { return a > b ? a : b; }

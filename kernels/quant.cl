@@ -2,7 +2,8 @@
  * compiler: every multiply and add is rounded on its own (no FMA contraction, FMUL_RN/FADD_RN),
  * 1/d is correctly rounded (FDIV_RN), d is stored as float16 rounded to nearest even.
  *
- * Defines: FMT_Q8_0 or FMT_Q4_0; IN_DT (F32, F16, BF16) for quantize; OUT_DT for qmatmul.
+ * Defines: FMT_Q8_0 or FMT_Q4_0; IN_DT (F32, F16, BF16) for quantize; OUT_DT for qmatmul;
+ * RM, RN, VW for qmatmul; GEMV_WG (a power of two) for qgemv.
  * Blocks: 32 values; Q8_0 = float16 d + 32 int8 codes (34 bytes), Q4_0 = float16 d + 16 bytes
  * whose low nibble is element j and high nibble element j + 16 (18 bytes).
  * Non-finite blocks (accel's definition): a NaN gives d = NaN (0x7E00) and zero codes, an
@@ -130,4 +131,28 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
             STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, sum);
         }
     }
+}
+
+/* GEMV for GPUs: one work-group of GEMV_WG work-items per output (weight row n, x row m); the
+ * work-items stride over the row's blocks, so neighbouring work-items read neighbouring blocks,
+ * then the group reduces (warp shuffles where ACCEL_WARP > 0). Grid: dim 0 over N, dim 1 over M. */
+#ifndef GEMV_WG
+#define GEMV_WG 64
+#endif
+KERNEL void qgemv(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+                  GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    LOCAL float scratch[GEMV_WG];
+    const int n = GROUP_ID(0), m = GROUP_ID(1), t = LOCAL_ID(0);
+    const int nblk = K / QK;
+    GLOBAL const u8* row = w + (i64)n * nblk * BLOCK_BYTES;
+    GLOBAL const IN_T* xr = x + (i64)m * K;
+    float sum = 0.0f;
+    for (int bk = t; bk < nblk; bk += GEMV_WG) {
+        GLOBAL const u8* blk = row + (i64)bk * BLOCK_BYTES;
+        float part = 0.0f;
+        for (int j = 0; j < QK; ++j) part = FMA(LOAD_IN(xr, bk * QK + j), block_code(blk, j), part);
+        sum = FMA(block_scale(blk), part, sum);
+    }
+    sum = group_sum(sum, scratch, GEMV_WG);
+    if (t == 0) STORE_OUT(out, (i64)m * N + n, sum);
 }

@@ -29,7 +29,7 @@ def be(request):
         return accel.get_backend(FIRST[0])
     b = OpenCLBackend(0)
     gpu = {"matmul": K.GPU_MATMUL, "attention": {**K.GPU_ATTENTION, "WG": 8},
-           "qmatmul": {**K.GPU_QMATMUL, "WG": 16}, "gemv": {**K.GPU_QMATMUL, "WG": 16}}
+           "qmatmul": {**K.GPU_QMATMUL, "WG": 16}, "gemv": dict(K.GPU_GEMV, GEMV_WG=16)}
     b.params = {op: dict(p) for op, p in gpu.items()}
     return b
 

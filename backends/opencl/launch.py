@@ -158,8 +158,12 @@ def _dequantize(be, spec: DequantizeSpec):
 def _qmatmul(be, spec: QMatmulSpec):
     op = "gemv" if spec.M == 1 else "qmatmul"
     p, wg = _kernel_params(be.params[op])
+    tail = (np.int32(spec.M), np.int32(spec.N), np.int32(spec.K))
+    if "GEMV_WG" in p:  # a work-group per output (GPUs)
+        kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qgemv", p)
+        gsize, lsize = (spec.N * p["GEMV_WG"], spec.M), (p["GEMV_WG"], 1)
+        return _launcher(be, kernel, gsize, lsize, "qmatmul (qgemv)", tail)
     kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qmatmul", p)
     lsize = (wg, 1)
     gsize = (_padded(_ceil(spec.N, p["RN"]), wg), _ceil(spec.M, p["RM"]))
-    tail = (np.int32(spec.M), np.int32(spec.N), np.int32(spec.K))
     return _launcher(be, kernel, gsize, lsize, f"qmatmul ({op})", tail)

@@ -35,7 +35,9 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
     if op == "attention":
         return [dict(LOCAL_TILE=1, BQ=1, BKV=bkv, VW=1, WG=wg)
                 for bkv, wg in itertools.product((8, 16, 32), (32, 64, 128))]
-    return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product(((1,) if op == "gemv" else (1, 4)), (32, 64, 128, 256))]
+    if op == "gemv":
+        return [dict(RM=1, RN=1, VW=1, GEMV_WG=wg) for wg in (32, 64, 128, 256)]
+    return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
 
 
 def _problem(op: str, small: bool):

@@ -25,7 +25,7 @@ def record(benchmark, ratio_lines, what: str, accel_us: float, bare_us: float, g
     over = accel_us - bare_us
     benchmark.extra_info.update(accel_us=accel_us, bare_us=bare_us, overhead_us=over, goal_us=goal_us)
     verdict = "meets" if over <= goal_us else "MISSES"
-    ratio_lines.append(f"{what}: {accel_us:.2f} us vs {bare_us:.2f} us bare -> +{over:.2f} us "
+    ratio_lines.append(f"{what}: {accel_us:.2f} us vs {bare_us:.2f} us bare -> {over:+.2f} us "
                        f"({accel_us / bare_us:.2f}x), goal <= +{goal_us:g} us: {verdict}")
 
 
