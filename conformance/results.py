@@ -57,6 +57,7 @@ def summarize(cases: list[dict]) -> dict:
 def make_report(backend: Backend, results: list, *, profile: str, seed: int, argv: list[str],
                 elapsed_s: float) -> dict:
     import accel
+    from accel.bench import machine
 
     cases = [r.to_json() for r in results]
     versions = {"accel": accel.__version__, "python": platform.python_version(),
@@ -70,6 +71,7 @@ def make_report(backend: Backend, results: list, *, profile: str, seed: int, arg
         "versions": versions,
         "host": {"machine": platform.machine(), "system": platform.system(),
                  "node": platform.node()},
+        "machine": machine(),  # the same record bench files carry: reports pair files by it
         "commit": _commit(),
         "profile": profile,
         "seed": seed,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opencl_helpers import DEVICES, FIRST, needs_device
+from test_opencl_common import DEVICES, FIRST, needs_device
 
 import accel
 from accel import spec as S
@@ -206,3 +206,38 @@ def test_invalid_work_group_size_from_the_runtime_is_a_device_error():
     # a global size that is not a multiple of the local size is invalid for OpenCL C 1.2 programs
     with pytest.raises(DeviceError, match="INVALID_WORK_GROUP_SIZE"):
         be._enqueue(k.kernel, (3,), (2,), "kernel f")
+
+
+def test_concurrent_processes_share_the_disk_cache_safely(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # three processes build the same new program at once into one cache directory
+    script = (
+        "import numpy as np, accel\n"
+        "from accel.tensor import Tensor\n"
+        f"be = accel.get_backend({FIRST[0]!r})\n"
+        f"k = be.compile({ADD!r} + '/* concurrent */', 'add_one')\n"
+        "x = Tensor(be, be.upload(np.zeros(3, np.float32)), (3,), 'float32')\n"
+        "be.launch(k, (1,), (4,), [x, np.int32(3)])\n"
+        "assert (x.numpy() == 1).all()\n"
+        "print(be.programs.stats)\n"
+    )
+    env = dict(os.environ, ACCEL_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in results]
+    entries = list(tmp_path.rglob("*.bin"))
+    assert len(entries) == 1 and not list(tmp_path.rglob("*.tmp"))
+    assert C._unpack(entries[0].read_bytes()) is not None  # whole and valid
+
+
+def test_supports_declines_sizes_past_int32_without_allocating():
+    be = accel.get_backend(FIRST[0])
+    huge = S.matmul_spec((2, 2**31), "float32", (2**31, 2), "float32")
+    verdict = be.supports(huge)
+    assert not verdict and "32-bit" in verdict.reason and "K" in verdict.reason
+    q = S.qmatmul_spec((1, 2**31 + 32), "float32", (4, 2**31 + 32), accel.formats.get_format("q8_0"))
+    assert not be.supports(q)

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from opencl_helpers import DEVICES, FIRST, U, attention_ref, matmul_bound, needs_device
+from test_opencl_common import DEVICES, FIRST, U, attention_ref, matmul_bound, needs_device
 
 import accel
 import accel.kernels as K

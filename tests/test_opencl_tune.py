@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opencl_helpers import FIRST, needs_device
+from test_opencl_common import FIRST, needs_device
 
 from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl.params import DEFAULTS, params_for

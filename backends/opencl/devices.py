@@ -48,7 +48,9 @@ class CLDevice:
                          cl.VERSION_TEXT))
 
     def info(self) -> DeviceInfo:
-        return DeviceInfo(self.name, self.platform_name, f"{self.platform_name} {self.driver_version}",
+        # e.g. "OpenCL 3.0 PoCL 3.1+debian": the platform string up to its build details
+        driver = " ".join(self.platform_version.split()[:4])
+        return DeviceInfo(self.name, self.platform_name, driver,
                           self.global_mem, self.compute_units,
                           {"kind": self.kind, "platform_version": self.platform_version,
                            "fp16": self.fp16, "fp64": self.fp64, "local_mem_bytes": self.local_mem,

@@ -16,28 +16,27 @@ from accel.spec import AttentionSpec, DequantizeSpec, MatmulSpec, QMatmulSpec, Q
 if TYPE_CHECKING:
     from .backend import OpenCLBackend
 
-_MAX_ELEMENTS = 2**31 - 1  # the kernels index within one matrix/row with int
+_INT_MAX = 2**31 - 1  # sizes reach the kernels as int arguments (offsets are 64-bit inside)
 _MAX_HEAD_DIM = 256  # attention keeps per-query state in private arrays sized by the head dims
 _LOCAL_1D = 64  # work-group size of the element-wise kernels (quantize, dequantize)
+
+
+def _int_sizes(**sizes: int) -> Support:
+    big = {k: v for k, v in sizes.items() if v > _INT_MAX}
+    if big:
+        return Support(False, f"sizes are passed to the kernels as 32-bit ints; {big} exceed {_INT_MAX}")
+    return YES
 
 
 def support(be: "OpenCLBackend", spec) -> Support:
     """The single truth of what the OpenCL backend computes correctly on this device."""
     if isinstance(spec, MatmulSpec):
-        biggest = max(spec.M * spec.K, spec.K * spec.N, spec.M * spec.N)
-        if biggest > _MAX_ELEMENTS:
-            return Support(False, f"a matrix of {biggest} elements exceeds the kernel's 32-bit "
-                           f"indexing ({_MAX_ELEMENTS})")
-        if spec.K > _MAX_ELEMENTS:
-            return Support(False, "K exceeds the kernel's 32-bit indexing")
-        return YES
+        return _int_sizes(M=spec.M, N=spec.N, K=spec.K, batch=spec.batch)
     if isinstance(spec, AttentionSpec):
         if max(spec.D, spec.Dv) > _MAX_HEAD_DIM:
             return Support(False, f"head dims up to {_MAX_HEAD_DIM} (per-query state lives in "
                            f"private memory); got D={spec.D}, Dv={spec.Dv}")
-        if max(spec.Sq * spec.D, spec.Sk * spec.D, spec.Sk * spec.Dv) > _MAX_ELEMENTS:
-            return Support(False, "a head exceeds the kernel's 32-bit indexing")
-        return YES
+        return _int_sizes(Sq=spec.Sq, Sk=spec.Sk)
     if isinstance(spec, QuantizeSpec):
         if not be.dev.correctly_rounded_divide:
             return Support(False, "the device does not report CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT; "
@@ -49,9 +48,7 @@ def support(be: "OpenCLBackend", spec) -> Support:
     if isinstance(spec, DequantizeSpec):
         return YES
     if isinstance(spec, QMatmulSpec):
-        if spec.K > _MAX_ELEMENTS or spec.M * spec.N > _MAX_ELEMENTS:
-            return Support(False, "operands exceed the kernel's 32-bit indexing")
-        return YES
+        return _int_sizes(M=spec.M, N=spec.N, K=spec.K)
     return Support(False, f"op {getattr(spec, 'op', spec)!r} is not implemented by opencl")
 
 
