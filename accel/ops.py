@@ -7,7 +7,6 @@ import functools
 import math
 from typing import Any
 
-import numpy as np
 
 from . import spec as S
 from .backend import Backend
@@ -15,7 +14,7 @@ from .dtypes import dtype_name
 from .errors import ArgumentError, DeviceMismatchError, UnsupportedError, expected
 from .formats import QTensor
 from .registry import get_backend
-from .tensor import Tensor, array_kind, check_array, device_backend, from_tensor, shape_dtype, to_tensor
+from .tensor import Tensor, check_array, device_backend, from_tensor, shape_dtype, to_tensor
 
 # specs are pure functions of shapes and dtypes: caching them keeps tiny calls cheap
 _matmul_spec = functools.lru_cache(maxsize=4096)(S.matmul_spec)

@@ -17,15 +17,14 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .backend import Backend
+from .diskcache import atomic_write, cache_root
 from .errors import UnsupportedError
 
 #: bump when a micro-benchmark changes, so cached peaks from the old one are not reused
@@ -45,12 +44,8 @@ class Peaks:
 
 
 def cache_dir() -> Path:
-    """Where accel caches measurements: $ACCEL_CACHE_DIR, else $XDG_CACHE_HOME/accel, else
-    ~/.cache/accel."""
-    root = os.environ.get("ACCEL_CACHE_DIR")
-    if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "accel"
+    """Where accel caches measurements (see accel.diskcache.cache_root)."""
+    return cache_root()
 
 
 def device_key(backend: Backend) -> str:
@@ -96,12 +91,7 @@ def _read(path: Path) -> Peaks | None:
 
 
 def _write(path: Path, value: Peaks) -> None:
-    """Write atomically (temp file + rename) so a concurrent or killed run never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peaks-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(asdict(value), f, indent=1)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(asdict(value), indent=1).encode())
 
 
 def measure_peaks(backend: Backend) -> Peaks:

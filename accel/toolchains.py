@@ -35,6 +35,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .diskcache import atomic_write, cache_root
 from .errors import ArgumentError, BackendUnavailable, expected
 
 #: the targets ``accel kernels check`` compiles for when none are named
@@ -479,10 +480,8 @@ _CACHE_FORMAT = 1
 
 
 def cache_dir() -> Path:
-    """Where compiled binaries live: ``$ACCEL_CACHE_DIR/binaries`` (default ~/.cache/accel)."""
-    root = os.environ.get("ACCEL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "accel")
-    return Path(root) / "binaries"
+    """Where compiled binaries live: ``cache_root()/binaries`` (see accel.diskcache)."""
+    return cache_root() / "binaries"
 
 
 def _header_digest(include_dirs: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -493,17 +492,6 @@ def _header_digest(include_dirs: tuple[str, ...]) -> list[tuple[str, str]]:
             if p.is_file() and p.suffix in (".h", ".cuh", ".hpp", ".inc"):
                 out.append((str(p), hashlib.sha256(p.read_bytes()).hexdigest()))
     return out
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _load_cached(meta_path: Path, bin_path: Path) -> dict | None:
@@ -557,7 +545,7 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
     if not ok:
         return CompileResult(tgt.name, False, log, rtc.ident)
     folder.mkdir(parents=True, exist_ok=True)
-    _atomic_write(bin_path, binary)
+    atomic_write(bin_path, binary)
     if tgt.vendor == "nvidia":
         resources, note = parse_ptxas_log(log), ("" if "ptxas" in log else
                                                  "this NVRTC is older than 12.1: no ptxas report")
@@ -566,7 +554,7 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
     meta = {"log": log, "resources": {k: asdict(v) for k, v in resources.items()},
             "resources_note": note, "sha256": hashlib.sha256(binary).hexdigest(),
             "toolchain": rtc.ident, "target": tgt.name, "options": argv}
-    _atomic_write(meta_path, json.dumps(meta).encode())
+    atomic_write(meta_path, json.dumps(meta).encode())
     return CompileResult(tgt.name, True, log, rtc.ident, binary, bin_path, resources, note)
 
 

@@ -1,6 +1,5 @@
 """accel.attention semantics on the CPU reference, against torch's SDPA run in float64 with
 explicitly built masks (an implementation independent of accel)."""
-import ml_dtypes
 import numpy as np
 import pytest
 import torch

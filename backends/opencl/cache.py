@@ -9,25 +9,16 @@ one is deleted and rebuilt instead of being loaded.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import pyopencl as cl
 
+from accel.diskcache import atomic_write, cache_root
 from accel.errors import CompileError
 
 from .devices import CLDevice
 
 _MAGIC = b"ACCELCL1"
-
-
-def cache_root() -> Path:
-    """``$ACCEL_CACHE_DIR``, else ``$XDG_CACHE_HOME/accel``, else ``~/.cache/accel``."""
-    env = os.environ.get("ACCEL_CACHE_DIR")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "accel"
 
 
 def device_dir(dev: CLDevice, kind: str) -> Path:
@@ -44,19 +35,6 @@ def _unpack(blob: bytes) -> bytes | None:
         return None
     payload = blob[head:]
     return payload if hashlib.sha256(payload).digest() == blob[len(_MAGIC):head] else None
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` so readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class ProgramCache:
