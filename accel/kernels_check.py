@@ -24,7 +24,8 @@ _OPENCL_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
 
 
 #: which compilers a source of each dialect is meant for ("cuda" = NVRTC, "hip" = hiprtc)
-_DIALECT_TARGETS = {"accel": ("opencl", "cuda", "hip"), "cuda": ("cuda", "hip"), "opencl": ("opencl",)}
+_DIALECT_TARGETS = {"accel": ("opencl", "cuda", "hip"), "cuda": ("cuda", "hip"), "hip": ("hip",),
+                    "opencl": ("opencl",)}
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,8 @@ def shipped_jobs() -> list[Job]:
 
 
 def file_jobs(paths: list[str]) -> list[Job]:
-    """User files: OpenCL C for ``.cl`` files not written in accel's dialect; accel dialect when the
-    source includes accel.h; CUDA/HIP C++ otherwise."""
+    """User files: accel dialect when the source includes accel.h; OpenCL C for ``.cl`` files, HIP
+    C++ (AMD targets only: it includes HIP's headers) for ``.hip`` files; CUDA C++ otherwise."""
     from .errors import ArgumentError, expected
 
     jobs = []
@@ -80,8 +81,8 @@ def file_jobs(paths: list[str]) -> list[Job]:
         text = path.read_text()
         if "accel.h" in text:
             dialect = "accel"
-        elif path.suffix == ".cl":
-            dialect = "opencl"
+        elif path.suffix in (".cl", ".hip"):
+            dialect = path.suffix[1:]
         else:
             dialect = "cuda"
         jobs.append(Job(path.name, str(path), text, _DIALECT_TARGETS[dialect]))

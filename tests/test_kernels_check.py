@@ -47,6 +47,13 @@ def test_user_kernels_compile_for_nvidia_and_amd_targets(tmp_path):
         assert scale["status"] == "ok" and scale["kernels"]["scale"]["registers"] > 0
 
 
+def test_hip_files_go_to_amd_targets_only(tmp_path):
+    status, doc = run(tmp_path, str(DATA / "double.hip"), "--targets", "sm_90,gfx90a")
+    assert status == 0
+    assert rows(doc, "double.hip", "sm_90")["status"] == "n/a"
+    assert rows(doc, "double.hip", "gfx90a")["status"] == "ok"
+
+
 def test_a_compile_error_fails_with_the_log(tmp_path, capsys):
     status, doc = run(tmp_path, str(DATA / "broken.cu"), str(DATA / "scale_cuda.cu"),
                       "--targets", "sm_90,gfx90a")
