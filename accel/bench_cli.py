@@ -195,7 +195,7 @@ def run_conformance(device: str, out: Path, label: str) -> dict | None:
         console.print(f"[red]conformance on {device} produced no result file[/] (exit {proc.returncode}): "
                       + " | ".join(tail))
         return None
-    doc.setdefault("machine", machine(label))
+    doc["machine"] = machine(label)  # the same record as the bench files, under the run's label
     _write_json(doc, out)
     counts = {k: v for k, v in (doc.get("summary") or {}).items() if isinstance(v, int) and v}
     console.print(f"conformance {device}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
