@@ -88,7 +88,8 @@ class Backend:
         raise NotImplementedError
 
     def view(self, buf: Any, offset: int, nbytes: int) -> Any:
-        """A buffer aliasing ``buf[offset:offset + nbytes]`` (offset a multiple of alignment)."""
+        """A buffer aliasing ``buf[offset:offset + nbytes]`` of a buffer made by ``upload()``
+        (offset a multiple of alignment); the conformance suite's guard regions rely on it."""
         raise NotImplementedError
 
     def synchronize(self) -> None:

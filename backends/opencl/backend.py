@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.tools as cl_tools
 
 import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
@@ -78,6 +79,7 @@ class OpenCLBackend(Backend):
         self.alignment = self.dev.mem_align_bytes
         self.ctx = cl.Context([self.dev.device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
         self.params = params_for(self.dev)
         base = ["-cl-fp32-correctly-rounded-divide-sqrt"] if self.dev.correctly_rounded_divide else []
@@ -118,8 +120,12 @@ class OpenCLBackend(Backend):
         if nbytes > self.dev.max_alloc:
             raise DeviceError(expected("nbytes", f"at most {self.dev.max_alloc} bytes (the device's "
                                        "CL_DEVICE_MAX_MEM_ALLOC_SIZE)", nbytes))
-        with self._device_errors(f"allocating {nbytes} bytes"):
-            return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, max(1, nbytes))
+        try:  # the per-call path: no error message is built up front
+            # pooled, so a result's buffer returns for reuse when its Tensor dies
+            return self._pool.allocate(max(1, nbytes))
+        except cl.Error:
+            with self._device_errors(f"allocating {nbytes} bytes"):
+                raise
 
     def upload(self, host: np.ndarray) -> cl.Buffer:
         host = np.ascontiguousarray(host)
@@ -139,6 +145,9 @@ class OpenCLBackend(Backend):
         return host
 
     def view(self, buf: cl.Buffer, offset: int, nbytes: int) -> cl.Buffer:
+        if not isinstance(buf, cl.Buffer):
+            raise ArgumentError(expected("buf", "a buffer made by upload() (pooled alloc() buffers "
+                                         "cannot be sub-viewed)", type(buf).__name__))
         if offset % self.alignment:
             raise ArgumentError(expected("offset", f"a multiple of {self.alignment} bytes "
                                          "(CL_DEVICE_MEM_BASE_ADDR_ALIGN)", offset))

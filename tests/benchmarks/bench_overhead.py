@@ -21,6 +21,18 @@ def per_call_us(fn, number: int = 2000, repeat: int = 7) -> float:
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
+def pipelined_us(fn, sync, number: int = 500, repeat: int = 7) -> float:
+    """Per-call time of ``number`` back-to-back calls and one final ``sync``: the host-side cost of
+    a call, with device work overlapped, free of the ~20-60 us (and very noisy) wake-up latency a
+    PoCL queue.finish() adds to every synchronous call."""
+    def batch():
+        for _ in range(number):
+            fn()
+        sync()
+    batch()
+    return min(timeit.repeat(batch, number=1, repeat=repeat)) / number * 1e6
+
+
 def record(benchmark, ratio_lines, what: str, accel_us: float, bare_us: float, goal_us: float) -> None:
     over = accel_us - bare_us
     benchmark.extra_info.update(accel_us=accel_us, bare_us=bare_us, overhead_us=over, goal_us=goal_us)
@@ -75,11 +87,26 @@ def test_opencl_matmul_op_overhead_over_bare_enqueue(benchmark, ratio_lines, ope
         cl.enqueue_nd_range_kernel(opencl.queue, kernel, gsize, lsize)
         opencl.queue.finish()
 
+    def accel_enqueue():
+        accel.matmul(a, b)
+
+    def bare_enqueue():
+        for i, buf in enumerate((a.buf, b.buf, out.buf)):
+            kernel.set_arg(i, buf)
+        cl.enqueue_nd_range_kernel(opencl.queue, kernel, gsize, lsize)
+
     bare_call()
     np.testing.assert_allclose(out.numpy(), a.numpy() @ b.numpy(), rtol=1e-6)  # same work
     benchmark(accel_call)
-    record(benchmark, ratio_lines, f"OpenCL accel.matmul 4x4 on {opencl.info.name} vs bare enqueue",
+    # the synchronous figure is dominated by PoCL's finish() latency and swings by +-20 us from run
+    # to run; the pipelined one isolates what accel adds per call, which is what the goal bounds
+    record(benchmark, ratio_lines, f"OpenCL accel.matmul 4x4 on {opencl.info.name} vs bare enqueue, "
+           "each call synchronized (informational)",
            per_call_us(accel_call, 500), per_call_us(bare_call, 500), goal_us=20)
+    record(benchmark, ratio_lines, f"OpenCL accel.matmul 4x4 on {opencl.info.name} vs bare enqueue, "
+           "pipelined (500 calls, one finish)",
+           pipelined_us(accel_enqueue, opencl.synchronize), pipelined_us(bare_enqueue, opencl.synchronize),
+           goal_us=20)
 
 
 def test_opencl_launch_overhead_over_bare_enqueue(benchmark, ratio_lines, opencl):
