@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from .cli import split_names
+
 #: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
 CONFORMANCE_TIMEOUT_S = 300
 #: GPU targets whose kernels `portability` compile-checks when their backend cannot run here
@@ -44,7 +46,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("bench", help="benchmark one backend against baselines on its device")
     p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
-    p.add_argument("--ops", nargs="+", choices=OPS, default=None, help="ops to run (default: all)")
+    p.add_argument("--ops", action="extend", nargs="+", metavar="OP",
+                   help=f"ops to run, space or comma separated, from {', '.join(OPS)} (default: all)")
     p.add_argument("--sizes", choices=("quick", "full"), default="quick",
                    help="quick: small cases, short budgets (minutes on PoCL); full: release sizes")
     p.add_argument("--json", default=None, help="write the accel.bench/1 result file here")
@@ -141,7 +144,7 @@ def _write_json(doc: dict, path: str | Path) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    doc = run_bench(args.backend or _default_device(), ops=args.ops, sizes=args.sizes,
+    doc = run_bench(args.backend or _default_device(), ops=split_names(args.ops), sizes=args.sizes,
                     with_baselines=not args.no_baselines, flush=args.flush, label=args.label,
                     refresh_peaks=args.refresh_peaks)
     print_summary(doc)

@@ -16,6 +16,13 @@ _SUBCOMMAND_MODULES = (
 )
 
 
+def split_names(values: list[str] | None) -> list[str] | None:
+    """``--ops a b`` and ``--ops a,b`` alike (argparse ``action="extend", nargs="+"``)."""
+    if not values:
+        return None
+    return [v for item in values for v in item.split(",") if v]
+
+
 def _info(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape

@@ -9,12 +9,15 @@ BLAS name and how versions are spelled.
 Kernels are built by ``accel.toolchains`` (NVRTC / hiprtc, the same code path ``accel kernels
 check`` proves in CI without a GPU), cached on disk, and loaded with ``cupy.RawModule(path=...)``.
 
-Two implementations, chosen per backend instance by ``backend.impl`` (default from the
-environment variable ``ACCEL_CUDA_IMPL`` / ``ACCEL_HIP_IMPL``):
+The implementation is chosen per backend instance by ``backend.impl`` (default from the
+environment variable ``ACCEL_CUDA_IMPL`` / ``ACCEL_HIP_IMPL``, else ``"auto"``):
 
 - ``"kernels"``: the shared-dialect kernels from ``accel.kernels`` for every op;
 - ``"vendor"``: matmul through the vendor BLAS (cuBLAS / hipBLAS via ``cupy.matmul``), every
-  other op still through the shared kernels.
+  other op still through the shared kernels;
+- ``"tensorcore"``: float16/bfloat16 matmul on NVIDIA tensor cores (kernels/matmul_wmma.cu,
+  sm_80 and later; declined with the reason elsewhere), everything else as ``"kernels"``;
+- ``"auto"``: ``"tensorcore"`` where the device has it, else ``"kernels"``.
 """
 from __future__ import annotations
 
@@ -33,7 +36,11 @@ from accel.formats import BLOCK
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DTypeError, UnsupportedError, expected)
 
-IMPLS = ("kernels", "vendor")
+IMPLS = ("auto", "kernels", "vendor", "tensorcore")
+#: input dtypes the tensor-core matmul takes (float32 accumulation, any output float dtype)
+TENSORCORE_DTYPES = ("float16", "bfloat16")
+#: bfloat16 WMMA and cp.async arrive with Ampere
+TENSORCORE_MIN_SM = 80
 
 #: CUDA's limits on gridDim (HIP has the same)
 _GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
@@ -152,12 +159,77 @@ def _storage_dtype(dtype: str):
     return np.dtype(np.uint16) if dtype == "bfloat16" else to_numpy_dtype(dtype)
 
 
+# -- which implementation computes a matmul (pure: arch strings in, no device needed) -----------
+def tensorcore_reason(arch: str | None) -> str | None:
+    """Why a device of compile target ``arch`` cannot run the tensor-core matmul, or None.
+
+    >>> tensorcore_reason("sm_90") is None, tensorcore_reason("sm_75")[:36]
+    (True, 'the tensor-core matmul needs sm_80 o')
+    """
+    if arch is None:
+        return "no device arch is known"
+    target = toolchains.parse_target(arch)
+    if target.vendor != "nvidia":
+        return f"the tensor-core matmul (WMMA, kernels/matmul_wmma.cu) is CUDA-only; {arch} is AMD"
+    sm = int(target.name.removeprefix("sm_").rstrip("a"))
+    if sm < TENSORCORE_MIN_SM:
+        return (f"the tensor-core matmul needs sm_{TENSORCORE_MIN_SM} or later (bfloat16 WMMA, "
+                f"cp.async); this device is {arch}")
+    return _wmma_header_missing()
+
+
+@functools.cache
+def _wmma_header_missing() -> str | None:
+    """NVRTC reads WMMA from mma.h, which includes crt/mma.h: a separate wheel since CUDA 13."""
+    inc = toolchains.cuda_include_dir()
+    if inc is None or not os.path.exists(os.path.join(inc, "crt", "mma.h")):
+        return (f"the CUDA headers NVRTC compiles with ({inc or 'none found'}) lack crt/mma.h "
+                "(WMMA): pip install nvidia-cuda-crt")
+    return None
+
+
+def matmul_path(spec, impl: str, arch: str | None) -> str:
+    """Which implementation computes matmul ``spec`` under setting ``impl`` on a device of
+    ``arch``: "vendor", "tensorcore" or "kernels". A forced "tensorcore" stays "tensorcore" for
+    float16/bfloat16 even where the device lacks it: supports() then declines with the reason.
+
+    >>> from accel.spec import matmul_spec
+    >>> s = matmul_spec((4, 8), "bfloat16", (8, 4), "bfloat16")
+    >>> [matmul_path(s, "auto", a) for a in ("sm_90", "sm_75", "gfx90a")]
+    ['tensorcore', 'kernels', 'kernels']
+    """
+    if impl not in IMPLS:
+        raise ArgumentError(expected("impl", f"one of {IMPLS}", repr(impl)))
+    if impl == "vendor":
+        return "vendor"
+    if spec.dtype in TENSORCORE_DTYPES and (
+            impl == "tensorcore" or (impl == "auto" and tensorcore_reason(arch) is None)):
+        return "tensorcore"
+    return "kernels"
+
+
+def wmma_kernel(spec, a_addr: int, b_addr: int) -> str:
+    """The tensor-core kernel for operands at device addresses ``a_addr``, ``b_addr``: the
+    cp.async one needs rows of whole, 16-byte aligned 8-element chunks; the other takes any.
+
+    >>> from accel.spec import matmul_spec
+    >>> s = matmul_spec((4, 8), "float16", (8, 16), "float16")
+    >>> wmma_kernel(s, 256, 512), wmma_kernel(s, 258, 512)
+    ('matmul_wmma_vec', 'matmul_wmma')
+    """
+    aligned = spec.K % 8 == 0 and spec.N % 8 == 0 and a_addr % 16 == 0 and b_addr % 16 == 0
+    return "matmul_wmma_vec" if aligned else "matmul_wmma"
+
+
 # -- which shipped kernel runs a spec, and how it is launched (pure: testable without a GPU) -------
-def kernel_variant(spec):
-    """The ``accel.kernels`` variant (GPU parameters) that computes ``spec``."""
+def kernel_variant(spec, path: str = "kernels"):
+    """The ``accel.kernels`` variant (GPU parameters) that computes ``spec``; ``path`` is
+    :func:`matmul_path`'s answer for a matmul."""
     from accel import kernels
 
     if spec.op == "matmul":
+        if path == "tensorcore":
+            return kernels.matmul_wmma(spec.dtype, spec.out_dtype)
         return kernels.matmul(spec.dtype, spec.out_dtype)
     if spec.op == "attention":
         return kernels.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
@@ -169,6 +241,9 @@ def launch_plan(spec, variant) -> tuple[str, tuple[int, int, int], tuple[int, in
     """(kernel name, grid, block) for ``spec`` with the tiling in ``variant.defines``, following
     each kernel source's documented grid (kernels/*.cl)."""
     d = variant.defines
+    if variant.source == "matmul_wmma.cu":  # the same grid; one block of warps per block tile
+        return "matmul_wmma", (_ceil(spec.N, d["BN"]), _ceil(spec.M, d["BM"]), spec.batch), \
+            (32 * d["WARPS_M"] * d["WARPS_N"], 1, 1)
     if spec.op == "matmul":  # x over column tiles, y over row tiles, z over the batch
         return "matmul", (_ceil(spec.N, d["WG_N"] * d["TN"]), _ceil(spec.M, d["WG_M"] * d["TM"]),
                           spec.batch), (d["WG_N"], d["WG_M"], 1)
@@ -190,12 +265,16 @@ def _ceil(n: int, d: int) -> int:
     return -(-n // d)
 
 
-def support_for(spec, impl: str) -> Support:
-    """What ``supports()`` answers: every op and dtype the spec layer allows, within the grid
-    limits of the launch (vendor matmul has none of its own)."""
-    if spec.op == "matmul" and impl == "vendor":
+def support_for(spec, impl: str, arch: str | None = None) -> Support:
+    """What ``supports()`` answers on a device of ``arch``: every op and dtype the spec layer
+    allows, within the grid limits of the launch (vendor matmul has none of its own); a forced
+    ``impl="tensorcore"`` declines float16/bfloat16 matmul where the device lacks tensor cores."""
+    path = matmul_path(spec, impl, arch) if spec.op == "matmul" else "kernels"
+    if path == "vendor":
         return YES
-    _, grid, _ = launch_plan(spec, kernel_variant(spec))
+    if path == "tensorcore" and (why := tensorcore_reason(arch)):
+        return Support(False, f"impl='tensorcore': {why}; impl='auto' picks the shared kernels")
+    _, grid, _ = launch_plan(spec, kernel_variant(spec, path))
     if grid[0] > _GRID_X_MAX or grid[1] > _GRID_YZ_MAX or grid[2] > _GRID_YZ_MAX:
         return Support(False, f"this case needs a grid of {grid} blocks; the limits are "
                               f"({_GRID_X_MAX}, {_GRID_YZ_MAX}, {_GRID_YZ_MAX})")
@@ -204,8 +283,9 @@ def support_for(spec, impl: str) -> Support:
 
 def accumulator_for(spec, impl: str) -> str:
     """The accumulation format actually used: int32 for int8, float32 for float ops (the kernels
-    widen every operand to float32), tf32 only where the user asked CuPy for it (CUPY_TF32=1
-    makes cuBLAS run float32 GEMMs on tf32 tensor cores)."""
+    widen every operand to float32; tensor cores multiply float16/bfloat16 exactly and add in
+    float32), tf32 only where the user asked CuPy for it (CUPY_TF32=1 makes cuBLAS run float32
+    GEMMs on tf32 tensor cores)."""
     if spec.in_dtypes[0] == "int8":
         return "int32"
     if spec.op == "matmul" and impl == "vendor" and os.environ.get("CUPY_TF32") == "1":
@@ -309,7 +389,7 @@ class CuPyBackend(Backend):
         self.arch: str = self.info.extra["arch"]
         self.warp_size: int = self.info.extra["warp_size"]
         env = f"ACCEL_{self.platform.upper()}_IMPL"
-        self._impl = os.environ.get(env, "kernels")
+        self._impl = os.environ.get(env, "auto")
         if self._impl not in IMPLS:
             raise ArgumentError(expected(env, f"one of {IMPLS}", repr(self._impl)))
         self._modules: dict[tuple, Any] = {}
@@ -318,7 +398,9 @@ class CuPyBackend(Backend):
     # -- implementation choice ---------------------------------------------------------------
     @property
     def impl(self) -> str:
-        """"kernels" (shared-dialect kernels for every op) or "vendor" (vendor BLAS for matmul)."""
+        """"auto" (default: "tensorcore" where the device has it), "kernels" (shared-dialect
+        kernels for every op), "vendor" (vendor BLAS for matmul) or "tensorcore" (float16/bfloat16
+        matmul on tensor cores, sm_80+ CUDA only)."""
         return self._impl
 
     @impl.setter
@@ -419,14 +501,15 @@ class CuPyBackend(Backend):
 
     # -- ops ------------------------------------------------------------------------------------
     def supports(self, spec) -> Support:
-        return support_for(spec, self.impl)
+        return support_for(spec, self.impl, self.arch)
 
     def accumulator(self, spec) -> str:
         return accumulator_for(spec, self.impl)
 
-    def _run_shipped(self, spec, args: list) -> None:
-        variant = kernel_variant(spec)
-        name, grid, block = launch_plan(spec, variant)
+    def _run_shipped(self, spec, args: list, path: str = "kernels", name: str | None = None) -> None:
+        variant = kernel_variant(spec, path)
+        planned, grid, block = launch_plan(spec, variant)
+        name = name or planned
         fn = self._shipped.get((variant, name))
         if fn is None:  # built once per variant: no source reading or hashing on later calls
             from accel import kernels
@@ -437,7 +520,8 @@ class CuPyBackend(Backend):
         self.launch(fn, grid, block, args)
 
     def matmul(self, spec, out, a, b) -> None:
-        if self.impl == "vendor":
+        path = matmul_path(spec, self.impl, self.arch)
+        if path == "vendor":
             with self.device:
                 self._array(out)[...] = vendor_matmul(self.cupy, self._array(a), self._array(b),
                                                       spec.dtype, spec.out_dtype)
@@ -445,7 +529,9 @@ class CuPyBackend(Backend):
         ia, ib = spec.batch_offsets()
         with self.device:
             boff = self.cupy.asarray(np.stack([ia, ib], axis=1).astype(np.int32).reshape(-1))
-        self._run_shipped(spec, [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)])
+        name = wmma_kernel(spec, a.buf.data.ptr, b.buf.data.ptr) if path == "tensorcore" else None
+        self._run_shipped(spec, [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)],
+                          path, name)
 
     def attention(self, spec, out, q, k, v, mask) -> None:
         if mask is None:  # the kernel never reads the pointer then; any valid buffer will do
@@ -494,7 +580,8 @@ class CuPyBackend(Backend):
         return f"<accel backend {self.device_id}: {self.info.name} ({self.arch}, impl={self.impl})>"
 
 
-__all__ = ["CuPyBackend", "IMPLS", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
+__all__ = ["CuPyBackend", "IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "matmul_path",
+           "wmma_kernel", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
            "build_kernel", "format_version",
            "unavailable_reason", "vendor_matmul", "exact_int8_matmul", "bf16_bits_to_f32",
            "f32_to_bf16_bits"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from accel.cli import split_names
+
 FAILURES_SHOWN = 25  # failing cases printed in full; the JSON file has all of them
 
 
@@ -38,12 +40,6 @@ def register(subparsers) -> None:
     m.set_defaults(func=_matrix)
 
 
-def _split(values: list[str] | None) -> list[str] | None:
-    if not values:
-        return None
-    return [v for item in values for v in item.split(",") if v]
-
-
 def _run(args: argparse.Namespace) -> int:
     import time
 
@@ -61,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     try:
         backend = accel.get_backend(args.backend)
-        ops, dtypes = _split(args.ops), _split(args.dtypes)
+        ops, dtypes = split_names(args.ops), split_names(args.dtypes)
         if args.case:
             cases, targets = [Case.parse(c) for c in args.case], []
         else:

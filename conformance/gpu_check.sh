@@ -5,7 +5,10 @@
 #   kernels-check.json          every shipped kernel variant compiled for this GPU's arch
 #   conformance-cuda.json       quick conformance profile, shared-dialect kernels (impl=kernels)
 #   conformance-cuda-vendor.json  the same for matmul through cuBLAS (impl=vendor)
-#   bench-cuda.json             `accel bench --backend cuda`
+#   conformance-cuda-tensorcore.json  float16/bfloat16 matmul on tensor cores (impl=tensorcore),
+#                               full profile: multi-tile shapes, both the cp.async and the any-shape
+#                               kernel of kernels/matmul_wmma.cu
+#   bench-cuda.json             `accel bench --backend cuda` (impl=auto: tensor cores for 16-bit matmul)
 #   speed-goals-cuda.json       the issue's speed goals as ratios measured in this run
 # Each step has its own time limit so the whole run stays within 5 minutes; a failed step is
 # reported and the others still run. Exit status: 0 when every step succeeded.
@@ -39,10 +42,13 @@ if ! ARCH=$("$PY" -c "import accel; print(accel.get_backend('cuda').arch)"); the
     exit 1
 fi
 step kernels-check 60 "$PY" -m accel kernels check --targets "$ARCH" --json "$OUT/kernels-check.json"
-step conformance-kernels 90 "$PY" -m accel conformance --backend cuda --profile quick --no-progress \
-    --json "$OUT/conformance-cuda.json"
+step conformance-kernels 90 env ACCEL_CUDA_IMPL=kernels \
+    "$PY" -m accel conformance --backend cuda --profile quick --no-progress --json "$OUT/conformance-cuda.json"
 step conformance-vendor 45 env ACCEL_CUDA_IMPL=vendor "$PY" -m accel conformance --backend cuda \
     --profile quick --ops matmul --no-progress --json "$OUT/conformance-cuda-vendor.json"
+step conformance-tensorcore 60 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel conformance --backend cuda \
+    --profile full --ops matmul --dtypes float16 bfloat16 --no-progress \
+    --json "$OUT/conformance-cuda-tensorcore.json"
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
 step speed-goals 60 "$PY" - "$OUT/speed-goals-cuda.json" <<'PYTHON'
 """The issue's speed goals, each a ratio of two timings taken here, in this run, on this GPU,
@@ -61,7 +67,6 @@ from accel.ops import execute
 from accel.tensor import Tensor
 
 be = accel.get_backend("cuda")
-be.impl = "kernels"
 goals = []
 
 
@@ -91,7 +96,8 @@ def goal(name, fn):
     print(json.dumps(entry))
 
 
-def matmul_goal(dtype, baseline_name, target):
+def matmul_goal(dtype, baseline_name, target, impl):
+    be.impl = impl
     N = 4096
     tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     a = torch.randn(N, N, device="cuda", dtype=tdt)
@@ -107,7 +113,7 @@ def matmul_goal(dtype, baseline_name, target):
     else:  # cuBLAS bf16 GEMM (tensor cores) through torch
         t_base = timed(lambda: torch.matmul(a, b))
         ref = torch.matmul(a, b)
-    return {"accel_s": t_accel, "baseline": baseline_name, "baseline_s": t_base,
+    return {"impl": impl, "accel_s": t_accel, "baseline": baseline_name, "baseline_s": t_base,
             "ratio": t_base / t_accel, "goal": target, "tflops": spec.flops / t_accel / 1e12,
             "rel_err": rel_err(out, ref), "max_rel_err": 1e-4 if dtype == "float32" else 1e-2}
 
@@ -147,9 +153,9 @@ def gemv_goal():
 
 
 goal("float32 matmul N=4096, shared-dialect kernel vs cuBLAS SGEMM",
-     lambda: matmul_goal("float32", "cuBLAS SGEMM (cupy.matmul)", 0.5))
-goal("bfloat16 matmul N=4096, accel's bfloat16 path vs cuBLAS (tensor cores)",
-     lambda: matmul_goal("bfloat16", "cuBLAS bf16 GEMM (torch.matmul)", 0.6))
+     lambda: matmul_goal("float32", "cuBLAS SGEMM (cupy.matmul)", 0.5, "kernels"))
+goal("bfloat16 matmul N=4096, accel's tensor-core kernel (WMMA) vs cuBLAS (tensor cores)",
+     lambda: matmul_goal("bfloat16", "cuBLAS bf16 GEMM (torch.matmul)", 0.6, "tensorcore"))
 goal("bfloat16 attention B=4 H=16 S=2048 D=64 vs torch SDPA", attention_goal)
 goal("q4_0 GEMV N=K=8192: bytes read per second vs device copy bandwidth", gemv_goal)
 doc = {"schema": "accel.gpu_speed_goals/1", "device": be.info.name, "arch": be.arch,

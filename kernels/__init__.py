@@ -24,8 +24,9 @@ from accel.errors import ArgumentError, DTypeError, expected
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
 HEADER = HERE / "accel.h"
-#: kernel source files, one per op family
-SOURCES = ("matmul.cl", "attention.cl", "quant.cl")
+#: kernel source files: one per op family in the shared dialect, then vendor-specific variants
+#: of an op (CUDA-only tensor-core matmul), still written against accel.h
+SOURCES = ("matmul.cl", "attention.cl", "quant.cl", "matmul_wmma.cu")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
 
@@ -44,6 +45,9 @@ GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
 GPU_GEMV = dict(RM=1, RN=1, VW=1, GEMV_WG=64)
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
+#: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
+#: 4 x 2 warps (32 x 64 each, 2 x 4 WMMA fragments), 32-deep double-buffered shared tiles
+GPU_WMMA = dict(BM=128, BN=128, BK=32, WARPS_M=4, WARPS_N=2)
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,19 @@ def matmul(in_dtype: str, out_dtype: str, params: dict | None = None) -> Variant
     return Variant("matmul.cl", ("matmul",), {**dt, **p}, _dialects(p))
 
 
+def matmul_wmma(in_dtype: str, out_dtype: str, params: dict | None = None) -> Variant:
+    """The CUDA tensor-core matmul (sm_80+) for float16/bfloat16 inputs, float32 accumulation.
+
+    >>> v = matmul_wmma("bfloat16", "float32")
+    >>> v.kernels, v.dialects, v.defines["IN_DT"]
+    (('matmul_wmma', 'matmul_wmma_vec'), ('cuda',), 'BF16')
+    """
+    p = dict(GPU_WMMA if params is None else params)
+    dt = {"IN_DT": _token(in_dtype, ("float16", "bfloat16"), "in_dtype"),
+          "OUT_DT": _token(out_dtype, _FLOATS, "out_dtype")}
+    return Variant("matmul_wmma.cu", ("matmul_wmma", "matmul_wmma_vec"), {**dt, **p}, ("cuda",))
+
+
 def attention(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = None,
               mask_dtype: str | None = None, params: dict | None = None) -> Variant:
     """The attention variant; ``mask`` is None, "bool" or "additive" (in ``mask_dtype``)."""
@@ -141,6 +158,7 @@ def variants() -> tuple[Variant, ...]:
     for params in (GPU_MATMUL, CPU_MATMUL):
         out += [matmul(i, o, params) for i in _FLOATS for o in _FLOATS]
         out.append(matmul("int8", "int32", params))
+    out += [matmul_wmma(i, o) for i in ("float16", "bfloat16") for o in _FLOATS]
     for params in (GPU_ATTENTION, CPU_ATTENTION):
         for dt in _FLOATS:
             for d in (64, 128):
@@ -169,5 +187,5 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
     return f'{source(HEADER.name)}\n#line 1 "{filename or "kernel"}"\n{text}'
 
 
-__all__ = ["Variant", "variants", "source", "program_text", "matmul", "attention", "quant",
-           "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+__all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
+           "quant", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
