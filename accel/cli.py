@@ -65,8 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 success, 1 a check failed (conformance, kernels check), 2 a usage error."""
+    from .errors import AccelError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except AccelError as e:
+        from rich.console import Console
+        from rich.markup import escape
+
+        Console(stderr=True).print(f"[red]accel {args.command}:[/] {escape(str(e))}")
+        return 2
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ from .registry import get_backend
 from .tensor import Tensor, check_array, device_backend, from_tensor, shape_dtype, to_tensor
 
 # specs are pure functions of shapes and dtypes: caching them keeps tiny calls cheap
-_matmul_spec = functools.lru_cache(maxsize=4096)(S.matmul_spec)
-_attention_spec = functools.lru_cache(maxsize=4096)(S.attention_spec)
+# (typed: True and 1 hash alike, yet only one of them is a valid ``causal``)
+_matmul_spec = functools.lru_cache(maxsize=4096, typed=True)(S.matmul_spec)
+_attention_spec = functools.lru_cache(maxsize=4096, typed=True)(S.attention_spec)
 
-Operand = tuple[str, Any, str]  # (argument name, array, array kind)
+Operand = tuple[str, Any, str]
+_SUPPORT_CACHE_SIZE = 4096  # (argument name, array, array kind)
 
 
 def _operands(**arrays: Any) -> list[Operand]:
@@ -52,7 +54,7 @@ def _resolve(backend: str | Backend | None, operands: list[Operand]) -> Backend:
 def check_supported(backend: Backend, spec: S.Spec) -> None:
     """Raise UnsupportedError unless ``backend.supports(spec)`` (verdicts cached per backend)."""
     cache = backend.__dict__.get("_support_cache")
-    if cache is None:
+    if cache is None or len(cache) > _SUPPORT_CACHE_SIZE:  # bounded: decoding grows Sk per step
         cache = backend.__dict__["_support_cache"] = {}
     verdict = cache.get(spec)
     if verdict is None:
@@ -67,6 +69,9 @@ def execute(backend: Backend, spec: S.Spec, *inputs: Tensor | None, out: Tensor 
     check_supported(backend, spec)
     if out is None:
         out = Tensor.empty(backend, spec.out_shape, spec.out_dtype)
+    elif (out.backend, out.shape, out.dtype) != (backend, spec.out_shape, spec.out_dtype):
+        raise ArgumentError(expected("out", f"a {spec.out_dtype} tensor of shape {spec.out_shape} on "
+                                     f"{backend.device_id}", repr(out)))
     if math.prod(spec.out_shape):
         backend.run(spec, out, *inputs)
     return out
@@ -102,8 +107,6 @@ def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend |
     (a_shape, a_dt), (b_shape, b_dt) = shape_dtype("a", a), shape_dtype("b", b)
     spec = _matmul_spec(a_shape, a_dt, b_shape, b_dt,
                         None if out_dtype is None else dtype_name(out_dtype, "out_dtype"))
-    if spec.K == 0:
-        raise ArgumentError(expected("a.shape[-1]", "K >= 1", 0))
     return _dispatch(spec, backend, operands, ("a", "b"))
 
 

@@ -18,6 +18,8 @@ from .formats import BLOCK, QuantFormat, check_quantizable_shape, get_format
 
 Shape = tuple[int, ...]
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 #: largest K for which int8 GEMM is exact in int32 for ANY data: |a*b| <= 128*128 = 2**14 and
 #: 131071 * 2**14 < 2**31, while 131072 * 2**14 = 2**31 overflows (all operands -128). Beyond it
 #: accel refuses the call instead of returning a wrapped sum.
@@ -224,6 +226,8 @@ def matmul_spec(a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: str,
     out_dtype = out_dtype or default_out
     if out_dtype not in allowed_out:
         raise DTypeError(expected("out_dtype", f"one of {allowed_out} for {a_dtype} inputs", out_dtype))
+    if a_shape[-1] == 0:
+        raise ShapeError(expected("a.shape[-1]", "K >= 1", 0))
     if a_shape[-1] != b_shape[-2]:
         raise ShapeError(expected("b.shape[-2]", f"K = a.shape[-1] = {a_shape[-1]}",
                                   f"{b_shape[-2]} (a {tuple(a_shape)}, b {tuple(b_shape)})"))
@@ -270,8 +274,10 @@ def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple
     if scale is None:
         scale = 1.0 / math.sqrt(D)
     elif not isinstance(scale, (int, float, np.floating, np.integer)) or isinstance(scale, bool) \
-            or not math.isfinite(scale):
-        raise ArgumentError(expected("scale", "a finite real number or None", repr(scale)))
+            or not abs(float(min(max(scale, -2 * _FLOAT32_MAX), 2 * _FLOAT32_MAX))) <= _FLOAT32_MAX:
+        # logits are scaled in float32 (the clamp keeps huge Python ints from overflowing float())
+        raise ArgumentError(expected("scale", "a real number or None, finite in float32",
+                                     repr(scale)))
     mask_kind = None
     if mask_shape is not None:
         if mask_dtype == "bool":

@@ -105,7 +105,7 @@ class CPUBackend(Backend):
         return np.empty(nbytes, np.uint8)
 
     def upload(self, host: np.ndarray) -> np.ndarray:
-        return host.reshape(-1).view(np.uint8)
+        return host.reshape(-1).view(np.uint8).copy()  # a new buffer: never alias the caller's
 
     def download(self, buf: np.ndarray, nbytes: int) -> np.ndarray:
         return buf[:nbytes]

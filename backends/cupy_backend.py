@@ -574,6 +574,8 @@ class CuPyBackend(Backend):
             out["compiler"] = toolchains.toolchain_version(self.arch)
         except BackendUnavailable as e:
             out["compiler"] = f"unavailable: {e}"
+        if self.platform == "cuda":  # result files then say whether 16-bit matmul had tensor cores
+            out["tensorcore"] = tensorcore_reason(self.arch) or "available"
         return out
 
     def __repr__(self) -> str:

@@ -255,4 +255,8 @@ def build(case: Case):
     if case.op not in _BUILDERS:
         raise ArgumentError(expected("op", f"one of {sorted(_BUILDERS)}", repr(case.op)))
     rng = np.random.default_rng(case.params.get("seed", 0))
-    return _BUILDERS[case.op](case, rng)
+    try:
+        return _BUILDERS[case.op](case, rng)
+    except (KeyError, TypeError, ValueError) as e:  # a hand-written --case id missing a parameter
+        raise ArgumentError(expected("case", f"the parameters a {case.op} case needs (as in a "
+                                     "printed repro id)", f"{case.id!r} ({type(e).__name__}: {e})")) from None

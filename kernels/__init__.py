@@ -46,8 +46,9 @@ GPU_GEMV = dict(RM=1, RN=1, VW=1, GEMV_WG=64)
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
-#: 4 x 2 warps (32 x 64 each, 2 x 4 WMMA fragments), 32-deep double-buffered shared tiles
-GPU_WMMA = dict(BM=128, BN=128, BK=32, WARPS_M=4, WARPS_N=2)
+#: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
+#: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles
+GPU_WMMA = dict(BM=128, BN=128, BK=32, WARPS_M=2, WARPS_N=2)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
  * with accel.h in front like every shipped source.
  *
  * Defines: IN_DT (F16 or BF16), OUT_DT (F32, F16 or BF16), the tiling BM, BN, BK, WARPS_M,
- * WARPS_N (accel.kernels.GPU_WMMA: 128 x 128 x 32, 4 x 2 warps). Arguments and grid are those of
+ * WARPS_N (accel.kernels.GPU_WMMA: 128 x 128 x 32, 2 x 2 warps). Arguments and grid are those of
  * matmul.cl's GPU variant: (A, B, C, boff, M, N, K); grid x over BN-column tiles, y over BM-row
  * tiles, z over the batch; boff holds, per output batch entry, the index of its A matrix and of
  * its B matrix (broadcasting). Block: WARPS_M * WARPS_N warps of 32 threads.

@@ -20,7 +20,9 @@ kv = np.ones((1, 1, 5, 8), np.float32)
     (lambda: accel.matmul(np.ones((2, 3), np.int8), np.ones((3, 2), np.int8), out_dtype="float32"), accel.DTypeError, ["out_dtype", "int32"]),
     (lambda: accel.matmul(f32, f32.T, out_dtype="complex"), accel.DTypeError, ["out_dtype", "complex"]),
     (lambda: accel.matmul([[1.0]], f32), accel.ArgumentError, ["a", "numpy array", "list"]),
-    (lambda: accel.matmul(np.ones((2, 0), np.float32), np.ones((0, 2), np.float32)), accel.ArgumentError, ["a.shape[-1]", "K >= 1"]),
+    (lambda: accel.matmul(np.ones((2, 0), np.float32), np.ones((0, 2), np.float32)), accel.ShapeError, ["a.shape[-1]", "K >= 1"]),
+    (lambda: accel.attention(q4, kv, kv, scale=1e300), accel.ArgumentError, ["scale", "float32"]),
+    (lambda: accel.attention(q4, kv, kv, scale=10**400), accel.ArgumentError, ["scale"]),
     (lambda: accel.attention(q4, kv, kv[:, :, :3]), accel.ShapeError, ["v.shape[1:3]", "(1, 5)", "(1, 3)"]),
     (lambda: accel.attention(q4, kv[..., :4], kv), accel.ShapeError, ["k.shape[3]", "8", "4"]),
     (lambda: accel.attention(np.ones((1, 3, 3, 8), np.float32), np.ones((1, 2, 5, 8), np.float32), np.ones((1, 2, 5, 8), np.float32)), accel.ShapeError, ["q.shape[1]", "multiple", "3"]),
@@ -67,6 +69,22 @@ def test_operands_on_different_backends_are_refused():
         accel.matmul(a, b)
     with pytest.raises(accel.DeviceMismatchError, match="backend"):
         accel.matmul(a, f32.T, backend="echo")
+
+
+def test_validation_does_not_depend_on_earlier_calls():
+    q = np.ones((1, 1, 2, 8), np.float32)
+    accel.attention(q, q, q, causal=True)
+    with pytest.raises(accel.ArgumentError, match="causal"):
+        accel.attention(q, q, q, causal=1)  # 1 == True, but only a bool is a valid flag
+
+
+def test_execute_checks_the_output_it_is_given():
+    be = accel.get_backend("cpu")
+    spec = accel.spec.matmul_spec((4, 4), "float32", (4, 4), "float32")
+    a = accel.asarray(np.eye(4, dtype=np.float32), backend=be)
+    small = accel.Tensor.empty(be, (2, 2), "float32")
+    with pytest.raises(accel.ArgumentError, match="out"):
+        accel.ops.execute(be, spec, a, a, out=small)
 
 
 def test_error_classes_also_subclass_the_matching_builtin():

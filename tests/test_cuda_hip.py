@@ -109,7 +109,8 @@ def test_impl_option_is_validated():
     backend = object.__new__(CUDABackend)  # the property needs no device
     backend.impl = "vendor"
     assert backend.impl == "vendor"
-    with pytest.raises(ArgumentError, match=r"^impl: expected one of \('kernels', 'vendor'\)"):
+    with pytest.raises(ArgumentError, match=r"^impl: expected one of "
+                                            r"\('auto', 'kernels', 'vendor', 'tensorcore'\)"):
         backend.impl = "cublas"
 
 
