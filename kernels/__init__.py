@@ -74,6 +74,16 @@ class Variant:
         return isinstance(other, Variant) and self.key == other.key
 
     @property
+    def static_local_bytes(self) -> int:
+        """Static local/shared memory the variant declares (what a device must have room for,
+        checked by the backends' ``supports()``). Only the attention tiles are sized by a
+        problem's head dims; the other kernels' tiles are fixed and small."""
+        d = self.defines
+        if self.source == "attention.cl" and d.get("LOCAL_TILE"):
+            return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"])  # float Kt[BKV*D], Vt[BKV*Dv]
+        return 0
+
+    @property
     def id(self) -> str:
         """Short readable id, e.g. ``matmul.cl[IN_DT=F16,OUT_DT=F32,...]``."""
         return f"{self.source}[{','.join(f'{k}={v}' for k, v in sorted(self.defines.items()))}]"

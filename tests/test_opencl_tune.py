@@ -61,5 +61,11 @@ def test_stored_parameters_the_device_cannot_take_fall_back_to_defaults(tmp_path
     assert params_for(dev)["matmul"] == default
     save_tuned(dev, "matmul", dict(default, TN=default["VW"] + 1))  # not a whole number of vectors
     assert params_for(dev)["matmul"] == default
-    save_tuned(dev, "matmul", dict(default, TM=5))
-    assert params_for(dev)["matmul"]["TM"] == 5
+    for broken in ({"VW": 0}, {"TN": "16"}, {"TM": 0}, dict(default, TM=5)):  # hand-edited files
+        save_tuned(dev, "matmul", broken)
+        assert params_for(dev)["matmul"] == default
+    from accel.backends.opencl.tune import candidates
+
+    other = next(c for c in candidates("matmul", "cpu", safe_lanes(dev)) if c != default)
+    save_tuned(dev, "matmul", other)  # what tune itself stores is used
+    assert params_for(dev)["matmul"] == other

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time as _time
 import warnings
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from .devices import CLDevice, enumerate_devices
 from .launch import plan_for, support
 from .params import params_for
 
+_MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
 _RESOURCE_CODES = {
     "OUT_OF_RESOURCES": "the device ran out of resources (registers, private or local memory)",
     "OUT_OF_HOST_MEMORY": "the host ran out of memory",
@@ -85,6 +87,7 @@ class OpenCLBackend(Backend):
         base = ["-cl-fp32-correctly-rounded-divide-sqrt"] if self.dev.correctly_rounded_divide else []
         self._build_options = tuple(base)
         self._plans: dict[Any, Callable] = {}
+        self._launch_lock = threading.Lock()
         self._recording: list[cl.Event] | None = None
         self._placeholder = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, 16)
 
@@ -242,10 +245,16 @@ class OpenCLBackend(Backend):
                                          "device's local memory)", shared_mem))
         if shared_mem:
             values.append(cl.LocalMemory(shared_mem))
-        with self._device_errors(f"setting the arguments of {kernel.name!r}"):
-            kernel.kernel.set_args(*values)
+        if len(values) != kernel.kernel.num_args:
+            raise ArgumentError(expected("args", f"{kernel.kernel.num_args - bool(shared_mem)} "
+                                         f"arguments for kernel {kernel.name!r}"
+                                         + (" (plus the shared_mem buffer)" if shared_mem else ""),
+                                         len(args)))
         gsize = tuple(g * b for g, b in zip(grid, block))
-        self._enqueue(kernel.kernel, gsize, block, f"kernel {kernel.name!r}")
+        with self._launch_lock:  # set_args + enqueue on one shared cl.Kernel must not interleave
+            with self._device_errors(f"setting the arguments of {kernel.name!r}"):
+                kernel.kernel.set_args(*values)
+            self._enqueue(kernel.kernel, gsize, block, f"kernel {kernel.name!r}")
 
     @staticmethod
     def _dims(arg: str, dims: Any) -> tuple[int, ...]:
@@ -272,6 +281,8 @@ class OpenCLBackend(Backend):
     def _run(self, spec, *tensors) -> None:
         plan = self._plans.get(spec)
         if plan is None:
+            if len(self._plans) >= _MAX_PLANS:  # bounded: a decode loop makes a new spec per step
+                self._plans.clear()
             plan = self._plans[spec] = plan_for(self, spec)
         plan(*tensors)
 
@@ -295,6 +306,3 @@ class OpenCLBackend(Backend):
     def supports(self, spec) -> Support:
         """What this device computes correctly, with the reason when not."""
         return support(self, spec)
-
-    def accumulator(self, spec) -> str:
-        return "int32" if spec.in_dtypes[0] == "int8" else "float32"

@@ -4,6 +4,7 @@ local sizes and constant arguments, decided once per spec; and the supports() ve
 from __future__ import annotations
 
 import math
+import threading
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -36,6 +37,11 @@ def support(be: "OpenCLBackend", spec) -> Support:
         if max(spec.D, spec.Dv) > _MAX_HEAD_DIM:
             return Support(False, f"head dims up to {_MAX_HEAD_DIM} (per-query state lives in "
                            f"private memory); got D={spec.D}, Dv={spec.Dv}")
+        p, _ = _kernel_params(be.params["attention"])
+        need = K.attention(spec.dtype, spec.D, spec.Dv, params=p).static_local_bytes
+        if need > be.dev.local_mem:
+            return Support(False, f"K/V tiles for D={spec.D}, Dv={spec.Dv} need {need} bytes of "
+                           f"local memory; the device has {be.dev.local_mem}")
         return _int_sizes(Sq=spec.Sq, Sk=spec.Sk)
     if isinstance(spec, QuantizeSpec):
         if not be.dev.correctly_rounded_divide:
@@ -74,10 +80,13 @@ def _launcher(be, kernel: cl.Kernel, gsize, lsize, what: str, tail: tuple) -> Ca
     for i, value in enumerate(tail):
         kernel.set_arg(n_bufs + i, value)
 
+    lock = threading.Lock()  # set_arg + enqueue on one shared cl.Kernel must not interleave
+
     def run(*bufs) -> None:
-        for i, buf in enumerate(bufs):
-            kernel.set_arg(i, buf)
-        be._enqueue(kernel, gsize, lsize, what)
+        with lock:
+            for i, buf in enumerate(bufs):
+                kernel.set_arg(i, buf)
+            be._enqueue(kernel, gsize, lsize, what)
 
     run.constants = tail  # OpenCL does not retain buffers set as arguments: the plan must
     return run

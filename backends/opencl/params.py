@@ -45,17 +45,19 @@ def safe_lanes(dev: CLDevice) -> int:
 def params_for(dev: CLDevice) -> dict[str, dict]:
     """Default parameters for the device's kind, with tuned values on top (vector widths never
     above ``safe_lanes``)."""
-    base = DEFAULTS["cpu" if dev.kind == "cpu" else "gpu"]
+    from .tune import candidates  # tune imports this module
+
+    kind = "cpu" if dev.kind == "cpu" else "gpu"
+    base = DEFAULTS[kind]
     lanes = safe_lanes(dev)
     stored = tuned(dev)
     out = {}
     for op in TUNABLE:
         default = dict(base[op], VW=min(base[op].get("VW", 1), lanes))
-        p = dict(default, **stored.get(op, {}))
-        # a hand-edited or foreign store must not crash the compiler or break a kernel's layout
-        if p.get("VW", 1) > lanes or any(p.get(k, 0) % p.get("VW", 1) for k in ("TN", "BQ")):
-            p = default
-        out[op] = p
+        choice = stored.get(op)
+        # only a parameter set tune itself could have chosen: a hand-edited or foreign store must
+        # not crash the compiler or break a kernel's layout
+        out[op] = choice if choice in candidates(op, kind, lanes) else default
     return out
 
 
