@@ -185,6 +185,7 @@ def run_conformance(device: str, out: Path, label: str) -> dict | None:
            "--json", str(out)]
     console = _console()
     console.print(f"[bold]conformance[/] {device}: {' '.join(cmd[1:])}")
+    out.unlink(missing_ok=True)  # never read back an earlier run's file as this one's
     try:
         # its progress bar (stderr) shows; its tables (stdout) would bury the report path
         proc = subprocess.run(cmd, timeout=CONFORMANCE_TIMEOUT_S, stdout=subprocess.PIPE, text=True)
@@ -192,6 +193,8 @@ def run_conformance(device: str, out: Path, label: str) -> dict | None:
         console.print(f"[red]conformance on {device} exceeded {CONFORMANCE_TIMEOUT_S} s; skipped[/]")
         return None
     try:
+        if proc.returncode not in (0, 1):  # 1 = cases failed (a verdict); anything else = a crash
+            raise ValueError(f"exit status {proc.returncode}")
         doc = json.loads(out.read_text())
     except (OSError, ValueError):
         tail = proc.stdout.strip().splitlines()[-3:]
@@ -219,6 +222,7 @@ def run_kernels_check(out: Path) -> dict | None:
     console = _console()
     console.print(f"[bold]compile check[/] {', '.join(missing)} (no device for them here): "
                   f"{' '.join(cmd[1:])}")
+    out.unlink(missing_ok=True)
     try:
         subprocess.run(cmd, timeout=KERNELS_CHECK_TIMEOUT_S, stdout=subprocess.DEVNULL)
         return json.loads(out.read_text())

@@ -85,7 +85,12 @@ class QTensor:
         from .tensor import asarray
 
         f = get_format(fmt)
-        shape = tuple(int(s) for s in shape)
+        try:
+            shape = tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            raise ShapeError(expected("shape", "a tuple of ints [..., K]", repr(shape))) from None
+        if any(s < 0 for s in shape):
+            raise ShapeError(expected("shape", "non-negative sizes", repr(shape)))
         check_quantizable_shape(shape, "shape")
         want = shape[:-1] + (f.row_bytes(shape[-1]),)
         host = np.asarray(raw) if not hasattr(raw, "backend") else raw.numpy()

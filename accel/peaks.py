@@ -91,7 +91,10 @@ def _read(path: Path) -> Peaks | None:
 
 
 def _write(path: Path, value: Peaks) -> None:
-    atomic_write(path, json.dumps(asdict(value), indent=1).encode())
+    try:
+        atomic_write(path, json.dumps(asdict(value), indent=1).encode())
+    except OSError:  # an unwritable cache only costs re-measuring next time
+        pass
 
 
 def measure_peaks(backend: Backend) -> Peaks:

@@ -196,7 +196,10 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
     """
     if array_kind(x) is None:
         if isinstance(x, (list, tuple, int, float, bool, np.generic)):
-            x = np.asarray(x)
+            try:
+                x = np.asarray(x)
+            except ValueError as e:  # ragged nested lists
+                raise ArgumentError(expected("x", "a rectangular nested list", str(e))) from None
         else:
             check_array("x", x)
     kind = array_kind(x)

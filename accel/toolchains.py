@@ -544,8 +544,12 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
     ok, log, binary = rtc.compile(source, filename, argv)
     if not ok:
         return CompileResult(tgt.name, False, log, rtc.ident)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(bin_path, binary)
+    try:
+        atomic_write(bin_path, binary)
+    except OSError:  # an unwritable cache must not stop compiling: keep this one in a temp dir
+        folder = Path(tempfile.mkdtemp(prefix="accel-binaries-"))
+        bin_path, meta_path = folder / bin_path.name, folder / meta_path.name
+        atomic_write(bin_path, binary)
     if tgt.vendor == "nvidia":
         resources, note = parse_ptxas_log(log), ("" if "ptxas" in log else
                                                  "this NVRTC is older than 12.1: no ptxas report")

@@ -44,6 +44,9 @@ kv = np.ones((1, 1, 5, 8), np.float32)
     (lambda: accel.matmul(f32, f32.T, backend="cpu:7"), accel.BackendUnavailable, ["backend", "below 1", "cpu:7"]),
     (lambda: accel.matmul(f32, f32.T, backend="cpu:x"), accel.ArgumentError, ["backend", "name:index"]),
     (lambda: accel.asarray(object()), accel.ArgumentError, ["x", "object"]),
+    (lambda: accel.asarray([[1.0], [1.0, 2.0]]), accel.ArgumentError, ["x", "rectangular"]),
+    (lambda: accel.QTensor.from_raw(np.zeros(18, np.uint8), "q4_0", 32), accel.ShapeError, ["shape", "tuple of ints", "32"]),
+    (lambda: accel.QTensor.from_raw(np.zeros(18, np.uint8), "q4_0", (-1, -2, 32)), accel.ShapeError, ["shape", "non-negative"]),
     (lambda: accel.asarray(np.ones(2), dtype="float128"), accel.DTypeError, ["dtype", "float128"]),
 ])
 def test_bad_input_raises_typed_error_naming_the_argument(call, error, words):

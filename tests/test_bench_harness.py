@@ -230,10 +230,12 @@ def test_an_opencl_case_is_timed_on_the_device_and_validated():
     if not status.available:
         pytest.skip(f"OpenCL backend unavailable: {status.reason}")
     be = accel.get_backend("opencl:0")
+    t0 = time.perf_counter()
     rec = bench.run_case(be, Case.make("matmul", "float32", M=64, N=64, K=64), budget=bench.TINY)
+    wall = time.perf_counter() - t0
     assert rec["status"] == "ok", rec.get("reason")
     assert rec["validation"]["rel_err"] < 1e-5
-    assert 0 < rec["min_s"] <= rec["median_s"] < 1.0  # seconds from profiling events
+    assert 0 < rec["min_s"] <= rec["median_s"] <= wall  # device seconds from profiling events
 
 
 def test_a_machine_where_other_processes_use_cpu_is_busy():

@@ -3,6 +3,8 @@ cache (memory, disk, corrupt entries, driver identity), user kernels with CUDA l
 errors, profiling-event timing and supports()."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -173,8 +175,10 @@ def test_time_reads_profiling_events():
     ta, tb = (Tensor(be, be.upload(a), a.shape, "float32") for _ in range(2))
     spec = S.matmul_spec(a.shape, "float32", a.shape, "float32")
     out = accel.ops.execute(be, spec, ta, tb)
+    t0 = time.perf_counter()
     seconds = be.time(lambda: [accel.ops.execute(be, spec, ta, tb, out=out) for _ in range(3)])
-    assert 0 < seconds < 10
+    wall = time.perf_counter() - t0
+    assert 0 < seconds <= wall  # device time from the events lies within the host's wall time
     assert be._recording is None
     np.testing.assert_array_equal(out.numpy(), np.full((256, 256), 256, np.float32))
 
