@@ -14,10 +14,9 @@ import numpy as np
 
 from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
+from accel.exact_int8 import exact_int8_matmul
 from accel.formats import BLOCK
 
-# |int8 * int8| <= 2**14, so 1024-term partial sums stay within float32's exact range 2**24
-_INT8_CHUNK = 1024
 # attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
 _ATTN_SCRATCH = 1 << 24
 
@@ -140,18 +139,8 @@ class CPUBackend(Backend):
         if spec.dtype == "float32":
             return np.matmul(a, b)
         if spec.dtype == "int8":
-            return self._int8_matmul(a, b)
+            return exact_int8_matmul(np, a, b)
         return np.matmul(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
-
-    @staticmethod
-    def _int8_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        K = a.shape[-1]
-        acc = None
-        for k0 in range(0, K, _INT8_CHUNK):
-            part = np.matmul(a[..., k0:k0 + _INT8_CHUNK].astype(np.float32),
-                             b[..., k0:k0 + _INT8_CHUNK, :].astype(np.float32))
-            acc = part.astype(np.int64) if acc is None else acc + part.astype(np.int64)
-        return acc.astype(np.int32)
 
     def _attention(self, spec, q, k, v, mask) -> np.ndarray:
         qf, kf, vf = (t.astype(np.float32, copy=False) for t in (q, k, v))

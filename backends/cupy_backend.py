@@ -32,11 +32,13 @@ import numpy as np
 from accel import toolchains
 from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
-from accel.formats import BLOCK
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DTypeError, UnsupportedError, expected)
+from accel.exact_int8 import exact_int8_matmul
+from accel.formats import BLOCK
 
 IMPLS = ("auto", "kernels", "vendor", "tensorcore")
+_STATIC_SHARED_MAX = 48 * 1024  # static __shared__ per block on CUDA (and HIP's LDS default)
 #: input dtypes the tensor-core matmul takes (float32 accumulation, any output float dtype)
 TENSORCORE_DTYPES = ("float16", "bfloat16")
 #: bfloat16 WMMA and cp.async arrive with Ampere
@@ -52,7 +54,6 @@ ELEMENTWISE_BLOCK = 256
 QMATMUL_BLOCK = 64
 
 #: |int8 * int8| <= 2**14, so 1024-term partial sums are exact in float32 (24-bit significand)
-_INT8_CHUNK = 1024
 
 
 # -- availability -----------------------------------------------------------------------------
@@ -132,18 +133,6 @@ def to_f32(xp, x, dtype: str):
 def from_f32(xp, x, dtype: str):
     """float32 values as stored for ``dtype`` (bfloat16 as uint16 bits), rounded to nearest even."""
     return f32_to_bf16_bits(xp, x) if dtype == "bfloat16" else x.astype(to_numpy_dtype(dtype))
-
-
-def exact_int8_matmul(xp, a, b):
-    """int8 GEMM exactly in int32 through float32 BLAS on K-chunks whose partial sums are exact
-    integers, added in float64 (exact below 2**53; the spec bounds K so the sum fits int32)."""
-    K = a.shape[-1]
-    acc = None
-    for k0 in range(0, K, _INT8_CHUNK):
-        part = xp.matmul(a[..., k0:k0 + _INT8_CHUNK].astype(xp.float32),
-                         b[..., k0:k0 + _INT8_CHUNK, :].astype(xp.float32)).astype(xp.float64)
-        acc = part if acc is None else acc + part
-    return acc.astype(xp.int32)
 
 
 def vendor_matmul(xp, a, b, dtype: str, out_dtype: str):
@@ -274,7 +263,12 @@ def support_for(spec, impl: str, arch: str | None = None) -> Support:
         return YES
     if path == "tensorcore" and (why := tensorcore_reason(arch)):
         return Support(False, f"impl='tensorcore': {why}; impl='auto' picks the shared kernels")
-    _, grid, _ = launch_plan(spec, kernel_variant(spec, path))
+    variant = kernel_variant(spec, path)
+    if variant.static_local_bytes > _STATIC_SHARED_MAX:
+        return Support(False, f"the {spec.op} kernel's tiles for this case need "
+                              f"{variant.static_local_bytes} bytes of static shared memory; CUDA and "
+                              f"HIP allow {_STATIC_SHARED_MAX} per block")
+    _, grid, _ = launch_plan(spec, variant)
     if grid[0] > _GRID_X_MAX or grid[1] > _GRID_YZ_MAX or grid[2] > _GRID_YZ_MAX:
         return Support(False, f"this case needs a grid of {grid} blocks; the limits are "
                               f"({_GRID_X_MAX}, {_GRID_YZ_MAX}, {_GRID_YZ_MAX})")
@@ -585,5 +579,5 @@ class CuPyBackend(Backend):
 __all__ = ["CuPyBackend", "IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "matmul_path",
            "wmma_kernel", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
            "build_kernel", "format_version",
-           "unavailable_reason", "vendor_matmul", "exact_int8_matmul", "bf16_bits_to_f32",
+           "unavailable_reason", "vendor_matmul", "bf16_bits_to_f32",
            "f32_to_bf16_bits"]

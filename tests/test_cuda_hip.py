@@ -18,6 +18,7 @@ from accel.formats import get_format
 from accel.backends import cupy_backend as CB
 from accel.backends.cuda import CUDABackend
 from accel.backends.hip import HIPBackend
+from accel.exact_int8 import exact_int8_matmul
 
 
 @pytest.fixture(autouse=True)
@@ -163,7 +164,7 @@ def test_int8_matmul_is_exact_across_chunks(rng):
     b = rng.integers(-128, 128, (K, 6)).astype(np.int8)
     a[0, :] = -128
     b[:, 0] = -128  # the largest products: 2**14 each, K of them
-    got = CB.exact_int8_matmul(np, a, b)
+    got = exact_int8_matmul(np, a, b)
     assert got.dtype == np.int32
     assert np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
     assert got[0, 0] == K * 2**14
@@ -257,3 +258,20 @@ def test_gpu_check_script_parses():
     for step in ("conformance --backend cuda --profile quick", "bench --backend cuda",
                  "ACCEL_CUDA_IMPL=vendor"):
         assert step in script.read_text()
+
+
+def test_attention_head_dims_beyond_static_shared_memory_are_declined_not_miscompiled():
+    from accel import kernels, toolchains
+
+    def spec(d):
+        return S.attention_spec((1, 1, 1, d), (1, 1, 8, d), (1, 1, 8, d), ("float16",) * 3)
+
+    assert CB.support_for(spec(384), "kernels", "sm_90").ok
+    declined = CB.support_for(spec(392), "kernels", "sm_90")
+    assert not declined.ok and "static shared memory" in declined.reason
+    need("sm_90")
+    for d, builds in ((384, True), (392, False)):  # the verdict agrees with the real compiler
+        v = CB.kernel_variant(spec(d))
+        r = toolchains.compile_source(kernels.program_text(v.source), "sm_90",
+                                      defines={"ACCEL_WARP": 32, **v.defines}, filename=v.source)
+        assert r.ok is builds, r.log[-500:]
