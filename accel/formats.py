@@ -51,9 +51,9 @@ class QTensor:
     the logical shape ``[..., K]``. ``data`` is the backend-resident copy the ops read.
 
     >>> import numpy as np, accel
-    >>> qt = accel.quantize(np.ones((2, 64), np.float32), "q8_0")
+    >>> qt = accel.quantize(np.full((2, 64), 127, np.float32), "q8_0")  # d = 127 / 127 = 1
     >>> qt.shape, qt.raw.shape, float(accel.dequantize(qt)[1, 63])
-    ((2, 64), (2, 68), 1.0)
+    ((2, 64), (2, 68), 127.0)
     """
 
     def __init__(self, data, fmt: QuantFormat, shape: tuple[int, ...], kind: str = "numpy"):

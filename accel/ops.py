@@ -152,8 +152,8 @@ def dequantize(qt: QTensor) -> Any:
     ``QTensor.from_raw``).
 
     >>> import accel, numpy as np
-    >>> accel.dequantize(accel.quantize(np.full(32, 2.0, np.float32), "q8_0"))[:2]
-    array([2., 2.], dtype=float32)
+    >>> accel.dequantize(accel.quantize(np.full(32, 254.0, np.float32), "q8_0"))[:2]  # d = 2
+    array([254., 254.], dtype=float32)
     """
     if not isinstance(qt, QTensor):
         raise ArgumentError(expected("qt", "an accel.QTensor", type(qt).__name__))
@@ -165,10 +165,10 @@ def qmatmul(x: Any, w: QTensor, *, backend: str | Backend | None = None) -> Any:
     """``x[..., K] @ dequantize(w).T`` for a quantized weight ``w`` of logical shape ``[N, K]``.
 
     >>> import accel, numpy as np
-    >>> w = accel.quantize(np.ones((3, 32), np.float32), "q8_0")
+    >>> w = accel.quantize(np.full((3, 32), 127, np.float32), "q8_0")  # exactly representable
     >>> accel.qmatmul(np.ones((2, 32), np.float32), w)
-    array([[32., 32., 32.],
-           [32., 32., 32.]], dtype=float32)
+    array([[4064., 4064., 4064.],
+           [4064., 4064., 4064.]], dtype=float32)
     """
     if not isinstance(w, QTensor):
         raise ArgumentError(expected("w", "an accel.QTensor (see accel.quantize)", type(w).__name__))
