@@ -25,11 +25,8 @@ SCALE = """__kernel void scale(__global float* x, float a, int n) {
 
 
 @pytest.fixture(scope="module")
-def backend():
-    try:
-        return accel.get_backend("opencl")
-    except accel.BackendUnavailable as e:
-        pytest.skip(f"no OpenCL device: {e}")
+def backend(opencl_backend):
+    return opencl_backend
 
 
 @pytest.fixture(scope="module")

@@ -4,20 +4,12 @@ import sys
 import threading
 
 import numpy as np
-import pytest
 
 import accel
 
 
-@pytest.fixture
-def opencl():
-    try:
-        return accel.get_backend("opencl:0")
-    except accel.BackendUnavailable as e:
-        pytest.skip(f"no OpenCL device: {e}")
-
-
-def test_concurrent_ops_on_one_backend_give_each_thread_its_own_answer(opencl):
+def test_concurrent_ops_on_one_backend_give_each_thread_its_own_answer(opencl_backend):
+    opencl = opencl_backend
     rng = np.random.default_rng(3)
     inputs = [rng.standard_normal((2, 16, 16)).astype(np.float32) for _ in range(4)]
     wrong, errors = [], []

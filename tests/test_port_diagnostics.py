@@ -163,13 +163,8 @@ def test_one_device_function_with_two_address_spaces_is_refused_on_its_parameter
 
 
 @pytest.fixture(scope="module")
-def backend():
-    import accel
-
-    try:
-        return accel.get_backend("opencl")
-    except accel.BackendUnavailable as e:
-        pytest.skip(f"no OpenCL device: {e}")
+def backend(opencl_backend):
+    return opencl_backend
 
 
 def test_address_spaces_unsigned_indices_and_keywords_run_as_cuda_would(backend):

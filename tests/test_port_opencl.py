@@ -21,13 +21,8 @@ RNG = np.random.default_rng(7)
 
 
 @pytest.fixture(scope="module")
-def backend():
-    import accel
-
-    try:
-        return accel.get_backend("opencl")
-    except accel.BackendUnavailable as e:
-        pytest.skip(f"no OpenCL device: {e}")
+def backend(opencl_backend):
+    return opencl_backend
 
 
 @pytest.fixture(params=["opencl", "dialect"])
