@@ -29,6 +29,27 @@ class Support:
 
 YES = Support(True)
 
+_INT32_MAX = 2**31 - 1
+
+
+def int32_sizes(spec: Spec) -> Support:
+    """Whether the sizes of ``spec`` fit the 32-bit int arguments accel's shared kernels take
+    (offsets are 64-bit inside them): the check every kernel-based backend's supports() makes.
+
+    >>> from accel.spec import matmul_spec
+    >>> int32_sizes(matmul_spec((1, 2**31), "float16", (2**31, 1), "float16")).ok
+    False
+    """
+    sizes = {"matmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K, batch=spec.batch),
+             "attention": lambda: dict(Sq=spec.Sq, Sk=spec.Sk, heads=spec.B * spec.Hq),
+             "qmatmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
+             "quantize": lambda: dict(blocks=spec.rows * spec.shape[-1] // 32),
+             "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}[spec.op]()
+    big = {k: v for k, v in sizes.items() if v > _INT32_MAX}
+    if big:
+        return Support(False, f"sizes are passed to the kernels as 32-bit ints; {big} exceed {_INT32_MAX}")
+    return YES
+
 
 @dataclass(frozen=True)
 class DeviceInfo:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from accel import toolchains
-from accel.backend import YES, Backend, DeviceInfo, Support
+from accel.backend import YES, Backend, DeviceInfo, Support, int32_sizes
 from accel.dtypes import to_numpy_dtype
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DTypeError, UnsupportedError, expected)
@@ -258,6 +258,9 @@ def support_for(spec, impl: str, arch: str | None = None) -> Support:
     """What ``supports()`` answers on a device of ``arch``: every op and dtype the spec layer
     allows, within the grid limits of the launch (vendor matmul has none of its own); a forced
     ``impl="tensorcore"`` declines float16/bfloat16 matmul where the device lacks tensor cores."""
+    fits = int32_sizes(spec)  # the kernels take int sizes; nor is cuBLAS's 32-bit API verified
+    if not fits.ok:
+        return fits
     path = matmul_path(spec, impl, arch) if spec.op == "matmul" else "kernels"
     if path == "vendor":
         return YES

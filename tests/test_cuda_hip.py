@@ -275,3 +275,10 @@ def test_attention_head_dims_beyond_static_shared_memory_are_declined_not_miscom
         r = toolchains.compile_source(kernels.program_text(v.source), "sm_90",
                                       defines={"ACCEL_WARP": 32, **v.defines}, filename=v.source)
         assert r.ok is builds, r.log[-500:]
+
+
+def test_sizes_beyond_int32_kernel_arguments_are_declined_not_overflowed():
+    huge = S.matmul_spec((1, 2**31), "float16", (2**31, 1), "float16")
+    verdict = CB.support_for(huge, "kernels", "sm_90")
+    assert not verdict.ok and "32-bit" in verdict.reason and "K" in verdict.reason
+    assert not CB.support_for(huge, "vendor", "sm_90").ok  # declined until verified on a GPU

@@ -11,28 +11,23 @@ import numpy as np
 import pyopencl as cl
 
 import accel.kernels as K
-from accel.backend import YES, Support
+from accel.backend import YES, Support, int32_sizes
 from accel.spec import AttentionSpec, DequantizeSpec, MatmulSpec, QMatmulSpec, QuantizeSpec
 
 if TYPE_CHECKING:
     from .backend import OpenCLBackend
 
-_INT_MAX = 2**31 - 1  # sizes reach the kernels as int arguments (offsets are 64-bit inside)
 _MAX_HEAD_DIM = 256  # attention keeps per-query state in private arrays sized by the head dims
 _LOCAL_1D = 64  # work-group size of the element-wise kernels (quantize, dequantize)
 
 
-def _int_sizes(**sizes: int) -> Support:
-    big = {k: v for k, v in sizes.items() if v > _INT_MAX}
-    if big:
-        return Support(False, f"sizes are passed to the kernels as 32-bit ints; {big} exceed {_INT_MAX}")
-    return YES
-
-
 def support(be: "OpenCLBackend", spec) -> Support:
     """The single truth of what the OpenCL backend computes correctly on this device."""
+    fits = int32_sizes(spec)
+    if not fits.ok:
+        return fits
     if isinstance(spec, MatmulSpec):
-        return _int_sizes(M=spec.M, N=spec.N, K=spec.K, batch=spec.batch)
+        return YES
     if isinstance(spec, AttentionSpec):
         if max(spec.D, spec.Dv) > _MAX_HEAD_DIM:
             return Support(False, f"head dims up to {_MAX_HEAD_DIM} (per-query state lives in "
@@ -42,7 +37,7 @@ def support(be: "OpenCLBackend", spec) -> Support:
         if need > be.dev.local_mem:
             return Support(False, f"K/V tiles for D={spec.D}, Dv={spec.Dv} need {need} bytes of "
                            f"local memory; the device has {be.dev.local_mem}")
-        return _int_sizes(Sq=spec.Sq, Sk=spec.Sk)
+        return YES
     if isinstance(spec, QuantizeSpec):
         if not be.dev.correctly_rounded_divide:
             return Support(False, "the device does not report CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT; "
@@ -54,7 +49,7 @@ def support(be: "OpenCLBackend", spec) -> Support:
     if isinstance(spec, DequantizeSpec):
         return YES
     if isinstance(spec, QMatmulSpec):
-        return _int_sizes(M=spec.M, N=spec.N, K=spec.K)
+        return YES
     return Support(False, f"op {getattr(spec, 'op', spec)!r} is not implemented by opencl")
 
 
