@@ -37,7 +37,7 @@ def quantize_blocks(x: np.ndarray, fmt: str) -> np.ndarray:
 
     Non-finite blocks (accel's definition, docs/api.md): a NaN anywhere gives d = NaN and all
     zero codes; otherwise an infinity gives the reference d (infinite) and all zero codes.
-    Either way the block dequantizes to NaN.
+    Either way the block dequantizes to NaN. A d so small that 1/d overflows gives zero codes.
     """
     x = x.astype(np.float32, copy=False)
     finite = np.isfinite(x).all(axis=1, keepdims=True)
@@ -53,7 +53,7 @@ def quantize_blocks(x: np.ndarray, fmt: str) -> np.ndarray:
             d = np.where(m == 0, np.float32(0), m) / np.float32(-8)
         d = np.where(has_nan, np.float32(np.nan), d).astype(np.float32)
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
-        inv = np.where(finite, inv, np.float32(0))
+        inv = np.where(finite & np.isfinite(inv), inv, np.float32(0))  # 1/d overflow: zero codes
         v = (x * inv).astype(np.float32)
         v = np.where(finite, v, np.float32(0))
         if fmt == "q8_0":

@@ -176,6 +176,10 @@ def _quant_blocks(data: str, fmt: str, nblocks: int, rng) -> np.ndarray:
         x = rng.standard_normal((nblocks, BLOCK)) * 1e6
         x[:, 1] = 1e7
         return x
+    if data == "tiny":  # max |x| below ~127 * 2**-128: 1/d overflows (every other block), or not
+        x = rng.standard_normal((nblocks, BLOCK)) * 1e-39
+        x[1::2] *= 1e3
+        return x
     if data == "subnormal":  # tiny blocks: d is a float16 subnormal; subnormal elements
         x = rng.standard_normal((nblocks, BLOCK)) * 1e-4
         return x

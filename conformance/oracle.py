@@ -97,9 +97,9 @@ def _block_scale(blocks: np.ndarray, fmt: str) -> np.ndarray:
 def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     """GGUF block bytes ``[..., K // 32 * block_bytes]`` of x quantized along its last axis.
 
-    Finite blocks follow GGML's reference quantizer; accel defines non-finite blocks: any NaN
-    gives d = NaN (0x7E00) and zero codes, else an infinity gives the reference's (infinite) d
-    and zero codes.
+    Finite blocks follow GGML's reference quantizer; accel defines what C leaves undefined: any
+    NaN gives d = NaN (0x7E00) and zero codes, else an infinity gives the reference's (infinite) d
+    and zero codes; a d so small that 1/d overflows float32 gives zero codes.
     """
     blocks = x.astype(np.float32).reshape(-1, BLOCK)
     has_nan = np.isnan(blocks).any(axis=1)
@@ -108,6 +108,7 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
         d = _block_scale(blocks, fmt)
         d = np.where(has_nan, np.float32(np.nan), d).astype(np.float32)
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+        inv = np.where(np.isfinite(inv), inv, np.float32(0))  # accel's rule where 1/d overflows
         scaled = (blocks * inv[:, None]).astype(np.float32)
         if fmt == "q8_0":
             codes = _round_half_away(scaled)

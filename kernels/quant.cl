@@ -38,6 +38,7 @@ KERNEL void quantize(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64
     float d = FDIV_RN(extreme, -8.0f);
 #endif
     float id = (d != 0.0f && finite) ? FDIV_RN(1.0f, d) : 0.0f;
+    if (IS_INF(id)) id = 0.0f; /* accel's rule where C is undefined: 1/d overflow gives zero codes */
     GLOBAL u8* ob = out + blk * BLOCK_BYTES;
     if (has_nan) {  /* 0x7E00 written as bytes: float16 conversions disagree on NaN payloads */
         ob[0] = 0x00; ob[1] = 0x7E;
