@@ -37,6 +37,8 @@ def register(subparsers) -> None:
     m.add_argument("--compiled-only", default="cuda,hip",
                    help="backends shown as 'compiled only' when no result file covers them "
                         "(comma separated; default cuda,hip; '' for none)")
+    m.add_argument("--kernels-check", metavar="JSON",
+                   help="an `accel kernels check --json` file: compiled-only cells rest on it")
     m.set_defaults(func=_matrix)
 
 
@@ -119,6 +121,7 @@ def _print_summary(console, report: dict, got: list) -> None:
 
 
 def _matrix(args: argparse.Namespace) -> int:
+    import json
     from pathlib import Path
 
     from accel.errors import AccelError
@@ -130,7 +133,13 @@ def _matrix(args: argparse.Namespace) -> int:
     except AccelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    text = matrix.render(reports, args.files, tuple(filter(None, args.compiled_only.split(","))))
+    try:
+        kernels_check = json.loads(Path(args.kernels_check).read_text()) if args.kernels_check else None
+    except (OSError, ValueError) as e:
+        print(f"error: --kernels-check: expected a readable JSON file, got {e}", file=sys.stderr)
+        return 2
+    text = matrix.render(reports, args.files, tuple(filter(None, args.compiled_only.split(","))),
+                         kernels_check)
     if args.output:
         Path(args.output).write_text(text)
     else:

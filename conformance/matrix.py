@@ -2,8 +2,9 @@
 (docs/support.md), in the spirit of llama.cpp's docs/ops.md.
 
 A backend named in ``compiled_only`` with no result file (cuda and hip on machines without their
-GPUs) gets a column saying "compiled only" for the ops it implements: its kernels are built for
-real targets in CI, but no verdict rests on running them.
+GPUs) gets a column for the ops it implements. With an ``accel kernels check --json`` file the
+cell rests on it: "compiled only" when every shipped kernel of that op built for the vendor's
+targets, "FAILED to compile" otherwise; without one it only says the op is "implemented".
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from .profiles import OPS, op_dtypes
 _LEGEND = ("**passed**: every case ran and matched the oracle; **FAILED**: at least one case "
            "failed or crashed; **partial**: the claimed cases passed, others declined through "
            "`supports()`; **unsupported**: every case declined; **compiled only**: kernels built "
-           "for a real target, never run here; **-**: no result.")
+           "for a real target (per `accel kernels check`), never run; **implemented**: the backend has "
+           "the op but no compile result was given; **-**: no result.")
 
 
 def _row_key(case: dict) -> tuple[str, str]:
@@ -61,9 +63,29 @@ def _implemented_ops(name: str) -> set[str] | None:
     return {op for op in OPS if hasattr(cls, op)}
 
 
+#: which ops each shipped kernel source computes, and which backend compiles for a target
+_SOURCE_OPS = {"matmul.cl": ("matmul",), "matmul_wmma.cu": ("matmul",), "attention.cl": ("attention",),
+               "quant.cl": ("quantize", "dequantize", "qmatmul")}
+
+
+def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
+    """(backend, op) -> "compiled only" or "FAILED to compile", from a kernels-check result file
+    (NVIDIA targets vouch for cuda, AMD ones for hip)."""
+    verdict: dict[tuple[str, str], str] = {}
+    for row in kernels_check.get("results", []):
+        backend = "cuda" if row["target"].startswith("sm_") else "hip" if row["target"].startswith("gfx") else None
+        if backend is None or row["status"] == "n/a":
+            continue
+        for op in _SOURCE_OPS.get(row["job"].split("[")[0], ()):
+            ok = row["status"] == "ok" and verdict.get((backend, op)) != "FAILED to compile"
+            verdict[(backend, op)] = "compiled only" if ok else "FAILED to compile"
+    return verdict
+
+
 def render(reports: list[dict], sources: list[str],
-           compiled_only: tuple[str, ...] = ("cuda", "hip")) -> str:
+           compiled_only: tuple[str, ...] = ("cuda", "hip"), kernels_check: dict | None = None) -> str:
     """The markdown support matrix for ``reports`` (read from ``sources``)."""
+    compiled = compile_verdicts(kernels_check) if kernels_check else {}
     cols = _columns(reports)
     seen_names = {rep.get("backend_name", rep["backend"].split(":")[0]) for rep in reports}
     extra = {name: _implemented_ops(name) for name in compiled_only if name not in seen_names}
@@ -81,7 +103,8 @@ def render(reports: list[dict], sources: list[str],
                      f"{s['unsupported']} | {src} |")
     for name, ops in extra.items():
         why = "no result file from a run on its GPU" if ops is not None else "backend not installed"
-        lines.append(f"| {name} | - | compiled only | - | - | - | - | - | - | ({why}) |")
+        evidence = "compiled only" if kernels_check else "untested"
+        lines.append(f"| {name} | - | {evidence} | - | - | - | - | - | - | ({why}) |")
     headers = list(cols) + [f"{name} (no GPU run)" for name in extra]
     for op in OPS:
         rows: dict[str, dict[str, Counter]] = {}
@@ -98,6 +121,7 @@ def render(reports: list[dict], sources: list[str],
                   "|---|" + "---|" * len(headers)]
         for row in sorted(rows):
             cells = [_cell(rows[row].get(label, Counter())) for label in cols]
-            cells += ["compiled only" if ops and op in ops else "-" for ops in extra.values()]
+            cells += [(compiled.get((name, op), "-") if kernels_check else "implemented")
+                      if ops and op in ops else "-" for name, ops in extra.items()]
             lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

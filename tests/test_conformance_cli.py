@@ -73,8 +73,18 @@ def test_matrix_merges_files_and_marks_gpu_backends_compiled_only(capsys, tmp_pa
     row = next(line for line in text.splitlines() if line.startswith("| bfloat16 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1].startswith("passed") and cells[2] == "unsupported"
-    assert cells[3].startswith("FAILED") and cells[4:] == ["compiled only", "compiled only"]
+    assert cells[3].startswith("FAILED") and cells[4:] == ["implemented", "implemented"]
     assert "planted_declines_bf16:0" in text and "cuda (no GPU run)" in text
+    # with compile evidence: cuda's matmul kernels built, one of hip's did not
+    check = tmp_path / "kernels-check.json"
+    check.write_text(json.dumps({"results": [
+        {"job": "matmul.cl[IN_DT=BF16]", "target": "sm_90", "status": "ok"},
+        {"job": "matmul.cl[IN_DT=BF16]", "target": "gfx90a", "status": "ok"},
+        {"job": "matmul.cl[IN_DT=F32]", "target": "gfx90a", "status": "failed"},
+        {"job": "matmul_wmma.cu[IN_DT=BF16]", "target": "gfx90a", "status": "n/a"}]}))
+    assert main(["conformance", "matrix", *files, "--kernels-check", str(check), "-o", str(out_md)]) == 0
+    row = next(line for line in out_md.read_text().splitlines() if line.startswith("| bfloat16 |"))
+    assert [c.strip() for c in row.strip("|").split("|")][4:] == ["compiled only", "FAILED to compile"]
 
 
 def test_matrix_rejects_files_of_another_schema(tmp_path, capsys):
