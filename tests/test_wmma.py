@@ -216,6 +216,8 @@ def test_the_async_kernel_needs_aligned_whole_chunks():
 # -- typed errors -------------------------------------------------------------------------------
 def test_a_bad_impl_is_a_typed_error():
     backend = object.__new__(CUDABackend)  # the property needs no device
+    backend.impl = "vendor"
+    assert backend.impl == "vendor"
     backend.impl = "tensorcore"
     assert backend.impl == "tensorcore"
     with pytest.raises(ArgumentError, match=r"^impl: expected one of \('auto', 'kernels', 'vendor', "
