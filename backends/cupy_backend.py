@@ -523,9 +523,8 @@ class CuPyBackend(Backend):
                 self._array(out)[...] = vendor_matmul(self.cupy, self._array(a), self._array(b),
                                                       spec.dtype, spec.out_dtype)
             return
-        ia, ib = spec.batch_offsets()
         with self.device:
-            boff = self.cupy.asarray(np.stack([ia, ib], axis=1).astype(np.int32).reshape(-1))
+            boff = self.cupy.asarray(spec.batch_offsets().reshape(-1))
         name = wmma_kernel(spec, a.buf.data.ptr, b.buf.data.ptr) if path == "tensorcore" else None
         self._run_shipped(spec, [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)],
                           path, name)

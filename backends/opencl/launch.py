@@ -97,9 +97,7 @@ def _matmul(be, spec: MatmulSpec):
     p, _ = _kernel_params(be.params["matmul"])
     v = K.matmul(spec.dtype, spec.out_dtype, p)
     kernel = be.kernel(v, "matmul")
-    ia, ib = spec.batch_offsets()
-    offsets = np.ascontiguousarray(np.stack([ia, ib], axis=1).astype(np.int32))
-    offs_buf = be.upload(offsets)
+    offs_buf = be.upload(spec.batch_offsets())
     M, N, K_ = spec.M, spec.N, spec.K
     if p.get("LOCAL_TILE"):
         wg_m, wg_n = p["WG_M"], p["WG_N"]
