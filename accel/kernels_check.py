@@ -38,6 +38,8 @@ class Job:
     source: str
     meant_for: tuple[str, ...]
     defines: tuple[tuple[str, object], ...] = ()
+    sm_range: tuple[int, int] | None = None  # NVIDIA archs it runs on (Variant.sm_range)
+    arch_suffix: str = ""  # sm_90 -> sm_90a for arch-specific instructions (wgmma)
 
 
 @dataclass
@@ -65,7 +67,8 @@ def shipped_jobs() -> list[Job]:
     from accel import kernels
 
     return [Job(v.id, v.source, kernels.program_text(v.source), tuple(v.dialects),
-                tuple(sorted(v.defines.items()))) for v in kernels.variants()]
+                tuple(sorted(v.defines.items())), v.sm_range, v.arch_suffix)
+            for v in kernels.variants()]
 
 
 def file_jobs(paths: list[str]) -> list[Job]:
@@ -91,22 +94,30 @@ def file_jobs(paths: list[str]) -> list[Job]:
 
 # -- compiling ----------------------------------------------------------------------------------
 def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
-    from . import toolchains
+    from . import kernels, toolchains
 
     compiler = "cuda" if toolchains.parse_target(target).vendor == "nvidia" else "hip"
     if compiler not in job.meant_for:
         return Outcome(job.id, job.file, target, "n/a", f"meant for {', '.join(job.meant_for)} only")
+    build_for = target
+    if compiler == "cuda" and (job.sm_range or job.arch_suffix):
+        build_for = kernels.nvidia_target(target, job.sm_range, job.arch_suffix)
+        if build_for is None:
+            lo, hi = job.sm_range
+            return Outcome(job.id, job.file, target, "n/a",
+                           f"runs on sm_{lo}" + (" only" if lo == hi else f" to sm_{hi}"))
     # the warp width a device of this arch reports, as the cuda/hip backends pass it
     defines = {"ACCEL_WARP": toolchains.default_warp_size(target), **dict(job.defines)}
     try:
-        r = toolchains.compile_source(job.source, target, defines=defines,
+        r = toolchains.compile_source(job.source, build_for, defines=defines,
                                       include_dirs=(str(_kernels_dir()),),
                                       filename=Path(job.file).name,
                                       use_cache=use_cache)
     except toolchains.ToolchainUnavailable as e:
         return Outcome(job.id, job.file, target, "unavailable", str(e))
+    note = r.resources_note if build_for == target else f"built as {build_for}. {r.resources_note}"
     return Outcome(job.id, job.file, target, "ok" if r.ok else "failed", r.log if not r.ok else
-                   r.resources_note, r.toolchain, r.cached,
+                   note.strip(), r.toolchain, r.cached,
                    {k: asdict(v) for k, v in r.resources.items()})
 
 
@@ -187,6 +198,15 @@ def _fmt(value) -> str:
     return "" if value is None else str(value)
 
 
+def _sass_cells(sass: dict | None) -> tuple[str, str]:
+    """The tensor-core instructions and local-memory accesses a kernel's SASS holds ("" unread)."""
+    if not sass:
+        return "", ""
+    mma = " ".join(f"{op} {sass[op]}" for op in ("HGMMA", "HMMA", "IMMA") if sass.get(op))
+    local = sass.get("LDL", 0) + sass.get("STL", 0)
+    return mma or "-", f"[red]{local}[/]" if local else "0"
+
+
 def render(outcomes: list[Outcome], console) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -195,7 +215,7 @@ def render(outcomes: list[Outcome], console) -> None:
     table.add_column("kernel variant", overflow="fold")
     for col in ("target", "status", "kernel"):
         table.add_column(col)
-    for col in ("regs", "spills", "shared B", "stack B"):
+    for col in ("regs", "spills", "shared B", "stack B", "MMA (SASS)", "LDL/STL"):
         table.add_column(col, justify="right")
     colour = {"ok": "green", "failed": "red", "unavailable": "yellow", "n/a": "dim"}
     for o in outcomes:
@@ -203,12 +223,13 @@ def render(outcomes: list[Outcome], console) -> None:
             continue
         status = f"[{colour[o.status]}]{o.status}[/]" + (" (cached)" if o.cached else "")
         if not o.kernels:
-            table.add_row(escape(o.job), escape(o.target), status, "", "", "", "", "")
+            table.add_row(escape(o.job), escape(o.target), status, *[""] * 7)
         for name, r in o.kernels.items():
             spill = r.get("spills")
+            mma, local = _sass_cells(r.get("detail", {}).get("sass"))
             table.add_row(escape(o.job), escape(o.target), status, escape(name), _fmt(r.get("registers")),
                           f"[red]{spill}[/]" if spill else _fmt(spill), _fmt(r.get("shared_bytes")),
-                          _fmt(r.get("stack_bytes")))
+                          _fmt(r.get("stack_bytes")), mma, local)
     console.print(table)
     unavailable = {o.target: o.log for o in outcomes if o.status == "unavailable"}
     for target, why in unavailable.items():

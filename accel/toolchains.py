@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .diskcache import atomic_write, cache_root
@@ -440,6 +440,45 @@ def parse_ptxas_log(log: str) -> dict[str, KernelResources]:
     return {name: KernelResources(**fields) for name, fields in found.items()}
 
 
+#: SASS opcodes worth counting per kernel: tensor-core math (HMMA on sm_80+, HGMMA = Hopper
+#: wgmma, IMMA integer), the loads that feed it (LDSM = ldmatrix, LDGSTS = cp.async, LDG/LDS),
+#: float math (FFMA, MUFU = exp and friends) and local memory (LDL/STL: spills or indexed arrays)
+SASS_OPCODES = ("HMMA", "HGMMA", "IMMA", "LDSM", "LDGSTS", "LDG", "LDS", "STS", "FFMA", "MUFU",
+                "LDL", "STL")
+_SASS_FUNCTION = re.compile(r"^\s*Function : (\S+)", re.M)
+_SASS_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9]*)")
+
+
+def _cuobjdump() -> str | None:
+    try:
+        from cuda import pathfinder
+
+        if found := pathfinder.find_nvidia_binary_utility("cuobjdump"):
+            return found
+    except Exception:  # no pathfinder, or one without binary lookup: try PATH
+        pass
+    return shutil.which("cuobjdump")
+
+
+def sass_counts(path: Path) -> tuple[dict[str, dict[str, int]], str]:
+    """Per kernel of an NVIDIA binary, how many of each :data:`SASS_OPCODES` its machine code
+    holds (read with ``cuobjdump -sass``), and a note when that could not be read. This is what
+    proves, without a GPU, that a tensor-core kernel really issues HMMA/HGMMA and keeps its
+    arrays out of local memory."""
+    tool = _cuobjdump()
+    if tool is None:
+        return {}, "cuobjdump not found (pip install nvidia-cuda-cuobjdump): SASS not read"
+    proc = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=120)
+    if proc.returncode:
+        return {}, f"cuobjdump -sass failed: {proc.stderr.strip()[:200]}"
+    starts = [(m.start(), m.group(1)) for m in _SASS_FUNCTION.finditer(proc.stdout)]
+    out = {}
+    for (begin, name), (end, _) in zip(starts, starts[1:] + [(len(proc.stdout), "")]):
+        ops = _SASS_OPCODE.findall(proc.stdout, begin, end)
+        out[name] = {op: ops.count(op) for op in SASS_OPCODES}
+    return out, ""
+
+
 def _readelf() -> str | None:
     for name in ("llvm-readelf", *(f"llvm-readelf-{v}" for v in range(20, 13, -1))):
         if path := shutil.which(name):
@@ -476,7 +515,7 @@ def amd_code_object_resources(path: Path) -> tuple[dict[str, KernelResources], s
 
 # -- cache ----------------------------------------------------------------------------------------
 #: part of every cache key: bump it when what an entry records changes
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 
 
 def cache_dir() -> Path:
@@ -553,6 +592,10 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
     if tgt.vendor == "nvidia":
         resources, note = parse_ptxas_log(log), ("" if "ptxas" in log else
                                                  "this NVRTC is older than 12.1: no ptxas report")
+        sass, sass_note = sass_counts(bin_path)
+        resources = {k: replace(v, detail={**v.detail, "sass": sass[k]}) if k in sass else v
+                     for k, v in resources.items()}
+        note = "; ".join(n for n in (note, sass_note) if n)
     else:
         resources, note = amd_code_object_resources(bin_path)
     meta = {"log": log, "resources": {k: asdict(v) for k, v in resources.items()},
@@ -564,7 +607,7 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
 
 __all__ = ["DEFAULT_TARGETS", "Target", "parse_target", "cuda_arch", "hip_arch", "default_warp_size", "KernelResources",
            "CompileResult", "compile_source", "toolchain_version", "cuda_include_dir",
-           "build_options", "parse_ptxas_log", "amd_code_object_resources", "cache_dir",
+           "build_options", "parse_ptxas_log", "sass_counts", "SASS_OPCODES", "amd_code_object_resources", "cache_dir",
            "ToolchainUnavailable"]
 
 

@@ -62,6 +62,10 @@ class Variant:
     kernels: tuple[str, ...]
     defines: dict = field(hash=False, compare=False)
     dialects: tuple[str, ...] = DIALECTS
+    #: NVIDIA compute capabilities (major * 10 + minor, inclusive) the variant runs on; None: any
+    sm_range: tuple[int, int] | None = None
+    #: appended to the device's arch to name the compile target ("a": sm_90a, for wgmma)
+    arch_suffix: str = ""
     key: tuple = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -88,9 +92,32 @@ class Variant:
         """Short readable id, e.g. ``matmul.cl[IN_DT=F16,OUT_DT=F32,...]``."""
         return f"{self.source}[{','.join(f'{k}={v}' for k, v in sorted(self.defines.items()))}]"
 
+    def nvidia_target(self, arch: str) -> str | None:
+        """The compile target for an NVIDIA device of ``arch``, or None where the variant cannot
+        run there (see :func:`nvidia_target`)."""
+        return nvidia_target(arch, self.sm_range, self.arch_suffix)
+
     def options(self) -> list[str]:
         """The defines as compiler options, identical for OpenCL, NVRTC, hiprtc and hipcc."""
         return [f"-D{k}={v}" for k, v in sorted(self.defines.items())]
+
+
+def nvidia_target(arch: str, sm_range: tuple[int, int] | None, suffix: str = "") -> str | None:
+    """The compile target for code that runs on compute capabilities ``sm_range`` (inclusive),
+    built for a device of ``arch``; None when the device is outside the range. Arch-specific
+    features (``sm_90a``: wgmma) run only on that exact arch, hence an upper bound.
+
+    >>> nvidia_target("sm_90", (90, 90), "a"), nvidia_target("sm_100", (90, 90), "a")
+    ('sm_90a', None)
+    >>> nvidia_target("sm_86", (80, 999)), nvidia_target("sm_75", (80, 999))
+    ('sm_86', None)
+    """
+    base = arch.removesuffix("a")
+    if sm_range is not None:
+        sm = int(base.removeprefix("sm_"))
+        if not sm_range[0] <= sm <= sm_range[1]:
+            return None
+    return base + suffix if suffix else arch
 
 
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
@@ -127,7 +154,8 @@ def matmul_wmma(in_dtype: str, out_dtype: str, params: dict | None = None) -> Va
     p = dict(GPU_WMMA if params is None else params)
     dt = {"IN_DT": _token(in_dtype, ("float16", "bfloat16"), "in_dtype"),
           "OUT_DT": _token(out_dtype, _FLOATS, "out_dtype")}
-    return Variant("matmul_wmma.cu", ("matmul_wmma", "matmul_wmma_vec"), {**dt, **p}, ("cuda",))
+    return Variant("matmul_wmma.cu", ("matmul_wmma", "matmul_wmma_vec"), {**dt, **p}, ("cuda",),
+                   sm_range=(80, 999))
 
 
 def attention(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = None,
@@ -199,4 +227,4 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
-           "quant", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+           "quant", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

@@ -194,3 +194,39 @@ def test_build_options_order_and_arch():
     assert opts.index("-DA") < opts.index("-lineinfo") == len(opts) - 1
     old = T.build_options(T.parse_target("sm_80"), (12, 0))
     assert "--ptxas-options=-v" not in old  # NVRTC before 12.1 rejects ptxas options
+
+
+# one m16n8k16 bf16 tensor-core instruction through inline PTX
+ONE_MMA = """extern "C" __global__ void mma(const unsigned* a, const unsigned* b, float* d) {
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    unsigned t = threadIdx.x;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[4 * t]), "r"(a[4 * t + 1]), "r"(a[4 * t + 2]), "r"(a[4 * t + 3]),
+                   "r"(b[2 * t]), "r"(b[2 * t + 1]));
+    for (int i = 0; i < 4; ++i) d[4 * t + i] = c[i];
+}
+"""
+
+
+def _sass(source: str, name: str, options: tuple[str, ...] = ()) -> dict:
+    need("sm_90")
+    r = T.compile_source(source, "sm_90", options=options, use_cache=False)
+    assert r.ok, r.log
+    if "SASS not read" in r.resources_note:
+        pytest.skip(r.resources_note)
+    return r.resources[name].detail["sass"]
+
+
+def test_sass_counts_see_tensor_core_instructions():
+    assert _sass(ONE_MMA, "mma")["HMMA"] == 1
+    assert _sass(SHARED, "reverse")["HMMA"] == 0
+
+
+def test_sass_counts_see_local_memory():
+    # spills under a register cap are stores to and loads from local memory
+    counts = _sass(HEAVY, "heavy", ("--maxrregcount=16",))
+    assert counts["LDL"] >= 1 and counts["STL"] >= 1
+    free = _sass(HEAVY, "heavy")
+    assert free["LDL"] == free["STL"] == 0 and free["FFMA"] >= 24
