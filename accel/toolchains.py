@@ -371,20 +371,24 @@ def toolchain_version(target: str) -> str:
 
 
 @functools.cache
-def cuda_include_dir() -> str | None:
-    """The CUDA headers NVRTC sources need (cuda_fp16.h, cuda_bf16.h): the nvidia-cuda-runtime
-    wheel's (through cuda-pathfinder) or a CUDA toolkit's; None if neither is installed."""
+def cuda_include_dirs() -> tuple[str, ...]:
+    """The CUDA header directories NVRTC sources are compiled with (cuda_fp16.h, cuda_bf16.h,
+    mma.h with crt/mma.h): the nvidia-cuda-runtime wheel's (through cuda-pathfinder), then a CUDA
+    toolkit's. Both where both exist: since CUDA 13 the runtime wheel lacks crt/mma.h (WMMA)
+    unless the nvidia-cuda-crt wheel is installed, and a CUDA machine image often has the
+    toolkit but not that wheel. Empty when neither is installed."""
+    dirs = []
     try:
         from cuda import pathfinder
 
         if found := pathfinder.find_nvidia_header_directory("cudart"):
-            return found
-    except Exception:  # no pathfinder: look where toolkits install
+            dirs.append(str(found))
+    except Exception:  # no pathfinder: the toolkit's headers alone
         pass
     for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
         if root and Path(root, "include", "cuda_fp16.h").exists():
-            return str(Path(root, "include"))
-    return None
+            dirs.append(str(Path(root, "include")))
+    return tuple(dict.fromkeys(dirs))
 
 
 # -- options ------------------------------------------------------------------------------------
@@ -401,9 +405,7 @@ def build_options(target: Target, rtc_version: tuple[int, int], *, options: tupl
         opts = [f"--gpu-architecture={target.name}", "-std=c++17"]
         if rtc_version >= (12, 1):  # ptxas options reach NVRTC from 12.1 on
             opts.append("--ptxas-options=-v")
-        inc = cuda_include_dir()
-        if inc:
-            opts.append(f"-I{inc}")
+        opts += [f"-I{d}" for d in cuda_include_dirs()]
     else:
         opts = [f"--offload-arch={target.name}", "-O3"]
     opts += [f"-I{d}" for d in include_dirs]
@@ -606,7 +608,7 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
 
 
 __all__ = ["DEFAULT_TARGETS", "Target", "parse_target", "cuda_arch", "hip_arch", "default_warp_size", "KernelResources",
-           "CompileResult", "compile_source", "toolchain_version", "cuda_include_dir",
+           "CompileResult", "compile_source", "toolchain_version", "cuda_include_dirs",
            "build_options", "parse_ptxas_log", "sass_counts", "SASS_OPCODES", "amd_code_object_resources", "cache_dir",
            "ToolchainUnavailable"]
 

@@ -170,10 +170,10 @@ def tensorcore_reason(arch: str | None) -> str | None:
 @functools.cache
 def _wmma_header_missing() -> str | None:
     """NVRTC reads WMMA from mma.h, which includes crt/mma.h: a separate wheel since CUDA 13."""
-    inc = toolchains.cuda_include_dir()
-    if inc is None or not os.path.exists(os.path.join(inc, "crt", "mma.h")):
-        return (f"the CUDA headers NVRTC compiles with ({inc or 'none found'}) lack crt/mma.h "
-                "(WMMA): pip install nvidia-cuda-crt")
+    dirs = toolchains.cuda_include_dirs()
+    if not any(os.path.exists(os.path.join(d, "crt", "mma.h")) for d in dirs):
+        return (f"the CUDA headers NVRTC compiles with ({', '.join(dirs) or 'none found'}) lack "
+                "crt/mma.h (WMMA): pip install nvidia-cuda-crt")
     return None
 
 

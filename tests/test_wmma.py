@@ -92,7 +92,7 @@ def _ptx(variant: K.Variant, arch: str) -> dict[str, str]:
                                 reason="cupy (whose NVRTC binding gives PTX) is not installed")
     prog = nvrtc.createProgram(K.program_text(variant.source), "matmul_wmma.cu", [], [])
     opts = [f"--gpu-architecture=compute_{arch[3:]}", "-std=c++17", "-DACCEL_WARP=32",
-            f"-I{toolchains.cuda_include_dir()}", *variant.options()]
+            *(f"-I{d}" for d in toolchains.cuda_include_dirs()), *variant.options()]
     try:
         nvrtc.compileProgram(prog, opts)
     except nvrtc.NVRTCError:
@@ -165,7 +165,7 @@ def test_forced_tensorcore_is_supported_on_hopper():
 
 def test_headers_without_wmma_fall_back_with_the_reason(tmp_path, monkeypatch):
     (tmp_path / "cuda_fp16.h").write_text("")  # a CUDA include dir as the runtime wheel has it
-    monkeypatch.setattr(toolchains, "cuda_include_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(toolchains, "cuda_include_dirs", lambda: (str(tmp_path),))
     CB._wmma_header_missing.cache_clear()
     try:
         assert "lack crt/mma.h (WMMA): pip install nvidia-cuda-crt" in CB.tensorcore_reason("sm_90")
@@ -173,6 +173,30 @@ def test_headers_without_wmma_fall_back_with_the_reason(tmp_path, monkeypatch):
         verdict = CB.support_for(BF16, "tensorcore", "sm_90")
         assert not verdict.ok and "nvidia-cuda-crt" in verdict.reason
     finally:
+        CB._wmma_header_missing.cache_clear()
+
+
+def test_a_toolkit_supplies_what_the_runtime_wheel_lacks(tmp_path, monkeypatch):
+    # a CUDA machine image: the runtime wheel's headers without crt/, a toolkit under CUDA_HOME
+    wheel, toolkit = tmp_path / "wheel", tmp_path / "toolkit"
+    (toolkit / "include" / "crt").mkdir(parents=True)
+    wheel.mkdir()
+    for d in (wheel, toolkit / "include"):
+        (d / "cuda_fp16.h").write_text("")
+    (toolkit / "include" / "crt" / "mma.h").write_text("")
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    real = toolchains.cuda_include_dirs
+    real.cache_clear()
+    CB._wmma_header_missing.cache_clear()
+    try:
+        dirs = toolchains.cuda_include_dirs()
+        assert str(toolkit / "include") in dirs
+        monkeypatch.setattr(toolchains, "cuda_include_dirs", lambda: (str(wheel), str(toolkit / "include")))
+        assert CB._wmma_header_missing() is None
+        opts = toolchains.build_options(toolchains.parse_target("sm_90"), (13, 0))
+        assert opts.index(f"-I{wheel}") < opts.index(f"-I{toolkit / 'include'}")  # wheel first
+    finally:
+        real.cache_clear()
         CB._wmma_header_missing.cache_clear()
 
 
