@@ -34,6 +34,7 @@ typedef short i16;
 typedef uint u32;
 typedef int i32;
 typedef long i64;
+typedef ulong u64;
 #define AS_FLOAT(u) as_float(u)
 #define AS_UINT(f) as_uint(f)
 #define FMA(a, b, c) fma((a), (b), (c))
@@ -104,6 +105,7 @@ typedef short i16;
 typedef unsigned int u32;
 typedef int i32;
 typedef long long i64;
+typedef unsigned long long u64;
 #define AS_FLOAT(u) __uint_as_float(u)
 #define AS_UINT(f) __float_as_uint(f)
 #define FMA(a, b, c) fmaf((a), (b), (c))
@@ -235,6 +237,35 @@ DEVICE float group_sum(float v, LOCAL_PTR float* scratch, int n) {
     BARRIER();  /* scratch may be reused right after */
     return v;
 }
+
+/* 16-byte vectors, for the widest global loads and local-memory accesses: the type names and the
+ * .x .y .z .w members are the same in all three dialects (their constructors differ: build them
+ * member by member). */
+typedef uint4 u32x4;
+typedef float4 f32x4;
+
+/* KERNEL LAUNCH_BOUNDS(n) void f(...): f always runs work-groups of n work-items, so compilers
+ * budget registers for n rather than for their largest group (HIP assumes 1024 otherwise). */
+#if defined(ACCEL_OPENCL)
+#define LAUNCH_BOUNDS(n) __attribute__((reqd_work_group_size(n, 1, 1)))
+#else
+#define LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#endif
+
+/* The low 32 bits of an address, to find a pointer's alignment. BYTE_F23(w, k): byte k (a
+ * constant) of word w in the low mantissa bits of 0x4B000000, i.e. the float 2^23 + byte exactly
+ * (a small integer becomes a float without a conversion instruction); BYTE_F16(w, k): byte k
+ * of w as bits 16..23 under the top byte 0x41, i.e. for a byte 0x80 | b (b < 0x80) the float
+ * 16 + b / 8 exactly (bit 23 is the exponent's lowest bit). One byte permute each on CUDA and HIP. */
+#if defined(ACCEL_OPENCL)
+#define ADDR_BITS(p) ((u32)(uintptr_t)(p))
+#define BYTE_F23(w, k) AS_FLOAT(0x4B000000u | (((w) >> (8 * (k))) & 0xFFu))
+#define BYTE_F16(w, k) AS_FLOAT(0x41000000u | ((((w) >> (8 * (k))) & 0xFFu) << 16))
+#else
+#define ADDR_BITS(p) ((u32)(size_t)(p))
+#define BYTE_F23(w, k) AS_FLOAT(__byte_perm((w), 0x4B000000u, 0x7440u | (k)))
+#define BYTE_F16(w, k) AS_FLOAT(__byte_perm((w), 0x41000000u, 0x7044u | ((k) << 8)))
+#endif
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DEVICE int imax(int a, int b) { return a > b ? a : b; }

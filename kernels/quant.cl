@@ -3,7 +3,7 @@
  * 1/d is correctly rounded (FDIV_RN), d is stored as float16 rounded to nearest even.
  *
  * Defines: FMT_Q8_0 or FMT_Q4_0; IN_DT (F32, F16, BF16) for quantize; OUT_DT for qmatmul;
- * RM, RN, VW for qmatmul; GEMV_WG (a power of two) for qgemv.
+ * RM, RN, VW for qmatmul; RM, RN, GEMV_WG (a power of two) and GEMV_TEAMS for qgemv.
  * Blocks: 32 values; Q8_0 = float16 d + 32 int8 codes (34 bytes), Q4_0 = float16 d + 16 bytes
  * whose low nibble is element j and high nibble element j + 16 (18 bytes).
  * Non-finite blocks (accel's definition): a NaN gives d = NaN (0x7E00) and zero codes, an
@@ -134,26 +134,189 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
     }
 }
 
-/* GEMV for GPUs: one work-group of GEMV_WG work-items per output (weight row n, x row m); the
- * work-items stride over the row's blocks, so neighbouring work-items read neighbouring blocks,
- * then the group reduces (warp shuffles where ACCEL_WARP > 0). Grid: dim 0 over N, dim 1 over M. */
+/* GEMV for GPUs, also serving small M: out[m, n] = sum_k x[m, k] * dequantize(w)[n, k].
+ *
+ * Launch contract: local size (GEMV_WG * GEMV_TEAMS, 1); groups (ceil(N / (GEMV_TEAMS * RN)),
+ * ceil(M / RM)); any N, M, and K a multiple of 32; the weight may start at any even address.
+ * A work-group is GEMV_TEAMS teams of GEMV_WG work-items (a power of two); team j
+ * owns the RN weight rows from (GROUP_ID(0) * GEMV_TEAMS + j) * RN, and the group the RM rows of
+ * x from GROUP_ID(1) * RM. Teams of GEMV_WG <= ACCEL_WARP work-items reduce by shuffles alone,
+ * wider ones (and every team on OpenCL 1.2, which has no shuffles) finish in local memory.
+ *
+ * The group walks K in tiles of GEMV_WG blocks; work-item l of every team takes block l of the
+ * tile for all of its rows, so a team's loads of one row cover consecutive bytes. A block is only
+ * 2-byte aligned: the work-item loads the QWORDS aligned 16-byte words that cover it and moves
+ * the block into place with selects and funnel shifts, never indexing registers by a run-time
+ * value (that would put the array in local memory). The tile's x values are staged once per
+ * group in local memory as float (double-buffered: one barrier per tile), each block's float4s
+ * permuted (index XOR block) so that neighbouring work-items reading the same float4 of
+ * neighbouring blocks hit different banks; every team and row reuses them. The next tile's
+ * weight and x loads are issued before this tile's arithmetic, to be in flight during it.
+ * Codes become floats without conversion instructions. Q8_0: BYTE_F23 gives the float 2^23 + b
+ * for the byte b with its sign bit flipped, and subtracting 2^23 + 128 gives the code exactly.
+ * Q4_0: each nibble n is moved to bits 3..6 of its byte and bit 7 set, so BYTE_F16 gives the float
+ * 16 + n with the permute alone; the block's sum over k of x_k (n_k - 8) is then part - 24 Sx,
+ * part = sum x_k (16 + n_k) and Sx = sum x_k (one FMA per row; Sx is shared by the RN rows), which
+ * drops a subtraction per value. Error: the products are x_k (16 + n_k), |16 + n_k| <= 31 where
+ * |n_k - 8| <= 8, and 24 Sx cancels, so the float32 error of a block is at most about
+ * (31 + 24) / E|n - 8| ~ 14 times that of the exact-code sum relative to sum |x_k (n_k - 8)|
+ * (about 4 on average: every block has a code at -8); the float64 test bound, 5 sqrt(K) u per unit
+ * of |x| |w|, holds it with room (the error is a random walk of size ~sqrt(32) u 24 sum |x_k|).
+ * The one difference: an infinite x gives NaN (inf - inf) where the exact sum may be infinite. */
 #ifndef GEMV_WG
-#define GEMV_WG 64
+#define GEMV_WG 32
 #endif
-KERNEL void qgemv(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
-                  GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
-    LOCAL float scratch[GEMV_WG];
-    const int n = GROUP_ID(0), m = GROUP_ID(1), t = LOCAL_ID(0);
-    const int nblk = K / QK;
-    GLOBAL const u8* row = w + (i64)n * nblk * BLOCK_BYTES;
-    GLOBAL const IN_T* xr = x + (i64)m * K;
-    float sum = 0.0f;
-    for (int bk = t; bk < nblk; bk += GEMV_WG) {
-        GLOBAL const u8* blk = row + (i64)bk * BLOCK_BYTES;
-        float part = 0.0f;
-        for (int j = 0; j < QK; ++j) part = FMA(LOAD_IN(xr, bk * QK + j), block_code(blk, j), part);
-        sum = FMA(block_scale(blk), part, sum);
+#ifndef GEMV_TEAMS
+#define GEMV_TEAMS 4
+#endif
+#define GEMV_ITEMS (GEMV_WG * GEMV_TEAMS)
+#define XS_ITERS ((GEMV_WG * 8 + GEMV_ITEMS - 1) / GEMV_ITEMS) /* x float4s staged per work-item */
+#define QWORDS ((BLOCK_BYTES + 14 + 15) / 16) /* 16-byte words around a block at any even offset */
+#define RAW_WORDS (4 * QWORDS)
+#define CODE_WORDS ((BLOCK_BYTES - 2) / 4)
+#if FMT_Q8_0
+#define CODE_AT(quad, k) (BYTE_F23(quad, k) - 8388736.0f) /* 2^23 + 128 */
+#define UNBIAS(part, sx) (part)
+#else
+#define CODE_AT(quad, k) BYTE_F16(quad, k)
+#define UNBIAS(part, sx) FMA(-24.0f, sx, part)
+#endif
+#if ACCEL_WARP > 0
+#define GEMV_SHFL (GEMV_WG < ACCEL_WARP ? GEMV_WG : ACCEL_WARP)
+#else
+#define GEMV_SHFL 1
+#endif
+#define F4_AT(v, k) ((k) == 0 ? (v).x : (k) == 1 ? (v).y : (k) == 2 ? (v).z : (v).w)
+
+/* The aligned 16-byte words around the block at p; returns the block's offset in the first.
+ * Each word holds at least one byte of the block, so no load leaves the 16-byte words that the
+ * buffer's own bytes occupy. */
+DEVICE u32 load_raw(GLOBAL const u8* p, u32* raw) {
+    const u32 s = ADDR_BITS(p) & 15u;
+    GLOBAL const u32x4* a = (GLOBAL const u32x4*)(p - s);
+    UNROLL for (int i = 0; i < QWORDS; ++i) {
+        const u32x4 t = a[i];
+        raw[4 * i] = t.x; raw[4 * i + 1] = t.y; raw[4 * i + 2] = t.z; raw[4 * i + 3] = t.w;
     }
-    sum = group_sum(sum, scratch, GEMV_WG);
-    if (t == 0) STORE_OUT(out, (i64)m * N + n, sum);
+    return s;
+}
+
+/* The scale and the code words of the block at byte s (even) of raw (which is clobbered). */
+DEVICE float take_block(u32* raw, u32 s, u32* codes) {
+    UNROLL for (int i = 0; i + 2 < RAW_WORDS; ++i) raw[i] = (s & 8u) ? raw[i + 2] : raw[i];
+    UNROLL for (int i = 0; i + 1 < RAW_WORDS; ++i) raw[i] = (s & 4u) ? raw[i + 1] : raw[i];
+    const u32 sh = (s & 2u) * 8u; /* the block starts at bit sh of raw[0] */
+    UNROLL for (int j = 0; j < CODE_WORDS; ++j)
+        codes[j] = (u32)((((u64)raw[j + 1] << 32) | raw[j]) >> (sh + 16u));
+    u16 bits = (u16)(raw[0] >> sh);
+    return LOAD_F16((const T_F16*)&bits, 0);
+}
+
+/* Four codes (the bytes of word q of the block's 32 values, in order) as CODE_AT reads them. */
+DEVICE u32 code_quad(const u32* codes, int q) {
+#if FMT_Q8_0
+    return codes[q] ^ 0x80808080u;
+#else
+    return ((q < 4 ? codes[q] << 3 : codes[q - 4] >> 1) & 0x78787878u) | 0x80808080u;
+#endif
+}
+
+KERNEL LAUNCH_BOUNDS(GEMV_ITEMS) void qgemv(GLOBAL const IN_T* RESTRICT x,
+                                            GLOBAL const u8* RESTRICT w,
+                                            GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    LOCAL f32x4 xs[2][RM][GEMV_WG * 8];
+#if GEMV_WG > GEMV_SHFL
+    LOCAL float red[RM * RN][GEMV_ITEMS / GEMV_SHFL];
+#endif
+    const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
+    const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
+    const int nblk = K / QK;
+    GLOBAL const u8* wr[RN];
+    UNROLL for (int r = 0; r < RN; ++r)
+        wr[r] = w + (i64)imin(n0 + r, N - 1) * nblk * BLOCK_BYTES;
+    GLOBAL const IN_T* xr[RM];
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
+    float acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
+    u32 raw[RN][RAW_WORDS], at[RN], codes[RN][CODE_WORDS];
+    float d[RN];
+    f32x4 xv[RM][XS_ITERS];
+    /* iteration b0 computes the tile at b0 while the loads of the next one are in flight; the
+     * first iteration (b0 < 0) only loads */
+    for (int b0 = -GEMV_WG, buf = 0; b0 < nblk; b0 += GEMV_WG, buf ^= 1) {
+        if (b0 >= 0) {
+            UNROLL for (int i = 0; i < RM; ++i)
+                UNROLL for (int it = 0; it < XS_ITERS; ++it) {
+                    const int u = tid + it * GEMV_ITEMS, b = u >> 3;
+                    if (GEMV_WG * 8 % GEMV_ITEMS == 0 || u < GEMV_WG * 8)
+                        xs[buf][i][b * 8 + ((u & 7) ^ (b & 7))] = xv[i][it];
+                }
+            BARRIER(); /* the other buffer is free once every work-item is past this point */
+            UNROLL for (int r = 0; r < RN; ++r) d[r] = take_block(raw[r], at[r], codes[r]);
+        }
+        const int nb = b0 + GEMV_WG; /* past the end: harmless reloads of the last block */
+        UNROLL for (int r = 0; r < RN; ++r)
+            at[r] = load_raw(wr[r] + (i64)imin(nb + lane, nblk - 1) * BLOCK_BYTES, raw[r]);
+        /* work-item tid stages float4 u = tid + it * GEMV_ITEMS: float4 u % 8 of block u / 8 */
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int it = 0; it < XS_ITERS; ++it) {
+                const int u = tid + it * GEMV_ITEMS, blk = nb + (u >> 3);
+                f32x4 v;
+                v.x = v.y = v.z = v.w = 0.0f;
+                if (blk < nblk && (GEMV_WG * 8 % GEMV_ITEMS == 0 || u < GEMV_WG * 8)) {
+                    GLOBAL const IN_T* xp = xr[i] + blk * QK + 4 * (u & 7);
+                    v.x = LOAD_IN(xp, 0); v.y = LOAD_IN(xp, 1);
+                    v.z = LOAD_IN(xp, 2); v.w = LOAD_IN(xp, 3);
+                }
+                xv[i][it] = v;
+            }
+        if (b0 >= 0 && b0 + lane < nblk) {
+            float part[RM][RN], sx[RM];
+            UNROLL for (int i = 0; i < RM; ++i) {
+                sx[i] = 0.0f;
+                UNROLL for (int r = 0; r < RN; ++r) part[i][r] = 0.0f;
+            }
+            UNROLL for (int q = 0; q < 8; ++q) {
+                f32x4 xq[RM];
+                UNROLL for (int i = 0; i < RM; ++i) {
+                    xq[i] = xs[buf][i][lane * 8 + (q ^ (lane & 7))];
+                    sx[i] += (xq[i].x + xq[i].y) + (xq[i].z + xq[i].w);
+                }
+                UNROLL for (int r = 0; r < RN; ++r) {
+                    const u32 quad = code_quad(codes[r], q);
+                    UNROLL for (int k = 0; k < 4; ++k) {
+                        const float c = CODE_AT(quad, k);
+                        UNROLL for (int i = 0; i < RM; ++i)
+                            part[i][r] = FMA(F4_AT(xq[i], k), c, part[i][r]);
+                    }
+                }
+            }
+            UNROLL for (int i = 0; i < RM; ++i)
+                UNROLL for (int r = 0; r < RN; ++r)
+                    acc[i][r] = FMA(d[r], UNBIAS(part[i][r], sx[i]), acc[i][r]);
+        }
+    }
+#if GEMV_SHFL > 1
+    UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r) acc[i][r] += SHFL_DOWN(acc[i][r], o);
+#endif
+#if GEMV_WG > GEMV_SHFL
+    if (lane % GEMV_SHFL == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r) red[i * RN + r][tid / GEMV_SHFL] = acc[i][r];
+    BARRIER();
+    if (lane == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r) {
+                float sum = 0.0f;
+                for (int t = 0; t < GEMV_WG / GEMV_SHFL; ++t)
+                    sum += red[i * RN + r][team * (GEMV_WG / GEMV_SHFL) + t];
+                acc[i][r] = sum;
+            }
+#endif
+    if (lane == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r)
+                if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, acc[i][r]);
 }

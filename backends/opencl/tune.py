@@ -36,7 +36,8 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
         return [dict(LOCAL_TILE=1, BQ=1, BKV=bkv, VW=1, WG=wg)
                 for bkv, wg in itertools.product((8, 16, 32), (32, 64, 128))]
     if op == "gemv":
-        return [dict(RM=1, RN=1, VW=1, GEMV_WG=wg) for wg in (32, 64, 128, 256)]
+        return [dict(RM=1, RN=rn, VW=1, GEMV_WG=wg, GEMV_TEAMS=teams)
+                for wg, teams, rn in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 4))]
     return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
 
 
