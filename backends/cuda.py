@@ -3,8 +3,9 @@
 Everything is shared with ``hip`` in backends/cupy_backend.py; this class only states what is
 NVIDIA's: kernels are compiled by NVRTC for ``sm_XY`` from the device's compute capability,
 warps are 32 wide (read from the device all the same), and the vendor BLAS is cuBLAS. On sm_80
-and later, float16/bfloat16 matmul runs on tensor cores (kernels/matmul_wmma.cu) unless
-``impl`` says otherwise; the choice from the arch is ``cupy_backend.matmul_path``.
+and later, float16/bfloat16 matmul and attention run on tensor cores (kernels/matmul_wmma.cu,
+kernels/attention_mma.cu) unless ``impl`` says otherwise; the choice from the arch is
+``cupy_backend.kernel_path``.
 
 >>> import accel
 >>> status = next(s for s in accel.backends() if s.name == "cuda")

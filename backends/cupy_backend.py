@@ -15,8 +15,9 @@ environment variable ``ACCEL_CUDA_IMPL`` / ``ACCEL_HIP_IMPL``, else ``"auto"``):
 - ``"kernels"``: the shared-dialect kernels from ``accel.kernels`` for every op;
 - ``"vendor"``: matmul through the vendor BLAS (cuBLAS / hipBLAS via ``cupy.matmul``), every
   other op still through the shared kernels;
-- ``"tensorcore"``: float16/bfloat16 matmul on NVIDIA tensor cores (kernels/matmul_wmma.cu,
-  sm_80 and later; declined with the reason elsewhere), everything else as ``"kernels"``;
+- ``"tensorcore"``: float16/bfloat16 matmul and attention (head dims 64 and 128) on NVIDIA
+  tensor cores (kernels/matmul_wmma.cu, kernels/attention_mma.cu; sm_80 and later, declined
+  with the reason elsewhere), everything else as ``"kernels"``;
 - ``"auto"``: ``"tensorcore"`` where the device has it, else ``"kernels"``.
 """
 from __future__ import annotations
@@ -52,6 +53,9 @@ _GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
 ATTENTION_TEAM = 64
 ELEMENTWISE_BLOCK = 256
 QMATMUL_BLOCK = 64
+#: rows of x up to which qmatmul runs as qgemv (decode batches): rereading the weight per row
+#: from cache beats qmatmul's one-output-per-thread there (the OpenCL backend uses the same)
+GEMV_MAX_M = 8
 
 #: |int8 * int8| <= 2**14, so 1024-term partial sums are exact in float32 (24-bit significand)
 
@@ -148,23 +152,30 @@ def _storage_dtype(dtype: str):
     return np.dtype(np.uint16) if dtype == "bfloat16" else to_numpy_dtype(dtype)
 
 
-# -- which implementation computes a matmul (pure: arch strings in, no device needed) -----------
-def tensorcore_reason(arch: str | None) -> str | None:
-    """Why a device of compile target ``arch`` cannot run the tensor-core matmul, or None.
+# -- which implementation computes an op (pure: arch strings in, no device needed) --------------
+#: per op: what its tensor-core kernel is, for the reasons supports() gives
+_TENSORCORE_KERNEL = {"matmul": "WMMA, kernels/matmul_wmma.cu",
+                      "attention": "mma.sync, kernels/attention_mma.cu"}
+
+
+def tensorcore_reason(arch: str | None, op: str = "matmul") -> str | None:
+    """Why a device of compile target ``arch`` cannot run ``op``'s tensor-core kernel, or None.
 
     >>> tensorcore_reason("sm_90") is None, tensorcore_reason("sm_75")[:36]
     (True, 'the tensor-core matmul needs sm_80 o')
+    >>> tensorcore_reason("gfx90a", "attention")[:52]
+    'the tensor-core attention (mma.sync, kernels/attenti'
     """
     if arch is None:
         return "no device arch is known"
     target = toolchains.parse_target(arch)
     if target.vendor != "nvidia":
-        return f"the tensor-core matmul (WMMA, kernels/matmul_wmma.cu) is CUDA-only; {arch} is AMD"
+        return f"the tensor-core {op} ({_TENSORCORE_KERNEL[op]}) is CUDA-only; {arch} is AMD"
     sm = int(target.name.removeprefix("sm_").rstrip("a"))
     if sm < TENSORCORE_MIN_SM:
-        return (f"the tensor-core matmul needs sm_{TENSORCORE_MIN_SM} or later (bfloat16 WMMA, "
+        return (f"the tensor-core {op} needs sm_{TENSORCORE_MIN_SM} or later (bfloat16 mma, "
                 f"cp.async); this device is {arch}")
-    return _wmma_header_missing()
+    return _wmma_header_missing() if op == "matmul" else None  # attention is inline PTX
 
 
 @functools.cache
@@ -177,43 +188,70 @@ def _wmma_header_missing() -> str | None:
     return None
 
 
-def matmul_path(spec, impl: str, arch: str | None) -> str:
-    """Which implementation computes matmul ``spec`` under setting ``impl`` on a device of
-    ``arch``: "vendor", "tensorcore" or "kernels". A forced "tensorcore" stays "tensorcore" for
-    float16/bfloat16 even where the device lacks it: supports() then declines with the reason.
+def _has_tensorcore_kernel(spec) -> bool:
+    """Whether ``spec`` is a case accel has a tensor-core kernel for (dtype, head dims)."""
+    from accel import kernels
 
-    >>> from accel.spec import matmul_spec
+    if spec.op == "matmul":
+        return spec.dtype in TENSORCORE_DTYPES
+    return (spec.op == "attention" and spec.dtype in TENSORCORE_DTYPES
+            and spec.D in kernels.ATTENTION_MMA_HEAD_DIMS and spec.Dv in kernels.ATTENTION_MMA_HEAD_DIMS)
+
+
+def kernel_path(spec, impl: str, arch: str | None) -> str:
+    """Which implementation computes ``spec`` under setting ``impl`` on a device of ``arch``:
+    "vendor" (matmul only), "tensorcore" or "kernels". A forced "tensorcore" stays "tensorcore"
+    for a case with a tensor-core kernel even where the device lacks tensor cores: supports()
+    then declines with the reason.
+
+    >>> from accel.spec import matmul_spec, attention_spec
     >>> s = matmul_spec((4, 8), "bfloat16", (8, 4), "bfloat16")
-    >>> [matmul_path(s, "auto", a) for a in ("sm_90", "sm_75", "gfx90a")]
+    >>> [kernel_path(s, "auto", a) for a in ("sm_90", "sm_75", "gfx90a")]
     ['tensorcore', 'kernels', 'kernels']
+    >>> att = attention_spec((1, 2, 8, 64), (1, 2, 8, 64), (1, 2, 8, 64), ("float16",) * 3)
+    >>> kernel_path(att, "auto", "sm_80"), kernel_path(att, "vendor", "sm_80")
+    ('tensorcore', 'kernels')
     """
     if impl not in IMPLS:
         raise ArgumentError(expected("impl", f"one of {IMPLS}", repr(impl)))
     if impl == "vendor":
-        return "vendor"
-    if spec.dtype in TENSORCORE_DTYPES and (
-            impl == "tensorcore" or (impl == "auto" and tensorcore_reason(arch) is None)):
+        return "vendor" if spec.op == "matmul" else "kernels"
+    if _has_tensorcore_kernel(spec) and (
+            impl == "tensorcore" or (impl == "auto" and tensorcore_reason(arch, spec.op) is None)):
         return "tensorcore"
     return "kernels"
 
 
-def wmma_kernel(spec, a_addr: int, b_addr: int) -> str:
-    """The tensor-core kernel for operands at device addresses ``a_addr``, ``b_addr``: the
-    cp.async one needs rows of whole, 16-byte aligned 8-element chunks; the other takes any.
+def aligned16(*addresses: int) -> bool:
+    """Whether every device address is 16-byte aligned (what 16-byte cp.async copies need)."""
+    return all(a % 16 == 0 for a in addresses)
+
+
+def tensorcore_matmul(spec, arch: str, a_addr: int, b_addr: int):
+    """(variant, kernel name) of the tensor-core matmul for operands at device addresses
+    ``a_addr``, ``b_addr`` on a device of ``arch``: Hopper's wgmma kernel where the device is
+    sm_90 and the rows are whole, 16-byte aligned 8-element chunks (its cp.async copies); else
+    the WMMA kernel's cp.async variant where aligned; else WMMA's any-shape kernel.
 
     >>> from accel.spec import matmul_spec
     >>> s = matmul_spec((4, 8), "float16", (8, 16), "float16")
-    >>> wmma_kernel(s, 256, 512), wmma_kernel(s, 258, 512)
-    ('matmul_wmma_vec', 'matmul_wmma')
+    >>> [tensorcore_matmul(s, arch, 256, a)[1] for arch, a in (("sm_90", 512), ("sm_80", 512),
+    ...                                                        ("sm_90", 514))]
+    ['matmul_wgmma', 'matmul_wmma_vec', 'matmul_wmma']
     """
-    aligned = spec.K % 8 == 0 and spec.N % 8 == 0 and a_addr % 16 == 0 and b_addr % 16 == 0
-    return "matmul_wmma_vec" if aligned else "matmul_wmma"
+    from accel import kernels
+
+    chunks = spec.K % 8 == 0 and spec.N % 8 == 0 and aligned16(a_addr, b_addr)
+    hopper = kernels.matmul_wgmma(spec.dtype, spec.out_dtype)
+    if chunks and hopper.nvidia_target(arch):
+        return hopper, "matmul_wgmma"
+    return kernels.matmul_wmma(spec.dtype, spec.out_dtype), "matmul_wmma_vec" if chunks else "matmul_wmma"
 
 
 # -- which shipped kernel runs a spec, and how it is launched (pure: testable without a GPU) -------
 def kernel_variant(spec, path: str = "kernels"):
     """The ``accel.kernels`` variant (GPU parameters) that computes ``spec``; ``path`` is
-    :func:`matmul_path`'s answer for a matmul."""
+    :func:`kernel_path`'s answer."""
     from accel import kernels
 
     if spec.op == "matmul":
@@ -221,8 +259,12 @@ def kernel_variant(spec, path: str = "kernels"):
             return kernels.matmul_wmma(spec.dtype, spec.out_dtype)
         return kernels.matmul(spec.dtype, spec.out_dtype)
     if spec.op == "attention":
-        return kernels.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
-    # quant.cl holds quantize, dequantize and qmatmul; dequantize reads bytes, any dtype will do
+        build = kernels.attention_mma if path == "tensorcore" else kernels.attention
+        return build(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
+    # quant.cl holds quantize, dequantize, qmatmul and qgemv; dequantize reads bytes, any dtype
+    # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches
+    if spec.op == "qmatmul" and spec.M <= GEMV_MAX_M:
+        return kernels.quant(spec.fmt.name, spec.dtype, kernels.GPU_GEMV)
     return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
 
 
@@ -230,12 +272,18 @@ def launch_plan(spec, variant) -> tuple[str, tuple[int, int, int], tuple[int, in
     """(kernel name, grid, block) for ``spec`` with the tiling in ``variant.defines``, following
     each kernel source's documented grid (kernels/*.cl)."""
     d = variant.defines
+    if variant.source == "matmul_wgmma.cu":  # the same grid; a warpgroup per 64 rows of a tile
+        return "matmul_wgmma", (_ceil(spec.N, d["BN"]), _ceil(spec.M, d["BM"]), spec.batch), \
+            (2 * d["BM"], 1, 1)
     if variant.source == "matmul_wmma.cu":  # the same grid; one block of warps per block tile
         return "matmul_wmma", (_ceil(spec.N, d["BN"]), _ceil(spec.M, d["BM"]), spec.batch), \
             (32 * d["WARPS_M"] * d["WARPS_N"], 1, 1)
     if spec.op == "matmul":  # x over column tiles, y over row tiles, z over the batch
         return "matmul", (_ceil(spec.N, d["WG_N"] * d["TN"]), _ceil(spec.M, d["WG_M"] * d["TM"]),
                           spec.batch), (d["WG_N"], d["WG_M"], 1)
+    if variant.source == "attention_mma.cu":  # a block of warps per 16 * WARPS queries
+        return "attention_mma", (_ceil(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
+            (32 * d["WARPS"], 1, 1)
     if spec.op == "attention":  # x over query tiles, y over query heads, z over the batch
         return "attention", (_ceil(spec.Sq, ATTENTION_TEAM * d["BQ"]), spec.Hq, spec.B), \
             (ATTENTION_TEAM, 1, 1)
@@ -245,6 +293,9 @@ def launch_plan(spec, variant) -> tuple[str, tuple[int, int, int], tuple[int, in
     if spec.op == "dequantize":  # one thread per value
         return "dequantize", (_ceil(math.prod(spec.shape), ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
+    if "GEMV_WG" in d:  # qgemv: teams of GEMV_WG threads over RN weight rows each, x over them
+        return "qgemv", (_ceil(spec.N, d["GEMV_TEAMS"] * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
+            (d["GEMV_WG"] * d["GEMV_TEAMS"], 1, 1)
     # qmatmul: x over groups of RN weight rows, y over groups of RM rows of x
     return "qmatmul", (_ceil(spec.N, QMATMUL_BLOCK * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
         (QMATMUL_BLOCK, 1, 1)
@@ -261,10 +312,10 @@ def support_for(spec, impl: str, arch: str | None = None) -> Support:
     fits = int32_sizes(spec)  # the kernels take int sizes; nor is cuBLAS's 32-bit API verified
     if not fits.ok:
         return fits
-    path = matmul_path(spec, impl, arch) if spec.op == "matmul" else "kernels"
+    path = kernel_path(spec, impl, arch)
     if path == "vendor":
         return YES
-    if path == "tensorcore" and (why := tensorcore_reason(arch)):
+    if path == "tensorcore" and (why := tensorcore_reason(arch, spec.op)):
         return Support(False, f"impl='tensorcore': {why}; impl='auto' picks the shared kernels")
     variant = kernel_variant(spec, path)
     if variant.static_local_bytes > _STATIC_SHARED_MAX:
@@ -468,17 +519,19 @@ class CuPyBackend(Backend):
             raise UnsupportedError(self.device_id, "kernel", "-",
                                    f"the {self.name} backend compiles the accel and cuda dialects, "
                                    f"not {dialect!r} (translate it with `accel port`)")
-        key = (source, name, tuple(options), dialect)
+        return self._build(source, name, tuple(options), dialect, self.arch)
+
+    def _build(self, source: str, name: str, options: tuple[str, ...], dialect: str, target: str) -> Any:
+        key = (source, name, options, dialect, target)
         if key in self._modules:
             return self._modules[key]
-        result = build_kernel(source, name, self.arch, self.warp_size, options=tuple(options),
-                              dialect=dialect)
+        result = build_kernel(source, name, target, self.warp_size, options=options, dialect=dialect)
         try:
             with self.device:
                 fn = self.cupy.RawModule(path=str(result.path)).get_function(name)
         except Exception as e:  # no such kernel in the module, or the driver rejects the binary
-            raise CompileError(name, self.arch, f"loading the {self.arch} binary failed: "
-                                                f"{type(e).__name__}: {e}") from e
+            raise CompileError(name, target, f"loading the {target} binary failed: "
+                                             f"{type(e).__name__}: {e}") from e
         self._modules[key] = fn
         return fn
 
@@ -503,21 +556,29 @@ class CuPyBackend(Backend):
     def accumulator(self, spec) -> str:
         return accumulator_for(spec, self.impl)
 
-    def _run_shipped(self, spec, args: list, path: str = "kernels", name: str | None = None) -> None:
-        variant = kernel_variant(spec, path)
+    def _run_shipped(self, spec, args: list, path: str = "kernels") -> None:
+        self._run_variant(spec, kernel_variant(spec, path), args)
+
+    def _run_variant(self, spec, variant, args: list, name: str | None = None) -> None:
+        """Launch shipped ``variant`` (kernel ``name``, else the one launch_plan names) on
+        ``args``, built once per variant for the compile target it needs on this device."""
         planned, grid, block = launch_plan(spec, variant)
         name = name or planned
         fn = self._shipped.get((variant, name))
         if fn is None:  # built once per variant: no source reading or hashing on later calls
             from accel import kernels
 
-            fn = self._shipped[(variant, name)] = self.compile(
-                kernels.program_text(variant.source), name, options=tuple(variant.options()),
-                dialect="accel")
-        self.launch(fn, grid, block, args)
+            target = variant.nvidia_target(self.arch) if self.platform == "cuda" else self.arch
+            fn = self._build(kernels.program_text(variant.source), name,
+                             tuple(variant.options()), "accel", target or self.arch)
+            if variant.dynamic_local_bytes > _STATIC_SHARED_MAX:  # an opt-in above 48 KiB
+                with self.device:
+                    fn.max_dynamic_shared_size_bytes = variant.dynamic_local_bytes
+            self._shipped[(variant, name)] = fn
+        self.launch(fn, grid, block, args, variant.dynamic_local_bytes)
 
     def matmul(self, spec, out, a, b) -> None:
-        path = matmul_path(spec, self.impl, self.arch)
+        path = kernel_path(spec, self.impl, self.arch)
         if path == "vendor":
             with self.device:
                 self._array(out)[...] = vendor_matmul(self.cupy, self._array(a), self._array(b),
@@ -525,18 +586,24 @@ class CuPyBackend(Backend):
             return
         with self.device:
             boff = self.cupy.asarray(spec.batch_offsets().reshape(-1))
-        name = wmma_kernel(spec, a.buf.data.ptr, b.buf.data.ptr) if path == "tensorcore" else None
-        self._run_shipped(spec, [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)],
-                          path, name)
+        args = [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)]
+        if path == "tensorcore":
+            variant, name = tensorcore_matmul(spec, self.arch, a.buf.data.ptr, b.buf.data.ptr)
+            self._run_variant(spec, variant, args, name)
+        else:
+            self._run_shipped(spec, args, path)
 
     def attention(self, spec, out, q, k, v, mask) -> None:
         if mask is None:  # the kernel never reads the pointer then; any valid buffer will do
             mask, strides = self._unused(), (0, 0, 0, 0)
         else:
             strides = spec.mask_strides()
+        path = kernel_path(spec, self.impl, self.arch)
+        if path == "tensorcore" and not aligned16(*(t.buf.data.ptr for t in (q, k, v))):
+            path = "kernels"  # its 16-byte copies need aligned rows; the SIMT kernel takes any
         self._run_shipped(spec, [q, k, v, out, mask, np.int32(spec.Hq), np.int32(spec.Hkv),
                                  np.int32(spec.Sq), np.int32(spec.Sk), np.float32(spec.scale),
-                                 np.int32(spec.causal), *(np.int64(s) for s in strides)])
+                                 np.int32(spec.causal), *(np.int64(s) for s in strides)], path)
 
     def quantize(self, spec, out, x) -> None:
         self._run_shipped(spec, [x, out, np.int64(math.prod(spec.shape) // BLOCK)])
@@ -571,15 +638,16 @@ class CuPyBackend(Backend):
         except BackendUnavailable as e:
             out["compiler"] = f"unavailable: {e}"
         if self.platform == "cuda":  # result files then say whether 16-bit matmul had tensor cores
-            out["tensorcore"] = tensorcore_reason(self.arch) or "available"
+            out["tensorcore"] = "; ".join(filter(None, (tensorcore_reason(self.arch, op)
+                                                        for op in _TENSORCORE_KERNEL))) or "available"
         return out
 
     def __repr__(self) -> str:
         return f"<accel backend {self.device_id}: {self.info.name} ({self.arch}, impl={self.impl})>"
 
 
-__all__ = ["CuPyBackend", "IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "matmul_path",
-           "wmma_kernel", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
+__all__ = ["CuPyBackend", "IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "kernel_path", "aligned16",
+           "tensorcore_matmul", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
            "build_kernel", "format_version",
            "unavailable_reason", "vendor_matmul", "bf16_bits_to_f32",
            "f32_to_bf16_bits"]

@@ -26,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 HEADER = HERE / "accel.h"
 #: kernel source files: one per op family in the shared dialect, then vendor-specific variants
 #: of an op (CUDA-only tensor-core matmul), still written against accel.h
-SOURCES = ("matmul.cl", "attention.cl", "quant.cl", "matmul_wmma.cu")
+SOURCES = ("matmul.cl", "attention.cl", "quant.cl", "matmul_wmma.cu", "matmul_wgmma.cu",
+           "attention_mma.cu")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
 
@@ -37,18 +38,28 @@ DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "
 #: tile parameters that suit GPUs (one work-item per SIMD lane, local-memory tiles) and those
 #: that suit CPU OpenCL devices (one work-item per group, explicit 16-lane vectors). VW > 1 is
 #: OpenCL-only, so only the GPU parameters are compiled for CUDA and HIP.
-GPU_MATMUL = dict(LOCAL_TILE=1, WG_M=16, WG_N=16, TM=4, TN=4, TK=16, VW=1)
+GPU_MATMUL = dict(LOCAL_TILE=1, WG_M=16, WG_N=16, TM=8, TN=8, TK=8, VW=1)
 CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
 GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
-GPU_GEMV = dict(RM=1, RN=1, VW=1, GEMV_WG=64)
+GPU_GEMV = dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4)
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
 #: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles
 GPU_WMMA = dict(BM=128, BN=128, BK=32, WARPS_M=2, WARPS_N=2)
+#: the Hopper tensor-core matmul's tiling (kernels/matmul_wgmma.cu, sm_90a only): 128 x 256
+#: outputs per block of 2 warpgroups (one m64n256k16 accumulator each), 64-deep K tiles in 4
+#: cp.async stages of dynamic shared memory (4 stages beat 3 on an H200: 457 vs 420 TFLOP/s)
+GPU_WGMMA = dict(BM=128, BN=256, BK=64, STAGES=4)
+#: the tensor-core attention's tiling (kernels/attention_mma.cu): 8 warps of 16 queries per
+#: block (on an H200, B=4 H=16 S=2048 D=64 bf16: 0.29 ms with 8 warps, 0.39 ms with 4); the
+#: keys per shared tile (BKV) follow from the head dims (attention_mma below)
+GPU_ATTENTION_MMA = dict(WARPS=8)
+#: head dims the tensor-core attention ships for (each pairing compiled and SASS-checked in CI)
+ATTENTION_MMA_HEAD_DIMS = (64, 128)
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,17 @@ class Variant:
         d = self.defines
         if self.source == "attention.cl" and d.get("LOCAL_TILE"):
             return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"])  # float Kt[BKV*D], Vt[BKV*Dv]
+        if self.source == "attention_mma.cu":  # two stages of 16-bit K and V rows, 8 pad each
+            return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"] + 16)
+        return 0
+
+    @property
+    def dynamic_local_bytes(self) -> int:
+        """Dynamic shared memory a launch must pass (and allow above 48 KiB): the wgmma matmul's
+        STAGES 16-bit tiles of A and B, plus 1 KiB to align them to its 1024-byte swizzle."""
+        d = self.defines
+        if self.source == "matmul_wgmma.cu":
+            return d["STAGES"] * (d["BM"] + d["BN"]) * d["BK"] * 2 + 1024
         return 0
 
     @property
@@ -113,6 +135,8 @@ def nvidia_target(arch: str, sm_range: tuple[int, int] | None, suffix: str = "")
     ('sm_86', None)
     """
     base = arch.removesuffix("a")
+    if not base.startswith("sm_"):
+        return None
     if sm_range is not None:
         sm = int(base.removeprefix("sm_"))
         if not sm_range[0] <= sm <= sm_range[1]:
@@ -158,20 +182,58 @@ def matmul_wmma(in_dtype: str, out_dtype: str, params: dict | None = None) -> Va
                    sm_range=(80, 999))
 
 
+def matmul_wgmma(in_dtype: str, out_dtype: str, params: dict | None = None) -> Variant:
+    """The Hopper tensor-core matmul (wgmma, built for sm_90a; sm_90 devices only) for
+    float16/bfloat16 inputs, float32 accumulation; K and N multiples of 8, A and B 16-byte
+    aligned (the backend routes other cases to :func:`matmul_wmma`).
+
+    >>> v = matmul_wgmma("bfloat16", "bfloat16")
+    >>> v.nvidia_target("sm_90"), v.nvidia_target("sm_80"), v.dynamic_local_bytes
+    ('sm_90a', None, 197632)
+    """
+    p = dict(GPU_WGMMA if params is None else params)
+    dt = {"IN_DT": _token(in_dtype, ("float16", "bfloat16"), "in_dtype"),
+          "OUT_DT": _token(out_dtype, _FLOATS, "out_dtype")}
+    return Variant("matmul_wgmma.cu", ("matmul_wgmma",), {**dt, **p}, ("cuda",),
+                   sm_range=(90, 90), arch_suffix="a")
+
+
 def attention(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = None,
               mask_dtype: str | None = None, params: dict | None = None) -> Variant:
     """The attention variant; ``mask`` is None, "bool" or "additive" (in ``mask_dtype``)."""
     p = dict(GPU_ATTENTION if params is None else params)
+    d = _attention_defines(dtype, _FLOATS, head_dim, head_dim_v, mask, mask_dtype)
+    return Variant("attention.cl", ("attention",), {**d, **p}, _dialects(p))
+
+
+def attention_mma(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = None,
+                  mask_dtype: str | None = None, params: dict | None = None) -> Variant:
+    """The CUDA tensor-core flash attention (sm_80+, mma.sync) for float16/bfloat16; the same
+    semantics and arguments as :func:`attention`. 64 keys per shared tile where two stages of
+    K and V rows fit 48 KiB, else 32.
+
+    >>> v = attention_mma("bfloat16", 128, 128)
+    >>> v.defines["BKV"], v.static_local_bytes, v.sm_range
+    (32, 34816, (80, 999))
+    """
+    p = dict(GPU_ATTENTION_MMA if params is None else params)
+    d = _attention_defines(dtype, ("float16", "bfloat16"), head_dim, head_dim_v, mask, mask_dtype)
+    p.setdefault("BKV", 64 if head_dim + head_dim_v <= 176 else 32)
+    return Variant("attention_mma.cu", ("attention_mma",), {**d, **p}, ("cuda",), sm_range=(80, 999))
+
+
+def _attention_defines(dtype: str, dtypes: tuple[str, ...], head_dim: int, head_dim_v: int,
+                       mask: str | None, mask_dtype: str | None) -> dict:
     kind = {None: 0, "bool": 1, "additive": 2}
     if mask not in kind:
         raise ArgumentError(expected("mask", "None, 'bool' or 'additive'", repr(mask)))
-    d = {"IN_DT": _token(dtype, _FLOATS, "dtype"), "HEAD_D": int(head_dim),
+    d = {"IN_DT": _token(dtype, dtypes, "dtype"), "HEAD_D": int(head_dim),
          "HEAD_DV": int(head_dim_v), "MASK_KIND": kind[mask]}
     if mask == "bool":
         d["MASK_DT"] = "U8"
     elif mask == "additive":
         d["MASK_DT"] = _token(mask_dtype, _FLOATS, "mask_dtype")
-    return Variant("attention.cl", ("attention",), {**d, **p}, _dialects(p))
+    return d
 
 
 def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Variant:
@@ -198,12 +260,17 @@ def variants() -> tuple[Variant, ...]:
         out += [matmul(i, o, params) for i in _FLOATS for o in _FLOATS]
         out.append(matmul("int8", "int32", params))
     out += [matmul_wmma(i, o) for i in ("float16", "bfloat16") for o in _FLOATS]
+    out += [matmul_wgmma(i, o) for i in ("float16", "bfloat16") for o in _FLOATS]
     for params in (GPU_ATTENTION, CPU_ATTENTION):
         for dt in _FLOATS:
             for d in (64, 128):
                 out.append(attention(dt, d, d, params=params))
         out.append(attention("float32", 64, 64, "bool", params=params))
         out += [attention("float16", 64, 64, "additive", m, params=params) for m in _FLOATS]
+    out += [attention_mma(dt, d, dv) for dt in ("float16", "bfloat16")
+            for d in ATTENTION_MMA_HEAD_DIMS for dv in ATTENTION_MMA_HEAD_DIMS]
+    out.append(attention_mma("bfloat16", 64, 64, "bool"))
+    out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
     return tuple(dict.fromkeys(out))
@@ -227,4 +294,5 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
+           "attention_mma", "matmul_wgmma",
            "quant", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

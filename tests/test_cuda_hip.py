@@ -189,11 +189,23 @@ def test_other_ops_cover_their_work():
     dq = S.dequantize_spec((3, 4096), get_format("q8_0"))
     name, grid, block = CB.launch_plan(dq, CB.kernel_variant(dq))
     assert name == "dequantize" and grid[0] * block[0] >= 3 * 4096
-    qm = S.qmatmul_spec((7, 256), "bfloat16", (300, 256), get_format("q8_0"))
+    qm = S.qmatmul_spec((70, 256), "bfloat16", (300, 256), get_format("q8_0"))
     v = CB.kernel_variant(qm)
     name, grid, block = CB.launch_plan(qm, v)
     assert name == "qmatmul" and grid[0] * block[0] * v.defines["RN"] >= 300
-    assert grid[1] * v.defines["RM"] >= 7
+    assert grid[1] * v.defines["RM"] >= 70
+
+
+@pytest.mark.parametrize("m", [1, 7, CB.GEMV_MAX_M])
+def test_gemv_and_decode_batches_run_qgemv_covering_every_output(m):
+    qm = S.qmatmul_spec((m, 256), "bfloat16", (301, 256), get_format("q4_0"))
+    v = CB.kernel_variant(qm)
+    d = v.defines
+    name, grid, block = CB.launch_plan(qm, v)
+    assert name == "qgemv" and block == (d["GEMV_WG"] * d["GEMV_TEAMS"], 1, 1)
+    rows = d["GEMV_TEAMS"] * d["RN"]  # weight rows per block
+    assert grid[0] * rows >= 301 > (grid[0] - 1) * rows
+    assert grid[1] * d["RM"] >= m > (grid[1] - 1) * d["RM"]
 
 
 def test_grid_limits_are_declined_with_a_reason():
@@ -238,16 +250,17 @@ def test_every_op_kernel_builds_for_sm_90(spec):
 
 
 def test_gpu_check_script_parses():
-    """The GPU run cannot run here; at least its shell and its embedded Python must parse."""
+    """The GPU run cannot run here; at least its shell and its embedded Python must parse (the
+    speed-goal module runs here too: tests/test_gpu_goals.py)."""
     import re
     from pathlib import Path
 
     script = Path(__file__).parents[1] / "conformance" / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    body = re.search(r"<<'PYTHON'\n(.*?)\nPYTHON\n", script.read_text(), re.S).group(1)
-    compile(body, "speed-goals", "exec")
+    body = re.search(r"<<'PYTHON'[^\n]*\n(.*?)\nPYTHON\n", script.read_text(), re.S).group(1)
+    compile(body, "preflight", "exec")
     for step in ("conformance --backend cuda --profile quick", "bench --backend cuda",
-                 "ACCEL_CUDA_IMPL=vendor"):
+                 "ACCEL_CUDA_IMPL=vendor", "-m accel.conformance.gpu_goals"):
         assert step in script.read_text()
 
 

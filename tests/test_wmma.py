@@ -123,8 +123,8 @@ def test_tensor_cores_and_async_copies_are_really_used(dtype, token):
 def test_ampere_and_later_have_tensor_cores(arch):
     need_wmma()
     assert CB.tensorcore_reason(arch) is None
-    assert CB.matmul_path(BF16, "auto", arch) == "tensorcore"
-    assert CB.matmul_path(F16, "auto", arch) == "tensorcore"
+    assert CB.kernel_path(BF16, "auto", arch) == "tensorcore"
+    assert CB.kernel_path(F16, "auto", arch) == "tensorcore"
 
 
 @pytest.mark.parametrize("arch,why", [("sm_75", "needs sm_80 or later"), ("sm_70", "this device is sm_70"),
@@ -132,19 +132,19 @@ def test_ampere_and_later_have_tensor_cores(arch):
                                       (None, "no device arch")])
 def test_older_gpus_and_amd_fall_back_to_the_shared_kernels(arch, why):
     assert why in CB.tensorcore_reason(arch)
-    assert CB.matmul_path(BF16, "auto", arch) == "kernels"
+    assert CB.kernel_path(BF16, "auto", arch) == "kernels"
     assert CB.support_for(BF16, "auto", arch).ok
 
 
 def test_each_setting_picks_its_path():
     for arch in ("sm_90", "sm_75", "gfx90a"):
-        assert CB.matmul_path(BF16, "kernels", arch) == "kernels"  # the SIMT kernel, as asked
-        assert CB.matmul_path(BF16, "vendor", arch) == "vendor"
-        assert CB.matmul_path(BF16, "tensorcore", arch) == "tensorcore"  # forced: supports() judges
+        assert CB.kernel_path(BF16, "kernels", arch) == "kernels"  # the SIMT kernel, as asked
+        assert CB.kernel_path(BF16, "vendor", arch) == "vendor"
+        assert CB.kernel_path(BF16, "tensorcore", arch) == "tensorcore"  # forced: supports() judges
         # tensor cores take 16-bit floats only: float32 and int8 stay on the shared kernels
         for spec in (F32, I8):
-            assert CB.matmul_path(spec, "auto", arch) == "kernels"
-            assert CB.matmul_path(spec, "tensorcore", arch) == "kernels"
+            assert CB.kernel_path(spec, "auto", arch) == "kernels"
+            assert CB.kernel_path(spec, "tensorcore", arch) == "kernels"
     assert CB.kernel_variant(BF16, "tensorcore").source == "matmul_wmma.cu"
     assert CB.kernel_variant(BF16, "kernels").source == "matmul.cl"
 
@@ -169,7 +169,7 @@ def test_headers_without_wmma_fall_back_with_the_reason(tmp_path, monkeypatch):
     CB._wmma_header_missing.cache_clear()
     try:
         assert "lack crt/mma.h (WMMA): pip install nvidia-cuda-crt" in CB.tensorcore_reason("sm_90")
-        assert CB.matmul_path(BF16, "auto", "sm_90") == "kernels"
+        assert CB.kernel_path(BF16, "auto", "sm_90") == "kernels"
         verdict = CB.support_for(BF16, "tensorcore", "sm_90")
         assert not verdict.ok and "nvidia-cuda-crt" in verdict.reason
     finally:
@@ -227,14 +227,18 @@ def test_grid_limits_are_declined():
     assert not verdict.ok and "65535" in verdict.reason
 
 
-def test_the_async_kernel_needs_aligned_whole_chunks():
+def test_the_async_kernels_need_aligned_whole_chunks():
     spec = S.matmul_spec((5, 64), "bfloat16", (64, 24), "bfloat16")
-    assert CB.wmma_kernel(spec, 1 << 20, 256) == "matmul_wmma_vec"
-    assert CB.wmma_kernel(spec, (1 << 20) + 8, 256) == "matmul_wmma"  # A 8-byte aligned only
-    assert CB.wmma_kernel(spec, 256, 256 + 2) == "matmul_wmma"
-    odd_k = S.matmul_spec((5, 60), "bfloat16", (60, 24), "bfloat16")
-    odd_n = S.matmul_spec((5, 64), "bfloat16", (64, 20), "bfloat16")
-    assert CB.wmma_kernel(odd_k, 256, 256) == CB.wmma_kernel(odd_n, 256, 256) == "matmul_wmma"
+    for arch, fast in (("sm_80", "matmul_wmma_vec"), ("sm_90", "matmul_wgmma"), ("sm_100", "matmul_wmma_vec")):
+        def pick(a_addr, b_addr, s=spec):
+            return CB.tensorcore_matmul(s, arch, a_addr, b_addr)[1]
+
+        assert pick(1 << 20, 256) == fast
+        assert pick((1 << 20) + 8, 256) == "matmul_wmma"  # A 8-byte aligned only
+        assert pick(256, 256 + 2) == "matmul_wmma"
+        odd_k = S.matmul_spec((5, 60), "bfloat16", (60, 24), "bfloat16")
+        odd_n = S.matmul_spec((5, 64), "bfloat16", (64, 20), "bfloat16")
+        assert pick(256, 256, odd_k) == pick(256, 256, odd_n) == "matmul_wmma"
 
 
 # -- typed errors -------------------------------------------------------------------------------
@@ -249,12 +253,12 @@ def test_a_bad_impl_is_a_typed_error():
         backend.impl = "wmma"
     assert backend.impl == "tensorcore"  # a rejected value changes nothing
     with pytest.raises(ArgumentError, match="^impl: expected"):
-        CB.matmul_path(BF16, "cublas", "sm_90")
+        CB.kernel_path(BF16, "cublas", "sm_90")
     with pytest.raises(ArgumentError, match="^target: expected"):
         CB.tensorcore_reason("sm90")
 
 
-def test_the_gpu_run_covers_the_tensorcore_path():
+def test_the_gpu_run_covers_the_tensorcore_paths():
     script = (Path(__file__).parents[1] / "conformance" / "gpu_check.sh").read_text()
     assert "ACCEL_CUDA_IMPL=tensorcore" in script and "--dtypes float16 bfloat16" in script
-    assert 'matmul_goal("bfloat16", "cuBLAS bf16 GEMM (torch.matmul)", 0.6, "tensorcore")' in script
+    assert "--ops matmul attention" in script and "-m accel.conformance.gpu_goals" in script

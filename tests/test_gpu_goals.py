@@ -1,0 +1,32 @@
+"""The speed-goal script of the GPU run (accel.conformance.gpu_goals) runs to its end on any
+machine: where no CUDA device exists it writes a result file saying why and exits 1, so the
+script itself (imports, arguments, output) is checked before a GPU session depends on it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import accel
+
+
+def test_without_a_cuda_device_it_says_why_and_fails(tmp_path):
+    status = next(s for s in accel.backends() if s.name == "cuda")
+    if status.available:
+        pytest.skip("a CUDA device is present: the GPU run itself measures the goals")
+    out = tmp_path / "goals.json"
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "accel.gpu_speed_goals/2" and doc["goals"] == []
+    assert doc["error"].startswith("BackendUnavailable: ") and status.reason in doc["error"]
+    assert "nothing measured" in proc.stdout
+
+
+def test_usage_error_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "usage:" in proc.stderr
