@@ -255,8 +255,8 @@ typedef float4 f32x4;
 /* The low 32 bits of an address, to find a pointer's alignment. BYTE_F23(w, k): byte k (a
  * constant) of word w in the low mantissa bits of 0x4B000000, i.e. the float 2^23 + byte exactly
  * (a small integer becomes a float without a conversion instruction); BYTE_F16(w, k): byte k
- * of w as bits 16..23 under the top byte 0x41, i.e. for a byte 0x80 | b (b < 0x80) the float
- * 16 + b / 8 exactly (bit 23 is the exponent's lowest bit). One byte permute each on CUDA and HIP. */
+ * of w (below 0x80: bit 23 is the exponent's lowest) as bits 16..23 under the top byte 0x41, the
+ * float 8 + byte / 16 exactly. One byte permute each on CUDA and HIP. */
 #if defined(ACCEL_OPENCL)
 #define ADDR_BITS(p) ((u32)(uintptr_t)(p))
 #define BYTE_F23(w, k) AS_FLOAT(0x4B000000u | (((w) >> (8 * (k))) & 0xFFu))
