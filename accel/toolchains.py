@@ -451,15 +451,15 @@ _SASS_FUNCTION = re.compile(r"^\s*Function : (\S+)", re.M)
 _SASS_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9]*)")
 
 
-def _cuobjdump() -> str | None:
+def _cuda_tool(name: str) -> str | None:
     try:
         from cuda import pathfinder
 
-        if found := pathfinder.find_nvidia_binary_utility("cuobjdump"):
+        if found := pathfinder.find_nvidia_binary_utility(name):
             return found
     except Exception:  # no pathfinder, or one without binary lookup: try PATH
         pass
-    return shutil.which("cuobjdump")
+    return shutil.which(name)
 
 
 def sass_counts(path: Path) -> tuple[dict[str, dict[str, int]], str]:
@@ -467,12 +467,14 @@ def sass_counts(path: Path) -> tuple[dict[str, dict[str, int]], str]:
     holds (read with ``cuobjdump -sass``), and a note when that could not be read. This is what
     proves, without a GPU, that a tensor-core kernel really issues HMMA/HGMMA and keeps its
     arrays out of local memory."""
-    tool = _cuobjdump()
-    if tool is None:
-        return {}, "cuobjdump not found (pip install nvidia-cuda-cuobjdump): SASS not read"
-    proc = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=120)
+    tool, disasm = _cuda_tool("cuobjdump"), _cuda_tool("nvdisasm")  # cuobjdump runs nvdisasm
+    if tool is None or disasm is None:
+        return {}, ("cuobjdump or nvdisasm not found (pip install nvidia-cuda-cuobjdump "
+                    "nvidia-cuda-nvdisasm): SASS not read")
+    proc = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NVDISASM_PATH": str(Path(disasm).parent)})
     if proc.returncode:
-        return {}, f"cuobjdump -sass failed: {proc.stderr.strip()[:200]}"
+        return {}, f"cuobjdump -sass failed, SASS not read: {proc.stderr.strip()[:200]}"
     starts = [(m.start(), m.group(1)) for m in _SASS_FUNCTION.finditer(proc.stdout)]
     out = {}
     for (begin, name), (end, _) in zip(starts, starts[1:] + [(len(proc.stdout), "")]):
