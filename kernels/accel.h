@@ -133,6 +133,23 @@ typedef unsigned short T_F16;
 #define LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))
 #define STORE_F16(p, i, v) ((p)[i] = __half_as_ushort(__float2half_rn(v)))
 #define UNROLL _Pragma("unroll")
+#if defined(ACCEL_CUDA)
+/* Asynchronous 16-byte global -> shared copies (cp.async, sm_80 and later), for the CUDA-only
+ * tensor-core kernels: each reads `bytes` (0 or 16) and zero-fills the rest of its 16 bytes; the
+ * "memory" clobbers keep the compiler from moving shared-memory accesses across them. */
+DEVICE void cp_async16(u32 shared_addr, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 ::"r"(shared_addr), "l"(src), "r"(bytes) : "memory");
+}
+DEVICE void cp_async16(void* dst, const void* src, int bytes) {
+    cp_async16((u32)__cvta_generic_to_shared(dst), src, bytes);
+}
+DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* wait until at most PENDING of this thread's committed groups are still in flight */
+template <int PENDING> DEVICE void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+}
+#endif
 #endif
 
 /* ---------------------------------------------------------------- shared by every dialect */

@@ -101,14 +101,6 @@ DEVICE float exp2_approx(float x) {
     return y;
 }
 
-/* One 16-byte global -> shared copy that reads `bytes` (0 or 16) and zero-fills the rest. */
-DEVICE void copy16(u16* dst, const u16* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes) : "memory");
-}
-DEVICE void copies_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-DEVICE void copies_wait_all_but_newest() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-
 /* Stage rows [k0, k0 + BKV) of a [Sk, W] matrix into a shared tile of row pitch W + 8. Rows past
  * Sk are zero-filled: zero values keep 0 * V exactly 0 for the hidden keys of the last tile. */
 template <int W>
@@ -119,7 +111,7 @@ DEVICE void stage_rows(u16* dst, const u16* src, int k0, int Sk, int tid) {
         if (CHUNKS % THREADS == 0 || c < CHUNKS) {
             const int r = c / (W / 8), col = c % (W / 8) * 8;
             const bool in = k0 + r < Sk;
-            copy16(dst + r * (W + 8) + col, in ? src + (i64)(k0 + r) * W + col : src, in ? 16 : 0);
+            cp_async16(dst + r * (W + 8) + col, in ? src + (i64)(k0 + r) * W + col : src, in ? 16 : 0);
         }
     }
 }
@@ -189,7 +181,7 @@ attention_mma(const IN_T* RESTRICT Q, const IN_T* RESTRICT Kg, const IN_T* RESTR
         stage_rows<HEAD_D>(smem, Kg, 0, Sk, tid);
         stage_rows<HEAD_DV>(smem + 2 * STAGE_K, Vg, 0, Sk, tid);
     }
-    copies_commit();
+    cp_async_commit();
     for (int it = 0; it < tiles; ++it) {
         const int cur = it & 1, k0 = it * BKV;
         const u32 ks = k_lane + cur * (2 * STAGE_K), vs = v_lane + cur * (2 * STAGE_V); /* bytes */
@@ -197,8 +189,8 @@ attention_mma(const IN_T* RESTRICT Q, const IN_T* RESTRICT Kg, const IN_T* RESTR
             stage_rows<HEAD_D>(smem + (cur ^ 1) * STAGE_K, Kg, k0 + BKV, Sk, tid);
             stage_rows<HEAD_DV>(smem + 2 * STAGE_K + (cur ^ 1) * STAGE_V, Vg, k0 + BKV, Sk, tid);
         }
-        copies_commit();  /* possibly empty: then "all but the newest" is everything */
-        copies_wait_all_but_newest();
+        cp_async_commit();  /* possibly empty: then "all but the newest" is everything */
+        cp_async_wait<1>();
         __syncthreads();
 
         float s[NT][4];

@@ -51,17 +51,6 @@ static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than an sm_90 block 
 #define WGMMA_F16 "f16"
 #define WGMMA_BF16 "bf16"
 
-typedef unsigned long long u64;
-
-/* One 16-byte global -> shared copy that reads `bytes` (0 or 16) and zero-fills the rest. */
-DEVICE void copy16(u32 dst, const u16* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-                 : "memory");
-}
-DEVICE void copies_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int PENDING> DEVICE void copies_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
 /* cp.async writes through the generic proxy and wgmma reads through the async proxy: each
  * thread orders its landed copies before later async-proxy reads, then a barrier publishes them */
 DEVICE void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -73,7 +62,7 @@ DEVICE void load_stage(u32 s, const u16* A, const u16* B, int M, int N, int K, i
     UNROLL for (int i = 0; i < A_COPIES / THREADS; ++i) {
         const int c = tid + i * THREADS, r = c / 8, ch = c % 8, gm = m0 + r, gk = k0 + 8 * ch;
         const bool in = gm < M && gk < K;
-        copy16(s + r * ROW + ((ch ^ (r & 7)) << 4), in ? A + (i64)gm * K + gk : A, in ? 16 : 0);
+        cp_async16(s + r * ROW + ((ch ^ (r & 7)) << 4), in ? A + (i64)gm * K + gk : A, in ? 16 : 0);
     }
     s += A_BYTES;
     UNROLL for (int i = 0; i < B_COPIES / THREADS; ++i) {
@@ -81,7 +70,7 @@ DEVICE void load_stage(u32 s, const u16* A, const u16* B, int M, int N, int K, i
         const int c = tid + i * THREADS, r = c / (BN / 8), ch = c % (BN / 8);
         const int gk = k0 + r, gn = n0 + 8 * ch;
         const bool in = gk < K && gn < N;
-        copy16(s + ch / 8 * B_BLOCK + r * ROW + (((ch % 8) ^ (r & 7)) << 4),
+        cp_async16(s + ch / 8 * B_BLOCK + r * ROW + (((ch % 8) ^ (r & 7)) << 4),
                in ? B + (i64)gk * N + gn : B, in ? 16 : 0);
     }
 }
@@ -154,9 +143,9 @@ matmul_wgmma(const IN_T* RESTRICT A, const IN_T* RESTRICT B, OUT_T* RESTRICT C,
     /* one commit group per tile, empty past the last: group g always holds tile g */
     UNROLL for (int s = 0; s < STAGES - 1; ++s) {
         if (s < tiles) load_stage(smem + s * STAGE_BYTES, A, B, M, N, K, m0, n0, s * BK, tid);
-        copies_commit();
+        cp_async_commit();
     }
-    copies_wait<STAGES - 2>();  /* tile 0 */
+    cp_async_wait<STAGES - 2>();  /* tile 0 */
     proxy_fence();
     __syncthreads();
 
@@ -177,7 +166,7 @@ matmul_wgmma(const IN_T* RESTRICT A, const IN_T* RESTRICT B, OUT_T* RESTRICT C,
         /* this warpgroup's batch for tile t - 1 is done; tile t's keeps the tensor cores busy
          * while the barrier below waits for the other warpgroups' and for tile t + 1's copies */
         wgmma_wait<1>();
-        copies_wait<STAGES - 3>();  /* this thread's copies of tile t + 1 */
+        cp_async_wait<STAGES - 3>();  /* this thread's copies of tile t + 1 */
         proxy_fence();
         __syncthreads();
         /* every warpgroup is past tile t - 1, so its stage takes tile t + STAGES - 1 */
@@ -185,7 +174,7 @@ matmul_wgmma(const IN_T* RESTRICT A, const IN_T* RESTRICT B, OUT_T* RESTRICT C,
         if (next < tiles)
             load_stage(smem + (stage == 0 ? STAGES - 1 : stage - 1) * STAGE_BYTES, A, B, M, N, K,
                        m0, n0, next * BK, tid);
-        copies_commit();
+        cp_async_commit();
         stage = stage == STAGES - 1 ? 0 : stage + 1;
     }
     wgmma_wait<0>();

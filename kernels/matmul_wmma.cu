@@ -46,16 +46,6 @@ using namespace nvcuda;
 #define WMMA_F16 __half
 #define WMMA_BF16 __nv_bfloat16
 
-/* One 16-byte global -> shared copy that reads `bytes` (0 or 16) and zero-fills the rest. */
-DEVICE void copy16(u16* dst, const u16* src, int bytes) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
-}
-DEVICE void copies_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int PENDING> DEVICE void copies_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
-}
-
 /* Stage the BK-deep slice at k0 of the block's A rows [m0, m0+BM) and B columns [n0, n0+BN). */
 template <bool ALIGNED>
 DEVICE void load_tiles(u16* As, u16* Bs, const u16* A, const u16* B, int M, int N, int K,
@@ -65,12 +55,12 @@ DEVICE void load_tiles(u16* As, u16* Bs, const u16* A, const u16* B, int M, int 
         for (int c = tid; c < BM * BK / VEC; c += THREADS) {
             int r = c / (BK / VEC), kk = c % (BK / VEC) * VEC, gm = m0 + r, gk = k0 + kk;
             bool in = gm < M && gk < K;
-            copy16(As + r * LDA + kk, in ? A + (i64)gm * K + gk : A, in ? 16 : 0);
+            cp_async16(As + r * LDA + kk, in ? A + (i64)gm * K + gk : A, in ? 16 : 0);
         }
         for (int c = tid; c < BK * BN / VEC; c += THREADS) {
             int r = c / (BN / VEC), nn = c % (BN / VEC) * VEC, gk = k0 + r, gn = n0 + nn;
             bool in = gk < K && gn < N;
-            copy16(Bs + r * LDB + nn, in ? B + (i64)gk * N + gn : B, in ? 16 : 0);
+            cp_async16(Bs + r * LDB + nn, in ? B + (i64)gk * N + gn : B, in ? 16 : 0);
         }
     } else {
         for (int e = tid; e < BM * BK; e += THREADS) {
@@ -104,15 +94,15 @@ DEVICE void matmul_body(const u16* RESTRICT A, const u16* RESTRICT B, OUT_T* RES
 
     const int tiles = (K + BK - 1) / BK;
     load_tiles<ALIGNED>(As, Bs, A, B, M, N, K, m0, n0, 0, tid);
-    if (ALIGNED) copies_commit();
+    if (ALIGNED) cp_async_commit();
     for (int t = 0; t < tiles; ++t) {
         const int cur = t & 1;
         if (t + 1 < tiles)  /* the other stage was released by the barrier ending iteration t-1 */
             load_tiles<ALIGNED>(As + (cur ^ 1) * STAGE_A, Bs + (cur ^ 1) * STAGE_B, A, B, M, N, K,
                                 m0, n0, (t + 1) * BK, tid);
         if (ALIGNED) {
-            copies_commit();  /* possibly empty: then "all but the newest group" is everything */
-            copies_wait<1>();
+            cp_async_commit();  /* possibly empty: then "all but the newest group" is everything */
+            cp_async_wait<1>();
         }
         __syncthreads();
         const WMMA_T* a_tile = (const WMMA_T*)(As + cur * STAGE_A) + wm * WM * LDA;
@@ -127,7 +117,7 @@ DEVICE void matmul_body(const u16* RESTRICT A, const u16* RESTRICT B, OUT_T* RES
         }
         __syncthreads();
     }
-    if (ALIGNED) copies_wait<0>();  /* no copy may land in the scratch below (K == 0 issues one) */
+    if (ALIGNED) cp_async_wait<0>();  /* no copy may land in the scratch below (K == 0 issues one) */
     __syncthreads();
 
     /* Epilogue: each fragment goes through the warp's scratch so every lane can store a row
