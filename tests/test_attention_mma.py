@@ -6,10 +6,8 @@ supports() declines a forced "tensorcore" where the device has none; launch geom
 computes the right numbers is the GPU run's verdict (conformance/gpu_check.sh)."""
 from __future__ import annotations
 
-import os
-
 import pytest
-from gpu_toolchains import need
+from gpu_toolchains import need, sass_of
 
 import accel.kernels as K
 from accel import kernels_check as KC
@@ -27,15 +25,6 @@ def att(dtype="bfloat16", d=64, dv=64, sq=100, sk=300, hq=4, hkv=2):
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def sass_of(result, name):
-    sass = result.resources[name].detail.get("sass")
-    if sass is None:
-        if os.environ.get("ACCEL_REQUIRE_TOOLCHAINS") == "1":
-            pytest.fail(f"ACCEL_REQUIRE_TOOLCHAINS=1 but SASS was not read: {result.resources_note}")
-        pytest.skip(result.resources_note)
-    return sass
 
 
 # -- the variants -------------------------------------------------------------------------------
