@@ -53,6 +53,9 @@ _GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
 ATTENTION_TEAM = 64
 ELEMENTWISE_BLOCK = 256
 QMATMUL_BLOCK = 64
+#: rows of x up to which qmatmul runs as qgemv (decode batches): rereading the weight per row
+#: from cache beats qmatmul's one-output-per-thread there (the OpenCL backend uses the same)
+GEMV_MAX_M = 8
 
 #: |int8 * int8| <= 2**14, so 1024-term partial sums are exact in float32 (24-bit significand)
 
@@ -224,29 +227,6 @@ def aligned16(*addresses: int) -> bool:
     return all(a % 16 == 0 for a in addresses)
 
 
-def gemv_plan(spec, x_addr: int, w_addr: int):
-    """(variant, kernel name) for a quantized matmul with x and the weight at device addresses
-    ``x_addr``, ``w_addr``: for M <= GEMV_MAX_M a GEMV kernel (``kernels.gemv_kernel`` picks the
-    fixed-position ``qgemv_aligned`` where it can run, with its own parameters), else qmatmul.
-
-    >>> from accel.spec import qmatmul_spec
-    >>> from accel.formats import get_format
-    >>> s = qmatmul_spec((1, 8192), "float32", (8192, 8192), get_format("q4_0"))
-    >>> gemv_plan(s, 256, 512)[1], gemv_plan(s, 256, 514)[1]
-    ('qgemv_aligned', 'qgemv')
-    """
-    from accel import kernels
-
-    variant = kernel_variant(spec)
-    if spec.M > kernels.GEMV_MAX_M:
-        return variant, None
-    p = kernels.GPU_GEMV_ALIGNED
-    name = kernels.gemv_kernel(spec.fmt.name, spec.K, p, aligned16(x_addr, w_addr), _STATIC_SHARED_MAX)
-    if name == "qgemv_aligned":
-        return kernels.quant(spec.fmt.name, spec.dtype, p), name
-    return variant, name
-
-
 def tensorcore_matmul(spec, arch: str, a_addr: int, b_addr: int):
     """(variant, kernel name) of the tensor-core matmul for operands at device addresses
     ``a_addr``, ``b_addr`` on a device of ``arch``: Hopper's wgmma kernel where the device is
@@ -283,7 +263,7 @@ def kernel_variant(spec, path: str = "kernels"):
         return build(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
     # quant.cl holds quantize, dequantize, qmatmul and qgemv; dequantize reads bytes, any dtype
     # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches
-    if spec.op == "qmatmul" and spec.M <= kernels.GEMV_MAX_M:
+    if spec.op == "qmatmul" and spec.M <= GEMV_MAX_M:
         return kernels.quant(spec.fmt.name, spec.dtype, kernels.GPU_GEMV)
     return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
 
@@ -632,9 +612,7 @@ class CuPyBackend(Backend):
         self._run_shipped(spec, [q, out, np.int64(math.prod(spec.shape))])
 
     def qmatmul(self, spec, out, x, w) -> None:
-        args = [x, w, out, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)]
-        variant, name = gemv_plan(spec, x.buf.data.ptr, w.buf.data.ptr)
-        self._run_variant(spec, variant, args, name)
+        self._run_shipped(spec, [x, w, out, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)])
 
     def _unused(self) -> Any:
         if not hasattr(self, "_unused_buf"):
@@ -669,7 +647,7 @@ class CuPyBackend(Backend):
 
 
 __all__ = ["CuPyBackend", "IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "kernel_path", "aligned16",
-           "tensorcore_matmul", "gemv_plan", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
+           "tensorcore_matmul", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
            "build_kernel", "format_version",
            "unavailable_reason", "vendor_matmul", "bf16_bits_to_f32",
            "f32_to_bf16_bits"]

@@ -159,11 +159,9 @@ def measure(be) -> list[dict]:
                 return timed(lambda: graph.launch(stream)) / (rounds * len(copies))
 
         runs = {}
-        variants = {f"impl=auto ({CB.gemv_plan(spec, x.data_ptr(), 256)[1]})": None,
-                    "qgemv (GPU_GEMV)": (kernels.quant("q4_0", "float32", kernels.GPU_GEMV), "qgemv")}
-        for p in (dict(RN=3), dict(GEMV_WG=8, GEMV_TEAMS=16), dict(GEMV_WG=32, GEMV_TEAMS=4)):
-            params = {**kernels.GPU_GEMV_ALIGNED, **p}
-            variants[f"qgemv_aligned {p}"] = (kernels.quant("q4_0", "float32", params), "qgemv_aligned")
+        variants = {"impl=auto (qgemv, GPU_GEMV)": None}
+        for p in (dict(RN=2), dict(GEMV_TEAMS=8), dict(RN=2, GEMV_TEAMS=8), dict(GEMV_WG=64, GEMV_TEAMS=2)):
+            variants[f"qgemv {p}"] = kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, **p})
         wf = torch.from_dlpack(cupy.asarray(accel.dequantize(copies[-1])))
         ref = x.double() @ wf.double().T
         for label, variant in variants.items():
@@ -171,8 +169,7 @@ def measure(be) -> list[dict]:
                 t = replay_time(lambda w: execute(be, spec, tx, w.data, out=to))
             else:
                 def call(w, v=variant):
-                    be._run_variant(spec, v[0], [tx, w.data, to, np.int32(1), np.int32(N_GEMV),
-                                                 np.int32(N_GEMV)], v[1])
+                    be._run_variant(spec, v, [tx, w.data, to, np.int32(1), np.int32(N_GEMV), np.int32(N_GEMV)])
                 t = replay_time(call)
             runs[label] = (t, _rel_err(out, ref))  # the last call of each replay used copies[-1]
         src = cupy.empty(1 << 30, dtype=cupy.uint8)

@@ -44,14 +44,6 @@ GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
 GPU_GEMV = dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4)
-#: qgemv_aligned, the GEMV for K a multiple of GEMV_ALIGNED_K and 16-byte aligned x and weight:
-#: 2 rows per team of 16 work-items (RN=4 spills under its 128-register cap), 8 teams
-GPU_GEMV_ALIGNED = dict(RM=1, RN=2, VW=1, GEMV_WG=16, GEMV_TEAMS=8)
-#: rows of x up to which a quantized matmul runs as a GEMV kernel on GPUs (decode batches):
-#: rereading the weight per row from cache beats qmatmul's one output per work-item there
-GEMV_MAX_M = 8
-#: qgemv_aligned reads K in chunks of 8 blocks of 32 values whose bytes sit at fixed positions
-GEMV_ALIGNED_K = 256
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
@@ -150,28 +142,6 @@ def nvidia_target(arch: str, sm_range: tuple[int, int] | None, suffix: str = "")
         if not sm_range[0] <= sm <= sm_range[1]:
             return None
     return base + suffix if suffix else arch
-
-
-def gemv_kernel(fmt: str, K: int, params: dict, aligned16: bool, local_mem: int) -> str:
-    """Which GEMV kernel of quant.cl computes a row of x against a ``fmt`` weight of K columns:
-    ``qgemv_aligned`` (every block at a fixed byte position: no run-time realignment) where K is
-    a multiple of :data:`GEMV_ALIGNED_K`, x and the weight are 16-byte aligned and its local
-    memory fits the device's ``local_mem``; ``qgemv`` (any K, any even address) otherwise.
-
-    >>> gemv_kernel("q4_0", 8192, GPU_GEMV_ALIGNED, True, 48 * 1024), gemv_kernel("q4_0", 8224, GPU_GEMV_ALIGNED, True, 48 * 1024)
-    ('qgemv_aligned', 'qgemv')
-    """
-    fits = gemv_aligned_local_bytes(params, fmt) <= local_mem
-    return "qgemv_aligned" if K % GEMV_ALIGNED_K == 0 and aligned16 and fits else "qgemv"
-
-
-def gemv_aligned_local_bytes(params: dict, fmt: str) -> int:
-    """At most the local memory of qgemv_aligned (kernels/quant.cl) with ``params``: per row of x,
-    GEMV_WG chunks of 65 float4s of x (and 17 of quad sums for q4_0), and the reduction's float
-    per work-item and output."""
-    per_chunk = 65 + (17 if fmt == "q4_0" else 0)
-    items = params["GEMV_WG"] * params["GEMV_TEAMS"]
-    return 16 * params["RM"] * params["GEMV_WG"] * per_chunk + 4 * params["RM"] * params["RN"] * items
 
 
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
@@ -273,7 +243,7 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
-    return Variant("quant.cl", ("quantize", "dequantize", "qmatmul", "qgemv", "qgemv_aligned"), {**d, **p},
+    return Variant("quant.cl", ("quantize", "dequantize", "qmatmul", "qgemv"), {**d, **p},
                    _dialects(p))
 
 
@@ -301,7 +271,7 @@ def variants() -> tuple[Variant, ...]:
             for d in ATTENTION_MMA_HEAD_DIMS for dv in ATTENTION_MMA_HEAD_DIMS]
     out.append(attention_mma("bfloat16", 64, 64, "bool"))
     out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
-    for params in (GPU_QMATMUL, GPU_GEMV, GPU_GEMV_ALIGNED, CPU_QMATMUL, CPU_GEMV):
+    for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
     return tuple(dict.fromkeys(out))
 
@@ -325,4 +295,4 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "gemv_kernel", "gemv_aligned_local_bytes", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+           "quant", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

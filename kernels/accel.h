@@ -284,41 +284,6 @@ typedef float4 f32x4;
 #define BYTE_F16(w, k) AS_FLOAT(__byte_perm((w), 0x41000000u, 0x7044u | ((k) << 8)))
 #endif
 
-/* LOAD4_IN(p, i): p[i .. i + 3] as an f32x4 in one wide load; p + i must be aligned to the four
- * values (16 bytes for float, 8 for the 16-bit types). */
-DEVICE f32x4 load4_bf16(GLOBAL const uint2* p) {
-    const uint2 v = *p;
-    f32x4 r;
-    r.x = AS_FLOAT(v.x << 16); r.y = AS_FLOAT(v.x & 0xFFFF0000u);
-    r.z = AS_FLOAT(v.y << 16); r.w = AS_FLOAT(v.y & 0xFFFF0000u);
-    return r;
-}
-#define LOAD4_F32(p, i) (*(GLOBAL const f32x4*)((p) + (i)))
-#define LOAD4_BF16(p, i) load4_bf16((GLOBAL const uint2*)((p) + (i)))
-#if defined(ACCEL_OPENCL)
-#define LOAD4_F16(p, i) vload_half4(0, (p) + (i))
-#else
-DEVICE f32x4 load4_f16(GLOBAL const uint2* p) {
-    const uint2 v = *p;
-    f32x4 r;
-    r.x = __half2float(__ushort_as_half((u16)v.x));
-    r.y = __half2float(__ushort_as_half((u16)(v.x >> 16)));
-    r.z = __half2float(__ushort_as_half((u16)v.y));
-    r.w = __half2float(__ushort_as_half((u16)(v.y >> 16)));
-    return r;
-}
-#define LOAD4_F16(p, i) load4_f16((GLOBAL const uint2*)((p) + (i)))
-#endif
-#define LOAD4_IN(p, i) ACCEL_CAT(LOAD4_, IN_DT)(p, i)
-/* LAUNCH_BOUNDS_OCC(n, b): LAUNCH_BOUNDS(n), and on CUDA registers for b resident groups per SM
- * (at most 65536 / (n * b) per thread, spilling if the code needs more). HIP's second
- * __launch_bounds__ argument means something else; there it is LAUNCH_BOUNDS(n). */
-#if defined(ACCEL_CUDA)
-#define LAUNCH_BOUNDS_OCC(n, b) __launch_bounds__(n, b)
-#else
-#define LAUNCH_BOUNDS_OCC(n, b) LAUNCH_BOUNDS(n)
-#endif
-
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DEVICE int imax(int a, int b) { return a > b ? a : b; }
 

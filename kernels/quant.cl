@@ -175,12 +175,10 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #define QWORDS ((BLOCK_BYTES + 14 + 15) / 16) /* 16-byte words around a block at any even offset */
 #define RAW_WORDS (4 * QWORDS)
 #if FMT_Q8_0
-#define CODE_MASK(w) ((w) ^ 0x80808080u)
 #define CODE_AT(quad, k) (BYTE_F23(quad, k) - 8388736.0f) /* 2^23 + 128 */
 #define UNBIAS(part, xsum) (part)
 #define CODE_SCALE 1.0f
 #else
-#define CODE_MASK(w) ((w) & 0x78787878u)
 #define CODE_AT(quad, k) BYTE_F16(quad, k)
 #define UNBIAS(part, xsum) FMA(-12.0f, xsum, part)
 #define CODE_SCALE 2.0f
@@ -189,12 +187,6 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #define GEMV_SHFL (GEMV_WG < ACCEL_WARP ? GEMV_WG : ACCEL_WARP)
 #else
 #define GEMV_SHFL 1
-#endif
-#if GEMV_WG > GEMV_SHFL /* partial sums of the work-items that finish in local memory */
-#define RED_COLS (GEMV_ITEMS / GEMV_SHFL)
-#define GEMV_RED red
-#else
-#define GEMV_RED 0
 #endif
 #define F4_AT(v, k) ((k) == 0 ? (v).x : (k) == 1 ? (v).y : (k) == 2 ? (v).z : (v).w)
 
@@ -211,12 +203,6 @@ DEVICE u32 load_raw(GLOBAL const u8* p, u32* raw) {
     return s;
 }
 
-/* The float16 at bit sh of w. */
-DEVICE float f16_at(u32 w, u32 sh) {
-    u16 bits = (u16)(w >> sh);
-    return LOAD_F16((const T_F16*)&bits, 0);
-}
-
 /* The scale and the 8 code words (one per 4 values) of the block at byte s (even) of raw (which
  * is clobbered). */
 DEVICE float take_block(u32* raw, u32 s, u32* codes) {
@@ -231,44 +217,17 @@ DEVICE float take_block(u32* raw, u32 s, u32* codes) {
 #endif
         codes[j] = (u32)((((u64)raw[c + 1] << 32) | raw[c]) >> at);
     }
-    return f16_at(raw[0], sh);
+    u16 bits = (u16)(raw[0] >> sh);
+    return LOAD_F16((const T_F16*)&bits, 0);
 }
 
 /* Four codes (the bytes of word q of the block's 32 values, in order) as CODE_AT reads them. */
 DEVICE u32 code_quad(const u32* codes, int q) {
-    return CODE_MASK(codes[q]);
-}
-
-/* The team's sums of acc over its GEMV_WG work-items, stored by its first one (times CODE_SCALE);
- * every work-item of the group must call it. */
-DEVICE void gemv_store(float acc[RM][RN], LOCAL_PTR float* red, GLOBAL OUT_T* RESTRICT out,
-                       int tid, int m0, int n0, int M, int N) {
-    const int lane = tid % GEMV_WG, team = tid / GEMV_WG;
-#if GEMV_SHFL > 1
-    UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r) acc[i][r] += SHFL_DOWN(acc[i][r], o);
+#if FMT_Q8_0
+    return codes[q] ^ 0x80808080u;
+#else
+    return codes[q] & 0x78787878u;
 #endif
-#if GEMV_WG > GEMV_SHFL
-    if (lane % GEMV_SHFL == 0)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r)
-                red[(i * RN + r) * RED_COLS + tid / GEMV_SHFL] = acc[i][r];
-    BARRIER();
-    if (lane == 0)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r) {
-                float sum = 0.0f;
-                for (int t = 0; t < GEMV_WG / GEMV_SHFL; ++t)
-                    sum += red[(i * RN + r) * RED_COLS + team * (GEMV_WG / GEMV_SHFL) + t];
-                acc[i][r] = sum;
-            }
-#endif
-    if (lane == 0)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r)
-                if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r,
-                                                   CODE_SCALE * acc[i][r]);
 }
 
 KERNEL LAUNCH_BOUNDS(GEMV_ITEMS) void qgemv(GLOBAL const IN_T* RESTRICT x,
@@ -276,7 +235,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS) void qgemv(GLOBAL const IN_T* RESTRICT x,
                                             GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     LOCAL f32x4 xs[2][RM][GEMV_WG * 8];
 #if GEMV_WG > GEMV_SHFL
-    LOCAL float red[RM * RN * RED_COLS];
+    LOCAL float red[RM * RN][GEMV_ITEMS / GEMV_SHFL];
 #endif
     const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
     const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
@@ -346,129 +305,28 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS) void qgemv(GLOBAL const IN_T* RESTRICT x,
                 UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = FMA(d[r], part[i][r], acc[i][r]);
         }
     }
-    gemv_store(acc, GEMV_RED, out, tid, m0, n0, M, N);
-}
-
-/* qgemv for the common aligned case, where every block sits at a byte position known at compile
- * time: no realignment at run time.
- *
- * Launch contract: qgemv's (local size (GEMV_WG * GEMV_TEAMS, 1); groups
- * (ceil(N / (GEMV_TEAMS * RN)), ceil(M / RM)); any N and M), but K a multiple of 256 and x and w
- * 16-byte aligned. A row is then a run of chunks of 8 blocks, each CHUNK_WORDS aligned 16-byte
- * words (Q4_0: 144 bytes = 9, Q8_0: 272 = 17), and block j of a chunk starts at byte
- * j * BLOCK_BYTES of its first word. The group walks K in steps of GEMV_WG chunks; work-item l
- * of a team takes chunk l of the step in each of its RN rows, so the team's loads of a row are
- * consecutive whole words. Each step's x is staged once per group in local memory as float (each
- * chunk padded by a float4, so that work-items reading the same float4 of consecutive chunks hit
- * different banks), with the sums of its quads of 4 values for Q4_0; every team and row reuses
- * them. Registers are held to 128 (512 work-items per SM on CUDA): the compiler then issues the
- * weight loads a block or two ahead of their use instead of all at once.
- * Codes, scales and arithmetic per block are qgemv's (the same roundings, offsets and error
- * bounds); only the order in which the blocks' contributions are summed differs. */
-#define CHUNK_BLOCKS 8
-#define CHUNK_WORDS (CHUNK_BLOCKS * BLOCK_BYTES / 16)
-#define CHUNK_F4 (CHUNK_BLOCKS * QK / 4)   /* float4s of x per chunk */
-#define XS_STRIDE (CHUNK_F4 + 1)            /* odd, for the banks */
-#define XQ_STRIDE (CHUNK_F4 / 4 + 1)        /* float4s of quad sums per chunk, plus one */
-#define TILE_F4 (GEMV_WG * CHUNK_F4)
-#define TILE_ITERS ((TILE_F4 + GEMV_ITEMS - 1) / GEMV_ITEMS) /* x float4s staged per work-item */
-#define ALIGNED_OCC (GEMV_ITEMS < 512 ? 512 / GEMV_ITEMS : 1)   /* groups per SM at 128 registers */
-
-/* Value e (0..31) of block j of the chunk in raw (its words as u32) as CODE_AT reads it; for
- * Q4_0 the shifts put the nibble in bits 3..6 as take_block's funnel shifts do. Constant j and e
- * make every index and selector constant. */
-DEVICE float chunk_code(const u32* raw, int j, int e) {
-#if FMT_Q8_0
-    const int p = j * BLOCK_BYTES + 2 + e;
-    return CODE_AT(CODE_MASK(raw[p >> 2]), p & 3);
-#else
-    const int p = j * BLOCK_BYTES + 2 + (e & 15);
-    return CODE_AT(CODE_MASK(e < 16 ? raw[p >> 2] << 3 : raw[p >> 2] >> 1), p & 3);
-#endif
-}
-
-KERNEL LAUNCH_BOUNDS_OCC(GEMV_ITEMS, ALIGNED_OCC) void qgemv_aligned(
-        GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w, GLOBAL OUT_T* RESTRICT out,
-        int M, int N, int K) {
-    LOCAL f32x4 xs[RM][GEMV_WG * XS_STRIDE];
-#if !FMT_Q8_0
-    LOCAL f32x4 xq[RM][GEMV_WG * XQ_STRIDE];
+#if GEMV_SHFL > 1
+    UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r) acc[i][r] += SHFL_DOWN(acc[i][r], o);
 #endif
 #if GEMV_WG > GEMV_SHFL
-    LOCAL float red[RM * RN * RED_COLS];
-#endif
-    const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
-    const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
-    const int nchunk = K / (CHUNK_BLOCKS * QK);
-    GLOBAL const u32x4* wr[RN];
-    UNROLL for (int r = 0; r < RN; ++r)
-        wr[r] = (GLOBAL const u32x4*)w + (i64)imin(n0 + r, N - 1) * nchunk * CHUNK_WORDS;
-    GLOBAL const IN_T* xr[RM];
-    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
-    float acc[RM][RN];
-    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
-    for (int c0 = 0; c0 < nchunk; c0 += GEMV_WG) {
-        if (c0 > 0) BARRIER(); /* every work-item is done with the previous step's x */
-        /* work-item tid stages float4 u = tid + it * GEMV_ITEMS: float4 u % 64 of chunk u / 64
-         * (past the end: the last chunk again, for work-items whose results are dropped) */
+    if (lane % GEMV_SHFL == 0)
         UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int it = 0; it < TILE_ITERS; ++it) {
-                const u32 u = (u32)tid + it * GEMV_ITEMS, ch = u / CHUNK_F4, f = u % CHUNK_F4;
-                if (TILE_F4 % GEMV_ITEMS == 0 || u < TILE_F4) {
-                    const int cx = imin(c0 + (int)ch, nchunk - 1);
-                    const f32x4 v = LOAD4_IN(xr[i], cx * (CHUNK_F4 * 4) + 4 * (int)f);
-                    xs[i][ch * XS_STRIDE + f] = v;
-#if !FMT_Q8_0
-                    ((LOCAL float*)xq[i])[4 * ch * XQ_STRIDE + f] = (v.x + v.y) + (v.z + v.w);
-#endif
-                }
-            }
-        const int c = imin(c0 + lane, nchunk - 1); /* past the end: harmless reloads */
-        u32 raw[RN][4 * CHUNK_WORDS];
-        UNROLL for (int r = 0; r < RN; ++r)
-            UNROLL for (int i = 0; i < CHUNK_WORDS; ++i) {
-                const u32x4 t = wr[r][c * CHUNK_WORDS + i];
-                raw[r][4 * i] = t.x; raw[r][4 * i + 1] = t.y;
-                raw[r][4 * i + 2] = t.z; raw[r][4 * i + 3] = t.w;
-            }
-        BARRIER();
-        /* work-items past the end compute on the reloaded last chunk and keep acc: a branch
-         * around the arithmetic would let the compiler sink the loads into it */
-        float a[RM][RN];
-        UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) a[i][r] = acc[i][r];
-        UNROLL for (int j = 0; j < CHUNK_BLOCKS; ++j) {
-            float part[RM][RN];
-            UNROLL for (int i = 0; i < RM; ++i)
-                UNROLL for (int r = 0; r < RN; ++r) part[i][r] = 0.0f;
-            f32x4 s4[RM];
-            UNROLL for (int q = 0; q < 8; ++q) {
-                f32x4 xv[RM];
-                float sq[RM];
-                UNROLL for (int i = 0; i < RM; ++i) {
-                    xv[i] = xs[i][lane * XS_STRIDE + j * 8 + q];
-#if !FMT_Q8_0
-                    if (q % 4 == 0) s4[i] = xq[i][lane * XQ_STRIDE + j * 2 + q / 4];
-                    sq[i] = F4_AT(s4[i], q % 4);
-#endif
-                }
-                UNROLL for (int r = 0; r < RN; ++r)
-                    UNROLL for (int k = 0; k < 4; ++k) {
-                        const float cv = chunk_code(raw[r], j, 4 * q + k);
-                        UNROLL for (int i = 0; i < RM; ++i) {
-                            if (k == 2) part[i][r] = UNBIAS(part[i][r], sq[i]);
-                            part[i][r] = FMA(F4_AT(xv[i], k), cv, part[i][r]);
-                        }
-                    }
-            }
+            UNROLL for (int r = 0; r < RN; ++r) red[i * RN + r][tid / GEMV_SHFL] = acc[i][r];
+    BARRIER();
+    if (lane == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
             UNROLL for (int r = 0; r < RN; ++r) {
-                const int p = j * BLOCK_BYTES;
-                const float d = f16_at(raw[r][p >> 2], 8u * (p & 3));
-                UNROLL for (int i = 0; i < RM; ++i) a[i][r] = FMA(d, part[i][r], a[i][r]);
+                float sum = 0.0f;
+                for (int t = 0; t < GEMV_WG / GEMV_SHFL; ++t)
+                    sum += red[i * RN + r][team * (GEMV_WG / GEMV_SHFL) + t];
+                acc[i][r] = sum;
             }
-        }
-        if (c0 + lane < nchunk)
-            UNROLL for (int i = 0; i < RM; ++i)
-                UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = a[i][r];
-    }
-    gemv_store(acc, GEMV_RED, out, tid, m0, n0, M, N);
+#endif
+    if (lane == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r)
+                if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r,
+                                                   CODE_SCALE * acc[i][r]);
 }

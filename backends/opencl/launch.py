@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 _MAX_HEAD_DIM = 256  # attention keeps per-query state in private arrays sized by the head dims
 _LOCAL_1D = 64  # work-group size of the element-wise kernels (quantize, dequantize)
+_GEMV_MAX_M = 8  # the largest M that GPU parameter sets run as qgemv (decode batches)
 
 
 def support(be: "OpenCLBackend", spec) -> Support:
@@ -157,18 +158,15 @@ def _dequantize(be, spec: DequantizeSpec):
 def _qmatmul(be, spec: QMatmulSpec):
     # GPU parameter sets (qgemv) also serve small batches: rereading the weight per row of x
     # from cache beats the one-output-per-work-item qmatmul there
-    gemv_gpu = "GEMV_WG" in be.params["gemv"] and spec.M <= K.GEMV_MAX_M
+    gemv_gpu = "GEMV_WG" in be.params["gemv"] and spec.M <= _GEMV_MAX_M
     op = "gemv" if spec.M == 1 or gemv_gpu else "qmatmul"
     p, wg = _kernel_params(be.params[op])
     tail = (np.int32(spec.M), np.int32(spec.N), np.int32(spec.K))
     if "GEMV_WG" in p:  # teams of GEMV_WG work-items over RN weight rows each (kernels/quant.cl)
-        # every buffer and view starts at a multiple of the base-address alignment, so with it a
-        # multiple of 16 the rows of x and w are 16-byte aligned whenever K is a multiple of 256
-        name = K.gemv_kernel(spec.fmt.name, spec.K, p, be.alignment % 16 == 0, be.dev.local_mem)
-        kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, name, p)
+        kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qgemv", p)
         lsize = (p["GEMV_WG"] * p["GEMV_TEAMS"], 1)
         gsize = (_ceil(spec.N, p["GEMV_TEAMS"] * p["RN"]) * lsize[0], _ceil(spec.M, p["RM"]))
-        return _launcher(be, kernel, gsize, lsize, f"qmatmul ({name})", tail)
+        return _launcher(be, kernel, gsize, lsize, "qmatmul (qgemv)", tail)
     kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qmatmul", p)
     lsize = (wg, 1)
     gsize = (_padded(_ceil(spec.N, p["RN"]), wg), _ceil(spec.M, p["RM"]))
