@@ -53,9 +53,6 @@ _GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
 ATTENTION_TEAM = 64
 ELEMENTWISE_BLOCK = 256
 QMATMUL_BLOCK = 64
-#: rows of x up to which qmatmul runs as qgemv (decode batches): rereading the weight per row
-#: from cache beats qmatmul's one-output-per-thread there (the OpenCL backend uses the same)
-GEMV_MAX_M = 8
 
 #: |int8 * int8| <= 2**14, so 1024-term partial sums are exact in float32 (24-bit significand)
 
@@ -263,7 +260,7 @@ def kernel_variant(spec, path: str = "kernels"):
         return build(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
     # quant.cl holds quantize, dequantize, qmatmul and qgemv; dequantize reads bytes, any dtype
     # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches
-    if spec.op == "qmatmul" and spec.M <= GEMV_MAX_M:
+    if spec.op == "qmatmul" and spec.M <= kernels.GEMV_MAX_M:
         return kernels.quant(spec.fmt.name, spec.dtype, kernels.GPU_GEMV)
     return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
 

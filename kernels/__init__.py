@@ -44,6 +44,9 @@ GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
 GPU_GEMV = dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4)
+#: rows of x up to which a quantized matmul runs as qgemv on GPUs (decode batches): rereading
+#: the weight per row from cache beats qmatmul's one output per work-item there
+GEMV_MAX_M = 8
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of

@@ -196,7 +196,7 @@ def test_other_ops_cover_their_work():
     assert grid[1] * v.defines["RM"] >= 70
 
 
-@pytest.mark.parametrize("m", [1, 7, CB.GEMV_MAX_M])
+@pytest.mark.parametrize("m", [1, 7, 8])
 def test_gemv_and_decode_batches_run_qgemv_covering_every_output(m):
     qm = S.qmatmul_spec((m, 256), "bfloat16", (301, 256), get_format("q4_0"))
     v = CB.kernel_variant(qm)

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 _MAX_HEAD_DIM = 256  # attention keeps per-query state in private arrays sized by the head dims
 _LOCAL_1D = 64  # work-group size of the element-wise kernels (quantize, dequantize)
-_GEMV_MAX_M = 8  # the largest M that GPU parameter sets run as qgemv (decode batches)
 
 
 def support(be: "OpenCLBackend", spec) -> Support:
@@ -158,7 +157,7 @@ def _dequantize(be, spec: DequantizeSpec):
 def _qmatmul(be, spec: QMatmulSpec):
     # GPU parameter sets (qgemv) also serve small batches: rereading the weight per row of x
     # from cache beats the one-output-per-work-item qmatmul there
-    gemv_gpu = "GEMV_WG" in be.params["gemv"] and spec.M <= _GEMV_MAX_M
+    gemv_gpu = "GEMV_WG" in be.params["gemv"] and spec.M <= K.GEMV_MAX_M
     op = "gemv" if spec.M == 1 or gemv_gpu else "qmatmul"
     p, wg = _kernel_params(be.params[op])
     tail = (np.int32(spec.M), np.int32(spec.N), np.int32(spec.K))
