@@ -261,12 +261,17 @@ DEVICE float group_sum(float v, LOCAL_PTR float* scratch, int n) {
 typedef uint4 u32x4;
 typedef float4 f32x4;
 
-/* KERNEL LAUNCH_BOUNDS(n) void f(...): f always runs work-groups of n work-items, so compilers
- * budget registers for n rather than for their largest group (HIP assumes 1024 otherwise). */
+/* KERNEL LAUNCH_BOUNDS(x, y, g) void f(...): f always runs x-by-y work-groups (local size
+ * (x, y, 1)), so compilers budget registers for x * y work-items rather than for their largest
+ * group (HIP assumes 1024 otherwise); on CUDA also for at least g resident groups per
+ * multiprocessor (0: no such constraint, which leaves ptxas's own register choice; HIP's second
+ * launch-bounds argument means something else and is not passed). */
 #if defined(ACCEL_OPENCL)
-#define LAUNCH_BOUNDS(n) __attribute__((reqd_work_group_size(n, 1, 1)))
+#define LAUNCH_BOUNDS(x, y, g) __attribute__((reqd_work_group_size(x, y, 1)))
+#elif defined(ACCEL_HIP)
+#define LAUNCH_BOUNDS(x, y, g) __launch_bounds__((x) * (y))
 #else
-#define LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define LAUNCH_BOUNDS(x, y, g) __launch_bounds__((x) * (y), g)
 #endif
 
 /* The low 32 bits of an address, to find a pointer's alignment. BYTE_F23(w, k): byte k (a

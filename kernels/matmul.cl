@@ -107,9 +107,11 @@ DEVICE void mm_fetch(GLOBAL const IN_T* RESTRICT A, GLOBAL const IN_T* RESTRICT 
 /* Two local buffers: step s's slices are stored while the others still read step s-1's, so one
  * barrier per step suffices; the next step's global loads are issued before this step's FMAs
  * and land in registers while they run. */
-KERNEL void matmul(GLOBAL const IN_T* RESTRICT A, GLOBAL const IN_T* RESTRICT B,
-                   GLOBAL OUT_T* RESTRICT C, GLOBAL const i32* RESTRICT boff,
-                   int M, int N, int K) {
+/* two groups per multiprocessor: one group's loads overlap the other's FMAs */
+KERNEL LAUNCH_BOUNDS(WG_N, WG_M, 2) void matmul(GLOBAL const IN_T* RESTRICT A,
+                                                 GLOBAL const IN_T* RESTRICT B,
+                                                 GLOBAL OUT_T* RESTRICT C, GLOBAL const i32* RESTRICT boff,
+                                                 int M, int N, int K) {
     LOCAL acc_t As[2][TK][AS_LD];
     LOCAL acc_t Bs[2][TK][BN];
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1), tid = ty * WG_N + tx;
