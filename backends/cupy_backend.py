@@ -265,10 +265,13 @@ def kernel_variant(spec, path: str = "kernels"):
     return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
 
 
-def launch_plan(spec, variant) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
+def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
     """(kernel name, grid, block) for ``spec`` with the tiling in ``variant.defines``, following
-    each kernel source's documented grid (kernels/*.cl)."""
+    each kernel source's documented grid (kernels/*.cl); ``name`` picks one of a source's kernels
+    with its own grid (``qgemv_stream``), else the one the spec implies."""
     d = variant.defines
+    if name == "qgemv_stream":  # groups of STREAM_WARPS warps over STREAM_ROWS weight rows
+        return name, (_ceil(spec.N, d["STREAM_ROWS"]), spec.M, 1), (32 * d["STREAM_WARPS"], 1, 1)
     if variant.source == "matmul_wgmma.cu":  # the same grid; a warpgroup per 64 rows of a tile
         return "matmul_wgmma", (_ceil(spec.N, d["BN"]), _ceil(spec.M, d["BM"]), spec.batch), \
             (2 * d["BM"], 1, 1)
@@ -559,7 +562,7 @@ class CuPyBackend(Backend):
     def _run_variant(self, spec, variant, args: list, name: str | None = None) -> None:
         """Launch shipped ``variant`` (kernel ``name``, else the one launch_plan names) on
         ``args``, built once per variant for the compile target it needs on this device."""
-        planned, grid, block = launch_plan(spec, variant)
+        planned, grid, block = launch_plan(spec, variant, name)
         name = name or planned
         fn = self._shipped.get((variant, name))
         if fn is None:  # built once per variant: no source reading or hashing on later calls
@@ -609,7 +612,16 @@ class CuPyBackend(Backend):
         self._run_shipped(spec, [q, out, np.int64(math.prod(spec.shape))])
 
     def qmatmul(self, spec, out, x, w) -> None:
-        self._run_shipped(spec, [x, w, out, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)])
+        from accel import kernels
+
+        variant = kernel_variant(spec)
+        name = None
+        if "STREAM_ROWS" in variant.defines:  # a GEMV: which one depends on K and the address
+            name = kernels.gemv_kernel(spec.fmt.name, spec.K, variant.defines, x_addr=x.buf.data.ptr,
+                                       w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX,
+                                       prefer=kernels.preferred_gemv())
+        self._run_variant(spec, variant, [x, w, out, np.int32(spec.M), np.int32(spec.N),
+                                          np.int32(spec.K)], name)
 
     def _unused(self) -> Any:
         if not hasattr(self, "_unused_buf"):

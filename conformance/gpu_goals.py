@@ -159,17 +159,24 @@ def measure(be) -> list[dict]:
                 return timed(lambda: graph.launch(stream)) / (rounds * len(copies))
 
         runs = {}
-        variants = {"impl=auto (qgemv, GPU_GEMV)": None}
-        for p in (dict(RN=2), dict(GEMV_TEAMS=8), dict(RN=2, GEMV_TEAMS=8), dict(GEMV_WG=64, GEMV_TEAMS=2)):
-            variants[f"qgemv {p}"] = kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, **p})
+        auto = kernels.gemv_kernel("q4_0", N_GEMV, kernels.GPU_GEMV, x_addr=x.data_ptr(),
+                                   w_addr=copies[0].data.buf.data.ptr, local_mem=CB._STATIC_SHARED_MAX,
+                                   prefer=kernels.preferred_gemv())
+        variants = {f"impl=auto ({auto}, GPU_GEMV)": None}
+        for name in kernels.GEMV_KERNELS:
+            if name != auto:
+                variants[f"{name} (GPU_GEMV)"] = (kernels.GPU_GEMV, name)
+        for p in (dict(STREAM_ROWS=32), dict(STREAM_STAGES=3), dict(STREAM_STAGES=6),
+                  dict(STREAM_MIN_GROUPS=3), dict(STREAM_WARPS=8, STREAM_ROWS=32, STREAM_STAGES=3)):
+            variants[f"qgemv_stream {p}"] = ({**kernels.GPU_GEMV, **p}, "qgemv_stream")
         wf = torch.from_dlpack(cupy.asarray(accel.dequantize(copies[-1])))
         ref = x.double() @ wf.double().T
-        for label, variant in variants.items():
-            if variant is None:
+        for label, plan in variants.items():
+            if plan is None:
                 t = replay_time(lambda w: execute(be, spec, tx, w.data, out=to))
             else:
-                def call(w, v=variant):
-                    be._run_variant(spec, v, [tx, w.data, to, np.int32(1), np.int32(N_GEMV), np.int32(N_GEMV)])
+                def call(w, v=kernels.quant("q4_0", "float32", plan[0]), name=plan[1]):
+                    be._run_variant(spec, v, [tx, w.data, to, np.int32(1), np.int32(N_GEMV), np.int32(N_GEMV)], name)
                 t = replay_time(call)
             runs[label] = (t, _rel_err(out, ref))  # the last call of each replay used copies[-1]
         src = cupy.empty(1 << 30, dtype=cupy.uint8)

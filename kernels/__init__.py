@@ -15,6 +15,7 @@ True
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -43,10 +44,18 @@ CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
 GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
-GPU_GEMV = dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4)
-#: rows of x up to which a quantized matmul runs as qgemv on GPUs (decode batches): rereading
-#: the weight per row from cache beats qmatmul's one output per work-item there
+#: the GPU GEMVs (quant.cl): qgemv's teams of GEMV_WG work-items over RN weight rows, and
+#: qgemv_stream's groups of STREAM_WARPS teams over STREAM_ROWS rows, STREAM_STAGES - 1 rows in
+#: flight per team, STREAM_MIN_GROUPS groups per multiprocessor asked of the compiler (CUDA)
+GPU_GEMV = dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4,
+                STREAM_WARPS=4, STREAM_ROWS=16, STREAM_STAGES=4, STREAM_MIN_GROUPS=4)
+#: rows of x up to which a quantized matmul runs as a GEMV kernel on GPUs (decode batches):
+#: rereading the weight per row from cache beats qmatmul's one output per work-item there
 GEMV_MAX_M = 8
+#: the GEMV kernels of quant.cl: qgemv (any K, any even weight address; timed on an H200) and
+#: qgemv_stream (K a multiple of 64, a 4-byte aligned weight; not yet run on a GPU), which the
+#: environment variable ACCEL_GEMV_KERNEL selects where it applies
+GEMV_KERNELS = ("qgemv", "qgemv_stream")
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
@@ -101,6 +110,8 @@ class Variant:
             return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"])  # float Kt[BKV*D], Vt[BKV*Dv]
         if self.source == "attention_mma.cu":  # two stages of 16-bit K and V rows, 8 pad each
             return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"] + 16)
+        if self.source == "quant.cl" and "STREAM_ROWS" in d:  # as CUDA and HIP build it
+            return stream_local_bytes(d, "q8_0" if d.get("FMT_Q8_0") else "q4_0")
         return 0
 
     @property
@@ -145,6 +156,47 @@ def nvidia_target(arch: str, sm_range: tuple[int, int] | None, suffix: str = "")
         if not sm_range[0] <= sm <= sm_range[1]:
             return None
     return base + suffix if suffix else arch
+
+
+def stream_local_bytes(params: dict, fmt: str, shuffles: bool = True) -> int:
+    """Local memory of ``qgemv_stream``: each team's ring of STREAM_STAGES row slices (32 pairs
+    of blocks and one 16-byte word), its 2 KiB for moving x, and the row sums: one float per
+    team and row where teams reduce by shuffles (CUDA, HIP), else one per work-item and row.
+
+    >>> stream_local_bytes(GPU_GEMV, "q4_0"), stream_local_bytes(GPU_GEMV, "q8_0", False)
+    (27136, 51456)
+    """
+    block = {"q4_0": 18, "q8_0": 34}[fmt]
+    warps, rows = params["STREAM_WARPS"], params["STREAM_ROWS"]
+    ring = warps * params["STREAM_STAGES"] * (32 * 2 * block + 16)
+    return ring + 2048 * warps + 4 * rows * warps * (1 if shuffles else 32)
+
+
+def preferred_gemv() -> str:
+    """The GEMV kernel asked for by the environment variable ``ACCEL_GEMV_KERNEL`` (one of
+    :data:`GEMV_KERNELS`), else ``qgemv``: the one timed on a GPU so far."""
+    name = os.environ.get("ACCEL_GEMV_KERNEL", "qgemv")
+    if name not in GEMV_KERNELS:
+        raise ArgumentError(expected("ACCEL_GEMV_KERNEL", f"one of {GEMV_KERNELS}", repr(name)))
+    return name
+
+
+def gemv_kernel(fmt: str, K: int, params: dict, *, x_addr: int, w_addr: int, local_mem: int,
+                shuffles: bool = True, prefer: str = "qgemv") -> str:
+    """Which GEMV kernel of quant.cl computes rows of x against a ``fmt`` weight of K columns,
+    x and the weight at device addresses (or alignments) ``x_addr``, ``w_addr``:
+    ``qgemv_stream`` where it is preferred, ``params`` build it, K is a multiple of 64 (whole
+    pairs of blocks), the weight 4-byte and x 16-byte aligned and its local memory fits
+    ``local_mem`` bytes; ``qgemv`` (any K, any even weight address) otherwise.
+
+    >>> [gemv_kernel("q4_0", k, GPU_GEMV, x_addr=x, w_addr=w, local_mem=48 * 1024, prefer="qgemv_stream")
+    ...  for k, x, w in ((8192, 256, 256), (8224, 256, 256), (8192, 256, 2), (8192, 260, 256))]
+    ['qgemv_stream', 'qgemv', 'qgemv', 'qgemv']
+    """
+    streams = prefer == "qgemv_stream" and "STREAM_ROWS" in params and K % 64 == 0 \
+        and w_addr % 4 == 0 and x_addr % 16 == 0
+    fits = streams and stream_local_bytes(params, fmt, shuffles) <= local_mem
+    return "qgemv_stream" if fits else "qgemv"
 
 
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
@@ -246,8 +298,8 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
-    return Variant("quant.cl", ("quantize", "dequantize", "qmatmul", "qgemv"), {**d, **p},
-                   _dialects(p))
+    names = ("quantize", "dequantize", "qmatmul", "qgemv") + (("qgemv_stream",) if "STREAM_ROWS" in p else ())
+    return Variant("quant.cl", names, {**d, **p}, _dialects(p))
 
 
 @cache
@@ -298,4 +350,4 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+           "quant", "gemv_kernel", "preferred_gemv", "stream_local_bytes", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

@@ -153,6 +153,29 @@ template <int PENDING> DEVICE void cp_async_wait() {
 #endif
 
 /* ---------------------------------------------------------------- shared by every dialect */
+/* Streaming global -> local copies for a team of 32 work-items that each wait only for their
+ * own copies: STREAM_COPY16(dst, src) copies 16 aligned bytes; STREAM_COMMIT() closes this
+ * work-item's batch of copies; STREAM_WAIT(n) waits until at most n of its batches are still in
+ * flight; TEAM_SYNC() then makes every work-item's copies visible to the whole team (and orders
+ * the team's reads before the next copies into the same local memory). On sm_80 and later the
+ * copies are cp.async (no registers held while they are in flight) and the team is a warp; on
+ * other devices they are plain loads and stores and TEAM_SYNC() is a work-group barrier, so
+ * every work-item of the group must reach it. */
+#if defined(ACCEL_CUDA) && __CUDA_ARCH__ >= 800
+#define STREAM_COPY16(dst, src) cp_async16((dst), (src), 16)
+#define STREAM_COMMIT() cp_async_commit()
+#define STREAM_WAIT(n) cp_async_wait<(n)>()
+#else
+#define STREAM_COPY16(dst, src) (*(dst) = *(src))
+#define STREAM_COMMIT() ((void)0)
+#define STREAM_WAIT(n) ((void)0)
+#endif
+#if defined(ACCEL_CUDA)
+#define TEAM_SYNC() __syncwarp()
+#else
+#define TEAM_SYNC() BARRIER()
+#endif
+
 /* bfloat16 as a uint16 bit pattern: widening is exact; narrowing rounds to nearest even and
  * keeps NaN a (quiet) NaN instead of letting the rounding carry turn it into infinity. */
 DEVICE float bf16_to_f32(u16 b) { return AS_FLOAT(((u32)b) << 16); }
@@ -287,6 +310,17 @@ typedef float4 f32x4;
 #define ADDR_BITS(p) ((u32)(size_t)(p))
 #define BYTE_F23(w, k) AS_FLOAT(__byte_perm((w), 0x4B000000u, 0x7440u | (k)))
 #define BYTE_F16(w, k) AS_FLOAT(__byte_perm((w), 0x41000000u, 0x7044u | ((k) << 8)))
+#endif
+
+/* KEEP(v): v (a float variable) is computed here, once: the optimizer may not sink its
+ * computation into a loop that uses it (NVVM does, recomputing loop-invariant sums per
+ * iteration); free on OpenCL, where no compiler was seen doing that. */
+#if defined(ACCEL_OPENCL)
+#define KEEP(v) ((void)0)
+#elif defined(ACCEL_HIP)
+#define KEEP(v) asm volatile("" : "+v"(v)) /* a vector register */
+#else
+#define KEEP(v) asm volatile("" : "+f"(v))
 #endif
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }

@@ -330,3 +330,217 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
                 if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r,
                                                    CODE_SCALE * acc[i][r]);
 }
+
+/* Streaming GEMV for GPUs (what the backends run for M <= GEMV_MAX_M where it applies):
+ * out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], the same sum as qgemv in another order.
+ *
+ * Launch contract: local size (32 * STREAM_WARPS, 1); groups (ceil(N / STREAM_ROWS), M); any N
+ * and M; K a multiple of 64, the weight 4-byte aligned (so every pair of blocks starts at a
+ * multiple of 4 bytes) and float32 x 16-byte aligned; qgemv serves the rest. STREAM_WARPS is a power of two dividing
+ * STREAM_ROWS.
+ *
+ * qgemv's loads each realign one 2-byte-aligned block, and its work-items hold the next tile's
+ * loads in registers; here a team of 32 work-items copies a contiguous slice of a weight row
+ * (32 pairs of blocks, 1152 or 2176 bytes) into local memory as aligned 16-byte words, with
+ * STREAM_STAGES - 1 rows in flight (cp.async on sm_80 and later: in flight without registers),
+ * and work-item l reads its pair of blocks back at fixed offsets (36 or 68 bytes apart: no bank
+ * conflicts). Work-item l keeps the 64 values of x under its pair in registers for every row of
+ * the group, with the sums of each 4 that Q4_0's code offset needs (see qgemv). A group's teams
+ * split K in slices of 64 blocks (as many teams per row as there are slices, up to STREAM_WARPS,
+ * the others take other rows); longer rows take several passes. Each work-item's sum for a row
+ * goes to local memory, and the group adds them in a fixed order at the end. */
+#ifdef STREAM_ROWS
+#define SLANES 32 /* work-items per team: one pair of blocks each */
+#define PAIR_BYTES (2 * BLOCK_BYTES)
+#define PAIR_WORDS (PAIR_BYTES / 4)
+#define SLICE_BLOCKS (2 * SLANES)
+#define SLICE_BYTES (SLANES * PAIR_BYTES) /* a multiple of 16 */
+#define STAGE_WORDS16 (SLICE_BYTES / 16 + 1) /* + 1: a slice may start 4, 8 or 12 bytes into a word */
+#define STREAM_ITEMS (SLANES * STREAM_WARPS)
+#define SUM_RUN 16 /* the final reduction adds runs of 16 work-items' sums, then the runs */
+#define STREAM_SHFL (ACCEL_WARP >= 32) /* teams reduce by shuffles, else in local memory */
+#define F32_IS_F32 1
+#define F16_IS_F32 0
+#define BF16_IS_F32 0
+#define IN_IS_F32 ACCEL_CAT(IN_DT, _IS_F32)
+
+/* The 32 bits of the pair's words W from bit b on (b a constant); bits past the last word are 0. */
+DEVICE u32 pair_bits(const u32* W, int b) {
+    const u32 lo = W[b / 32], hi = b / 32 + 1 < PAIR_WORDS ? W[b / 32 + 1] : 0u;
+    return b % 32 == 0 ? lo : (u32)((((u64)hi << 32) | lo) >> (b % 32));
+}
+
+/* The scale and the 8 code words (as take_block gives them) of the block whose bytes start at
+ * byte `at` (0 or BLOCK_BYTES) of the pair's words. */
+DEVICE float pair_block(const u32* W, int at, u32* codes) {
+    const int cb = 8 * (at + 2); /* the first code byte's bit */
+    UNROLL for (int j = 0; j < 8; ++j) {
+#if FMT_Q8_0
+        codes[j] = pair_bits(W, cb + 32 * j);
+#else /* low nibbles from 3 bits early, high nibbles from 1 bit late: nibbles at bits 3..6 */
+        codes[j] = pair_bits(W, cb + 32 * (j & 3) + (j < 4 ? -3 : 1));
+#endif
+    }
+    u16 bits = (u16)(W[at / 4] >> (8 * (at % 4)));
+    return LOAD_F16((const T_F16*)&bits, 0);
+}
+
+/* Start copying a row's slice (from byte `at` of the row, `left` bytes of the row from there on)
+ * into dst: the aligned 16-byte words that cover it, none that starts past the row (those would
+ * hold no byte of the weight, and may lie past its end). */
+DEVICE void stream_fetch(LOCAL_PTR u32x4* dst, GLOBAL const u8* at, int left, int lane) {
+    const u32 a = ADDR_BITS(at) & 15u;
+    GLOBAL const u32x4* src = (GLOBAL const u32x4*)(at - a) + lane;
+    const int words = ((int)a + left + 15) / 16; /* at most STAGE_WORDS16 */
+    dst += lane;
+    UNROLL for (int c = 0; c < (STAGE_WORDS16 + SLANES - 1) / SLANES; ++c)
+        if (lane + c * SLANES < words) STREAM_COPY16(dst + c * SLANES, src + c * SLANES);
+}
+
+/* Four values of x from k on (a multiple of 4) as a float4 (float32 x is 16-byte aligned);
+ * zeros from `end` on. */
+DEVICE f32x4 load_x4(GLOBAL const IN_T* xr, i64 k, int end) {
+    f32x4 v;
+#if IN_IS_F32
+    if (k < end) return *(GLOBAL const f32x4*)(xr + k);
+    v.x = v.y = v.z = v.w = 0.0f;
+#else
+    v.x = k < end ? LOAD_IN(xr, k) : 0.0f;
+    v.y = k < end ? LOAD_IN(xr, k + 1) : 0.0f;
+    v.z = k < end ? LOAD_IN(xr, k + 2) : 0.0f;
+    v.w = k < end ? LOAD_IN(xr, k + 3) : 0.0f;
+#endif
+    return v;
+}
+
+KERNEL LAUNCH_BOUNDS(STREAM_ITEMS, 1, STREAM_MIN_GROUPS)
+void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+                  GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    LOCAL u32x4 ring[STREAM_WARPS][STREAM_STAGES][STAGE_WORDS16];
+    LOCAL f32x4 xstage[STREAM_WARPS][4 * SLANES];
+#if STREAM_SHFL
+    LOCAL float sums[STREAM_ROWS][STREAM_WARPS];          /* per row: each team's sum */
+#else
+    LOCAL float sums[STREAM_ROWS][STREAM_ITEMS];          /* per row: each work-item's sum */
+#endif
+    const int tid = LOCAL_ID(0), lane = tid % SLANES, warp = tid / SLANES;
+    const int nblk = K / QK, slices = (nblk + SLICE_BLOCKS - 1) / SLICE_BLOCKS;
+    int ks = 1; /* teams per row: the slices' power of two, up to STREAM_WARPS */
+    while (ks < STREAM_WARPS && ks < slices) ks *= 2;
+    const int teams = STREAM_WARPS / ks, my_slice = warp % ks, team = warp / ks;
+    const int steps = STREAM_ROWS / teams; /* rows per team: team + teams * i */
+    const int n0 = GROUP_ID(0) * STREAM_ROWS, m = GROUP_ID(1);
+    const i64 row_bytes = (i64)nblk * BLOCK_BYTES;
+    GLOBAL const IN_T* xr = x + (i64)m * K;
+#if STREAM_SHFL
+    LOCAL_PTR float* my_sums = &sums[team][my_slice];
+#define SUMS_STRIDE STREAM_WARPS
+#else
+    LOCAL_PTR float* my_sums = &sums[team][my_slice * SLANES + lane];
+#define SUMS_STRIDE STREAM_ITEMS
+#endif
+    for (int pass = 0; pass * ks < slices; ++pass) {
+        const int slice = pass * ks + my_slice, pair = slice * SLANES + lane;
+        const int has_pair = 2 * pair < nblk; /* K is a multiple of 64: both blocks or neither */
+        /* this team's rows n0 + team + teams * i for i < live hold weight bytes of this pass */
+        const int live = slice < slices ? imin(steps, (N - n0 - team + teams - 1) / teams) : 0;
+        const i64 stride = teams * row_bytes, skip = (i64)slice * SLICE_BYTES;
+        GLOBAL const u8* rows = w + (n0 + team) * row_bytes + skip; /* row step 0's slice */
+        const int left = (int)(row_bytes - skip < SLICE_BYTES ? row_bytes - skip : SLICE_BYTES);
+#define STREAM_FETCH(i) do {                                                                      \
+            if ((i) < live)                                                                      \
+                stream_fetch(ring[warp][(i) % STREAM_STAGES], rows + (i) * stride, left, lane);  \
+            STREAM_COMMIT();                                                                     \
+        } while (0)
+        UNROLL for (int i = 0; i + 1 < STREAM_STAGES; ++i) STREAM_FETCH(i);
+        /* x under the pair: 16 float4s per work-item, moved through local memory in 4 rounds so
+         * that every load covers 8 runs of 64 bytes (reading its own 256 bytes, a work-item's
+         * loads would each touch 32 cache lines); round r brings float4s 4r..4r+3 of each
+         * work-item, stored with their index XOR (owner / 2) % 4 so that reads do not collide */
+        f32x4 xin[16], xv4[16];
+        UNROLL for (int r = 0; r < 4; ++r)
+            UNROLL for (int t = 0; t < 4; ++t) {
+                const int owner = 8 * t + lane / 4; /* float4 (lane % 4) of owner's round r */
+                xin[4 * r + t] = load_x4(xr, 64 * ((i64)slice * SLANES + owner) + 16 * r + 4 * (lane % 4),
+                                         2 * (slice * SLANES + owner) < nblk ? K : 0);
+            }
+        UNROLL for (int r = 0; r < 4; ++r) {
+            UNROLL for (int t = 0; t < 4; ++t) {
+                const int owner = 8 * t + lane / 4;
+                xstage[warp][4 * owner + ((lane % 4) ^ ((owner / 2) % 4))] = xin[4 * r + t];
+            }
+            TEAM_SYNC();
+            UNROLL for (int c = 0; c < 4; ++c)
+                xv4[4 * r + c] = xstage[warp][4 * lane + (c ^ ((lane / 2) % 4))];
+            TEAM_SYNC();
+        }
+        float xv[64], xq[16];
+        UNROLL for (int q = 0; q < 16; ++q) {
+            xv[4 * q] = xv4[q].x; xv[4 * q + 1] = xv4[q].y;
+            xv[4 * q + 2] = xv4[q].z; xv[4 * q + 3] = xv4[q].w;
+            xq[q] = (xv[4 * q] + xv[4 * q + 1]) + (xv[4 * q + 2] + xv[4 * q + 3]);
+            KEEP(xq[q]);
+        }
+        _Pragma("unroll 4") for (int i = 0; i < steps; ++i) {
+            STREAM_WAIT(STREAM_STAGES - 2); /* this work-item's copies of step i have landed */
+            TEAM_SYNC();                    /* everyone's have, and step i - 1's reads are done */
+            STREAM_FETCH(i + STREAM_STAGES - 1);
+            float sum = 0.0f;
+            if (has_pair && i < live) {
+                const u32 a = ADDR_BITS(rows + i * stride) & 15u;
+                LOCAL_PTR const u32* p = (LOCAL_PTR const u32*)ring[warp][i % STREAM_STAGES] + a / 4 +
+                                         PAIR_WORDS * lane;
+                u32 W[PAIR_WORDS];
+                UNROLL for (int j = 0; j < PAIR_WORDS; ++j) W[j] = p[j];
+                UNROLL for (int b = 0; b < 2; ++b) {
+                    u32 codes[8];
+                    const float d = pair_block(W, b * BLOCK_BYTES, codes);
+                    float part = 0.0f;
+                    UNROLL for (int q = 0; q < 8; ++q) {
+                        const u32 quad = code_quad(codes, q);
+                        UNROLL for (int k = 0; k < 4; ++k) {
+                            if (k == 2) part = UNBIAS(part, xq[8 * b + q]);
+                            part = FMA(xv[32 * b + 4 * q + k], CODE_AT(quad, k), part);
+                        }
+                    }
+                    sum = FMA(d, part, sum);
+                }
+            }
+            LOCAL_PTR float* to = my_sums + i * teams * SUMS_STRIDE; /* row team + teams * i */
+#if STREAM_SHFL
+            UNROLL for (int o = SLANES / 2; o > 0; o >>= 1) sum += SHFL_DOWN(sum, o);
+            if (lane == 0) *to = pass ? *to + sum : sum;
+#else
+            *to = pass ? *to + sum : sum;
+#endif
+        }
+#undef STREAM_FETCH
+        TEAM_SYNC(); /* the next pass's first copies reuse the slots this pass read last */
+    }
+    BARRIER();
+#if STREAM_SHFL
+    for (int r = tid; r < STREAM_ROWS; r += STREAM_ITEMS) {
+        if (n0 + r >= N) continue;
+        float s = 0.0f;
+        for (int j = 0; j < ks; ++j) s += sums[r][j];
+        STORE_OUT(out, (i64)m * N + n0 + r, CODE_SCALE * s);
+    }
+#else
+    const int runs = ks * SLANES / SUM_RUN;
+    for (int u = tid; u < STREAM_ROWS * runs; u += STREAM_ITEMS) {
+        LOCAL_PTR float* run = &sums[u / runs][(u % runs) * SUM_RUN];
+        float s = 0.0f;
+        UNROLL for (int t = 0; t < SUM_RUN; ++t) s += run[t];
+        run[0] = s;
+    }
+    BARRIER();
+    for (int r = tid; r < STREAM_ROWS; r += STREAM_ITEMS) {
+        if (n0 + r >= N) continue;
+        float s = 0.0f;
+        for (int j = 0; j < runs; ++j) s += sums[r][j * SUM_RUN];
+        STORE_OUT(out, (i64)m * N + n0 + r, CODE_SCALE * s);
+    }
+#endif
+#undef SUMS_STRIDE
+}
+#endif

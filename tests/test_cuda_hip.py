@@ -8,7 +8,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from gpu_toolchains import need
+from gpu_toolchains import need, sass_of
 
 import accel
 from accel import spec as S
@@ -206,6 +206,39 @@ def test_gemv_and_decode_batches_run_qgemv_covering_every_output(m):
     rows = d["GEMV_TEAMS"] * d["RN"]  # weight rows per block
     assert grid[0] * rows >= 301 > (grid[0] - 1) * rows
     assert grid[1] * d["RM"] >= m > (grid[1] - 1) * d["RM"]
+
+
+@pytest.mark.parametrize("m", [1, 8])
+def test_gemv_stream_groups_cover_every_output(m):
+    qm = S.qmatmul_spec((m, 8192), "float32", (301, 8192), get_format("q4_0"))
+    v = CB.kernel_variant(qm)
+    d = v.defines
+    name, grid, block = CB.launch_plan(qm, v, "qgemv_stream")
+    assert name == "qgemv_stream" and block == (32 * d["STREAM_WARPS"], 1, 1)
+    assert grid[0] * d["STREAM_ROWS"] >= 301 > (grid[0] - 1) * d["STREAM_ROWS"]
+    assert grid[1:] == (m, 1)  # one group row per row of x
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_gemv_stream_compiles_to_cp_async_within_its_register_budget(arch, fmt):
+    need(arch)
+    from accel import kernels as K
+
+    p = K.GPU_GEMV
+    v = K.quant(fmt, "float32", p)
+    r = CB.build_kernel(K.program_text(v.source), "qgemv_stream", arch, 32, options=tuple(v.options()))
+    res = r.resources["qgemv_stream"]
+    # the residency it asks for: STREAM_MIN_GROUPS groups of 32 * STREAM_WARPS threads per SM
+    assert res.registers <= 65536 // (p["STREAM_MIN_GROUPS"] * 32 * p["STREAM_WARPS"])
+    block = {"q4_0": 18, "q8_0": 34}[fmt]  # ring of row slices, x staging, one sum per warp and row
+    assert res.shared_bytes == p["STREAM_WARPS"] * (p["STREAM_STAGES"] * (64 * block + 16) + 2048
+                                                     + 4 * p["STREAM_ROWS"])
+    assert res.shared_bytes == K.stream_local_bytes(p, fmt)
+    sass = sass_of(r, "qgemv_stream")
+    assert sass["LDGSTS"] > 0, sass  # the weight streams through cp.async
+    if fmt == "q4_0":  # Q8_0 spills a few setup values (32-120 bytes) outside the row loop
+        assert res.spills == 0 and sass["LDL"] == sass["STL"] == 0, (res, sass)
 
 
 def test_grid_limits_are_declined_with_a_reason():

@@ -1,9 +1,13 @@
-"""The GPU GEMV kernel (``qgemv`` in kernels/quant.cl) run for real on an OpenCL device (PoCL
-here) with GPU parameter sets, against float64 math on ``accel.dequantize`` of the same weights.
+"""The GPU GEMV kernels (``qgemv`` and ``qgemv_stream`` in kernels/quant.cl) run for real on an
+OpenCL device (PoCL here) with GPU parameter sets, against float64 math on ``accel.dequantize`` of
+the same weights.
 
-Odd K / 32 puts consecutive weight rows at every even offset modulo 16 (the kernel's 16-byte loads
-cover each block's aligned superset); K = 32 is a single block per row; odd N, M = 3 and RN, RM
-that do not divide them leave partial teams and groups."""
+qgemv: odd K / 32 puts consecutive weight rows at every even offset modulo 16 (the kernel's
+16-byte loads cover each block's aligned superset); K = 32 is a single block per row; odd N, M = 3
+and RN, RM that do not divide them leave partial teams and groups.
+qgemv_stream (K a multiple of 64): rows start 4, 8 or 12 bytes into a 16-byte word when K / 64 is
+odd; K = 64 leaves one pair of blocks in a 32-pair slice; K = 64 * 33 two slices, the second
+with one pair; K = 64 * 300 three passes of 4 slices, the last with 2 of them empty."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -23,6 +27,8 @@ NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat
 
 
 def _backend(gemv: dict) -> OpenCLBackend:
+    """opencl:0 with the GPU GEMV parameters ``gemv``; the GEMV kernel is chosen when a spec's plan
+    is built, from ACCEL_GEMV_KERNEL as it is then."""
     be = OpenCLBackend(0)
     be.params = {**be.params, "gemv": dict(gemv), "qmatmul": {**K.GPU_QMATMUL, "WG": 16}}
     return be
@@ -39,8 +45,8 @@ def _weights(rng, fmt, N, Kd):
     return np.asarray(qt.raw), accel.dequantize(qt).astype(np.float64)
 
 
-def _check(be, rng, fmt, dtype, M, N, Kd):
-    raw, wd = _weights(rng, fmt, N, Kd)
+def _check(be, rng, fmt, dtype, M, N, Kd, raw_wd=None):
+    raw, wd = raw_wd or _weights(rng, fmt, N, Kd)
     x = rng.standard_normal((M, Kd)).astype(NP[dtype])
     spec = S.qmatmul_spec(x.shape, dtype, (N, Kd), accel.formats.get_format(fmt))
     tx = Tensor(be, be.upload(x), x.shape, dtype)
@@ -48,8 +54,13 @@ def _check(be, rng, fmt, dtype, M, N, Kd):
     got = accel.ops.execute(be, spec, tx, tw).numpy()
     assert got.shape == (M, N) and got.dtype == x.dtype
     x64 = x.astype(np.float64)
-    want = x64 @ wd.T
-    bad = np.abs(got.astype(np.float64) - want) > matmul_bound(x64, wd.T, want, dtype)
+    with np.errstate(invalid="ignore"):  # an infinite weight times a zero of x
+        want = x64 @ wd.T
+    finite = np.isfinite(want)
+    assert (np.isfinite(got) == finite).all()
+    with np.errstate(invalid="ignore"):
+        bad = np.abs(got.astype(np.float64) - want) > matmul_bound(x64, wd.T, want, dtype)
+    bad &= finite
     assert not bad.any(), f"{bad.sum()} of {bad.size} out of bound, first {np.argwhere(bad)[0]}"
 
 
@@ -97,3 +108,85 @@ def test_default_gemv_parameters_fill_an_h200():
     p = K.GPU_GEMV
     assert p["GEMV_WG"] * p["GEMV_TEAMS"] % 32 == 0  # whole warps
     assert -(-8192 // (p["GEMV_TEAMS"] * p["RN"])) >= 2 * 132  # N = 8192: work-groups for 132 SMs
+
+
+@pytest.fixture
+def streaming(monkeypatch):
+    """Backends built inside the test run qgemv_stream where it applies."""
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv_stream")
+
+
+STREAM_SHAPES = [(1, 37, 64), (3, 37, 64 * 33), (1, 45, 8192), (2, 19, 64 * 300)]
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("M,N,Kd", STREAM_SHAPES)
+def test_qgemv_stream_within_bound_of_float64(streaming, rng, fmt, dtype, M, N, Kd):
+    _check(_backend(K.GPU_GEMV), rng, fmt, dtype, M, N, Kd)
+
+
+@pytest.mark.parametrize("params", [
+    dict(STREAM_WARPS=1, STREAM_ROWS=3, STREAM_STAGES=2),  # one team: every slice is a pass
+    dict(STREAM_WARPS=2, STREAM_ROWS=6, STREAM_STAGES=3),
+    dict(STREAM_WARPS=8, STREAM_ROWS=8, STREAM_STAGES=5),  # more stages than some teams' rows
+], ids=lambda p: "-".join(f"{k.removeprefix('STREAM_')}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_stream_parameter_sets(streaming, rng, params, fmt):
+    be = _backend({**K.GPU_GEMV, **params})
+    for M, N, Kd in [(3, 23, 64 * 45), (1, 7, 64), (1, 5, 64 * 300)]:
+        _check(be, rng, fmt, "float32", M, N, Kd)
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_stream_reads_nothing_of_the_next_row(streaming, rng, fmt):
+    # K = 64 * 3: a slice of 32 pairs holds 3; the copies of a row's last 16-byte word and the
+    # work-items past its end see the next row's first block, here one with an infinite scale
+    N, Kd = 6, 64 * 3
+    raw, wd = _weights(rng, fmt, N, Kd)
+    raw = raw.copy()
+    raw[3, 0:2] = np.frombuffer(np.float16(np.inf).tobytes(), np.uint8)  # row 3's first scale
+    wd = accel.dequantize(accel.QTensor.from_raw(raw, fmt, (N, Kd), backend="cpu")).astype(np.float64)
+    assert np.isinf(wd[3, :32]).any() and np.isfinite(wd[[0, 1, 2, 4, 5]]).all()
+    _check(_backend(K.GPU_GEMV), rng, fmt, "float32", 1, N, Kd, (raw, wd))
+
+
+def test_qgemv_stream_launch_contract(streaming, rng, monkeypatch):
+    # kernels/quant.cl: local (32 * STREAM_WARPS), groups (ceil(N / STREAM_ROWS), M); K not a
+    # multiple of 64 falls back to qgemv
+    be = _backend({**K.GPU_GEMV, "STREAM_WARPS": 2, "STREAM_ROWS": 6})
+    seen = []
+    real = be._enqueue
+
+    def enqueue(kernel, gsize, lsize, what):
+        seen.append((what, gsize, lsize))
+        real(kernel, gsize, lsize, what)
+
+    monkeypatch.setattr(be, "_enqueue", enqueue)
+    _check(be, rng, "q4_0", "float32", 3, 20, 128)
+    _check(be, rng, "q4_0", "float32", 3, 20, 96)
+    (what, gsize, lsize), (what_odd, _, _) = seen
+    assert "qgemv_stream" in what and lsize == (64, 1) and gsize == (4 * 64, 3)
+    assert "qgemv_stream" not in what_odd and "qgemv" in what_odd
+
+
+def test_gemv_kernel_choice():
+    p = K.GPU_GEMV
+
+    def choice(fmt="q4_0", k=8192, x=256, w=256, local=48 * 1024, params=p, **kw):
+        return K.gemv_kernel(fmt, k, params, x_addr=x, w_addr=w, local_mem=local, **kw)
+
+    assert choice() == "qgemv"  # not asked for
+    assert choice(prefer="qgemv_stream") == "qgemv_stream"
+    for why in (dict(k=8192 + 32), dict(w=258), dict(x=264), dict(local=16 * 1024),
+                dict(fmt="q8_0", shuffles=False),  # one float per work-item and row: > 48 KiB
+                dict(params={k: v for k, v in p.items() if not k.startswith("STREAM_")})):
+        assert choice(prefer="qgemv_stream", **why) == "qgemv", why
+
+
+def test_gemv_kernel_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "fast")
+    with pytest.raises(accel.ArgumentError, match="ACCEL_GEMV_KERNEL.*'qgemv', 'qgemv_stream'.*'fast'"):
+        K.preferred_gemv()
+    monkeypatch.delenv("ACCEL_GEMV_KERNEL")
+    assert K.preferred_gemv() == "qgemv"

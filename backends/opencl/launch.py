@@ -161,11 +161,18 @@ def _qmatmul(be, spec: QMatmulSpec):
     op = "gemv" if spec.M == 1 or gemv_gpu else "qmatmul"
     p, wg = _kernel_params(be.params[op])
     tail = (np.int32(spec.M), np.int32(spec.N), np.int32(spec.K))
-    if "GEMV_WG" in p:  # teams of GEMV_WG work-items over RN weight rows each (kernels/quant.cl)
-        kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qgemv", p)
-        lsize = (p["GEMV_WG"] * p["GEMV_TEAMS"], 1)
-        gsize = (_ceil(spec.N, p["GEMV_TEAMS"] * p["RN"]) * lsize[0], _ceil(spec.M, p["RM"]))
-        return _launcher(be, kernel, gsize, lsize, "qmatmul (qgemv)", tail)
+    if "GEMV_WG" in p:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
+        # every buffer and view starts at a multiple of the base-address alignment
+        name = K.gemv_kernel(spec.fmt.name, spec.K, p, x_addr=be.alignment, w_addr=be.alignment,
+                             local_mem=be.dev.local_mem, shuffles=False, prefer=K.preferred_gemv())
+        kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, name, p)
+        if name == "qgemv_stream":  # groups of STREAM_WARPS teams of 32 over STREAM_ROWS rows
+            lsize = (32 * p["STREAM_WARPS"], 1)
+            gsize = (_ceil(spec.N, p["STREAM_ROWS"]) * lsize[0], spec.M)
+        else:  # teams of GEMV_WG work-items over RN weight rows each
+            lsize = (p["GEMV_WG"] * p["GEMV_TEAMS"], 1)
+            gsize = (_ceil(spec.N, p["GEMV_TEAMS"] * p["RN"]) * lsize[0], _ceil(spec.M, p["RM"]))
+        return _launcher(be, kernel, gsize, lsize, f"qmatmul ({name})", tail)
     kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qmatmul", p)
     lsize = (wg, 1)
     gsize = (_padded(_ceil(spec.N, p["RN"]), wg), _ceil(spec.M, p["RM"]))
