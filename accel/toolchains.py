@@ -462,23 +462,32 @@ def _cuda_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
+def sass_text(path: Path) -> tuple[str, str]:
+    """The NVIDIA binary's machine code as ``cuobjdump -sass`` prints it, and a note (empty when
+    it was read) saying why not."""
+    tool, disasm = _cuda_tool("cuobjdump"), _cuda_tool("nvdisasm")  # cuobjdump runs nvdisasm
+    if tool is None or disasm is None:
+        return "", ("cuobjdump or nvdisasm not found (pip install nvidia-cuda-cuobjdump "
+                    "nvidia-cuda-nvdisasm): SASS not read")
+    proc = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NVDISASM_PATH": str(Path(disasm).parent)})
+    if proc.returncode:
+        return "", f"cuobjdump -sass failed, SASS not read: {proc.stderr.strip()[:200]}"
+    return proc.stdout, ""
+
+
 def sass_counts(path: Path) -> tuple[dict[str, dict[str, int]], str]:
     """Per kernel of an NVIDIA binary, how many of each :data:`SASS_OPCODES` its machine code
     holds (read with ``cuobjdump -sass``), and a note when that could not be read. This is what
     proves, without a GPU, that a tensor-core kernel really issues HMMA/HGMMA and keeps its
     arrays out of local memory."""
-    tool, disasm = _cuda_tool("cuobjdump"), _cuda_tool("nvdisasm")  # cuobjdump runs nvdisasm
-    if tool is None or disasm is None:
-        return {}, ("cuobjdump or nvdisasm not found (pip install nvidia-cuda-cuobjdump "
-                    "nvidia-cuda-nvdisasm): SASS not read")
-    proc = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "NVDISASM_PATH": str(Path(disasm).parent)})
-    if proc.returncode:
-        return {}, f"cuobjdump -sass failed, SASS not read: {proc.stderr.strip()[:200]}"
-    starts = [(m.start(), m.group(1)) for m in _SASS_FUNCTION.finditer(proc.stdout)]
+    text, note = sass_text(path)
+    if note:
+        return {}, note
+    starts = [(m.start(), m.group(1)) for m in _SASS_FUNCTION.finditer(text)]
     out = {}
-    for (begin, name), (end, _) in zip(starts, starts[1:] + [(len(proc.stdout), "")]):
-        ops = _SASS_OPCODE.findall(proc.stdout, begin, end)
+    for (begin, name), (end, _) in zip(starts, starts[1:] + [(len(text), "")]):
+        ops = _SASS_OPCODE.findall(text, begin, end)
         out[name] = {op: ops.count(op) for op in SASS_OPCODES}
     return out, ""
 

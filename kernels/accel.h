@@ -84,8 +84,10 @@ typedef half T_F16;
 #endif
 #if defined(ACCEL_HIP)
 #define SHFL_DOWN(v, o) __shfl_down((v), (o))
+#define SHFL_XOR(v, o) __shfl_xor((v), (o))
 #else
 #define SHFL_DOWN(v, o) __shfl_down_sync(0xffffffffu, (v), (o))
+#define SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
 #endif
 #define KERNEL extern "C" __global__
 #define GLOBAL

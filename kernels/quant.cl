@@ -388,10 +388,10 @@ DEVICE float pair_block(const u32* W, int at, u32* codes) {
 /* Start copying a row's slice (from byte `at` of the row, `left` bytes of the row from there on)
  * into dst: the aligned 16-byte words that cover it, none that starts past the row (those would
  * hold no byte of the weight, and may lie past its end). */
-DEVICE void stream_fetch(LOCAL_PTR u32x4* dst, GLOBAL const u8* at, int left, int lane) {
+DEVICE void stream_fetch(LOCAL_PTR u32x4* dst, GLOBAL const u8* at, u32 left, int lane) {
     const u32 a = ADDR_BITS(at) & 15u;
     GLOBAL const u32x4* src = (GLOBAL const u32x4*)(at - a) + lane;
-    const int words = ((int)a + left + 15) / 16; /* at most STAGE_WORDS16 */
+    const int words = (int)((a + left + 15u) >> 4); /* at most STAGE_WORDS16 */
     dst += lane;
     UNROLL for (int c = 0; c < (STAGE_WORDS16 + SLANES - 1) / SLANES; ++c)
         if (lane + c * SLANES < words) STREAM_COPY16(dst + c * SLANES, src + c * SLANES);
@@ -412,6 +412,44 @@ DEVICE f32x4 load_x4(GLOBAL const IN_T* xr, i64 k, int end) {
 #endif
     return v;
 }
+
+/* This work-item's part of a row: its pair of blocks, whose words start at p, against the
+ * 64 values of x under them (xv) and their sums by 4 (xq). */
+DEVICE float pair_row(LOCAL_PTR const u32* p, const float* xv, const float* xq) {
+    u32 W[PAIR_WORDS];
+    UNROLL for (int j = 0; j < PAIR_WORDS; ++j) W[j] = p[j];
+    float sum = 0.0f;
+    UNROLL for (int b = 0; b < 2; ++b) {
+        u32 codes[8];
+        const float d = pair_block(W, b * BLOCK_BYTES, codes);
+        float part = 0.0f;
+        UNROLL for (int q = 0; q < 8; ++q) {
+            const u32 quad = code_quad(codes, q);
+            UNROLL for (int k = 0; k < 4; ++k) {
+                if (k == 2) part = UNBIAS(part, xq[8 * b + q]);
+                part = FMA(xv[32 * b + 4 * q + k], CODE_AT(quad, k), part);
+            }
+        }
+        sum = FMA(d, part, sum);
+    }
+    return sum;
+}
+
+#if STREAM_SHFL
+/* The team's totals of four values per work-item (s[g] for g < 4), by a butterfly whose first two
+ * rounds halve what is exchanged: work-item l ends with the total of s[l / 8] (5 shuffles for
+ * four totals instead of 20). */
+DEVICE float team_sum4(const float* s, int lane) {
+    const int hi = lane & 16, mid = lane & 8;
+    float a = hi ? s[2] : s[0], b = hi ? s[3] : s[1];
+    a += SHFL_XOR(hi ? s[0] : s[2], 16);
+    b += SHFL_XOR(hi ? s[1] : s[3], 16);
+    float e = mid ? b : a;
+    e += SHFL_XOR(mid ? a : b, 8);
+    UNROLL for (int o = 4; o > 0; o >>= 1) e += SHFL_XOR(e, o);
+    return e;
+}
+#endif
 
 KERNEL LAUNCH_BOUNDS(STREAM_ITEMS, 1, STREAM_MIN_GROUPS)
 void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
@@ -446,10 +484,13 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         const int live = slice < slices ? imin(steps, (N - n0 - team + teams - 1) / teams) : 0;
         const i64 stride = teams * row_bytes, skip = (i64)slice * SLICE_BYTES;
         GLOBAL const u8* rows = w + (n0 + team) * row_bytes + skip; /* row step 0's slice */
-        const int left = (int)(row_bytes - skip < SLICE_BYTES ? row_bytes - skip : SLICE_BYTES);
+        const u32 left = (u32)(row_bytes - skip < SLICE_BYTES ? row_bytes - skip : SLICE_BYTES);
+        GLOBAL const u8* fetch_at = rows; /* the next slice to copy, one row step later each */
+        const u32 back = (u32)(STREAM_STAGES * stride); /* from it to the slice being read */
 #define STREAM_FETCH(i) do {                                                                      \
             if ((i) < live)                                                                      \
-                stream_fetch(ring[warp][(i) % STREAM_STAGES], rows + (i) * stride, left, lane);  \
+                stream_fetch(ring[warp][(i) % STREAM_STAGES], fetch_at, left, lane);             \
+            fetch_at += stride;                                                                  \
             STREAM_COMMIT();                                                                     \
         } while (0)
         UNROLL for (int i = 0; i + 1 < STREAM_STAGES; ++i) STREAM_FETCH(i);
@@ -481,37 +522,33 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
             xq[q] = (xv[4 * q] + xv[4 * q + 1]) + (xv[4 * q + 2] + xv[4 * q + 3]);
             KEEP(xq[q]);
         }
-        _Pragma("unroll 4") for (int i = 0; i < steps; ++i) {
-            STREAM_WAIT(STREAM_STAGES - 2); /* this work-item's copies of step i have landed */
-            TEAM_SYNC();                    /* everyone's have, and step i - 1's reads are done */
-            STREAM_FETCH(i + STREAM_STAGES - 1);
-            float sum = 0.0f;
-            if (has_pair && i < live) {
-                const u32 a = ADDR_BITS(rows + i * stride) & 15u;
-                LOCAL_PTR const u32* p = (LOCAL_PTR const u32*)ring[warp][i % STREAM_STAGES] + a / 4 +
-                                         PAIR_WORDS * lane;
-                u32 W[PAIR_WORDS];
-                UNROLL for (int j = 0; j < PAIR_WORDS; ++j) W[j] = p[j];
-                UNROLL for (int b = 0; b < 2; ++b) {
-                    u32 codes[8];
-                    const float d = pair_block(W, b * BLOCK_BYTES, codes);
-                    float part = 0.0f;
-                    UNROLL for (int q = 0; q < 8; ++q) {
-                        const u32 quad = code_quad(codes, q);
-                        UNROLL for (int k = 0; k < 4; ++k) {
-                            if (k == 2) part = UNBIAS(part, xq[8 * b + q]);
-                            part = FMA(xv[32 * b + 4 * q + k], CODE_AT(quad, k), part);
-                        }
-                    }
-                    sum = FMA(d, part, sum);
+        LOCAL_PTR u32x4* my_ring = ring[warp][0];
+        for (int i0 = 0; i0 < steps; i0 += 4) { /* four row steps, then one reduction of them */
+            float s[4];
+            UNROLL for (int g = 0; g < 4; ++g) {
+                const int i = i0 + g;
+                s[g] = 0.0f;
+                if (i >= steps) continue; /* the same for the whole team */
+                STREAM_WAIT(STREAM_STAGES - 2); /* this work-item's copies of step i landed */
+                TEAM_SYNC();                    /* everyone's have; step i - 1's reads are done */
+                STREAM_FETCH(i + STREAM_STAGES - 1);
+                const u32 a = (ADDR_BITS(fetch_at) - back) & 15u; /* where step i's slice starts */
+                if (has_pair && i < live) {
+                    s[g] = pair_row((LOCAL_PTR const u32*)(my_ring + (i % STREAM_STAGES) * STAGE_WORDS16) +
+                                    a / 4 + PAIR_WORDS * lane, xv, xq);
                 }
+#if !STREAM_SHFL
+                LOCAL_PTR float* to = my_sums + i * teams * SUMS_STRIDE; /* row team + teams * i */
+                *to = pass ? *to + s[g] : s[g];
+#endif
             }
-            LOCAL_PTR float* to = my_sums + i * teams * SUMS_STRIDE; /* row team + teams * i */
 #if STREAM_SHFL
-            UNROLL for (int o = SLANES / 2; o > 0; o >>= 1) sum += SHFL_DOWN(sum, o);
-            if (lane == 0) *to = pass ? *to + sum : sum;
-#else
-            *to = pass ? *to + sum : sum;
+            const float total = team_sum4(s, lane);
+            const int i = i0 + lane / 8;
+            if (lane % 8 == 0 && i < steps) {
+                LOCAL_PTR float* to = my_sums + i * teams * SUMS_STRIDE;
+                *to = pass ? *to + total : total;
+            }
 #endif
         }
 #undef STREAM_FETCH

@@ -2,6 +2,8 @@
 cuobjdump): without them they skip, saying what to install - except where
 ACCEL_REQUIRE_TOOLCHAINS=1 (CI), where anything missing fails them."""
 import os
+import re
+from collections import Counter
 
 import pytest
 
@@ -29,3 +31,28 @@ def sass_of(result: toolchains.CompileResult, kernel: str) -> dict:
     if sass is None:
         missing(result.resources_note)
     return sass
+
+
+_INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", re.M)
+_BACK = re.compile(r"\bBRA (?:\S+, )?0x([0-9a-f]+)")
+
+
+def hot_loop(result: toolchains.CompileResult, kernel: str, opcode: str = "FFMA") -> Counter:
+    """Opcode counts of ``kernel``'s hot loop: the shortest loop (a backward branch and what it
+    jumps over) holding at least 3/4 of the kernel's ``opcode`` instructions."""
+    text, note = toolchains.sass_text(result.path)
+    if note:
+        missing(note)
+    body = text[text.index(f"Function : {kernel}\n"):]
+    body = body[:body.find("Function : ", 1)] if "Function : " in body[1:] else body
+    code = [(int(a, 16), re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0])
+            for a, t in _INSTR.findall(body)]
+    total = sum(op == opcode for _, op in code)
+    loops = []
+    for (addr, _), (_, text_) in zip(code, _INSTR.findall(body)):
+        if (m := _BACK.search(text_)) and int(m.group(1), 16) < addr:
+            ops = Counter(op for a, op in code if int(m.group(1), 16) <= a <= addr)
+            if ops[opcode] * 4 >= total * 3:
+                loops.append((sum(ops.values()), ops))
+    assert loops, f"no loop of {kernel} holds 3/4 of its {opcode}"
+    return min(loops, key=lambda x: x[0])[1]
