@@ -5,6 +5,8 @@
 #   kernels-check.json          every shipped kernel variant compiled for this GPU's arch
 #   conformance-cuda.json       quick conformance profile, shared-dialect kernels (impl=kernels)
 #   conformance-cuda-vendor.json  the same for matmul through cuBLAS (impl=vendor)
+#   conformance-cuda-gemv-stream.json  quantized matmul (full profile) with the streaming GEMV
+#                               kernel (ACCEL_GEMV_KERNEL=qgemv_stream) where it applies
 #   conformance-cuda-tensorcore.json  float16/bfloat16 matmul and attention on tensor cores
 #                               (impl=tensorcore), full profile: multi-tile shapes, aligned and
 #                               unaligned operands, so every tensor-core kernel runs (wgmma on sm_90,
@@ -15,7 +17,8 @@
 # Each step has its own time limit so the whole run stays within 5 minutes; a failed step is
 # reported and the others still run. Exit status: 0 when every step succeeded.
 #
-# usage: conformance/gpu_check.sh OUTDIR   (PYTHON=python3 by default)
+# usage: conformance/gpu_check.sh OUTDIR   (PYTHON=python3 by default; ACCEL_COMMIT=<hash> names
+# the commit in the results where the checkout's .git is not current)
 set -u -o pipefail
 
 OUT=${1:?usage: conformance/gpu_check.sh OUTDIR}
@@ -56,6 +59,9 @@ fi
 step kernels-check 60 "$PY" -m accel kernels check --targets "$ARCH" --json "$OUT/kernels-check.json"
 step conformance-kernels 90 env ACCEL_CUDA_IMPL=kernels \
     "$PY" -m accel conformance --backend cuda --profile quick --no-progress --json "$OUT/conformance-cuda.json"
+step conformance-gemv-stream 45 env ACCEL_CUDA_IMPL=kernels ACCEL_GEMV_KERNEL=qgemv_stream \
+    "$PY" -m accel conformance --backend cuda --profile full --ops qmatmul --no-progress \
+    --json "$OUT/conformance-cuda-gemv-stream.json"
 step conformance-vendor 45 env ACCEL_CUDA_IMPL=vendor "$PY" -m accel conformance --backend cuda \
     --profile quick --ops matmul --no-progress --json "$OUT/conformance-cuda-vendor.json"
 step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel conformance --backend cuda \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import subprocess
 from collections import Counter
@@ -20,7 +21,11 @@ STATUSES = ("passed", "failed", "unsupported", "compiled_only", "error")
 
 
 def _commit() -> str:
-    """The accel source tree's git commit ("" outside a checkout); "+dirty" with local edits."""
+    """The accel source tree's git commit ("" outside a checkout); "+dirty" with local edits.
+    ``ACCEL_COMMIT`` overrides it, for copies of a checkout whose git metadata is not their own
+    (a remote machine given the working tree with an older .git: docs/gpu.md)."""
+    if given := os.environ.get("ACCEL_COMMIT"):
+        return given
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,

@@ -190,3 +190,20 @@ def test_gemv_kernel_from_the_environment(monkeypatch):
         K.preferred_gemv()
     monkeypatch.delenv("ACCEL_GEMV_KERNEL")
     assert K.preferred_gemv() == "qgemv"
+
+
+@pytest.mark.parametrize("kernel", K.GEMV_KERNELS)
+def test_full_conformance_profile_passes_through_each_gpu_gemv(rng, monkeypatch, kernel):
+    # every quantized-matmul case of the full profile (NaN and infinite blocks, long K, odd
+    # shapes) on the GPU parameters, M <= GEMV_MAX_M through the GEMV kernel asked for
+    from accel.conformance import suite
+
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", kernel)
+    seen = []
+    be = _backend(K.GPU_GEMV)
+    real = be._enqueue
+    monkeypatch.setattr(be, "_enqueue", lambda k, g, l, what: (seen.append(what), real(k, g, l, what)))
+    results = suite.run(be, profile="full", ops=["qmatmul"])
+    bad = [f"{r.case.id}: {r.status}: {r.reason}" for r in results if r.status != "passed"]
+    assert not bad, f"{len(bad)} of {len(results)} cases did not pass:\n" + "\n".join(bad[:10])
+    assert f"qmatmul ({kernel})" in seen  # some cases ran it
