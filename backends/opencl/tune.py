@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import itertools
 
+from accel import kernels as K
+
 #: representative problems (timed) per tunable op
 PROBLEMS = {"matmul": "float32 matmul 1024 x 1024 x 1024",
             "attention": "float32 causal attention B=1 H=4 S=1024 D=64",
@@ -35,8 +37,9 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
     if op == "attention":
         return [dict(LOCAL_TILE=1, BQ=1, BKV=bkv, VW=1, WG=wg)
                 for bkv, wg in itertools.product((8, 16, 32), (32, 64, 128))]
-    if op == "gemv":
-        return [dict(RM=1, RN=rn, VW=1, GEMV_WG=wg, GEMV_TEAMS=teams)
+    if op == "gemv":  # qgemv's tiling; qgemv_stream's parameters ride along unchanged
+        stream = {k: v for k, v in K.GPU_GEMV.items() if k.startswith("STREAM_")}
+        return [dict(RM=1, RN=rn, VW=1, GEMV_WG=wg, GEMV_TEAMS=teams, **stream)
                 for wg, teams, rn in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 4))]
     return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
 
