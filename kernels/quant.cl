@@ -484,7 +484,8 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         const int live = slice < slices ? imin(steps, (N - n0 - team + teams - 1) / teams) : 0;
         const i64 stride = teams * row_bytes, skip = (i64)slice * SLICE_BYTES;
         GLOBAL const u8* rows = w + (n0 + team) * row_bytes + skip; /* row step 0's slice */
-        const u32 left = (u32)(row_bytes - skip < SLICE_BYTES ? row_bytes - skip : SLICE_BYTES);
+        const i64 rest = slice < slices ? row_bytes - skip : 0; /* bytes of the row from the slice on */
+        const u32 left = (u32)(rest < SLICE_BYTES ? rest : SLICE_BYTES);
         GLOBAL const u8* fetch_at = rows; /* the next slice to copy, one row step later each */
         const u32 back = (u32)(STREAM_STAGES * stride); /* from it to the slice being read */
 #define STREAM_FETCH(i) do {                                                                      \
