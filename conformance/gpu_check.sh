@@ -68,7 +68,7 @@ step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel con
     --profile full --ops matmul attention --dtypes float16 bfloat16 --no-progress \
     --json "$OUT/conformance-cuda-tensorcore.json"
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
-step speed-goals 90 "$PY" -m accel.conformance.gpu_goals "$OUT/speed-goals-cuda.json"
+step speed-goals 150 "$PY" -m accel.conformance.gpu_goals "$OUT/speed-goals-cuda.json"
 
 if [ ${#failed[@]} -eq 0 ]; then
     echo "gpu_check: every step succeeded; results in $OUT"

@@ -19,6 +19,12 @@ from typing import Any, Callable
 N_MATMUL = 4096
 ATTENTION = dict(B=4, H=16, S=2048, D=64)
 N_GEMV = 8192
+#: qgemv_stream's parameters timed beside its defaults: stages in flight, rows per group (x is
+#: loaded once per team and group: 16 MB of L2 reads at N = K = 8192 for 16 rows, 8 MB for 32),
+#: the register cap, wider groups (tests/test_gpu_goals.py compiles each for sm_90)
+STREAM_ALTERNATIVES = (dict(STREAM_STAGES=3), dict(STREAM_STAGES=6), dict(STREAM_ROWS=32),
+                       dict(STREAM_ROWS=32, STREAM_STAGES=6), dict(STREAM_MIN_GROUPS=3),
+                       dict(STREAM_WARPS=8, STREAM_ROWS=32, STREAM_STAGES=3, STREAM_MIN_GROUPS=2))
 
 
 def _timer(be) -> Callable[[Callable[[], Any]], float]:
@@ -166,8 +172,7 @@ def measure(be) -> list[dict]:
         for name in kernels.GEMV_KERNELS:
             if name != auto:
                 variants[f"{name} (GPU_GEMV)"] = (kernels.GPU_GEMV, name)
-        for p in (dict(STREAM_ROWS=32), dict(STREAM_STAGES=3), dict(STREAM_STAGES=6),
-                  dict(STREAM_MIN_GROUPS=3), dict(STREAM_WARPS=8, STREAM_ROWS=32, STREAM_STAGES=3)):
+        for p in STREAM_ALTERNATIVES:
             variants[f"qgemv_stream {p}"] = ({**kernels.GPU_GEMV, **p}, "qgemv_stream")
         wf = torch.from_dlpack(cupy.asarray(accel.dequantize(copies[-1])))
         ref = x.double() @ wf.double().T

@@ -8,8 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from gpu_toolchains import hot_loop, need
 
 import accel
+import accel.kernels as K
+from accel.backends import cupy_backend as CB
+from accel.conformance import gpu_goals
 
 
 def test_without_a_cuda_device_it_says_why_and_fails(tmp_path):
@@ -30,3 +34,17 @@ def test_usage_error_exits_2():
     proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+@pytest.mark.parametrize("params", gpu_goals.STREAM_ALTERNATIVES, ids=str)
+def test_every_timed_gemv_alternative_builds_for_sm_90(params):
+    # a variant that cannot build (static shared memory past 48 KiB, ...) would cost a GPU run
+    need("sm_90")
+    p = {**K.GPU_GEMV, **params}
+    v = K.quant("q4_0", "float32", p)
+    r = CB.build_kernel(K.program_text(v.source), "qgemv_stream", "sm_90", 32, options=tuple(v.options()))
+    res = r.resources["qgemv_stream"]
+    assert res.shared_bytes == K.stream_local_bytes(p, "q4_0") <= 48 * 1024
+    assert res.registers <= 65536 // (p["STREAM_MIN_GROUPS"] * 32 * p["STREAM_WARPS"])
+    loop = hot_loop(r, "qgemv_stream")
+    assert loop["LDL"] == loop["STL"] == 0, loop
