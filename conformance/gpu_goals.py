@@ -130,6 +130,7 @@ def measure(be) -> list[dict]:
         args = [tq, tk, tv, to, be._unused(), np.int32(H), np.int32(H), np.int32(Sq), np.int32(Sq),
                 np.float32(spec.scale), np.int32(0), *(np.int64(0),) * 4]
         for p in (dict(WARPS=8), dict(BKV=32), dict(WARPS=8, BKV=32)):
+            out.fill_(float("nan"))
             variant = kernels.attention_mma("bfloat16", D, D, params={**kernels.GPU_ATTENTION_MMA, **p})
             t = timed(lambda v=variant: be._run_variant(spec, v, args))
             runs[f"attention_mma.cu {p}"] = (t, _rel_err(out, ref))
