@@ -59,7 +59,7 @@ fi
 step kernels-check 60 "$PY" -m accel kernels check --targets "$ARCH" --json "$OUT/kernels-check.json"
 step conformance-kernels 90 env ACCEL_CUDA_IMPL=kernels \
     "$PY" -m accel conformance --backend cuda --profile quick --no-progress --json "$OUT/conformance-cuda.json"
-step conformance-gemv-stream 45 env ACCEL_CUDA_IMPL=kernels ACCEL_GEMV_KERNEL=qgemv_stream \
+step conformance-gemv-stream 60 env ACCEL_CUDA_IMPL=kernels ACCEL_GEMV_KERNEL=qgemv_stream \
     "$PY" -m accel conformance --backend cuda --profile full --ops qmatmul --no-progress \
     --json "$OUT/conformance-cuda-gemv-stream.json"
 step conformance-vendor 45 env ACCEL_CUDA_IMPL=vendor "$PY" -m accel conformance --backend cuda \
