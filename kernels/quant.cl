@@ -331,13 +331,13 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
                                                    CODE_SCALE * acc[i][r]);
 }
 
-/* Streaming GEMV for GPUs (what the backends run for M <= GEMV_MAX_M where it applies):
- * out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], the same sum as qgemv in another order.
+/* Streaming GEMV for GPUs (run for M <= GEMV_MAX_M where it applies and ACCEL_GEMV_KERNEL asks
+ * for it): out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], the same sum as qgemv in another order.
  *
  * Launch contract: local size (32 * STREAM_WARPS, 1); groups (ceil(N / STREAM_ROWS), M); any N
  * and M; K a multiple of 64, the weight 4-byte aligned (so every pair of blocks starts at a
- * multiple of 4 bytes) and float32 x 16-byte aligned; qgemv serves the rest. STREAM_WARPS is a power of two dividing
- * STREAM_ROWS.
+ * multiple of 4 bytes) and float32 x 16-byte aligned; qgemv serves the rest. STREAM_WARPS is a
+ * power of two dividing STREAM_ROWS; STREAM_STAGES >= 2.
  *
  * qgemv's loads each realign one 2-byte-aligned block, and its work-items hold the next tile's
  * loads in registers; here a team of 32 work-items copies a contiguous slice of a weight row
@@ -347,8 +347,9 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
  * conflicts). Work-item l keeps the 64 values of x under its pair in registers for every row of
  * the group, with the sums of each 4 that Q4_0's code offset needs (see qgemv). A group's teams
  * split K in slices of 64 blocks (as many teams per row as there are slices, up to STREAM_WARPS,
- * the others take other rows); longer rows take several passes. Each work-item's sum for a row
- * goes to local memory, and the group adds them in a fixed order at the end. */
+ * the others take other rows); longer rows take several passes. A team's sums for four rows are
+ * reduced by one butterfly of shuffles (team_sum4; on OpenCL 1.2 each work-item's sum goes to
+ * local memory instead), and the group adds the teams' totals in a fixed order at the end. */
 #ifdef STREAM_ROWS
 #define SLANES 32 /* work-items per team: one pair of blocks each */
 #define PAIR_BYTES (2 * BLOCK_BYTES)
