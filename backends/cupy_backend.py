@@ -270,8 +270,6 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
     each kernel source's documented grid (kernels/*.cl); ``name`` picks one of a source's kernels
     with its own grid (``qgemv_stream``), else the one the spec implies."""
     d = variant.defines
-    if name == "qgemv_stream":  # groups of STREAM_WARPS warps over STREAM_ROWS weight rows
-        return name, (_ceil(spec.N, d["STREAM_ROWS"]), spec.M, 1), (32 * d["STREAM_WARPS"], 1, 1)
     if variant.source == "matmul_wgmma.cu":  # the same grid; a warpgroup per 64 rows of a tile
         return "matmul_wgmma", (_ceil(spec.N, d["BN"]), _ceil(spec.M, d["BM"]), spec.batch), \
             (2 * d["BM"], 1, 1)
@@ -293,9 +291,12 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
     if spec.op == "dequantize":  # one thread per value
         return "dequantize", (_ceil(math.prod(spec.shape), ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
-    if "GEMV_WG" in d:  # qgemv: teams of GEMV_WG threads over RN weight rows each, x over them
-        return "qgemv", (_ceil(spec.N, d["GEMV_TEAMS"] * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
-            (d["GEMV_WG"] * d["GEMV_TEAMS"], 1, 1)
+    if "GEMV_WG" in d:  # the GEMV kernels: qgemv, or the one named
+        from accel import kernels
+
+        name = name or "qgemv"
+        (groups_n, groups_m), items = kernels.gemv_launch(name, d, spec.N, spec.M)
+        return name, (groups_n, groups_m, 1), (items, 1, 1)
     # qmatmul: x over groups of RN weight rows, y over groups of RM rows of x
     return "qmatmul", (_ceil(spec.N, QMATMUL_BLOCK * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
         (QMATMUL_BLOCK, 1, 1)

@@ -199,6 +199,23 @@ def gemv_kernel(fmt: str, K: int, params: dict, *, x_addr: int, w_addr: int, loc
     return "qgemv_stream" if fits else "qgemv"
 
 
+def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int], int]:
+    """The launch of GEMV kernel ``name`` (one of :data:`GEMV_KERNELS`) with tiling ``params``
+    for N weight rows and M rows of x, as quant.cl's launch contracts say: ((groups along N,
+    groups along M), work-items per group). The backends turn it into their own grid terms.
+
+    >>> gemv_launch("qgemv", GPU_GEMV, 301, 3), gemv_launch("qgemv_stream", GPU_GEMV, 301, 3)
+    (((19, 3), 128), ((19, 3), 128))
+    """
+    if name not in GEMV_KERNELS:
+        raise ArgumentError(expected("name", f"one of {GEMV_KERNELS}", repr(name)))
+    if name == "qgemv_stream":  # STREAM_WARPS teams of 32 over STREAM_ROWS rows, one row of x
+        return (-(-N // params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
+    # GEMV_TEAMS teams of GEMV_WG work-items over RN weight rows each, RM rows of x per group
+    return ((-(-N // (params["GEMV_TEAMS"] * params["RN"])), -(-M // params["RM"])),
+            params["GEMV_WG"] * params["GEMV_TEAMS"])
+
+
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
     if dtype not in allowed:
         raise DTypeError(expected(arg, f"one of {allowed}", repr(dtype)))
@@ -350,4 +367,4 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "gemv_kernel", "preferred_gemv", "stream_local_bytes", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+           "quant", "gemv_kernel", "gemv_launch", "preferred_gemv", "stream_local_bytes", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

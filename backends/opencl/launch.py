@@ -166,12 +166,8 @@ def _qmatmul(be, spec: QMatmulSpec):
         name = K.gemv_kernel(spec.fmt.name, spec.K, p, x_addr=be.alignment, w_addr=be.alignment,
                              local_mem=be.dev.local_mem, shuffles=False, prefer=K.preferred_gemv())
         kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, name, p)
-        if name == "qgemv_stream":  # groups of STREAM_WARPS teams of 32 over STREAM_ROWS rows
-            lsize = (32 * p["STREAM_WARPS"], 1)
-            gsize = (_ceil(spec.N, p["STREAM_ROWS"]) * lsize[0], spec.M)
-        else:  # teams of GEMV_WG work-items over RN weight rows each
-            lsize = (p["GEMV_WG"] * p["GEMV_TEAMS"], 1)
-            gsize = (_ceil(spec.N, p["GEMV_TEAMS"] * p["RN"]) * lsize[0], _ceil(spec.M, p["RM"]))
+        (groups_n, groups_m), items = K.gemv_launch(name, p, spec.N, spec.M)
+        lsize, gsize = (items, 1), (groups_n * items, groups_m)
         return _launcher(be, kernel, gsize, lsize, f"qmatmul ({name})", tail)
     kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qmatmul", p)
     lsize = (wg, 1)
