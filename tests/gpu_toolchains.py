@@ -25,6 +25,16 @@ def need(*targets: str) -> None:
             missing(f"the {target} toolchain is missing: {e}")
 
 
+def build_shipped(variant, kernel: str, arch: str) -> toolchains.CompileResult:
+    """``kernel`` of the shipped ``variant`` compiled for ``arch`` along the cuda backend's own
+    path (the portability header, the variant's defines, ACCEL_WARP=32)."""
+    from accel import kernels
+    from accel.backends import cupy_backend
+
+    return cupy_backend.build_kernel(kernels.program_text(variant.source), kernel, arch, 32,
+                                     options=tuple(variant.options()))
+
+
 def sass_of(result: toolchains.CompileResult, kernel: str) -> dict:
     """The SASS opcode counts of ``kernel`` in an NVIDIA compile result."""
     sass = result.resources[kernel].detail.get("sass")

@@ -7,7 +7,7 @@ computes the right numbers is the GPU run's verdict (conformance/gpu_check.sh)."
 from __future__ import annotations
 
 import pytest
-from gpu_toolchains import need, sass_of
+from gpu_toolchains import build_shipped, need, sass_of
 
 import accel.kernels as K
 from accel import kernels_check as KC
@@ -57,8 +57,7 @@ def test_every_variant_compiles_to_tensor_core_code_without_spills(arch):
     need(arch)
     for v in MMA_VARIANTS:
         # the backend's own compile path (header, ACCEL_WARP), as it builds for a device of arch
-        r = CB.build_kernel(K.program_text(v.source), "attention_mma", arch, 32,
-                            options=tuple(v.options()))
+        r = build_shipped(v, "attention_mma", arch)
         res = r.resources["attention_mma"]
         assert res.spills == 0 and res.stack_bytes == 0, (v.id, res)
         assert res.shared_bytes == v.static_local_bytes, (v.id, res)

@@ -8,7 +8,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from gpu_toolchains import hot_loop, need, sass_of
+from gpu_toolchains import build_shipped, hot_loop, need, sass_of
 
 import accel
 from accel import spec as S
@@ -227,7 +227,7 @@ def test_gemv_stream_compiles_to_cp_async_within_its_register_budget(arch, fmt):
 
     p = K.GPU_GEMV
     v = K.quant(fmt, "float32", p)
-    r = CB.build_kernel(K.program_text(v.source), "qgemv_stream", arch, 32, options=tuple(v.options()))
+    r = build_shipped(v, "qgemv_stream", arch)
     res = r.resources["qgemv_stream"]
     # the residency it asks for: STREAM_MIN_GROUPS groups of 32 * STREAM_WARPS threads per SM
     assert res.registers <= 65536 // (p["STREAM_MIN_GROUPS"] * 32 * p["STREAM_WARPS"])
@@ -276,12 +276,10 @@ SHIPPED_SPECS = [
 
 @pytest.mark.parametrize("spec", SHIPPED_SPECS, ids=lambda s: f"{s.op}-{s.in_dtypes[0]}")
 def test_every_op_kernel_builds_for_sm_90(spec):
-    from accel import kernels
-
     need("sm_90")
     v = CB.kernel_variant(spec)
     name, _, _ = CB.launch_plan(spec, v)
-    r = CB.build_kernel(kernels.program_text(v.source), name, "sm_90", 32, options=tuple(v.options()))
+    r = build_shipped(v, name, "sm_90")
     assert name in r.resources and r.resources[name].spills == 0
 
 

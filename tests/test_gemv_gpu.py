@@ -34,6 +34,19 @@ def _backend(gemv: dict) -> OpenCLBackend:
     return be
 
 
+def _launches(be, monkeypatch) -> list:
+    """What ``be`` enqueues from now on, as (what, global size, local size), still enqueued."""
+    seen = []
+    real = be._enqueue
+
+    def enqueue(kernel, gsize, lsize, what):
+        seen.append((what, gsize, lsize))
+        real(kernel, gsize, lsize, what)
+
+    monkeypatch.setattr(be, "_enqueue", enqueue)
+    return seen
+
+
 @pytest.fixture(scope="module")
 def gpu_be():
     """opencl:0 running the shipped GPU GEMV parameters."""
@@ -89,14 +102,7 @@ def test_qgemv_launch_contract(rng, monkeypatch):
     # ceil(M / RM)); GPU parameter sets run qgemv up to M = 8, qmatmul beyond
     p = dict(RM=2, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=2)
     be = _backend(p)
-    seen = []
-    real = be._enqueue
-
-    def enqueue(kernel, gsize, lsize, what):
-        seen.append((what, gsize, lsize))
-        real(kernel, gsize, lsize, what)
-
-    monkeypatch.setattr(be, "_enqueue", enqueue)
+    seen = _launches(be, monkeypatch)
     for M in (8, 9):
         _check(be, rng, "q4_0", "float32", M, 20, 64)
     (what8, g8, l8), (what9, _, _) = seen
@@ -155,14 +161,7 @@ def test_qgemv_stream_launch_contract(streaming, rng, monkeypatch):
     # kernels/quant.cl: local (32 * STREAM_WARPS), groups (ceil(N / STREAM_ROWS), M); K not a
     # multiple of 64 falls back to qgemv
     be = _backend({**K.GPU_GEMV, "STREAM_WARPS": 2, "STREAM_ROWS": 6})
-    seen = []
-    real = be._enqueue
-
-    def enqueue(kernel, gsize, lsize, what):
-        seen.append((what, gsize, lsize))
-        real(kernel, gsize, lsize, what)
-
-    monkeypatch.setattr(be, "_enqueue", enqueue)
+    seen = _launches(be, monkeypatch)
     _check(be, rng, "q4_0", "float32", 3, 20, 128)
     _check(be, rng, "q4_0", "float32", 3, 20, 96)
     (what, gsize, lsize), (what_odd, _, _) = seen
@@ -199,11 +198,9 @@ def test_full_conformance_profile_passes_through_each_gpu_gemv(rng, monkeypatch,
     from accel.conformance import suite
 
     monkeypatch.setenv("ACCEL_GEMV_KERNEL", kernel)
-    seen = []
     be = _backend(K.GPU_GEMV)
-    real = be._enqueue
-    monkeypatch.setattr(be, "_enqueue", lambda k, g, l, what: (seen.append(what), real(k, g, l, what)))
+    seen = _launches(be, monkeypatch)
     results = suite.run(be, profile="full", ops=["qmatmul"])
     bad = [f"{r.case.id}: {r.status}: {r.reason}" for r in results if r.status != "passed"]
     assert not bad, f"{len(bad)} of {len(results)} cases did not pass:\n" + "\n".join(bad[:10])
-    assert f"qmatmul ({kernel})" in seen  # some cases ran it
+    assert f"qmatmul ({kernel})" in {what for what, _, _ in seen}  # some cases ran it

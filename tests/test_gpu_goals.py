@@ -8,11 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from gpu_toolchains import hot_loop, need
+from gpu_toolchains import build_shipped, hot_loop, need
 
 import accel
 import accel.kernels as K
-from accel.backends import cupy_backend as CB
 from accel.conformance import gpu_goals
 
 
@@ -42,7 +41,7 @@ def test_every_timed_gemv_alternative_builds_for_sm_90(params):
     need("sm_90")
     p = {**K.GPU_GEMV, **params}
     v = K.quant("q4_0", "float32", p)
-    r = CB.build_kernel(K.program_text(v.source), "qgemv_stream", "sm_90", 32, options=tuple(v.options()))
+    r = build_shipped(v, "qgemv_stream", "sm_90")
     res = r.resources["qgemv_stream"]
     assert res.shared_bytes == K.stream_local_bytes(p, "q4_0") <= 48 * 1024
     assert res.registers <= 65536 // (p["STREAM_MIN_GROUPS"] * 32 * p["STREAM_WARPS"])

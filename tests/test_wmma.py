@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gpu_toolchains import missing, need
+from gpu_toolchains import build_shipped, missing, need
 
 import accel.kernels as K
 from accel import kernels_check as KC
@@ -63,8 +63,7 @@ def test_every_variant_compiles_without_spills(arch):
     need_wmma(arch)
     for v in WMMA_VARIANTS:
         # the backend's own compile path (header, ACCEL_WARP), as it builds for a device of arch
-        r = CB.build_kernel(K.program_text(v.source), "matmul_wmma", arch, 32,
-                            options=tuple(v.options()))
+        r = build_shipped(v, "matmul_wmma", arch)
         assert set(r.resources) == {"matmul_wmma", "matmul_wmma_vec"}, v.id
         threads = 32 * v.defines["WARPS_M"] * v.defines["WARPS_N"]
         for name, res in r.resources.items():
