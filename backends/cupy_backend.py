@@ -617,7 +617,7 @@ class CuPyBackend(Backend):
 
         variant = kernel_variant(spec)
         name = None
-        if "STREAM_ROWS" in variant.defines:  # a GEMV: which one depends on K and the address
+        if "GEMV_WG" in variant.defines:  # a GEMV: which one depends on K and the addresses
             name = kernels.gemv_kernel(spec.fmt.name, spec.K, variant.defines, x_addr=x.buf.data.ptr,
                                        w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX,
                                        prefer=kernels.preferred_gemv())

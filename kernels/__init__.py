@@ -315,7 +315,9 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
-    names = ("quantize", "dequantize", "qmatmul", "qgemv") + (("qgemv_stream",) if "STREAM_ROWS" in p else ())
+    names = ("quantize", "dequantize", "qmatmul", "qgemv")
+    if "STREAM_ROWS" in p:
+        names += ("qgemv_stream",)
     return Variant("quant.cl", names, {**d, **p}, _dialects(p))
 
 
@@ -367,4 +369,5 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "gemv_kernel", "gemv_launch", "preferred_gemv", "stream_local_bytes", "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+           "quant", "gemv_kernel", "gemv_launch", "preferred_gemv", "stream_local_bytes",
+           "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

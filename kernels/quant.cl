@@ -356,7 +356,8 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
 #define PAIR_WORDS (PAIR_BYTES / 4)
 #define SLICE_BLOCKS (2 * SLANES)
 #define SLICE_BYTES (SLANES * PAIR_BYTES) /* a multiple of 16 */
-#define STAGE_WORDS16 (SLICE_BYTES / 16 + 1) /* + 1: a slice may start 4, 8 or 12 bytes into a word */
+/* + 1: a slice may start 4, 8 or 12 bytes into its first 16-byte word */
+#define STAGE_WORDS16 (SLICE_BYTES / 16 + 1)
 #define STREAM_ITEMS (SLANES * STREAM_WARPS)
 #define SUM_RUN 16 /* the final reduction adds runs of 16 work-items' sums, then the runs */
 #define STREAM_SHFL (ACCEL_WARP >= 32) /* teams reduce by shuffles, else in local memory */
@@ -485,7 +486,7 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         const int live = slice < slices ? imin(steps, (N - n0 - team + teams - 1) / teams) : 0;
         const i64 stride = teams * row_bytes, skip = (i64)slice * SLICE_BYTES;
         GLOBAL const u8* rows = w + (n0 + team) * row_bytes + skip; /* row step 0's slice */
-        const i64 rest = slice < slices ? row_bytes - skip : 0; /* bytes of the row from the slice on */
+        const i64 rest = slice < slices ? row_bytes - skip : 0; /* the row's bytes from the slice */
         const u32 left = (u32)(rest < SLICE_BYTES ? rest : SLICE_BYTES);
         GLOBAL const u8* fetch_at = rows; /* the next slice to copy, one row step later each */
         const u32 back = (u32)(STREAM_STAGES * stride); /* from it to the slice being read */
@@ -504,8 +505,8 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         UNROLL for (int r = 0; r < 4; ++r)
             UNROLL for (int t = 0; t < 4; ++t) {
                 const int owner = 8 * t + lane / 4; /* float4 (lane % 4) of owner's round r */
-                xin[4 * r + t] = load_x4(xr, 64 * ((i64)slice * SLANES + owner) + 16 * r + 4 * (lane % 4),
-                                         2 * (slice * SLANES + owner) < nblk ? K : 0);
+                const i64 k = 64 * ((i64)slice * SLANES + owner) + 16 * r + 4 * (lane % 4);
+                xin[4 * r + t] = load_x4(xr, k, 2 * (slice * SLANES + owner) < nblk ? K : 0);
             }
         UNROLL for (int r = 0; r < 4; ++r) {
             UNROLL for (int t = 0; t < 4; ++t) {
@@ -536,8 +537,9 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                 STREAM_FETCH(i + STREAM_STAGES - 1);
                 const u32 a = (ADDR_BITS(fetch_at) - back) & 15u; /* where step i's slice starts */
                 if (has_pair && i < live) {
-                    s[g] = pair_row((LOCAL_PTR const u32*)(my_ring + (i % STREAM_STAGES) * STAGE_WORDS16) +
-                                    a / 4 + PAIR_WORDS * lane, xv, xq);
+                    LOCAL_PTR const u32* slot =
+                        (LOCAL_PTR const u32*)(my_ring + (i % STREAM_STAGES) * STAGE_WORDS16);
+                    s[g] = pair_row(slot + a / 4 + PAIR_WORDS * lane, xv, xq);
                 }
 #if !STREAM_SHFL
                 LOCAL_PTR float* to = my_sums + i * teams * SUMS_STRIDE; /* row team + teams * i */
