@@ -243,8 +243,8 @@ def _qmatmul(case: Case, rng):
         x = rng.integers(-r, r + 1, x_shape).astype(np.float64)
     else:
         x = rng.standard_normal(x_shape)
-        if data == "nan":
-            _place(x, rng, [np.nan])
+        if data in ("nan", "inf"):
+            _place(x, rng, [np.nan] if data == "nan" else [np.inf, -np.inf])
         elif data != "normal":
             raise ArgumentError(expected("data", "a qmatmul data generator", repr(data)))
     return spec, [x.astype(to_numpy_dtype(case.dtype)), raw.reshape(N, f.row_bytes(K))]

@@ -117,13 +117,16 @@ def _dequantize_cases(fmt: str, profile: str) -> Iterator[tuple[str, dict]]:
 def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
     shapes = [((1, 32), 1), ((3, 64), 17), ((2, 3, 96), 31), ((1, 4096), 8)]
     if profile == "full":  # long K; K / 64 odd (rows at every 4-byte offset mod 16) over two
-        # 32-pair slices, the second with one pair; 10 slices of which the last pass has 2
-        shapes += [((64, 4096), 256), ((1, 16384), 64), ((3, 64 * 33), 37), ((2, 64 * 300), 19)]
+        # 32-pair slices, the second with one pair; 10 slices of which the last pass has 2; a
+        # decode batch of 5 rows; thousands of weight rows (more groups than a GPU holds at once)
+        shapes += [((64, 4096), 256), ((1, 16384), 64), ((3, 64 * 33), 37), ((2, 64 * 300), 19),
+                   ((5, 2560), 40), ((1, 512), 4500)]
     for fmt in FORMATS:
         for x, N in shapes:
             yield "grid", {"x": x, "N": N, "fmt": fmt, "data": "normal"}
         yield "exact", {"x": (4, 32), "N": 9, "fmt": fmt, "data": "ints"}
         yield "special", {"x": (3, 64), "N": 5, "fmt": fmt, "data": "nan"}
+        yield "special", {"x": (2, 256), "N": 16, "fmt": fmt, "data": "inf"}  # +-inf times codes
 
 
 #: op -> (dtypes it is defined for, generator of (kind, params))
