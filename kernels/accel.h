@@ -22,6 +22,7 @@
 #define LOCAL_PTR __local /* qualifies a pointer parameter into local memory */
 #define RESTRICT restrict
 #define DEVICE static inline
+#define DEVICE_COLD static __attribute__((noinline))
 #define LOCAL_ID(d) ((int)get_local_id(d))
 #define GROUP_ID(d) ((int)get_group_id(d))
 #define LOCAL_SIZE(d) ((int)get_local_size(d))
@@ -95,6 +96,7 @@ typedef half T_F16;
 #define LOCAL_PTR
 #define RESTRICT __restrict__
 #define DEVICE __device__ __forceinline__
+#define DEVICE_COLD __device__ __noinline__
 #define LOCAL_ID(d) ((int)((d) == 0 ? threadIdx.x : (d) == 1 ? threadIdx.y : threadIdx.z))
 #define GROUP_ID(d) ((int)((d) == 0 ? blockIdx.x : (d) == 1 ? blockIdx.y : blockIdx.z))
 #define LOCAL_SIZE(d) ((int)((d) == 0 ? blockDim.x : (d) == 1 ? blockDim.y : blockDim.z))

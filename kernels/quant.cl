@@ -162,8 +162,9 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
  * add at most 8 |x|, so the rounding error is a few times that of the exact-code sum: measured on
  * one block (K = 32, the worst case: block errors add as a random walk while the bound grows with
  * sqrt(K) |x| |w|), at most 0.17 of the tests' 5 sqrt(K) u |x| |w| bound (0.07 with exact codes),
- * also for all-positive x, and under 0.002 at K = 8192. The one difference in kind: an infinite x
- * gives NaN (inf - inf) where the exact sum may be infinite. */
+ * also for all-positive x, and under 0.002 at K = 8192. An infinite x makes UNBIAS subtract inf
+ * from inf, so a work-item whose sum comes out NaN sums its blocks again with the exact codes
+ * (exact_dot, after the loop: nothing is added to the loop, and a NaN x gives NaN either way). */
 #ifndef GEMV_WG
 #define GEMV_WG 32
 #endif
@@ -182,6 +183,36 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #define CODE_AT(quad, k) BYTE_F16(quad, k)
 #define UNBIAS(part, xsum) FMA(-12.0f, xsum, part)
 #define CODE_SCALE 2.0f
+/* x . dequantize(w) / CODE_SCALE over blocks b, b + step, ... below nblk of one Q4_0 weight row
+ * and one row of x, with exact codes: where UNBIAS met an infinite x (inf - inf), this gives
+ * the infinity (or the NaN of x (n - 8) with n = 8) that the exact sum has. */
+DEVICE float exact_dot(GLOBAL const u8* wrow, GLOBAL const IN_T* xrow, int b, int step, int nblk) {
+    float sum = 0.0f;
+    for (; b < nblk; b += step) {
+        GLOBAL const u8* blk = wrow + (i64)b * BLOCK_BYTES;
+        u16 bits = (u16)(blk[0] | (blk[1] << 8));
+        float part = 0.0f;
+        _Pragma("unroll 1") for (int j = 0; j < QK / 2; ++j) { /* small: it is the rare path */
+            const int q = blk[2 + j];
+            part = FMA(LOAD_IN(xrow, (i64)b * QK + j), (float)((q & 15) - 8), part);
+            part = FMA(LOAD_IN(xrow, (i64)b * QK + j + QK / 2), (float)((q >> 4) - 8), part);
+        }
+        sum = FMA(LOAD_F16((const T_F16*)&bits, 0), part, sum);
+    }
+    return sum / CODE_SCALE;
+}
+
+/* qgemv's exact sum of weight row r and x row i of its group over this work-item's blocks (the
+ * rows found again from the ids). Out of line: inlined after qgemv's loop, it cost the loop 20
+ * instructions per tile on sm_90 (qgemv_stream calls exact_dot inside its row loop, where a call
+ * would save registers to local memory). */
+DEVICE_COLD float qgemv_exact(GLOBAL const IN_T* x, GLOBAL const u8* w, int M, int N, int K,
+                              int i, int r) {
+    const int row = (GROUP_ID(0) * GEMV_TEAMS + LOCAL_ID(0) / GEMV_WG) * RN + r;
+    return exact_dot(w + (i64)imin(row, N - 1) * (K / QK) * BLOCK_BYTES,
+                     x + (i64)imin(GROUP_ID(1) * RM + i, M - 1) * K, LOCAL_ID(0) % GEMV_WG,
+                     GEMV_WG, K / QK);
+}
 #endif
 #if ACCEL_WARP > 0
 #define GEMV_SHFL (GEMV_WG < ACCEL_WARP ? GEMV_WG : ACCEL_WARP)
@@ -305,6 +336,11 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
                 UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = FMA(d[r], part[i][r], acc[i][r]);
         }
     }
+#if !FMT_Q8_0
+    UNROLL for (int i = 0; i < RM; ++i)
+        UNROLL for (int r = 0; r < RN; ++r)
+            if (IS_NAN(acc[i][r])) acc[i][r] = qgemv_exact(x, w, M, N, K, i, r);
+#endif
 #if GEMV_SHFL > 1
     UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
         UNROLL for (int i = 0; i < RM; ++i)
@@ -540,6 +576,11 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                     LOCAL_PTR const u32* slot =
                         (LOCAL_PTR const u32*)(my_ring + (i % STREAM_STAGES) * STAGE_WORDS16);
                     s[g] = pair_row(slot + a / 4 + PAIR_WORDS * lane, xv, xq);
+#if !FMT_Q8_0
+                    if (IS_NAN(s[g])) /* x held an infinity: UNBIAS gave inf - inf (see qgemv) */
+                        s[g] = exact_dot(w + (n0 + team + teams * i) * row_bytes, xr, 2 * pair, 1,
+                                         2 * pair + 2);
+#endif
                 }
 #if !STREAM_SHFL
                 LOCAL_PTR float* to = my_sums + i * teams * SUMS_STRIDE; /* row team + teams * i */
