@@ -139,7 +139,7 @@ typedef unsigned short T_F16;
 #define UNROLL _Pragma("unroll")
 #if defined(ACCEL_CUDA)
 /* Asynchronous 16-byte global -> shared copies (cp.async, sm_80 and later), for the CUDA-only
- * tensor-core kernels: each reads `bytes` (0 or 16) and zero-fills the rest of its 16 bytes; the
+ * tensor-core kernels and STREAM_COPY16 below: each reads `bytes` (0 or 16) and zero-fills the rest of its 16 bytes; the
  * "memory" clobbers keep the compiler from moving shared-memory accesses across them. */
 DEVICE void cp_async16(u32 shared_addr, const void* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
@@ -162,9 +162,9 @@ template <int PENDING> DEVICE void cp_async_wait() {
  * work-item's batch of copies; STREAM_WAIT(n) waits until at most n of its batches are still in
  * flight; TEAM_SYNC() then makes every work-item's copies visible to the whole team (and orders
  * the team's reads before the next copies into the same local memory). On sm_80 and later the
- * copies are cp.async (no registers held while they are in flight) and the team is a warp; on
- * other devices they are plain loads and stores and TEAM_SYNC() is a work-group barrier, so
- * every work-item of the group must reach it. */
+ * copies are cp.async (no registers held while they are in flight), elsewhere plain loads and
+ * stores; on CUDA the team is a warp (TEAM_SYNC() is __syncwarp), on HIP and OpenCL TEAM_SYNC()
+ * is a work-group barrier, so every work-item of the group must reach it. */
 #if defined(ACCEL_CUDA) && __CUDA_ARCH__ >= 800
 #define STREAM_COPY16(dst, src) cp_async16((dst), (src), 16)
 #define STREAM_COMMIT() cp_async_commit()

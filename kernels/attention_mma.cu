@@ -34,11 +34,8 @@
 #ifndef MASK_DT
 #define MASK_DT U8 /* unused when MASK_KIND is 0 */
 #endif
-#ifndef WARPS
-#define WARPS 4
-#endif
-#ifndef BKV
-#define BKV 64
+#if !defined(WARPS) || !defined(BKV)
+#error "attention_mma.cu needs WARPS and BKV (accel.kernels.attention_mma sets them)"
 #endif
 #if HEAD_D % 16 || HEAD_DV % 16 || BKV % 16
 #error "HEAD_D, HEAD_DV and BKV must be multiples of 16 (whole mma k-steps and ldmatrix pairs)"
@@ -237,8 +234,8 @@ attention_mma(const IN_T* RESTRICT Q, const IN_T* RESTRICT Kg, const IN_T* RESTR
         UNROLL for (int i = 0; i < 2; ++i) {
             float mx = -INF_F;
             UNROLL for (int j = 0; j < NT; ++j) mx = FMAX(mx, FMAX(s[j][2 * i], s[j][2 * i + 1]));
-            mx = FMAX(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = FMAX(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx = FMAX(mx, SHFL_XOR(mx, 1));
+            mx = FMAX(mx, SHFL_XOR(mx, 2));
             const float mnew = FMAX(m[i], mx);
             const float sub = mnew == -INF_F ? 0.0f : mnew;
             const float alpha = exp2_approx(m[i] - sub);
@@ -278,8 +275,8 @@ attention_mma(const IN_T* RESTRICT Q, const IN_T* RESTRICT Kg, const IN_T* RESTR
      * dv 8n + 2t + e % 2). */
     UNROLL for (int i = 0; i < 2; ++i) {
         float sum = l[i];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        sum += SHFL_XOR(sum, 1);
+        sum += SHFL_XOR(sum, 2);
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         if (rows[i] < Sq) {
             OUT_T* orow = O + (i64)rows[i] * HEAD_DV + 2 * t;

@@ -3,7 +3,9 @@
  * 1/d is correctly rounded (FDIV_RN), d is stored as float16 rounded to nearest even.
  *
  * Defines: FMT_Q8_0 or FMT_Q4_0; IN_DT (F32, F16, BF16) for quantize; OUT_DT for qmatmul;
- * RM, RN, VW for qmatmul; RM, RN, GEMV_WG (a power of two) and GEMV_TEAMS for qgemv.
+ * RM, RN, VW for qmatmul; RM, RN, GEMV_WG (a power of two) and GEMV_TEAMS for qgemv;
+ * STREAM_WARPS, STREAM_ROWS, STREAM_STAGES and STREAM_MIN_GROUPS (groups per multiprocessor the
+ * CUDA compiler sizes registers for) for qgemv_stream.
  * Blocks: 32 values; Q8_0 = float16 d + 32 int8 codes (34 bytes), Q4_0 = float16 d + 16 bytes
  * whose low nibble is element j and high nibble element j + 16 (18 bytes).
  * Non-finite blocks (accel's definition): a NaN gives d = NaN (0x7E00) and zero codes, an
@@ -190,14 +192,10 @@ DEVICE float exact_dot(GLOBAL const u8* wrow, GLOBAL const IN_T* xrow, int b, in
     float sum = 0.0f;
     for (; b < nblk; b += step) {
         GLOBAL const u8* blk = wrow + (i64)b * BLOCK_BYTES;
-        u16 bits = (u16)(blk[0] | (blk[1] << 8));
         float part = 0.0f;
-        _Pragma("unroll 1") for (int j = 0; j < QK / 2; ++j) { /* small: it is the rare path */
-            const int q = blk[2 + j];
-            part = FMA(LOAD_IN(xrow, (i64)b * QK + j), (float)((q & 15) - 8), part);
-            part = FMA(LOAD_IN(xrow, (i64)b * QK + j + QK / 2), (float)((q >> 4) - 8), part);
-        }
-        sum = FMA(LOAD_F16((const T_F16*)&bits, 0), part, sum);
+        _Pragma("unroll 1") for (int j = 0; j < QK; ++j) /* small: it is the rare path */
+            part = FMA(LOAD_IN(xrow, (i64)b * QK + j), block_code(blk, j), part);
+        sum = FMA(block_scale(blk), part, sum);
     }
     return sum / CODE_SCALE;
 }
