@@ -104,7 +104,7 @@ def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
         build_for = kernels.nvidia_target(target, job.sm_range, job.arch_suffix)
         if build_for is None:
             lo, hi = job.sm_range
-            span = " only" if lo == hi else " and later" if hi >= 999 else f" to sm_{hi}"
+            span = " only" if lo == hi else " and later" if hi >= kernels.SM_ANY_LATER else f" to sm_{hi}"
             return Outcome(job.id, job.file, target, "n/a", f"runs on sm_{lo}{span}")
     # the warp width a device of this arch reports, as the cuda/hip backends pass it
     defines = {"ACCEL_WARP": toolchains.default_warp_size(target), **dict(job.defines)}

@@ -569,9 +569,9 @@ class CuPyBackend(Backend):
         if fn is None:  # built once per variant: no source reading or hashing on later calls
             from accel import kernels
 
-            target = variant.nvidia_target(self.arch) if self.platform == "cuda" else self.arch
+            target = variant.nvidia_target(self.arch) or self.arch  # None for AMD archs
             fn = self._build(kernels.program_text(variant.source), name,
-                             tuple(variant.options()), "accel", target or self.arch)
+                             tuple(variant.options()), "accel", target)
             if variant.dynamic_local_bytes > _STATIC_SHARED_MAX:  # an opt-in above 48 KiB
                 with self.device:
                     fn.max_dynamic_shared_size_bytes = variant.dynamic_local_bytes

@@ -31,6 +31,8 @@ SOURCES = ("matmul.cl", "attention.cl", "quant.cl", "matmul_wmma.cu", "matmul_wg
            "attention_mma.cu")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
+#: the upper end of a variant's sm_range when it runs on every later NVIDIA arch too
+SM_ANY_LATER = 999
 
 #: accel dtype -> the dtype token the header's LOAD_/STORE_ macros are named by
 DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "I8",
@@ -251,7 +253,7 @@ def matmul_wmma(in_dtype: str, out_dtype: str, params: dict | None = None) -> Va
     dt = {"IN_DT": _token(in_dtype, ("float16", "bfloat16"), "in_dtype"),
           "OUT_DT": _token(out_dtype, _FLOATS, "out_dtype")}
     return Variant("matmul_wmma.cu", ("matmul_wmma", "matmul_wmma_vec"), {**dt, **p}, ("cuda",),
-                   sm_range=(80, 999))
+                   sm_range=(80, SM_ANY_LATER))
 
 
 def matmul_wgmma(in_dtype: str, out_dtype: str, params: dict | None = None) -> Variant:
@@ -290,8 +292,12 @@ def attention_mma(dtype: str, head_dim: int, head_dim_v: int, mask: str | None =
     """
     p = dict(GPU_ATTENTION_MMA if params is None else params)
     d = _attention_defines(dtype, ("float16", "bfloat16"), head_dim, head_dim_v, mask, mask_dtype)
-    p.setdefault("BKV", 64 if head_dim + head_dim_v <= 176 else 32)
-    return Variant("attention_mma.cu", ("attention_mma",), {**d, **p}, ("cuda",), sm_range=(80, 999))
+    for bkv in ((p["BKV"],) if "BKV" in p else (64, 32)):
+        v = Variant("attention_mma.cu", ("attention_mma",), {**d, **p, "BKV": bkv}, ("cuda",),
+                    sm_range=(80, SM_ANY_LATER))
+        if v.static_local_bytes <= 48 * 1024:
+            break
+    return v
 
 
 def _attention_defines(dtype: str, dtypes: tuple[str, ...], head_dim: int, head_dim_v: int,

@@ -55,13 +55,13 @@ def hot_loop(result: toolchains.CompileResult, kernel: str, opcode: str = "FFMA"
         missing(note)
     body = text[text.index(f"Function : {kernel}\n"):]
     body = body[:body.find("Function : ", 1)] if "Function : " in body[1:] else body
-    code = [(int(a, 16), re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0])
+    code = [(int(a, 16), re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0], t)
             for a, t in _INSTR.findall(body)]
-    total = sum(op == opcode for _, op in code)
+    total = sum(op == opcode for _, op, _ in code)
     loops = []
-    for (addr, _), (_, text_) in zip(code, _INSTR.findall(body)):
+    for addr, _, text_ in code:
         if (m := _BACK.search(text_)) and int(m.group(1), 16) < addr:
-            ops = Counter(op for a, op in code if int(m.group(1), 16) <= a <= addr)
+            ops = Counter(op for a, op, _ in code if int(m.group(1), 16) <= a <= addr)
             if ops[opcode] * 4 >= total * 3:
                 loops.append((sum(ops.values()), ops))
     assert loops, f"no loop of {kernel} holds 3/4 of its {opcode}"
