@@ -16,8 +16,9 @@ environment variable ``ACCEL_CUDA_IMPL`` / ``ACCEL_HIP_IMPL``, else ``"auto"``):
 - ``"vendor"``: matmul through the vendor BLAS (cuBLAS / hipBLAS via ``cupy.matmul``), every
   other op still through the shared kernels;
 - ``"tensorcore"``: float16/bfloat16 matmul and attention (head dims 64 and 128) on NVIDIA
-  tensor cores (kernels/matmul_wmma.cu, kernels/attention_mma.cu; sm_80 and later, declined
-  with the reason elsewhere), everything else as ``"kernels"``;
+  tensor cores (kernels/matmul_wgmma.cu, matmul_wmma.cu, attention_mma.cu; sm_80 and later,
+  declined with the reason elsewhere; :func:`tensorcore_kernel` picks one by the operands'
+  addresses), everything else as ``"kernels"``;
 - ``"auto"``: ``"tensorcore"`` where the device has it, else ``"kernels"``.
 """
 from __future__ import annotations
@@ -224,21 +225,32 @@ def aligned16(*addresses: int) -> bool:
     return all(a % 16 == 0 for a in addresses)
 
 
-def tensorcore_matmul(spec, arch: str, a_addr: int, b_addr: int):
-    """(variant, kernel name) of the tensor-core matmul for operands at device addresses
-    ``a_addr``, ``b_addr`` on a device of ``arch``: Hopper's wgmma kernel where the device is
-    sm_90 and the rows are whole, 16-byte aligned 8-element chunks (its cp.async copies); else
-    the WMMA kernel's cp.async variant where aligned; else WMMA's any-shape kernel.
+def tensorcore_kernel(spec, arch: str, *addresses: int):
+    """(variant, kernel name) of the tensor-core kernel that computes ``spec`` (on the
+    "tensorcore" path of :func:`kernel_path`) with its operands at device ``addresses`` (matmul:
+    a, b; attention: q, k, v) on a device of ``arch``; None where only the SIMT kernel can.
 
-    >>> from accel.spec import matmul_spec
+    Matmul always has one: Hopper's wgmma kernel where the device is sm_90 and the rows are
+    whole, 16-byte aligned 8-element chunks (its cp.async copies); else the WMMA kernel's
+    cp.async variant where aligned; else WMMA's any-shape kernel (which is why supports() asks
+    for WMMA's header even where wgmma runs). Attention's kernel copies 16-byte pieces of rows,
+    so q, k and v must be 16-byte aligned; elsewhere attention.cl computes it, with the same
+    float32 accumulation, also under a forced ``impl="tensorcore"``.
+
+    >>> from accel.spec import matmul_spec, attention_spec
     >>> s = matmul_spec((4, 8), "float16", (8, 16), "float16")
-    >>> [tensorcore_matmul(s, arch, 256, a)[1] for arch, a in (("sm_90", 512), ("sm_80", 512),
+    >>> [tensorcore_kernel(s, arch, 256, a)[1] for arch, a in (("sm_90", 512), ("sm_80", 512),
     ...                                                        ("sm_90", 514))]
     ['matmul_wgmma', 'matmul_wmma_vec', 'matmul_wmma']
+    >>> att = attention_spec((1, 2, 8, 64), (1, 2, 8, 64), (1, 2, 8, 64), ("float16",) * 3)
+    >>> tensorcore_kernel(att, "sm_80", 256, 512, 768)[1], tensorcore_kernel(att, "sm_80", 256, 520, 768)
+    ('attention_mma', None)
     """
     from accel import kernels
 
-    chunks = spec.K % 8 == 0 and spec.N % 8 == 0 and aligned16(a_addr, b_addr)
+    if spec.op == "attention":
+        return (kernel_variant(spec, "tensorcore"), "attention_mma") if aligned16(*addresses) else None
+    chunks = spec.K % 8 == 0 and spec.N % 8 == 0 and aligned16(*addresses)
     hopper = kernels.matmul_wgmma(spec.dtype, spec.out_dtype)
     if chunks and hopper.nvidia_target(arch):
         return hopper, "matmul_wgmma"
@@ -260,7 +272,7 @@ def kernel_variant(spec, path: str = "kernels"):
         return build(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
     # quant.cl holds quantize, dequantize, qmatmul and qgemv; dequantize reads bytes, any dtype
     # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches
-    if spec.op == "qmatmul" and spec.M <= kernels.GEMV_MAX_M:
+    if kernels.gemv_applies(spec, kernels.GPU_GEMV):
         return kernels.quant(spec.fmt.name, spec.dtype, kernels.GPU_GEMV)
     return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
 
@@ -557,12 +569,27 @@ class CuPyBackend(Backend):
     def accumulator(self, spec) -> str:
         return accumulator_for(spec, self.impl)
 
-    def _run_shipped(self, spec, args: list, path: str = "kernels") -> None:
-        self._run_variant(spec, kernel_variant(spec, path), args)
+    def kernel_args(self, spec, out, *inputs) -> list:
+        """The arguments every shipped kernel of ``spec``'s op takes: the op's inputs (tensors,
+        attention's mask after the output and a placeholder for none), the output, matmul's
+        batch offsets, then :func:`accel.kernels.scalar_args`."""
+        from accel import kernels
 
-    def _run_variant(self, spec, variant, args: list, name: str | None = None) -> None:
+        if spec.op == "matmul":
+            with self.device:
+                bufs = [*inputs, out, self.cupy.asarray(spec.batch_offsets().reshape(-1))]
+        elif spec.op == "attention":
+            *qkv, mask = inputs
+            bufs = [*qkv, out, self._unused() if mask is None else mask]
+        else:
+            bufs = [*inputs, out]
+        return bufs + list(kernels.scalar_args(spec))
+
+    def run_variant(self, spec, variant, args: list, name: str | None = None) -> None:
         """Launch shipped ``variant`` (kernel ``name``, else the one launch_plan names) on
-        ``args``, built once per variant for the compile target it needs on this device."""
+        ``args`` (:meth:`kernel_args`), built once per variant for the compile target it needs
+        on this device. The ops call it with the variant they choose; the speed-goal script
+        (accel.conformance.gpu_goals) with the alternatives it times."""
         planned, grid, block = launch_plan(spec, variant, name)
         name = name or planned
         fn = self._shipped.get((variant, name))
@@ -578,53 +605,49 @@ class CuPyBackend(Backend):
             self._shipped[(variant, name)] = fn
         self.launch(fn, grid, block, args, variant.dynamic_local_bytes)
 
+    def _compute(self, spec, *inputs: Any, out: Any, name: str | None = None) -> None:
+        """Run ``spec``'s kernel on the path ``impl`` gives it: the tensor-core kernel chosen by
+        the operands' addresses where there is one, else the shipped shared-dialect variant
+        (kernel ``name``, else the one launch_plan names)."""
+        args = self.kernel_args(spec, out, *inputs)
+        if kernel_path(spec, self.impl, self.arch) == "tensorcore":
+            addresses = (t.buf.data.ptr for t in inputs[:3])  # matmul's a, b; attention's q, k, v
+            chosen = tensorcore_kernel(spec, self.arch, *addresses)
+            if chosen is not None:
+                self.run_variant(spec, chosen[0], args, chosen[1])
+                return
+        self.run_variant(spec, kernel_variant(spec), args, name)
+
     def matmul(self, spec, out, a, b) -> None:
-        path = kernel_path(spec, self.impl, self.arch)
-        if path == "vendor":
+        if kernel_path(spec, self.impl, self.arch) == "vendor":
             with self.device:
                 self._array(out)[...] = vendor_matmul(self.cupy, self._array(a), self._array(b),
                                                       spec.dtype, spec.out_dtype)
             return
-        with self.device:
-            boff = self.cupy.asarray(spec.batch_offsets().reshape(-1))
-        args = [a, b, out, boff, np.int32(spec.M), np.int32(spec.N), np.int32(spec.K)]
-        if path == "tensorcore":
-            variant, name = tensorcore_matmul(spec, self.arch, a.buf.data.ptr, b.buf.data.ptr)
-            self._run_variant(spec, variant, args, name)
-        else:
-            self._run_shipped(spec, args, path)
+        self._compute(spec, a, b, out=out)
 
     def attention(self, spec, out, q, k, v, mask) -> None:
-        if mask is None:  # the kernel never reads the pointer then; any valid buffer will do
-            mask, strides = self._unused(), (0, 0, 0, 0)
-        else:
-            strides = spec.mask_strides()
-        path = kernel_path(spec, self.impl, self.arch)
-        if path == "tensorcore" and not aligned16(*(t.buf.data.ptr for t in (q, k, v))):
-            path = "kernels"  # its 16-byte copies need aligned rows; the SIMT kernel takes any
-        self._run_shipped(spec, [q, k, v, out, mask, np.int32(spec.Hq), np.int32(spec.Hkv),
-                                 np.int32(spec.Sq), np.int32(spec.Sk), np.float32(spec.scale),
-                                 np.int32(spec.causal), *(np.int64(s) for s in strides)], path)
+        self._compute(spec, q, k, v, mask, out=out)
 
     def quantize(self, spec, out, x) -> None:
-        self._run_shipped(spec, [x, out, np.int64(math.prod(spec.shape) // BLOCK)])
+        self._compute(spec, x, out=out)
 
     def dequantize(self, spec, out, q) -> None:
-        self._run_shipped(spec, [q, out, np.int64(math.prod(spec.shape))])
+        self._compute(spec, q, out=out)
 
     def qmatmul(self, spec, out, x, w) -> None:
         from accel import kernels
 
-        variant = kernel_variant(spec)
         name = None
-        if "GEMV_WG" in variant.defines:  # a GEMV: which one depends on K and the addresses
-            name = kernels.gemv_kernel(spec.fmt.name, spec.K, variant.defines, x_addr=x.buf.data.ptr,
+        if kernels.gemv_applies(spec, kernels.GPU_GEMV):  # which GEMV: by K and the addresses
+            name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,
                                        w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX,
                                        prefer=kernels.preferred_gemv())
-        self._run_variant(spec, variant, [x, w, out, np.int32(spec.M), np.int32(spec.N),
-                                          np.int32(spec.K)], name)
+        self._compute(spec, x, w, out=out, name=name)
 
     def _unused(self) -> Any:
+        """A device buffer for a pointer argument the kernel never reads (attention without a
+        mask)."""
         if not hasattr(self, "_unused_buf"):
             self._unused_buf = self.alloc(256)
         return self._unused_buf
@@ -657,7 +680,7 @@ class CuPyBackend(Backend):
 
 
 __all__ = ["CuPyBackend", "IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "kernel_path", "aligned16",
-           "tensorcore_matmul", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
+           "tensorcore_kernel", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
            "build_kernel", "format_version",
            "unavailable_reason", "vendor_matmul", "bf16_bits_to_f32",
            "f32_to_bf16_bits"]

@@ -15,10 +15,13 @@ True
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+
+import numpy as np
 
 from accel.errors import ArgumentError, DTypeError, expected
 
@@ -218,6 +221,39 @@ def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int
             params["GEMV_WG"] * params["GEMV_TEAMS"])
 
 
+def gemv_applies(spec, params: dict) -> bool:
+    """Whether a GPU parameter set's GEMV kernels (``params`` with GEMV_WG, e.g. GPU_GEMV)
+    compute quantized-matmul ``spec``: up to GEMV_MAX_M rows of x (CPU parameter sets have none).
+
+    >>> from accel.spec import qmatmul_spec
+    >>> from accel.formats import get_format
+    >>> [gemv_applies(qmatmul_spec((m, 64), "float32", (8, 64), get_format("q4_0")), p)
+    ...  for m, p in ((8, GPU_GEMV), (9, GPU_GEMV), (1, CPU_GEMV))]
+    [True, False, False]
+    """
+    return spec.op == "qmatmul" and "GEMV_WG" in params and spec.M <= GEMV_MAX_M
+
+
+def scalar_args(spec) -> tuple:
+    """The scalar arguments every shipped kernel of ``spec``'s op takes after its buffers, as
+    numpy scalars of the sources' parameter types (int: int32, i64: int64, float: float32), so
+    that every backend passes the same values the same way.
+
+    >>> from accel.spec import matmul_spec
+    >>> scalar_args(matmul_spec((2, 3), "float32", (3, 4), "float32"))
+    (np.int32(2), np.int32(4), np.int32(3))
+    """
+    i32 = np.int32
+    if spec.op in ("matmul", "qmatmul"):
+        return i32(spec.M), i32(spec.N), i32(spec.K)
+    if spec.op == "attention":
+        strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)
+        return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
+                i32(spec.causal), *(np.int64(s) for s in strides))
+    values = math.prod(spec.shape)  # quantize takes its count of 32-value blocks
+    return (np.int64(values // 32 if spec.op == "quantize" else values),)
+
+
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
     if dtype not in allowed:
         raise DTypeError(expected(arg, f"one of {allowed}", repr(dtype)))
@@ -375,5 +411,6 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "gemv_kernel", "gemv_launch", "preferred_gemv", "stream_local_bytes",
+           "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "stream_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

@@ -140,3 +140,41 @@ def test_hip_quantizer_fmas_only_inside_correctly_rounded_division(tmp_path):
     outside = re.sub(r"v_div_scale_f32.*?v_div_fixup_f32[^\n]*", "", body, flags=re.S)
     assert "v_div_fixup_f32" in body
     assert not re.search(r"v_(fma|fmac|mad|mac)_f32|v_pk_fma", outside)
+
+
+_C_SCALAR = {"int": "int32", "i64": "int64", "float": "float32"}
+_OP_OF_KERNEL = {"matmul": "matmul", "matmul_wmma": "matmul", "matmul_wmma_vec": "matmul",
+                 "matmul_wgmma": "matmul", "attention": "attention", "attention_mma": "attention",
+                 "quantize": "quantize", "dequantize": "dequantize", "qmatmul": "qmatmul",
+                 "qgemv": "qmatmul", "qgemv_stream": "qmatmul"}
+
+
+def _op_specs():
+    from accel import spec as S
+    from accel.formats import get_format
+
+    q4 = get_format("q4_0")
+    return {"matmul": S.matmul_spec((2, 3), "float32", (3, 4), "float32"),
+            "attention": S.attention_spec((1, 2, 3, 8), (1, 1, 5, 8), (1, 1, 5, 8), ("float32",) * 3,
+                                          mask_shape=(3, 5), mask_dtype="bool"),
+            "quantize": S.quantize_spec((2, 64), "float32", "q4_0"),
+            "dequantize": S.dequantize_spec((2, 64), q4),
+            "qmatmul": S.qmatmul_spec((1, 64), "float32", (3, 64), q4)}
+
+
+def test_every_kernel_signature_takes_the_scalar_args_the_backends_pass():
+    # both backends pass accel.kernels.scalar_args after the buffers: its count and types must
+    # be the ones every shipped kernel's parameter list ends with
+    specs = _op_specs()
+    seen = set()
+    for src in K.SOURCES:
+        text = K.source(src)
+        for m in re.finditer(r"\b(\w+)\(([^()]*)\)\s*\{", text):
+            name, params = m.group(1), [p.strip() for p in m.group(2).split(",")]
+            if name not in _OP_OF_KERNEL or not any("GLOBAL" in p or "*" in p for p in params):
+                continue
+            scalars = [p.split()[-2] for p in params if "*" not in p]
+            want = [type(a).__name__ for a in K.scalar_args(specs[_OP_OF_KERNEL[name]])]
+            assert [_C_SCALAR[t] for t in scalars] == want, (src, name, scalars)
+            seen.add(name)
+    assert seen == set(_OP_OF_KERNEL)

@@ -227,7 +227,7 @@ def test_the_async_kernels_need_aligned_whole_chunks():
     spec = S.matmul_spec((5, 64), "bfloat16", (64, 24), "bfloat16")
     for arch, fast in (("sm_80", "matmul_wmma_vec"), ("sm_90", "matmul_wgmma"), ("sm_100", "matmul_wmma_vec")):
         def pick(a_addr, b_addr, s=spec):
-            return CB.tensorcore_matmul(s, arch, a_addr, b_addr)[1]
+            return CB.tensorcore_kernel(s, arch, a_addr, b_addr)[1]
 
         assert pick(1 << 20, 256) == fast
         assert pick((1 << 20) + 8, 256) == "matmul_wmma"  # A 8-byte aligned only

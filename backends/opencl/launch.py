@@ -7,7 +7,6 @@ import math
 import threading
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
 import pyopencl as cl
 
 import accel.kernels as K
@@ -98,7 +97,7 @@ def _matmul(be, spec: MatmulSpec):
     v = K.matmul(spec.dtype, spec.out_dtype, p)
     kernel = be.kernel(v, "matmul")
     offs_buf = be.upload(spec.batch_offsets())
-    M, N, K_ = spec.M, spec.N, spec.K
+    M, N = spec.M, spec.N
     if p.get("LOCAL_TILE"):
         wg_m, wg_n = p["WG_M"], p["WG_N"]
         lsize = (wg_n, wg_m, 1)
@@ -106,8 +105,7 @@ def _matmul(be, spec: MatmulSpec):
     else:
         lsize = (1, 1, 1)
         gsize = (_ceil(M, p["TM"]), _ceil(N, p["TN"]), spec.batch)
-    tail = (offs_buf, np.int32(M), np.int32(N), np.int32(K_))
-    return _launcher(be, kernel, gsize, lsize, f"matmul {v.id}", tail)
+    return _launcher(be, kernel, gsize, lsize, f"matmul {v.id}", (offs_buf, *K.scalar_args(spec)))
 
 
 def _lanes(*sizes: int, widest: int) -> int:
@@ -123,16 +121,13 @@ def _attention(be, spec: AttentionSpec):
     p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
     v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
     kernel = be.kernel(v, "attention")
-    strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)
     if p.get("LOCAL_TILE"):
         lsize = (wg, 1, 1)
         gsize = (_ceil(spec.Sq, wg * p["BQ"]) * wg, spec.Hq, spec.B)
     else:
         lsize = (1, 1, 1)
         gsize = (_ceil(spec.Sq, p["BQ"]), spec.Hq, spec.B)
-    tail = (np.int32(spec.Hq), np.int32(spec.Hkv), np.int32(spec.Sq), np.int32(spec.Sk),
-            np.float32(spec.scale), np.int32(spec.causal), *(np.int64(s) for s in strides))
-    return _launcher(be, kernel, gsize, lsize, f"attention {v.id}", tail)
+    return _launcher(be, kernel, gsize, lsize, f"attention {v.id}", K.scalar_args(spec))
 
 
 def _quant_kernel(be, fmt: str, dtype: str, name: str, params: dict | None = None) -> cl.Kernel:
@@ -144,23 +139,22 @@ def _quantize(be, spec: QuantizeSpec):
     nblocks = math.prod(spec.shape) // 32
     kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "quantize")
     return _launcher(be, kernel, (_padded(nblocks, _LOCAL_1D),), (_LOCAL_1D,), "quantize",
-                     (np.int64(nblocks),))
+                     K.scalar_args(spec))
 
 
 def _dequantize(be, spec: DequantizeSpec):
     n = math.prod(spec.shape)
     kernel = _quant_kernel(be, spec.fmt.name, "float32", "dequantize")
     return _launcher(be, kernel, (_padded(n, _LOCAL_1D),), (_LOCAL_1D,), "dequantize",
-                     (np.int64(n),))
+                     K.scalar_args(spec))
 
 
 def _qmatmul(be, spec: QMatmulSpec):
     # GPU parameter sets (qgemv) also serve small batches: rereading the weight per row of x
     # from cache beats the one-output-per-work-item qmatmul there
-    gemv_gpu = "GEMV_WG" in be.params["gemv"] and spec.M <= K.GEMV_MAX_M
-    op = "gemv" if spec.M == 1 or gemv_gpu else "qmatmul"
+    op = "gemv" if spec.M == 1 or K.gemv_applies(spec, be.params["gemv"]) else "qmatmul"
     p, wg = _kernel_params(be.params[op])
-    tail = (np.int32(spec.M), np.int32(spec.N), np.int32(spec.K))
+    tail = K.scalar_args(spec)
     if "GEMV_WG" in p:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
         # every buffer and view starts at a multiple of the base-address alignment
         name = K.gemv_kernel(spec.fmt.name, spec.K, p, x_addr=be.alignment, w_addr=be.alignment,
