@@ -14,6 +14,9 @@
 #   bench-cuda.json             `accel bench --backend cuda` (impl=auto: tensor cores for 16-bit ops)
 #   speed-goals-cuda.json       the speed goals as ratios measured in this run, with the
 #                               alternatives timed too (accel.conformance.gpu_goals)
+#   profile-gemv.log            where Nsight Compute (ncu) is installed: the GEMV goal's kernel
+#                               profiled (throughputs, occupancy, scheduler and warp-stall
+#                               statistics, stall sampling by instruction)
 # Each step has its own time limit so the whole run stays within 5 minutes; a failed step is
 # reported and the others still run. Exit status: 0 when every step succeeded.
 #
@@ -69,6 +72,15 @@ step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel con
     --json "$OUT/conformance-cuda-tensorcore.json"
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
 step speed-goals 150 "$PY" -m accel.conformance.gpu_goals "$OUT/speed-goals-cuda.json"
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+if [ -n "$NCU" ]; then  # the second GEMV launch (the first loads the kernel), caches flushed per pass
+    step profile-gemv 90 "$NCU" --clock-control none --kernel-name regex:qgemv --launch-skip 1 \
+        --launch-count 1 --section SpeedOfLight --section LaunchStats --section Occupancy \
+        --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --section SourceCounters "$PY" -m accel.conformance.gpu_goals --gemv-once
+else
+    echo "== profile-gemv: skipped, Nsight Compute (ncu) is not installed"
+fi
 
 if [ ${#failed[@]} -eq 0 ]; then
     echo "gpu_check: every step succeeded; results in $OUT"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from gpu_toolchains import build_shipped, hot_loop, need
@@ -35,15 +36,44 @@ def test_usage_error_exits_2():
     assert proc.returncode == 2 and "usage:" in proc.stderr
 
 
-@pytest.mark.parametrize("params", gpu_goals.STREAM_ALTERNATIVES, ids=str)
-def test_every_timed_gemv_alternative_builds_for_sm_90(params):
-    # a variant that cannot build (static shared memory past 48 KiB, ...) would cost a GPU run
+@pytest.mark.parametrize("params", gpu_goals.QGEMV_ALTERNATIVES, ids=str)
+def test_every_timed_qgemv_alternative_builds_for_sm_90_without_local_memory(params):
+    # a variant that cannot build, or spills its loop to local memory, would waste a GPU run
+    # (qgemv_stream's alternatives: tests/test_cuda_hip.py)
     need("sm_90")
-    p = {**K.GPU_GEMV, **params}
-    v = K.quant("q4_0", "float32", p)
-    r = build_shipped(v, "qgemv_stream", "sm_90")
-    res = r.resources["qgemv_stream"]
-    assert res.shared_bytes == K.stream_local_bytes(p, "q4_0") <= 48 * 1024
-    assert res.registers <= 65536 // (p["STREAM_MIN_GROUPS"] * 32 * p["STREAM_WARPS"])
-    loop = hot_loop(r, "qgemv_stream")
-    assert loop["LDL"] == loop["STL"] == 0, loop
+    r = build_shipped(K.quant("q4_0", "float32", {**K.GPU_GEMV, **params}), "qgemv", "sm_90")
+    assert r.resources["qgemv"].spills == 0
+    loop = hot_loop(r, "qgemv")
+    assert loop["LDL"] == loop["STL"] == 0 and loop["PRMT"] >= 32 * params.get("RN", 4), loop
+
+
+def test_time_all_times_every_contender_and_keeps_a_failure_to_itself():
+    # the goals' timing (interleaved rounds of accel.bench.measure_all) on the CPU backend's host
+    # clock: a contender that raises is reported as its exception, the others still get times
+    be = accel.get_backend("cpu")
+
+    def broken():
+        raise ZeroDivisionError("planted")
+    times = gpu_goals.time_all(be, {"sleep 2 ms": lambda: time.sleep(0.002), "broken": broken,
+                                    "sleep 4 ms": lambda: time.sleep(0.004)})
+    assert 0.002 <= times["sleep 2 ms"] < 0.004 <= times["sleep 4 ms"] < 0.02
+    assert isinstance(times["broken"], ZeroDivisionError)
+
+
+def test_an_entry_judges_its_first_run_and_records_failed_alternatives():
+    runs = {"auto": (2.0, 1e-6), "alt": (1.0, 2e-6), "bad": (RuntimeError("no launch"), float("nan"))}
+    e = gpu_goals.entry("goal", 0.5, 1e-5, "base", 1.0, runs)
+    assert (e["judged"], e["ratio"], e["rel_err"]) == ("auto", 0.5, 1e-6)
+    assert e["alternatives"]["alt"]["ratio"] == 1.0
+    assert e["alternatives"]["bad"] == {"error": "RuntimeError: no launch"}
+    with pytest.raises(RuntimeError, match="no launch"):  # the judged run failing fails the goal
+        gpu_goals.entry("goal", 0.5, 1e-5, "base", 1.0, {"bad": runs["bad"], "auto": runs["auto"]})
+
+
+def test_the_profiler_run_without_a_cuda_device_says_why_and_fails():
+    status = next(s for s in accel.backends() if s.name == "cuda")
+    if status.available:
+        pytest.skip("a CUDA device is present: gpu_check.sh profiles the GEMV there")
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", "--gemv-once"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "no GEMV run: BackendUnavailable" in proc.stderr
