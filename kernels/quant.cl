@@ -3,7 +3,7 @@
  * 1/d is correctly rounded (FDIV_RN), d is stored as float16 rounded to nearest even.
  *
  * Defines: FMT_Q8_0 or FMT_Q4_0; IN_DT (F32, F16, BF16) for quantize; OUT_DT for qmatmul;
- * RM, RN, VW for qmatmul; RM, RN, GEMV_WG (a power of two) and GEMV_TEAMS for qgemv;
+ * RM, RN, VW for qmatmul; RM, RN, GEMV_WG (a power of two, 8 or more) and GEMV_TEAMS for qgemv;
  * STREAM_WARPS, STREAM_ROWS, STREAM_STAGES and STREAM_MIN_GROUPS (groups per multiprocessor the
  * CUDA compiler sizes registers for) for qgemv_stream.
  * Blocks: 32 values; Q8_0 = float16 d + 32 int8 codes (34 bytes), Q4_0 = float16 d + 16 bytes
@@ -149,11 +149,14 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
  * tile for all of its rows, so a team's loads of one row cover consecutive bytes. A block is only
  * 2-byte aligned: the work-item loads the QWORDS aligned 16-byte words that cover it and moves
  * the block into place with selects and funnel shifts, never indexing registers by a run-time
- * value (that would put the array in local memory). The tile's x values are staged once per
- * group in local memory as float (double-buffered: one barrier per tile), each block's float4s
- * permuted (index XOR block) so that neighbouring work-items reading the same float4 of
- * neighbouring blocks hit different banks; every team and row reuses them. The next tile's
- * weight and x loads are issued before this tile's arithmetic, to be in flight during it.
+ * value (that would put the array in local memory). A tile moves a multiple of 16 bytes, so a
+ * work-item finds its block at the same offset in its words in every tile of a row: the offset
+ * is found once per row. The tile's x values are staged once per group in local memory as float
+ * (double-buffered: one barrier per tile) with the sums of each 4 that UNBIAS takes, at odd
+ * strides per block so that neighbouring work-items reading the same float4 of neighbouring
+ * blocks hit different banks, and at constant offsets from one address; every team and row
+ * reuses them. The next tile's weight and x loads are issued before this tile's arithmetic, to
+ * be in flight during it.
  * Codes become floats without conversion instructions. Q8_0: BYTE_F23 gives the float 2^23 + b
  * for the byte b with its sign bit flipped, and subtracting 2^23 + 128 gives the code exactly.
  * Q4_0: the funnel shifts that extract the code words put each nibble n in bits 3..6 of its byte,
@@ -173,8 +176,19 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #ifndef GEMV_TEAMS
 #define GEMV_TEAMS 4
 #endif
+#if GEMV_WG < 8
+#error "GEMV_WG: 8 or more, so that a tile of GEMV_WG blocks is a whole number of 16-byte words"
+#endif
 #define GEMV_ITEMS (GEMV_WG * GEMV_TEAMS)
+#ifndef GEMV_MIN_GROUPS /* groups per multiprocessor the CUDA compiler sizes registers for: by
+                         * default 512 work-items, so at most 128 registers each */
+#define GEMV_MIN_GROUPS (512 / GEMV_ITEMS > 0 ? 512 / GEMV_ITEMS : 1)
+#endif
 #define XS_ITERS ((GEMV_WG * 8 + GEMV_ITEMS - 1) / GEMV_ITEMS) /* x float4s staged per work-item */
+/* local-memory strides in float4s of a block's 8 float4s of x and 2 of their sums: odd, so the 8
+ * work-items that read 16 bytes each in one pass of the banks read 8 different bank quads */
+#define XS_STRIDE 9
+#define SUMS_STRIDE 3
 #define QWORDS ((BLOCK_BYTES + 14 + 15) / 16) /* 16-byte words around a block at any even offset */
 #define RAW_WORDS (4 * QWORDS)
 #if FMT_Q8_0
@@ -219,17 +233,14 @@ DEVICE_COLD float qgemv_exact(GLOBAL const IN_T* x, GLOBAL const u8* w, int M, i
 #endif
 #define F4_AT(v, k) ((k) == 0 ? (v).x : (k) == 1 ? (v).y : (k) == 2 ? (v).z : (v).w)
 
-/* The aligned 16-byte words around the block at p; returns the block's offset in the first.
- * Each word holds at least one byte of the block, so no load leaves the 16-byte words that the
- * buffer's own bytes occupy. */
-DEVICE u32 load_raw(GLOBAL const u8* p, u32* raw) {
-    const u32 s = ADDR_BITS(p) & 15u;
-    GLOBAL const u32x4* a = (GLOBAL const u32x4*)(p - s);
+/* The QWORDS aligned 16-byte words from a: those around a block that starts in the first (each
+ * holds at least one byte of the block, so no load leaves the 16-byte words that the buffer's
+ * own bytes occupy). */
+DEVICE void load_raw(GLOBAL const u32x4* a, u32* raw) {
     UNROLL for (int i = 0; i < QWORDS; ++i) {
         const u32x4 t = a[i];
         raw[4 * i] = t.x; raw[4 * i + 1] = t.y; raw[4 * i + 2] = t.z; raw[4 * i + 3] = t.w;
     }
-    return s;
 }
 
 /* The scale and the 8 code words (one per 4 values) of the block at byte s (even) of raw (which
@@ -259,24 +270,35 @@ DEVICE u32 code_quad(const u32* codes, int q) {
 #endif
 }
 
-KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
+KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_T* RESTRICT x,
                                             GLOBAL const u8* RESTRICT w,
                                             GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
-    LOCAL f32x4 xs[2][RM][GEMV_WG * 8];
+    LOCAL f32x4 xs[2][RM][GEMV_WG * XS_STRIDE];
+#if !FMT_Q8_0
+    LOCAL f32x4 xsums[2][RM][GEMV_WG * SUMS_STRIDE];
+#endif
 #if GEMV_WG > GEMV_SHFL
     LOCAL float red[RM * RN][GEMV_ITEMS / GEMV_SHFL];
 #endif
     const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
     const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
     const int nblk = K / QK;
-    GLOBAL const u8* wr[RN];
-    UNROLL for (int r = 0; r < RN; ++r)
-        wr[r] = w + (i64)imin(n0 + r, N - 1) * nblk * BLOCK_BYTES;
+    /* A tile moves GEMV_WG blocks, a multiple of 16 bytes: a work-item's block sits at the same
+     * offset at[r] in its 16-byte words in every tile of row r, found once. Past the end of the
+     * row, a work-item reloads its last block (or, with none, the row's last): the loads stay
+     * inside the weight and the compute skips them. */
+    const int last_tile = imax(nblk - 1 - lane, 0) / GEMV_WG;
+    GLOBAL const u32x4* wa[RN];
+    u32 raw[RN][RAW_WORDS], at[RN], codes[RN][8];
+    UNROLL for (int r = 0; r < RN; ++r) {
+        GLOBAL const u8* p = w + ((i64)imin(n0 + r, N - 1) * nblk + imin(lane, nblk - 1)) * BLOCK_BYTES;
+        at[r] = ADDR_BITS(p) & 15u;
+        wa[r] = (GLOBAL const u32x4*)(p - at[r]);
+    }
     GLOBAL const IN_T* xr[RM];
     UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
-    u32 raw[RN][RAW_WORDS], at[RN], codes[RN][8];
     float d[RN];
     f32x4 xv[RM][XS_ITERS];
     /* iteration b0 computes the tile at b0 while the loads of the next one are in flight; the
@@ -286,15 +308,22 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
             UNROLL for (int i = 0; i < RM; ++i)
                 UNROLL for (int it = 0; it < XS_ITERS; ++it) {
                     const int u = tid + it * GEMV_ITEMS, b = u >> 3;
-                    if (GEMV_WG * 8 % GEMV_ITEMS == 0 || u < GEMV_WG * 8)
-                        xs[buf][i][b * 8 + ((u & 7) ^ (b & 7))] = xv[i][it];
+                    if (GEMV_WG * 8 % GEMV_ITEMS == 0 || u < GEMV_WG * 8) {
+                        const f32x4 v = xv[i][it];
+                        xs[buf][i][b * XS_STRIDE + (u & 7)] = v;
+#if !FMT_Q8_0 /* the sums UNBIAS takes, added once per tile */
+                        ((LOCAL_PTR float*)xsums[buf][i])[4 * (b * SUMS_STRIDE + (u >> 2 & 1)) + (u & 3)] =
+                            (v.x + v.y) + (v.z + v.w);
+#endif
+                    }
                 }
             BARRIER(); /* the other buffer is free once every work-item is past this point */
             UNROLL for (int r = 0; r < RN; ++r) d[r] = take_block(raw[r], at[r], codes[r]);
         }
-        const int nb = b0 + GEMV_WG; /* past the end: harmless reloads of the last block */
+        const int nb = b0 + GEMV_WG;
+        const int tile = imin(nb / GEMV_WG, last_tile);
         UNROLL for (int r = 0; r < RN; ++r)
-            at[r] = load_raw(wr[r] + (i64)imin(nb + lane, nblk - 1) * BLOCK_BYTES, raw[r]);
+            load_raw(wa[r] + (i64)tile * (GEMV_WG * BLOCK_BYTES / 16), raw[r]);
         /* work-item tid stages float4 u = tid + it * GEMV_ITEMS: float4 u % 8 of block u / 8 */
         UNROLL for (int i = 0; i < RM; ++i)
             UNROLL for (int it = 0; it < XS_ITERS; ++it) {
@@ -316,8 +345,12 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, 0) void qgemv(GLOBAL const IN_T* RESTRICT x,
                 f32x4 xq[RM];
                 float sq[RM];
                 UNROLL for (int i = 0; i < RM; ++i) {
-                    xq[i] = xs[buf][i][lane * 8 + (q ^ (lane & 7))];
-                    sq[i] = (xq[i].x + xq[i].y) + (xq[i].z + xq[i].w);
+                    xq[i] = xs[buf][i][lane * XS_STRIDE + q];
+#if FMT_Q8_0
+                    sq[i] = 0.0f;
+#else
+                    sq[i] = F4_AT(xsums[buf][i][lane * SUMS_STRIDE + (q >> 2)], q & 3);
+#endif
                 }
                 UNROLL for (int r = 0; r < RN; ++r) {
                     const u32 quad = code_quad(codes[r], q);
