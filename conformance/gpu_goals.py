@@ -33,11 +33,13 @@ STREAM_ALTERNATIVES = (dict(STREAM_STAGES=3), dict(STREAM_STAGES=6), dict(STREAM
                        dict(STREAM_WARPS=8, STREAM_ROWS=32, STREAM_STAGES=3, STREAM_MIN_GROUPS=2))
 #: qgemv's parameters timed beside its defaults (RN = 4 rows per team of 32, 4 teams, at most
 #: 128 registers: 16 warps per SM; 132 SASS instructions per block-row in its loop on sm_90):
-#: more teams sharing each tile of x (124 per block-row), other rows per team (RN = 2: 78
-#: registers but 166 per block-row; RN = 3: 134; RN = 8 with 243 registers, 8 warps per SM:
-#: 137), fewer teams (152)
-QGEMV_ALTERNATIVES = (dict(GEMV_TEAMS=8), dict(GEMV_WG=16, GEMV_TEAMS=8), dict(RN=2, GEMV_TEAMS=16),
-                      dict(RN=3), dict(RN=8, GEMV_MIN_GROUPS=1), dict(GEMV_TEAMS=2))
+#: more teams sharing each tile of x (8 or 16 teams: 124 per block-row, and fewer reads of x
+#: from L2: every group reads all of it, 16 MB over 512 groups at N = K = 8192 with 4 teams, 4 MB
+#: over 128 with 16), other rows per team (RN = 2: 78 registers but 166 per block-row; RN = 3:
+#: 134; RN = 8 with 243 registers, 8 warps per SM: 137), fewer teams (152)
+QGEMV_ALTERNATIVES = (dict(GEMV_TEAMS=8), dict(GEMV_TEAMS=16), dict(GEMV_WG=16, GEMV_TEAMS=8),
+                      dict(RN=2, GEMV_TEAMS=16), dict(RN=3), dict(RN=8, GEMV_MIN_GROUPS=1),
+                      dict(GEMV_TEAMS=2))
 #: per contender: at least 0.3 s of samples, interleaved in blocks of 50 ms
 BUDGET = Budget(time_s=0.3, work=0, min_reps=5, max_reps=10_000, max_time_s=2.0, warmup=2)
 
