@@ -17,8 +17,9 @@
 #   profile-gemv.log            where Nsight Compute (ncu) is installed: the GEMV goal's kernel
 #                               profiled (throughputs, occupancy, scheduler and warp-stall
 #                               statistics, stall sampling by instruction)
-# Each step has its own time limit so the whole run stays within 5 minutes; a failed step is
-# reported and the others still run. Exit status: 0 when every step succeeded.
+# The whole run took 149 s on an H200 (the issue asks for 5 minutes); each step has its own time
+# limit so that a hung step cannot stall the rest, and a failed step is reported while the others
+# still run. Exit status: 0 when every step but the diagnostic profile succeeded.
 #
 # usage: conformance/gpu_check.sh OUTDIR   (PYTHON=python3 by default; ACCEL_COMMIT=<hash> names
 # the commit in the results where the checkout's .git is not current)
@@ -32,7 +33,10 @@ OUT=$(cd "$OUT" && pwd)
 export PYTHONUNBUFFERED=1
 failed=()
 
-step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME.log
+step() {  # step [--diagnostic] NAME SECONDS COMMAND...: run with a time limit, log to
+          # OUT/NAME.log; a diagnostic step's failure is reported, not counted
+    local diagnostic=0
+    if [ "$1" = "--diagnostic" ]; then diagnostic=1; shift; fi
     local name=$1 limit=$2
     shift 2
     local t0=$SECONDS
@@ -40,7 +44,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to OUT/NAME
     timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
     local rc=${PIPESTATUS[0]}
     echo "== $name: exit $rc after $((SECONDS - t0))s"
-    [ "$rc" -eq 0 ] || failed+=("$name (exit $rc)")
+    [ "$rc" -eq 0 ] || [ "$diagnostic" -eq 1 ] || failed+=("$name (exit $rc)")
 }
 
 # what accel imports and this run uses; a CUDA image usually has them, and without a network a
@@ -74,7 +78,7 @@ step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/ben
 step speed-goals 150 "$PY" -m accel.conformance.gpu_goals "$OUT/speed-goals-cuda.json"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 if [ -n "$NCU" ]; then  # the second GEMV launch (the first loads the kernel), caches flushed per pass
-    step profile-gemv 90 "$NCU" --clock-control none --kernel-name regex:qgemv --launch-skip 1 \
+    step --diagnostic profile-gemv 90 "$NCU" --clock-control none --kernel-name regex:qgemv --launch-skip 1 \
         --launch-count 1 --section SpeedOfLight --section LaunchStats --section Occupancy \
         --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         --section SourceCounters "$PY" -m accel.conformance.gpu_goals --gemv-once

@@ -155,23 +155,16 @@ def measure(be) -> list[dict]:
         q, k, v = (torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         spec = S.attention_spec(q.shape, k.shape, v.shape, ("bfloat16",) * 3)
         tq, tk, tv = (adopt(x, "bfloat16") for x in (q, k, v))
-        calls, outputs = {}, {}
-
-        def with_impl(impl, to):
-            def call():
-                be.impl = impl
-                try:
-                    execute(be, spec, tq, tk, tv, None, out=to)
-                finally:
-                    be.impl = "auto"
-            return call
-        for label, impl in (("impl=auto (tensor cores)", "auto"), ("impl=kernels (SIMT attention.cl)", "kernels")):
-            outputs[label] = out = torch.empty_like(q)
-            calls[label] = with_impl(impl, adopt(out, "bfloat16"))
+        label = "impl=auto (tensor cores)"
+        outputs = {label: torch.empty_like(q)}
+        to = adopt(outputs[label], "bfloat16")
+        calls = {label: lambda: execute(be, spec, tq, tk, tv, None, out=to)}
+        variants = {"impl=kernels (SIMT attention.cl)": CB.kernel_variant(spec, "kernels")}
         for p in (dict(WARPS=8), dict(BKV=32), dict(WARPS=8, BKV=32)):
-            label = f"attention_mma.cu {p}"
+            variants[f"attention_mma.cu {p}"] = kernels.attention_mma(
+                "bfloat16", D, D, params={**kernels.GPU_ATTENTION_MMA, **p})
+        for label, variant in variants.items():
             outputs[label] = out = torch.empty_like(q)
-            variant = kernels.attention_mma("bfloat16", D, D, params={**kernels.GPU_ATTENTION_MMA, **p})
             args = be.kernel_args(spec, adopt(out, "bfloat16"), tq, tk, tv, None)
             calls[label] = lambda v=variant, args=args: be.run_variant(spec, v, args)
         ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
@@ -191,21 +184,24 @@ def measure(be) -> list[dict]:
         x = torch.randn(1, N_GEMV, device="cuda", dtype=torch.float32)
         spec = S.qmatmul_spec((1, N_GEMV), "float32", (N_GEMV, N_GEMV), copies[0].format)
         tx, rounds = adopt(x, "float32"), 8
-        stream = cupy.cuda.Stream(non_blocking=True)
+        stream = cupy.cuda.Stream(non_blocking=True)  # every graph is launched and timed on it
 
         def on_stream(fn):  # device events on the stream the graphs are launched on
             with stream:
                 return be.time(fn)
 
         def replay(call) -> Callable[[], Any]:
-            with stream:
+            capture = cupy.cuda.Stream(non_blocking=True)  # one per graph: a failure stays there
+            with capture:
                 call(copies[0])  # build and load the kernel outside the capture
-                stream.synchronize()
-                stream.begin_capture()
-                for _ in range(rounds):
-                    for w in copies:
-                        call(w)
-                graph = stream.end_capture()
+                capture.synchronize()
+                capture.begin_capture()
+                try:
+                    for _ in range(rounds):
+                        for w in copies:
+                            call(w)
+                finally:  # also ends a capture that an error interrupted
+                    graph = capture.end_capture()
             return lambda: graph.launch(stream)
 
         auto = kernels.gemv_kernel("q4_0", N_GEMV, kernels.GPU_GEMV, x_addr=x.data_ptr(),

@@ -249,6 +249,34 @@ def test_gemv_stream_compiles_to_cp_async_within_its_register_budget(arch, fmt, 
         assert loop["FADD"] <= loop["FFMA"] // 20, loop
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_keeps_its_loop_in_registers(arch, fmt, dtype):
+    # the shipped GEMV within its register cap (GEMV_MIN_GROUPS: 128 for Q4_0, 170 for Q8_0's
+    # larger blocks) spills nothing, so no local memory in the loop
+    need(arch)
+    from accel import kernels as K
+
+    r = build_shipped(K.quant(fmt, dtype, K.GPU_GEMV), "qgemv", arch)
+    assert r.resources["qgemv"].spills == 0
+    assert r.resources["qgemv"].registers <= {"q4_0": 128, "q8_0": 170}[fmt]
+    loop = hot_loop(r, "qgemv")
+    assert loop["LDL"] == loop["STL"] == 0, loop
+
+
+@pytest.mark.parametrize("fmt,most", [("q4_0", 128), ("q8_0", 168)])
+def test_qgemv_fits_four_or_three_waves_per_simd_on_gfx90a(fmt, most):
+    # CDNA2 has 512 VGPRs per SIMD lane: 128 give 4 waves, 168 give 3. Finding the block offset
+    # once per row (as on CUDA) took 192 / 208 here, hence GEMV_OFFSET_PER_TILE on HIP
+    need("gfx90a")
+    from accel import kernels as K
+
+    v = K.quant(fmt, "float16", K.GPU_GEMV)
+    r = CB.build_kernel(K.program_text(v.source), "qgemv", "gfx90a", 64, options=tuple(v.options()))
+    assert r.resources["qgemv"].registers <= most
+
+
 def test_grid_limits_are_declined_with_a_reason():
     huge_batch = S.matmul_spec((70000, 2, 2), "float32", (2, 2), "float32")
     verdict = CB.support_for(huge_batch, "kernels")
