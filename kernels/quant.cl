@@ -151,7 +151,7 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
  * the block into place with selects and funnel shifts, never indexing registers by a run-time
  * value (that would put the array in local memory). A tile moves a multiple of 16 bytes, so a
  * work-item finds its block at the same offset in its words in every tile of a row: the offset
- * is found once per row. The tile's x values are staged once per group in local memory as float
+ * is found once per row (per tile on HIP, see GEMV_OFFSET_PER_TILE). The tile's x values are staged once per group in local memory as float
  * (double-buffered: one barrier per tile) with the sums of each 4 that UNBIAS takes, at odd
  * strides per block so that neighbouring work-items reading the same float4 of neighbouring
  * blocks hit different banks, and at constant offsets from one address; every team and row
