@@ -271,7 +271,7 @@ def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
     mm_low = (256,) if quick else (1024, 2048)
     seqs = (256,) if quick else (512, 1024, 2048)
     rows = 256 if quick else 4096
-    qm = ((8, 2048),) if quick else ((1, 4096), (32, 4096))
+    qm = ((1, 4096), (8, 2048)) if quick else ((1, 4096), (32, 4096))
     make = Case.make
     out = [make("matmul", "float32", M=n, N=n, K=n) for n in mm]
     out += [make("matmul", dt, M=n, N=n, K=n) for dt in ("float16", "bfloat16", "int8") for n in mm_low]
