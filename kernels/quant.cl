@@ -192,11 +192,14 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #endif
 /* Whether qgemv finds a block's offset in its 16-byte words per tile rather than once per row:
  * NVIDIA's compiler turns the once-found offset into 26 fewer instructions per tile (sm_90), AMD's
- * into 70 more live VGPRs (gfx90a: 192 against 123, half the waves per SIMD) */
+ * into 70 more live VGPRs (gfx90a: 192 against 123, half the waves per SIMD). A define, so that
+ * the HIP build's way also runs on OpenCL devices (tests/test_gemv_gpu.py) */
+#ifndef GEMV_OFFSET_PER_TILE
 #if defined(ACCEL_HIP)
 #define GEMV_OFFSET_PER_TILE 1
 #else
 #define GEMV_OFFSET_PER_TILE 0
+#endif
 #endif
 #define XS_ITERS ((GEMV_WG * 8 + GEMV_ITEMS - 1) / GEMV_ITEMS) /* x float4s staged per work-item */
 /* local-memory strides in float4s of a block's 8 float4s of x and 2 of their sums: odd, so the 8

@@ -89,6 +89,7 @@ def test_qgemv_within_bound_of_float64(gpu_be, rng, fmt, dtype, M, N, Kd):
     dict(RM=1, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=3),  # work-items do not divide the x tile
     dict(RM=2, RN=2, VW=1, GEMV_WG=32, GEMV_TEAMS=2),  # two rows of x per group, M = 3 odd
     dict(RM=1, RN=4, VW=1, GEMV_WG=64, GEMV_TEAMS=1),
+    dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4, GEMV_OFFSET_PER_TILE=1),  # as HIP builds it
 ], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items() if k != "VW"))
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
 def test_qgemv_parameter_sets(rng, params, fmt):
