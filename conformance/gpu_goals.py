@@ -40,6 +40,14 @@ STREAM_ALTERNATIVES = (dict(STREAM_STAGES=3), dict(STREAM_STAGES=6), dict(STREAM
 QGEMV_ALTERNATIVES = (dict(GEMV_TEAMS=8), dict(GEMV_TEAMS=16), dict(GEMV_WG=16, GEMV_TEAMS=8),
                       dict(RN=2, GEMV_TEAMS=16), dict(RN=3), dict(RN=8, GEMV_MIN_GROUPS=1),
                       dict(GEMV_TEAMS=2))
+#: the decode shape surveyed beside the GEMV goal (a 7B model's attention projections), where
+#: qgemv launches 256 groups for an H200's 528 slots, and parameter sets that launch more groups
+#: (RN = 2: 96 registers, 5 groups per SM; with 8 teams 80 registers; RN = 1, 8 teams: 69)
+N_DECODE = 4096
+DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEAMS=8))
+#: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
+#: more than twice an H200's 60 MB L2)
+GEMV_ROTATION_BYTES = 4 * N_GEMV * N_GEMV // 32 * 18
 #: per contender: at least 0.3 s of samples, interleaved in blocks of 50 ms
 BUDGET = Budget(time_s=0.3, work=0, min_reps=5, max_reps=10_000, max_time_s=2.0, warmup=2)
 
@@ -173,17 +181,22 @@ def measure(be) -> list[dict]:
         return entry(f"bfloat16 attention B={B} H={H} S={Sq} D={D} vs torch SDPA", 0.4, 2e-2,
                      "torch scaled_dot_product_attention", t_base, runs)
 
-    def gemv():
-        # One GEMV moves 38 MB in ~15 us: less than launching it from Python takes, so calls are
-        # captured in a CUDA graph and its replay is timed (device time only); the calls rotate
-        # over 4 weight copies (151 MB > the 60 MB L2 of an H200) so no call finds its weight
-        # still cached.
+    def gemv_runs(n: int, alternatives: Callable[[str], dict]):
+        """q4_0 GEMVs with N = K = n timed against the device's copy bandwidth: impl=auto first,
+        then ``alternatives(auto kernel name)`` (label -> (params, kernel)); (spec, runs with
+        seconds per call, copy seconds, copy bandwidth).
+
+        One GEMV moves 38 MB in ~15 us at n = 8192: less than launching it from Python takes, so
+        calls are captured in a CUDA graph and its replay is timed (device time only); the calls
+        rotate over enough weight copies (151 MB, more than the 60 MB L2 of an H200) that no call
+        finds its weight still cached."""
         rng = np.random.default_rng(0)
-        copies = [accel.quantize(rng.standard_normal((N_GEMV, N_GEMV), dtype=np.float32), "q4_0",
-                                 backend=be) for _ in range(4)]  # quantized on the GPU by accel
-        x = torch.randn(1, N_GEMV, device="cuda", dtype=torch.float32)
-        spec = S.qmatmul_spec((1, N_GEMV), "float32", (N_GEMV, N_GEMV), copies[0].format)
-        tx, rounds = adopt(x, "float32"), 8
+        n_copies = max(4, -(-GEMV_ROTATION_BYTES // (n * n // 32 * 18)))
+        copies = [accel.quantize(rng.standard_normal((n, n), dtype=np.float32), "q4_0",
+                                 backend=be) for _ in range(n_copies)]  # quantized on the GPU by accel
+        x = torch.randn(1, n, device="cuda", dtype=torch.float32)
+        spec = S.qmatmul_spec((1, n), "float32", (n, n), copies[0].format)
+        tx, rounds = adopt(x, "float32"), max(1, 32 // n_copies)
         stream = cupy.cuda.Stream(non_blocking=True)  # every graph is launched and timed on it
 
         def on_stream(fn):  # device events on the stream the graphs are launched on
@@ -204,19 +217,13 @@ def measure(be) -> list[dict]:
                     graph = capture.end_capture()
             return lambda: graph.launch(stream)
 
-        auto = kernels.gemv_kernel("q4_0", N_GEMV, kernels.GPU_GEMV, x_addr=x.data_ptr(),
+        auto = kernels.gemv_kernel("q4_0", n, kernels.GPU_GEMV, x_addr=x.data_ptr(),
                                    w_addr=copies[0].data.buf.data.ptr, local_mem=CB._STATIC_SHARED_MAX,
                                    prefer=kernels.preferred_gemv())
-        variants = {f"impl=auto ({auto}, GPU_GEMV)": None}
-        for name in kernels.GEMV_KERNELS:
-            if name != auto:
-                variants[f"{name} (GPU_GEMV)"] = (kernels.GPU_GEMV, name)
-        for kernel, alternatives in (("qgemv", QGEMV_ALTERNATIVES), ("qgemv_stream", STREAM_ALTERNATIVES)):
-            for p in alternatives:
-                variants[f"{kernel} {p}"] = ({**kernels.GPU_GEMV, **p}, kernel)
+        variants = {f"impl=auto ({auto}, GPU_GEMV)": None, **alternatives(auto)}
         calls, outputs, failed = {}, {}, {}
         for label, plan in variants.items():
-            outputs[label] = out = torch.empty((1, N_GEMV), device="cuda", dtype=torch.float32)
+            outputs[label] = out = torch.empty((1, n), device="cuda", dtype=torch.float32)
             to = adopt(out, "float32")
             if plan is None:
                 calls[label] = replay(lambda w, to=to: execute(be, spec, tx, w.data, out=to))
@@ -236,7 +243,16 @@ def measure(be) -> list[dict]:
         runs = {k: (t / (rounds * len(copies)) if not isinstance(t, BaseException) else t, e)
                 for k, (t, e) in runs.items()}
         runs.update((k, (exc, float("nan"))) for k, exc in failed.items())
-        copy_bw = 2 * src.nbytes / t_copy  # bytes read + written per second
+        return spec, runs, t_copy, 2 * src.nbytes / t_copy  # bytes read + written per second
+
+    def gemv():
+        def alternatives(auto):
+            alts = {f"{name} (GPU_GEMV)": (kernels.GPU_GEMV, name)
+                    for name in kernels.GEMV_KERNELS if name != auto}
+            for kernel, params in (("qgemv", QGEMV_ALTERNATIVES), ("qgemv_stream", STREAM_ALTERNATIVES)):
+                alts.update((f"{kernel} {p}", ({**kernels.GPU_GEMV, **p}, kernel)) for p in params)
+            return alts
+        spec, runs, t_copy, copy_bw = gemv_runs(N_GEMV, alternatives)
         e = entry(f"q4_0 GEMV N=K={N_GEMV}: weight bytes read per second vs device copy bandwidth",
                   0.6, 1e-4, "device copy bandwidth (1 GiB, read + write)", t_copy, runs)
         for alt in e["alternatives"].values():  # bandwidths, not times
@@ -245,7 +261,22 @@ def measure(be) -> list[dict]:
         e["ratio"] = e["alternatives"][e["judged"]]["ratio"]
         e["gemv_bytes_per_s"], e["copy_bytes_per_s"] = spec.bytes / e["accel_s"], copy_bw
         e["method"] = "CUDA graph of 32 calls over 4 weight copies, replay timed, per call"
+        del runs  # the goal's weights and buffers are not needed for the survey
+        try:  # not part of the goal: a failure here is recorded and the goal still stands
+            e["decode_survey"] = decode_survey()
+        except Exception as exc:
+            e["decode_survey_error"] = f"{type(exc).__name__}: {exc}"
         return e
+
+    def decode_survey() -> dict:
+        """q4_0 GEMV at N = K = N_DECODE, where qgemv's N / 16 groups fill about half of an
+        H200's slots, against parameter sets that launch more: label -> ratio to the copy
+        bandwidth and rel_err (or the error)."""
+        spec, runs, _, copy_bw = gemv_runs(N_DECODE, lambda auto: {
+            f"qgemv {p}": ({**kernels.GPU_GEMV, **p}, "qgemv") for p in DECODE_ALTERNATIVES})
+        return {k: ({"error": f"{type(t).__name__}: {t}"} if isinstance(t, BaseException) else
+                    {"ratio": spec.bytes / t / copy_bw, "seconds": t, "rel_err": err})
+                for k, (t, err) in runs.items()}
 
     goals = []
     for fn in (sgemm, tensorcore_gemm, attention, gemv):
@@ -272,6 +303,12 @@ def gemv_once(be) -> None:
     for _ in range(4):
         accel.qmatmul(x, w)
     be.synchronize()
+
+
+def _describe(alt: dict) -> str:
+    if "error" in alt:
+        return alt["error"]
+    return f"{alt['seconds'] * 1e3:.3f} ms, ratio {alt['ratio']:.3f}, rel_err {alt['rel_err']:.2e}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,18 +339,26 @@ def main(argv: list[str] | None = None) -> int:
     doc["goals"] = goals
     with open(argv[0], "w") as f:
         json.dump(doc, f, indent=1)
+    print_report(doc)
+    return 0 if goals and all(g["met"] for g in goals) else 1
+
+
+def print_report(doc: dict) -> None:
+    """The result file ``doc`` as lines: each goal's verdict, its alternatives, the survey."""
     if "error" in doc:
         print(f"gpu_goals: nothing measured: {doc['error']}")
-    for g in goals:
+    for g in doc["goals"]:
         verdict = "MET" if g["met"] else "NOT MET"
         detail = (f"ratio {g['ratio']:.3f} (goal {g['goal']}), rel_err {g['rel_err']:.2e}"
                   if "ratio" in g else g["error"])
         print(f"{verdict:8} {g['name']}: {detail}")
         for label, alt in g.get("alternatives", {}).items():
-            print(f"         {label}: " + (alt["error"] if "error" in alt else
-                                           f"{alt['seconds'] * 1e3:.3f} ms, ratio {alt['ratio']:.3f}, "
-                                           f"rel_err {alt['rel_err']:.2e}"))
-    return 0 if goals and all(g["met"] for g in goals) else 1
+            print(f"         {label}: " + _describe(alt))
+        if "decode_survey" in g or "decode_survey_error" in g:
+            print(f"         decode survey, q4_0 GEMV N=K={N_DECODE} (not a goal):"
+                  + (f" {g['decode_survey_error']}" if "decode_survey_error" in g else ""))
+            for label, alt in g.get("decode_survey", {}).items():
+                print(f"           {label}: " + _describe(alt))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def test_usage_error_exits_2():
     assert proc.returncode == 2 and "usage:" in proc.stderr
 
 
-@pytest.mark.parametrize("params", gpu_goals.QGEMV_ALTERNATIVES, ids=str)
+@pytest.mark.parametrize("params", gpu_goals.QGEMV_ALTERNATIVES + gpu_goals.DECODE_ALTERNATIVES, ids=str)
 def test_every_timed_qgemv_alternative_builds_for_sm_90_without_local_memory(params):
     # a variant that cannot build, or spills its loop to local memory, would waste a GPU run
     # (qgemv_stream's alternatives: tests/test_cuda_hip.py)
@@ -77,3 +77,19 @@ def test_the_profiler_run_without_a_cuda_device_says_why_and_fails():
     proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", "--gemv-once"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "no GEMV run: BackendUnavailable" in proc.stderr
+
+
+@pytest.mark.parametrize("survey", [
+    {"decode_survey": {"impl=auto (qgemv, GPU_GEMV)": {"seconds": 4e-6, "ratio": 0.5, "rel_err": 1e-7},
+                       "qgemv {'RN': 2}": {"error": "CUDARuntimeError: cudaErrorIllegalAddress"}}},
+    {"decode_survey_error": "OutOfMemoryError: out of memory"},
+], ids=["alternative failed", "survey failed"])
+def test_the_report_prints_every_goal_and_the_survey_whatever_failed(capsys, survey):
+    goal = gpu_goals.entry("q4_0 GEMV", 0.6, 1e-4, "copy", 1e-5,
+                           {"impl=auto": (2e-5, 1e-7), "alt": (RuntimeError("no launch"), float("nan"))})
+    goal.update(met=False, **survey)
+    gpu_goals.print_report({"goals": [goal, {"name": "attention", "error": "KeyError: 'x'", "met": False}]})
+    printed = capsys.readouterr().out
+    assert "NOT MET  q4_0 GEMV: ratio 0.500" in printed and "alt: RuntimeError: no launch" in printed
+    assert "NOT MET  attention: KeyError: 'x'" in printed and "decode survey" in printed
+    assert ("cudaErrorIllegalAddress" in printed) != ("OutOfMemoryError" in printed)
