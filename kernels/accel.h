@@ -139,8 +139,9 @@ typedef unsigned short T_F16;
 #define UNROLL _Pragma("unroll")
 #if defined(ACCEL_CUDA)
 /* Asynchronous 16-byte global -> shared copies (cp.async, sm_80 and later), for the CUDA-only
- * tensor-core kernels and STREAM_COPY16 below: each reads `bytes` (0 or 16) and zero-fills the rest of its 16 bytes; the
- * "memory" clobbers keep the compiler from moving shared-memory accesses across them. */
+ * tensor-core kernels and STREAM_COPY16 below: each reads `bytes` (0 or 16) and zero-fills the
+ * rest of its 16 bytes; the "memory" clobbers keep the compiler from moving shared-memory
+ * accesses across them. */
 DEVICE void cp_async16(u32 shared_addr, const void* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  ::"r"(shared_addr), "l"(src), "r"(bytes) : "memory");
@@ -257,30 +258,6 @@ typedef ACCEL_CAT(int, VW) vi_t;
 #error "VW > 1 is for OpenCL; CUDA and HIP kernels use VW=1"
 #endif
 #define VLOAD_IN(p, i) ACCEL_CAT(VLOAD_, IN_DT)(p, i)
-
-/* Sum of one float per work-item over a 1-D work-group of n work-items (n a power of two, and a
- * multiple of ACCEL_WARP when that is > 0); every work-item must call it; scratch holds n
- * floats of local memory. Warps reduce with shuffles first; OpenCL 1.2 uses a local-memory tree. */
-DEVICE float group_sum(float v, LOCAL_PTR float* scratch, int n) {
-    const int t = LOCAL_ID(0);
-#if ACCEL_WARP > 0
-    UNROLL for (int o = ACCEL_WARP / 2; o > 0; o >>= 1) v += SHFL_DOWN(v, o);
-    if (t % ACCEL_WARP == 0) scratch[t / ACCEL_WARP] = v;
-    BARRIER();
-    n /= ACCEL_WARP;
-    v = t < n ? scratch[t] : 0.0f;
-    BARRIER();
-#endif
-    scratch[t] = v;
-    BARRIER();
-    for (int s = n / 2; s > 0; s >>= 1) {
-        if (t < s) scratch[t] += scratch[t + s];
-        BARRIER();
-    }
-    v = scratch[0];
-    BARRIER();  /* scratch may be reused right after */
-    return v;
-}
 
 /* 16-byte vectors, for the widest global loads and local-memory accesses: the type names and the
  * .x .y .z .w members are the same in all three dialects (their constructors differ: build them
