@@ -641,8 +641,7 @@ class CuPyBackend(Backend):
         name = None
         if kernels.gemv_applies(spec, kernels.GPU_GEMV):  # which GEMV: by K and the addresses
             name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,
-                                       w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX,
-                                       prefer=kernels.preferred_gemv())
+                                       w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX)
         self._compute(spec, x, w, out=out, name=name)
 
     def _unused(self) -> Any:

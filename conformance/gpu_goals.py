@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable
 
 from accel.bench import Budget, Contender, measure_all
+from accel.formats import get_format
 
 N_MATMUL = 4096
 ATTENTION = dict(B=4, H=16, S=2048, D=64)
@@ -47,7 +48,7 @@ N_DECODE = 4096
 DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEAMS=8))
 #: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
 #: more than twice an H200's 60 MB L2)
-GEMV_ROTATION_BYTES = 4 * N_GEMV * N_GEMV // 32 * 18
+GEMV_ROTATION_BYTES = 4 * N_GEMV * get_format("q4_0").row_bytes(N_GEMV)
 #: per contender: at least 0.3 s of samples, interleaved in blocks of 50 ms
 BUDGET = Budget(time_s=0.3, work=0, min_reps=5, max_reps=10_000, max_time_s=2.0, warmup=2)
 
@@ -60,29 +61,40 @@ def _rel_err(got, ref) -> float:
 def time_all(be, fns: dict[str, Callable[[], Any]],
              timer: Callable | None = None) -> dict[str, float | BaseException]:
     """Median seconds per call of each of ``fns`` (label -> callable), timed by ``timer``
-    (default ``be.time``: device events) in interleaved rounds, after 0.3 s of the first one so
-    the clocks are up; a callable that raises gets its exception."""
+    (default ``be.time``: device events) in interleaved rounds, after 0.3 s of the last one (the
+    baseline, in the goals) so the clocks are up; a callable that raises gets its exception."""
     timer = timer or be.time
-    first, start = next(iter(fns.values())), time.perf_counter()
+    last, start = list(fns.values())[-1], time.perf_counter()
     while time.perf_counter() - start < 0.3:
-        timer(first)
+        try:
+            timer(last)
+        except Exception:  # measure_all reports it; the warm-up only brings the clocks up
+            break
     stats = measure_all([Contender(timer, fn) for fn in fns.values()], budget=BUDGET)
     return {label: st if isinstance(st, BaseException) else st.median for label, st in zip(fns, stats)}
 
 
+def records(runs: dict[str, tuple[float | BaseException, float]],
+            ratio: Callable[[float], float]) -> dict[str, dict]:
+    """label -> {"seconds", "ratio", "rel_err"} for ``runs`` (label -> (seconds or the error,
+    rel_err)), or {"error"} for a run that failed."""
+    return {k: ({"seconds": s, "ratio": ratio(s), "rel_err": e} if not isinstance(s, BaseException)
+                else {"error": f"{type(s).__name__}: {s}"}) for k, (s, e) in runs.items()}
+
+
 def entry(name: str, goal: float, max_err: float, baseline: str, t_base: float,
-          runs: dict[str, tuple[float | BaseException, float]]) -> dict:
+          runs: dict[str, tuple[float | BaseException, float]],
+          ratio: Callable[[float], float] | None = None) -> dict:
     """A goal's record; ``runs``: label -> (seconds or the error, rel_err), the first label is
-    what the goal is judged on (its error raises)."""
+    what the goal is judged on (its error raises); ``ratio`` of a run's seconds, by default
+    the baseline's time over it."""
     label, (t, err) = next(iter(runs.items()))
     if isinstance(t, BaseException):
         raise t
-    alternatives = {k: ({"seconds": s, "ratio": t_base / s, "rel_err": e}
-                        if not isinstance(s, BaseException) else {"error": f"{type(s).__name__}: {s}"})
-                    for k, (s, e) in runs.items()}
+    ratio = ratio or (lambda s: t_base / s)
     return {"name": name, "goal": goal, "judged": label, "accel_s": t, "baseline": baseline,
-            "baseline_s": t_base, "ratio": t_base / t, "rel_err": err, "max_rel_err": max_err,
-            "alternatives": alternatives}
+            "baseline_s": t_base, "ratio": ratio(t), "rel_err": err, "max_rel_err": max_err,
+            "alternatives": records(runs, ratio)}
 
 
 def _base_time(times: dict, label: str) -> float:
@@ -184,14 +196,14 @@ def measure(be) -> list[dict]:
     def gemv_runs(n: int, alternatives: Callable[[str], dict]):
         """q4_0 GEMVs with N = K = n timed against the device's copy bandwidth: impl=auto first,
         then ``alternatives(auto kernel name)`` (label -> (params, kernel)); (spec, runs with
-        seconds per call, copy seconds, copy bandwidth).
+        seconds per call, copy seconds, copy bandwidth, how the calls were timed).
 
         One GEMV moves 38 MB in ~15 us at n = 8192: less than launching it from Python takes, so
         calls are captured in a CUDA graph and its replay is timed (device time only); the calls
         rotate over enough weight copies (151 MB, more than the 60 MB L2 of an H200) that no call
         finds its weight still cached."""
         rng = np.random.default_rng(0)
-        n_copies = max(4, -(-GEMV_ROTATION_BYTES // (n * n // 32 * 18)))
+        n_copies = max(4, -(-GEMV_ROTATION_BYTES // (n * get_format("q4_0").row_bytes(n))))
         copies = [accel.quantize(rng.standard_normal((n, n), dtype=np.float32), "q4_0",
                                  backend=be) for _ in range(n_copies)]  # quantized on the GPU by accel
         x = torch.randn(1, n, device="cuda", dtype=torch.float32)
@@ -218,8 +230,7 @@ def measure(be) -> list[dict]:
             return lambda: graph.launch(stream)
 
         auto = kernels.gemv_kernel("q4_0", n, kernels.GPU_GEMV, x_addr=x.data_ptr(),
-                                   w_addr=copies[0].data.buf.data.ptr, local_mem=CB._STATIC_SHARED_MAX,
-                                   prefer=kernels.preferred_gemv())
+                                   w_addr=copies[0].data.buf.data.ptr, local_mem=CB._STATIC_SHARED_MAX)
         variants = {f"impl=auto ({auto}, GPU_GEMV)": None, **alternatives(auto)}
         calls, outputs, failed = {}, {}, {}
         for label, plan in variants.items():
@@ -243,7 +254,9 @@ def measure(be) -> list[dict]:
         runs = {k: (t / (rounds * len(copies)) if not isinstance(t, BaseException) else t, e)
                 for k, (t, e) in runs.items()}
         runs.update((k, (exc, float("nan"))) for k, exc in failed.items())
-        return spec, runs, t_copy, 2 * src.nbytes / t_copy  # bytes read + written per second
+        method = (f"CUDA graph of {rounds * n_copies} calls over {n_copies} weight copies, replay "
+                  "timed, per call")
+        return spec, runs, t_copy, 2 * src.nbytes / t_copy, method  # copy: bytes read + written
 
     def gemv():
         def alternatives(auto):
@@ -252,15 +265,12 @@ def measure(be) -> list[dict]:
             for kernel, params in (("qgemv", QGEMV_ALTERNATIVES), ("qgemv_stream", STREAM_ALTERNATIVES)):
                 alts.update((f"{kernel} {p}", ({**kernels.GPU_GEMV, **p}, kernel)) for p in params)
             return alts
-        spec, runs, t_copy, copy_bw = gemv_runs(N_GEMV, alternatives)
+        spec, runs, t_copy, copy_bw, method = gemv_runs(N_GEMV, alternatives)
         e = entry(f"q4_0 GEMV N=K={N_GEMV}: weight bytes read per second vs device copy bandwidth",
-                  0.6, 1e-4, "device copy bandwidth (1 GiB, read + write)", t_copy, runs)
-        for alt in e["alternatives"].values():  # bandwidths, not times
-            if "seconds" in alt:
-                alt["ratio"] = spec.bytes / alt["seconds"] / copy_bw
-        e["ratio"] = e["alternatives"][e["judged"]]["ratio"]
+                  0.6, 1e-4, "device copy bandwidth (1 GiB, read + write)", t_copy, runs,
+                  ratio=lambda s: spec.bytes / s / copy_bw)  # bandwidths, not times
         e["gemv_bytes_per_s"], e["copy_bytes_per_s"] = spec.bytes / e["accel_s"], copy_bw
-        e["method"] = "CUDA graph of 32 calls over 4 weight copies, replay timed, per call"
+        e["method"] = method
         del runs  # the goal's weights and buffers are not needed for the survey
         try:  # not part of the goal: a failure here is recorded and the goal still stands
             e["decode_survey"] = decode_survey()
@@ -270,13 +280,11 @@ def measure(be) -> list[dict]:
 
     def decode_survey() -> dict:
         """q4_0 GEMV at N = K = N_DECODE, where qgemv's N / 16 groups fill about half of an
-        H200's slots, against parameter sets that launch more: label -> ratio to the copy
-        bandwidth and rel_err (or the error)."""
-        spec, runs, _, copy_bw = gemv_runs(N_DECODE, lambda auto: {
+        H200's slots, against parameter sets that launch more: how it was timed, and per label
+        the ratio to the copy bandwidth and rel_err (or the error)."""
+        spec, runs, _, copy_bw, method = gemv_runs(N_DECODE, lambda auto: {
             f"qgemv {p}": ({**kernels.GPU_GEMV, **p}, "qgemv") for p in DECODE_ALTERNATIVES})
-        return {k: ({"error": f"{type(t).__name__}: {t}"} if isinstance(t, BaseException) else
-                    {"ratio": spec.bytes / t / copy_bw, "seconds": t, "rel_err": err})
-                for k, (t, err) in runs.items()}
+        return {"method": method, "runs": records(runs, lambda s: spec.bytes / s / copy_bw)}
 
     goals = []
     for fn in (sgemm, tensorcore_gemm, attention, gemv):
@@ -357,7 +365,7 @@ def print_report(doc: dict) -> None:
         if "decode_survey" in g or "decode_survey_error" in g:
             print(f"         decode survey, q4_0 GEMV N=K={N_DECODE} (not a goal):"
                   + (f" {g['decode_survey_error']}" if "decode_survey_error" in g else ""))
-            for label, alt in g.get("decode_survey", {}).items():
+            for label, alt in g.get("decode_survey", {}).get("runs", {}).items():
                 print(f"           {label}: " + _describe(alt))
 
 

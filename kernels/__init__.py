@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from accel.errors import ArgumentError, DTypeError, expected
+from accel.formats import BLOCK
 
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
@@ -187,17 +188,19 @@ def preferred_gemv() -> str:
 
 
 def gemv_kernel(fmt: str, K: int, params: dict, *, x_addr: int, w_addr: int, local_mem: int,
-                shuffles: bool = True, prefer: str = "qgemv") -> str:
+                shuffles: bool = True, prefer: str | None = None) -> str:
     """Which GEMV kernel of quant.cl computes rows of x against a ``fmt`` weight of K columns,
     x and the weight at device addresses (or alignments) ``x_addr``, ``w_addr``:
     ``qgemv_stream`` where it is preferred, ``params`` build it, K is a multiple of 64 (whole
     pairs of blocks), the weight 4-byte and x 16-byte aligned and its local memory fits
-    ``local_mem`` bytes; ``qgemv`` (any K, any even weight address) otherwise.
+    ``local_mem`` bytes; ``qgemv`` (any K, any even weight address) otherwise. ``prefer``
+    defaults to :func:`preferred_gemv` (the environment's choice).
 
     >>> [gemv_kernel("q4_0", k, GPU_GEMV, x_addr=x, w_addr=w, local_mem=48 * 1024, prefer="qgemv_stream")
     ...  for k, x, w in ((8192, 256, 256), (8224, 256, 256), (8192, 256, 2), (8192, 260, 256))]
     ['qgemv_stream', 'qgemv', 'qgemv', 'qgemv']
     """
+    prefer = preferred_gemv() if prefer is None else prefer
     streams = prefer == "qgemv_stream" and "STREAM_ROWS" in params and K % 64 == 0 \
         and w_addr % 4 == 0 and x_addr % 16 == 0
     fits = streams and stream_local_bytes(params, fmt, shuffles) <= local_mem
@@ -250,8 +253,8 @@ def scalar_args(spec) -> tuple:
         strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)
         return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
                 i32(spec.causal), *(np.int64(s) for s in strides))
-    values = math.prod(spec.shape)  # quantize takes its count of 32-value blocks
-    return (np.int64(values // 32 if spec.op == "quantize" else values),)
+    values = math.prod(spec.shape)  # quantize takes its count of blocks
+    return (np.int64(values // BLOCK if spec.op == "quantize" else values),)
 
 
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:

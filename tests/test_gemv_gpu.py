@@ -170,7 +170,8 @@ def test_qgemv_stream_launch_contract(streaming, rng, monkeypatch):
     assert "qgemv_stream" not in what_odd and "qgemv" in what_odd
 
 
-def test_gemv_kernel_choice():
+def test_gemv_kernel_choice(monkeypatch):
+    monkeypatch.delenv("ACCEL_GEMV_KERNEL", raising=False)  # prefer's default: the environment's
     p = K.GPU_GEMV
 
     def choice(fmt="q4_0", k=8192, x=256, w=256, local=48 * 1024, params=p, **kw):
@@ -178,6 +179,9 @@ def test_gemv_kernel_choice():
 
     assert choice() == "qgemv"  # not asked for
     assert choice(prefer="qgemv_stream") == "qgemv_stream"
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv_stream")
+    assert choice() == "qgemv_stream"  # asked for by the environment
+    monkeypatch.delenv("ACCEL_GEMV_KERNEL")
     for why in (dict(k=8192 + 32), dict(w=258), dict(x=264), dict(local=16 * 1024),
                 dict(fmt="q8_0", shuffles=False),  # one float per work-item and row: > 48 KiB
                 dict(params={k: v for k, v in p.items() if not k.startswith("STREAM_")})):

@@ -158,7 +158,7 @@ def _qmatmul(be, spec: QMatmulSpec):
     if "GEMV_WG" in p:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
         # every buffer and view starts at a multiple of the base-address alignment
         name = K.gemv_kernel(spec.fmt.name, spec.K, p, x_addr=be.alignment, w_addr=be.alignment,
-                             local_mem=be.dev.local_mem, shuffles=False, prefer=K.preferred_gemv())
+                             local_mem=be.dev.local_mem, shuffles=False)
         kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, name, p)
         (groups_n, groups_m), items = K.gemv_launch(name, p, spec.N, spec.M)
         lsize, gsize = (items, 1), (groups_n * items, groups_m)

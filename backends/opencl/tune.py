@@ -38,8 +38,7 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
         return [dict(LOCAL_TILE=1, BQ=1, BKV=bkv, VW=1, WG=wg)
                 for bkv, wg in itertools.product((8, 16, 32), (32, 64, 128))]
     if op == "gemv":  # qgemv's tiling; qgemv_stream's parameters ride along unchanged
-        stream = {k: v for k, v in K.GPU_GEMV.items() if k.startswith("STREAM_")}
-        return [dict(RM=1, RN=rn, VW=1, GEMV_WG=wg, GEMV_TEAMS=teams, **stream)
+        return [{**K.GPU_GEMV, "RN": rn, "GEMV_WG": wg, "GEMV_TEAMS": teams}
                 for wg, teams, rn in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 4))]
     return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
 
