@@ -161,20 +161,29 @@ def dequantize(qt: QTensor) -> Any:
     return from_tensor(out, qt.kind)
 
 
-def qmatmul(x: Any, w: QTensor, *, backend: str | Backend | None = None) -> Any:
+def qmatmul(x: Any, w: QTensor, *, x_format: str | None = None,
+            backend: str | Backend | None = None) -> Any:
     """``x[..., K] @ dequantize(w).T`` for a quantized weight ``w`` of logical shape ``[N, K]``.
+
+    With ``x_format="q8_0"``, x is first quantized to Q8_0 (bit-exact with :func:`quantize`) and
+    each pair of blocks is multiplied exactly in integers, then scaled by both blocks' d: the
+    semantics of GGML's CPU matmul, faster on GPUs (integer dot products), less accurate (x
+    rounded to 8 bits per block).
 
     >>> import accel, numpy as np
     >>> w = accel.quantize(np.full((3, 32), 127, np.float32), "q8_0")  # exactly representable
     >>> accel.qmatmul(np.ones((2, 32), np.float32), w)
     array([[4064., 4064., 4064.],
            [4064., 4064., 4064.]], dtype=float32)
+    >>> x = np.full((1, 32), 0.3, np.float32)
+    >>> accel.qmatmul(x, w), accel.qmatmul(x, w, x_format="q8_0")  # x's codes: 127, d: 0.3 / 127
+    (array([[1219.2001, 1219.2001, 1219.2001]], dtype=float32), array([[1218.7318, 1218.7318, 1218.7318]], dtype=float32))
     """
     if not isinstance(w, QTensor):
         raise ArgumentError(expected("w", "an accel.QTensor (see accel.quantize)", type(w).__name__))
     operands = _operands(x=x, w=w.data)
     shape, dt = shape_dtype("x", x)
-    spec = S.qmatmul_spec(shape, dt, w.shape, w.format)
+    spec = S.qmatmul_spec(shape, dt, w.shape, w.format, x_format)
     return _dispatch(spec, backend, operands, ("x", "w"), result_like=operands[0])
 
 

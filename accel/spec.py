@@ -174,12 +174,14 @@ class DequantizeSpec:
 
 @dataclass(frozen=True)
 class QMatmulSpec:
-    """``x[..., K] @ dequantize(w[N, K]).T``."""
+    """``x[..., K] @ dequantize(w[N, K]).T``; with ``x_fmt``, x is quantized to it first and each
+    block pair's codes are multiplied exactly in integers (GGML's CPU semantics, docs/api.md)."""
 
     x_shape: Shape
     N: int
     fmt: QuantFormat
     dtype: str
+    x_fmt: QuantFormat | None = None
     op: str = field(default="qmatmul", init=False)
 
     @property
@@ -314,17 +316,33 @@ def dequantize_spec(shape: Shape, fmt: QuantFormat) -> DequantizeSpec:
     return DequantizeSpec(tuple(shape), fmt)
 
 
-def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat) -> QMatmulSpec:
+#: formats ``qmatmul(x_format=...)`` quantizes x into (GGML's vec_dot_type for Q8_0 and Q4_0)
+X_FORMATS = ("q8_0",)
+
+
+def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat,
+                 x_format: object = None) -> QMatmulSpec:
+    """Validate a quantized matmul call.
+
+    >>> from accel.formats import get_format
+    >>> qmatmul_spec((2, 64), "float32", (5, 64), get_format("q4_0"), "q8_0").x_fmt.name
+    'q8_0'
+    """
     _float_dtype("x", x_dtype)
+    x_fmt = None
+    if x_format is not None:
+        if not isinstance(x_format, str) or x_format not in X_FORMATS:
+            raise ArgumentError(expected("x_format", f"None or one of {X_FORMATS}", repr(x_format)))
+        x_fmt = get_format(x_format)
     if len(x_shape) < 1:
         raise ShapeError(expected("x.shape", "at least 1 dimension [..., K]", tuple(x_shape)))
     if len(w_shape) != 2:
         raise ShapeError(expected("w.shape", "a 2-d quantized weight [N, K]", tuple(w_shape)))
     if x_shape[-1] != w_shape[1]:
         raise ShapeError(expected("x.shape[-1]", f"K = w.shape[1] = {w_shape[1]}", x_shape[-1]))
-    return QMatmulSpec(tuple(x_shape), w_shape[0], fmt, x_dtype)
+    return QMatmulSpec(tuple(x_shape), w_shape[0], fmt, x_dtype, x_fmt)
 
 
 __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMatmulSpec", "Spec",
            "OPS", "BLOCK", "matmul_spec", "attention_spec", "quantize_spec", "dequantize_spec",
-           "qmatmul_spec", "INT8_EXACT_K"]
+           "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS"]

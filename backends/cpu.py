@@ -65,15 +65,35 @@ def quantize_blocks(x: np.ndarray, fmt: str) -> np.ndarray:
     return np.concatenate([dbytes, codes], axis=1)
 
 
-def dequantize_blocks(raw: np.ndarray, fmt: str) -> np.ndarray:
-    """Bytes [n, block_bytes] -> float32 [n, 32]."""
+def block_parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes [n, block_bytes] -> (d [n, 1], codes [n, 32]) as float32 (Q4_0 codes less 8)."""
     d = raw[:, :2].copy().view(np.float16).astype(np.float32)
     if fmt == "q8_0":
         q = raw[:, 2:].view(np.int8).astype(np.float32)
     else:
         qs = raw[:, 2:]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - np.float32(8)
+    return d, q
+
+
+def dequantize_blocks(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """Bytes [n, block_bytes] -> float32 [n, 32]."""
+    d, q = block_parts(raw, fmt)
     return q * d
+
+
+def block_dot(x_raw: np.ndarray, x_fmt: str, w_raw: np.ndarray, fmt: str, M: int, N: int,
+              K: int) -> np.ndarray:
+    """float32 [M, N]: sum over blocks b of (d_x d_w) s_b, s_b the exact integer dot product of
+    block b's codes, added block after block in float32 (GGML's vec_dot semantics)."""
+    nb = K // BLOCK
+    dx, cx = (a.reshape(M, nb, -1) for a in block_parts(x_raw, x_fmt))
+    dw, cw = (a.reshape(N, nb, -1) for a in block_parts(w_raw, fmt))
+    out = np.zeros((M, N), np.float32)
+    for b in range(nb):
+        s = cx[:, b] @ cw[:, b].T  # integers below 2**24 (32 * 127 * 128): exact in float32
+        out += (dx[:, b] * dw[:, b].T) * s  # float16 d times float16 d: exact in float32
+    return out
 
 
 class CPUBackend(Backend):
@@ -181,6 +201,10 @@ class CPUBackend(Backend):
 
     def _qmatmul(self, spec, x, w) -> np.ndarray:
         raw = w.reshape(-1, spec.fmt.block_bytes)
+        if spec.x_fmt is not None:
+            xq = quantize_blocks(x.astype(np.float32, copy=False).reshape(-1, BLOCK), spec.x_fmt.name)
+            out = block_dot(xq, spec.x_fmt.name, raw, spec.fmt.name, spec.M, spec.N, spec.K)
+            return out.reshape(spec.out_shape)
         wf = dequantize_blocks(raw, spec.fmt.name).reshape(spec.N, spec.K)
         return np.matmul(x.astype(np.float32, copy=False), wf.T)
 

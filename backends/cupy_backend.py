@@ -303,14 +303,18 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
     if spec.op == "dequantize":  # one thread per value
         return "dequantize", (_ceil(math.prod(spec.shape), ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
-    if "GEMV_WG" in d:  # the GEMV kernels: qgemv, or the one named
-        from accel import kernels
+    from accel import kernels
 
+    if name == "quantize_x8":  # x's blocks into X8 words, one thread per block
+        return name, (_ceil(spec.M * spec.K // BLOCK, ELEMENTWISE_BLOCK), 1, 1), (ELEMENTWISE_BLOCK, 1, 1)
+    if spec.x_fmt is not None:
+        name = name or kernels.x8_kernel(d)
+    if "GEMV_WG" in d:  # the GEMV kernels: qgemv, or the one named
         name = name or "qgemv"
         (groups_n, groups_m), items = kernels.gemv_launch(name, d, spec.N, spec.M)
         return name, (groups_n, groups_m, 1), (items, 1, 1)
-    # qmatmul: x over groups of RN weight rows, y over groups of RM rows of x
-    return "qmatmul", (_ceil(spec.N, QMATMUL_BLOCK * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
+    # qmatmul(_x8): x over groups of RN weight rows, y over groups of RM rows of x
+    return name or "qmatmul", (_ceil(spec.N, QMATMUL_BLOCK * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
         (QMATMUL_BLOCK, 1, 1)
 
 
@@ -638,6 +642,14 @@ class CuPyBackend(Backend):
     def qmatmul(self, spec, out, x, w) -> None:
         from accel import kernels
 
+        if spec.x_fmt is not None:  # x into X8 words (a fresh buffer from CuPy's pool), then the dot
+            nbytes, count = kernels.x8_words(spec)
+            with self.device:
+                words = self.cupy.empty(nbytes, self.cupy.uint8)
+            variant = kernel_variant(spec)
+            self.run_variant(spec, variant, [x, words, *count], "quantize_x8")
+            self.run_variant(spec, variant, self.kernel_args(spec, out, words, w))
+            return
         name = None
         if kernels.gemv_applies(spec, kernels.GPU_GEMV):  # which GEMV: by K and the addresses
             name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,

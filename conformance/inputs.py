@@ -235,7 +235,7 @@ def _qmatmul(case: Case, rng):
     f = get_format(p["fmt"])
     x_shape, N = p["x"], p["N"]
     K = x_shape[-1]
-    spec = S.qmatmul_spec(x_shape, case.dtype, (N, K), f)
+    spec = S.qmatmul_spec(x_shape, case.dtype, (N, K), f, p.get("x_fmt"))
     data = p["data"]
     raw = random_blocks(p["fmt"], N * K // BLOCK, rng, "unit_d" if data == "ints" else "random")
     if data == "ints":  # |x| <= r, |w| <= 8: every partial sum is an exact integer

@@ -148,3 +148,32 @@ def qmatmul(x: np.ndarray, raw: np.ndarray, fmt: str, N: int) -> tuple[np.ndarra
         out = product_sum(x2, w.T)
         mag = product_sum(np.abs(x2), np.abs(w).T)
     return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))
+
+
+def _parts(raw: np.ndarray, fmt: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(d float64 [rows, nb], codes int64 [rows, nb, 32]) of GGUF blocks (Q4_0 codes less 8)."""
+    block_bytes = 2 + (BLOCK if fmt == "q8_0" else BLOCK // 2)
+    blocks = raw.reshape(-1, block_bytes)
+    d = blocks[:, :2].copy().view(np.float16).astype(np.float64)
+    if fmt == "q8_0":
+        codes = blocks[:, 2:].view(np.int8).astype(np.int64)
+    else:
+        packed = blocks[:, 2:].astype(np.int64)
+        codes = np.concatenate([packed & 0xF, packed >> 4], axis=1) - 8
+    return d.reshape(rows, -1), codes.reshape(rows, -1, BLOCK)
+
+
+def qmatmul_quantized_x(x: np.ndarray, raw: np.ndarray, fmt: str, N: int,
+                        x_fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """``qmatmul(x, w, x_format=x_fmt)``: x quantized (by this oracle's quantizer), then per block
+    pair d_x d_w times the exact integer dot product of the codes, summed; and the sum of the
+    terms' magnitudes. float64: every term is exact (22-bit scale product, 20-bit integer)."""
+    K = x.shape[-1]
+    M = x.size // K
+    dx, cx = _parts(quantize(x.reshape(M, K), x_fmt), x_fmt, M)
+    dw, cw = _parts(raw, fmt, N)
+    s = np.einsum("mbi,nbi->mnb", cx, cw).astype(np.float64)  # exact in int64
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = dx[:, None, :] * dw[None, :, :] * s
+        out, mag = terms.sum(axis=-1), np.abs(terms).sum(axis=-1)
+    return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))

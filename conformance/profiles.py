@@ -127,6 +127,13 @@ def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
         yield "exact", {"x": (4, 32), "N": 9, "fmt": fmt, "data": "ints"}
         yield "special", {"x": (3, 64), "N": 5, "fmt": fmt, "data": "nan"}
         yield "special", {"x": (2, 256), "N": 16, "fmt": fmt, "data": "inf"}  # +-inf times codes
+        # x quantized to Q8_0 (GGML's semantics): one block; rows at every even offset of their
+        # 16-byte words (K / 32 odd); a decode batch; long K; more groups than a GPU holds
+        for x, N in [((1, 32), 1), ((3, 96), 17), ((5, 64 * 33), 37), ((1, 4096), 8)] + (
+                [((64, 4096), 256), ((9, 2560), 40), ((1, 512), 4500)] if profile == "full" else []):
+            yield "grid", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": "normal"}
+        for data, x, N in (("nan", (3, 64), 5), ("inf", (2, 256), 16)):  # a row of NaN (docs/api.md)
+            yield "special", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": data}
 
 
 #: op -> (dtypes it is defined for, generator of (kind, params))

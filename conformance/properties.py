@@ -77,8 +77,11 @@ def _dequantize(draw, dtype: str) -> dict:
 @st.composite
 def _qmatmul(draw, dtype: str) -> dict:
     x = tuple(draw(st.lists(st.integers(1, 4), max_size=2))) + (32 * draw(st.integers(1, 4)),)
-    return {"x": x, "N": draw(st.integers(1, 24)), "fmt": draw(st.sampled_from(["q8_0", "q4_0"])),
+    case = {"x": x, "N": draw(st.integers(1, 24)), "fmt": draw(st.sampled_from(["q8_0", "q4_0"])),
             "data": "normal", "seed": draw(_seeds)}
+    if draw(st.booleans()):
+        case["x_fmt"] = "q8_0"
+    return case
 
 
 STRATEGIES = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,

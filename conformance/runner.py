@@ -127,6 +127,11 @@ def judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray], got: np.
     if spec.op == "matmul":
         ref, mag = oracle.matmul(*inputs)
         bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
+    elif spec.op == "qmatmul" and spec.x_fmt is not None:  # float32 sums of K / 32 exact terms
+        ref, mag = oracle.qmatmul_quantized_x(inputs[0], inputs[1], spec.fmt.name, spec.N,
+                                              spec.x_fmt.name)
+        bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K // oracle.BLOCK,
+                                                          spec.out_dtype, acc)
     elif spec.op == "qmatmul":
         ref, mag = oracle.qmatmul(inputs[0], inputs[1], spec.fmt.name, spec.N)
         bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
@@ -156,7 +161,7 @@ def _check_declined(backend: Backend, case: Case, inputs: list[np.ndarray]) -> t
             accel.dequantize(QTensor.from_raw(inputs[0], case.dtype, p["shape"], backend=backend))
         else:
             w = QTensor.from_raw(inputs[1], p["fmt"], (p["N"], p["x"][-1]), backend=backend)
-            accel.qmatmul(inputs[0], w, backend=backend)
+            accel.qmatmul(inputs[0], w, x_format=p.get("x_fmt"), backend=backend)
     except UnsupportedError:
         return "unsupported", ""
     except AccelError as e:

@@ -215,11 +215,12 @@ def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int
     >>> gemv_launch("qgemv", GPU_GEMV, 301, 3), gemv_launch("qgemv_stream", GPU_GEMV, 301, 3)
     (((19, 3), 128), ((19, 3), 128))
     """
-    if name not in GEMV_KERNELS:
-        raise ArgumentError(expected("name", f"one of {GEMV_KERNELS}", repr(name)))
+    if name not in GEMV_KERNELS + ("qgemv_x8",):
+        raise ArgumentError(expected("name", f"one of {GEMV_KERNELS + ('qgemv_x8',)}", repr(name)))
     if name == "qgemv_stream":  # STREAM_WARPS teams of 32 over STREAM_ROWS rows, one row of x
         return (-(-N // params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
-    # GEMV_TEAMS teams of GEMV_WG work-items over RN weight rows each, RM rows of x per group
+    # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items over RN weight rows each, RM
+    # rows of x per group
     return ((-(-N // (params["GEMV_TEAMS"] * params["RN"])), -(-M // params["RM"])),
             params["GEMV_WG"] * params["GEMV_TEAMS"])
 
@@ -235,6 +236,31 @@ def gemv_applies(spec, params: dict) -> bool:
     [True, False, False]
     """
     return spec.op == "qmatmul" and "GEMV_WG" in params and spec.M <= GEMV_MAX_M
+
+
+def x8_kernel(params: dict) -> str:
+    """The kernel of quant.cl that multiplies X8 words (x quantized by ``quantize_x8``) with a
+    weight under tiling ``params``: the GEMV where ``params`` are a GPU GEMV set (see
+    :func:`gemv_applies`), else the any-M ``qmatmul_x8``.
+
+    >>> x8_kernel(GPU_GEMV), x8_kernel(CPU_QMATMUL)
+    ('qgemv_x8', 'qmatmul_x8')
+    """
+    return "qgemv_x8" if "GEMV_WG" in params else "qmatmul_x8"
+
+
+def x8_words(spec) -> tuple[int, tuple]:
+    """(bytes, scalar arguments of ``quantize_x8``) of the X8 words quant.cl's ``quantize_x8``
+    writes for quantized-matmul ``spec`` with an ``x_fmt``: per block of x, 32 code bytes, then
+    (after all codes) a float pair.
+
+    >>> from accel.spec import qmatmul_spec
+    >>> from accel.formats import get_format
+    >>> x8_words(qmatmul_spec((2, 64), "float32", (8, 64), get_format("q4_0"), "q8_0"))
+    (160, (np.int64(4),))
+    """
+    nblocks = spec.M * spec.K // BLOCK
+    return nblocks * (BLOCK + 8), (np.int64(nblocks),)
 
 
 def scalar_args(spec) -> tuple:
@@ -360,7 +386,7 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
-    names = ("quantize", "dequantize", "qmatmul", "qgemv")
+    names = ("quantize", "dequantize", "qmatmul", "qgemv", "quantize_x8", "qmatmul_x8", "qgemv_x8")
     if "STREAM_ROWS" in p:
         names += ("qgemv_stream",)
     return Variant("quant.cl", names, {**d, **p}, _dialects(p))
@@ -415,5 +441,6 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
            "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "x8_kernel", "x8_words",
            "stream_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

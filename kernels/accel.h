@@ -304,6 +304,22 @@ typedef float4 f32x4;
 #define KEEP(v) asm volatile("" : "+f"(v))
 #endif
 
+/* DOT4_I8(a, b, c): c plus the dot product of the four signed bytes of the 32-bit words a and b,
+ * exact in int32: one dp4a on NVIDIA GPUs (sm_61 and later), one v_dot4 on the AMD GPUs that have
+ * it (sdot4: gfx906/908/90a/94x/1030; sudot4 with both operands signed: gfx11/gfx12), four
+ * multiply-adds elsewhere. */
+#if defined(ACCEL_CUDA) && __CUDA_ARCH__ >= 610
+#define DOT4_I8(a, b, c) __dp4a((int)(a), (int)(b), (c))
+#elif defined(ACCEL_HIP) && (defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || \
+    defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx1030__))
+#define DOT4_I8(a, b, c) __builtin_amdgcn_sdot4((int)(a), (int)(b), (c), false)
+#elif defined(ACCEL_HIP) && (defined(__GFX11__) || defined(__GFX12__))
+#define DOT4_I8(a, b, c) __builtin_amdgcn_sudot4(true, (int)(a), true, (int)(b), (c), false)
+#else
+#define DOT4_I8(a, b, c) ((c) + (int)(i8)(a) * (int)(i8)(b) + (int)(i8)((a) >> 8) * (int)(i8)((b) >> 8) \
+    + (int)(i8)((a) >> 16) * (int)(i8)((b) >> 16) + (int)(i8)((a) >> 24) * (int)(i8)((b) >> 24))
+#endif
+
 DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DEVICE int imax(int a, int b) { return a > b ? a : b; }
 

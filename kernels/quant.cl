@@ -19,29 +19,54 @@
 #define BLOCK_BYTES 18
 #endif
 
+/* Block blk of x as float32 in v; returns whether a value is NaN, and sets *finite to whether all
+ * are finite. */
+DEVICE int load_block(GLOBAL const IN_T* RESTRICT x, i64 blk, float* v, int* finite) {
+    int has_nan = 0;
+    *finite = 1;
+    for (int j = 0; j < QK; ++j) {
+        v[j] = LOAD_IN(x, blk * QK + j);
+        has_nan |= IS_NAN(v[j]);
+        *finite &= !(IS_NAN(v[j]) || IS_INF(v[j]));
+    }
+    return has_nan;
+}
+
+/* The first element of largest magnitude, as ggml-quants.c finds it: starting from +0.0, so a
+ * block of (signed) zeros gives +0.0 (and Q4_0 stores d = 0.0 / -8 = -0.0, 0x8000). */
+DEVICE float first_extreme(const float* v) {
+    float extreme = 0.0f;
+    for (int j = 0; j < QK; ++j)
+        if (FABS(v[j]) > FABS(extreme)) extreme = v[j];
+    return extreme;
+}
+
+/* 1/d as the reference computes it; 0 (zero codes) for a non-finite block, d = 0 and, accel's
+ * rule where C is undefined, where 1/d overflows. */
+DEVICE float inverse_scale(float d, int finite) {
+    const float id = (d != 0.0f && finite) ? FDIV_RN(1.0f, d) : 0.0f;
+    return IS_INF(id) ? 0.0f : id;
+}
+
+/* The Q8_0 code of v: round(v / d) with ties away from zero, as one rounded multiply by 1/d. */
+DEVICE int q8_code(float v, float id, int finite) {
+    return finite ? (int)ROUND_HALF_AWAY(FMUL_RN(v, id)) : 0;
+}
+
 /* One work-item per block: x holds nblocks * 32 values, out nblocks * BLOCK_BYTES bytes. */
 KERNEL void quantize(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
     i64 blk = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     if (blk >= nblocks) return;
     float v[QK];
-    int has_nan = 0, finite = 1;
-    for (int j = 0; j < QK; ++j) {
-        v[j] = LOAD_IN(x, blk * QK + j);
-        has_nan |= IS_NAN(v[j]);
-        finite &= !(IS_NAN(v[j]) || IS_INF(v[j]));
-    }
-    /* the first element of largest magnitude, as ggml-quants.c finds it: starting from +0.0, so
-     * a block of (signed) zeros keeps +0.0 and Q4_0 stores d = 0.0 / -8 = -0.0 (0x8000) */
-    float extreme = 0.0f;
-    for (int j = 0; j < QK; ++j)
-        if (FABS(v[j]) > FABS(extreme)) extreme = v[j];
+    int finite;
+    const int has_nan = load_block(x, blk, v, &finite);
+    const float extreme = first_extreme(v);
 #if FMT_Q8_0
-    float d = FDIV_RN(FABS(extreme), 127.0f);
+    const float d = FDIV_RN(FABS(extreme), 127.0f);
 #else
-    float d = FDIV_RN(extreme, -8.0f);
+    const float d = FDIV_RN(extreme, -8.0f);
 #endif
-    float id = (d != 0.0f && finite) ? FDIV_RN(1.0f, d) : 0.0f;
-    if (IS_INF(id)) id = 0.0f; /* accel's rule where C is undefined: 1/d overflow gives zero codes */
+    const float id = inverse_scale(d, finite);
     GLOBAL u8* ob = out + blk * BLOCK_BYTES;
     if (has_nan) {  /* 0x7E00 written as bytes: float16 conversions disagree on NaN payloads */
         ob[0] = 0x00; ob[1] = 0x7E;
@@ -49,10 +74,7 @@ KERNEL void quantize(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64
         STORE_F16((GLOBAL T_F16*)ob, 0, d);
     }
 #if FMT_Q8_0
-    for (int j = 0; j < QK; ++j) {
-        float r = finite ? ROUND_HALF_AWAY(FMUL_RN(v[j], id)) : 0.0f;
-        ob[2 + j] = (u8)(i8)(int)r;
-    }
+    for (int j = 0; j < QK; ++j) ob[2 + j] = (u8)(i8)q8_code(v[j], id, finite);
 #else
     for (int j = 0; j < QK / 2; ++j) {
         float lo = finite ? FMUL_RN(v[j], id) : 0.0f;
@@ -67,13 +89,18 @@ DEVICE float block_scale(GLOBAL const u8* RESTRICT blk) {
     return LOAD_F16((GLOBAL const T_F16*)blk, 0);
 }
 
-DEVICE float block_code(GLOBAL const u8* RESTRICT blk, int j) {
+/* Code j of a block: its int8 (Q8_0), its nibble less 8 (Q4_0). */
+DEVICE int code_int(GLOBAL const u8* RESTRICT blk, int j) {
 #if FMT_Q8_0
-    return (float)(i8)blk[2 + j];
+    return (i8)blk[2 + j];
 #else
     int byte = blk[2 + (j & 15)];
-    return (float)(((j < 16) ? (byte & 15) : (byte >> 4)) - 8);
+    return ((j < 16) ? (byte & 15) : (byte >> 4)) - 8;
 #endif
+}
+
+DEVICE float block_code(GLOBAL const u8* RESTRICT blk, int j) {
+    return (float)code_int(blk, j);
 }
 
 /* One work-item per value: out[e] = code * d, a single rounding. */
@@ -261,22 +288,37 @@ DEVICE void load_raw(GLOBAL const u32x4* a, u32* raw) {
     }
 }
 
-/* The scale and the 8 code words (one per 4 values) of the block at byte s (even) of raw (which
- * is clobbered). */
-DEVICE float take_block(u32* raw, u32 s, u32* codes) {
+/* Moves the block at byte s (even) of raw (clobbered) to the start of raw, at bit offset sh of
+ * raw[0] (0 or 16), which it returns. */
+DEVICE u32 align_block(u32* raw, u32 s) {
     UNROLL for (int i = 0; i + 2 < RAW_WORDS; ++i) raw[i] = (s & 8u) ? raw[i + 2] : raw[i];
     UNROLL for (int i = 0; i + 1 < RAW_WORDS; ++i) raw[i] = (s & 4u) ? raw[i + 1] : raw[i];
-    const u32 sh = (s & 2u) * 8u; /* the block starts at bit sh of raw[0] */
-    UNROLL for (int j = 0; j < 8; ++j) {
-#if FMT_Q8_0
-        const int c = j; const u32 at = sh + 16u;
-#else /* word j & 3, from 3 bits early (low nibbles) or 1 bit late (high): nibbles at bits 3..6 */
-        const int c = j & 3; const u32 at = sh + (j < 4 ? 13u : 17u);
-#endif
-        codes[j] = (u32)((((u64)raw[c + 1] << 32) | raw[c]) >> at);
-    }
+    return (s & 2u) * 8u;
+}
+
+/* 32 bits of the aligned raw words from bit at of word c on. */
+DEVICE u32 raw_bits(const u32* raw, int c, u32 at) {
+    return (u32)((((u64)raw[c + 1] << 32) | raw[c]) >> at);
+}
+
+/* The scale of the block that align_block put at bit sh. */
+DEVICE float raw_scale(const u32* raw, u32 sh) {
     u16 bits = (u16)(raw[0] >> sh);
     return LOAD_F16((const T_F16*)&bits, 0);
+}
+
+/* The scale and the 8 code words (one per 4 values) of the block at byte s (even) of raw (which
+ * is clobbered), as qgemv's CODE_AT reads them. */
+DEVICE float take_block(u32* raw, u32 s, u32* codes) {
+    const u32 sh = align_block(raw, s);
+    UNROLL for (int j = 0; j < 8; ++j) {
+#if FMT_Q8_0
+        codes[j] = raw_bits(raw, j, sh + 16u);
+#else /* word j & 3, from 3 bits early (low nibbles) or 1 bit late (high): nibbles at bits 3..6 */
+        codes[j] = raw_bits(raw, j & 3, sh + (j < 4 ? 13u : 17u));
+#endif
+    }
+    return raw_scale(raw, sh);
 }
 
 /* Four codes (the bytes of word q of the block's 32 values, in order) as CODE_AT reads them. */
@@ -288,6 +330,49 @@ DEVICE u32 code_quad(const u32* codes, int q) {
 #endif
 }
 
+/* The sums acc[i][r] of each team's GEMV_WG work-items added up and stored, times scale, at
+ * out[(m0 + i) * N + n0 + r] by the team's first work-item: by shuffles within GEMV_SHFL
+ * work-items, then (teams wider than that, and every team without shuffles) through red, the
+ * local memory GEMV_RED_DECL declares. Every work-item of the group calls it (a barrier). */
+#if GEMV_WG > GEMV_SHFL
+#define RED_STRIDE (GEMV_ITEMS / GEMV_SHFL)
+#define GEMV_RED_DECL LOCAL float red[RM * RN * RED_STRIDE];
+#define GEMV_RED red
+#else
+#define GEMV_RED_DECL
+#define GEMV_RED 0
+#endif
+DEVICE void gemv_sum_store(float (*acc)[RN], LOCAL_PTR float* red, GLOBAL OUT_T* RESTRICT out,
+                           int M, int N, int m0, int n0, float scale) {
+    const int tid = LOCAL_ID(0), lane = tid % GEMV_WG;
+#if GEMV_SHFL > 1
+    UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r) acc[i][r] += SHFL_DOWN(acc[i][r], o);
+#endif
+#if GEMV_WG > GEMV_SHFL
+    if (lane % GEMV_SHFL == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r) red[(i * RN + r) * RED_STRIDE + tid / GEMV_SHFL] = acc[i][r];
+    BARRIER();
+    if (lane == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r) {
+                float sum = 0.0f;
+                for (int t = 0; t < GEMV_WG / GEMV_SHFL; ++t)
+                    sum += red[(i * RN + r) * RED_STRIDE + tid / GEMV_SHFL + t];
+                acc[i][r] = sum;
+            }
+#else
+    (void)red;
+#endif
+    if (lane == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RN; ++r)
+                if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r,
+                                                   scale * acc[i][r]);
+}
+
 KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_T* RESTRICT x,
                                             GLOBAL const u8* RESTRICT w,
                                             GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
@@ -295,9 +380,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
 #if !FMT_Q8_0
     LOCAL f32x4 xsums[2][RM][GEMV_WG * XSUMS_STRIDE];
 #endif
-#if GEMV_WG > GEMV_SHFL
-    LOCAL float red[RM * RN][GEMV_ITEMS / GEMV_SHFL];
-#endif
+    GEMV_RED_DECL
     const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
     const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
     const int nblk = K / QK;
@@ -404,30 +487,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
         UNROLL for (int r = 0; r < RN; ++r)
             if (IS_NAN(acc[i][r])) acc[i][r] = qgemv_exact(x, w, M, N, K, i, r);
 #endif
-#if GEMV_SHFL > 1
-    UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r) acc[i][r] += SHFL_DOWN(acc[i][r], o);
-#endif
-#if GEMV_WG > GEMV_SHFL
-    if (lane % GEMV_SHFL == 0)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r) red[i * RN + r][tid / GEMV_SHFL] = acc[i][r];
-    BARRIER();
-    if (lane == 0)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r) {
-                float sum = 0.0f;
-                for (int t = 0; t < GEMV_WG / GEMV_SHFL; ++t)
-                    sum += red[i * RN + r][team * (GEMV_WG / GEMV_SHFL) + t];
-                acc[i][r] = sum;
-            }
-#endif
-    if (lane == 0)
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int r = 0; r < RN; ++r)
-                if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r,
-                                                   CODE_SCALE * acc[i][r]);
+    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, CODE_SCALE);
 }
 
 /* Streaming GEMV for GPUs (run for M <= GEMV_MAX_M where it applies and ACCEL_GEMV_KERNEL asks
@@ -689,3 +749,162 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #undef SUMS_STRIDE
 }
 #endif
+
+/* ---- qmatmul with x quantized to Q8_0 (x_format="q8_0", GGML's CPU semantics) ----------------
+ * out[m, n] = sum over blocks b of (d_w[n, b] * d_x[m, b]) * s[m, n, b], where s is the exact
+ * integer dot product of the two blocks' codes (Q4_0 codes less 8), summed in float32. Both
+ * factors are exact in float32 (a product of two float16 values; |s| <= 32 * 127 * 128 < 2^24),
+ * so each block adds one rounded product, as GGML's vec_dot does.
+ *
+ * quantize_x8 first writes x's Q8_0 quantization (the same functions as quantize's Q8_0 build,
+ * so bit-exact with it) as "X8" words that the dot kernels load aligned: the 32 int8 codes of
+ * each of the nblocks blocks, then per block a float pair: d as stored (rounded to float16; NaN
+ * where the block has one) and the sum of its codes, which removes Q4_0's offset
+ * (s = sum n c - 8 sum c, n the nibbles). One work-item per block. */
+KERNEL void quantize_x8(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT xq, i64 nblocks) {
+    i64 blk = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (blk >= nblocks) return;
+    float v[QK];
+    int finite;
+    const int has_nan = load_block(x, blk, v, &finite);
+    const float d = FDIV_RN(FABS(first_extreme(v)), 127.0f);
+    const float id = inverse_scale(d, finite);
+    GLOBAL i8* codes = (GLOBAL i8*)xq + blk * QK;
+    int sum = 0;
+    for (int j = 0; j < QK; ++j) {
+        const int c = q8_code(v[j], id, finite);
+        codes[j] = (i8)c;
+        sum += c;
+    }
+    u16 bits; /* d rounded to float16 as quantize stores it (OpenCL has no half variables) */
+    STORE_F16((T_F16*)&bits, 0, d);
+    GLOBAL float* ds = (GLOBAL float*)(xq + nblocks * QK) + 2 * blk;
+    ds[0] = has_nan ? AS_FLOAT(0x7FC00000u) : LOAD_F16((const T_F16*)&bits, 0);
+    ds[1] = (float)sum;
+}
+
+#if FMT_Q8_0
+#define CODE_WORDS 8
+#else
+#define CODE_WORDS 4
+#endif
+
+/* The scale and the CODE_WORDS words of code bytes of the block at byte s (even) of raw (which is
+ * clobbered). */
+DEVICE float take_code_words(u32* raw, u32 s, u32* words) {
+    const u32 sh = align_block(raw, s);
+    UNROLL for (int j = 0; j < CODE_WORDS; ++j) words[j] = raw_bits(raw, j, sh + 16u);
+    return raw_scale(raw, sh);
+}
+
+/* s of a weight block (its code words wc) and an X8 block (its 8 code words xc and code sum), as
+ * a float (exact). Q4_0: byte j holds the nibbles of values j and j + 16. */
+DEVICE float block_dot_x8(const u32* wc, const u32* xc, float xsum) {
+    int s = 0;
+#if FMT_Q8_0
+    (void)xsum; /* exact codes: no offset to remove */
+    UNROLL for (int q = 0; q < 8; ++q) s = DOT4_I8(wc[q], xc[q], s);
+    return (float)s;
+#else
+    UNROLL for (int q = 0; q < 4; ++q) {
+        s = DOT4_I8(wc[q] & 0x0F0F0F0Fu, xc[q], s);
+        s = DOT4_I8((wc[q] >> 4) & 0x0F0F0F0Fu, xc[q + 4], s);
+    }
+    return FMA(-8.0f, xsum, (float)s);
+#endif
+}
+
+/* GEMV with x as X8 words (M <= GEMV_MAX_M on GPUs): qgemv's launch contract, teams and weight
+ * loads (a block's offset in its 16-byte words found per tile). Work-item l of a team takes block
+ * l of each tile for the team's RN rows and the group's RM rows of x, whose codes (two aligned
+ * 16-byte loads) and scale pair it reads itself: every team reads the same x blocks, from cache.
+ * The next tile's loads are in flight while this tile is computed. */
+KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const u8* RESTRICT xq,
+                                                                GLOBAL const u8* RESTRICT w,
+                                                                GLOBAL OUT_T* RESTRICT out,
+                                                                int M, int N, int K) {
+    GEMV_RED_DECL
+    const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
+    const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
+    const int nblk = K / QK;
+    /* past the end of a row, a work-item reloads its last block (see qgemv) */
+    const int last_tile = imax(nblk - 1 - lane, 0) / GEMV_WG, first = imin(lane, nblk - 1);
+    GLOBAL const u8* wa[RN];
+    UNROLL for (int r = 0; r < RN; ++r)
+        wa[r] = w + ((i64)imin(n0 + r, N - 1) * nblk + first) * BLOCK_BYTES;
+    GLOBAL const u32x4* xa[RM];
+    GLOBAL const float* da[RM];
+    UNROLL for (int i = 0; i < RM; ++i) {
+        const i64 b = (i64)imin(m0 + i, M - 1) * nblk + first;
+        xa[i] = (GLOBAL const u32x4*)xq + 2 * b;
+        da[i] = (GLOBAL const float*)(xq + (i64)M * K) + 2 * b;
+    }
+    float acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
+    u32 raw[RN][RAW_WORDS], at[RN];
+    u32x4 xv[RM][2];
+    float xd[RM][2];
+    /* iteration b0 computes the tile at b0 while the next one's loads are in flight; the first
+     * (b0 < 0) only loads */
+    for (int b0 = -GEMV_WG; b0 < nblk; b0 += GEMV_WG) {
+        u32 wc[RN][CODE_WORDS], xc[RM][8];
+        float dw[RN], dx[RM], sx[RM];
+        if (b0 >= 0) {
+            UNROLL for (int r = 0; r < RN; ++r) dw[r] = take_code_words(raw[r], at[r], wc[r]);
+            UNROLL for (int i = 0; i < RM; ++i) {
+                xc[i][0] = xv[i][0].x; xc[i][1] = xv[i][0].y; xc[i][2] = xv[i][0].z; xc[i][3] = xv[i][0].w;
+                xc[i][4] = xv[i][1].x; xc[i][5] = xv[i][1].y; xc[i][6] = xv[i][1].z; xc[i][7] = xv[i][1].w;
+                dx[i] = xd[i][0]; sx[i] = xd[i][1];
+            }
+        }
+        const int tile = imin((b0 + GEMV_WG) / GEMV_WG, last_tile);
+        UNROLL for (int r = 0; r < RN; ++r) {
+            GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_WG * BLOCK_BYTES);
+            at[r] = ADDR_BITS(p) & 15u;
+            load_raw((GLOBAL const u32x4*)(p - at[r]), raw[r]);
+        }
+        UNROLL for (int i = 0; i < RM; ++i) {
+            const i64 o = (i64)tile * (2 * GEMV_WG);
+            xv[i][0] = xa[i][o]; xv[i][1] = xa[i][o + 1];
+            xd[i][0] = da[i][o]; xd[i][1] = da[i][o + 1];
+        }
+        if (b0 >= 0 && b0 + lane < nblk)
+            UNROLL for (int i = 0; i < RM; ++i)
+                UNROLL for (int r = 0; r < RN; ++r)
+                    acc[i][r] = FMA(dw[r] * dx[i], block_dot_x8(wc[r], xc[i], sx[i]), acc[i][r]);
+    }
+    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, 1.0f);
+}
+
+/* Quantized matmul with x as X8 words, any M (CPU parameter sets; GPUs beyond GEMV_MAX_M): a
+ * work-item computes RM rows of x against RN weight rows, block by block, as qmatmul's grid. */
+KERNEL void qmatmul_x8(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
+                       GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
+    const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * RM;
+    if (n0 >= N || m0 >= M) return;
+    const int nblk = K / QK;
+    GLOBAL const i8* xc = (GLOBAL const i8*)xq;
+    GLOBAL const float* xd = (GLOBAL const float*)(xq + (i64)M * K);
+    float acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
+    for (int bk = 0; bk < nblk; ++bk) {
+        UNROLL for (int j = 0; j < RN; ++j) {
+            GLOBAL const u8* blk = w + ((i64)imin(n0 + j, N - 1) * nblk + bk) * BLOCK_BYTES;
+            int wq[QK];
+            UNROLL for (int e = 0; e < QK; ++e) wq[e] = code_int(blk, e);
+            const float dw = block_scale(blk);
+            UNROLL for (int i = 0; i < RM; ++i) {
+                const i64 xb = (i64)imin(m0 + i, M - 1) * nblk + bk;
+                int s = 0;
+                UNROLL for (int e = 0; e < QK; ++e) s += wq[e] * xc[xb * QK + e];
+                acc[i][j] = FMA(dw * xd[2 * xb], (float)s, acc[i][j]);
+            }
+        }
+    }
+    UNROLL for (int i = 0; i < RM; ++i) {
+        if (m0 + i >= M) break;
+        UNROLL for (int j = 0; j < RN; ++j)
+            if (n0 + j < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, acc[i][j]);
+    }
+}

@@ -154,16 +154,31 @@ def _qmatmul(be, spec: QMatmulSpec):
     # from cache beats the one-output-per-work-item qmatmul there
     op = "gemv" if spec.M == 1 or K.gemv_applies(spec, be.params["gemv"]) else "qmatmul"
     p, wg = _kernel_params(be.params[op])
-    tail = K.scalar_args(spec)
-    if "GEMV_WG" in p:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
-        # every buffer and view starts at a multiple of the base-address alignment
+    if spec.x_fmt is not None:
+        name = K.x8_kernel(p)
+    elif "GEMV_WG" in p:  # every buffer and view starts at a multiple of the base-address alignment
         name = K.gemv_kernel(spec.fmt.name, spec.K, p, x_addr=be.alignment, w_addr=be.alignment,
                              local_mem=be.dev.local_mem, shuffles=False)
-        kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, name, p)
+    else:
+        name = "qmatmul"
+    if name == "qmatmul" or name == "qmatmul_x8":  # a work-item per RM x RN outputs
+        lsize, gsize = (wg, 1), (_padded(_ceil(spec.N, p["RN"]), wg), _ceil(spec.M, p["RM"]))
+    else:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
         (groups_n, groups_m), items = K.gemv_launch(name, p, spec.N, spec.M)
         lsize, gsize = (items, 1), (groups_n * items, groups_m)
-        return _launcher(be, kernel, gsize, lsize, f"qmatmul ({name})", tail)
-    kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, "qmatmul", p)
-    lsize = (wg, 1)
-    gsize = (_padded(_ceil(spec.N, p["RN"]), wg), _ceil(spec.M, p["RM"]))
-    return _launcher(be, kernel, gsize, lsize, f"qmatmul ({op})", tail)
+    kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, name, p)
+    dot = _launcher(be, kernel, gsize, lsize, f"qmatmul ({name})", K.scalar_args(spec))
+    if spec.x_fmt is None:
+        return dot
+    # x quantized into X8 words first, in a buffer of its own per call (pooled buffers return
+    # for reuse only behind the work already queued on this in-order queue)
+    nbytes, count = K.x8_words(spec)
+    quantize = _launcher(be, _quant_kernel(be, spec.fmt.name, spec.dtype, "quantize_x8", p),
+                         (_padded(int(count[0]), _LOCAL_1D),), (_LOCAL_1D,), "quantize_x8", count)
+
+    def run(x, w, out) -> None:
+        words = be.alloc(nbytes)
+        quantize(x, words)
+        dot(words, w, out)
+
+    return run
