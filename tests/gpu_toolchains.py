@@ -3,6 +3,8 @@ cuobjdump): without them they skip, saying what to install - except where
 ACCEL_REQUIRE_TOOLCHAINS=1 (CI), where anything missing fails them."""
 import os
 import re
+import shutil
+import subprocess
 from collections import Counter
 
 import pytest
@@ -68,3 +70,17 @@ def hot_loop(result: toolchains.CompileResult, kernel: str, opcode: str = "FFMA"
                 loops.append((sum(ops.values()), ops))
     assert loops, f"no loop of {kernel} holds 3/4 of its {opcode}"
     return min(loops, key=lambda x: x[0])[1]
+
+
+def amd_disassembly(result: toolchains.CompileResult, arch: str, kernel: str) -> str:
+    """``kernel``'s machine code in an AMD code object, as ``llvm-objdump -d`` prints it."""
+    tool = shutil.which("llvm-objdump") or next(
+        (t for v in range(20, 13, -1) if (t := shutil.which(f"llvm-objdump-{v}"))), None)
+    if tool is None:
+        missing("llvm-objdump not found (apt-get install llvm-15), AMD machine code not read")
+    proc = subprocess.run([tool, "-d", f"--mcpu={arch}", str(result.path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    body = proc.stdout[proc.stdout.index(f"<{kernel}>:"):]
+    end = re.search(r"^\S+ <\w+>:", body[1:], re.M)
+    return body[: end.start() + 1] if end else body
