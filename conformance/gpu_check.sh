@@ -17,6 +17,7 @@
 #   profile-gemv.log            where Nsight Compute (ncu) is installed: the GEMV goal's kernel
 #                               profiled (throughputs, occupancy, scheduler and warp-stall
 #                               statistics, stall sampling by instruction)
+#   profile-gemv-x8.log         the same for qgemv_x8 (qmatmul with x_format="q8_0")
 # The whole run took 149 s on an H200 before the speed goals timed their 14 GEMV alternatives and
 # the decode survey (about a minute more, by estimate; the issue asks for 5 minutes); each step has
 # its own time limit so that a hung step cannot stall the rest, and a failed step is reported
@@ -78,13 +79,20 @@ step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel con
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
 step speed-goals 200 "$PY" -m accel.conformance.gpu_goals "$OUT/speed-goals-cuda.json"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
-if [ -n "$NCU" ]; then  # the second GEMV launch (the first loads the kernel), caches flushed per pass
-    step --diagnostic profile-gemv 90 "$NCU" --clock-control none --kernel-name regex:qgemv --launch-skip 1 \
-        --launch-count 1 --section SpeedOfLight --section LaunchStats --section Occupancy \
-        --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-        --section SourceCounters "$PY" -m accel.conformance.gpu_goals --gemv-once
+profile() {  # step NAME, KERNEL's second launch (the first loads it), caches flushed per pass
+    local name=$1 kernel=$2
+    shift 2
+    step --diagnostic "$name" 90 "$NCU" --clock-control none --kernel-name "regex:^$kernel\$" \
+        --launch-skip 1 --launch-count 1 --section SpeedOfLight --section LaunchStats \
+        --section Occupancy --section SchedulerStats --section WarpStateStats \
+        --section MemoryWorkloadAnalysis --section SourceCounters \
+        "$PY" -m accel.conformance.gpu_goals --gemv-once "$@"
+}
+if [ -n "$NCU" ]; then
+    profile profile-gemv qgemv
+    profile profile-gemv-x8 qgemv_x8 q8_0
 else
-    echo "== profile-gemv: skipped, Nsight Compute (ncu) is not installed"
+    echo "== profile-gemv, profile-gemv-x8: skipped, Nsight Compute (ncu) is not installed"
 fi
 
 if [ ${#failed[@]} -eq 0 ]; then

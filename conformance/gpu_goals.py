@@ -10,8 +10,9 @@ names); where accel has other kernels or parameters for the same case they are t
 ``alternatives``, so one run also says which is faster. Exit status 0 when every goal was met,
 1 otherwise (the JSON says which and why).
 
-``python -m accel.conformance.gpu_goals --gemv-once`` runs the GEMV goal's kernel a few times
-and nothing else, for a profiler (gpu_check.sh runs Nsight Compute on it where it is installed).
+``python -m accel.conformance.gpu_goals --gemv-once [q8_0]`` runs the GEMV goal's kernel (with
+``x_format="q8_0"``: quantize_x8 and qgemv_x8) a few times and nothing else, for a profiler
+(gpu_check.sh runs Nsight Compute on both where it is installed).
 """
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ QGEMV_ALTERNATIVES = (dict(GEMV_TEAMS=8), dict(GEMV_TEAMS=16), dict(GEMV_WG=16, 
 #: (RN = 2: 96 registers, 5 groups per SM; with 8 teams 80 registers; RN = 1, 8 teams: 69)
 N_DECODE = 4096
 DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEAMS=8))
+#: the GEMV with GGML's semantics (x quantized to Q8_0, integer dot products), timed beside the
+#: GEMV goal and in the decode survey: the whole op (quantize_x8, then qgemv_x8), checked against
+#: its own oracle; not what the goal is judged on
+X8_LABEL = "qmatmul(x_format='q8_0'): quantize_x8 + qgemv_x8, GGML semantics"
 #: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
 #: more than twice an H200's 60 MB L2)
 GEMV_ROTATION_BYTES = 4 * N_GEMV * get_format("q4_0").row_bytes(N_GEMV)
@@ -54,7 +59,7 @@ BUDGET = Budget(time_s=0.3, work=0, min_reps=5, max_reps=10_000, max_time_s=2.0,
 
 
 def _rel_err(got, ref) -> float:
-    got, ref = got.double(), ref.double()
+    got, ref = got.double().cpu(), ref.double().cpu()
     return float((got - ref).norm() / ref.norm())
 
 
@@ -114,6 +119,7 @@ def measure(be) -> list[dict]:
     from accel import kernels
     from accel import spec as S
     from accel.backends import cupy_backend as CB
+    from accel.conformance import oracle
     from accel.ops import execute
     from accel.tensor import Tensor
 
@@ -231,13 +237,15 @@ def measure(be) -> list[dict]:
 
         auto = kernels.gemv_kernel("q4_0", n, kernels.GPU_GEMV, x_addr=x.data_ptr(),
                                    w_addr=copies[0].data.buf.data.ptr, local_mem=CB._STATIC_SHARED_MAX)
-        variants = {f"impl=auto ({auto}, GPU_GEMV)": None, **alternatives(auto)}
+        ops = {f"impl=auto ({auto}, GPU_GEMV)": spec,
+               X8_LABEL: S.qmatmul_spec((1, n), "float32", (n, n), copies[0].format, "q8_0")}
+        variants = {**dict.fromkeys(ops), **alternatives(auto)}
         calls, outputs, failed = {}, {}, {}
         for label, plan in variants.items():
             outputs[label] = out = torch.empty((1, n), device="cuda", dtype=torch.float32)
             to = adopt(out, "float32")
-            if plan is None:
-                calls[label] = replay(lambda w, to=to: execute(be, spec, tx, w.data, out=to))
+            if plan is None:  # the op itself
+                calls[label] = replay(lambda w, to=to, op=ops[label]: execute(be, op, tx, w.data, out=to))
                 continue
             v = kernels.quant("q4_0", "float32", plan[0])
             try:
@@ -251,6 +259,9 @@ def measure(be) -> list[dict]:
         copy_label = "device copy (1 GiB)"
         t_copy, runs = timed_runs(calls, outputs, x.double() @ wf.double().T,  # replays end on copies[-1]
                                   (copy_label, lambda: dst.__setitem__(Ellipsis, src)), timer=on_stream)
+        x8_ref = oracle.qmatmul_quantized_x(x.cpu().numpy(), np.asarray(copies[-1].raw), "q4_0", n,
+                                            "q8_0")[0]
+        runs[X8_LABEL] = (runs[X8_LABEL][0], _rel_err(outputs[X8_LABEL], torch.from_numpy(x8_ref)))
         runs = {k: (t / (rounds * len(copies)) if not isinstance(t, BaseException) else t, e)
                 for k, (t, e) in runs.items()}
         runs.update((k, (exc, float("nan"))) for k, exc in failed.items())
@@ -298,9 +309,9 @@ def measure(be) -> list[dict]:
     return goals
 
 
-def gemv_once(be) -> None:
-    """The GEMV goal's case run by ``impl="auto"`` three times (after one call that builds the
-    kernel), for a profiler to capture."""
+def gemv_once(be, x_format: str | None = None) -> None:
+    """The GEMV goal's case run by ``impl="auto"`` (with ``x_format``) three times (after one
+    call that builds the kernel), for a profiler to capture."""
     import numpy as np
 
     import accel
@@ -309,7 +320,7 @@ def gemv_once(be) -> None:
     w = accel.quantize(rng.standard_normal((N_GEMV, N_GEMV), dtype=np.float32), "q4_0", backend=be)
     x = accel.asarray(rng.standard_normal((1, N_GEMV), dtype=np.float32), backend=be)
     for _ in range(4):
-        accel.qmatmul(x, w)
+        accel.qmatmul(x, w, x_format=x_format)
     be.synchronize()
 
 
@@ -321,8 +332,9 @@ def _describe(alt: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m accel.conformance.gpu_goals OUT.json | --gemv-once", file=sys.stderr)
+    if not (len(argv) == 1 or (len(argv) == 2 and argv[0] == "--gemv-once")):
+        print("usage: python -m accel.conformance.gpu_goals OUT.json | --gemv-once [X_FORMAT]",
+              file=sys.stderr)
         return 2
     import accel
 
@@ -334,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         if be is None:
             print(f"gpu_goals: no GEMV run: {why}", file=sys.stderr)
             return 1
-        gemv_once(be)
+        gemv_once(be, *argv[1:])
         return 0
     doc: dict[str, Any] = {"schema": "accel.gpu_speed_goals/2"}
     if be is None:

@@ -28,8 +28,9 @@ def test_without_a_cuda_device_it_says_why_and_fails(tmp_path):
     assert "nothing measured" in proc.stdout
 
 
-def test_usage_error_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals"],
+@pytest.mark.parametrize("args", [[], ["a.json", "b.json"], ["a.json", "q8_0"]])
+def test_usage_error_exits_2(args):
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", *args],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "usage:" in proc.stderr
 
@@ -61,12 +62,13 @@ def test_an_entry_judges_its_first_run_and_records_failed_alternatives():
         gpu_goals.entry("goal", 0.5, 1e-5, "base", 1.0, {"bad": runs["bad"], "auto": runs["auto"]})
 
 
-def test_the_profiler_run_without_a_cuda_device_says_why_and_fails():
+@pytest.mark.parametrize("x_format", [[], ["q8_0"]])
+def test_the_profiler_run_without_a_cuda_device_says_why_and_fails(x_format):
     status = next(s for s in accel.backends() if s.name == "cuda")
     if status.available:
         pytest.skip("a CUDA device is present: gpu_check.sh profiles the GEMV there")
-    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", "--gemv-once"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", "--gemv-once",
+                           *x_format], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "no GEMV run: BackendUnavailable" in proc.stderr
 
 
