@@ -156,9 +156,14 @@ def _gguf(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
     elif spec.op == "dequantize":
         raw = host[0]
         fn = _Last(lambda: quants.dequantize(raw, qtype))
-    else:
+    elif spec.x_fmt is None:
         x, raw = host
         fn = _Last(lambda: x.astype(np.float32) @ quants.dequantize(raw, qtype).T)
+    else:  # GGML's semantics in gguf-py's terms: x through its quantizer, then float products
+        x, raw = host
+        xtype = GGMLQuantizationType[spec.x_fmt.name.upper()]
+        fn = _Last(lambda: quants.dequantize(quants.quantize(x.astype(np.float32), xtype), xtype)
+                   @ quants.dequantize(raw, qtype).T)
     return Prepared(fn, _host_timer, lambda: fn.value)
 
 

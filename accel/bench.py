@@ -225,7 +225,8 @@ class Case:
             return S.quantize_spec((p["rows"], p["K"]), self.dtype, p["fmt"])
         if self.op == "dequantize":
             return S.dequantize_spec((p["rows"], p["K"]), get_format(p["fmt"]))
-        return S.qmatmul_spec((p["M"], p["K"]), self.dtype, (p["N"], p["K"]), get_format(p["fmt"]))
+        return S.qmatmul_spec((p["M"], p["K"]), self.dtype, (p["N"], p["K"]), get_format(p["fmt"]),
+                              p.get("x_fmt"))
 
     def host_inputs(self, seed: int = 0) -> list[np.ndarray | None]:
         """Seeded random operands as host arrays (None for an absent attention mask)."""
@@ -286,6 +287,8 @@ def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
         dt = "float32" if op == "quantize" else "uint8"
         out += [make(op, dt, rows=rows, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
     out += [make("qmatmul", "float32", M=m, N=n, K=n, fmt=f) for m, n in qm for f in ("q8_0", "q4_0")]
+    # the decode GEMV with GGML's semantics (x quantized to Q8_0, integer dot products)
+    out.append(make("qmatmul", "float32", M=1, N=qm[0][1], K=qm[0][1], fmt="q4_0", x_fmt="q8_0"))
     if ops is not None:
         wanted = set(ops)
         unknown = wanted - set(S.OPS)

@@ -187,3 +187,21 @@ def test_qgemv_x8_multiplies_with_v_dot4_on_gfx90a(fmt, most):
     assert r.resources["qgemv_x8"].registers <= most
     code = amd_disassembly(r, "gfx90a", "qgemv_x8")
     assert len(re.findall(r"\bv_dot4c?_i32_i8", code)) == 8 * K.GPU_GEMV["RN"] * K.GPU_GEMV["RM"]
+
+
+@pytest.mark.skipif(not DEVICES, reason="no OpenCL device on this machine")
+@pytest.mark.parametrize("fact", ["correctly_rounded_divide", "denormals"])
+def test_opencl_declines_x_format_where_it_declines_quantize(fact):
+    # x_format quantizes x with quantize's own functions: on a device whose facts make quantize
+    # inexact (an approximate 1/d, flushed denormals) it is declined with the same reason
+    import dataclasses
+    import types
+
+    from accel.backends.opencl.launch import support
+
+    device = types.SimpleNamespace(dev=dataclasses.replace(_opencl().dev, **{fact: False}))
+    q4 = get_format("q4_0")
+    declined = support(device, S.quantize_spec((2, 64), "float32", "q4_0"))
+    x8 = support(device, S.qmatmul_spec((2, 64), "float32", (3, 64), q4, "q8_0"))
+    assert not declined.ok and not x8.ok and x8.reason == declined.reason
+    assert support(device, S.qmatmul_spec((2, 64), "float32", (3, 64), q4)).ok

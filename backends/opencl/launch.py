@@ -37,7 +37,8 @@ def support(be: "OpenCLBackend", spec) -> Support:
             return Support(False, f"K/V tiles for D={spec.D}, Dv={spec.Dv} need {need} bytes of "
                            f"local memory; the device has {be.dev.local_mem}")
         return YES
-    if isinstance(spec, QuantizeSpec):
+    if isinstance(spec, QuantizeSpec) or (isinstance(spec, QMatmulSpec) and spec.x_fmt is not None):
+        # x_format quantizes x with the same functions: bit-exact only where quantize is
         if not be.dev.correctly_rounded_divide:
             return Support(False, "the device does not report CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT; "
                            "bit-exact GGML quantization needs a correctly rounded 1/d")
@@ -45,9 +46,7 @@ def support(be: "OpenCLBackend", spec) -> Support:
             return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); GGML's "
                            "reference keeps them, so small blocks would quantize differently")
         return YES
-    if isinstance(spec, DequantizeSpec):
-        return YES
-    if isinstance(spec, QMatmulSpec):
+    if isinstance(spec, (DequantizeSpec, QMatmulSpec)):
         return YES
     return Support(False, f"op {getattr(spec, 'op', spec)!r} is not implemented by opencl")
 
