@@ -125,31 +125,6 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     return out.reshape(x.shape[:-1] + (-1,))
 
 
-def dequantize(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
-    """float64 values of GGUF blocks (exactly representable in float32)."""
-    block_bytes = 2 + (BLOCK if fmt == "q8_0" else BLOCK // 2)
-    blocks = raw.reshape(-1, block_bytes)
-    d = blocks[:, :2].copy().view(np.float16).astype(np.float64)
-    if fmt == "q8_0":
-        codes = blocks[:, 2:].view(np.int8).astype(np.float64)
-    else:
-        packed = blocks[:, 2:].astype(np.int64)
-        codes = np.concatenate([packed & 0xF, packed >> 4], axis=1).astype(np.float64) - 8
-    with np.errstate(invalid="ignore"):
-        return (codes * d).reshape(shape)
-
-
-def qmatmul(x: np.ndarray, raw: np.ndarray, fmt: str, N: int) -> tuple[np.ndarray, np.ndarray]:
-    """``x[..., K] @ dequantize(w).T`` and its |x| |w|^T, in float64."""
-    K = x.shape[-1]
-    w = dequantize(raw, fmt, (N, K))
-    x2 = x.astype(np.float64).reshape(-1, K)
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = product_sum(x2, w.T)
-        mag = product_sum(np.abs(x2), np.abs(w).T)
-    return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))
-
-
 def _parts(raw: np.ndarray, fmt: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """(d float64 [rows, nb], codes int64 [rows, nb, 32]) of GGUF blocks (Q4_0 codes less 8)."""
     block_bytes = 2 + (BLOCK if fmt == "q8_0" else BLOCK // 2)
@@ -161,6 +136,24 @@ def _parts(raw: np.ndarray, fmt: str, rows: int) -> tuple[np.ndarray, np.ndarray
         packed = blocks[:, 2:].astype(np.int64)
         codes = np.concatenate([packed & 0xF, packed >> 4], axis=1) - 8
     return d.reshape(rows, -1), codes.reshape(rows, -1, BLOCK)
+
+
+def dequantize(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
+    """float64 values of GGUF blocks (exactly representable in float32)."""
+    d, codes = _parts(raw, fmt, 1)
+    with np.errstate(invalid="ignore"):
+        return (codes * d[..., None]).reshape(shape)
+
+
+def qmatmul(x: np.ndarray, raw: np.ndarray, fmt: str, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """``x[..., K] @ dequantize(w).T`` and its |x| |w|^T, in float64."""
+    K = x.shape[-1]
+    w = dequantize(raw, fmt, (N, K))
+    x2 = x.astype(np.float64).reshape(-1, K)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = product_sum(x2, w.T)
+        mag = product_sum(np.abs(x2), np.abs(w).T)
+    return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))
 
 
 def qmatmul_quantized_x(x: np.ndarray, raw: np.ndarray, fmt: str, N: int,
