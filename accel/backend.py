@@ -75,6 +75,9 @@ class Backend:
     priority: ClassVar[int] = 0  # automatic selection picks the highest available
     evidence: ClassVar[str] = "ran"  # what a conformance verdict of this backend rests on
     alignment: ClassVar[int] = 1  # byte alignment a view() offset must have
+    #: the ``qmatmul(x_format=...)`` formats whose semantics the backend's qmatmul computes; a
+    #: backend that does not list one is never asked to (see :func:`verdict`)
+    x_formats: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, index: int = 0):
         self.index = index
@@ -172,3 +175,24 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<accel backend {self.device_id}: {self.info.name}>"
+
+
+def verdict(backend: Backend, spec: Spec) -> Support:
+    """``backend.supports(spec)`` as dispatch, the conformance suite and the benchmarks read it: a
+    quantized matmul with an ``x_fmt`` the backend does not list in ``x_formats`` is declined
+    first, since a backend written before that option would compute the float product instead.
+
+    >>> from accel.spec import qmatmul_spec
+    >>> from accel.formats import get_format
+    >>> class Old(Backend):
+    ...     name = "old"
+    ...     def __init__(self): pass
+    ...     def qmatmul(self, spec, out, x, w): pass
+    >>> verdict(Old(), qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0"), "q8_0")).reason
+    "x_format='q8_0' is not among old's x_formats ()"
+    """
+    x_fmt = getattr(spec, "x_fmt", None)
+    if x_fmt is not None and x_fmt.name not in backend.x_formats:
+        return Support(False, f"x_format={x_fmt.name!r} is not among {backend.name}'s x_formats "
+                              f"{backend.x_formats}")
+    return backend.supports(spec)

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import spec as S
 from .backend import Backend
+from .backend import verdict as support_verdict
 from .dtypes import dtype_name, to_numpy_dtype
 from .errors import AccelError, ArgumentError, expected
 from .formats import get_format
@@ -374,7 +375,7 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
                            "flops": spec.flops, "bytes": spec.bytes,
                            "intensity": spec.flops / spec.bytes if spec.bytes else None,
                            "baselines": []}
-    verdict = backend.supports(spec)
+    verdict = support_verdict(backend, spec)
     if not verdict.ok:
         return {**rec, "status": "unsupported", "reason": verdict.reason}
     host = case.host_inputs(seed)

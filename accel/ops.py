@@ -10,6 +10,7 @@ from typing import Any
 
 from . import spec as S
 from .backend import Backend
+from .backend import verdict as support_verdict
 from .dtypes import dtype_name
 from .errors import ArgumentError, DeviceMismatchError, UnsupportedError, expected
 from .formats import QTensor
@@ -52,13 +53,14 @@ def _resolve(backend: str | Backend | None, operands: list[Operand]) -> Backend:
 
 
 def check_supported(backend: Backend, spec: S.Spec) -> None:
-    """Raise UnsupportedError unless ``backend.supports(spec)`` (verdicts cached per backend)."""
+    """Raise UnsupportedError unless the backend supports ``spec`` (:func:`accel.backend.verdict`,
+    cached per backend)."""
     cache = backend.__dict__.get("_support_cache")
     if cache is None or len(cache) > _SUPPORT_CACHE_SIZE:  # bounded: decoding grows Sk per step
         cache = backend.__dict__["_support_cache"] = {}
     verdict = cache.get(spec)
     if verdict is None:
-        verdict = cache[spec] = backend.supports(spec)
+        verdict = cache[spec] = support_verdict(backend, spec)
     if not verdict.ok:
         raise UnsupportedError(backend.device_id, spec.op, spec.in_dtypes[0], verdict.reason)
 

@@ -98,6 +98,7 @@ def block_dot(x_raw: np.ndarray, x_fmt: str, w_raw: np.ndarray, fmt: str, M: int
 
 class CPUBackend(Backend):
     """The reference backend, always available."""
+    x_formats = ("q8_0",)
 
     name = "cpu"
     priority = 10

@@ -381,6 +381,7 @@ def build_kernel(source: str, name: str, arch: str, warp_size: int, *,
 # -- the backend --------------------------------------------------------------------------------
 class CuPyBackend(Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
+    x_formats = ("q8_0",)
 
     platform: ClassVar[str]
     vendor: ClassVar[str]
@@ -459,6 +460,8 @@ class CuPyBackend(Backend):
             raise ArgumentError(expected(env, f"one of {IMPLS}", repr(self._impl)))
         self._modules: dict[tuple, Any] = {}
         self._shipped: dict[tuple, Any] = {}
+        self._scratch: dict[int, Any] = {}  # stream -> its scratch buffer (see scratch())
+        self._retired: list[Any] = []
 
     # -- implementation choice ---------------------------------------------------------------
     @property
@@ -642,10 +645,9 @@ class CuPyBackend(Backend):
     def qmatmul(self, spec, out, x, w) -> None:
         from accel import kernels
 
-        if spec.x_fmt is not None:  # x into X8 words (a fresh buffer from CuPy's pool), then the dot
+        if spec.x_fmt is not None:  # x into X8 words, then the dot
             nbytes, count = kernels.x8_words(spec)
-            with self.device:
-                words = self.cupy.empty(nbytes, self.cupy.uint8)
+            words = self.scratch(nbytes)
             variant = kernel_variant(spec)
             self.run_variant(spec, variant, [x, words, *count], "quantize_x8")
             self.run_variant(spec, variant, self.kernel_args(spec, out, words, w))
@@ -655,6 +657,22 @@ class CuPyBackend(Backend):
             name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,
                                        w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX)
         self._compute(spec, x, w, out=out, name=name)
+
+    def scratch(self, nbytes: int) -> Any:
+        """At least ``nbytes`` of device memory owned by the backend for the current stream (its
+        kernels use it in stream order). Never returned to CuPy's pool while the backend lives:
+        a CUDA graph that captured a launch keeps the address, and a pooled buffer freed after
+        the call could be handed to another allocation that the graph's replays would overwrite.
+        Grown to powers of two; an outgrown buffer is retired, not freed, for the same reason."""
+        with self.device:
+            stream = self.cupy.cuda.get_current_stream().ptr
+            buf = self._scratch.get(stream)
+            if buf is None or buf.nbytes < nbytes:
+                if buf is not None:
+                    self._retired.append(buf)
+                buf = self._scratch[stream] = self.cupy.empty(1 << max(8, (nbytes - 1).bit_length()),
+                                                               self.cupy.uint8)
+        return buf
 
     def _unused(self) -> Any:
         """A device buffer for a pointer argument the kernel never reads (attention without a

@@ -15,6 +15,7 @@ import numpy as np
 import accel
 from accel import ops
 from accel.backend import Backend
+from accel.backend import verdict as support_verdict
 from accel.dtypes import UNIT_ROUNDOFF, dtype_name
 from accel.errors import AccelError, UnsupportedError
 from accel.formats import QTensor
@@ -61,7 +62,7 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
     repro = repro_command(backend, case)
     spec, inputs = build(case)
     try:
-        support = backend.supports(spec)
+        support = support_verdict(backend, spec)
     except Exception as e:  # noqa: BLE001 - a crashing supports() is a verdict, not a crash
         return CaseResult(case, "error", backend.evidence, reason=f"supports() raised {e!r}",
                           repro=repro)

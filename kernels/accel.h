@@ -306,12 +306,14 @@ typedef float4 f32x4;
 
 /* DOT4_I8(a, b, c): c plus the dot product of the four signed bytes of the 32-bit words a and b,
  * exact in int32: one dp4a on NVIDIA GPUs (sm_61 and later), one v_dot4 on the AMD GPUs that have
- * it (sdot4: gfx906/908/90a/94x/1030; sudot4 with both operands signed: gfx11/gfx12), four
- * multiply-adds elsewhere. */
+ * it (sdot4: gfx906/908/90a/94x, gfx1011/1012 and RDNA2 gfx1030-1036; sudot4 with both operands
+ * signed: gfx11/gfx12), four multiply-adds elsewhere. */
 #if defined(ACCEL_CUDA) && __CUDA_ARCH__ >= 610
 #define DOT4_I8(a, b, c) __dp4a((int)(a), (int)(b), (c))
 #elif defined(ACCEL_HIP) && (defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || \
-    defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx1030__))
+    defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx1011__) || \
+    defined(__gfx1012__) || defined(__gfx1030__) || defined(__gfx1031__) || defined(__gfx1032__) || \
+    defined(__gfx1033__) || defined(__gfx1034__) || defined(__gfx1035__) || defined(__gfx1036__))
 #define DOT4_I8(a, b, c) __builtin_amdgcn_sdot4((int)(a), (int)(b), (c), false)
 #elif defined(ACCEL_HIP) && (defined(__GFX11__) || defined(__GFX12__))
 #define DOT4_I8(a, b, c) __builtin_amdgcn_sudot4(true, (int)(a), true, (int)(b), (c), false)

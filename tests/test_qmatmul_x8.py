@@ -205,3 +205,25 @@ def test_opencl_declines_x_format_where_it_declines_quantize(fact):
     x8 = support(device, S.qmatmul_spec((2, 64), "float32", (3, 64), q4, "q8_0"))
     assert not declined.ok and not x8.ok and x8.reason == declined.reason
     assert support(device, S.qmatmul_spec((2, 64), "float32", (3, 64), q4)).ok
+
+
+def test_a_backend_that_does_not_list_the_x_format_is_never_asked_to_compute_it():
+    # a plugin written before x_format has a qmatmul (the float product) and a supports() that
+    # knows nothing of x_fmt: dispatch declines the case for it instead of returning that product
+    class Before(accel.Backend):
+        name = "before"
+
+        def __init__(self):
+            self.index = 0
+
+        def supports(self, spec):
+            return accel.backend.YES
+
+        def qmatmul(self, spec, out, x, w):
+            raise AssertionError("never called")
+
+    spec = S.qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0"), "q8_0")
+    with pytest.raises(accel.UnsupportedError, match=r"x_format='q8_0' is not among before's x_formats"):
+        accel.ops.check_supported(Before(), spec)
+    accel.ops.check_supported(Before(), S.qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0")))
+    assert all("q8_0" in accel.get_backend(name).x_formats for name in ["cpu"] + (["opencl"] if DEVICES else []))

@@ -71,6 +71,7 @@ class OpenCLBackend(Backend):
     >>> accel.matmul(a, a.T, backend=be).tolist()
     [[5.0, 14.0], [14.0, 50.0]]
     """
+    x_formats = ("q8_0",)
 
     name = "opencl"
     priority = 5
