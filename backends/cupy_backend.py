@@ -645,18 +645,26 @@ class CuPyBackend(Backend):
     def qmatmul(self, spec, out, x, w) -> None:
         from accel import kernels
 
-        if spec.x_fmt is not None:  # x into X8 words, then the dot
-            nbytes, count = kernels.x8_words(spec)
-            words = self.scratch(nbytes)
-            variant = kernel_variant(spec)
-            self.run_variant(spec, variant, [x, words, *count], "quantize_x8")
-            self.run_variant(spec, variant, self.kernel_args(spec, out, words, w))
+        if spec.x_fmt is not None:
+            self.run_x8(spec, kernel_variant(spec), out, x, w)
             return
         name = None
         if kernels.gemv_applies(spec, kernels.GPU_GEMV):  # which GEMV: by K and the addresses
             name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,
                                        w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX)
         self._compute(spec, x, w, out=out, name=name)
+
+    def run_x8(self, spec, variant, out: Any, x: Any, w: Any) -> None:
+        """A quantized matmul with ``x_fmt`` through shipped ``variant``: ``quantize_x8`` writes
+        x's X8 words into :meth:`scratch`, then the variant's X8 kernel (launch_plan's choice)
+        multiplies them with ``w``. The op runs it with its own variant; the speed-goal script
+        with the parameter sets it times."""
+        from accel import kernels
+
+        nbytes, count = kernels.x8_words(spec)
+        words = self.scratch(nbytes)
+        self.run_variant(spec, variant, [x, words, *count], "quantize_x8")
+        self.run_variant(spec, variant, self.kernel_args(spec, out, words, w))
 
     def scratch(self, nbytes: int) -> Any:
         """At least ``nbytes`` of device memory owned by the backend for the current stream (its

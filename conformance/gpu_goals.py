@@ -51,6 +51,12 @@ DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEA
 #: GEMV goal and in the decode survey: the whole op (quantize_x8, then qgemv_x8), checked against
 #: its own oracle; not what the goal is judged on
 X8_LABEL = "qmatmul(x_format='q8_0'): quantize_x8 + qgemv_x8, GGML semantics"
+#: qgemv_x8's parameters timed beside its defaults (sm_90, Q4_0: 69 SASS instructions per
+#: block-row in its loop, 103 registers): 5 groups per SM (102 registers), RN = 2 (72 registers,
+#: 81 per block-row: twice the groups), RN = 8 (168 registers, 63 per block-row: half the x
+#: loads), teams of 16 (tests/test_qmatmul_x8.py compiles each for sm_90)
+X8_ALTERNATIVES = (dict(GEMV_MIN_GROUPS=5), dict(RN=2), dict(RN=8, GEMV_MIN_GROUPS=2),
+                   dict(GEMV_WG=16, GEMV_TEAMS=8))
 #: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
 #: more than twice an H200's 60 MB L2)
 GEMV_ROTATION_BYTES = 4 * N_GEMV * get_format("q4_0").row_bytes(N_GEMV)
@@ -247,6 +253,9 @@ def measure(be) -> list[dict]:
             if plan is None:  # the op itself
                 def call(w, to=to, op=ops[label]):
                     execute(be, op, tx, w.data, out=to)
+            elif plan[1] == "qgemv_x8":  # the x_format op under other parameters
+                def call(w, to=to, v=kernels.quant("q4_0", "float32", plan[0]), op=ops[X8_LABEL]):
+                    be.run_x8(op, v, to, tx, w.data)
             else:
                 def call(w, to=to, v=kernels.quant("q4_0", "float32", plan[0]), name=plan[1]):
                     be.run_variant(spec, v, be.kernel_args(spec, to, tx, w.data), name)
@@ -262,10 +271,11 @@ def measure(be) -> list[dict]:
         copy_label = "device copy (1 GiB)"
         t_copy, runs = timed_runs(calls, outputs, x.double() @ wf.double().T,  # replays end on copies[-1]
                                   (copy_label, lambda: dst.__setitem__(Ellipsis, src)), timer=on_stream)
-        if X8_LABEL in runs:  # its own semantics, its own oracle
-            x8_ref = oracle.qmatmul_quantized_x(x.cpu().numpy(), np.asarray(copies[-1].raw), "q4_0",
-                                                n, "q8_0")[0]
-            runs[X8_LABEL] = (runs[X8_LABEL][0], _rel_err(outputs[X8_LABEL], torch.from_numpy(x8_ref)))
+        x8 = [k for k in runs if k == X8_LABEL or k.startswith("qgemv_x8")]
+        if x8:  # their own semantics, their own oracle
+            x8_ref = torch.from_numpy(oracle.qmatmul_quantized_x(
+                x.cpu().numpy(), np.asarray(copies[-1].raw), "q4_0", n, "q8_0")[0])
+            runs.update((k, (runs[k][0], _rel_err(outputs[k], x8_ref))) for k in x8)
         runs = {k: (t / (rounds * len(copies)) if not isinstance(t, BaseException) else t, e)
                 for k, (t, e) in runs.items()}
         runs.update((k, (exc, float("nan"))) for k, exc in failed.items())
@@ -277,7 +287,8 @@ def measure(be) -> list[dict]:
         def alternatives(auto):
             alts = {f"{name} (GPU_GEMV)": (kernels.GPU_GEMV, name)
                     for name in kernels.GEMV_KERNELS if name != auto}
-            for kernel, params in (("qgemv", QGEMV_ALTERNATIVES), ("qgemv_stream", STREAM_ALTERNATIVES)):
+            for kernel, params in (("qgemv", QGEMV_ALTERNATIVES), ("qgemv_stream", STREAM_ALTERNATIVES),
+                                   ("qgemv_x8", X8_ALTERNATIVES)):
                 alts.update((f"{kernel} {p}", ({**kernels.GPU_GEMV, **p}, kernel)) for p in params)
             return alts
         spec, runs, t_copy, copy_bw, method = gemv_runs(N_GEMV, alternatives)
