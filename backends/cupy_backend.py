@@ -38,6 +38,7 @@ from accel.errors import (ArgumentError, BackendUnavailable, CompileError, Devic
                           DTypeError, UnsupportedError, expected)
 from accel.exact_int8 import exact_int8_matmul
 from accel.formats import BLOCK
+from accel.kernels import ceil_div
 
 IMPLS = ("auto", "kernels", "vendor", "tensorcore")
 _STATIC_SHARED_MAX = 48 * 1024  # static __shared__ per block on CUDA (and HIP's LDS default)
@@ -283,30 +284,30 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
     with its own grid (``qgemv_stream``), else the one the spec implies."""
     d = variant.defines
     if variant.source == "matmul_wgmma.cu":  # the same grid; a warpgroup per 64 rows of a tile
-        return "matmul_wgmma", (_ceil(spec.N, d["BN"]), _ceil(spec.M, d["BM"]), spec.batch), \
+        return "matmul_wgmma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), spec.batch), \
             (2 * d["BM"], 1, 1)
     if variant.source == "matmul_wmma.cu":  # the same grid; one block of warps per block tile
-        return "matmul_wmma", (_ceil(spec.N, d["BN"]), _ceil(spec.M, d["BM"]), spec.batch), \
+        return "matmul_wmma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), spec.batch), \
             (32 * d["WARPS_M"] * d["WARPS_N"], 1, 1)
     if spec.op == "matmul":  # x over column tiles, y over row tiles, z over the batch
-        return "matmul", (_ceil(spec.N, d["WG_N"] * d["TN"]), _ceil(spec.M, d["WG_M"] * d["TM"]),
+        return "matmul", (ceil_div(spec.N, d["WG_N"] * d["TN"]), ceil_div(spec.M, d["WG_M"] * d["TM"]),
                           spec.batch), (d["WG_N"], d["WG_M"], 1)
     if variant.source == "attention_mma.cu":  # a block of warps per 16 * WARPS queries
-        return "attention_mma", (_ceil(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
+        return "attention_mma", (ceil_div(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
             (32 * d["WARPS"], 1, 1)
     if spec.op == "attention":  # x over query tiles, y over query heads, z over the batch
-        return "attention", (_ceil(spec.Sq, ATTENTION_TEAM * d["BQ"]), spec.Hq, spec.B), \
+        return "attention", (ceil_div(spec.Sq, ATTENTION_TEAM * d["BQ"]), spec.Hq, spec.B), \
             (ATTENTION_TEAM, 1, 1)
     if spec.op == "quantize":  # one thread per block of 32 values
-        return "quantize", (_ceil(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
+        return "quantize", (ceil_div(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
     if spec.op == "dequantize":  # one thread per value
-        return "dequantize", (_ceil(math.prod(spec.shape), ELEMENTWISE_BLOCK), 1, 1), \
+        return "dequantize", (ceil_div(math.prod(spec.shape), ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
     from accel import kernels
 
     if name == "quantize_x8":  # x's blocks into X8 words, one thread per block
-        return name, (_ceil(spec.M * spec.K // BLOCK, ELEMENTWISE_BLOCK), 1, 1), (ELEMENTWISE_BLOCK, 1, 1)
+        return name, (ceil_div(spec.M * spec.K // BLOCK, ELEMENTWISE_BLOCK), 1, 1), (ELEMENTWISE_BLOCK, 1, 1)
     if spec.x_fmt is not None:
         name = name or kernels.x8_kernel(d)
     if "GEMV_WG" in d:  # the GEMV kernels: qgemv, or the one named
@@ -314,12 +315,8 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
         (groups_n, groups_m), items = kernels.gemv_launch(name, d, spec.N, spec.M)
         return name, (groups_n, groups_m, 1), (items, 1, 1)
     # qmatmul(_x8): x over groups of RN weight rows, y over groups of RM rows of x
-    return name or "qmatmul", (_ceil(spec.N, QMATMUL_BLOCK * d["RN"]), _ceil(spec.M, d["RM"]), 1), \
+    return name or "qmatmul", (ceil_div(spec.N, QMATMUL_BLOCK * d["RN"]), ceil_div(spec.M, d["RM"]), 1), \
         (QMATMUL_BLOCK, 1, 1)
-
-
-def _ceil(n: int, d: int) -> int:
-    return -(-n // d)
 
 
 def support_for(spec, impl: str, arch: str | None = None) -> Support:

@@ -207,6 +207,15 @@ def gemv_kernel(fmt: str, K: int, params: dict, *, x_addr: int, w_addr: int, loc
     return "qgemv_stream" if fits else "qgemv"
 
 
+def ceil_div(n: int, d: int) -> int:
+    """Groups of ``d`` that cover ``n`` items (launch grids are built from it).
+
+    >>> ceil_div(301, 16), ceil_div(0, 16)
+    (19, 0)
+    """
+    return -(-n // d)
+
+
 def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int], int]:
     """The launch of GEMV kernel ``name`` (one of :data:`GEMV_KERNELS`) with tiling ``params``
     for N weight rows and M rows of x, as quant.cl's launch contracts say: ((groups along N,
@@ -218,10 +227,10 @@ def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int
     if name not in GEMV_KERNELS + ("qgemv_x8",):
         raise ArgumentError(expected("name", f"one of {GEMV_KERNELS + ('qgemv_x8',)}", repr(name)))
     if name == "qgemv_stream":  # STREAM_WARPS teams of 32 over STREAM_ROWS rows, one row of x
-        return (-(-N // params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
+        return (ceil_div(N, params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
     # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items over RN weight rows each, RM
     # rows of x per group
-    return ((-(-N // (params["GEMV_TEAMS"] * params["RN"])), -(-M // params["RM"])),
+    return ((ceil_div(N, params["GEMV_TEAMS"] * params["RN"]), ceil_div(M, params["RM"])),
             params["GEMV_WG"] * params["GEMV_TEAMS"])
 
 
@@ -441,6 +450,6 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
            "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
-           "x8_kernel", "x8_words",
+           "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

@@ -51,12 +51,8 @@ def support(be: "OpenCLBackend", spec) -> Support:
     return Support(False, f"op {getattr(spec, 'op', spec)!r} is not implemented by opencl")
 
 
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _padded(n: int, local: int) -> int:
-    return _ceil(n, local) * local
+    return K.ceil_div(n, local) * local
 
 
 def plan_for(be: "OpenCLBackend", spec) -> Callable[..., None]:
@@ -100,10 +96,10 @@ def _matmul(be, spec: MatmulSpec):
     if p.get("LOCAL_TILE"):
         wg_m, wg_n = p["WG_M"], p["WG_N"]
         lsize = (wg_n, wg_m, 1)
-        gsize = (_ceil(N, wg_n * p["TN"]) * wg_n, _ceil(M, wg_m * p["TM"]) * wg_m, spec.batch)
+        gsize = (K.ceil_div(N, wg_n * p["TN"]) * wg_n, K.ceil_div(M, wg_m * p["TM"]) * wg_m, spec.batch)
     else:
         lsize = (1, 1, 1)
-        gsize = (_ceil(M, p["TM"]), _ceil(N, p["TN"]), spec.batch)
+        gsize = (K.ceil_div(M, p["TM"]), K.ceil_div(N, p["TN"]), spec.batch)
     return _launcher(be, kernel, gsize, lsize, f"matmul {v.id}", (offs_buf, *K.scalar_args(spec)))
 
 
@@ -122,10 +118,10 @@ def _attention(be, spec: AttentionSpec):
     kernel = be.kernel(v, "attention")
     if p.get("LOCAL_TILE"):
         lsize = (wg, 1, 1)
-        gsize = (_ceil(spec.Sq, wg * p["BQ"]) * wg, spec.Hq, spec.B)
+        gsize = (K.ceil_div(spec.Sq, wg * p["BQ"]) * wg, spec.Hq, spec.B)
     else:
         lsize = (1, 1, 1)
-        gsize = (_ceil(spec.Sq, p["BQ"]), spec.Hq, spec.B)
+        gsize = (K.ceil_div(spec.Sq, p["BQ"]), spec.Hq, spec.B)
     return _launcher(be, kernel, gsize, lsize, f"attention {v.id}", K.scalar_args(spec))
 
 
@@ -161,7 +157,7 @@ def _qmatmul(be, spec: QMatmulSpec):
     else:
         name = "qmatmul"
     if name == "qmatmul" or name == "qmatmul_x8":  # a work-item per RM x RN outputs
-        lsize, gsize = (wg, 1), (_padded(_ceil(spec.N, p["RN"]), wg), _ceil(spec.M, p["RM"]))
+        lsize, gsize = (wg, 1), (_padded(K.ceil_div(spec.N, p["RN"]), wg), K.ceil_div(spec.M, p["RM"]))
     else:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
         (groups_n, groups_m), items = K.gemv_launch(name, p, spec.N, spec.M)
         lsize, gsize = (items, 1), (groups_n * items, groups_m)
