@@ -484,12 +484,18 @@ def sass_counts(path: Path) -> tuple[dict[str, dict[str, int]], str]:
     text, note = sass_text(path)
     if note:
         return {}, note
-    starts = [(m.start(), m.group(1)) for m in _SASS_FUNCTION.finditer(text)]
     out = {}
-    for (begin, name), (end, _) in zip(starts, starts[1:] + [(len(text), "")]):
-        ops = _SASS_OPCODE.findall(text, begin, end)
+    for name, body in sass_functions(text).items():
+        ops = _SASS_OPCODE.findall(body)
         out[name] = {op: ops.count(op) for op in SASS_OPCODES}
     return out, ""
+
+
+def sass_functions(text: str) -> dict[str, str]:
+    """Each kernel's part of ``cuobjdump -sass`` output, by kernel name."""
+    starts = [(m.start(), m.group(1)) for m in _SASS_FUNCTION.finditer(text)]
+    return {name: text[begin:end]
+            for (begin, name), (end, _) in zip(starts, starts[1:] + [(len(text), "")])}
 
 
 def _readelf() -> str | None:

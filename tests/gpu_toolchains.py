@@ -57,8 +57,7 @@ def hot_loop(result: toolchains.CompileResult, kernel: str, opcode: str = "FFMA"
     text, note = toolchains.sass_text(result.path)
     if note:
         missing(note)
-    body = text[text.index(f"Function : {kernel}\n"):]
-    body = body[:body.find("Function : ", 1)] if "Function : " in body[1:] else body
+    body = toolchains.sass_functions(text)[kernel]
     code = [(int(a, 16), re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0], t)
             for a, t in _INSTR.findall(body)]
     total = sum(op == opcode for _, op, _ in code)
