@@ -54,9 +54,13 @@ X8_LABEL = "qmatmul(x_format='q8_0'): quantize_x8 + qgemv_x8, GGML semantics"
 #: qgemv_x8's parameters timed beside its defaults (sm_90, Q4_0: 69 SASS instructions per
 #: block-row in its loop, 103 registers): 5 groups per SM (102 registers), RN = 2 (72 registers,
 #: 81 per block-row: twice the groups), RN = 8 (168 registers, 63 per block-row: half the x
-#: loads), teams of 16 (tests/test_qmatmul_x8.py compiles each for sm_90)
+#: loads), teams of 16, K split between pairs of teams (twice the groups at 69 per block-row)
+#: (tests/test_qmatmul_x8.py compiles each for sm_90)
 X8_ALTERNATIVES = (dict(GEMV_MIN_GROUPS=5), dict(RN=2), dict(RN=8, GEMV_MIN_GROUPS=2),
-                   dict(GEMV_WG=16, GEMV_TEAMS=8))
+                   dict(GEMV_WG=16, GEMV_TEAMS=8), dict(GEMV_KSPLIT=2))
+#: qgemv_x8 in the decode survey: K split between 2 or all 4 teams (512 or 1024 groups where the
+#: defaults launch 256), RN = 2
+DECODE_X8_ALTERNATIVES = (dict(GEMV_KSPLIT=2), dict(GEMV_KSPLIT=4), dict(RN=2))
 #: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
 #: more than twice an H200's 60 MB L2)
 GEMV_ROTATION_BYTES = 4 * N_GEMV * get_format("q4_0").row_bytes(N_GEMV)
@@ -309,7 +313,9 @@ def measure(be) -> list[dict]:
         H200's slots, against parameter sets that launch more: how it was timed, and per label
         the ratio to the copy bandwidth and rel_err (or the error)."""
         spec, runs, _, copy_bw, method = gemv_runs(N_DECODE, lambda auto: {
-            f"qgemv {p}": ({**kernels.GPU_GEMV, **p}, "qgemv") for p in DECODE_ALTERNATIVES})
+            f"{kernel} {p}": ({**kernels.GPU_GEMV, **p}, kernel)
+            for kernel, params in (("qgemv", DECODE_ALTERNATIVES), ("qgemv_x8", DECODE_X8_ALTERNATIVES))
+            for p in params})
         return {"method": method, "runs": records(runs, lambda s: spec.bytes / s / copy_bw)}
 
     goals = []

@@ -228,9 +228,10 @@ def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int
         raise ArgumentError(expected("name", f"one of {GEMV_KERNELS + ('qgemv_x8',)}", repr(name)))
     if name == "qgemv_stream":  # STREAM_WARPS teams of 32 over STREAM_ROWS rows, one row of x
         return (ceil_div(N, params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
-    # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items over RN weight rows each, RM
-    # rows of x per group
-    return ((ceil_div(N, params["GEMV_TEAMS"] * params["RN"]), ceil_div(M, params["RM"])),
+    # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items over RN weight rows each (for
+    # qgemv_x8, GEMV_KSPLIT teams share each RN rows), RM rows of x per group
+    row_teams = params["GEMV_TEAMS"] // (params.get("GEMV_KSPLIT", 1) if name == "qgemv_x8" else 1)
+    return ((ceil_div(N, row_teams * params["RN"]), ceil_div(M, params["RM"])),
             params["GEMV_WG"] * params["GEMV_TEAMS"])
 
 

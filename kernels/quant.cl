@@ -330,12 +330,23 @@ DEVICE u32 code_quad(const u32* codes, int q) {
 #endif
 }
 
+/* qgemv_x8's teams that share a group's rows, each over every GEMV_KSPLIT-th tile of K: more
+ * groups for few rows (decode shapes), at the price of one more reduction. */
+#ifndef GEMV_KSPLIT
+#define GEMV_KSPLIT 1
+#endif
+#if GEMV_TEAMS % GEMV_KSPLIT
+#error "GEMV_KSPLIT: a divisor of GEMV_TEAMS"
+#endif
+
 /* The sums acc[i][r] of each team's GEMV_WG work-items added up and stored, times scale, at
  * out[(m0 + i) * N + n0 + r] by the team's first work-item: by shuffles within GEMV_SHFL
  * work-items, then (teams wider than that, and every team without shuffles) through red, the
- * local memory GEMV_RED_DECL declares. Every work-item of the group calls it (a barrier). */
-#if GEMV_WG > GEMV_SHFL
-#define RED_STRIDE (GEMV_ITEMS / GEMV_SHFL)
+ * local memory GEMV_RED_DECL declares; with ksplit > 1 (a constant) the sums of each ksplit
+ * consecutive teams (which share rows) are added in team order too, and the first stores them.
+ * Every work-item of the group calls it (it holds barriers). */
+#if GEMV_WG > GEMV_SHFL || GEMV_KSPLIT > 1
+#define RED_STRIDE (GEMV_ITEMS / GEMV_SHFL) /* at least GEMV_TEAMS */
 #define GEMV_RED_DECL LOCAL float red[RM * RN * RED_STRIDE];
 #define GEMV_RED red
 #else
@@ -343,8 +354,8 @@ DEVICE u32 code_quad(const u32* codes, int q) {
 #define GEMV_RED 0
 #endif
 DEVICE void gemv_sum_store(float (*acc)[RN], LOCAL_PTR float* red, GLOBAL OUT_T* RESTRICT out,
-                           int M, int N, int m0, int n0, float scale) {
-    const int tid = LOCAL_ID(0), lane = tid % GEMV_WG;
+                           int M, int N, int m0, int n0, float scale, int ksplit) {
+    const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
 #if GEMV_SHFL > 1
     UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
         UNROLL for (int i = 0; i < RM; ++i)
@@ -363,10 +374,25 @@ DEVICE void gemv_sum_store(float (*acc)[RN], LOCAL_PTR float* red, GLOBAL OUT_T*
                     sum += red[(i * RN + r) * RED_STRIDE + tid / GEMV_SHFL + t];
                 acc[i][r] = sum;
             }
-#else
-    (void)red;
 #endif
-    if (lane == 0)
+#if GEMV_KSPLIT > 1
+    if (ksplit > 1) {
+        BARRIER(); /* every read of red above is done */
+        if (lane == 0)
+            UNROLL for (int i = 0; i < RM; ++i)
+                UNROLL for (int r = 0; r < RN; ++r) red[(i * RN + r) * RED_STRIDE + team] = acc[i][r];
+        BARRIER();
+        if (lane == 0 && team % ksplit == 0)
+            UNROLL for (int i = 0; i < RM; ++i)
+                UNROLL for (int r = 0; r < RN; ++r) {
+                    float sum = 0.0f;
+                    for (int k = 0; k < ksplit; ++k) sum += red[(i * RN + r) * RED_STRIDE + team + k];
+                    acc[i][r] = sum;
+                }
+    }
+#endif
+    (void)red;
+    if (lane == 0 && team % ksplit == 0)
         UNROLL for (int i = 0; i < RM; ++i)
             UNROLL for (int r = 0; r < RN; ++r)
                 if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r,
@@ -487,7 +513,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
         UNROLL for (int r = 0; r < RN; ++r)
             if (IS_NAN(acc[i][r])) acc[i][r] = qgemv_exact(x, w, M, N, K, i, r);
 #endif
-    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, CODE_SCALE);
+    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, CODE_SCALE, 1);
 }
 
 /* Streaming GEMV for GPUs (run for M <= GEMV_MAX_M where it applies and ACCEL_GEMV_KERNEL asks
@@ -815,18 +841,21 @@ DEVICE float block_dot_x8(const u32* wc, const u32* xc, float xsum) {
 }
 
 /* GEMV with x as X8 words (M <= GEMV_MAX_M on GPUs): qgemv's launch contract, teams and weight
- * loads (a block's offset in its 16-byte words found per tile). Work-item l of a team takes block
- * l of each tile for the team's RN rows and the group's RM rows of x, whose codes (two aligned
- * 16-byte loads) and scale pair it reads itself: every team reads the same x blocks, from cache.
- * The next tile's loads are in flight while this tile is computed. */
+ * loads (a block's offset in its 16-byte words found per tile), except that GEMV_KSPLIT teams
+ * share each RN rows, each taking every GEMV_KSPLIT-th tile: groups
+ * (ceil(N / (GEMV_TEAMS / GEMV_KSPLIT * RN)), ceil(M / RM)). Work-item l of a team takes block l
+ * of each of its tiles for the team's RN rows and the group's RM rows of x, whose codes (two
+ * aligned 16-byte loads) and scale pair it reads itself: every team reads the same x blocks, from
+ * cache. The next tile's loads are in flight while this tile is computed. */
 KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const u8* RESTRICT xq,
                                                                 GLOBAL const u8* RESTRICT w,
                                                                 GLOBAL OUT_T* RESTRICT out,
                                                                 int M, int N, int K) {
     GEMV_RED_DECL
     const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
-    const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
-    const int nblk = K / QK;
+    const int phase = team % GEMV_KSPLIT; /* this team's tiles: phase, phase + GEMV_KSPLIT, ... */
+    const int n0 = (GROUP_ID(0) * (GEMV_TEAMS / GEMV_KSPLIT) + team / GEMV_KSPLIT) * RN;
+    const int m0 = GROUP_ID(1) * RM, nblk = K / QK;
     /* past the end of a row, a work-item reloads its last block (see qgemv) */
     const int last_tile = imax(nblk - 1 - lane, 0) / GEMV_WG, first = imin(lane, nblk - 1);
     GLOBAL const u8* wa[RN];
@@ -846,7 +875,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
     float xd[RM][2];
     /* iteration b0 computes the tile at b0 while the next one's loads are in flight; the first
      * (b0 < 0) only loads */
-    for (int b0 = -GEMV_WG; b0 < nblk; b0 += GEMV_WG) {
+    for (int b0 = (phase - GEMV_KSPLIT) * GEMV_WG; b0 < nblk; b0 += GEMV_KSPLIT * GEMV_WG) {
         u32 wc[RN][CODE_WORDS], xc[RM][8];
         float dw[RN], dx[RM], sx[RM];
         if (b0 >= 0) {
@@ -857,7 +886,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
                 dx[i] = xd[i][0]; sx[i] = xd[i][1];
             }
         }
-        const int tile = imin((b0 + GEMV_WG) / GEMV_WG, last_tile);
+        const int tile = imin(b0 / GEMV_WG + GEMV_KSPLIT, last_tile);
         UNROLL for (int r = 0; r < RN; ++r) {
             GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_WG * BLOCK_BYTES);
             at[r] = ADDR_BITS(p) & 15u;
@@ -873,7 +902,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
                 UNROLL for (int r = 0; r < RN; ++r)
                     acc[i][r] = FMA(dw[r] * dx[i], block_dot_x8(wc[r], xc[i], sx[i]), acc[i][r]);
     }
-    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, 1.0f);
+    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, 1.0f, GEMV_KSPLIT);
 }
 
 /* Quantized matmul with x as X8 words, any M (CPU parameter sets; GPUs beyond GEMV_MAX_M): a

@@ -124,13 +124,23 @@ def test_float_and_integer_semantics_differ_by_x_rounding_alone():
     assert accel.qmatmul(x, w)[0, 0] == pytest.approx(0.3 * 127 * 32, rel=1e-6)
 
 
+def _launches(be, monkeypatch) -> list:
+    """What ``be`` enqueues from now on, as (what, global size, local size), still enqueued."""
+    seen, real = [], be._enqueue
+
+    def enqueue(kernel, gsize, lsize, what):
+        seen.append((what, gsize, lsize))
+        real(kernel, gsize, lsize, what)
+
+    monkeypatch.setattr(be, "_enqueue", enqueue)
+    return seen
+
+
 @pytest.mark.skipif(not DEVICES, reason="no OpenCL device on this machine")
 def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monkeypatch):
     p = dict(RM=2, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=2)
     be = _opencl(p)
-    seen = []
-    real = be._enqueue
-    monkeypatch.setattr(be, "_enqueue", lambda k, g, l, what: (seen.append((what, g, l)), real(k, g, l, what)))
+    seen = _launches(be, monkeypatch)
     raw = np.asarray(accel.quantize(rng.standard_normal((20, 64)).astype(np.float32), "q4_0",
                                     backend="cpu").raw)
     for M in (8, 9):
@@ -139,6 +149,10 @@ def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monk
     assert q8 == q9 == "quantize_x8" and gq8 == (64,) and gq9 == (64,)  # 16 and 18 blocks of x
     assert "qgemv_x8" in what8 and l8 == (32, 1) and g8 == (4 * 32, 4)  # as qgemv's contract
     assert "qmatmul_x8" in what9
+    be = _opencl({**p, "GEMV_KSPLIT": 2})  # the 2 teams share their 3 rows: ceil(20 / 3) groups
+    seen = _launches(be, monkeypatch)
+    _run(be, rng.standard_normal((3, 64)).astype(np.float32), raw, "q4_0", 20)
+    assert seen[1][1:] == ((7 * 32, 2), (32, 1))
 
 
 @pytest.mark.skipif(not DEVICES, reason="no OpenCL device on this machine")
@@ -147,6 +161,8 @@ def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monk
     dict(RM=1, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=3),
     dict(RM=2, RN=2, VW=1, GEMV_WG=32, GEMV_TEAMS=2),  # two rows of x per group, M = 3 odd
     dict(RM=1, RN=4, VW=1, GEMV_WG=64, GEMV_TEAMS=1),
+    dict(RM=1, RN=2, VW=1, GEMV_WG=16, GEMV_TEAMS=4, GEMV_KSPLIT=2),  # teams sharing rows: K split
+    dict(RM=2, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=4, GEMV_KSPLIT=4),  # 45 blocks: phases of 6, 5, ...
 ], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items() if k != "VW"))
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
 def test_qgemv_x8_parameter_sets(rng, params, fmt):
@@ -162,7 +178,8 @@ def test_qgemv_x8_parameter_sets(rng, params, fmt):
 
 # -- the kernels as CUDA and HIP build them -----------------------------------------------------
 _X8_BUILDS = [(arch, fmt, {}) for arch in ("sm_80", "sm_90") for fmt in ("q4_0", "q8_0")] + \
-    [("sm_90", "q4_0", p) for p in gpu_goals.X8_ALTERNATIVES]  # timed by the GPU run too
+    [("sm_90", "q4_0", p)  # timed by the GPU run too
+     for p in gpu_goals.X8_ALTERNATIVES + gpu_goals.DECODE_X8_ALTERNATIVES]
 
 
 @pytest.mark.parametrize("arch,fmt,params", _X8_BUILDS, ids=str)
