@@ -20,9 +20,11 @@ _LEGEND = ("**passed**: every case ran and matched the oracle; **FAILED**: at le
 
 
 def _row_key(case: dict) -> tuple[str, str]:
-    fmt = case.get("params", {}).get("fmt")
+    params = case.get("params", {})
+    fmt, x_fmt = params.get("fmt"), params.get("x_fmt")
     return case["op"], case["dtype"] + (f" -> {fmt}" if case["op"] == "quantize" and fmt else
-                                        f" x {fmt}" if fmt else "")
+                                        f" x {fmt}" if fmt else "") + \
+        (f", x_format={x_fmt}" if x_fmt else "")
 
 
 def _cell(counts: Counter) -> str:

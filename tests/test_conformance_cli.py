@@ -122,3 +122,22 @@ def test_public_examples_run():
     for module in (accel.conformance, accel.conformance.suite):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0, module.__name__
+
+
+def test_matrix_gives_x_format_cases_rows_of_their_own():
+    # a GPU result file from before x_format has no such cases: its cell must say "-", not
+    # borrow the verdict of the float-x cases
+    from accel.conformance.matrix import render
+
+    def case(i, **params):
+        return {"id": f"c{i}", "op": "qmatmul", "dtype": "float16", "status": "passed",
+                "params": {"fmt": "q4_0", **params}}
+    summary = dict(passed=3, failed=0, error=0, unsupported=0)
+    new = {"backend": "cpu:0", "profile": "quick", "seed": 0, "summary": summary,
+           "cases": [case(0), case(1, x_fmt="q8_0"), case(2, x_fmt="q8_0")]}
+    old = {**new, "backend": "opencl:0", "cases": [case(0)]}
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
+            for line in render([new, old], ["new.json", "old.json"], compiled_only=()).splitlines()
+            if line.startswith("| float16 x q4_0")}
+    assert rows == {"float16 x q4_0": ["passed (1)", "passed (1)"],
+                    "float16 x q4_0, x_format=q8_0": ["passed (2)", "-"]}
