@@ -209,6 +209,31 @@ def test_gemv_and_decode_batches_run_qgemv_covering_every_output(m):
     assert grid[1] * d["RM"] >= m > (grid[1] - 1) * d["RM"]
 
 
+@pytest.mark.parametrize("m,kernel,ksplit", [(1, "qgemv_x8", 1), (8, "qgemv_x8", 1), (9, "qmatmul_x8", 1),
+                                              (1, "qgemv_x8", 2), (8, "qgemv_x8", 4)])
+def test_x_format_quantizes_x_then_covers_every_output(m, kernel, ksplit):
+    # the two launches of qmatmul(x_format="q8_0"): quantize_x8, one thread per block of x, then
+    # qgemv_x8 (up to M = 8; GEMV_KSPLIT teams share a group's rows) or qmatmul_x8
+    from accel import kernels as K
+
+    qm = S.qmatmul_spec((m, 256), "float16", (301, 256), get_format("q4_0"), "q8_0")
+    v = CB.kernel_variant(qm)
+    if ksplit > 1:
+        v = K.quant("q4_0", "float16", {**v.defines, "GEMV_KSPLIT": ksplit})
+    name, grid, block = CB.launch_plan(qm, v, "quantize_x8")
+    assert name == "quantize_x8" and grid[0] * block[0] >= m * 256 // 32 > (grid[0] - 1) * block[0]
+    name, grid, block = CB.launch_plan(qm, v)
+    d = v.defines
+    assert name == kernel and CB.support_for(qm, "auto", "sm_90").ok
+    if kernel == "qgemv_x8":
+        assert block == (d["GEMV_WG"] * d["GEMV_TEAMS"], 1, 1)
+        rows = d["GEMV_TEAMS"] // ksplit * d["RN"]  # weight rows per block
+        assert grid[0] * rows >= 301 > (grid[0] - 1) * rows
+    else:
+        assert grid[0] * block[0] * d["RN"] >= 301
+    assert grid[1] * d["RM"] >= m > (grid[1] - 1) * d["RM"]
+
+
 @pytest.mark.parametrize("m", [1, 8])
 def test_gemv_stream_groups_cover_every_output(m):
     qm = S.qmatmul_spec((m, 8192), "float32", (301, 8192), get_format("q4_0"))
