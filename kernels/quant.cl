@@ -15,8 +15,10 @@
 #define QK 32
 #if FMT_Q8_0
 #define BLOCK_BYTES 34
+#define IS_Q8_0 1 /* FMT_Q8_0 as a value (a Q4_0 build does not define it) */
 #else
 #define BLOCK_BYTES 18
+#define IS_Q8_0 0
 #endif
 
 /* Block blk of x as float32 in v; returns whether a value is NaN, and sets *finite to whether all
@@ -53,20 +55,24 @@ DEVICE int q8_code(float v, float id, int finite) {
     return finite ? (int)ROUND_HALF_AWAY(FMUL_RN(v, id)) : 0;
 }
 
+/* Block blk of x in v, its d and 1/d (*id) as the reference finds them for Q8_0 (q8) or Q4_0;
+ * returns whether a value is NaN, and sets *finite to whether all are finite. */
+DEVICE int scale_block(GLOBAL const IN_T* RESTRICT x, i64 blk, int q8, float* v, int* finite,
+                       float* d, float* id) {
+    const int has_nan = load_block(x, blk, v, finite);
+    const float extreme = first_extreme(v);
+    *d = q8 ? FDIV_RN(FABS(extreme), 127.0f) : FDIV_RN(extreme, -8.0f);
+    *id = inverse_scale(*d, *finite);
+    return has_nan;
+}
+
 /* One work-item per block: x holds nblocks * 32 values, out nblocks * BLOCK_BYTES bytes. */
 KERNEL void quantize(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
     i64 blk = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     if (blk >= nblocks) return;
-    float v[QK];
+    float v[QK], d, id;
     int finite;
-    const int has_nan = load_block(x, blk, v, &finite);
-    const float extreme = first_extreme(v);
-#if FMT_Q8_0
-    const float d = FDIV_RN(FABS(extreme), 127.0f);
-#else
-    const float d = FDIV_RN(extreme, -8.0f);
-#endif
-    const float id = inverse_scale(d, finite);
+    const int has_nan = scale_block(x, blk, IS_Q8_0, v, &finite, &d, &id);
     GLOBAL u8* ob = out + blk * BLOCK_BYTES;
     if (has_nan) {  /* 0x7E00 written as bytes: float16 conversions disagree on NaN payloads */
         ob[0] = 0x00; ob[1] = 0x7E;
@@ -790,11 +796,9 @@ void qgemv_stream(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 KERNEL void quantize_x8(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT xq, i64 nblocks) {
     i64 blk = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     if (blk >= nblocks) return;
-    float v[QK];
+    float v[QK], d, id;
     int finite;
-    const int has_nan = load_block(x, blk, v, &finite);
-    const float d = FDIV_RN(FABS(first_extreme(v)), 127.0f);
-    const float id = inverse_scale(d, finite);
+    const int has_nan = scale_block(x, blk, 1, v, &finite, &d, &id);
     GLOBAL i8* codes = (GLOBAL i8*)xq + blk * QK;
     int sum = 0;
     for (int j = 0; j < QK; ++j) {
