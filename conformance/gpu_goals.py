@@ -44,9 +44,11 @@ QGEMV_ALTERNATIVES = (dict(GEMV_TEAMS=8), dict(GEMV_TEAMS=16), dict(GEMV_WG=16, 
                       dict(GEMV_TEAMS=2))
 #: the decode shape surveyed beside the GEMV goal (a 7B model's attention projections), where
 #: qgemv launches 256 groups for an H200's 528 slots, and parameter sets that launch more groups
-#: (RN = 2: 96 registers, 5 groups per SM; with 8 teams 80 registers; RN = 1, 8 teams: 69)
+#: (RN = 2: 96 registers, 5 groups per SM; with 8 teams 80 registers; RN = 1, 8 teams: 69; K
+#: split between pairs of teams: 512 groups at 152 instructions per block-row against 132)
 N_DECODE = 4096
-DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEAMS=8))
+DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEAMS=8),
+                       dict(GEMV_KSPLIT=2))
 #: the GEMV with GGML's semantics (x quantized to Q8_0, integer dot products), timed beside the
 #: GEMV goal and in the decode survey: the whole op (quantize_x8, then qgemv_x8), checked against
 #: its own oracle; not what the goal is judged on
@@ -58,9 +60,10 @@ X8_LABEL = "qmatmul(x_format='q8_0'): quantize_x8 + qgemv_x8, GGML semantics"
 #: (tests/test_qmatmul_x8.py compiles each for sm_90)
 X8_ALTERNATIVES = (dict(GEMV_MIN_GROUPS=5), dict(RN=2), dict(RN=8, GEMV_MIN_GROUPS=2),
                    dict(GEMV_WG=16, GEMV_TEAMS=8), dict(GEMV_KSPLIT=2))
-#: qgemv_x8 in the decode survey: K split between 2 or all 4 teams (512 or 1024 groups where the
-#: defaults launch 256), RN = 2
-DECODE_X8_ALTERNATIVES = (dict(GEMV_KSPLIT=2), dict(GEMV_KSPLIT=4), dict(RN=2))
+#: qgemv_x8 in the decode survey: K split between pairs of teams (512 groups where the defaults
+#: launch 256), also with RN = 2 (1024 groups), and RN = 2 alone (a 4-way split would not build:
+#: qgemv, in the same program, would stage 49 KiB of x)
+DECODE_X8_ALTERNATIVES = (dict(GEMV_KSPLIT=2), dict(GEMV_KSPLIT=2, RN=2), dict(RN=2))
 #: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
 #: more than twice an H200's 60 MB L2)
 GEMV_ROTATION_BYTES = 4 * N_GEMV * get_format("q4_0").row_bytes(N_GEMV)

@@ -228,9 +228,9 @@ def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int
         raise ArgumentError(expected("name", f"one of {GEMV_KERNELS + ('qgemv_x8',)}", repr(name)))
     if name == "qgemv_stream":  # STREAM_WARPS teams of 32 over STREAM_ROWS rows, one row of x
         return (ceil_div(N, params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
-    # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items over RN weight rows each (for
-    # qgemv_x8, GEMV_KSPLIT teams share each RN rows), RM rows of x per group
-    row_teams = params["GEMV_TEAMS"] // (params.get("GEMV_KSPLIT", 1) if name == "qgemv_x8" else 1)
+    # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items, each GEMV_KSPLIT of them over
+    # the same RN weight rows, RM rows of x per group
+    row_teams = params["GEMV_TEAMS"] // params.get("GEMV_KSPLIT", 1)
     return ((ceil_div(N, row_teams * params["RN"]), ceil_div(M, params["RM"])),
             params["GEMV_WG"] * params["GEMV_TEAMS"])
 

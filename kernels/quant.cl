@@ -214,6 +214,16 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #error "GEMV_WG: 8 or more, so that a tile of GEMV_WG blocks is a whole number of 16-byte words"
 #endif
 #define GEMV_ITEMS (GEMV_WG * GEMV_TEAMS)
+/* Teams that share a group's rows, each over every GEMV_KSPLIT-th tile of K: more groups for few
+ * rows (decode shapes), at the price of one more reduction. A group's step along K is then
+ * GEMV_SPAN blocks, GEMV_KSPLIT consecutive tiles. */
+#ifndef GEMV_KSPLIT
+#define GEMV_KSPLIT 1
+#endif
+#if GEMV_TEAMS % GEMV_KSPLIT
+#error "GEMV_KSPLIT: a divisor of GEMV_TEAMS"
+#endif
+#define GEMV_SPAN (GEMV_WG * GEMV_KSPLIT)
 #ifndef GEMV_MIN_GROUPS /* groups per multiprocessor the CUDA compiler sizes registers for: by
                          * default 512 work-items for Q4_0 (at most 128 registers each), 384 for
                          * Q8_0 (170: its 34-byte blocks take a third more words) */
@@ -235,7 +245,7 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #define GEMV_OFFSET_PER_TILE 0
 #endif
 #endif
-#define XS_ITERS ((GEMV_WG * 8 + GEMV_ITEMS - 1) / GEMV_ITEMS) /* x float4s staged per work-item */
+#define XS_ITERS ((GEMV_SPAN * 8 + GEMV_ITEMS - 1) / GEMV_ITEMS) /* x float4s staged per work-item */
 /* local-memory strides in float4s of a block's 8 float4s of x and 2 of their sums: odd, so the 8
  * work-items that read 16 bytes each in one pass of the banks read 8 different bank quads */
 #define XS_STRIDE 9
@@ -271,10 +281,11 @@ DEVICE float exact_dot(GLOBAL const u8* wrow, GLOBAL const IN_T* xrow, int b, in
  * would save registers to local memory). */
 DEVICE_COLD float qgemv_exact(GLOBAL const IN_T* x, GLOBAL const u8* w, int M, int N, int K,
                               int i, int r) {
-    const int row = (GROUP_ID(0) * GEMV_TEAMS + LOCAL_ID(0) / GEMV_WG) * RN + r;
+    const int team = LOCAL_ID(0) / GEMV_WG;
+    const int row = (GROUP_ID(0) * (GEMV_TEAMS / GEMV_KSPLIT) + team / GEMV_KSPLIT) * RN + r;
     return exact_dot(w + (i64)imin(row, N - 1) * (K / QK) * BLOCK_BYTES,
-                     x + (i64)imin(GROUP_ID(1) * RM + i, M - 1) * K, LOCAL_ID(0) % GEMV_WG,
-                     GEMV_WG, K / QK);
+                     x + (i64)imin(GROUP_ID(1) * RM + i, M - 1) * K,
+                     team % GEMV_KSPLIT * GEMV_WG + LOCAL_ID(0) % GEMV_WG, GEMV_SPAN, K / QK);
 }
 #endif
 #if ACCEL_WARP > 0
@@ -336,19 +347,10 @@ DEVICE u32 code_quad(const u32* codes, int q) {
 #endif
 }
 
-/* qgemv_x8's teams that share a group's rows, each over every GEMV_KSPLIT-th tile of K: more
- * groups for few rows (decode shapes), at the price of one more reduction. */
-#ifndef GEMV_KSPLIT
-#define GEMV_KSPLIT 1
-#endif
-#if GEMV_TEAMS % GEMV_KSPLIT
-#error "GEMV_KSPLIT: a divisor of GEMV_TEAMS"
-#endif
-
 /* The sums acc[i][r] of each team's GEMV_WG work-items added up and stored, times scale, at
  * out[(m0 + i) * N + n0 + r] by the team's first work-item: by shuffles within GEMV_SHFL
  * work-items, then (teams wider than that, and every team without shuffles) through red, the
- * local memory GEMV_RED_DECL declares; with ksplit > 1 (a constant) the sums of each ksplit
+ * local memory GEMV_RED_DECL declares; with GEMV_KSPLIT > 1 the sums of each GEMV_KSPLIT
  * consecutive teams (which share rows) are added in team order too, and the first stores them.
  * Every work-item of the group calls it (it holds barriers). */
 #if GEMV_WG > GEMV_SHFL || GEMV_KSPLIT > 1
@@ -360,7 +362,7 @@ DEVICE u32 code_quad(const u32* codes, int q) {
 #define GEMV_RED 0
 #endif
 DEVICE void gemv_sum_store(float (*acc)[RN], LOCAL_PTR float* red, GLOBAL OUT_T* RESTRICT out,
-                           int M, int N, int m0, int n0, float scale, int ksplit) {
+                           int M, int N, int m0, int n0, float scale) {
     const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
 #if GEMV_SHFL > 1
     UNROLL for (int o = GEMV_SHFL / 2; o > 0; o >>= 1)
@@ -382,23 +384,23 @@ DEVICE void gemv_sum_store(float (*acc)[RN], LOCAL_PTR float* red, GLOBAL OUT_T*
             }
 #endif
 #if GEMV_KSPLIT > 1
-    if (ksplit > 1) {
+    {
         BARRIER(); /* every read of red above is done */
         if (lane == 0)
             UNROLL for (int i = 0; i < RM; ++i)
                 UNROLL for (int r = 0; r < RN; ++r) red[(i * RN + r) * RED_STRIDE + team] = acc[i][r];
         BARRIER();
-        if (lane == 0 && team % ksplit == 0)
+        if (lane == 0 && team % GEMV_KSPLIT == 0)
             UNROLL for (int i = 0; i < RM; ++i)
                 UNROLL for (int r = 0; r < RN; ++r) {
                     float sum = 0.0f;
-                    for (int k = 0; k < ksplit; ++k) sum += red[(i * RN + r) * RED_STRIDE + team + k];
+                    for (int k = 0; k < GEMV_KSPLIT; ++k) sum += red[(i * RN + r) * RED_STRIDE + team + k];
                     acc[i][r] = sum;
                 }
     }
 #endif
     (void)red;
-    if (lane == 0 && team % ksplit == 0)
+    if (lane == 0 && team % GEMV_KSPLIT == 0)
         UNROLL for (int i = 0; i < RM; ++i)
             UNROLL for (int r = 0; r < RN; ++r)
                 if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r,
@@ -408,29 +410,31 @@ DEVICE void gemv_sum_store(float (*acc)[RN], LOCAL_PTR float* red, GLOBAL OUT_T*
 KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_T* RESTRICT x,
                                             GLOBAL const u8* RESTRICT w,
                                             GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
-    LOCAL f32x4 xs[2][RM][GEMV_WG * XS_STRIDE];
+    LOCAL f32x4 xs[2][RM][GEMV_SPAN * XS_STRIDE];
 #if !FMT_Q8_0
-    LOCAL f32x4 xsums[2][RM][GEMV_WG * XSUMS_STRIDE];
+    LOCAL f32x4 xsums[2][RM][GEMV_SPAN * XSUMS_STRIDE];
 #endif
     GEMV_RED_DECL
     const int tid = LOCAL_ID(0), lane = tid % GEMV_WG, team = tid / GEMV_WG;
-    const int n0 = (GROUP_ID(0) * GEMV_TEAMS + team) * RN, m0 = GROUP_ID(1) * RM;
-    const int nblk = K / QK;
-    /* A tile moves GEMV_WG blocks, a multiple of 16 bytes: a work-item's block sits at the same
-     * offset at[r] in its 16-byte words in every tile of row r (found once, or per tile where
-     * GEMV_OFFSET_PER_TILE), from wa[r] on by the tile's bytes. Past the end of the row, a
+    const int n0 = (GROUP_ID(0) * (GEMV_TEAMS / GEMV_KSPLIT) + team / GEMV_KSPLIT) * RN;
+    const int m0 = GROUP_ID(1) * RM, nblk = K / QK;
+    /* the work-item's block in each step: tile team % GEMV_KSPLIT of the step, block lane */
+    const int mine = team % GEMV_KSPLIT * GEMV_WG + lane;
+    /* A step moves GEMV_SPAN blocks, a multiple of 16 bytes: a work-item's block sits at the same
+     * offset at[r] in its 16-byte words in every step of row r (found once, or per step where
+     * GEMV_OFFSET_PER_TILE), from wa[r] on by the step's bytes. Past the end of the row, a
      * work-item reloads its last block (or, with none, the row's last): the loads stay inside the
      * weight and the compute skips them. */
-    const int last_tile = imax(nblk - 1 - lane, 0) / GEMV_WG;
+    const int last_tile = imax(nblk - 1 - mine, 0) / GEMV_SPAN;
     u32 raw[RN][RAW_WORDS], at[RN], codes[RN][8];
 #if GEMV_OFFSET_PER_TILE
     GLOBAL const u8* wa[RN]; /* the block itself */
     UNROLL for (int r = 0; r < RN; ++r)
-        wa[r] = w + ((i64)imin(n0 + r, N - 1) * nblk + imin(lane, nblk - 1)) * BLOCK_BYTES;
+        wa[r] = w + ((i64)imin(n0 + r, N - 1) * nblk + imin(mine, nblk - 1)) * BLOCK_BYTES;
 #else
     GLOBAL const u32x4* wa[RN];
     UNROLL for (int r = 0; r < RN; ++r) {
-        GLOBAL const u8* p = w + ((i64)imin(n0 + r, N - 1) * nblk + imin(lane, nblk - 1)) * BLOCK_BYTES;
+        GLOBAL const u8* p = w + ((i64)imin(n0 + r, N - 1) * nblk + imin(mine, nblk - 1)) * BLOCK_BYTES;
         at[r] = ADDR_BITS(p) & 15u;
         wa[r] = (GLOBAL const u32x4*)(p - at[r]);
     }
@@ -443,12 +447,12 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
     f32x4 xv[RM][XS_ITERS];
     /* iteration b0 computes the tile at b0 while the loads of the next one are in flight; the
      * first iteration (b0 < 0) only loads */
-    for (int b0 = -GEMV_WG, buf = 0; b0 < nblk; b0 += GEMV_WG, buf ^= 1) {
+    for (int b0 = -GEMV_SPAN, buf = 0; b0 < nblk; b0 += GEMV_SPAN, buf ^= 1) {
         if (b0 >= 0) {
             UNROLL for (int i = 0; i < RM; ++i)
                 UNROLL for (int it = 0; it < XS_ITERS; ++it) {
                     const int u = tid + it * GEMV_ITEMS, b = u >> 3;
-                    if (GEMV_WG * 8 % GEMV_ITEMS == 0 || u < GEMV_WG * 8) {
+                    if (GEMV_SPAN * 8 % GEMV_ITEMS == 0 || u < GEMV_SPAN * 8) {
                         const f32x4 v = xv[i][it];
                         xs[buf][i][b * XS_STRIDE + (u & 7)] = v;
 #if !FMT_Q8_0 /* the sums UNBIAS takes, added once per tile */
@@ -460,15 +464,15 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
             BARRIER(); /* the other buffer is free once every work-item is past this point */
             UNROLL for (int r = 0; r < RN; ++r) d[r] = take_block(raw[r], at[r], codes[r]);
         }
-        const int nb = b0 + GEMV_WG;
-        const int tile = imin(nb / GEMV_WG, last_tile);
+        const int nb = b0 + GEMV_SPAN;
+        const int tile = imin(nb / GEMV_SPAN, last_tile);
         UNROLL for (int r = 0; r < RN; ++r) {
 #if GEMV_OFFSET_PER_TILE
-            GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_WG * BLOCK_BYTES);
+            GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES);
             at[r] = ADDR_BITS(p) & 15u;
             load_raw((GLOBAL const u32x4*)(p - at[r]), raw[r]);
 #else
-            load_raw(wa[r] + (i64)tile * (GEMV_WG * BLOCK_BYTES / 16), raw[r]);
+            load_raw(wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES / 16), raw[r]);
 #endif
         }
         /* work-item tid stages float4 u = tid + it * GEMV_ITEMS: float4 u % 8 of block u / 8 */
@@ -477,14 +481,14 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
                 const int u = tid + it * GEMV_ITEMS, blk = nb + (u >> 3);
                 f32x4 v;
                 v.x = v.y = v.z = v.w = 0.0f;
-                if (blk < nblk && (GEMV_WG * 8 % GEMV_ITEMS == 0 || u < GEMV_WG * 8)) {
+                if (blk < nblk && (GEMV_SPAN * 8 % GEMV_ITEMS == 0 || u < GEMV_SPAN * 8)) {
                     GLOBAL const IN_T* xp = xr[i] + blk * QK + 4 * (u & 7);
                     v.x = LOAD_IN(xp, 0); v.y = LOAD_IN(xp, 1);
                     v.z = LOAD_IN(xp, 2); v.w = LOAD_IN(xp, 3);
                 }
                 xv[i][it] = v;
             }
-        if (b0 >= 0 && b0 + lane < nblk) {
+        if (b0 >= 0 && b0 + mine < nblk) {
             float part[RM][RN];
             UNROLL for (int i = 0; i < RM; ++i)
                 UNROLL for (int r = 0; r < RN; ++r) part[i][r] = 0.0f;
@@ -492,11 +496,11 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
                 f32x4 xq[RM];
                 float sq[RM];
                 UNROLL for (int i = 0; i < RM; ++i) {
-                    xq[i] = xs[buf][i][lane * XS_STRIDE + q];
+                    xq[i] = xs[buf][i][mine * XS_STRIDE + q];
 #if FMT_Q8_0
                     sq[i] = 0.0f;
 #else
-                    sq[i] = F4_AT(xsums[buf][i][lane * XSUMS_STRIDE + (q >> 2)], q & 3);
+                    sq[i] = F4_AT(xsums[buf][i][mine * XSUMS_STRIDE + (q >> 2)], q & 3);
 #endif
                 }
                 UNROLL for (int r = 0; r < RN; ++r) {
@@ -519,7 +523,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
         UNROLL for (int r = 0; r < RN; ++r)
             if (IS_NAN(acc[i][r])) acc[i][r] = qgemv_exact(x, w, M, N, K, i, r);
 #endif
-    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, CODE_SCALE, 1);
+    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, CODE_SCALE);
 }
 
 /* Streaming GEMV for GPUs (run for M <= GEMV_MAX_M where it applies and ACCEL_GEMV_KERNEL asks
@@ -906,7 +910,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
                 UNROLL for (int r = 0; r < RN; ++r)
                     acc[i][r] = FMA(dw[r] * dx[i], block_dot_x8(wc[r], xc[i], sx[i]), acc[i][r]);
     }
-    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, 1.0f, GEMV_KSPLIT);
+    gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, 1.0f);
 }
 
 /* Quantized matmul with x as X8 words, any M (CPU parameter sets; GPUs beyond GEMV_MAX_M): a

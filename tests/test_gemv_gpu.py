@@ -90,6 +90,9 @@ def test_qgemv_within_bound_of_float64(gpu_be, rng, fmt, dtype, M, N, Kd):
     dict(RM=2, RN=2, VW=1, GEMV_WG=32, GEMV_TEAMS=2),  # two rows of x per group, M = 3 odd
     dict(RM=1, RN=4, VW=1, GEMV_WG=64, GEMV_TEAMS=1),
     dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4, GEMV_OFFSET_PER_TILE=1),  # as HIP builds it
+    dict(RM=1, RN=2, VW=1, GEMV_WG=16, GEMV_TEAMS=4, GEMV_KSPLIT=2),  # pairs of teams split K
+    dict(RM=2, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=4, GEMV_KSPLIT=4,  # 45 blocks: uneven shares
+         GEMV_OFFSET_PER_TILE=1),
 ], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items() if k != "VW"))
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
 def test_qgemv_parameter_sets(rng, params, fmt):
@@ -196,14 +199,16 @@ def test_gemv_kernel_from_the_environment(monkeypatch):
     assert K.preferred_gemv() == "qgemv"
 
 
-@pytest.mark.parametrize("kernel", K.GEMV_KERNELS)
-def test_full_conformance_profile_passes_through_each_gpu_gemv(rng, monkeypatch, kernel):
+@pytest.mark.parametrize("kernel,params", [(k, {}) for k in K.GEMV_KERNELS] + [("qgemv", {"GEMV_KSPLIT": 2})],
+                         ids=str)
+def test_full_conformance_profile_passes_through_each_gpu_gemv(rng, monkeypatch, kernel, params):
     # every quantized-matmul case of the full profile (NaN and infinite blocks, long K, odd
-    # shapes) on the GPU parameters, M <= GEMV_MAX_M through the GEMV kernel asked for
+    # shapes; x_format's through qgemv_x8) on the GPU parameters, M <= GEMV_MAX_M through the
+    # GEMV kernel asked for
     from accel.conformance import suite
 
     monkeypatch.setenv("ACCEL_GEMV_KERNEL", kernel)
-    be = _backend(K.GPU_GEMV)
+    be = _backend({**K.GPU_GEMV, **params})
     seen = _launches(be, monkeypatch)
     results = suite.run(be, profile="full", ops=["qmatmul"])
     bad = [f"{r.case.id}: {r.status}: {r.reason}" for r in results if r.status != "passed"]
