@@ -3,8 +3,9 @@
  * 1/d is correctly rounded (FDIV_RN), d is stored as float16 rounded to nearest even.
  *
  * Defines: FMT_Q8_0 or FMT_Q4_0; IN_DT (F32, F16, BF16) for quantize; OUT_DT for qmatmul;
- * RM, RN, VW for qmatmul; RM, RN, GEMV_WG (a power of two, 8 or more), GEMV_TEAMS and optionally
- * GEMV_MIN_GROUPS and GEMV_OFFSET_PER_TILE (defaults below) for qgemv;
+ * RM, RN, VW for qmatmul and qmatmul_x8; RM, RN, GEMV_WG (a power of two, 8 or more), GEMV_TEAMS
+ * and optionally GEMV_MIN_GROUPS, GEMV_OFFSET_PER_TILE and GEMV_KSPLIT (defaults below) for qgemv
+ * and qgemv_x8 (which finds block offsets per tile whatever GEMV_OFFSET_PER_TILE says);
  * STREAM_WARPS, STREAM_ROWS, STREAM_STAGES and STREAM_MIN_GROUPS (groups per multiprocessor the
  * CUDA compiler sizes registers for) for qgemv_stream.
  * Blocks: 32 values; Q8_0 = float16 d + 32 int8 codes (34 bytes), Q4_0 = float16 d + 16 bytes
