@@ -54,7 +54,7 @@ DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEA
 #: its own oracle; not what the goal is judged on
 X8_LABEL = "qmatmul(x_format='q8_0'): quantize_x8 + qgemv_x8, GGML semantics"
 #: qgemv_x8's parameters timed beside its defaults (sm_90, Q4_0: 69 SASS instructions per
-#: block-row in its loop, 103 registers): 5 groups per SM (102 registers), RN = 2 (72 registers,
+#: block-row in its loop, 103 registers): 5 groups per SM (96 registers), RN = 2 (72 registers,
 #: 81 per block-row: twice the groups), RN = 8 (168 registers, 63 per block-row: half the x
 #: loads), teams of 16, K split between pairs of teams (twice the groups at 69 per block-row)
 #: (tests/test_qmatmul_x8.py compiles each for sm_90)
