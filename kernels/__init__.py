@@ -110,14 +110,18 @@ class Variant:
     def static_local_bytes(self) -> int:
         """Static local/shared memory the variant declares (what a device must have room for,
         checked by the backends' ``supports()``). Only the attention tiles are sized by a
-        problem's head dims; the other kernels' tiles are fixed and small."""
+        problem's head dims, and the GEMVs' by their parameters (every kernel of quant.cl is
+        built together, so a variant needs room for the largest); the other kernels' tiles are
+        fixed and small."""
         d = self.defines
         if self.source == "attention.cl" and d.get("LOCAL_TILE"):
             return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"])  # float Kt[BKV*D], Vt[BKV*Dv]
         if self.source == "attention_mma.cu":  # two stages of 16-bit K and V rows, 8 pad each
             return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"] + 16)
-        if self.source == "quant.cl" and "STREAM_ROWS" in d:  # as CUDA and HIP build it
-            return stream_local_bytes(d, "q8_0" if d.get("FMT_Q8_0") else "q4_0")
+        if self.source == "quant.cl":  # as CUDA and HIP build it: every kernel in one program
+            fmt = "q8_0" if d.get("FMT_Q8_0") else "q4_0"
+            return max(gemv_local_bytes(d, fmt),
+                       stream_local_bytes(d, fmt) if "STREAM_ROWS" in d else 0)
         return 0
 
     @property
@@ -176,6 +180,23 @@ def stream_local_bytes(params: dict, fmt: str, shuffles: bool = True) -> int:
     warps, rows = params["STREAM_WARPS"], params["STREAM_ROWS"]
     ring = warps * params["STREAM_STAGES"] * (32 * 2 * block + 16)
     return ring + 2048 * warps + 4 * rows * warps * (1 if shuffles else 32)
+
+
+def gemv_local_bytes(params: dict, fmt: str, shuffles: bool = True) -> int:
+    """Local memory of ``qgemv`` (the largest of the GEMV kernels of a variant without
+    STREAM_ROWS) under tiling ``params`` (quant.cl's defaults where they set none: teams of 32,
+    4 teams): x staged for two steps of GEMV_SPAN blocks per row of x (9 float4s per block, 3
+    more of sums for Q4_0), and the reduction's floats where teams are wider than the shuffles
+    reach (every team without shuffles) or split K.
+
+    >>> gemv_local_bytes(GPU_GEMV, "q4_0"), gemv_local_bytes({**GPU_GEMV, "GEMV_KSPLIT": 4}, "q4_0")
+    (12288, 49216)
+    """
+    wg, teams, ksplit = params.get("GEMV_WG", 32), params.get("GEMV_TEAMS", 4), params.get("GEMV_KSPLIT", 1)
+    rm, rn = params.get("RM", 1), params.get("RN", 1)
+    staged = 16 * 2 * rm * wg * ksplit * (9 + (3 if fmt == "q4_0" else 0))
+    shfl = min(wg, 32) if shuffles else 1  # 32: the narrowest warp the CUDA and HIP builds see
+    return staged + (4 * rm * rn * wg * teams // shfl if wg > shfl or ksplit > 1 else 0)
 
 
 def preferred_gemv() -> str:
@@ -452,5 +473,5 @@ __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wm
            "attention_mma", "matmul_wgmma",
            "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
-           "stream_local_bytes",
+           "stream_local_bytes", "gemv_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

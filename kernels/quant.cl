@@ -173,21 +173,24 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 
 /* GEMV for GPUs, also serving small M: out[m, n] = sum_k x[m, k] * dequantize(w)[n, k].
  *
- * Launch contract: local size (GEMV_WG * GEMV_TEAMS, 1); groups (ceil(N / (GEMV_TEAMS * RN)),
- * ceil(M / RM)); any N, M, and K a multiple of 32; the weight may start at any even address.
- * A work-group is GEMV_TEAMS teams of GEMV_WG work-items (a power of two); team j
- * owns the RN weight rows from (GROUP_ID(0) * GEMV_TEAMS + j) * RN, and the group the RM rows of
- * x from GROUP_ID(1) * RM. Teams of GEMV_WG <= ACCEL_WARP work-items reduce by shuffles alone,
- * wider ones (and every team on OpenCL 1.2, which has no shuffles) finish in local memory.
+ * Launch contract: local size (GEMV_WG * GEMV_TEAMS, 1); groups
+ * (ceil(N / (GEMV_TEAMS / GEMV_KSPLIT * RN)), ceil(M / RM)); any N, M, and K a multiple of 32;
+ * the weight may start at any even address. A work-group is GEMV_TEAMS teams of GEMV_WG
+ * work-items (a power of two); teams j = GEMV_KSPLIT q + p (p < GEMV_KSPLIT) own the RN weight
+ * rows from (GROUP_ID(0) * GEMV_TEAMS / GEMV_KSPLIT + q) * RN, and the group the RM rows of x
+ * from GROUP_ID(1) * RM. Teams of GEMV_WG <= ACCEL_WARP work-items reduce by shuffles alone,
+ * wider ones (and every team on OpenCL 1.2, which has no shuffles) finish in local memory; teams
+ * that share rows add their sums in team order (gemv_sum_store).
  *
- * The group walks K in tiles of GEMV_WG blocks; work-item l of every team takes block l of the
- * tile for all of its rows, so a team's loads of one row cover consecutive bytes. A block is only
- * 2-byte aligned: the work-item loads the QWORDS aligned 16-byte words that cover it and moves
- * the block into place with selects and funnel shifts, never indexing registers by a run-time
- * value (that would put the array in local memory). A tile moves a multiple of 16 bytes, so a
- * work-item finds its block at the same offset in its words in every tile of a row: the offset
- * is found once per row (per tile on HIP, see GEMV_OFFSET_PER_TILE). The tile's x values are staged once per group in local memory as float
- * (double-buffered: one barrier per tile) with the sums of each 4 that UNBIAS takes, at odd
+ * The group walks K in steps of GEMV_SPAN blocks, GEMV_KSPLIT tiles of GEMV_WG; work-item l of
+ * team j takes block l of tile p of the step for all of its rows, so a team's loads of one row
+ * cover consecutive bytes. A block is only 2-byte aligned: the work-item loads the QWORDS aligned
+ * 16-byte words that cover it and moves the block into place with selects and funnel shifts,
+ * never indexing registers by a run-time value (that would put the array in local memory). A
+ * step moves a multiple of 16 bytes, so a work-item finds its block at the same offset in its
+ * words in every step of a row: the offset is found once per row (per step on HIP, see
+ * GEMV_OFFSET_PER_TILE). The step's x values are staged once per group in local memory as float
+ * (double-buffered: one barrier per step) with the sums of each 4 that UNBIAS takes, at odd
  * strides per block so that neighbouring work-items reading the same float4 of neighbouring
  * blocks hit different banks, and at constant offsets from one address; every team and row
  * reuses them. The next tile's weight and x loads are issued before this tile's arithmetic, to

@@ -210,7 +210,7 @@ def test_gemv_and_decode_batches_run_qgemv_covering_every_output(m):
 
 
 @pytest.mark.parametrize("m,kernel,ksplit", [(1, "qgemv_x8", 1), (8, "qgemv_x8", 1), (9, "qmatmul_x8", 1),
-                                              (1, "qgemv_x8", 2), (8, "qgemv_x8", 4)])
+                                              (1, "qgemv_x8", 2), (8, "qgemv_x8", 2)])
 def test_x_format_quantizes_x_then_covers_every_output(m, kernel, ksplit):
     # the two launches of qmatmul(x_format="q8_0"): quantize_x8, one thread per block of x, then
     # qgemv_x8 (up to M = 8; GEMV_KSPLIT teams share a group's rows) or qmatmul_x8
@@ -232,6 +232,32 @@ def test_x_format_quantizes_x_then_covers_every_output(m, kernel, ksplit):
     else:
         assert grid[0] * block[0] * d["RN"] >= 301
     assert grid[1] * d["RM"] >= m > (grid[1] - 1) * d["RM"]
+
+
+@pytest.mark.parametrize("fmt,params", [("q4_0", {}), ("q8_0", {}), ("q4_0", {"GEMV_KSPLIT": 2}),
+                                        ("q8_0", {"GEMV_KSPLIT": 4}), ("q4_0", {"GEMV_WG": 64, "GEMV_TEAMS": 2})],
+                         ids=str)
+def test_gemv_local_bytes_are_what_ptxas_reports(fmt, params):
+    # supports() declines a variant whose static shared memory passes 48 KiB on what
+    # gemv_local_bytes says, so it must be the compiler's own count of qgemv's
+    need("sm_90")
+    from accel import kernels as K
+
+    p = {**K.GPU_GEMV, **params}
+    r = build_shipped(K.quant(fmt, "float32", p), "qgemv", "sm_90")
+    assert r.resources["qgemv"].shared_bytes == K.gemv_local_bytes(p, fmt)
+
+
+def test_a_gemv_split_past_48_kib_of_shared_memory_does_not_build():
+    # every kernel of quant.cl is built together: with K split 4 ways Q4_0's qgemv would stage
+    # 49216 bytes, so the variant (and with it qgemv_x8) cannot be built at all
+    need("sm_90")
+    from accel import kernels as K
+
+    over = K.quant("q4_0", "float32", {**K.GPU_GEMV, "GEMV_KSPLIT": 4})
+    assert over.static_local_bytes == 49216 > 48 * 1024
+    with pytest.raises(CompileError, match="qgemv"):
+        build_shipped(over, "qgemv_x8", "sm_90")
 
 
 @pytest.mark.parametrize("m", [1, 8])

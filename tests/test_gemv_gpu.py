@@ -102,8 +102,9 @@ def test_qgemv_parameter_sets(rng, params, fmt):
 
 
 def test_qgemv_launch_contract(rng, monkeypatch):
-    # kernels/quant.cl: local (GEMV_WG * GEMV_TEAMS), groups (ceil(N / (GEMV_TEAMS * RN)),
-    # ceil(M / RM)); GPU parameter sets run qgemv up to M = 8, qmatmul beyond
+    # kernels/quant.cl: local (GEMV_WG * GEMV_TEAMS), groups (ceil(N / (GEMV_TEAMS / GEMV_KSPLIT
+    # * RN)), ceil(M / RM)) (here no K split); GPU parameter sets run qgemv up to M = 8, qmatmul
+    # beyond
     p = dict(RM=2, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=2)
     be = _backend(p)
     seen = _launches(be, monkeypatch)
@@ -214,3 +215,23 @@ def test_full_conformance_profile_passes_through_each_gpu_gemv(rng, monkeypatch,
     bad = [f"{r.case.id}: {r.status}: {r.reason}" for r in results if r.status != "passed"]
     assert not bad, f"{len(bad)} of {len(results)} cases did not pass:\n" + "\n".join(bad[:10])
     assert f"qmatmul ({kernel})" in {what for what, _, _ in seen}  # some cases ran it
+
+
+def test_a_device_without_room_for_the_gemv_declines_it():
+    # a device reporting less local memory than qgemv stages (GPU parameters, no shuffles on
+    # OpenCL 1.2: the reduction's floats too) declines the GEMV cases with the reason, and keeps
+    # the batches the GEMV does not serve
+    import dataclasses
+    import types
+
+    from accel.backends.opencl.launch import support
+
+    be = _backend(K.GPU_GEMV)
+    need = K.gemv_local_bytes(K.GPU_GEMV, "q4_0", shuffles=False)
+    small = types.SimpleNamespace(dev=dataclasses.replace(be.dev, local_mem=need - 1), params=be.params)
+    q4 = accel.formats.get_format("q4_0")
+    verdict = support(small, S.qmatmul_spec((1, 64), "float32", (8, 64), q4))
+    assert not verdict.ok and f"need {need} bytes of local memory" in verdict.reason
+    assert support(small, S.qmatmul_spec((9, 64), "float32", (8, 64), q4)).ok
+    assert support(types.SimpleNamespace(dev=dataclasses.replace(be.dev, local_mem=need), params=be.params),
+                   S.qmatmul_spec((1, 64), "float32", (8, 64), q4)).ok

@@ -219,7 +219,8 @@ def test_opencl_declines_x_format_where_it_declines_quantize(fact):
 
     from accel.backends.opencl.launch import support
 
-    device = types.SimpleNamespace(dev=dataclasses.replace(_opencl().dev, **{fact: False}))
+    be = _opencl()
+    device = types.SimpleNamespace(dev=dataclasses.replace(be.dev, **{fact: False}), params=be.params)
     q4 = get_format("q4_0")
     declined = support(device, S.quantize_spec((2, 64), "float32", "q4_0"))
     x8 = support(device, S.qmatmul_spec((2, 64), "float32", (3, 64), q4, "q8_0"))

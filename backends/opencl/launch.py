@@ -46,7 +46,13 @@ def support(be: "OpenCLBackend", spec) -> Support:
             return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); GGML's "
                            "reference keeps them, so small blocks would quantize differently")
         return YES
-    if isinstance(spec, (DequantizeSpec, QMatmulSpec)):
+    if isinstance(spec, QMatmulSpec):
+        p, _ = _kernel_params(be.params[_qmatmul_params(be, spec)])
+        if "GEMV_WG" in p and (need := K.gemv_local_bytes(p, spec.fmt.name, shuffles=False)) > be.dev.local_mem:
+            return Support(False, f"the GEMV's parameters need {need} bytes of local memory; the "
+                           f"device has {be.dev.local_mem}")
+        return YES
+    if isinstance(spec, DequantizeSpec):
         return YES
     return Support(False, f"op {getattr(spec, 'op', spec)!r} is not implemented by opencl")
 
@@ -144,11 +150,15 @@ def _dequantize(be, spec: DequantizeSpec):
                      K.scalar_args(spec))
 
 
+def _qmatmul_params(be, spec: QMatmulSpec) -> str:
+    """Which of the backend's parameter sets computes ``spec``: GPU parameter sets (qgemv) also
+    serve small batches, where rereading the weight per row of x from cache beats the
+    one-output-per-work-item qmatmul."""
+    return "gemv" if spec.M == 1 or K.gemv_applies(spec, be.params["gemv"]) else "qmatmul"
+
+
 def _qmatmul(be, spec: QMatmulSpec):
-    # GPU parameter sets (qgemv) also serve small batches: rereading the weight per row of x
-    # from cache beats the one-output-per-work-item qmatmul there
-    op = "gemv" if spec.M == 1 or K.gemv_applies(spec, be.params["gemv"]) else "qmatmul"
-    p, wg = _kernel_params(be.params[op])
+    p, wg = _kernel_params(be.params[_qmatmul_params(be, spec)])
     if spec.x_fmt is not None:
         name = K.x8_kernel(p)
     elif "GEMV_WG" in p:  # every buffer and view starts at a multiple of the base-address alignment
