@@ -16,6 +16,7 @@ from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
 from accel.exact_int8 import exact_int8_matmul
 from accel.formats import BLOCK
+from accel.spec import X_FORMATS
 
 # attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
 _ATTN_SCRATCH = 1 << 24
@@ -98,7 +99,7 @@ def block_dot(x_raw: np.ndarray, x_fmt: str, w_raw: np.ndarray, fmt: str, M: int
 
 class CPUBackend(Backend):
     """The reference backend, always available."""
-    x_formats = ("q8_0",)
+    x_formats = X_FORMATS  # it computes every x_format accel defines
 
     name = "cpu"
     priority = 10

@@ -39,6 +39,7 @@ from accel.errors import (ArgumentError, BackendUnavailable, CompileError, Devic
 from accel.exact_int8 import exact_int8_matmul
 from accel.formats import BLOCK
 from accel.kernels import ceil_div
+from accel.spec import X_FORMATS
 
 IMPLS = ("auto", "kernels", "vendor", "tensorcore")
 _STATIC_SHARED_MAX = 48 * 1024  # static __shared__ per block on CUDA (and HIP's LDS default)
@@ -378,7 +379,7 @@ def build_kernel(source: str, name: str, arch: str, warp_size: int, *,
 # -- the backend --------------------------------------------------------------------------------
 class CuPyBackend(Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
-    x_formats = ("q8_0",)
+    x_formats = X_FORMATS  # it computes every x_format accel defines
 
     platform: ClassVar[str]
     vendor: ClassVar[str]

@@ -245,8 +245,9 @@ def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int
     >>> gemv_launch("qgemv", GPU_GEMV, 301, 3), gemv_launch("qgemv_stream", GPU_GEMV, 301, 3)
     (((19, 3), 128), ((19, 3), 128))
     """
-    if name not in GEMV_KERNELS + ("qgemv_x8",):
-        raise ArgumentError(expected("name", f"one of {GEMV_KERNELS + ('qgemv_x8',)}", repr(name)))
+    known = GEMV_KERNELS + ("qgemv_x8",)
+    if name not in known:
+        raise ArgumentError(expected("name", f"one of {known}", repr(name)))
     if name == "qgemv_stream":  # STREAM_WARPS teams of 32 over STREAM_ROWS rows, one row of x
         return (ceil_div(N, params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
     # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items, each GEMV_KSPLIT of them over

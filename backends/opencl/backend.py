@@ -23,6 +23,7 @@ import pyopencl.tools as cl_tools
 import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
+from accel.spec import X_FORMATS
 from accel.tensor import Tensor
 
 from .cache import ProgramCache
@@ -71,7 +72,7 @@ class OpenCLBackend(Backend):
     >>> accel.matmul(a, a.T, backend=be).tolist()
     [[5.0, 14.0], [14.0, 50.0]]
     """
-    x_formats = ("q8_0",)
+    x_formats = X_FORMATS  # it computes every x_format accel defines
 
     name = "opencl"
     priority = 5

@@ -166,11 +166,11 @@ def _qmatmul(be, spec: QMatmulSpec):
                              local_mem=be.dev.local_mem, shuffles=False)
     else:
         name = "qmatmul"
-    if name == "qmatmul" or name == "qmatmul_x8":  # a work-item per RM x RN outputs
-        lsize, gsize = (wg, 1), (_padded(K.ceil_div(spec.N, p["RN"]), wg), K.ceil_div(spec.M, p["RM"]))
-    else:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
+    if "GEMV_WG" in p:  # the GPU GEMVs of kernels/quant.cl, each with its own launch contract
         (groups_n, groups_m), items = K.gemv_launch(name, p, spec.N, spec.M)
         lsize, gsize = (items, 1), (groups_n * items, groups_m)
+    else:  # qmatmul(_x8): a work-item per RM x RN outputs
+        lsize, gsize = (wg, 1), (_padded(K.ceil_div(spec.N, p["RN"]), wg), K.ceil_div(spec.M, p["RM"]))
     kernel = _quant_kernel(be, spec.fmt.name, spec.dtype, name, p)
     dot = _launcher(be, kernel, gsize, lsize, f"qmatmul ({name})", K.scalar_args(spec))
     if spec.x_fmt is None:
