@@ -64,6 +64,35 @@ X8_ALTERNATIVES = (dict(GEMV_MIN_GROUPS=5), dict(RN=2), dict(RN=8, GEMV_MIN_GROU
 #: launch 256), also with RN = 2 (1024 groups), and RN = 2 alone (a 4-way split would not build:
 #: qgemv, in the same program, would stage 49 KiB of x)
 DECODE_X8_ALTERNATIVES = (dict(GEMV_KSPLIT=2), dict(GEMV_KSPLIT=2, RN=2), dict(RN=2))
+#: diagnostics timed beside the GEMV goal on the same weight copies in the same graph replay,
+#: none of them a GEMV (docs/gpu.md reads them): reading the weight alone (READ_PROBE, coalesced
+#: 16-byte loads), qgemv's loop with its loads but no arithmetic and with its arithmetic but
+#: cache-resident weights (GEMV_PROBE 1 and 2 in kernels/quant.cl, each held by padding shared
+#: memory to at most qgemv's groups per SM), and a vendor GEMV over as many bytes (torch.mv,
+#: float16: N x row bytes / 2)
+PROBES = {"read": "read_probe: the weight's 16-byte words, coalesced, 4 loads in flight per thread",
+          1: "qgemv GEMV_PROBE=1: its loads, x staging and barriers, no arithmetic",
+          2: "qgemv GEMV_PROBE=2: its arithmetic, every tile's weight from the row's first",
+          "mv": "torch.mv float16 over the same bytes (cuBLAS)"}
+#: the read probe, in the kernel dialect (so that it runs on OpenCL too: tests/test_gpu_goals.py);
+#: the words' xor per work-item is stored so that no load is dead
+READ_PROBE = """
+KERNEL void read_probe(GLOBAL const u32x4* RESTRICT a, GLOBAL u32* RESTRICT out, i64 n16) {
+    const i64 stride = (i64)NUM_GROUPS(0) * LOCAL_SIZE(0);
+    const i64 me = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    u32 f = 0u;
+    i64 i = me;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        u32x4 v[4];
+        UNROLL for (int u = 0; u < 4; ++u) v[u] = a[i + u * stride];
+        UNROLL for (int u = 0; u < 4; ++u) f ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; i < n16; i += stride) f ^= a[i].x ^ a[i].y ^ a[i].z ^ a[i].w;
+    out[me] = f;
+}
+"""
+#: the read probe's launch: work-items per group, and groups per multiprocessor
+READ_PROBE_LAUNCH = (256, 8)
 #: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
 #: more than twice an H200's 60 MB L2)
 GEMV_ROTATION_BYTES = 4 * N_GEMV * get_format("q4_0").row_bytes(N_GEMV)
@@ -147,7 +176,8 @@ def measure(be) -> list[dict]:
         torch.cuda.synchronize()  # before any of them runs, also on the GEMV's own stream
         times = time_all(be, {**calls, baseline[0]: baseline[1]}, timer)
         t_base = _base_time(times, baseline[0])
-        return t_base, {k: (t, _rel_err(outputs[k], ref)) for k, t in times.items()}
+        return t_base, {k: (t, _rel_err(outputs[k], ref) if k in outputs else None)  # probes: none
+                        for k, t in times.items()}
 
     def matmul_goal(dtype, candidates, name, goal, max_err, baseline_name, baseline):
         tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
@@ -212,10 +242,51 @@ def measure(be) -> list[dict]:
         return entry(f"bfloat16 attention B={B} H={H} S={Sq} D={D} vs torch SDPA", 0.4, 2e-2,
                      "torch scaled_dot_product_attention", t_base, runs)
 
-    def gemv_runs(n: int, alternatives: Callable[[str], dict]):
+    def gemv_probes(spec, tx, copies) -> tuple[dict[str, Callable[[Any], None]], dict]:
+        """PROBES' calls on a weight copy (label -> call), and how each qgemv probe was held to
+        qgemv's groups per multiprocessor."""
+        from cupy_backends.cuda.api import driver
+
+        calls, occupancy = {}, {}
+        read = be.compile(READ_PROBE, "read_probe")
+        items, per_sm = READ_PROBE_LAUNCH
+        groups = be.info.compute_units * per_sm
+        words = cupy.empty(groups * items, cupy.uint32)
+        calls[PROBES["read"]] = lambda w: be.launch(read, (groups, 1, 1), (items, 1, 1),
+                                                    [w.data, words, np.int64(w.data.nbytes // 16)])
+        real = kernels.quant("q4_0", "float32", kernels.GPU_GEMV)
+        _, grid, block = CB.launch_plan(spec, real)
+        source = kernels.program_text(real.source)
+
+        def resident(fn, shared: int) -> int:
+            return driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, block[0], shared)
+        occupancy["qgemv"] = target = resident(be.compile(source, "qgemv", options=tuple(real.options())), 0)
+        out = Tensor.empty(be, (1, spec.N), "float32")
+        for probe in (1, 2):
+            v = kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "GEMV_PROBE": probe})
+            fn, pad = be.compile(source, "qgemv", options=tuple(v.options())), 0
+            room = CB._STATIC_SHARED_MAX - v.static_local_bytes  # dynamic, without an opt-in
+            while resident(fn, pad) > target and pad + 1024 <= room:
+                pad += 1024
+            occupancy[PROBES[probe]] = {"groups_per_sm": resident(fn, pad), "pad_bytes": pad}
+            calls[PROBES[probe]] = lambda w, fn=fn, pad=pad: be.launch(
+                fn, grid, block, be.kernel_args(spec, out, tx, w.data), pad)
+        row = spec.fmt.row_bytes(spec.K) // 2
+        halves = {id(w): torch.randn(spec.N, row, device="cuda", dtype=torch.float16) for w in copies}
+        xh, yh = torch.randn(row, device="cuda", dtype=torch.float16), torch.empty(spec.N, device="cuda",
+                                                                                    dtype=torch.float16)
+
+        def mv(w):  # on the stream being captured (torch launches on its own otherwise)
+            with torch.cuda.stream(torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)):
+                torch.mv(halves[id(w)], xh, out=yh)
+        calls[PROBES["mv"]] = mv
+        return calls, occupancy
+
+    def gemv_runs(n: int, alternatives: Callable[[str], dict], probes: bool = False):
         """q4_0 GEMVs with N = K = n timed against the device's copy bandwidth: impl=auto first,
-        then ``alternatives(auto kernel name)`` (label -> (params, kernel)); (spec, runs with
-        seconds per call, copy seconds, copy bandwidth, how the calls were timed).
+        then ``alternatives(auto kernel name)`` (label -> (params, kernel)), then with ``probes``
+        the diagnostics of :func:`gemv_probes`; (spec, runs with seconds per call, copy seconds,
+        copy bandwidth, how the calls were timed, the probes' occupancy).
 
         One GEMV moves 38 MB in ~15 us at n = 8192: less than launching it from Python takes, so
         calls are captured in a CUDA graph and its replay is timed (device time only); the calls
@@ -274,6 +345,17 @@ def measure(be) -> list[dict]:
                 if label == judged:  # ... unless it is impl=auto, which the goal judges
                     raise
                 failed[label] = exc
+        occupancy = {}
+        if probes:  # diagnostics: a failure is noted like an alternative's
+            try:
+                probe_calls, occupancy = gemv_probes(spec, tx, copies)
+            except Exception as exc:
+                probe_calls, failed["probes"] = {}, exc
+            for label, call in probe_calls.items():
+                try:
+                    calls[label] = replay(call)
+                except Exception as exc:
+                    failed[label] = exc
         src = cupy.empty(1 << 30, dtype=cupy.uint8)
         dst = cupy.empty_like(src)
         wf = torch.from_dlpack(cupy.asarray(accel.dequantize(copies[-1])))
@@ -290,7 +372,7 @@ def measure(be) -> list[dict]:
         runs.update((k, (exc, float("nan"))) for k, exc in failed.items())
         method = (f"CUDA graph of {rounds * n_copies} calls over {n_copies} weight copies, replay "
                   "timed, per call")
-        return spec, runs, t_copy, 2 * src.nbytes / t_copy, method  # copy: bytes read + written
+        return spec, runs, t_copy, 2 * src.nbytes / t_copy, method, occupancy  # copy: read + written
 
     def gemv():
         def alternatives(auto):
@@ -300,12 +382,15 @@ def measure(be) -> list[dict]:
                                    ("qgemv_x8", X8_ALTERNATIVES)):
                 alts.update((f"{kernel} {p}", ({**kernels.GPU_GEMV, **p}, kernel)) for p in params)
             return alts
-        spec, runs, t_copy, copy_bw, method = gemv_runs(N_GEMV, alternatives)
+        spec, runs, t_copy, copy_bw, method, occupancy = gemv_runs(N_GEMV, alternatives, probes=True)
+        probes = {k: runs.pop(k) for k in [*PROBES.values(), "probes"] if k in runs}
         e = entry(f"q4_0 GEMV N=K={N_GEMV}: weight bytes read per second vs device copy bandwidth",
                   0.6, 1e-4, "device copy bandwidth (1 GiB, read + write)", t_copy, runs,
                   ratio=lambda s: spec.bytes / s / copy_bw)  # bandwidths, not times
         e["gemv_bytes_per_s"], e["copy_bytes_per_s"] = spec.bytes / e["accel_s"], copy_bw
         e["method"] = method
+        e["probes"] = records(probes, lambda s: spec.bytes / s / copy_bw)
+        e["probe_occupancy"] = occupancy
         del runs  # the goal's weights and buffers are not needed for the survey
         try:  # not part of the goal: a failure here is recorded and the goal still stands
             e["decode_survey"] = decode_survey()
@@ -317,7 +402,7 @@ def measure(be) -> list[dict]:
         """q4_0 GEMV at N = K = N_DECODE, where qgemv's N / 16 groups fill about half of an
         H200's slots, against parameter sets that launch more: how it was timed, and per label
         the ratio to the copy bandwidth and rel_err (or the error)."""
-        spec, runs, _, copy_bw, method = gemv_runs(N_DECODE, lambda auto: {
+        spec, runs, _, copy_bw, method, _ = gemv_runs(N_DECODE, lambda auto: {
             f"{kernel} {p}": ({**kernels.GPU_GEMV, **p}, kernel)
             for kernel, params in (("qgemv", DECODE_ALTERNATIVES), ("qgemv_x8", DECODE_X8_ALTERNATIVES))
             for p in params})
@@ -353,7 +438,8 @@ def gemv_once(be, x_format: str | None = None) -> None:
 def _describe(alt: dict) -> str:
     if "error" in alt:
         return alt["error"]
-    return f"{alt['seconds'] * 1e3:.3f} ms, ratio {alt['ratio']:.3f}, rel_err {alt['rel_err']:.2e}"
+    err = "" if alt["rel_err"] is None else f", rel_err {alt['rel_err']:.2e}"
+    return f"{alt['seconds'] * 1e3:.3f} ms, ratio {alt['ratio']:.3f}{err}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,6 +486,10 @@ def print_report(doc: dict) -> None:
         print(f"{verdict:8} {g['name']}: {detail}")
         for label, alt in g.get("alternatives", {}).items():
             print(f"         {label}: " + _describe(alt))
+        if g.get("probes"):
+            print("         diagnostics, not GEMVs (ratio: the weight's bytes per second over the copy's):")
+            for label, alt in g["probes"].items():
+                print(f"           {label}: " + _describe(alt))
         if "decode_survey" in g or "decode_survey_error" in g:
             print(f"         decode survey, q4_0 GEMV N=K={N_DECODE} (not a goal):"
                   + (f" {g['decode_survey_error']}" if "decode_survey_error" in g else ""))

@@ -7,7 +7,11 @@
  * and optionally GEMV_MIN_GROUPS, GEMV_OFFSET_PER_TILE and GEMV_KSPLIT (defaults below) for qgemv
  * and qgemv_x8 (which finds block offsets per tile whatever GEMV_OFFSET_PER_TILE says);
  * STREAM_WARPS, STREAM_ROWS, STREAM_STAGES and STREAM_MIN_GROUPS (groups per multiprocessor the
- * CUDA compiler sizes registers for) for qgemv_stream.
+ * CUDA compiler sizes registers for) for qgemv_stream. GEMV_PROBE (1 or 2) makes qgemv a
+ * measurement, not a product (gpu_goals times both beside it, docs/gpu.md): 1 keeps its loop's
+ * loads, x staging and barriers but does no arithmetic on the codes (its output counts bits), the
+ * ceiling of its memory traffic; 2 keeps the arithmetic but reads every tile's weight from the
+ * row's first (cache-resident), the ceiling of its instructions.
  * Blocks: 32 values; Q8_0 = float16 d + 32 int8 codes (34 bytes), Q4_0 = float16 d + 16 bytes
  * whose low nibble is element j and high nibble element j + 16 (18 bytes).
  * Non-finite blocks (accel's definition): a NaN gives d = NaN (0x7E00) and zero codes, an
@@ -228,6 +232,9 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #error "GEMV_KSPLIT: a divisor of GEMV_TEAMS"
 #endif
 #define GEMV_SPAN (GEMV_WG * GEMV_KSPLIT)
+#ifndef GEMV_PROBE
+#define GEMV_PROBE 0
+#endif
 #ifndef GEMV_MIN_GROUPS /* groups per multiprocessor the CUDA compiler sizes registers for: by
                          * default 512 work-items for Q4_0 (at most 128 registers each), 384 for
                          * Q8_0 (170: its 34-byte blocks take a third more words) */
@@ -447,7 +454,9 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
     UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
+#if GEMV_PROBE != 1
     float d[RN];
+#endif
     f32x4 xv[RM][XS_ITERS];
     /* iteration b0 computes the tile at b0 while the loads of the next one are in flight; the
      * first iteration (b0 < 0) only loads */
@@ -466,10 +475,17 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
                     }
                 }
             BARRIER(); /* the other buffer is free once every work-item is past this point */
+#if GEMV_PROBE == 1
+            UNROLL for (int r = 0; r < RN; ++r) {
+                codes[r][0] = 0u;
+                UNROLL for (int j = 0; j < RAW_WORDS; ++j) codes[r][0] ^= raw[r][j];
+            }
+#else
             UNROLL for (int r = 0; r < RN; ++r) d[r] = take_block(raw[r], at[r], codes[r]);
+#endif
         }
         const int nb = b0 + GEMV_SPAN;
-        const int tile = imin(nb / GEMV_SPAN, last_tile);
+        const int tile = GEMV_PROBE == 2 ? 0 : imin(nb / GEMV_SPAN, last_tile);
         UNROLL for (int r = 0; r < RN; ++r) {
 #if GEMV_OFFSET_PER_TILE
             GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES);
@@ -492,6 +508,16 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
                 }
                 xv[i][it] = v;
             }
+#if GEMV_PROBE == 1
+        if (b0 >= 0 && b0 + mine < nblk)
+            UNROLL for (int i = 0; i < RM; ++i) {
+                u32 f = AS_UINT(xs[buf][i][mine * XS_STRIDE].x);
+#if !FMT_Q8_0
+                f ^= AS_UINT(xsums[buf][i][mine * XSUMS_STRIDE].x);
+#endif
+                UNROLL for (int r = 0; r < RN; ++r) acc[i][r] += (float)((f ^ codes[r][0]) & 1u);
+            }
+#else
         if (b0 >= 0 && b0 + mine < nblk) {
             float part[RM][RN];
             UNROLL for (int i = 0; i < RM; ++i)
@@ -521,8 +547,9 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
             UNROLL for (int i = 0; i < RM; ++i)
                 UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = FMA(d[r], part[i][r], acc[i][r]);
         }
+#endif
     }
-#if !FMT_Q8_0
+#if !FMT_Q8_0 && GEMV_PROBE != 2
     UNROLL for (int i = 0; i < RM; ++i)
         UNROLL for (int r = 0; r < RN; ++r)
             if (IS_NAN(acc[i][r])) acc[i][r] = qgemv_exact(x, w, M, N, K, i, r);

@@ -326,6 +326,23 @@ def test_qgemv_keeps_its_loop_in_registers(arch, fmt, dtype, params):
         assert loop["PRMT"] >= 32 * p["RN"], loop
 
 
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_probes_keep_what_they_measure(fmt):
+    # the GPU run's diagnostics (gpu_goals.PROBES): GEMV_PROBE=1 keeps the loop's global loads,
+    # x staging and barrier and drops every FMA; GEMV_PROBE=2 keeps every FMA and load (its
+    # weight addresses stay put, the loads are not hoisted out of the loop)
+    need("sm_90")
+    from accel import kernels as K
+
+    def loop(**probe):
+        r = build_shipped(K.quant(fmt, "float32", {**K.GPU_GEMV, **probe}), "qgemv", "sm_90")
+        return hot_loop(r, "qgemv", "BAR")  # the one barrier per tile marks the loop
+    real, loads, arithmetic = loop(), loop(GEMV_PROBE=1), loop(GEMV_PROBE=2)
+    assert real["FFMA"] >= 32 * K.GPU_GEMV["RN"] and loads["FFMA"] == 0, (real, loads)
+    assert (loads["LDG"], loads["STS"], loads["BAR"]) == (real["LDG"], real["STS"], real["BAR"])
+    assert (arithmetic["FFMA"], arithmetic["LDG"]) == (real["FFMA"], real["LDG"]), arithmetic
+
+
 @pytest.mark.parametrize("fmt,most", [("q4_0", 128), ("q8_0", 168)])
 def test_qgemv_fits_four_or_three_waves_per_simd_on_gfx90a(fmt, most):
     # CDNA2 has 512 VGPRs per SIMD lane: 128 give 4 waves, 168 give 3. Finding the block offset

@@ -101,6 +101,26 @@ def test_qgemv_parameter_sets(rng, params, fmt):
         _check(be, rng, fmt, "float32", M, N, Kd)
 
 
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_probes_compute_what_they_say(rng, fmt):
+    # the GPU run's diagnostics (kernels/quant.cl, GEMV_PROBE): 2 is qgemv's product with every
+    # tile's weight taken from the row's first tile (block b reads block b mod 32: K = 32 * 70
+    # leaves a partial last tile); 1 does no arithmetic, its outputs count bits (at most one
+    # per block, doubled for Q4_0 as qgemv doubles its sums)
+    N, Kd, tile = 9, 32 * 70, K.GPU_GEMV["GEMV_WG"]
+    raw, wd = _weights(rng, fmt, N, Kd)
+    first = wd.reshape(N, -1, 32)[:, np.arange(Kd // 32) % tile].reshape(N, Kd)
+    _check(_backend({**K.GPU_GEMV, "GEMV_PROBE": 2}), rng, fmt, "float32", 1, N, Kd, (raw, first))
+    be = _backend({**K.GPU_GEMV, "GEMV_PROBE": 1})
+    x = rng.standard_normal((1, Kd)).astype(np.float32)
+    spec = S.qmatmul_spec(x.shape, "float32", (N, Kd), accel.formats.get_format(fmt))
+    got = accel.ops.execute(be, spec, Tensor(be, be.upload(x), x.shape, "float32"),
+                            Tensor(be, be.upload(raw), raw.shape, "uint8")).numpy()
+    scale = 2 if fmt == "q4_0" else 1
+    assert (got == np.round(got)).all() and (got % scale == 0).all()
+    assert 0 < got.min() and got.max() <= scale * Kd // 32, got
+
+
 def test_qgemv_launch_contract(rng, monkeypatch):
     # kernels/quant.cl: local (GEMV_WG * GEMV_TEAMS), groups (ceil(N / (GEMV_TEAMS / GEMV_KSPLIT
     # * RN)), ceil(M / RM)) (here no K split); GPU parameter sets run qgemv up to M = 8, qmatmul

@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import accel
 from accel.conformance import gpu_goals
+from accel.tensor import Tensor
 
 
 def test_without_a_cuda_device_it_says_why_and_fails(tmp_path):
@@ -98,3 +100,42 @@ def test_an_entry_takes_the_ratio_it_is_given():
     e = gpu_goals.entry("gemv", 0.6, 1e-4, "copy", 1.0, {"auto": (2.0, 0.0), "alt": (4.0, 0.0)},
                         ratio=lambda s: 8.0 / s / 2.0)
     assert e["ratio"] == 2.0 and e["alternatives"]["alt"]["ratio"] == 1.0
+
+
+def test_the_read_probe_reads_every_word_once():
+    # the GEMV goal's read ceiling (gpu_goals.READ_PROBE) on an OpenCL device: each work-item's
+    # word is the xor of exactly the 16-byte words a grid-stride loop gives it (3 groups of 64:
+    # 1000 words leave a tail after its loop of 4 loads in flight)
+    from test_opencl_common import DEVICES
+
+    if not DEVICES:
+        pytest.skip("no OpenCL device on this machine")
+    be = accel.get_backend(DEVICES[0])
+    words = np.random.default_rng(0).integers(0, 2**32, size=(1000, 4), dtype=np.uint32)
+    a = Tensor(be, be.upload(words.view(np.int32)), (4000,), "int32")
+    out = Tensor.empty(be, (192,), "int32")
+    be.launch(be.compile(gpu_goals.READ_PROBE, "read_probe"), (3, 1, 1), (64, 1, 1), [a, out, np.int64(1000)])
+    want = [np.bitwise_xor.reduce(words[me::192].ravel()) for me in range(192)]
+    assert (out.numpy().view(np.uint32) == want).all()
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "gfx90a"])
+def test_the_read_probe_builds_for_gpus(arch):
+    from gpu_toolchains import need
+
+    from accel.backends import cupy_backend
+
+    need(arch)
+    r = cupy_backend.build_kernel(gpu_goals.READ_PROBE, "read_probe", arch, 32 if arch.startswith("sm") else 64)
+    assert r.resources["read_probe"].spills == 0
+
+
+def test_the_report_prints_the_probes_without_an_error_figure(capsys):
+    goal = gpu_goals.entry("q4_0 GEMV", 0.6, 1e-4, "copy", 1e-5, {"impl=auto": (2e-5, 1e-7)})
+    goal.update(met=False, probes=gpu_goals.records(
+        {gpu_goals.PROBES["read"]: (1e-5, None), gpu_goals.PROBES[1]: (RuntimeError("no launch"), None)},
+        lambda s: 1e-5 / s))
+    gpu_goals.print_report({"goals": [goal]})
+    printed = capsys.readouterr().out
+    assert f"{gpu_goals.PROBES['read']}: 0.010 ms, ratio 1.000\n" in printed
+    assert f"{gpu_goals.PROBES[1]}: RuntimeError: no launch" in printed
