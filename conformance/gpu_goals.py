@@ -49,6 +49,16 @@ QGEMV_ALTERNATIVES = (dict(GEMV_TEAMS=8), dict(GEMV_TEAMS=16), dict(GEMV_WG=16, 
 N_DECODE = 4096
 DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEAMS=8),
                        dict(GEMV_KSPLIT=2))
+#: qgemv_runs (8 consecutive blocks per work-item and row, their words loaded aligned and read
+#: at fixed positions: 106 SASS instructions per block-row on sm_90, 128 registers) timed beside
+#: its defaults (16 work-items per team, 8 teams of 2 rows): teams of 8 (half the x staged per
+#: step, 256 groups), 3 rows per team at 3 groups per SM (101 per block-row, 166 registers),
+#: teams of 32 (47 KiB of x per step), one row per team (121 per block-row, 106 registers)
+RUNS_ALTERNATIVES = (dict(RUNS_WG=8, RUNS_TEAMS=16), dict(RUNS_RN=3, RUNS_MIN_GROUPS=3),
+                     dict(RUNS_WG=32, RUNS_TEAMS=4), dict(RUNS_RN=1, RUNS_TEAMS=16))
+#: qgemv_runs in the decode survey: its defaults (256 groups), one row per team (512), 4 teams
+#: per group (512 groups of 64 work-items)
+DECODE_RUNS_ALTERNATIVES = (dict(), dict(RUNS_RN=1), dict(RUNS_TEAMS=4))
 #: the GEMV with GGML's semantics (x quantized to Q8_0, integer dot products), timed beside the
 #: GEMV goal and in the decode survey: the whole op (quantize_x8, then qgemv_x8), checked against
 #: its own oracle; not what the goal is judged on
@@ -379,7 +389,7 @@ def measure(be) -> list[dict]:
             alts = {f"{name} (GPU_GEMV)": (kernels.GPU_GEMV, name)
                     for name in kernels.GEMV_KERNELS if name != auto}
             for kernel, params in (("qgemv", QGEMV_ALTERNATIVES), ("qgemv_stream", STREAM_ALTERNATIVES),
-                                   ("qgemv_x8", X8_ALTERNATIVES)):
+                                   ("qgemv_runs", RUNS_ALTERNATIVES), ("qgemv_x8", X8_ALTERNATIVES)):
                 alts.update((f"{kernel} {p}", ({**kernels.GPU_GEMV, **p}, kernel)) for p in params)
             return alts
         spec, runs, t_copy, copy_bw, method, occupancy = gemv_runs(N_GEMV, alternatives, probes=True)
@@ -404,7 +414,8 @@ def measure(be) -> list[dict]:
         the ratio to the copy bandwidth and rel_err (or the error)."""
         spec, runs, _, copy_bw, method, _ = gemv_runs(N_DECODE, lambda auto: {
             f"{kernel} {p}": ({**kernels.GPU_GEMV, **p}, kernel)
-            for kernel, params in (("qgemv", DECODE_ALTERNATIVES), ("qgemv_x8", DECODE_X8_ALTERNATIVES))
+            for kernel, params in (("qgemv", DECODE_ALTERNATIVES), ("qgemv_runs", DECODE_RUNS_ALTERNATIVES),
+                                   ("qgemv_x8", DECODE_X8_ALTERNATIVES))
             for p in params})
         return {"method": method, "runs": records(runs, lambda s: spec.bytes / s / copy_bw)}
 

@@ -50,18 +50,22 @@ CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
 GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
-#: the GPU GEMVs (quant.cl): qgemv's teams of GEMV_WG work-items over RN weight rows, and
+#: the GPU GEMVs (quant.cl): qgemv's teams of GEMV_WG work-items over RN weight rows;
 #: qgemv_stream's groups of STREAM_WARPS teams over STREAM_ROWS rows, STREAM_STAGES - 1 rows in
-#: flight per team, STREAM_MIN_GROUPS groups per multiprocessor asked of the compiler (CUDA)
+#: flight per team, STREAM_MIN_GROUPS groups per multiprocessor asked of the compiler (CUDA);
+#: qgemv_runs' RUNS_TEAMS teams of RUNS_WG work-items over RUNS_RN rows (16 rows per group of 128
+#: work-items: N = 8192 launches 512 groups for an H200's 528 slots, at 128 registers)
 GPU_GEMV = dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4,
-                STREAM_WARPS=4, STREAM_ROWS=16, STREAM_STAGES=4, STREAM_MIN_GROUPS=4)
+                STREAM_WARPS=4, STREAM_ROWS=16, STREAM_STAGES=4, STREAM_MIN_GROUPS=4,
+                RUNS_WG=16, RUNS_TEAMS=8, RUNS_RN=2)
 #: rows of x up to which a quantized matmul runs as a GEMV kernel on GPUs (decode batches):
 #: rereading the weight per row from cache beats qmatmul's one output per work-item there
 GEMV_MAX_M = 8
-#: the GEMV kernels of quant.cl: qgemv (any K, any even weight address) and qgemv_stream (K a
-#: multiple of 64, a 4-byte aligned weight), which the environment variable ACCEL_GEMV_KERNEL
-#: selects where it applies; on an H200 qgemv is as fast or faster (docs/gpu.md)
-GEMV_KERNELS = ("qgemv", "qgemv_stream")
+#: the GEMV kernels of quant.cl: qgemv (any K, any even weight address), qgemv_stream (K a
+#: multiple of 64, a 4-byte aligned weight) and qgemv_runs (K a multiple of 256, a 16-byte aligned
+#: weight), which the environment variable ACCEL_GEMV_KERNEL selects where they apply; on an H200
+#: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
+GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
@@ -121,7 +125,8 @@ class Variant:
         if self.source == "quant.cl":  # as CUDA and HIP build it: every kernel in one program
             fmt = "q8_0" if d.get("FMT_Q8_0") else "q4_0"
             return max(gemv_local_bytes(d, fmt),
-                       stream_local_bytes(d, fmt) if "STREAM_ROWS" in d else 0)
+                       stream_local_bytes(d, fmt) if "STREAM_ROWS" in d else 0,
+                       runs_local_bytes(d, fmt) if "RUNS_WG" in d else 0)
         return 0
 
     @property
@@ -199,6 +204,19 @@ def gemv_local_bytes(params: dict, fmt: str, shuffles: bool = True) -> int:
     return staged + (4 * rm * rn * wg * teams // shfl if wg > shfl or ksplit > 1 else 0)
 
 
+def runs_local_bytes(params: dict, fmt: str) -> int:
+    """Local memory of ``qgemv_runs``: x for a step of RUNS_WG runs of 8 blocks per row of x (73
+    float4s per run, 17 more of sums for Q4_0), and one float per work-item, row of x and weight
+    row for the teams' sums.
+
+    >>> runs_local_bytes(GPU_GEMV, "q4_0"), runs_local_bytes(GPU_GEMV, "q8_0")
+    (24064, 19712)
+    """
+    rm, wg = params.get("RM", 1), params["RUNS_WG"]
+    staged = 16 * rm * wg * (73 + (17 if fmt == "q4_0" else 0))
+    return staged + 4 * rm * params["RUNS_RN"] * wg * params["RUNS_TEAMS"]
+
+
 def preferred_gemv() -> str:
     """The GEMV kernel asked for by the environment variable ``ACCEL_GEMV_KERNEL`` (one of
     :data:`GEMV_KERNELS`), else ``qgemv``: the faster of the two on an H200."""
@@ -211,21 +229,28 @@ def preferred_gemv() -> str:
 def gemv_kernel(fmt: str, K: int, params: dict, *, x_addr: int, w_addr: int, local_mem: int,
                 shuffles: bool = True, prefer: str | None = None) -> str:
     """Which GEMV kernel of quant.cl computes rows of x against a ``fmt`` weight of K columns,
-    x and the weight at device addresses (or alignments) ``x_addr``, ``w_addr``:
-    ``qgemv_stream`` where it is preferred, ``params`` build it, K is a multiple of 64 (whole
-    pairs of blocks), the weight 4-byte and x 16-byte aligned and its local memory fits
-    ``local_mem`` bytes; ``qgemv`` (any K, any even weight address) otherwise. ``prefer``
-    defaults to :func:`preferred_gemv` (the environment's choice).
+    x and the weight at device addresses (or alignments) ``x_addr``, ``w_addr``: the preferred
+    one where ``params`` build it, its local memory fits ``local_mem`` bytes and it applies:
+    ``qgemv_stream`` where K is a multiple of 64 (whole pairs of blocks), the weight 4-byte and x
+    16-byte aligned; ``qgemv_runs`` where K is a multiple of 256 (whole runs of 8 blocks) and
+    the weight 16-byte aligned; ``qgemv`` (any K, any even weight address) otherwise.
+    ``prefer`` defaults to :func:`preferred_gemv` (the environment's choice).
 
     >>> [gemv_kernel("q4_0", k, GPU_GEMV, x_addr=x, w_addr=w, local_mem=48 * 1024, prefer="qgemv_stream")
     ...  for k, x, w in ((8192, 256, 256), (8224, 256, 256), (8192, 256, 2), (8192, 260, 256))]
     ['qgemv_stream', 'qgemv', 'qgemv', 'qgemv']
+    >>> [gemv_kernel("q4_0", k, GPU_GEMV, x_addr=4, w_addr=w, local_mem=48 * 1024, prefer="qgemv_runs")
+    ...  for k, w in ((8192, 256), (8192 + 64, 256), (8192, 8))]
+    ['qgemv_runs', 'qgemv', 'qgemv']
     """
     prefer = preferred_gemv() if prefer is None else prefer
-    streams = prefer == "qgemv_stream" and "STREAM_ROWS" in params and K % 64 == 0 \
-        and w_addr % 4 == 0 and x_addr % 16 == 0
-    fits = streams and stream_local_bytes(params, fmt, shuffles) <= local_mem
-    return "qgemv_stream" if fits else "qgemv"
+    if prefer == "qgemv_stream" and "STREAM_ROWS" in params and K % 64 == 0 and w_addr % 4 == 0 \
+            and x_addr % 16 == 0 and stream_local_bytes(params, fmt, shuffles) <= local_mem:
+        return prefer
+    if prefer == "qgemv_runs" and "RUNS_WG" in params and K % 256 == 0 and w_addr % 16 == 0 \
+            and runs_local_bytes(params, fmt) <= local_mem:
+        return prefer
+    return "qgemv"
 
 
 def ceil_div(n: int, d: int) -> int:
@@ -242,14 +267,17 @@ def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int
     for N weight rows and M rows of x, as quant.cl's launch contracts say: ((groups along N,
     groups along M), work-items per group). The backends turn it into their own grid terms.
 
-    >>> gemv_launch("qgemv", GPU_GEMV, 301, 3), gemv_launch("qgemv_stream", GPU_GEMV, 301, 3)
-    (((19, 3), 128), ((19, 3), 128))
+    >>> [gemv_launch(name, GPU_GEMV, 301, 3) for name in ("qgemv", "qgemv_stream", "qgemv_runs")]
+    [((19, 3), 128), ((19, 3), 128), ((19, 3), 128)]
     """
     known = GEMV_KERNELS + ("qgemv_x8",)
     if name not in known:
         raise ArgumentError(expected("name", f"one of {known}", repr(name)))
     if name == "qgemv_stream":  # STREAM_WARPS teams of 32 over STREAM_ROWS rows, one row of x
         return (ceil_div(N, params["STREAM_ROWS"]), M), 32 * params["STREAM_WARPS"]
+    if name == "qgemv_runs":  # RUNS_TEAMS teams of RUNS_WG over RUNS_RN rows, RM rows of x
+        return ((ceil_div(N, params["RUNS_TEAMS"] * params["RUNS_RN"]), ceil_div(M, params["RM"])),
+                params["RUNS_WG"] * params["RUNS_TEAMS"])
     # qgemv and qgemv_x8: GEMV_TEAMS teams of GEMV_WG work-items, each GEMV_KSPLIT of them over
     # the same RN weight rows, RM rows of x per group
     row_teams = params["GEMV_TEAMS"] // params.get("GEMV_KSPLIT", 1)
@@ -421,6 +449,8 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     names = ("quantize", "dequantize", "qmatmul", "qgemv", "quantize_x8", "qmatmul_x8", "qgemv_x8")
     if "STREAM_ROWS" in p:
         names += ("qgemv_stream",)
+    if "RUNS_WG" in p:
+        names += ("qgemv_runs",)
     return Variant("quant.cl", names, {**d, **p}, _dialects(p))
 
 
@@ -474,5 +504,5 @@ __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wm
            "attention_mma", "matmul_wgmma",
            "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
-           "stream_local_bytes", "gemv_local_bytes",
+           "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

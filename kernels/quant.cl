@@ -7,11 +7,13 @@
  * and optionally GEMV_MIN_GROUPS, GEMV_OFFSET_PER_TILE and GEMV_KSPLIT (defaults below) for qgemv
  * and qgemv_x8 (which finds block offsets per tile whatever GEMV_OFFSET_PER_TILE says);
  * STREAM_WARPS, STREAM_ROWS, STREAM_STAGES and STREAM_MIN_GROUPS (groups per multiprocessor the
- * CUDA compiler sizes registers for) for qgemv_stream. GEMV_PROBE (1 or 2) makes qgemv a
- * measurement, not a product (gpu_goals times both beside it, docs/gpu.md): 1 keeps its loop's
- * loads, x staging and barriers but does no arithmetic on the codes (its output counts bits), the
- * ceiling of its memory traffic; 2 keeps the arithmetic but reads every tile's weight from the
- * row's first (cache-resident), the ceiling of its instructions.
+ * CUDA compiler sizes registers for) for qgemv_stream; RUNS_WG, RUNS_TEAMS, RUNS_RN and
+ * optionally RUNS_MIN_GROUPS (as GEMV_MIN_GROUPS), with RM, for qgemv_runs.
+ * GEMV_PROBE (1 or 2) makes qgemv a measurement, not a product (gpu_goals times both beside it,
+ * docs/gpu.md): 1 keeps its loop's loads, x staging and barriers but does no arithmetic on the
+ * codes (its output counts bits), the ceiling of its memory traffic; 2 keeps the arithmetic but
+ * reads every tile's weight from the row's first (cache-resident), the ceiling of its
+ * instructions.
  * Blocks: 32 values; Q8_0 = float16 d + 32 int8 codes (34 bytes), Q4_0 = float16 d + 16 bytes
  * whose low nibble is element j and high nibble element j + 16 (18 bytes).
  * Non-finite blocks (accel's definition): a NaN gives d = NaN (0x7E00) and zero codes, an
@@ -306,11 +308,11 @@ DEVICE_COLD float qgemv_exact(GLOBAL const IN_T* x, GLOBAL const u8* w, int M, i
 #endif
 #define F4_AT(v, k) ((k) == 0 ? (v).x : (k) == 1 ? (v).y : (k) == 2 ? (v).z : (v).w)
 
-/* The QWORDS aligned 16-byte words from a: those around a block that starts in the first (each
- * holds at least one byte of the block, so no load leaves the 16-byte words that the buffer's
- * own bytes occupy). */
-DEVICE void load_raw(GLOBAL const u32x4* a, u32* raw) {
-    UNROLL for (int i = 0; i < QWORDS; ++i) {
+/* n aligned 16-byte words from a (n a constant), as 4 n 32-bit words of raw. qgemv's are the
+ * QWORDS around a block that starts in the first (each holds at least one byte of the block, so
+ * no load leaves the 16-byte words that the buffer's own bytes occupy). */
+DEVICE void load_words(GLOBAL const u32x4* a, u32* raw, int n) {
+    UNROLL for (int i = 0; i < n; ++i) {
         const u32x4 t = a[i];
         raw[4 * i] = t.x; raw[4 * i + 1] = t.y; raw[4 * i + 2] = t.z; raw[4 * i + 3] = t.w;
     }
@@ -490,9 +492,9 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
 #if GEMV_OFFSET_PER_TILE
             GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES);
             at[r] = ADDR_BITS(p) & 15u;
-            load_raw((GLOBAL const u32x4*)(p - at[r]), raw[r]);
+            load_words((GLOBAL const u32x4*)(p - at[r]), raw[r], QWORDS);
 #else
-            load_raw(wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES / 16), raw[r]);
+            load_words(wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES / 16), raw[r], QWORDS);
 #endif
         }
         /* work-item tid stages float4 u = tid + it * GEMV_ITEMS: float4 u % 8 of block u / 8 */
@@ -556,6 +558,155 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
 #endif
     gemv_sum_store(acc, GEMV_RED, out, M, N, m0, n0, CODE_SCALE);
 }
+
+/* GEMV over runs of 8 blocks (run for M <= GEMV_MAX_M where it applies and ACCEL_GEMV_KERNEL
+ * asks for it): the sum of qgemv, each work-item's blocks in another order.
+ *
+ * Launch contract: local size (RUNS_WG * RUNS_TEAMS, 1); groups (ceil(N / (RUNS_TEAMS *
+ * RUNS_RN)), ceil(M / RM)); any N and M; K a multiple of 256 and the weight 16-byte aligned, so
+ * that every run of 8 blocks (144 or 272 bytes) is whole 16-byte words; qgemv serves the rest.
+ *
+ * qgemv's work-items each take one block per tile, at an offset in their 16-byte words that
+ * differs from one work-item to the next, so every code word is moved into place at run time
+ * (align_block). Here a work-item takes 8 consecutive blocks of each of its team's RUNS_RN rows:
+ * their words are 9 or 17 aligned 16-byte loads per row, all issued before x is staged, and
+ * every block and code word sits at a bit position fixed at compile time, one funnel shift from
+ * the loaded words (run_bits). Work-item l of a team takes run s + l of each step of RUNS_WG
+ * runs; the group stages the step's x in local memory (with the sums of each 4 that Q4_0's
+ * offset needs, see qgemv) at a stride per run of 8 * 9 + 1 float4s, so the RUNS_WG work-items
+ * that read 16 bytes each hit different bank quads. Codes become floats as in qgemv. Each team's
+ * sums meet in local memory and are added in work-item order. */
+#ifdef RUNS_WG
+#define RUN_WORDS (2 * BLOCK_BYTES) /* 32-bit words in a run of 8 blocks: 36 or 68 */
+#define RUNS_ITEMS (RUNS_WG * RUNS_TEAMS)
+#define RUN_XS (8 * XS_STRIDE + 1)   /* local float4s of x per run */
+#define RUN_XSUMS (8 * 2 + 1)        /* local float4s of x's sums by 4 per run */
+#ifndef RUNS_MIN_GROUPS /* as GEMV_MIN_GROUPS: at most 128 registers for Q4_0, 170 for Q8_0 */
+#define RUNS_MIN_GROUPS ((IS_Q8_0 ? 384 : 512) / RUNS_ITEMS > 0 ? (IS_Q8_0 ? 384 : 512) / RUNS_ITEMS : 1)
+#endif
+
+/* 32 bits of a run's words from bit b on (b a constant once unrolled); bits past the run are 0. */
+DEVICE u32 run_bits(const u32* raw, int b) {
+    const u32 lo = raw[b / 32], hi = b / 32 + 1 < RUN_WORDS ? raw[b / 32 + 1] : 0u;
+    return b % 32 == 0 ? lo : (u32)((((u64)hi << 32) | lo) >> (b % 32));
+}
+
+/* Code word q (x's values 4q..4q+3) of block j of a run, as CODE_AT reads it. */
+DEVICE u32 run_quad(const u32* raw, int j, int q) {
+    const int codes = 8 * (j * BLOCK_BYTES + 2); /* the block's first code byte's bit */
+#if FMT_Q8_0
+    return run_bits(raw, codes + 32 * q) ^ 0x80808080u;
+#else /* low nibbles from 3 bits early, high nibbles from 1 bit late: nibbles at bits 3..6 */
+    return run_bits(raw, codes + 32 * (q & 3) + (q < 4 ? -3 : 1)) & 0x78787878u;
+#endif
+}
+
+/* The scale of block j of a run. */
+DEVICE float run_scale(const u32* raw, int j) {
+    u16 bits = (u16)(raw[j * BLOCK_BYTES / 4] >> (8 * (j * BLOCK_BYTES % 4)));
+    return LOAD_F16((const T_F16*)&bits, 0);
+}
+
+KERNEL LAUNCH_BOUNDS(RUNS_ITEMS, 1, RUNS_MIN_GROUPS) void qgemv_runs(GLOBAL const IN_T* RESTRICT x,
+                                                        GLOBAL const u8* RESTRICT w,
+                                                        GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    LOCAL f32x4 xs[RM][RUNS_WG * RUN_XS];
+#if !FMT_Q8_0
+    LOCAL f32x4 xsums[RM][RUNS_WG * RUN_XSUMS];
+#endif
+    LOCAL float red[RM * RUNS_RN][RUNS_ITEMS];
+    const int tid = LOCAL_ID(0), lane = tid % RUNS_WG, team = tid / RUNS_WG;
+    const int n0 = (GROUP_ID(0) * RUNS_TEAMS + team) * RUNS_RN, m0 = GROUP_ID(1) * RM;
+    const int nruns = K / (8 * QK);
+    GLOBAL const u32x4* wr[RUNS_RN];
+    UNROLL for (int r = 0; r < RUNS_RN; ++r)
+        wr[r] = (GLOBAL const u32x4*)(w + (i64)imin(n0 + r, N - 1) * nruns * (8 * BLOCK_BYTES));
+    GLOBAL const IN_T* xr[RM];
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
+    float acc[RM][RUNS_RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RUNS_RN; ++r) acc[i][r] = 0.0f;
+    for (int s0 = 0; s0 < nruns; s0 += RUNS_WG) {
+        const int run = s0 + lane;
+        u32 raw[RUNS_RN][RUN_WORDS];
+        if (run < nruns)
+            UNROLL for (int r = 0; r < RUNS_RN; ++r)
+                load_words(wr[r] + (i64)run * (RUN_WORDS / 4), raw[r], RUN_WORDS / 4);
+        BARRIER(); /* every work-item is done with the last step's x */
+        for (int u = tid; u < RUNS_WG * 64; u += RUNS_ITEMS) { /* float4 u % 64 of run u / 64 */
+            const int rr = u >> 6, j = (u >> 3) & 7, q = u & 7;
+            UNROLL for (int i = 0; i < RM; ++i) {
+                f32x4 v;
+                v.x = v.y = v.z = v.w = 0.0f;
+                if (s0 + rr < nruns) {
+                    GLOBAL const IN_T* xp = xr[i] + (i64)((s0 + rr) * 8 + j) * QK + 4 * q;
+                    v.x = LOAD_IN(xp, 0); v.y = LOAD_IN(xp, 1);
+                    v.z = LOAD_IN(xp, 2); v.w = LOAD_IN(xp, 3);
+                }
+                xs[i][rr * RUN_XS + j * XS_STRIDE + q] = v;
+#if !FMT_Q8_0
+                ((LOCAL_PTR float*)xsums[i])[4 * (rr * RUN_XSUMS + 2 * j + (q >> 2)) + (q & 3)] =
+                    (v.x + v.y) + (v.z + v.w);
+#endif
+            }
+        }
+        BARRIER();
+        if (run < nruns)
+            UNROLL for (int j = 0; j < 8; ++j) {
+                float part[RM][RUNS_RN];
+                UNROLL for (int i = 0; i < RM; ++i)
+                    UNROLL for (int r = 0; r < RUNS_RN; ++r) part[i][r] = 0.0f;
+                UNROLL for (int q = 0; q < 8; ++q) {
+                    f32x4 xq[RM];
+                    float sq[RM];
+                    UNROLL for (int i = 0; i < RM; ++i) {
+                        xq[i] = xs[i][lane * RUN_XS + j * XS_STRIDE + q];
+#if FMT_Q8_0
+                        sq[i] = 0.0f;
+#else
+                        sq[i] = F4_AT(xsums[i][lane * RUN_XSUMS + 2 * j + (q >> 2)], q & 3);
+#endif
+                    }
+                    UNROLL for (int r = 0; r < RUNS_RN; ++r) {
+                        const u32 quad = run_quad(raw[r], j, q);
+                        UNROLL for (int k = 0; k < 4; ++k) {
+                            const float c = CODE_AT(quad, k);
+                            UNROLL for (int i = 0; i < RM; ++i) {
+                                if (k == 2) part[i][r] = UNBIAS(part[i][r], sq[i]);
+                                part[i][r] = FMA(F4_AT(xq[i], k), c, part[i][r]);
+                            }
+                        }
+                    }
+                }
+                UNROLL for (int r = 0; r < RUNS_RN; ++r) {
+                    const float d = run_scale(raw[r], j);
+                    UNROLL for (int i = 0; i < RM; ++i) acc[i][r] = FMA(d, part[i][r], acc[i][r]);
+                }
+            }
+    }
+    UNROLL for (int i = 0; i < RM; ++i)
+        UNROLL for (int r = 0; r < RUNS_RN; ++r) {
+#if !FMT_Q8_0 /* an infinite x: the work-item's blocks again with exact codes (see qgemv) */
+            if (IS_NAN(acc[i][r])) {
+                float sum = 0.0f;
+                for (int j = 0; j < 8; ++j)
+                    sum += exact_dot(w + (i64)imin(n0 + r, N - 1) * nruns * (8 * BLOCK_BYTES),
+                                     xr[i], lane * 8 + j, RUNS_WG * 8, nruns * 8);
+                acc[i][r] = sum;
+            }
+#endif
+            red[i * RUNS_RN + r][tid] = acc[i][r];
+        }
+    BARRIER();
+    if (lane == 0)
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int r = 0; r < RUNS_RN; ++r) {
+                float sum = 0.0f;
+                for (int l = 0; l < RUNS_WG; ++l) sum += red[i * RUNS_RN + r][tid + l];
+                if (m0 + i < M && n0 + r < N)
+                    STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, CODE_SCALE * sum);
+            }
+}
+#endif
 
 /* Streaming GEMV for GPUs (run for M <= GEMV_MAX_M where it applies and ACCEL_GEMV_KERNEL asks
  * for it): out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], the same sum as qgemv in another order.
@@ -929,7 +1080,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
         UNROLL for (int r = 0; r < RN; ++r) {
             GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_WG * BLOCK_BYTES);
             at[r] = ADDR_BITS(p) & 15u;
-            load_raw((GLOBAL const u32x4*)(p - at[r]), raw[r]);
+            load_words((GLOBAL const u32x4*)(p - at[r]), raw[r], QWORDS);
         }
         UNROLL for (int i = 0; i < RM; ++i) {
             const i64 o = (i64)tile * (2 * GEMV_WG);

@@ -326,6 +326,30 @@ def test_qgemv_keeps_its_loop_in_registers(arch, fmt, dtype, params):
         assert loop["PRMT"] >= 32 * p["RN"], loop
 
 
+_RUNS_BUILDS = [(arch, fmt, dtype, {}) for arch in ("sm_80", "sm_90") for fmt in ("q4_0", "q8_0")
+                for dtype in ("float32", "float16", "bfloat16")] + \
+    [("sm_90", "q4_0", "float32", p)  # timed by the GPU run too
+     for p in gpu_goals.RUNS_ALTERNATIVES + gpu_goals.DECODE_RUNS_ALTERNATIVES]
+
+
+@pytest.mark.parametrize("arch,fmt,dtype,params", _RUNS_BUILDS, ids=str)
+def test_qgemv_runs_keeps_its_runs_in_registers(arch, fmt, dtype, params):
+    # a run's words (36 or 68 per row) stay in registers within the launch bounds' cap, so the
+    # loop has no local memory; every code of its 8 blocks of RUNS_RN rows takes one byte permute
+    need(arch)
+    from accel import kernels as K
+
+    p = {**K.GPU_GEMV, **params}
+    items = p["RUNS_WG"] * p["RUNS_TEAMS"]
+    groups = p.get("RUNS_MIN_GROUPS") or max(1, {"q4_0": 512, "q8_0": 384}[fmt] // items)
+    r = build_shipped(K.quant(fmt, dtype, p), "qgemv_runs", arch)
+    assert r.resources["qgemv_runs"].spills == 0
+    assert r.resources["qgemv_runs"].registers <= min(255, 65536 // (groups * items))
+    loop = hot_loop(r, "qgemv_runs")
+    assert loop["LDL"] == loop["STL"] == 0, loop
+    assert loop["PRMT"] >= 32 * 8 * p["RUNS_RN"], loop
+
+
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
 def test_qgemv_probes_keep_what_they_measure(fmt):
     # the GPU run's diagnostics (gpu_goals.PROBES): GEMV_PROBE=1 keeps the loop's global loads,

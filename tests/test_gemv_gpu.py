@@ -194,6 +194,62 @@ def test_qgemv_stream_launch_contract(streaming, rng, monkeypatch):
     assert "qgemv_stream" not in what_odd and "qgemv" in what_odd
 
 
+@pytest.fixture
+def runs(monkeypatch):
+    """Backends built inside the test run qgemv_runs where it applies."""
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv_runs")
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("dtype,M,N,Kd", [("float32", 1, 37, 256), ("float32", 3, 37, 256 * 33),
+                                          ("float32", 1, 45, 8192), ("float16", 2, 19, 256 * 17),
+                                          ("bfloat16", 2, 19, 256 * 17)])
+def test_qgemv_runs_within_bound_of_float64(runs, rng, fmt, dtype, M, N, Kd):
+    # K = 256: one run per row, 15 of the 16 work-items of a team idle; 33 runs: a second step
+    # with one; 8192: two full steps
+    _check(_backend(K.GPU_GEMV), rng, fmt, dtype, M, N, Kd)
+
+
+@pytest.mark.parametrize("params", [
+    dict(RUNS_WG=8, RUNS_TEAMS=2, RUNS_RN=3),  # rows per group do not divide N
+    dict(RUNS_WG=4, RUNS_TEAMS=16, RUNS_RN=1, RM=2),  # two rows of x per group, M = 3 odd
+    dict(RUNS_WG=32, RUNS_TEAMS=1, RUNS_RN=1),  # more work-items than float4s of x to stage
+], ids=lambda p: "-".join(f"{k.removeprefix('RUNS_')}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_runs_parameter_sets(runs, rng, params, fmt):
+    be = _backend({**K.GPU_GEMV, **params})
+    for M, N, Kd in [(3, 23, 256 * 45), (1, 7, 256)]:
+        _check(be, rng, fmt, "float32", M, N, Kd)
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_runs_sums_infinite_x_exactly(runs, rng, fmt):
+    # an infinite x makes Q4_0's sums by 4 inf - inf: those work-items sum their 8 blocks of each
+    # step again with exact codes (the float64 product is infinite or NaN where the exact sum is)
+    raw, wd = _weights(rng, fmt, 11, 256 * 5)
+    be = _backend(K.GPU_GEMV)
+    x = rng.standard_normal((2, 256 * 5)).astype(np.float32)
+    x[0, 700], x[1, 33] = np.inf, -np.inf
+    spec = S.qmatmul_spec(x.shape, "float32", (11, 256 * 5), accel.formats.get_format(fmt))
+    got = accel.ops.execute(be, spec, Tensor(be, be.upload(x), x.shape, "float32"),
+                            Tensor(be, be.upload(raw), raw.shape, "uint8")).numpy()
+    with np.errstate(invalid="ignore"):
+        want = x.astype(np.float64) @ wd.T
+    assert (np.isnan(got) == np.isnan(want)).all() and (got[np.isinf(want)] == want[np.isinf(want)]).all()
+
+
+def test_qgemv_runs_launch_contract(runs, rng, monkeypatch):
+    # kernels/quant.cl: local (RUNS_WG * RUNS_TEAMS), groups (ceil(N / (RUNS_TEAMS * RUNS_RN)),
+    # ceil(M / RM)); K not a multiple of 256 falls back to qgemv
+    be = _backend({**K.GPU_GEMV, "RUNS_WG": 8, "RUNS_TEAMS": 2, "RUNS_RN": 3})
+    seen = _launches(be, monkeypatch)
+    _check(be, rng, "q4_0", "float32", 3, 20, 512)
+    _check(be, rng, "q4_0", "float32", 3, 20, 256 + 32)
+    (what, gsize, lsize), (what_odd, _, _) = seen
+    assert "qgemv_runs" in what and lsize == (16, 1) and gsize == (4 * 16, 3)
+    assert "qgemv_runs" not in what_odd and "qgemv" in what_odd
+
+
 def test_gemv_kernel_choice(monkeypatch):
     monkeypatch.delenv("ACCEL_GEMV_KERNEL", raising=False)  # prefer's default: the environment's
     p = K.GPU_GEMV
@@ -214,7 +270,7 @@ def test_gemv_kernel_choice(monkeypatch):
 
 def test_gemv_kernel_from_the_environment(monkeypatch):
     monkeypatch.setenv("ACCEL_GEMV_KERNEL", "fast")
-    with pytest.raises(accel.ArgumentError, match="ACCEL_GEMV_KERNEL.*'qgemv', 'qgemv_stream'.*'fast'"):
+    with pytest.raises(accel.ArgumentError, match="ACCEL_GEMV_KERNEL.*'qgemv', 'qgemv_stream', 'qgemv_runs'.*'fast'"):
         K.preferred_gemv()
     monkeypatch.delenv("ACCEL_GEMV_KERNEL")
     assert K.preferred_gemv() == "qgemv"
