@@ -267,10 +267,12 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #define RAW_WORDS (4 * QWORDS)
 #if FMT_Q8_0
 #define CODE_AT(quad, k) (BYTE_F23(quad, k) - 8388736.0f) /* 2^23 + 128 */
+#define XSUM_AT(sums4, q) 0.0f /* no sums by 4 (and no array of them) */
 #define UNBIAS(part, xsum) ((void)(xsum), (part)) /* exact codes: no offset to remove */
 #define CODE_SCALE 1.0f
 #else
 #define CODE_AT(quad, k) BYTE_F16(quad, k)
+#define XSUM_AT(sums4, q) F4_AT(sums4, (q) & 3) /* x's sum by 4 at q in its float4 of sums */
 #define UNBIAS(part, xsum) FMA(-12.0f, xsum, part)
 #define CODE_SCALE 2.0f
 /* x . dequantize(w) / CODE_SCALE over blocks b, b + step, ... below nblk of one Q4_0 weight row
@@ -337,8 +339,17 @@ DEVICE float raw_scale(const u32* raw, u32 sh) {
     return LOAD_F16((const T_F16*)&bits, 0);
 }
 
-/* The scale and the 8 code words (one per 4 values) of the block at byte s (even) of raw (which
- * is clobbered), as qgemv's CODE_AT reads them. */
+/* A code word as CODE_AT reads it: four codes (Q4_0: its nibbles shifted to bits 3..6). */
+DEVICE u32 as_quad(u32 word) {
+#if FMT_Q8_0
+    return word ^ 0x80808080u;
+#else
+    return word & 0x78787878u;
+#endif
+}
+
+/* The scale and the 8 code words (one per 4 values; as_quad makes them what CODE_AT reads) of
+ * the block at byte s (even) of raw (which is clobbered). */
 DEVICE float take_block(u32* raw, u32 s, u32* codes) {
     const u32 sh = align_block(raw, s);
     UNROLL for (int j = 0; j < 8; ++j) {
@@ -351,13 +362,43 @@ DEVICE float take_block(u32* raw, u32 s, u32* codes) {
     return raw_scale(raw, sh);
 }
 
-/* Four codes (the bytes of word q of the block's 32 values, in order) as CODE_AT reads them. */
-DEVICE u32 code_quad(const u32* codes, int q) {
+/* 32 bits of the n words W from bit b on (n and b constants once unrolled); bits past the last
+ * word are 0. */
+DEVICE u32 words_bits(const u32* W, int n, int b) {
+    const u32 lo = W[b / 32], hi = b / 32 + 1 < n ? W[b / 32 + 1] : 0u;
+    return b % 32 == 0 ? lo : (u32)((((u64)hi << 32) | lo) >> (b % 32));
+}
+
+/* The scale and the 8 code words (as take_block gives them) of the block whose bytes start at
+ * byte `at` (even; a constant once unrolled) of the n words W: no run-time realignment. */
+DEVICE float fixed_block(const u32* W, int n, int at, u32* codes) {
+    const int cb = 8 * (at + 2); /* the first code byte's bit */
+    UNROLL for (int j = 0; j < 8; ++j) {
 #if FMT_Q8_0
-    return codes[q] ^ 0x80808080u;
-#else
-    return codes[q] & 0x78787878u;
+        codes[j] = words_bits(W, n, cb + 32 * j);
+#else /* low nibbles from 3 bits early, high nibbles from 1 bit late: nibbles at bits 3..6 */
+        codes[j] = words_bits(W, n, cb + 32 * (j & 3) + (j < 4 ? -3 : 1));
 #endif
+    }
+    u16 bits = (u16)(W[at / 4] >> (8 * (at % 4)));
+    return LOAD_F16((const T_F16*)&bits, 0);
+}
+
+/* Code word q's share of one block's dot products of nr weight rows with RM rows of x (qgemv's
+ * and qgemv_runs' inner loop): part[i * nr + r] += the 4 values xq[i] of x row i times the 4
+ * codes (CODE_AT) of as_quad(codes[r][q]), with UNBIAS of their sum sq[i] mid-quad (see qgemv). */
+DEVICE void quad_parts(float* part, int nr, const u32 (*codes)[8], int q, const f32x4* xq,
+                       const float* sq) {
+    UNROLL for (int r = 0; r < nr; ++r) {
+        const u32 quad = as_quad(codes[r][q]);
+        UNROLL for (int k = 0; k < 4; ++k) {
+            const float c = CODE_AT(quad, k);
+            UNROLL for (int i = 0; i < RM; ++i) {
+                if (k == 2) part[i * nr + r] = UNBIAS(part[i * nr + r], sq[i]);
+                part[i * nr + r] = FMA(F4_AT(xq[i], k), c, part[i * nr + r]);
+            }
+        }
+    }
 }
 
 /* The sums acc[i][r] of each team's GEMV_WG work-items added up and stored, times scale, at
@@ -521,33 +562,18 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
             }
 #else
         if (b0 >= 0 && b0 + mine < nblk) {
-            float part[RM][RN];
-            UNROLL for (int i = 0; i < RM; ++i)
-                UNROLL for (int r = 0; r < RN; ++r) part[i][r] = 0.0f;
+            float part[RM * RN] = {0.0f};
             UNROLL for (int q = 0; q < 8; ++q) {
                 f32x4 xq[RM];
                 float sq[RM];
                 UNROLL for (int i = 0; i < RM; ++i) {
                     xq[i] = xs[buf][i][mine * XS_STRIDE + q];
-#if FMT_Q8_0
-                    sq[i] = 0.0f;
-#else
-                    sq[i] = F4_AT(xsums[buf][i][mine * XSUMS_STRIDE + (q >> 2)], q & 3);
-#endif
+                    sq[i] = XSUM_AT(xsums[buf][i][mine * XSUMS_STRIDE + (q >> 2)], q);
                 }
-                UNROLL for (int r = 0; r < RN; ++r) {
-                    const u32 quad = code_quad(codes[r], q);
-                    UNROLL for (int k = 0; k < 4; ++k) {
-                        const float c = CODE_AT(quad, k);
-                        UNROLL for (int i = 0; i < RM; ++i) {
-                            if (k == 2) part[i][r] = UNBIAS(part[i][r], sq[i]);
-                            part[i][r] = FMA(F4_AT(xq[i], k), c, part[i][r]);
-                        }
-                    }
-                }
+                quad_parts(part, RN, codes, q, xq, sq);
             }
             UNROLL for (int i = 0; i < RM; ++i)
-                UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = FMA(d[r], part[i][r], acc[i][r]);
+                UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = FMA(d[r], part[i * RN + r], acc[i][r]);
         }
 #endif
     }
@@ -571,7 +597,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
  * (align_block). Here a work-item takes 8 consecutive blocks of each of its team's RUNS_RN rows:
  * their words are 9 or 17 aligned 16-byte loads per row, all issued before x is staged, and
  * every block and code word sits at a bit position fixed at compile time, one funnel shift from
- * the loaded words (run_bits). Work-item l of a team takes run s + l of each step of RUNS_WG
+ * the loaded words (fixed_block). Work-item l of a team takes run s + l of each step of RUNS_WG
  * runs; the group stages the step's x in local memory (with the sums of each 4 that Q4_0's
  * offset needs, see qgemv) at a stride per run of 8 * 9 + 1 float4s, so the RUNS_WG work-items
  * that read 16 bytes each hit different bank quads. Codes become floats as in qgemv. Each team's
@@ -584,28 +610,6 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
 #ifndef RUNS_MIN_GROUPS /* as GEMV_MIN_GROUPS: at most 128 registers for Q4_0, 170 for Q8_0 */
 #define RUNS_MIN_GROUPS ((IS_Q8_0 ? 384 : 512) / RUNS_ITEMS > 0 ? (IS_Q8_0 ? 384 : 512) / RUNS_ITEMS : 1)
 #endif
-
-/* 32 bits of a run's words from bit b on (b a constant once unrolled); bits past the run are 0. */
-DEVICE u32 run_bits(const u32* raw, int b) {
-    const u32 lo = raw[b / 32], hi = b / 32 + 1 < RUN_WORDS ? raw[b / 32 + 1] : 0u;
-    return b % 32 == 0 ? lo : (u32)((((u64)hi << 32) | lo) >> (b % 32));
-}
-
-/* Code word q (x's values 4q..4q+3) of block j of a run, as CODE_AT reads it. */
-DEVICE u32 run_quad(const u32* raw, int j, int q) {
-    const int codes = 8 * (j * BLOCK_BYTES + 2); /* the block's first code byte's bit */
-#if FMT_Q8_0
-    return run_bits(raw, codes + 32 * q) ^ 0x80808080u;
-#else /* low nibbles from 3 bits early, high nibbles from 1 bit late: nibbles at bits 3..6 */
-    return run_bits(raw, codes + 32 * (q & 3) + (q < 4 ? -3 : 1)) & 0x78787878u;
-#endif
-}
-
-/* The scale of block j of a run. */
-DEVICE float run_scale(const u32* raw, int j) {
-    u16 bits = (u16)(raw[j * BLOCK_BYTES / 4] >> (8 * (j * BLOCK_BYTES % 4)));
-    return LOAD_F16((const T_F16*)&bits, 0);
-}
 
 KERNEL LAUNCH_BOUNDS(RUNS_ITEMS, 1, RUNS_MIN_GROUPS) void qgemv_runs(GLOBAL const IN_T* RESTRICT x,
                                                         GLOBAL const u8* RESTRICT w,
@@ -652,35 +656,22 @@ KERNEL LAUNCH_BOUNDS(RUNS_ITEMS, 1, RUNS_MIN_GROUPS) void qgemv_runs(GLOBAL cons
         BARRIER();
         if (run < nruns)
             UNROLL for (int j = 0; j < 8; ++j) {
-                float part[RM][RUNS_RN];
-                UNROLL for (int i = 0; i < RM; ++i)
-                    UNROLL for (int r = 0; r < RUNS_RN; ++r) part[i][r] = 0.0f;
+                u32 codes[RUNS_RN][8];
+                float d[RUNS_RN], part[RM * RUNS_RN] = {0.0f};
+                UNROLL for (int r = 0; r < RUNS_RN; ++r)
+                    d[r] = fixed_block(raw[r], RUN_WORDS, j * BLOCK_BYTES, codes[r]);
                 UNROLL for (int q = 0; q < 8; ++q) {
                     f32x4 xq[RM];
                     float sq[RM];
                     UNROLL for (int i = 0; i < RM; ++i) {
                         xq[i] = xs[i][lane * RUN_XS + j * XS_STRIDE + q];
-#if FMT_Q8_0
-                        sq[i] = 0.0f;
-#else
-                        sq[i] = F4_AT(xsums[i][lane * RUN_XSUMS + 2 * j + (q >> 2)], q & 3);
-#endif
+                        sq[i] = XSUM_AT(xsums[i][lane * RUN_XSUMS + 2 * j + (q >> 2)], q);
                     }
-                    UNROLL for (int r = 0; r < RUNS_RN; ++r) {
-                        const u32 quad = run_quad(raw[r], j, q);
-                        UNROLL for (int k = 0; k < 4; ++k) {
-                            const float c = CODE_AT(quad, k);
-                            UNROLL for (int i = 0; i < RM; ++i) {
-                                if (k == 2) part[i][r] = UNBIAS(part[i][r], sq[i]);
-                                part[i][r] = FMA(F4_AT(xq[i], k), c, part[i][r]);
-                            }
-                        }
-                    }
+                    quad_parts(part, RUNS_RN, codes, q, xq, sq);
                 }
-                UNROLL for (int r = 0; r < RUNS_RN; ++r) {
-                    const float d = run_scale(raw[r], j);
-                    UNROLL for (int i = 0; i < RM; ++i) acc[i][r] = FMA(d, part[i][r], acc[i][r]);
-                }
+                UNROLL for (int i = 0; i < RM; ++i)
+                    UNROLL for (int r = 0; r < RUNS_RN; ++r)
+                        acc[i][r] = FMA(d[r], part[i * RUNS_RN + r], acc[i][r]);
             }
     }
     UNROLL for (int i = 0; i < RM; ++i)
@@ -743,27 +734,6 @@ KERNEL LAUNCH_BOUNDS(RUNS_ITEMS, 1, RUNS_MIN_GROUPS) void qgemv_runs(GLOBAL cons
 #define BF16_IS_F32 0
 #define IN_IS_F32 ACCEL_CAT(IN_DT, _IS_F32)
 
-/* The 32 bits of the pair's words W from bit b on (b a constant); bits past the last word are 0. */
-DEVICE u32 pair_bits(const u32* W, int b) {
-    const u32 lo = W[b / 32], hi = b / 32 + 1 < PAIR_WORDS ? W[b / 32 + 1] : 0u;
-    return b % 32 == 0 ? lo : (u32)((((u64)hi << 32) | lo) >> (b % 32));
-}
-
-/* The scale and the 8 code words (as take_block gives them) of the block whose bytes start at
- * byte `at` (0 or BLOCK_BYTES) of the pair's words. */
-DEVICE float pair_block(const u32* W, int at, u32* codes) {
-    const int cb = 8 * (at + 2); /* the first code byte's bit */
-    UNROLL for (int j = 0; j < 8; ++j) {
-#if FMT_Q8_0
-        codes[j] = pair_bits(W, cb + 32 * j);
-#else /* low nibbles from 3 bits early, high nibbles from 1 bit late: nibbles at bits 3..6 */
-        codes[j] = pair_bits(W, cb + 32 * (j & 3) + (j < 4 ? -3 : 1));
-#endif
-    }
-    u16 bits = (u16)(W[at / 4] >> (8 * (at % 4)));
-    return LOAD_F16((const T_F16*)&bits, 0);
-}
-
 /* Start copying a row's slice (from byte `at` of the row, `left` bytes of the row from there on)
  * into dst: the aligned 16-byte words that cover it, none that starts past the row (those would
  * hold no byte of the weight, and may lie past its end). */
@@ -800,10 +770,10 @@ DEVICE float pair_row(LOCAL_PTR const u32* p, const float* xv, const float* xq) 
     float sum = 0.0f;
     UNROLL for (int b = 0; b < 2; ++b) {
         u32 codes[8];
-        const float d = pair_block(W, b * BLOCK_BYTES, codes);
+        const float d = fixed_block(W, PAIR_WORDS, b * BLOCK_BYTES, codes);
         float part = 0.0f;
         UNROLL for (int q = 0; q < 8; ++q) {
-            const u32 quad = code_quad(codes, q);
+            const u32 quad = as_quad(codes[q]);
             UNROLL for (int k = 0; k < 4; ++k) {
                 if (k == 2) part = UNBIAS(part, xq[8 * b + q]);
                 part = FMA(xv[32 * b + 4 * q + k], CODE_AT(quad, k), part);

@@ -300,54 +300,36 @@ def test_gemv_stream_compiles_to_cp_async_within_its_register_budget(arch, fmt, 
         assert loop["FADD"] <= loop["FFMA"] // 20, loop
 
 
-_QGEMV_BUILDS = [(arch, fmt, dtype, {}) for arch in ("sm_80", "sm_90") for fmt in ("q4_0", "q8_0")
-                 for dtype in ("float32", "float16", "bfloat16")] + \
-    [("sm_90", "q4_0", "float32", p)  # timed by the GPU run too: a failed build would waste it
-     for p in gpu_goals.QGEMV_ALTERNATIVES + gpu_goals.DECODE_ALTERNATIVES]
+#: kernel, the prefix of its tiling's defines, and its Q4_0 codes per work-item and row per loop
+_GEMVS = {"qgemv": ("GEMV", "RN", 32), "qgemv_runs": ("RUNS", "RUNS_RN", 32 * 8)}
+_GEMV_BUILDS = [(kernel, arch, fmt, dtype, {}) for kernel in _GEMVS for arch in ("sm_80", "sm_90")
+                for fmt in ("q4_0", "q8_0") for dtype in ("float32", "float16", "bfloat16")] + \
+    [(kernel, "sm_90", "q4_0", "float32", p)  # timed by the GPU run too: a failed build would waste it
+     for kernel, alternatives in (("qgemv", gpu_goals.QGEMV_ALTERNATIVES + gpu_goals.DECODE_ALTERNATIVES),
+                                  ("qgemv_runs", gpu_goals.RUNS_ALTERNATIVES + gpu_goals.DECODE_RUNS_ALTERNATIVES))
+     for p in alternatives]
 
 
-@pytest.mark.parametrize("arch,fmt,dtype,params", _QGEMV_BUILDS, ids=str)
-def test_qgemv_keeps_its_loop_in_registers(arch, fmt, dtype, params):
-    # within the register cap its launch bounds ask for (GEMV_MIN_GROUPS groups per SM: by
-    # default 512 work-items for Q4_0, 384 for Q8_0's larger blocks) it spills nothing, so no
-    # local memory in the loop, which holds a byte permute per code of its RN rows
+@pytest.mark.parametrize("kernel,arch,fmt,dtype,params", _GEMV_BUILDS, ids=str)
+def test_gemv_keeps_its_loop_in_registers(kernel, arch, fmt, dtype, params):
+    # within the register cap its launch bounds ask for (GEMV_MIN_GROUPS or RUNS_MIN_GROUPS groups
+    # per SM: by default 512 work-items for Q4_0, 384 for Q8_0's larger blocks) it spills nothing,
+    # so no local memory in the loop (qgemv_runs: a run's 36 or 68 words per row stay in
+    # registers), which holds a byte permute per code of each of its rows
     need(arch)
     from accel import kernels as K
 
+    prefix, rows, codes = _GEMVS[kernel]
     p = {**K.GPU_GEMV, **params}
-    items = p["GEMV_WG"] * p["GEMV_TEAMS"]
-    groups = p.get("GEMV_MIN_GROUPS") or max(1, {"q4_0": 512, "q8_0": 384}[fmt] // items)
-    r = build_shipped(K.quant(fmt, dtype, p), "qgemv", arch)
-    assert r.resources["qgemv"].spills == 0
-    assert r.resources["qgemv"].registers <= min(255, 65536 // (groups * items))
-    loop = hot_loop(r, "qgemv")
+    items = p[f"{prefix}_WG"] * p[f"{prefix}_TEAMS"]
+    groups = p.get(f"{prefix}_MIN_GROUPS") or max(1, {"q4_0": 512, "q8_0": 384}[fmt] // items)
+    r = build_shipped(K.quant(fmt, dtype, p), kernel, arch)
+    assert r.resources[kernel].spills == 0
+    assert r.resources[kernel].registers <= min(255, 65536 // (groups * items))
+    loop = hot_loop(r, kernel)
     assert loop["LDL"] == loop["STL"] == 0, loop
     if fmt == "q4_0":
-        assert loop["PRMT"] >= 32 * p["RN"], loop
-
-
-_RUNS_BUILDS = [(arch, fmt, dtype, {}) for arch in ("sm_80", "sm_90") for fmt in ("q4_0", "q8_0")
-                for dtype in ("float32", "float16", "bfloat16")] + \
-    [("sm_90", "q4_0", "float32", p)  # timed by the GPU run too
-     for p in gpu_goals.RUNS_ALTERNATIVES + gpu_goals.DECODE_RUNS_ALTERNATIVES]
-
-
-@pytest.mark.parametrize("arch,fmt,dtype,params", _RUNS_BUILDS, ids=str)
-def test_qgemv_runs_keeps_its_runs_in_registers(arch, fmt, dtype, params):
-    # a run's words (36 or 68 per row) stay in registers within the launch bounds' cap, so the
-    # loop has no local memory; every code of its 8 blocks of RUNS_RN rows takes one byte permute
-    need(arch)
-    from accel import kernels as K
-
-    p = {**K.GPU_GEMV, **params}
-    items = p["RUNS_WG"] * p["RUNS_TEAMS"]
-    groups = p.get("RUNS_MIN_GROUPS") or max(1, {"q4_0": 512, "q8_0": 384}[fmt] // items)
-    r = build_shipped(K.quant(fmt, dtype, p), "qgemv_runs", arch)
-    assert r.resources["qgemv_runs"].spills == 0
-    assert r.resources["qgemv_runs"].registers <= min(255, 65536 // (groups * items))
-    loop = hot_loop(r, "qgemv_runs")
-    assert loop["LDL"] == loop["STL"] == 0, loop
-    assert loop["PRMT"] >= 32 * 8 * p["RUNS_RN"], loop
+        assert loop["PRMT"] >= codes * p[rows], loop
 
 
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
