@@ -115,6 +115,23 @@ def _rel_err(got, ref) -> float:
     return float((got - ref).norm() / ref.norm())
 
 
+def occupancy_padding(resident: Callable[[int], int], target: int, room: int, step: int = 1024) -> int:
+    """The least dynamic shared memory, in steps of ``step`` bytes up to ``room``, at which a
+    kernel keeps no more than ``target`` groups per multiprocessor (``resident(bytes)``: the
+    occupancy API's answer), so that a probe with fewer registers than the kernel it stands for
+    runs at that kernel's occupancy; ``room``'s last step where none does.
+
+    >>> occupancy_padding(lambda b: 6 if b < 33 * 1024 else 4, 4, 36 * 1024)
+    33792
+    >>> occupancy_padding(lambda b: 6, 4, 3000), occupancy_padding(lambda b: 4, 4, 3000)
+    (2048, 0)
+    """
+    pad = 0
+    while resident(pad) > target and pad + step <= room:
+        pad += step
+    return pad
+
+
 def time_all(be, fns: dict[str, Callable[[], Any]],
              timer: Callable | None = None) -> dict[str, float | BaseException]:
     """Median seconds per call of each of ``fns`` (label -> callable), timed by ``timer``
@@ -252,45 +269,59 @@ def measure(be) -> list[dict]:
         return entry(f"bfloat16 attention B={B} H={H} S={Sq} D={D} vs torch SDPA", 0.4, 2e-2,
                      "torch scaled_dot_product_attention", t_base, runs)
 
-    def gemv_probes(spec, tx, copies) -> tuple[dict[str, Callable[[Any], None]], dict]:
-        """PROBES' calls on a weight copy (label -> call), and how each qgemv probe was held to
-        qgemv's groups per multiprocessor."""
+    def gemv_probes(spec, tx, copies, occupancy: dict) -> dict[str, Callable[[Any], None] | Exception]:
+        """PROBES' calls on a weight copy (label -> call, or the error that building it raised:
+        each probe stands alone); how each qgemv probe was held to qgemv's groups per
+        multiprocessor goes into ``occupancy``."""
         from cupy_backends.cuda.api import driver
 
-        calls, occupancy = {}, {}
-        read = be.compile(READ_PROBE, "read_probe")
-        items, per_sm = READ_PROBE_LAUNCH
-        groups = be.info.compute_units * per_sm
-        words = cupy.empty(groups * items, cupy.uint32)
-        calls[PROBES["read"]] = lambda w: be.launch(read, (groups, 1, 1), (items, 1, 1),
-                                                    [w.data, words, np.int64(w.data.nbytes // 16)])
+        def read():
+            fn = be.compile(READ_PROBE, "read_probe")
+            items, per_sm = READ_PROBE_LAUNCH
+            groups = be.info.compute_units * per_sm
+            words = cupy.empty(groups * items, cupy.uint32)
+            return lambda w: be.launch(fn, (groups, 1, 1), (items, 1, 1),
+                                       [w.data, words, np.int64(w.data.nbytes // 16)])
+
         real = kernels.quant("q4_0", "float32", kernels.GPU_GEMV)
         _, grid, block = CB.launch_plan(spec, real)
         source = kernels.program_text(real.source)
-
-        def resident(fn, shared: int) -> int:
-            return driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, block[0], shared)
-        occupancy["qgemv"] = target = resident(be.compile(source, "qgemv", options=tuple(real.options())), 0)
         out = Tensor.empty(be, (1, spec.N), "float32")
-        for probe in (1, 2):
-            v = kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "GEMV_PROBE": probe})
-            fn, pad = be.compile(source, "qgemv", options=tuple(v.options())), 0
-            room = CB._STATIC_SHARED_MAX - v.static_local_bytes  # dynamic, without an opt-in
-            while resident(fn, pad) > target and pad + 1024 <= room:
-                pad += 1024
-            occupancy[PROBES[probe]] = {"groups_per_sm": resident(fn, pad), "pad_bytes": pad}
-            calls[PROBES[probe]] = lambda w, fn=fn, pad=pad: be.launch(
-                fn, grid, block, be.kernel_args(spec, out, tx, w.data), pad)
-        row = spec.fmt.row_bytes(spec.K) // 2
-        halves = {id(w): torch.randn(spec.N, row, device="cuda", dtype=torch.float16) for w in copies}
-        xh, yh = torch.randn(row, device="cuda", dtype=torch.float16), torch.empty(spec.N, device="cuda",
-                                                                                    dtype=torch.float16)
 
-        def mv(w):  # on the stream being captured (torch launches on its own otherwise)
-            with torch.cuda.stream(torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)):
-                torch.mv(halves[id(w)], xh, out=yh)
-        calls[PROBES["mv"]] = mv
-        return calls, occupancy
+        def resident(fn, shared: int) -> int:  # fn: a cupy.RawKernel, its CUfunction in .kernel
+            return driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, block[0], shared)
+
+        def qgemv_probe(probe: int):
+            qgemv = be.compile(source, "qgemv", options=tuple(real.options()))
+            fn = be.compile(source, "qgemv", options=tuple(
+                kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "GEMV_PROBE": probe}).options()))
+            target = resident(qgemv, 0)
+            pad = occupancy_padding(lambda shared: resident(fn, shared), target,
+                                    CB._STATIC_SHARED_MAX - fn.shared_size_bytes)  # no opt-in
+            occupancy[PROBES[probe]] = {"groups_per_sm": resident(fn, pad), "pad_bytes": pad,
+                                        "registers": fn.num_regs, "qgemv_groups_per_sm": target,
+                                        "qgemv_registers": qgemv.num_regs}
+            return lambda w: be.launch(fn, grid, block, be.kernel_args(spec, out, tx, w.data), pad)
+
+        def mv():
+            row = spec.fmt.row_bytes(spec.K) // 2
+            halves = {id(w): torch.randn(spec.N, row, device="cuda", dtype=torch.float16) for w in copies}
+            xh = torch.randn(row, device="cuda", dtype=torch.float16)
+            yh = torch.empty(spec.N, device="cuda", dtype=torch.float16)
+
+            def call(w):  # on the stream being captured (torch launches on its own otherwise)
+                with torch.cuda.stream(torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)):
+                    torch.mv(halves[id(w)], xh, out=yh)
+            return call
+
+        calls: dict[str, Callable[[Any], None] | Exception] = {}
+        for label, build in ((PROBES["read"], read), (PROBES[1], lambda: qgemv_probe(1)),
+                             (PROBES[2], lambda: qgemv_probe(2)), (PROBES["mv"], mv)):
+            try:
+                calls[label] = build()
+            except Exception as exc:
+                calls[label] = exc
+        return calls
 
     def gemv_runs(n: int, alternatives: Callable[[str], dict], probes: bool = False):
         """q4_0 GEMVs with N = K = n timed against the device's copy bandwidth: impl=auto first,
@@ -355,17 +386,14 @@ def measure(be) -> list[dict]:
                 if label == judged:  # ... unless it is impl=auto, which the goal judges
                     raise
                 failed[label] = exc
-        occupancy = {}
-        if probes:  # diagnostics: a failure is noted like an alternative's
-            try:
-                probe_calls, occupancy = gemv_probes(spec, tx, copies)
+        occupancy: dict = {}
+        for label, call in (gemv_probes(spec, tx, copies, occupancy) if probes else {}).items():
+            try:  # diagnostics: a failure is noted like an alternative's
+                if isinstance(call, Exception):
+                    raise call
+                calls[label] = replay(call)
             except Exception as exc:
-                probe_calls, failed["probes"] = {}, exc
-            for label, call in probe_calls.items():
-                try:
-                    calls[label] = replay(call)
-                except Exception as exc:
-                    failed[label] = exc
+                failed[label] = exc
         src = cupy.empty(1 << 30, dtype=cupy.uint8)
         dst = cupy.empty_like(src)
         wf = torch.from_dlpack(cupy.asarray(accel.dequantize(copies[-1])))
@@ -393,7 +421,7 @@ def measure(be) -> list[dict]:
                 alts.update((f"{kernel} {p}", ({**kernels.GPU_GEMV, **p}, kernel)) for p in params)
             return alts
         spec, runs, t_copy, copy_bw, method, occupancy = gemv_runs(N_GEMV, alternatives, probes=True)
-        probes = {k: runs.pop(k) for k in [*PROBES.values(), "probes"] if k in runs}
+        probes = {k: runs.pop(k) for k in PROBES.values() if k in runs}
         e = entry(f"q4_0 GEMV N=K={N_GEMV}: weight bytes read per second vs device copy bandwidth",
                   0.6, 1e-4, "device copy bandwidth (1 GiB, read + write)", t_copy, runs,
                   ratio=lambda s: spec.bytes / s / copy_bw)  # bandwidths, not times

@@ -238,6 +238,21 @@ def test_qgemv_runs_sums_infinite_x_exactly(runs, rng, fmt):
     assert (np.isnan(got) == np.isnan(want)).all() and (got[np.isinf(want)] == want[np.isinf(want)]).all()
 
 
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_qgemv_runs_keeps_an_infinite_weight_block_to_its_row(runs, rng, fmt):
+    # row 4's third run starts with an infinite scale; 3 rows per team and 2 rows of x per group
+    # (M = 5: the last group half empty), teams of 4 over 3 runs: every other row stays finite
+    N, Kd = 9, 256 * 3
+    raw, _ = _weights(rng, fmt, N, Kd)
+    raw = raw.copy()
+    start = 2 * 8 * (18 if fmt == "q4_0" else 34)
+    raw[4, start:start + 2] = np.frombuffer(np.float16(np.inf).tobytes(), np.uint8)
+    wd = accel.dequantize(accel.QTensor.from_raw(raw, fmt, (N, Kd), backend="cpu")).astype(np.float64)
+    assert np.isinf(wd[4, 512:544]).any() and np.isfinite(np.delete(wd, 4, axis=0)).all()
+    params = {**K.GPU_GEMV, "RUNS_WG": 4, "RUNS_TEAMS": 2, "RUNS_RN": 3, "RM": 2}
+    _check(_backend(params), rng, fmt, "float32", 5, N, Kd, (raw, wd))
+
+
 def test_qgemv_runs_launch_contract(runs, rng, monkeypatch):
     # kernels/quant.cl: local (RUNS_WG * RUNS_TEAMS), groups (ceil(N / (RUNS_TEAMS * RUNS_RN)),
     # ceil(M / RM)); K not a multiple of 256 falls back to qgemv

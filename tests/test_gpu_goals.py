@@ -139,3 +139,19 @@ def test_the_report_prints_the_probes_without_an_error_figure(capsys):
     printed = capsys.readouterr().out
     assert f"{gpu_goals.PROBES['read']}: 0.010 ms, ratio 1.000\n" in printed
     assert f"{gpu_goals.PROBES[1]}: RuntimeError: no launch" in printed
+
+
+def test_the_probes_rely_only_on_cupy_api_that_exists():
+    # gpu_goals.gemv_probes runs only on a GPU: what it calls on CuPy must at least exist here.
+    # CuPyBackend.compile returns RawModule.get_function's RawKernel, whose CUfunction handle is
+    # .kernel.ptr (a RawKernel has no .ptr of its own), with the static shared memory and
+    # registers the probes record
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install 'accel-portable[cuda13]')")
+    from cupy.cuda.function import Function
+    from cupy_backends.cuda.api import driver
+
+    assert "RawKernel" in cupy.RawModule.get_function.__doc__.split("Returns:")[1]
+    assert not hasattr(cupy.RawKernel, "ptr") and hasattr(Function, "ptr")
+    assert all(hasattr(cupy.RawKernel, a) for a in ("kernel", "shared_size_bytes", "num_regs"))
+    assert "(intptr_t func, int blockSize, size_t dynamicSMemSize)" in \
+        driver.occupancyMaxActiveBlocksPerMultiprocessor.__doc__
