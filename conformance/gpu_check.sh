@@ -19,10 +19,10 @@
 #                               profiled (throughputs, occupancy, scheduler and warp-stall
 #                               statistics, stall sampling by instruction)
 #   profile-gemv-x8.log         the same for qgemv_x8 (qmatmul with x_format="q8_0")
-# The whole run took 149 s on an H200 before the speed goals timed their 25 GEMV alternatives
+# The whole run took 149 s on an H200 before the speed goals timed their 21 GEMV alternatives
 # (qgemv, qgemv_stream, qgemv_runs, the x_format op and qgemv_x8), the 4 GEMV diagnostics and the
 # decode survey, and before the second profile and the qgemv_runs conformance (together about two
-# minutes more, by estimate, mostly NVRTC builds of the ~40 parameter sets; the issue asks for 5
+# minutes more, by estimate, mostly NVRTC builds of ~30 parameter sets; the issue asks for 5
 # minutes); each step has
 # its own time limit so that a hung step cannot stall the rest, and a failed step is reported
 # while the others still run. Exit status: 0 when every step but the diagnostic profile succeeded.
