@@ -17,8 +17,10 @@ names); where accel has other kernels or parameters for the same case they are t
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from accel.bench import Budget, Contender, measure_all
@@ -113,6 +115,24 @@ BUDGET = Budget(time_s=0.3, work=0, min_reps=5, max_reps=10_000, max_time_s=2.0,
 def _rel_err(got, ref) -> float:
     got, ref = got.double().cpu(), ref.double().cpu()
     return float((got - ref).norm() / ref.norm())
+
+
+def prebuild(arch: str, warp_size: int, variants) -> None:
+    """Compile shipped ``variants`` for a device of ``arch`` into accel's kernel cache, all at
+    once on every core (NVRTC runs outside the GIL), so the goals' first calls only load them:
+    built one after another, the GEMV goal's ~30 parameter sets of quant.cl took most of its
+    time. A variant that fails to build is left for its own first call to report."""
+    from accel import kernels
+    from accel.backends import cupy_backend as CB
+
+    def build(v) -> None:
+        try:
+            CB.build_kernel(kernels.program_text(v.source), v.kernels[0], v.nvidia_target(arch) or arch,
+                            warp_size, options=tuple(v.options()))
+        except Exception:  # reported where the variant is used
+            pass
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(build, dict.fromkeys(variants)))
 
 
 def occupancy_padding(resident: Callable[[int], int], target: int, room: int, step: int = 1024) -> int:
@@ -366,6 +386,9 @@ def measure(be) -> list[dict]:
                X8_LABEL: S.qmatmul_spec((1, n), "float32", (n, n), copies[0].format, "q8_0")}
         variants = {**dict.fromkeys(ops), **alternatives(auto)}
         judged = next(iter(variants))
+        prebuild(be.arch, be.warp_size, [kernels.quant("q4_0", "float32", params) for params in
+                                         [kernels.GPU_GEMV, *(plan[0] for plan in variants.values() if plan),
+                                          *({**kernels.GPU_GEMV, "GEMV_PROBE": k} for k in (1, 2) if probes)]])
         x8 = {X8_LABEL} | {k for k, plan in variants.items() if plan and plan[1] == "qgemv_x8"}
         calls, outputs, failed = {}, {}, {}
         for label, plan in variants.items():

@@ -155,3 +155,23 @@ def test_the_probes_rely_only_on_cupy_api_that_exists():
     assert all(hasattr(cupy.RawKernel, a) for a in ("kernel", "shared_size_bytes", "num_regs"))
     assert "(intptr_t func, int blockSize, size_t dynamicSMemSize)" in \
         driver.occupancyMaxActiveBlocksPerMultiprocessor.__doc__
+
+
+def test_prebuild_fills_the_cache_the_backend_reads():
+    # the goals compile their ~30 GEMV parameter sets at once; the backend's own build of the same
+    # variant (CuPyBackend._build -> build_kernel, any kernel name of the program) then hits the
+    # cache instead of compiling again
+    from gpu_toolchains import need
+
+    from accel import kernels
+    from accel.backends import cupy_backend
+
+    need("sm_90")
+    nonce = time.time_ns()  # a define no kernel reads: builds that no earlier run cached
+    variants = [kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "RUNS_TEAMS": t, "TEST_NONCE": nonce})
+                for t in (3, 5)]
+    gpu_goals.prebuild("sm_90", 32, variants)
+    for v in variants:
+        r = cupy_backend.build_kernel(kernels.program_text(v.source), "qgemv_runs", "sm_90", 32,
+                                      options=tuple(v.options()))
+        assert r.ok and r.cached and "qgemv_runs" in r.resources
