@@ -237,15 +237,17 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #ifndef GEMV_PROBE
 #define GEMV_PROBE 0
 #endif
-#ifndef GEMV_MIN_GROUPS /* groups per multiprocessor the CUDA compiler sizes registers for: by
-                         * default 512 work-items for Q4_0 (at most 128 registers each), 384 for
-                         * Q8_0 (170: its 34-byte blocks take a third more words) */
+/* Work-items per multiprocessor the CUDA compiler sizes the GEMVs' registers for, by default (as
+ * GEMV_MIN_GROUPS and RUNS_MIN_GROUPS groups): 512 for Q4_0 (at most 128 registers each), 384
+ * for Q8_0 (170: its 34-byte blocks take a third more words) */
 #if FMT_Q8_0
 #define GEMV_RESIDENT 384
 #else
 #define GEMV_RESIDENT 512
 #endif
-#define GEMV_MIN_GROUPS (GEMV_RESIDENT / GEMV_ITEMS > 0 ? GEMV_RESIDENT / GEMV_ITEMS : 1)
+#define RESIDENT_GROUPS(items) (GEMV_RESIDENT / (items) > 0 ? GEMV_RESIDENT / (items) : 1)
+#ifndef GEMV_MIN_GROUPS
+#define GEMV_MIN_GROUPS RESIDENT_GROUPS(GEMV_ITEMS)
 #endif
 /* Whether qgemv finds a block's offset in its 16-byte words per tile rather than once per row:
  * NVIDIA's compiler turns the once-found offset into 26 fewer instructions per tile (sm_90), AMD's
@@ -607,8 +609,8 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
 #define RUNS_ITEMS (RUNS_WG * RUNS_TEAMS)
 #define RUN_XS (8 * XS_STRIDE + 1)   /* local float4s of x per run */
 #define RUN_XSUMS (8 * 2 + 1)        /* local float4s of x's sums by 4 per run */
-#ifndef RUNS_MIN_GROUPS /* as GEMV_MIN_GROUPS: at most 128 registers for Q4_0, 170 for Q8_0 */
-#define RUNS_MIN_GROUPS ((IS_Q8_0 ? 384 : 512) / RUNS_ITEMS > 0 ? (IS_Q8_0 ? 384 : 512) / RUNS_ITEMS : 1)
+#ifndef RUNS_MIN_GROUPS
+#define RUNS_MIN_GROUPS RESIDENT_GROUPS(RUNS_ITEMS)
 #endif
 
 KERNEL LAUNCH_BOUNDS(RUNS_ITEMS, 1, RUNS_MIN_GROUPS) void qgemv_runs(GLOBAL const IN_T* RESTRICT x,
