@@ -282,7 +282,7 @@ def kernel_variant(spec, path: str = "kernels"):
 def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
     """(kernel name, grid, block) for ``spec`` with the tiling in ``variant.defines``, following
     each kernel source's documented grid (kernels/*.cl); ``name`` picks one of a source's kernels
-    with its own grid (``qgemv_stream``), else the one the spec implies."""
+    with its own grid (``qgemv_stream``, ``qgemv_runs``), else the one the spec implies."""
     d = variant.defines
     if variant.source == "matmul_wgmma.cu":  # the same grid; a warpgroup per 64 rows of a tile
         return "matmul_wgmma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), spec.batch), \

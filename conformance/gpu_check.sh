@@ -23,10 +23,10 @@
 # The whole run took 149 s on an H200 before the speed goals timed their 21 GEMV alternatives
 # (qgemv, qgemv_stream, qgemv_runs, the x_format op and qgemv_x8), the 4 GEMV diagnostics and the
 # decode survey, and before the second and third profiles and the qgemv_runs conformance
-# (together about two minutes more, by estimate; the ~30 parameter sets of the GEMV goal are now
-# compiled in parallel; the issue asks for 5 minutes); each step has
+# (together about two minutes more, by estimate; the GEMV goal's 20 parameter sets and the decode
+# survey's 5 are now compiled in parallel; the issue asks for 5 minutes); each step has
 # its own time limit so that a hung step cannot stall the rest, and a failed step is reported
-# while the others still run. Exit status: 0 when every step but the diagnostic profile succeeded.
+# while the others still run. Exit status: 0 when every step but the diagnostic profiles succeeded.
 #
 # usage: conformance/gpu_check.sh OUTDIR   (PYTHON=python3 by default; ACCEL_COMMIT=<hash> names
 # the commit in the results where the checkout's .git is not current)

@@ -10,9 +10,12 @@ names); where accel has other kernels or parameters for the same case they are t
 ``alternatives``, so one run also says which is faster. Exit status 0 when every goal was met,
 1 otherwise (the JSON says which and why).
 
+The GEMV goal's record also holds diagnostics that are not GEMVs (``probes``: PROBES below).
+
 ``python -m accel.conformance.gpu_goals --gemv-once [q8_0]`` runs the GEMV goal's kernel (with
 ``x_format="q8_0"``: quantize_x8 and qgemv_x8) a few times and nothing else, for a profiler
-(gpu_check.sh runs Nsight Compute on both where it is installed).
+(gpu_check.sh runs Nsight Compute on qgemv, on qgemv_runs with ACCEL_GEMV_KERNEL=qgemv_runs, and
+on qgemv_x8, where it is installed).
 """
 from __future__ import annotations
 
@@ -55,7 +58,8 @@ DECODE_ALTERNATIVES = (dict(RN=2), dict(RN=2, GEMV_TEAMS=8), dict(RN=1, GEMV_TEA
 #: at fixed positions: 106 SASS instructions per block-row on sm_90, 128 registers) timed beside
 #: its defaults (16 work-items per team, 8 teams of 2 rows): teams of 8 (half the x staged per
 #: step, 256 groups), 3 rows per team at 3 groups per SM (101 per block-row, 166 registers),
-#: teams of 32 (47 KiB of x per step), one row per team (121 per block-row, 106 registers)
+#: teams of 32 (45 KiB of x per step, 46 KiB of local memory in all), one row per team (121 per
+#: block-row, 106 registers)
 RUNS_ALTERNATIVES = (dict(RUNS_WG=8, RUNS_TEAMS=16), dict(RUNS_RN=3, RUNS_MIN_GROUPS=3),
                      dict(RUNS_WG=32, RUNS_TEAMS=4), dict(RUNS_RN=1, RUNS_TEAMS=16))
 #: qgemv_runs in the decode survey: its defaults (256 groups), one row per team (512), 4 teams
@@ -119,9 +123,10 @@ def _rel_err(got, ref) -> float:
 
 def prebuild(arch: str, warp_size: int, variants) -> None:
     """Compile shipped ``variants`` for a device of ``arch`` into accel's kernel cache, all at
-    once on every core (NVRTC runs outside the GIL), so the goals' first calls only load them:
-    built one after another, the GEMV goal's ~30 parameter sets of quant.cl took most of its
-    time. A variant that fails to build is left for its own first call to report."""
+    once on every core (NVRTC runs outside the GIL), so the goals' first calls only load them
+    (one after another, the GEMV goal's 20 parameter sets of quant.cl would take about 1.6 s
+    each, as on our CPU-only machine). A variant that fails to build is left for its own first
+    call to report."""
     from accel import kernels
     from accel.backends import cupy_backend as CB
 
@@ -349,7 +354,7 @@ def measure(be) -> list[dict]:
         the diagnostics of :func:`gemv_probes`; (spec, runs with seconds per call, copy seconds,
         copy bandwidth, how the calls were timed, the probes' occupancy).
 
-        One GEMV moves 38 MB in ~15 us at n = 8192: less than launching it from Python takes, so
+        One GEMV moves 38 MB in ~17 us at n = 8192: less than launching it from Python takes, so
         calls are captured in a CUDA graph and its replay is timed (device time only); the calls
         rotate over enough weight copies (151 MB, more than the 60 MB L2 of an H200) that no call
         finds its weight still cached."""

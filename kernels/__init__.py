@@ -189,7 +189,7 @@ def stream_local_bytes(params: dict, fmt: str, shuffles: bool = True) -> int:
 
 def gemv_local_bytes(params: dict, fmt: str, shuffles: bool = True) -> int:
     """Local memory of ``qgemv`` (the largest of the GEMV kernels of a variant without
-    STREAM_ROWS) under tiling ``params`` (quant.cl's defaults where they set none: teams of 32,
+    STREAM_ROWS and RUNS_WG) under tiling ``params`` (quant.cl's defaults where they set none: teams of 32,
     4 teams): x staged for two steps of GEMV_SPAN blocks per row of x (9 float4s per block, 3
     more of sums for Q4_0), and the reduction's floats where teams are wider than the shuffles
     reach (every team without shuffles) or split K.
@@ -219,7 +219,8 @@ def runs_local_bytes(params: dict, fmt: str) -> int:
 
 def preferred_gemv() -> str:
     """The GEMV kernel asked for by the environment variable ``ACCEL_GEMV_KERNEL`` (one of
-    :data:`GEMV_KERNELS`), else ``qgemv``: the faster of the two on an H200."""
+    :data:`GEMV_KERNELS`), else ``qgemv``: as fast as ``qgemv_stream`` or faster on an H200
+    (``qgemv_runs`` has not run on a GPU yet)."""
     name = os.environ.get("ACCEL_GEMV_KERNEL", "qgemv")
     if name not in GEMV_KERNELS:
         raise ArgumentError(expected("ACCEL_GEMV_KERNEL", f"one of {GEMV_KERNELS}", repr(name)))

@@ -1,13 +1,15 @@
-"""The GPU GEMV kernels (``qgemv`` and ``qgemv_stream`` in kernels/quant.cl) run for real on an
-OpenCL device (PoCL here) with GPU parameter sets, against float64 math on ``accel.dequantize`` of
-the same weights.
+"""The GPU GEMV kernels (``qgemv``, ``qgemv_stream`` and ``qgemv_runs`` in kernels/quant.cl) run
+for real on an OpenCL device (PoCL here) with GPU parameter sets, against float64 math on
+``accel.dequantize`` of the same weights.
 
 qgemv: odd K / 32 puts consecutive weight rows at every even offset modulo 16 (the kernel's
 16-byte loads cover each block's aligned superset); K = 32 is a single block per row; odd N, M = 3
 and RN, RM that do not divide them leave partial teams and groups.
 qgemv_stream (K a multiple of 64): rows start 4, 8 or 12 bytes into a 16-byte word when K / 64 is
 odd; K = 64 leaves one pair of blocks in a 32-pair slice; K = 64 * 33 two slices, the second
-with one pair; K = 64 * 300 three passes of 4 slices, the last with 2 of them empty."""
+with one pair; K = 64 * 300 three passes of 4 slices, the last with 2 of them empty.
+qgemv_runs (K a multiple of 256): K = 256 is one run per row; 256 * 33 a second step with one run;
+8192 two full steps."""
 from __future__ import annotations
 
 import ml_dtypes

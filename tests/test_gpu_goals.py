@@ -158,7 +158,7 @@ def test_the_probes_rely_only_on_cupy_api_that_exists():
 
 
 def test_prebuild_fills_the_cache_the_backend_reads():
-    # the goals compile their ~30 GEMV parameter sets at once; the backend's own build of the same
+    # the goals compile their GEMV parameter sets at once; the backend's own build of the same
     # variant (CuPyBackend._build -> build_kernel, any kernel name of the program) then hits the
     # cache instead of compiling again
     from gpu_toolchains import need
