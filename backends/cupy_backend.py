@@ -283,6 +283,8 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
     """(kernel name, grid, block) for ``spec`` with the tiling in ``variant.defines``, following
     each kernel source's documented grid (kernels/*.cl); ``name`` picks one of a source's kernels
     with its own grid (``qgemv_stream``, ``qgemv_runs``), else the one the spec implies."""
+    from accel import kernels
+
     d = variant.defines
     if variant.source == "matmul_wgmma.cu":  # the same grid; a warpgroup per 64 rows of a tile
         return "matmul_wgmma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), spec.batch), \
@@ -296,17 +298,14 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
     if variant.source == "attention_mma.cu":  # a block of warps per 16 * WARPS queries
         return "attention_mma", (ceil_div(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
             (32 * d["WARPS"], 1, 1)
-    if spec.op == "attention":  # x over query tiles, y over query heads, z over the batch
-        return "attention", (ceil_div(spec.Sq, ATTENTION_TEAM * d["BQ"]), spec.Hq, spec.B), \
-            (ATTENTION_TEAM, 1, 1)
+    if spec.op == "attention":  # x over tiles of a kv head's query rows, y over kv heads, z: batch
+        return "attention", kernels.attention_grid(spec, ATTENTION_TEAM * d["BQ"]), (ATTENTION_TEAM, 1, 1)
     if spec.op == "quantize":  # one thread per block of 32 values
         return "quantize", (ceil_div(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
     if spec.op == "dequantize":  # one thread per value
         return "dequantize", (ceil_div(math.prod(spec.shape), ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
-    from accel import kernels
-
     if name == "quantize_x8":  # x's blocks into X8 words, one thread per block
         return name, (ceil_div(spec.M * spec.K // BLOCK, ELEMENTWISE_BLOCK), 1, 1), (ELEMENTWISE_BLOCK, 1, 1)
     if spec.x_fmt is not None:

@@ -263,6 +263,22 @@ def ceil_div(n: int, d: int) -> int:
     return -(-n // d)
 
 
+def attention_rows(spec) -> int:
+    """Rows of attention.cl's run per kv head: the Hq / Hkv query heads sharing it, Sq queries each.
+
+    >>> from accel.spec import attention_spec
+    >>> attention_rows(attention_spec((1, 32, 1, 128), (1, 8, 9, 128), (1, 8, 9, 128), ("float32",) * 3))
+    4
+    """
+    return spec.Hq // spec.Hkv * spec.Sq
+
+
+def attention_grid(spec, rows_per_group: int) -> tuple[int, int, int]:
+    """attention.cl's groups: (tiles of :func:`attention_rows`, kv heads, batch), a group
+    taking ``rows_per_group`` rows (its work-items times BQ)."""
+    return ceil_div(attention_rows(spec), rows_per_group), spec.Hkv, spec.B
+
+
 def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int], int]:
     """The launch of GEMV kernel ``name`` (one of :data:`GEMV_KERNELS`) with tiling ``params``
     for N weight rows and M rows of x, as quant.cl's launch contracts say: ((groups along N,

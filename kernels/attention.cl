@@ -9,7 +9,10 @@
  * queries, the output rows vectors over VW value dims.
  * Semantics (accel's): GQA query head h reads kv head h / (Hq / Hkv); causal is bottom-right
  * aligned (query i sees keys j <= i + Sk - Sq); a row whose every logit is -inf gives zeros.
- * Grid: dim 0 over query tiles, dim 1 over query heads, dim 2 over the batch.
+ * Rows: the G = Hq / Hkv query heads that share a kv head are one run of G * Sq rows (row r is
+ * query r % Sq of head r / Sq; Q and O hold them contiguously), so a group reads each K/V tile
+ * once for all of them and a decode step (Sq = 1) still fills G rows of a tile.
+ * Grid: dim 0 over tiles of those rows, dim 1 over kv heads, dim 2 over the batch.
  */
 #define OUT_DT IN_DT
 #ifndef MASK_DT
@@ -35,30 +38,37 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
     const int group_q0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * BQ;
     const int q0 = group_q0;
 #endif
-    const int h = GROUP_ID(1), b = GROUP_ID(2);
-    const int hk = h / (Hq / Hkv);
+    const int hk = GROUP_ID(1), b = GROUP_ID(2);
+    const int G = Hq / Hkv, rows = G * Sq;
     const int off = Sk - Sq;
-    Q += ((i64)b * Hq + h) * Sq * HEAD_D;
-    O += ((i64)b * Hq + h) * Sq * HEAD_DV;
+    Q += ((i64)b * Hq + (i64)hk * G) * Sq * HEAD_D;
+    O += ((i64)b * Hq + (i64)hk * G) * Sq * HEAD_DV;
     Kg += ((i64)b * Hkv + hk) * Sk * HEAD_D;
     Vg += ((i64)b * Hkv + hk) * Sk * HEAD_DV;
 
     /* queries transposed (qT[d][i]) and pre-scaled, so VW queries' logits are one vector */
     float qT[HEAD_D * BQ];
     for (int i = 0; i < BQ; ++i) {
-        int qi = imin(q0 + i, Sq - 1);  /* rows past Sq compute a copy of the last, never stored */
-        for (int d = 0; d < HEAD_D; ++d) qT[d * BQ + i] = LOAD_IN(Q, (i64)qi * HEAD_D + d) * scale;
+        int r = imin(q0 + i, rows - 1);  /* rows past the run compute a copy of the last, never stored */
+        for (int d = 0; d < HEAD_D; ++d) qT[d * BQ + i] = LOAD_IN(Q, (i64)r * HEAD_D + d) * scale;
     }
     vf_t m[BQV], l[BQV];
-    UNROLL for (int iv = 0; iv < BQV; ++iv) { m[iv] = (vf_t)(-INF_F); l[iv] = (vf_t)0; }
+    vi_t last_key[BQV];  /* causal: the last key each row's query sees */
+    UNROLL for (int iv = 0; iv < BQV; ++iv) {
+        m[iv] = (vf_t)(-INF_F);
+        l[iv] = (vf_t)0;
+        last_key[iv] = ((vi_t)(q0 + iv * VW) + VIOTA) % Sq + (vi_t)off;
+    }
     vf_t acc[BQ][DVV];
     for (int i = 0; i < BQ; ++i) UNROLL for (int dv = 0; dv < DVV; ++dv) acc[i][dv] = (vf_t)0;
 
     float pT[BKV * BQ];  /* this tile's logits, then probabilities: pT[j][i] */
     float lanes[BQ], lanes2[BQ];
-    /* Key tiles past the last key the group's last query sees are skipped; the bound is uniform
-     * over the group so the barriers below are reached by every work-item. */
-    int kend = causal ? imax(0, imin(Sk, group_q0 + team * BQ + off)) : Sk;
+    /* Key tiles past the last key any of the group's queries sees are skipped; the bound is
+     * uniform over the group so the barriers below are reached by every work-item. */
+    const int r_last = imin(group_q0 + team * BQ, rows) - 1;
+    const int q_last = group_q0 / Sq == r_last / Sq ? r_last % Sq : Sq - 1;
+    int kend = causal ? imax(0, imin(Sk, q_last + 1 + off)) : Sk;
     for (int k0 = 0; k0 < kend; k0 += BKV) {
 #if LOCAL_TILE
         for (int e = member; e < BKV * HEAD_D; e += team)
@@ -89,12 +99,12 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
                 int key = k0 + j0 + u;
                 UNROLL for (int iv = 0; iv < BQV; ++iv) {
                     vf_t x = s[u][iv];
-                    vi_t query = (vi_t)(q0 + iv * VW) + VIOTA;
 #if MASK_KIND
                     float mv[VW];
                     UNROLL for (int t = 0; t < VW; ++t) {
-                        i64 at = (i64)b * msb + (i64)h * msh
-                               + (i64)imin(q0 + iv * VW + t, Sq - 1) * msq + (i64)imin(key, Sk - 1) * msk;
+                        int r = imin(q0 + iv * VW + t, rows - 1);
+                        i64 at = (i64)b * msb + (i64)(hk * G + r / Sq) * msh
+                               + (i64)(r % Sq) * msq + (i64)imin(key, Sk - 1) * msk;
 #if MASK_KIND == 1
                         mv[t] = LOAD_MASK(mask, at) ? 0.0f : -INF_F;
 #else
@@ -104,7 +114,7 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
                     x = x + VLOAD_ARR(mv, 0);
 #endif
                     vi_t hidden = (vi_t)(key >= Sk ? -1 : 0);  /* vector truth is -1 */
-                    if (causal) hidden = hidden | ((vi_t)key > query + (vi_t)off);
+                    if (causal) hidden = hidden | ((vi_t)key > last_key[iv]);
                     x = VSELECT(x, (vf_t)(-INF_F), hidden);
                     mx[iv] = VMAX(mx[iv], x);
                     VSTORE_ARR(x, pT, (j0 + u) * BQ + iv * VW);
@@ -147,11 +157,11 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
     }
     UNROLL for (int iv = 0; iv < BQV; ++iv) VSTORE_ARR(l[iv], lanes2, iv * VW);
     for (int i = 0; i < BQ; ++i) {
-        int qi = q0 + i;
-        if (qi >= Sq) break;
+        int r = q0 + i;
+        if (r >= rows) break;
         float inv = lanes2[i] > 0.0f ? 1.0f / lanes2[i] : 0.0f;  /* fully masked row: zeros */
         float row[HEAD_DV];
         UNROLL for (int dv = 0; dv < DVV; ++dv) VSTORE_ARR(acc[i][dv] * (vf_t)inv, row, dv * VW);
-        for (int dv = 0; dv < HEAD_DV; ++dv) STORE_OUT(O, (i64)qi * HEAD_DV + dv, row[dv]);
+        for (int dv = 0; dv < HEAD_DV; ++dv) STORE_OUT(O, (i64)r * HEAD_DV + dv, row[dv]);
     }
 }

@@ -128,6 +128,26 @@ def test_attention_causal_decode_rows_and_empty_rows(be, rng):
     assert _attention_ok(got, want, vmax, "float32", 10)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_gqa_rows_with_per_head_masks(be, rng, causal):
+    # a kv head's 3 query heads are one run of 15 rows, so tiles span heads: every row must take
+    # its own head's mask row and its own query's causal bound
+    keep = rng.random((2, 6, 5, 13)) > 0.4
+    keep[1, 4, 2] = False  # fully masked, in the middle head of a group: zeros
+    keep[0, 2] = True  # one head keeps every key: the heads' masks differ
+    got, want, vmax = _attn(be, rng, "float32", 2, 6, 2, 5, 13, 16, 8, causal, mask=keep)
+    assert _attention_ok(got, want, vmax, "float32", 13)
+    assert (got[1, 4, 2] == 0).all()
+
+
+@pytest.mark.parametrize("Hq,Hkv", [(8, 2), (3, 3)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_attention_decode_step(be, rng, Hq, Hkv, dtype):
+    # Sq = 1 against a longer cache: GQA (4 rows per kv head) and plain (1 row), causal
+    got, want, vmax = _attn(be, rng, dtype, 2, Hq, Hkv, 1, 77, 64, 64, True)
+    assert _attention_ok(got, want, vmax, dtype, 77)
+
+
 # -- quantization: bit-exact with GGML's reference ------------------------------------------------
 gguf = pytest.importorskip("gguf", reason="the gguf package is the independent GGML oracle")
 QTYPE = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}

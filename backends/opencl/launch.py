@@ -119,16 +119,16 @@ def _lanes(*sizes: int, widest: int) -> int:
 
 def _attention(be, spec: AttentionSpec):
     p, wg = _kernel_params(be.params["attention"])
+    rows = K.attention_rows(spec)
+    if not p.get("LOCAL_TILE") and rows < p["BQ"]:  # decoding: no taller a tile than the rows
+        p["BQ"] = 1 << (rows - 1).bit_length()
     p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
     v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
     kernel = be.kernel(v, "attention")
-    if p.get("LOCAL_TILE"):
-        lsize = (wg, 1, 1)
-        gsize = (K.ceil_div(spec.Sq, wg * p["BQ"]) * wg, spec.Hq, spec.B)
-    else:
-        lsize = (1, 1, 1)
-        gsize = (K.ceil_div(spec.Sq, p["BQ"]), spec.Hq, spec.B)
-    return _launcher(be, kernel, gsize, lsize, f"attention {v.id}", K.scalar_args(spec))
+    team = wg if p.get("LOCAL_TILE") else 1
+    groups = K.attention_grid(spec, team * p["BQ"])
+    gsize = (groups[0] * team, *groups[1:])
+    return _launcher(be, kernel, gsize, (team, 1, 1), f"attention {v.id}", K.scalar_args(spec))
 
 
 def _quant_kernel(be, fmt: str, dtype: str, name: str, params: dict | None = None) -> cl.Kernel:
