@@ -51,9 +51,7 @@ TENSORCORE_MIN_SM = 80
 #: CUDA's limits on gridDim (HIP has the same)
 _GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
 
-#: threads per block: attention's query team (sharing each key/value tile through shared memory),
-#: the per-block / per-value quantization kernels, qmatmul's weight rows
-ATTENTION_TEAM = 64
+#: threads per block: the per-block / per-value quantization kernels, qmatmul's weight rows
 ELEMENTWISE_BLOCK = 256
 QMATMUL_BLOCK = 64
 
@@ -299,7 +297,7 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
         return "attention_mma", (ceil_div(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
             (32 * d["WARPS"], 1, 1)
     if spec.op == "attention":  # x over tiles of a kv head's query rows, y over kv heads, z: batch
-        return "attention", kernels.attention_grid(spec, ATTENTION_TEAM * d["BQ"]), (ATTENTION_TEAM, 1, 1)
+        return "attention", kernels.attention_grid(spec, d["TEAM"] * d["BQ"]), (d["TEAM"], 1, 1)
     if spec.op == "quantize":  # one thread per block of 32 values
         return "quantize", (ceil_div(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)

@@ -47,7 +47,9 @@ DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "
 #: OpenCL-only, so only the GPU parameters are compiled for CUDA and HIP.
 GPU_MATMUL = dict(LOCAL_TILE=1, WG_M=16, WG_N=16, TM=8, TN=8, TK=8, VW=1)
 CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
-GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1)
+#: attention: TEAM work-items per group, a compile-time size so that compilers budget registers
+#: for TEAM rather than for their largest group (HIP would keep 128 VGPRs and spill)
+GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1, TEAM=64)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
 #: the GPU GEMVs (quant.cl): qgemv's teams of GEMV_WG work-items over RN weight rows;

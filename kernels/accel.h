@@ -247,12 +247,16 @@ typedef ACCEL_CAT(int, VW) vi_t;
 #define VSTORE_ARR(v, p, i) ACCEL_CAT(vstore, VW)((v), 0, (p) + (i))
 #define VSELECT(a, b, cond) select((a), (b), (cond))
 #define VMAX(a, b) fmax((a), (b))
-#if VW == 4
+#if VW == 2
+#define VIOTA ((vi_t)(0, 1))
+#elif VW == 4
 #define VIOTA ((vi_t)(0, 1, 2, 3))
 #elif VW == 8
 #define VIOTA ((vi_t)(0, 1, 2, 3, 4, 5, 6, 7))
 #elif VW == 16
 #define VIOTA ((vi_t)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#else
+#error "VW must be 1, 2, 4, 8 or 16"
 #endif
 #else
 #error "VW > 1 is for OpenCL; CUDA and HIP kernels use VW=1"

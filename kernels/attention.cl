@@ -4,7 +4,8 @@
  * Defines: IN_DT (F32, F16, BF16; also the output dtype), HEAD_D and HEAD_DV (head dims), BQ
  * queries per work-item, BKV keys per tile, MASK_KIND (0 none, 1 bool as bytes, 2 additive in
  * MASK_DT), LOCAL_TILE (0: K and V are read from global memory, for CPU devices with one
- * work-item per group; 1: the group stages each tile once in local memory, for GPUs).
+ * work-item per group; 1: a group of TEAM work-items, the launch's local size, stages each tile
+ * once in local memory, for GPUs).
  * VW (vector lanes) divides BQ and HEAD_DV: the logits and softmax state are vectors over VW
  * queries, the output rows vectors over VW value dims.
  * Semantics (accel's): GQA query head h reads kv head h / (Hq / Hkv); causal is bottom-right
@@ -22,7 +23,13 @@
 #define DVV (HEAD_DV / VW)
 #define KU 4 /* keys per step: KU * BQV independent FMA chains hide the FMA latency */
 
-KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT Kg,
+#if LOCAL_TILE
+#define ATTENTION_BOUNDS LAUNCH_BOUNDS(TEAM, 1, 0)
+#else
+#define ATTENTION_BOUNDS
+#endif
+
+KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT Kg,
                       GLOBAL const IN_T* RESTRICT Vg, GLOBAL OUT_T* RESTRICT O,
                       GLOBAL const MASK_T* RESTRICT mask,
                       int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
@@ -30,7 +37,7 @@ KERNEL void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT
 #if LOCAL_TILE
     LOCAL float Kt[BKV * HEAD_D];
     LOCAL float Vt[BKV * HEAD_DV];
-    const int team = LOCAL_SIZE(0), member = LOCAL_ID(0);
+    const int team = TEAM, member = LOCAL_ID(0);
     const int group_q0 = GROUP_ID(0) * team * BQ;
     const int q0 = group_q0 + member * BQ;
 #else

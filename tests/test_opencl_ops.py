@@ -28,7 +28,7 @@ def be(request):
     if request.param == "cpu-params":
         return accel.get_backend(FIRST[0])
     b = OpenCLBackend(0)
-    gpu = {"matmul": K.GPU_MATMUL, "attention": {**K.GPU_ATTENTION, "WG": 8},
+    gpu = {"matmul": K.GPU_MATMUL, "attention": {**K.GPU_ATTENTION, "TEAM": 8},
            "qmatmul": {**K.GPU_QMATMUL, "WG": 16}, "gemv": dict(K.GPU_GEMV, GEMV_WG=16)}
     b.params = {op: dict(p) for op, p in gpu.items()}
     return b
@@ -140,10 +140,11 @@ def test_attention_gqa_rows_with_per_head_masks(be, rng, causal):
     assert (got[1, 4, 2] == 0).all()
 
 
-@pytest.mark.parametrize("Hq,Hkv", [(8, 2), (3, 3)])
+@pytest.mark.parametrize("Hq,Hkv", [(8, 2), (4, 2), (3, 1), (3, 3)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_attention_decode_step(be, rng, Hq, Hkv, dtype):
-    # Sq = 1 against a longer cache: GQA (4 rows per kv head) and plain (1 row), causal
+    # Sq = 1 against a longer cache, causal: 4, 2, 3 (a tile of 4 with one padding row) and 1
+    # rows per kv head, so CPU devices build 4-, 2- and 1-row tiles
     got, want, vmax = _attn(be, rng, dtype, 2, Hq, Hkv, 1, 77, 64, 64, True)
     assert _attention_ok(got, want, vmax, dtype, 77)
 

@@ -118,14 +118,14 @@ def _lanes(*sizes: int, widest: int) -> int:
 
 
 def _attention(be, spec: AttentionSpec):
-    p, wg = _kernel_params(be.params["attention"])
+    p, _ = _kernel_params(be.params["attention"])
     rows = K.attention_rows(spec)
     if not p.get("LOCAL_TILE") and rows < p["BQ"]:  # decoding: no taller a tile than the rows
         p["BQ"] = 1 << (rows - 1).bit_length()
     p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
     v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
     kernel = be.kernel(v, "attention")
-    team = wg if p.get("LOCAL_TILE") else 1
+    team = p["TEAM"] if p.get("LOCAL_TILE") else 1
     groups = K.attention_grid(spec, team * p["BQ"])
     gsize = (groups[0] * team, *groups[1:])
     return _launcher(be, kernel, gsize, (team, 1, 1), f"attention {v.id}", K.scalar_args(spec))

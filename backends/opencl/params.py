@@ -14,7 +14,7 @@ from .devices import CLDevice
 DEFAULTS = {
     "cpu": {"matmul": K.CPU_MATMUL, "attention": K.CPU_ATTENTION, "qmatmul": K.CPU_QMATMUL,
             "gemv": K.CPU_GEMV},
-    "gpu": {"matmul": K.GPU_MATMUL, "attention": {**K.GPU_ATTENTION, "WG": 64},
+    "gpu": {"matmul": K.GPU_MATMUL, "attention": K.GPU_ATTENTION,
             "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV},
 }
 TUNABLE = tuple(DEFAULTS["cpu"])
