@@ -363,6 +363,16 @@ def test_qgemv_fits_four_or_three_waves_per_simd_on_gfx90a(fmt, most):
     assert r.resources["qgemv"].registers <= most
 
 
+def test_attention_budgets_registers_for_its_team_on_gfx90a():
+    # a group is TEAM work-items at compile time: without that hipcc budgets registers for 1024
+    # (128 VGPRs) and spilled 302 of them at D = 64
+    need("gfx90a")
+    from accel import kernels as K
+
+    res = build_shipped(K.attention("float32", 64, 64), "attention", "gfx90a").resources["attention"]
+    assert res.registers > 128 and res.spills <= 8, (res.registers, res.spills)
+
+
 def test_grid_limits_are_declined_with_a_reason():
     huge_batch = S.matmul_spec((70000, 2, 2), "float32", (2, 2), "float32")
     verdict = CB.support_for(huge_batch, "kernels")
