@@ -297,7 +297,8 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
         return "attention_mma", (ceil_div(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
             (32 * d["WARPS"], 1, 1)
     if spec.op == "attention":  # x over tiles of a kv head's query rows, y over kv heads, z: batch
-        return "attention", kernels.attention_grid(spec, d["TEAM"] * d["BQ"]), (d["TEAM"], 1, 1)
+        grid, items = kernels.attention_grid(spec, d)
+        return "attention", grid, (items, 1, 1)
     if spec.op == "quantize":  # one thread per block of 32 values
         return "quantize", (ceil_div(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)

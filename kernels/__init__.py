@@ -48,8 +48,10 @@ DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "
 GPU_MATMUL = dict(LOCAL_TILE=1, WG_M=16, WG_N=16, TM=8, TN=8, TK=8, VW=1)
 CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
 #: attention: TEAM work-items per group, a compile-time size so that compilers budget registers
-#: for TEAM rather than for their largest group (HIP would keep 128 VGPRs and spill)
-GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1, TEAM=64)
+#: for TEAM rather than for their largest group (HIP would keep 128 VGPRs and spill); QSPLIT of
+#: them share each row, each holding a quarter of its query and output (fewer where 4 does not
+#: divide the head dims)
+GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1, TEAM=64, QSPLIT=4)
 CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
 GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
 #: the GPU GEMVs (quant.cl): qgemv's teams of GEMV_WG work-items over RN weight rows;
@@ -120,8 +122,9 @@ class Variant:
         built together, so a variant needs room for the largest); the other kernels' tiles are
         fixed and small."""
         d = self.defines
-        if self.source == "attention.cl" and d.get("LOCAL_TILE"):
-            return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"])  # float Kt[BKV*D], Vt[BKV*Dv]
+        if self.source == "attention.cl" and d.get("LOCAL_TILE"):  # float Kt[BKV*D], Vt[BKV*Dv]
+            partials = d["TEAM"] * (d["BKV"] * d["BQ"] + 1) if d.get("QSPLIT", 1) > 1 else 0
+            return 4 * (d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"]) + partials)
         if self.source == "attention_mma.cu":  # two stages of 16-bit K and V rows, 8 pad each
             return 4 * d["BKV"] * (d["HEAD_D"] + d["HEAD_DV"] + 16)
         if self.source == "quant.cl":  # as CUDA and HIP build it: every kernel in one program
@@ -275,10 +278,19 @@ def attention_rows(spec) -> int:
     return spec.Hq // spec.Hkv * spec.Sq
 
 
-def attention_grid(spec, rows_per_group: int) -> tuple[int, int, int]:
-    """attention.cl's groups: (tiles of :func:`attention_rows`, kv heads, batch), a group
-    taking ``rows_per_group`` rows (its work-items times BQ)."""
-    return ceil_div(attention_rows(spec), rows_per_group), spec.Hkv, spec.B
+def attention_grid(spec, defines: dict) -> tuple[tuple[int, int, int], int]:
+    """attention.cl's launch for the variant ``defines``: ((tiles of :func:`attention_rows`,
+    kv heads, batch) groups, work-items per group). A GPU group (LOCAL_TILE) of TEAM work-items
+    takes TEAM / QSPLIT * BQ rows, a CPU one a single work-item's BQ.
+
+    >>> from accel.spec import attention_spec
+    >>> spec = attention_spec((2, 32, 1, 128), (2, 8, 9, 128), (2, 8, 9, 128), ("float32",) * 3)
+    >>> attention_grid(spec, attention("float32", 128, 128).defines), GPU_ATTENTION["TEAM"]
+    (((1, 8, 2), 64), 64)
+    """
+    items = defines["TEAM"] if defines.get("LOCAL_TILE") else 1
+    rows = items // defines.get("QSPLIT", 1) * defines["BQ"]
+    return (ceil_div(attention_rows(spec), rows), spec.Hkv, spec.B), items
 
 
 def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int], int]:
@@ -420,6 +432,9 @@ def attention(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = Non
               mask_dtype: str | None = None, params: dict | None = None) -> Variant:
     """The attention variant; ``mask`` is None, "bool" or "additive" (in ``mask_dtype``)."""
     p = dict(GPU_ATTENTION if params is None else params)
+    if "QSPLIT" in p:  # a power of two: halved until 4 * QSPLIT divides both head dims
+        while p["QSPLIT"] > 1 and (head_dim % (4 * p["QSPLIT"]) or head_dim_v % (4 * p["QSPLIT"])):
+            p["QSPLIT"] //= 2
     d = _attention_defines(dtype, _FLOATS, head_dim, head_dim_v, mask, mask_dtype)
     return Variant("attention.cl", ("attention",), {**d, **p}, _dialects(p))
 

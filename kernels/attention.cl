@@ -2,25 +2,41 @@
  * online softmax, so memory stays O(tile) for any sequence length.
  *
  * Defines: IN_DT (F32, F16, BF16; also the output dtype), HEAD_D and HEAD_DV (head dims), BQ
- * queries per work-item, BKV keys per tile, MASK_KIND (0 none, 1 bool as bytes, 2 additive in
+ * rows per work-item, BKV keys per tile, MASK_KIND (0 none, 1 bool as bytes, 2 additive in
  * MASK_DT), LOCAL_TILE (0: K and V are read from global memory, for CPU devices with one
  * work-item per group; 1: a group of TEAM work-items, the launch's local size, stages each tile
  * once in local memory, for GPUs).
  * VW (vector lanes) divides BQ and HEAD_DV: the logits and softmax state are vectors over VW
- * queries, the output rows vectors over VW value dims.
+ * rows, the output rows vectors over VW value dims.
+ * QSPLIT (GPUs, VW 1; 4 * QSPLIT divides both head dims): QSPLIT neighbouring work-items share
+ * each row, part p owning the head dims of every QSPLIT-th group of 4 from group p (OWN), so a
+ * work-item keeps HEAD_D / QSPLIT query and HEAD_DV / QSPLIT output values in registers rather
+ * than all of them (at D = 128 that is what keeps a GPU's register file from spilling), and the
+ * parts of a row read neighbouring 16 bytes of each K and V row, one conflict-free load of 4
+ * dims each; their partial logits meet in local memory once per tile.
  * Semantics (accel's): GQA query head h reads kv head h / (Hq / Hkv); causal is bottom-right
  * aligned (query i sees keys j <= i + Sk - Sq); a row whose every logit is -inf gives zeros.
  * Rows: the G = Hq / Hkv query heads that share a kv head are one run of G * Sq rows (row r is
  * query r % Sq of head r / Sq; Q and O hold them contiguously), so a group reads each K/V tile
  * once for all of them and a decode step (Sq = 1) still fills G rows of a tile.
- * Grid: dim 0 over tiles of those rows, dim 1 over kv heads, dim 2 over the batch.
+ * Grid: dim 0 over tiles of those rows (TEAM / QSPLIT * BQ rows per group), dim 1 over kv
+ * heads, dim 2 over the batch.
  */
 #define OUT_DT IN_DT
 #ifndef MASK_DT
 #define MASK_DT U8 /* unused when MASK_KIND is 0 */
 #endif
+#ifndef QSPLIT
+#define QSPLIT 1
+#endif
+#if QSPLIT > 1 && (VW > 1 || !LOCAL_TILE)
+#error "QSPLIT > 1 is for GPU groups (LOCAL_TILE 1, VW 1)"
+#endif
 #define BQV (BQ / VW)
-#define DVV (HEAD_DV / VW)
+/* the head dim of a work-item's e-th own dim */
+#define OWN(e) (QSPLIT > 1 ? ((e) / 4 * QSPLIT + part) * 4 + (e) % 4 : (e))
+#define DQ (HEAD_D / QSPLIT)          /* query dims per work-item */
+#define DVV (HEAD_DV / VW / QSPLIT)   /* output vectors per work-item and row */
 #define KU 4 /* keys per step: KU * BQV independent FMA chains hide the FMA latency */
 
 #if LOCAL_TILE
@@ -37,11 +53,15 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
 #if LOCAL_TILE
     LOCAL float Kt[BKV * HEAD_D];
     LOCAL float Vt[BKV * HEAD_DV];
-    const int team = TEAM, member = LOCAL_ID(0);
-    const int group_q0 = GROUP_ID(0) * team * BQ;
-    const int q0 = group_q0 + member * BQ;
+#if QSPLIT > 1
+    /* each work-item's partial logits of a tile, padded so that neighbours hit different banks */
+    LOCAL float partial[TEAM * (BKV * BQ + 1)];
+#endif
+    const int member = LOCAL_ID(0), part = member % QSPLIT, team_rows = TEAM / QSPLIT * BQ;
+    const int group_q0 = GROUP_ID(0) * team_rows;
+    const int q0 = group_q0 + member / QSPLIT * BQ;
 #else
-    const int team = 1;
+    const int part = 0, team_rows = BQ;
     const int group_q0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * BQ;
     const int q0 = group_q0;
 #endif
@@ -53,11 +73,13 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
     Kg += ((i64)b * Hkv + hk) * Sk * HEAD_D;
     Vg += ((i64)b * Hkv + hk) * Sk * HEAD_DV;
 
-    /* queries transposed (qT[d][i]) and pre-scaled, so VW queries' logits are one vector */
-    float qT[HEAD_D * BQ];
+    /* this work-item's query dims, transposed (qT[dd][i]) and pre-scaled, so VW rows' logits
+     * are one vector */
+    float qT[DQ * BQ];
     for (int i = 0; i < BQ; ++i) {
         int r = imin(q0 + i, rows - 1);  /* rows past the run compute a copy of the last, never stored */
-        for (int d = 0; d < HEAD_D; ++d) qT[d * BQ + i] = LOAD_IN(Q, (i64)r * HEAD_D + d) * scale;
+        for (int dd = 0; dd < DQ; ++dd)
+            qT[dd * BQ + i] = LOAD_IN(Q, (i64)r * HEAD_D + OWN(dd)) * scale;
     }
     vf_t m[BQV], l[BQV];
     vi_t last_key[BQV];  /* causal: the last key each row's query sees */
@@ -73,59 +95,75 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
     float lanes[BQ], lanes2[BQ];
     /* Key tiles past the last key any of the group's queries sees are skipped; the bound is
      * uniform over the group so the barriers below are reached by every work-item. */
-    const int r_last = imin(group_q0 + team * BQ, rows) - 1;
+    const int r_last = imin(group_q0 + team_rows, rows) - 1;
     const int q_last = group_q0 / Sq == r_last / Sq ? r_last % Sq : Sq - 1;
     int kend = causal ? imax(0, imin(Sk, q_last + 1 + off)) : Sk;
     for (int k0 = 0; k0 < kend; k0 += BKV) {
 #if LOCAL_TILE
-        for (int e = member; e < BKV * HEAD_D; e += team)
+        for (int e = member; e < BKV * HEAD_D; e += TEAM)
             Kt[e] = LOAD_IN(Kg, (i64)imin(k0 + e / HEAD_D, Sk - 1) * HEAD_D + e % HEAD_D);
-        for (int e = member; e < BKV * HEAD_DV; e += team)
+        for (int e = member; e < BKV * HEAD_DV; e += TEAM)
             Vt[e] = LOAD_IN(Vg, (i64)imin(k0 + e / HEAD_DV, Sk - 1) * HEAD_DV + e % HEAD_DV);
         BARRIER();
 #define K_AT(jj, d) Kt[(jj) * HEAD_D + (d)]
-#define V_ROW(jj, dv) VLOAD_ARR(Vt, (jj) * HEAD_DV + (dv) * VW)
+#define V_ROW(jj, dv) VLOAD_ARR(Vt, (jj) * HEAD_DV + OWN((dv) * VW))
 #else
 #define K_AT(jj, d) LOAD_IN(Kg, (i64)imin(k0 + (jj), Sk - 1) * HEAD_D + (d))
 #define V_ROW(jj, dv) VLOAD_IN(Vg, (i64)imin(k0 + (jj), Sk - 1) * HEAD_DV + (dv) * VW)
 #endif
-        vf_t mx[BQV];
-        UNROLL for (int iv = 0; iv < BQV; ++iv) mx[iv] = (vf_t)(-INF_F);
+        /* the logits over this work-item's query dims (all of them when QSPLIT is 1) */
         for (int j0 = 0; j0 < BKV; j0 += KU) {
             vf_t s[KU][BQV];
             UNROLL for (int u = 0; u < KU; ++u) UNROLL for (int iv = 0; iv < BQV; ++iv) s[u][iv] = (vf_t)0;
-            for (int d = 0; d < HEAD_D; ++d) {
+            for (int dd = 0; dd < DQ; ++dd) {
                 vf_t qd[BQV];
-                UNROLL for (int iv = 0; iv < BQV; ++iv) qd[iv] = VLOAD_ARR(qT, d * BQ + iv * VW);
+                UNROLL for (int iv = 0; iv < BQV; ++iv) qd[iv] = VLOAD_ARR(qT, dd * BQ + iv * VW);
                 UNROLL for (int u = 0; u < KU; ++u) {
-                    vf_t kd = (vf_t)K_AT(j0 + u, d);
+                    vf_t kd = (vf_t)K_AT(j0 + u, OWN(dd));
                     UNROLL for (int iv = 0; iv < BQV; ++iv) s[u][iv] = FMA(kd, qd[iv], s[u][iv]);
                 }
             }
-            UNROLL for (int u = 0; u < KU; ++u) {
-                int key = k0 + j0 + u;
-                UNROLL for (int iv = 0; iv < BQV; ++iv) {
-                    vf_t x = s[u][iv];
+            UNROLL for (int u = 0; u < KU; ++u)
+                UNROLL for (int iv = 0; iv < BQV; ++iv) VSTORE_ARR(s[u][iv], pT, (j0 + u) * BQ + iv * VW);
+        }
+#if QSPLIT > 1
+        /* a row's QSPLIT work-items add their partial logits in the same order, so all of them
+         * hold the same logits (the barrier ending the tile orders the next tile's writes) */
+        for (int e = 0; e < BKV * BQ; ++e) partial[member * (BKV * BQ + 1) + e] = pT[e];
+        BARRIER();
+        for (int e = 0; e < BKV * BQ; ++e) {
+            float logit = 0.0f;
+            UNROLL for (int p = 0; p < QSPLIT; ++p)
+                logit += partial[(member - part + p) * (BKV * BQ + 1) + e];
+            pT[e] = logit;
+        }
+#endif
+        /* masks, and the tile's largest visible logit per row */
+        vf_t mx[BQV];
+        UNROLL for (int iv = 0; iv < BQV; ++iv) mx[iv] = (vf_t)(-INF_F);
+        for (int jj = 0; jj < BKV; ++jj) {
+            int key = k0 + jj;
+            UNROLL for (int iv = 0; iv < BQV; ++iv) {
+                vf_t x = VLOAD_ARR(pT, jj * BQ + iv * VW);
 #if MASK_KIND
-                    float mv[VW];
-                    UNROLL for (int t = 0; t < VW; ++t) {
-                        int r = imin(q0 + iv * VW + t, rows - 1);
-                        i64 at = (i64)b * msb + (i64)(hk * G + r / Sq) * msh
-                               + (i64)(r % Sq) * msq + (i64)imin(key, Sk - 1) * msk;
+                float mv[VW];
+                UNROLL for (int t = 0; t < VW; ++t) {
+                    int r = imin(q0 + iv * VW + t, rows - 1);
+                    i64 at = (i64)b * msb + (i64)(hk * G + r / Sq) * msh
+                           + (i64)(r % Sq) * msq + (i64)imin(key, Sk - 1) * msk;
 #if MASK_KIND == 1
-                        mv[t] = LOAD_MASK(mask, at) ? 0.0f : -INF_F;
+                    mv[t] = LOAD_MASK(mask, at) ? 0.0f : -INF_F;
 #else
-                        mv[t] = LOAD_MASK(mask, at);
+                    mv[t] = LOAD_MASK(mask, at);
 #endif
-                    }
-                    x = x + VLOAD_ARR(mv, 0);
-#endif
-                    vi_t hidden = (vi_t)(key >= Sk ? -1 : 0);  /* vector truth is -1 */
-                    if (causal) hidden = hidden | ((vi_t)key > last_key[iv]);
-                    x = VSELECT(x, (vf_t)(-INF_F), hidden);
-                    mx[iv] = VMAX(mx[iv], x);
-                    VSTORE_ARR(x, pT, (j0 + u) * BQ + iv * VW);
                 }
+                x = x + VLOAD_ARR(mv, 0);
+#endif
+                vi_t hidden = (vi_t)(key >= Sk ? -1 : 0);  /* vector truth is -1 */
+                if (causal) hidden = hidden | ((vi_t)key > last_key[iv]);
+                x = VSELECT(x, (vf_t)(-INF_F), hidden);
+                mx[iv] = VMAX(mx[iv], x);
+                VSTORE_ARR(x, pT, jj * BQ + iv * VW);
             }
         }
         /* online softmax: rescale what was accumulated by exp(m_old - m_new); rows with nothing
@@ -167,8 +205,8 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
         int r = q0 + i;
         if (r >= rows) break;
         float inv = lanes2[i] > 0.0f ? 1.0f / lanes2[i] : 0.0f;  /* fully masked row: zeros */
-        float row[HEAD_DV];
+        float row[DVV * VW];
         UNROLL for (int dv = 0; dv < DVV; ++dv) VSTORE_ARR(acc[i][dv] * (vf_t)inv, row, dv * VW);
-        for (int dv = 0; dv < HEAD_DV; ++dv) STORE_OUT(O, (i64)r * HEAD_DV + dv, row[dv]);
+        for (int e = 0; e < DVV * VW; ++e) STORE_OUT(O, (i64)r * HEAD_DV + OWN(e), row[e]);
     }
 }

@@ -140,6 +140,15 @@ def test_attention_gqa_rows_with_per_head_masks(be, rng, causal):
     assert (got[1, 4, 2] == 0).all()
 
 
+@pytest.mark.parametrize("D,Dv,qsplit", [(64, 32, 4), (40, 24, 2), (20, 12, 1), (33, 7, 1)])
+def test_attention_head_dims_split_across_work_items(be, rng, D, Dv, qsplit):
+    # GPU groups split a row's head dims over QSPLIT work-items in groups of 4 (fewer where that
+    # does not divide them); every split must give the same attention
+    assert K.attention("float32", D, Dv).defines["QSPLIT"] == qsplit
+    got, want, vmax = _attn(be, rng, "float32", 1, 4, 2, 9, 37, D, Dv, True)
+    assert _attention_ok(got, want, vmax, "float32", 37)
+
+
 @pytest.mark.parametrize("Hq,Hkv", [(8, 2), (4, 2), (3, 1), (3, 3)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_attention_decode_step(be, rng, Hq, Hkv, dtype):

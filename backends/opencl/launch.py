@@ -125,10 +125,9 @@ def _attention(be, spec: AttentionSpec):
     p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
     v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
     kernel = be.kernel(v, "attention")
-    team = p["TEAM"] if p.get("LOCAL_TILE") else 1
-    groups = K.attention_grid(spec, team * p["BQ"])
-    gsize = (groups[0] * team, *groups[1:])
-    return _launcher(be, kernel, gsize, (team, 1, 1), f"attention {v.id}", K.scalar_args(spec))
+    (groups, heads, batch), items = K.attention_grid(spec, v.defines)
+    return _launcher(be, kernel, (groups * items, heads, batch), (items, 1, 1), f"attention {v.id}",
+                     K.scalar_args(spec))
 
 
 def _quant_kernel(be, fmt: str, dtype: str, name: str, params: dict | None = None) -> cl.Kernel:

@@ -35,8 +35,8 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
         return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
                 for wg, t, tk in itertools.product((8, 16), (2, 4, 8), (8, 16))]
     if op == "attention":
-        return [dict(LOCAL_TILE=1, BQ=1, BKV=bkv, VW=1, TEAM=team)
-                for bkv, team in itertools.product((8, 16, 32), (32, 64, 128))]
+        return [{**K.GPU_ATTENTION, "BKV": bkv, "TEAM": team, "QSPLIT": qsplit}
+                for bkv, team, qsplit in itertools.product((16, 32), (64, 128), (2, 4))]
     if op == "gemv":  # qgemv's tiling; qgemv_stream's parameters ride along unchanged
         return [{**K.GPU_GEMV, "RN": rn, "GEMV_WG": wg, "GEMV_TEAMS": teams}
                 for wg, teams, rn in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 4))]
