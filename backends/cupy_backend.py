@@ -374,6 +374,17 @@ def build_kernel(source: str, name: str, arch: str, warp_size: int, *,
     return result
 
 
+def build_variant(variant, name: str, arch: str, warp_size: int) -> "toolchains.CompileResult":
+    """Kernel ``name`` of shipped ``variant`` compiled for a device of ``arch`` as the backend
+    runs it: for the compile target the variant needs there (``sm_90a`` for wgmma; an AMD arch
+    as it is), with the variant's defines."""
+    from accel import kernels
+
+    target = variant.nvidia_target(arch) or arch  # None for AMD archs
+    return build_kernel(kernels.program_text(variant.source), name, target, warp_size,
+                        options=tuple(variant.options()))
+
+
 # -- the backend --------------------------------------------------------------------------------
 class CuPyBackend(Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
@@ -539,17 +550,19 @@ class CuPyBackend(Backend):
 
     def _build(self, source: str, name: str, options: tuple[str, ...], dialect: str, target: str) -> Any:
         key = (source, name, options, dialect, target)
-        if key in self._modules:
-            return self._modules[key]
-        result = build_kernel(source, name, target, self.warp_size, options=options, dialect=dialect)
+        if key not in self._modules:
+            self._modules[key] = self._load(
+                build_kernel(source, name, target, self.warp_size, options=options, dialect=dialect), name)
+        return self._modules[key]
+
+    def _load(self, result: "toolchains.CompileResult", name: str) -> Any:
+        """Kernel ``name`` of a compiled binary, loaded on this device."""
         try:
             with self.device:
-                fn = self.cupy.RawModule(path=str(result.path)).get_function(name)
+                return self.cupy.RawModule(path=str(result.path)).get_function(name)
         except Exception as e:  # no such kernel in the module, or the driver rejects the binary
-            raise CompileError(name, target, f"loading the {target} binary failed: "
-                                             f"{type(e).__name__}: {e}") from e
-        self._modules[key] = fn
-        return fn
+            raise CompileError(name, result.target, f"loading the {result.target} binary failed: "
+                                                    f"{type(e).__name__}: {e}") from e
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list, shared_mem: int = 0) -> None:
@@ -597,11 +610,7 @@ class CuPyBackend(Backend):
         name = name or planned
         fn = self._shipped.get((variant, name))
         if fn is None:  # built once per variant: no source reading or hashing on later calls
-            from accel import kernels
-
-            target = variant.nvidia_target(self.arch) or self.arch  # None for AMD archs
-            fn = self._build(kernels.program_text(variant.source), name,
-                             tuple(variant.options()), "accel", target)
+            fn = self._load(build_variant(variant, name, self.arch, self.warp_size), name)
             if variant.dynamic_local_bytes > _STATIC_SHARED_MAX:  # an opt-in above 48 KiB
                 with self.device:
                     fn.max_dynamic_shared_size_bytes = variant.dynamic_local_bytes
@@ -714,6 +723,6 @@ class CuPyBackend(Backend):
 
 __all__ = ["CuPyBackend", "IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "kernel_path", "aligned16",
            "tensorcore_kernel", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
-           "build_kernel", "format_version",
+           "build_kernel", "build_variant", "format_version",
            "unavailable_reason", "vendor_matmul", "bf16_bits_to_f32",
            "f32_to_bf16_bits"]

@@ -127,13 +127,11 @@ def prebuild(arch: str, warp_size: int, variants) -> None:
     (one after another, the GEMV goal's 20 parameter sets of quant.cl would take about 1.6 s
     each, as on our CPU-only machine). A variant that fails to build is left for its own first
     call to report."""
-    from accel import kernels
     from accel.backends import cupy_backend as CB
 
     def build(v) -> None:
         try:
-            CB.build_kernel(kernels.program_text(v.source), v.kernels[0], v.nvidia_target(arch) or arch,
-                            warp_size, options=tuple(v.options()))
+            CB.build_variant(v, v.kernels[0], arch, warp_size)
         except Exception:  # reported where the variant is used
             pass
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
