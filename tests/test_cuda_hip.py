@@ -401,6 +401,9 @@ SHIPPED_SPECS = [
                      mask_shape=(5, 9), mask_dtype="bool"),
     S.attention_spec((1, 2, 5, 80), (1, 2, 9, 80), (1, 2, 9, 48), ("float16",) * 3,
                      mask_shape=(1, 1, 5, 9), mask_dtype="float16"),
+    # head dims that split a row over 2 work-items, and over none
+    S.attention_spec((1, 4, 5, 40), (1, 2, 9, 40), (1, 2, 9, 24), ("float32",) * 3),
+    S.attention_spec((1, 2, 5, 20), (1, 2, 9, 20), (1, 2, 9, 12), ("float32",) * 3, causal=True),
     S.quantize_spec((2, 64), "float16", "q8_0"), S.dequantize_spec((2, 64), get_format("q4_0")),
     S.qmatmul_spec((3, 64), "float32", (5, 64), get_format("q4_0")),
 ]
