@@ -314,19 +314,31 @@ DEVICE_COLD float qgemv_exact(GLOBAL const IN_T* x, GLOBAL const u8* w, int M, i
 
 /* n aligned 16-byte words from a (n a constant), as 4 n 32-bit words of raw. qgemv's are the
  * QWORDS around a block that starts in the first (each holds at least one byte of the block, so
- * no load leaves the 16-byte words that the buffer's own bytes occupy). */
-DEVICE void load_words(GLOBAL const u32x4* a, u32* raw, int n) {
-    UNROLL for (int i = 0; i < n; ++i) {
-        const u32x4 t = a[i];
-        raw[4 * i] = t.x; raw[4 * i + 1] = t.y; raw[4 * i + 2] = t.z; raw[4 * i + 3] = t.w;
+ * no load leaves the 16-byte words that the buffer's own bytes occupy). A macro: as a function,
+ * hiprtc left the loop rolled and raw in scratch memory (gfx90a: 144 to 560 bytes per
+ * work-item in qgemv, qgemv_x8 and qgemv_runs). */
+#define LOAD_WORDS(a, raw, n) \
+    UNROLL for (int w_ = 0; w_ < (n); ++w_) { \
+        const u32x4 t_ = (a)[w_]; \
+        (raw)[4 * w_] = t_.x; (raw)[4 * w_ + 1] = t_.y; (raw)[4 * w_ + 2] = t_.z; (raw)[4 * w_ + 3] = t_.w; \
     }
-}
+
+/* PICK_WORD(c, a, b): a where c, else b. On HIP by masks: hiprtc turned selects between raw's
+ * words into loads from a selected address, which kept raw in scratch memory and read it back in
+ * the loop (144 or 208 bytes per work-item on gfx90a); with masks it stays in registers (162
+ * VGPRs, 3 waves per SIMD). On CUDA the selects are better (masks put local memory in sm_80's
+ * loop). */
+#if defined(ACCEL_HIP)
+#define PICK_WORD(c, a, b) ((b) ^ (((a) ^ (b)) & (0u - (u32)((c) != 0u))))
+#else
+#define PICK_WORD(c, a, b) ((c) ? (a) : (b))
+#endif
 
 /* Moves the block at byte s (even) of raw (clobbered) to the start of raw, at bit offset sh of
  * raw[0] (0 or 16), which it returns. */
 DEVICE u32 align_block(u32* raw, u32 s) {
-    UNROLL for (int i = 0; i + 2 < RAW_WORDS; ++i) raw[i] = (s & 8u) ? raw[i + 2] : raw[i];
-    UNROLL for (int i = 0; i + 1 < RAW_WORDS; ++i) raw[i] = (s & 4u) ? raw[i + 1] : raw[i];
+    UNROLL for (int i = 0; i + 2 < RAW_WORDS; ++i) raw[i] = PICK_WORD(s & 8u, raw[i + 2], raw[i]);
+    UNROLL for (int i = 0; i + 1 < RAW_WORDS; ++i) raw[i] = PICK_WORD(s & 4u, raw[i + 1], raw[i]);
     return (s & 2u) * 8u;
 }
 
@@ -535,9 +547,9 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv(GLOBAL const IN_
 #if GEMV_OFFSET_PER_TILE
             GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES);
             at[r] = ADDR_BITS(p) & 15u;
-            load_words((GLOBAL const u32x4*)(p - at[r]), raw[r], QWORDS);
+            LOAD_WORDS((GLOBAL const u32x4*)(p - at[r]), raw[r], QWORDS);
 #else
-            load_words(wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES / 16), raw[r], QWORDS);
+            LOAD_WORDS(wa[r] + (i64)tile * (GEMV_SPAN * BLOCK_BYTES / 16), raw[r], QWORDS);
 #endif
         }
         /* work-item tid stages float4 u = tid + it * GEMV_ITEMS: float4 u % 8 of block u / 8 */
@@ -636,7 +648,7 @@ KERNEL LAUNCH_BOUNDS(RUNS_ITEMS, 1, RUNS_MIN_GROUPS) void qgemv_runs(GLOBAL cons
         u32 raw[RUNS_RN][RUN_WORDS];
         if (run < nruns)
             UNROLL for (int r = 0; r < RUNS_RN; ++r)
-                load_words(wr[r] + (i64)run * (RUN_WORDS / 4), raw[r], RUN_WORDS / 4);
+                LOAD_WORDS(wr[r] + (i64)run * (RUN_WORDS / 4), raw[r], RUN_WORDS / 4);
         BARRIER(); /* every work-item is done with the last step's x */
         for (int u = tid; u < RUNS_WG * 64; u += RUNS_ITEMS) { /* float4 u % 64 of run u / 64 */
             const int rr = u >> 6, j = (u >> 3) & 7, q = u & 7;
@@ -1052,7 +1064,7 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
         UNROLL for (int r = 0; r < RN; ++r) {
             GLOBAL const u8* p = wa[r] + (i64)tile * (GEMV_WG * BLOCK_BYTES);
             at[r] = ADDR_BITS(p) & 15u;
-            load_words((GLOBAL const u32x4*)(p - at[r]), raw[r], QWORDS);
+            LOAD_WORDS((GLOBAL const u32x4*)(p - at[r]), raw[r], QWORDS);
         }
         UNROLL for (int i = 0; i < RM; ++i) {
             const i64 o = (i64)tile * (2 * GEMV_WG);
