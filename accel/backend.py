@@ -41,7 +41,10 @@ def int32_sizes(spec: Spec) -> Support:
     False
     """
     sizes = {"matmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K, batch=spec.batch),
-             "attention": lambda: dict(Sq=spec.Sq, Sk=spec.Sk, heads=spec.B * spec.Hq),
+             # attention.cl runs the Hq / Hkv heads sharing a kv head as one run of rows, and
+             # a group's last tile (at most 256 rows) may reach past it
+             "attention": lambda: dict(Sq=spec.Sq, Sk=spec.Sk, heads=spec.B * spec.Hq,
+                                       rows_per_kv_head_and_a_tile=spec.Hq // spec.Hkv * spec.Sq + 256),
              "qmatmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
              "quantize": lambda: dict(blocks=spec.rows * spec.shape[-1] // 32),
              "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}[spec.op]()

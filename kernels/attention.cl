@@ -32,6 +32,9 @@
 #if QSPLIT > 1 && (VW > 1 || !LOCAL_TILE)
 #error "QSPLIT > 1 is for GPU groups (LOCAL_TILE 1, VW 1)"
 #endif
+#if QSPLIT > 1 && (TEAM % QSPLIT || HEAD_D % (4 * QSPLIT) || HEAD_DV % (4 * QSPLIT))
+#error "QSPLIT must divide TEAM, and 4 * QSPLIT both head dims"
+#endif
 #define BQV (BQ / VW)
 /* the head dim of a work-item's e-th own dim */
 #define OWN(e) (QSPLIT > 1 ? ((e) / 4 * QSPLIT + part) * 4 + (e) % 4 : (e))

@@ -459,3 +459,7 @@ def test_sizes_beyond_int32_kernel_arguments_are_declined_not_overflowed():
     verdict = CB.support_for(huge, "kernels", "sm_90")
     assert not verdict.ok and "32-bit" in verdict.reason and "K" in verdict.reason
     assert not CB.support_for(huge, "vendor", "sm_90").ok  # declined until verified on a GPU
+    # 16 query heads on one kv head: 2**31 rows in attention.cl's one run, though Sq fits
+    gqa = S.attention_spec((1, 16, 2**27, 8), (1, 1, 16, 8), (1, 1, 16, 8), ("float16",) * 3)
+    verdict = CB.support_for(gqa, "kernels", "sm_90")
+    assert not verdict.ok and "rows_per_kv_head" in verdict.reason
