@@ -285,8 +285,8 @@ def attention_grid(spec, defines: dict) -> tuple[tuple[int, int, int], int]:
 
     >>> from accel.spec import attention_spec
     >>> spec = attention_spec((2, 32, 1, 128), (2, 8, 9, 128), (2, 8, 9, 128), ("float32",) * 3)
-    >>> attention_grid(spec, attention("float32", 128, 128).defines), GPU_ATTENTION["TEAM"]
-    (((1, 8, 2), 64), 64)
+    >>> attention_grid(spec, attention("float32", 128, 128).defines)  # 4 rows: one group's 16
+    ((1, 8, 2), 64)
     """
     items = defines["TEAM"] if defines.get("LOCAL_TILE") else 1
     rows = items // defines.get("QSPLIT", 1) * defines["BQ"]
