@@ -277,10 +277,12 @@ def kernel_variant(spec, path: str = "kernels"):
     return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
 
 
-def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
+def launch_plan(spec, variant, name: str | None = None,
+                chunks: int = 1) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
     """(kernel name, grid, block) for ``spec`` with the tiling in ``variant.defines``, following
     each kernel source's documented grid (kernels/*.cl); ``name`` picks one of a source's kernels
-    with its own grid (``qgemv_stream``, ``qgemv_runs``), else the one the spec implies."""
+    with its own grid (``qgemv_stream``, ``qgemv_runs``, ``attention_combine``), else the one the
+    spec implies; attention's keys split into ``chunks``."""
     from accel import kernels
 
     d = variant.defines
@@ -296,8 +298,11 @@ def launch_plan(spec, variant, name: str | None = None) -> tuple[str, tuple[int,
     if variant.source == "attention_mma.cu":  # a block of warps per 16 * WARPS queries
         return "attention_mma", (ceil_div(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
             (32 * d["WARPS"], 1, 1)
-    if spec.op == "attention":  # x over tiles of a kv head's query rows, y over kv heads, z: batch
-        grid, items = kernels.attention_grid(spec, d)
+    if name == "attention_combine":  # one thread per output value
+        total = spec.B * spec.Hkv * kernels.attention_rows(spec) * spec.Dv
+        return name, (ceil_div(total, ELEMENTWISE_BLOCK), 1, 1), (ELEMENTWISE_BLOCK, 1, 1)
+    if spec.op == "attention":  # x over tiles of a kv head's query rows (per key chunk), y over kv heads
+        grid, items = kernels.attention_grid(spec, d, chunks)
         return "attention", grid, (items, 1, 1)
     if spec.op == "quantize":  # one thread per block of 32 values
         return "quantize", (ceil_div(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
@@ -594,19 +599,19 @@ class CuPyBackend(Backend):
         if spec.op == "matmul":
             with self.device:
                 bufs = [*inputs, out, self.cupy.asarray(spec.batch_offsets().reshape(-1))]
-        elif spec.op == "attention":
+        elif spec.op == "attention":  # attention.cl's key-chunk records: unused by one pass
             *qkv, mask = inputs
-            bufs = [*qkv, out, self._unused() if mask is None else mask]
+            bufs = [*qkv, out, self._unused() if mask is None else mask, self._unused()]
         else:
             bufs = [*inputs, out]
         return bufs + list(kernels.scalar_args(spec))
 
-    def run_variant(self, spec, variant, args: list, name: str | None = None) -> None:
+    def run_variant(self, spec, variant, args: list, name: str | None = None, chunks: int = 1) -> None:
         """Launch shipped ``variant`` (kernel ``name``, else the one launch_plan names) on
         ``args`` (:meth:`kernel_args`), built once per variant for the compile target it needs
         on this device. The ops call it with the variant they choose; the speed-goal script
         (accel.conformance.gpu_goals) with the alternatives it times."""
-        planned, grid, block = launch_plan(spec, variant, name)
+        planned, grid, block = launch_plan(spec, variant, name, chunks)
         name = name or planned
         fn = self._shipped.get((variant, name))
         if fn is None:  # built once per variant: no source reading or hashing on later calls
@@ -639,7 +644,24 @@ class CuPyBackend(Backend):
         self._compute(spec, a, b, out=out)
 
     def attention(self, spec, out, q, k, v, mask) -> None:
-        self._compute(spec, q, k, v, mask, out=out)
+        from accel import kernels
+
+        if kernel_path(spec, self.impl, self.arch) == "tensorcore":
+            self._compute(spec, q, k, v, mask, out=out)
+            return
+        variant = kernel_variant(spec)
+        chunks = kernels.attention_chunks(spec, variant.defines, 2 * self.info.compute_units)
+        args = self.kernel_args(spec, out, q, k, v, mask)
+        if chunks == 1:
+            self.run_variant(spec, variant, args)
+            return
+        # flash-decoding: each key chunk's records in scratch, then merged into out
+        splits = args[5] = self.scratch(kernels.attention_splits_bytes(spec, chunks))
+        self.run_variant(spec, variant, args, chunks=chunks)
+        rows = kernels.attention_rows(spec)
+        total = spec.B * spec.Hkv * rows * spec.Dv
+        self.run_variant(spec, variant, [splits, out, np.int32(rows), np.int32(chunks), np.int64(total)],
+                         "attention_combine")
 
     def quantize(self, spec, out, x) -> None:
         self._compute(spec, x, out=out)

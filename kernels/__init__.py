@@ -278,10 +278,11 @@ def attention_rows(spec) -> int:
     return spec.Hq // spec.Hkv * spec.Sq
 
 
-def attention_grid(spec, defines: dict) -> tuple[tuple[int, int, int], int]:
-    """attention.cl's launch for the variant ``defines``: ((tiles of :func:`attention_rows`,
-    kv heads, batch) groups, work-items per group). A GPU group (LOCAL_TILE) of TEAM work-items
-    takes TEAM / QSPLIT * BQ rows, a CPU one a single work-item's BQ.
+def attention_grid(spec, defines: dict, chunks: int = 1) -> tuple[tuple[int, int, int], int]:
+    """attention.cl's launch for the variant ``defines``: ((tiles of :func:`attention_rows`
+    times key ``chunks``, kv heads, batch) groups, work-items per group). A GPU group
+    (LOCAL_TILE) of TEAM work-items takes TEAM / QSPLIT * BQ rows, a CPU one a single
+    work-item's BQ.
 
     >>> from accel.spec import attention_spec
     >>> spec = attention_spec((2, 32, 1, 128), (2, 8, 9, 128), (2, 8, 9, 128), ("float32",) * 3)
@@ -290,7 +291,32 @@ def attention_grid(spec, defines: dict) -> tuple[tuple[int, int, int], int]:
     """
     items = defines["TEAM"] if defines.get("LOCAL_TILE") else 1
     rows = items // defines.get("QSPLIT", 1) * defines["BQ"]
-    return (ceil_div(attention_rows(spec), rows), spec.Hkv, spec.B), items
+    return (ceil_div(attention_rows(spec), rows) * chunks, spec.Hkv, spec.B), items
+
+
+def attention_chunks(spec, defines: dict, groups_wanted: int) -> int:
+    """Key chunks for attention.cl (flash-decoding): 1 where the launch already has
+    ``groups_wanted`` groups (the device's parallelism), else enough to reach it, each chunk
+    at least 2 key tiles. The backends pass twice their compute units.
+
+    >>> from accel.spec import attention_spec
+    >>> decode = attention_spec((1, 32, 1, 128), (1, 8, 4096, 128), (1, 8, 4096, 128), ("float32",) * 3)
+    >>> gpu = attention("float32", 128, 128).defines
+    >>> attention_chunks(decode, gpu, 2 * 132), attention_chunks(decode, gpu, 8)
+    (33, 1)
+    """
+    (groups, heads, batch), _ = attention_grid(spec, defines)
+    have = groups * heads * batch
+    if have >= groups_wanted:
+        return 1
+    return max(1, min(ceil_div(groups_wanted, have), ceil_div(spec.Sk, defines["BKV"]) // 2))
+
+
+def attention_splits_bytes(spec, chunks: int) -> int:
+    """Bytes of attention.cl's ``splits`` records for ``chunks`` key chunks (0 for one)."""
+    if chunks == 1:
+        return 0
+    return 4 * spec.B * spec.Hkv * chunks * attention_rows(spec) * (spec.Dv + 2)
 
 
 def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int], int]:
@@ -436,7 +462,7 @@ def attention(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = Non
         while p["QSPLIT"] > 1 and (head_dim % (4 * p["QSPLIT"]) or head_dim_v % (4 * p["QSPLIT"])):
             p["QSPLIT"] //= 2
     d = _attention_defines(dtype, _FLOATS, head_dim, head_dim_v, mask, mask_dtype)
-    return Variant("attention.cl", ("attention",), {**d, **p}, _dialects(p))
+    return Variant("attention.cl", ("attention", "attention_combine"), {**d, **p}, _dialects(p))
 
 
 def attention_mma(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = None,

@@ -19,8 +19,12 @@
  * Rows: the G = Hq / Hkv query heads that share a kv head are one run of G * Sq rows (row r is
  * query r % Sq of head r / Sq; Q and O hold them contiguously), so a group reads each K/V tile
  * once for all of them and a decode step (Sq = 1) still fills G rows of a tile.
- * Grid: dim 0 over tiles of those rows (TEAM / QSPLIT * BQ rows per group), dim 1 over kv
- * heads, dim 2 over the batch.
+ * Grid: dim 0 over tiles of those rows (TEAM / QSPLIT * BQ rows per group), once per chunk of
+ * the keys; dim 1 over kv heads, dim 2 over the batch. With one chunk a group writes O. With
+ * more (a decode step has few row tiles to spread over a device: flash-decoding), a group
+ * takes its chunk's key tiles and writes each row's unnormalized output, running max and sum
+ * to `splits` (one record of HEAD_DV + 2 floats per chunk and row), and attention_combine
+ * merges the chunks into O.
  */
 #define OUT_DT IN_DT
 #ifndef MASK_DT
@@ -42,17 +46,20 @@
 #define DVV (HEAD_DV / VW / QSPLIT)   /* output vectors per work-item and row */
 #define KU 4 /* keys per step: KU * BQV independent FMA chains hide the FMA latency */
 
-#if LOCAL_TILE
-#define ATTENTION_BOUNDS LAUNCH_BOUNDS(TEAM, 1, 0)
+#if LOCAL_TILE /* at least 4 groups per multiprocessor (CUDA): left to itself ptxas chose 96
+                 registers for some head dims and spilled */
+#define ATTENTION_BOUNDS LAUNCH_BOUNDS(TEAM, 1, 4)
 #else
 #define ATTENTION_BOUNDS
 #endif
 
 KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT Kg,
                       GLOBAL const IN_T* RESTRICT Vg, GLOBAL OUT_T* RESTRICT O,
-                      GLOBAL const MASK_T* RESTRICT mask,
+                      GLOBAL const MASK_T* RESTRICT mask, GLOBAL float* RESTRICT splits,
                       int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
                       i64 msb, i64 msh, i64 msq, i64 msk) {
+    const int hk = GROUP_ID(1), b = GROUP_ID(2);
+    const int G = Hq / Hkv, rows = G * Sq;
 #if LOCAL_TILE
     LOCAL float Kt[BKV * HEAD_D];
     LOCAL float Vt[BKV * HEAD_DV];
@@ -61,15 +68,19 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
     LOCAL float partial[TEAM * (BKV * BQ + 1)];
 #endif
     const int member = LOCAL_ID(0), part = member % QSPLIT, team_rows = TEAM / QSPLIT * BQ;
-    const int group_q0 = GROUP_ID(0) * team_rows;
-    const int q0 = group_q0 + member / QSPLIT * BQ;
+    const int unit = GROUP_ID(0), units = NUM_GROUPS(0);
 #else
     const int part = 0, team_rows = BQ;
-    const int group_q0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * BQ;
+    const int unit = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0), units = NUM_GROUPS(0) * LOCAL_SIZE(0);
+#endif
+    /* dim 0 is every row tile once per key chunk */
+    const int row_tiles = (rows + team_rows - 1) / team_rows, chunks = units / row_tiles;
+    const int chunk = unit / row_tiles, group_q0 = unit % row_tiles * team_rows;
+#if LOCAL_TILE
+    const int q0 = group_q0 + member / QSPLIT * BQ;
+#else
     const int q0 = group_q0;
 #endif
-    const int hk = GROUP_ID(1), b = GROUP_ID(2);
-    const int G = Hq / Hkv, rows = G * Sq;
     const int off = Sk - Sq;
     Q += ((i64)b * Hq + (i64)hk * G) * Sq * HEAD_D;
     O += ((i64)b * Hq + (i64)hk * G) * Sq * HEAD_DV;
@@ -100,8 +111,10 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
      * uniform over the group so the barriers below are reached by every work-item. */
     const int r_last = imin(group_q0 + team_rows, rows) - 1;
     const int q_last = group_q0 / Sq == r_last / Sq ? r_last % Sq : Sq - 1;
-    int kend = causal ? imax(0, imin(Sk, q_last + 1 + off)) : Sk;
-    for (int k0 = 0; k0 < kend; k0 += BKV) {
+    const int chunk_tiles = ((Sk + BKV - 1) / BKV + chunks - 1) / chunks;
+    const int k_first = chunk * chunk_tiles * BKV;
+    const int kend = imin(causal ? imax(0, imin(Sk, q_last + 1 + off)) : Sk, k_first + chunk_tiles * BKV);
+    for (int k0 = k_first; k0 < kend; k0 += BKV) {
 #if LOCAL_TILE
         for (int e = member; e < BKV * HEAD_D; e += TEAM)
             Kt[e] = LOAD_IN(Kg, (i64)imin(k0 + e / HEAD_D, Sk - 1) * HEAD_D + e % HEAD_D);
@@ -203,13 +216,51 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
         BARRIER();
 #endif
     }
-    UNROLL for (int iv = 0; iv < BQV; ++iv) VSTORE_ARR(l[iv], lanes2, iv * VW);
+    UNROLL for (int iv = 0; iv < BQV; ++iv) {
+        VSTORE_ARR(l[iv], lanes2, iv * VW);
+        VSTORE_ARR(m[iv], lanes, iv * VW);
+    }
     for (int i = 0; i < BQ; ++i) {
         int r = q0 + i;
         if (r >= rows) break;
-        float inv = lanes2[i] > 0.0f ? 1.0f / lanes2[i] : 0.0f;  /* fully masked row: zeros */
         float row[DVV * VW];
-        UNROLL for (int dv = 0; dv < DVV; ++dv) VSTORE_ARR(acc[i][dv] * (vf_t)inv, row, dv * VW);
-        for (int e = 0; e < DVV * VW; ++e) STORE_OUT(O, (i64)r * HEAD_DV + OWN(e), row[e]);
+        if (chunks == 1) {
+            float inv = lanes2[i] > 0.0f ? 1.0f / lanes2[i] : 0.0f;  /* fully masked row: zeros */
+            UNROLL for (int dv = 0; dv < DVV; ++dv) VSTORE_ARR(acc[i][dv] * (vf_t)inv, row, dv * VW);
+            UNROLL for (int e = 0; e < DVV * VW; ++e) STORE_OUT(O, (i64)r * HEAD_DV + OWN(e), row[e]);
+        } else {
+            GLOBAL float* rec = splits + (((i64)b * Hkv + hk) * chunks + chunk) * rows * (HEAD_DV + 2)
+                              + (i64)r * (HEAD_DV + 2);
+            UNROLL for (int dv = 0; dv < DVV; ++dv) VSTORE_ARR(acc[i][dv], row, dv * VW);
+            UNROLL for (int e = 0; e < DVV * VW; ++e) rec[OWN(e)] = row[e];
+            if (part == 0) {
+                rec[HEAD_DV] = lanes[i];
+                rec[HEAD_DV + 1] = lanes2[i];
+            }
+        }
     }
+}
+
+/* O from attention's key chunks: one work-item per output value of the total = B * Hkv * rows
+ * rows (a kv head's run of rows is contiguous in O, so row R of kv head bh is O's row
+ * bh * rows + R). out = sum_c w_c acc_c / sum_c w_c l_c with w_c = exp(m_c - max m), exactly
+ * what one pass over all keys computes up to rounding; where no chunk saw a finite logit every
+ * w_c is 1, so a fully masked row gives 0 and a NaN stays NaN, as in one pass. */
+KERNEL void attention_combine(GLOBAL const float* RESTRICT splits, GLOBAL OUT_T* RESTRICT O,
+                              int rows, int chunks, i64 total) {
+    const i64 e = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (e >= total) return;
+    const i64 R = e / HEAD_DV, bh = R / rows;
+    const int dv = (int)(e % HEAD_DV);
+    const i64 step = (i64)rows * (HEAD_DV + 2); /* from one chunk's record of a row to the next's */
+    GLOBAL const float* rec = splits + bh * chunks * step + (R - bh * rows) * (HEAD_DV + 2);
+    float top = -INF_F;
+    for (int c = 0; c < chunks; ++c) top = FMAX(top, rec[c * step + HEAD_DV]);
+    float l = 0.0f, o = 0.0f;
+    for (int c = 0; c < chunks; ++c) {
+        const float w = top == -INF_F ? 1.0f : EXP(rec[c * step + HEAD_DV] - top);
+        l += w * rec[c * step + HEAD_DV + 1];
+        o += w * rec[c * step + dv];
+    }
+    STORE_OUT(O, R * HEAD_DV + dv, o * (l > 0.0f ? 1.0f / l : 0.0f));
 }

@@ -113,9 +113,12 @@ DEVICE void stage_rows(u16* dst, const u16* src, int k0, int Sk, int tid) {
     }
 }
 
+/* The arguments are attention.cl's (the backends pass both the same), `splits` unused: this
+ * kernel never splits the keys. */
 KERNEL void __launch_bounds__(THREADS)
 attention_mma(const IN_T* RESTRICT Q, const IN_T* RESTRICT Kg, const IN_T* RESTRICT Vg,
               OUT_T* RESTRICT O, const MASK_T* RESTRICT mask,
+              float* RESTRICT splits,
               int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
               i64 msb, i64 msh, i64 msq, i64 msk) {
     __shared__ __align__(128) u16 smem[2 * (STAGE_K + STAGE_V)];

@@ -11,6 +11,7 @@ import pytest
 from gpu_toolchains import build_shipped, hot_loop, need, sass_of
 
 import accel
+import accel.kernels as K
 from accel import spec as S
 from accel.errors import AccelError, BackendUnavailable, CompileError
 from accel.formats import get_format
@@ -178,6 +179,21 @@ def test_matmul_grid_covers_the_output(spec):
     assert cols >= spec.N > cols - d["WG_N"] * d["TN"]
     assert rows >= spec.M > rows - d["WG_M"] * d["TM"]
     assert grid[2] == spec.batch
+
+
+def test_decode_attention_splits_its_keys_over_the_device():
+    # flash-decoding: a decode step has one row tile per kv head, 8 groups for an H200's 132
+    # SMs; its keys are split into chunks (each at least 2 tiles), then merged per output value
+    decode = S.attention_spec((1, 32, 1, 128), (1, 8, 4096, 128), (1, 8, 4096, 128), ("float32",) * 3)
+    v = CB.kernel_variant(decode)
+    chunks = K.attention_chunks(decode, v.defines, 2 * 132)
+    name, grid, block = CB.launch_plan(decode, v, chunks=chunks)
+    assert (name, grid[1:]) == ("attention", (8, 1)) and grid[0] * 8 >= 2 * 132 and chunks > 1
+    assert CB.launch_plan(decode, v)[1][0] * chunks == grid[0]
+    name, grid, block = CB.launch_plan(decode, v, "attention_combine", chunks)
+    assert name == "attention_combine" and grid[0] * block[0] >= 8 * 4 * 128
+    prefill = S.attention_spec((4, 16, 2048, 64), (4, 16, 2048, 64), (4, 16, 2048, 64), ("float32",) * 3)
+    assert K.attention_chunks(prefill, CB.kernel_variant(prefill).defines, 2 * 132) == 1
 
 
 def test_other_ops_cover_their_work():

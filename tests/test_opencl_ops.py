@@ -158,6 +158,45 @@ def test_attention_decode_step(be, rng, Hq, Hkv, dtype):
     assert _attention_ok(got, want, vmax, dtype, 77)
 
 
+@pytest.fixture(scope="module")
+def chunked(be):
+    """``be``'s parameters, with attention's keys split into chunks (flash-decoding) wherever
+    there are at least two key tiles per chunk, as a device with many compute units would."""
+    b = OpenCLBackend(0)
+    b.params = {op: dict(p) for op, p in be.params.items()}
+    b.params["attention"]["GROUPS"] = 10**6
+    return b
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Sq,Sk,D,Dv,causal", [
+    (2, 8, 2, 1, 300, 64, 64, True),  # a decode step against a long cache
+    (1, 6, 2, 21, 200, 40, 24, True),  # prefill: chunks past a row's last key see nothing
+    (1, 3, 3, 5, 97, 32, 16, False),  # a ragged last chunk
+])
+def test_attention_key_chunks_match_one_pass(chunked, rng, B, Hq, Hkv, Sq, Sk, D, Dv, causal):
+    spec = S.attention_spec((B, Hq, Sq, D), (B, Hkv, Sk, D), (B, Hkv, Sk, Dv), ("float32",) * 3, causal)
+    params = {k: v for k, v in chunked.params["attention"].items() if k != "GROUPS"}
+    assert K.attention_chunks(spec, K.attention("float32", D, Dv, params=params).defines, 10**6) > 1
+    got, want, vmax = _attn(chunked, rng, "float32", B, Hq, Hkv, Sq, Sk, D, Dv, causal)
+    assert _attention_ok(got, want, vmax, "float32", Sk)
+
+
+def test_attention_key_chunks_keep_masked_rows_and_nans(chunked, rng):
+    keep = rng.random((1, 4, 3, 150)) > 0.5
+    keep[0, 1, 2] = False  # fully masked: zeros, whatever the chunks
+    keep[0, 2, 0, :100] = False  # visible only in the last chunks
+    q = rng.standard_normal((1, 4, 3, 32)).astype(np.float32)
+    q[0, 3, 1, 5] = np.nan  # NaN in: NaN out, as in one pass
+    k = rng.standard_normal((1, 2, 150, 32)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 150, 32)).astype(np.float32)
+    spec = S.attention_spec(q.shape, k.shape, v.shape, ("float32",) * 3, False, None, keep.shape, "bool")
+    got = run(chunked, spec, q, k, v, keep).astype(np.float64)
+    want = attention_ref(q, k, v, causal=False, mask=keep)
+    assert (got[0, 1, 2] == 0).all() and np.isnan(got[0, 3, 1]).all()
+    got[0, 3, 1] = want[0, 3, 1] = 0  # (the float64 reference does not carry the NaN)
+    assert _attention_ok(got, want, np.abs(v).max(), "float32", 150)
+
+
 # -- quantization: bit-exact with GGML's reference ------------------------------------------------
 gguf = pytest.importorskip("gguf", reason="the gguf package is the independent GGML oracle")
 QTYPE = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}

@@ -7,6 +7,7 @@ import math
 import threading
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
 import pyopencl as cl
 
 import accel.kernels as K
@@ -119,15 +120,30 @@ def _lanes(*sizes: int, widest: int) -> int:
 
 def _attention(be, spec: AttentionSpec):
     p, _ = _kernel_params(be.params["attention"])
+    # GROUPS (launch-only): the groups a launch should have before keys are split into chunks
+    groups_wanted = p.pop("GROUPS", 2 * be.dev.compute_units)
     rows = K.attention_rows(spec)
     if not p.get("LOCAL_TILE") and rows < p["BQ"]:  # decoding: no taller a tile than the rows
         p["BQ"] = 1 << (rows - 1).bit_length()
     p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
     v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
-    kernel = be.kernel(v, "attention")
-    (groups, heads, batch), items = K.attention_grid(spec, v.defines)
-    return _launcher(be, kernel, (groups * items, heads, batch), (items, 1, 1), f"attention {v.id}",
-                     K.scalar_args(spec))
+    chunks = K.attention_chunks(spec, v.defines, groups_wanted)
+    (groups, heads, batch), items = K.attention_grid(spec, v.defines, chunks)
+    attend = _launcher(be, be.kernel(v, "attention"), (groups * items, heads, batch), (items, 1, 1),
+                       f"attention {v.id}", K.scalar_args(spec))
+    if chunks == 1:
+        return lambda q, k, v_, out, mask: attend(q, k, v_, out, mask, be._placeholder)
+    total = spec.B * spec.Hkv * rows * spec.Dv
+    combine = _launcher(be, be.kernel(v, "attention_combine"), (_padded(total, _LOCAL_1D),), (_LOCAL_1D,),
+                        f"attention_combine {v.id}", (np.int32(rows), np.int32(chunks), np.int64(total)))
+    nbytes = K.attention_splits_bytes(spec, chunks)
+
+    def run(q, k, v_, out, mask) -> None:  # the chunks' records in a buffer of their own per call
+        splits = be.alloc(nbytes)
+        attend(q, k, v_, out, mask, splits)
+        combine(splits, out)
+
+    return run
 
 
 def _quant_kernel(be, fmt: str, dtype: str, name: str, params: dict | None = None) -> cl.Kernel:
