@@ -296,20 +296,23 @@ def attention_grid(spec, defines: dict, chunks: int = 1) -> tuple[tuple[int, int
 
 def attention_chunks(spec, defines: dict, groups_wanted: int) -> int:
     """Key chunks for attention.cl (flash-decoding): 1 where the launch already has
-    ``groups_wanted`` groups (the device's parallelism), else enough to reach it, each chunk
-    at least 2 key tiles. The backends pass twice their compute units.
+    ``groups_wanted`` groups (the device's parallelism), else about enough to reach it, each
+    chunk at least 2 key tiles and none empty (the kernel gives each ceil(tiles / chunks)).
+    The backends pass twice their compute units.
 
     >>> from accel.spec import attention_spec
     >>> decode = attention_spec((1, 32, 1, 128), (1, 8, 4096, 128), (1, 8, 4096, 128), ("float32",) * 3)
     >>> gpu = attention("float32", 128, 128).defines
-    >>> attention_chunks(decode, gpu, 2 * 132), attention_chunks(decode, gpu, 8)
-    (33, 1)
+    >>> attention_chunks(decode, gpu, 2 * 132), attention_chunks(decode, gpu, 8)  # 256 tiles: 8 each
+    (32, 1)
     """
     (groups, heads, batch), _ = attention_grid(spec, defines)
     have = groups * heads * batch
-    if have >= groups_wanted:
+    tiles = ceil_div(spec.Sk, defines["BKV"])
+    if have >= groups_wanted or tiles < 4:
         return 1
-    return max(1, min(ceil_div(groups_wanted, have), ceil_div(spec.Sk, defines["BKV"]) // 2))
+    per_chunk = ceil_div(tiles, min(ceil_div(groups_wanted, have), tiles // 2))
+    return ceil_div(tiles, per_chunk)
 
 
 def attention_splits_bytes(spec, chunks: int) -> int:

@@ -46,8 +46,8 @@
 #define DVV (HEAD_DV / VW / QSPLIT)   /* output vectors per work-item and row */
 #define KU 4 /* keys per step: KU * BQV independent FMA chains hide the FMA latency */
 
-#if LOCAL_TILE /* at least 4 groups per multiprocessor (CUDA): left to itself ptxas chose 96
-                 registers for some head dims and spilled */
+#if LOCAL_TILE /* CUDA: 4 groups per multiprocessor allow 256 registers, no cap, but any minimum
+                 changes ptxas's choice: with none it held some head dims to 96 and spilled */
 #define ATTENTION_BOUNDS LAUNCH_BOUNDS(TEAM, 1, 4)
 #else
 #define ATTENTION_BOUNDS
