@@ -299,7 +299,7 @@ def launch_plan(spec, variant, name: str | None = None,
         return "attention_mma", (ceil_div(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B), \
             (32 * d["WARPS"], 1, 1)
     if name == "attention_combine":  # one thread per output value
-        total = spec.B * spec.Hkv * kernels.attention_rows(spec) * spec.Dv
+        total = int(kernels.attention_combine_args(spec, chunks)[-1])
         return name, (ceil_div(total, ELEMENTWISE_BLOCK), 1, 1), (ELEMENTWISE_BLOCK, 1, 1)
     if spec.op == "attention":  # x over tiles of a kv head's query rows (per key chunk), y over kv heads
         grid, items = kernels.attention_grid(spec, d, chunks)
@@ -590,18 +590,20 @@ class CuPyBackend(Backend):
     def accumulator(self, spec) -> str:
         return accumulator_for(spec, self.impl)
 
-    def kernel_args(self, spec, out, *inputs) -> list:
+    def kernel_args(self, spec, out, *inputs, splits: Any = None) -> list:
         """The arguments every shipped kernel of ``spec``'s op takes: the op's inputs (tensors,
         attention's mask after the output and a placeholder for none), the output, matmul's
-        batch offsets, then :func:`accel.kernels.scalar_args`."""
+        batch offsets, attention's key-chunk records (``splits``; a placeholder for one pass),
+        then :func:`accel.kernels.scalar_args`."""
         from accel import kernels
 
         if spec.op == "matmul":
             with self.device:
                 bufs = [*inputs, out, self.cupy.asarray(spec.batch_offsets().reshape(-1))]
-        elif spec.op == "attention":  # attention.cl's key-chunk records: unused by one pass
+        elif spec.op == "attention":
             *qkv, mask = inputs
-            bufs = [*qkv, out, self._unused() if mask is None else mask, self._unused()]
+            bufs = [*qkv, out, self._unused() if mask is None else mask,
+                    self._unused() if splits is None else splits]
         else:
             bufs = [*inputs, out]
         return bufs + list(kernels.scalar_args(spec))
@@ -650,18 +652,16 @@ class CuPyBackend(Backend):
             self._compute(spec, q, k, v, mask, out=out)
             return
         variant = kernel_variant(spec)
-        chunks = kernels.attention_chunks(spec, variant.defines, 2 * self.info.compute_units)
-        args = self.kernel_args(spec, out, q, k, v, mask)
+        chunks = kernels.attention_chunks(spec, variant.defines, self.info.compute_units)
         if chunks == 1:
-            self.run_variant(spec, variant, args)
+            self.run_variant(spec, variant, self.kernel_args(spec, out, q, k, v, mask))
             return
         # flash-decoding: each key chunk's records in scratch, then merged into out
-        splits = args[5] = self.scratch(kernels.attention_splits_bytes(spec, chunks))
-        self.run_variant(spec, variant, args, chunks=chunks)
-        rows = kernels.attention_rows(spec)
-        total = spec.B * spec.Hkv * rows * spec.Dv
-        self.run_variant(spec, variant, [splits, out, np.int32(rows), np.int32(chunks), np.int64(total)],
-                         "attention_combine")
+        splits = self.scratch(kernels.attention_splits_bytes(spec, chunks))
+        self.run_variant(spec, variant, self.kernel_args(spec, out, q, k, v, mask, splits=splits),
+                         chunks=chunks)
+        self.run_variant(spec, variant, [splits, out, *kernels.attention_combine_args(spec, chunks)],
+                         "attention_combine", chunks)
 
     def quantize(self, spec, out, x) -> None:
         self._compute(spec, x, out=out)

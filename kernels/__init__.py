@@ -294,32 +294,36 @@ def attention_grid(spec, defines: dict, chunks: int = 1) -> tuple[tuple[int, int
     return (ceil_div(attention_rows(spec), rows) * chunks, spec.Hkv, spec.B), items
 
 
-def attention_chunks(spec, defines: dict, groups_wanted: int) -> int:
-    """Key chunks for attention.cl (flash-decoding): 1 where the launch already has
-    ``groups_wanted`` groups (the device's parallelism), else about enough to reach it, each
+def attention_chunks(spec, defines: dict, compute_units: int) -> int:
+    """Key chunks for attention.cl (flash-decoding): 1 where the launch already has twice as
+    many groups as the device has ``compute_units``, else about enough to reach that, each
     chunk at least 2 key tiles and none empty (the kernel gives each ceil(tiles / chunks)).
-    The backends pass twice their compute units.
 
     >>> from accel.spec import attention_spec
     >>> decode = attention_spec((1, 32, 1, 128), (1, 8, 4096, 128), (1, 8, 4096, 128), ("float32",) * 3)
     >>> gpu = attention("float32", 128, 128).defines
-    >>> attention_chunks(decode, gpu, 2 * 132), attention_chunks(decode, gpu, 8)  # 256 tiles: 8 each
+    >>> attention_chunks(decode, gpu, 132), attention_chunks(decode, gpu, 4)  # 256 tiles: 8 each
     (32, 1)
     """
     (groups, heads, batch), _ = attention_grid(spec, defines)
-    have = groups * heads * batch
+    have, wanted = groups * heads * batch, 2 * compute_units
     tiles = ceil_div(spec.Sk, defines["BKV"])
-    if have >= groups_wanted or tiles < 4:
+    if have >= wanted or tiles < 4:
         return 1
-    per_chunk = ceil_div(tiles, min(ceil_div(groups_wanted, have), tiles // 2))
+    per_chunk = ceil_div(tiles, min(ceil_div(wanted, have), tiles // 2))
     return ceil_div(tiles, per_chunk)
 
 
 def attention_splits_bytes(spec, chunks: int) -> int:
-    """Bytes of attention.cl's ``splits`` records for ``chunks`` key chunks (0 for one)."""
-    if chunks == 1:
-        return 0
+    """Bytes of attention.cl's ``splits`` records for ``chunks`` key chunks."""
     return 4 * spec.B * spec.Hkv * chunks * attention_rows(spec) * (spec.Dv + 2)
+
+
+def attention_combine_args(spec, chunks: int) -> tuple:
+    """The scalar arguments of attention.cl's ``attention_combine`` (rows per kv head, chunks,
+    output values: one work-item each), as :func:`scalar_args` gives the others'."""
+    rows = attention_rows(spec)
+    return np.int32(rows), np.int32(chunks), np.int64(spec.B * spec.Hkv * rows * spec.Dv)
 
 
 def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int], int]:

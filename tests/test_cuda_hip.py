@@ -186,14 +186,14 @@ def test_decode_attention_splits_its_keys_over_the_device():
     # SMs; its keys are split into chunks (each at least 2 tiles), then merged per output value
     decode = S.attention_spec((1, 32, 1, 128), (1, 8, 4096, 128), (1, 8, 4096, 128), ("float32",) * 3)
     v = CB.kernel_variant(decode)
-    chunks = K.attention_chunks(decode, v.defines, 2 * 132)
+    chunks = K.attention_chunks(decode, v.defines, 132)
     name, grid, block = CB.launch_plan(decode, v, chunks=chunks)
     assert (name, grid[1:]) == ("attention", (8, 1)) and grid[0] * 8 >= 2 * 128 and chunks > 1
     assert CB.launch_plan(decode, v)[1][0] * chunks == grid[0]
     name, grid, block = CB.launch_plan(decode, v, "attention_combine", chunks)
     assert name == "attention_combine" and grid[0] * block[0] >= 8 * 4 * 128
     prefill = S.attention_spec((4, 16, 2048, 64), (4, 16, 2048, 64), (4, 16, 2048, 64), ("float32",) * 3)
-    assert K.attention_chunks(prefill, CB.kernel_variant(prefill).defines, 2 * 132) == 1
+    assert K.attention_chunks(prefill, CB.kernel_variant(prefill).defines, 132) == 1
 
 
 def test_other_ops_cover_their_work():

@@ -164,7 +164,7 @@ def chunked(be):
     there are at least two key tiles per chunk, as a device with many compute units would."""
     b = OpenCLBackend(0)
     b.params = {op: dict(p) for op, p in be.params.items()}
-    b.params["attention"]["GROUPS"] = 10**6
+    b.params["attention"]["UNITS"] = 10**6
     return b
 
 
@@ -175,7 +175,7 @@ def chunked(be):
 ])
 def test_attention_key_chunks_match_one_pass(chunked, rng, B, Hq, Hkv, Sq, Sk, D, Dv, causal):
     spec = S.attention_spec((B, Hq, Sq, D), (B, Hkv, Sk, D), (B, Hkv, Sk, Dv), ("float32",) * 3, causal)
-    params = {k: v for k, v in chunked.params["attention"].items() if k != "GROUPS"}
+    params = {k: v for k, v in chunked.params["attention"].items() if k != "UNITS"}
     assert K.attention_chunks(spec, K.attention("float32", D, Dv, params=params).defines, 10**6) > 1
     got, want, vmax = _attn(chunked, rng, "float32", B, Hq, Hkv, Sq, Sk, D, Dv, causal)
     assert _attention_ok(got, want, vmax, "float32", Sk)

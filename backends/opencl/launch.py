@@ -7,7 +7,6 @@ import math
 import threading
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
 import pyopencl as cl
 
 import accel.kernels as K
@@ -89,8 +88,10 @@ def _launcher(be, kernel: cl.Kernel, gsize, lsize, what: str, tail: tuple) -> Ca
 
 
 def _kernel_params(p: dict) -> tuple[dict, int]:
-    """Split launch-only entries (WG: work-group size) from the kernel defines."""
+    """Split launch-only entries (WG: work-group size; UNITS: the compute units attention's key
+    chunks are sized for, to override the device's) from the kernel defines."""
     p = dict(p)
+    p.pop("UNITS", None)
     return p, p.pop("WG", 1)
 
 
@@ -120,22 +121,21 @@ def _lanes(*sizes: int, widest: int) -> int:
 
 def _attention(be, spec: AttentionSpec):
     p, _ = _kernel_params(be.params["attention"])
-    # GROUPS (launch-only): the groups a launch should have before keys are split into chunks
-    groups_wanted = p.pop("GROUPS", 2 * be.dev.compute_units)
+    units = be.params["attention"].get("UNITS", be.dev.compute_units)
     rows = K.attention_rows(spec)
     if not p.get("LOCAL_TILE") and rows < p["BQ"]:  # decoding: no taller a tile than the rows
         p["BQ"] = 1 << (rows - 1).bit_length()
     p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
     v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
-    chunks = K.attention_chunks(spec, v.defines, groups_wanted)
+    chunks = K.attention_chunks(spec, v.defines, units)
     (groups, heads, batch), items = K.attention_grid(spec, v.defines, chunks)
     attend = _launcher(be, be.kernel(v, "attention"), (groups * items, heads, batch), (items, 1, 1),
                        f"attention {v.id}", K.scalar_args(spec))
     if chunks == 1:
         return lambda q, k, v_, out, mask: attend(q, k, v_, out, mask, be._placeholder)
-    total = spec.B * spec.Hkv * rows * spec.Dv
-    combine = _launcher(be, be.kernel(v, "attention_combine"), (_padded(total, _LOCAL_1D),), (_LOCAL_1D,),
-                        f"attention_combine {v.id}", (np.int32(rows), np.int32(chunks), np.int64(total)))
+    combine_args = K.attention_combine_args(spec, chunks)
+    combine = _launcher(be, be.kernel(v, "attention_combine"), (_padded(int(combine_args[-1]), _LOCAL_1D),),
+                        (_LOCAL_1D,), f"attention_combine {v.id}", combine_args)
     nbytes = K.attention_splits_bytes(spec, chunks)
 
     def run(q, k, v_, out, mask) -> None:  # the chunks' records in a buffer of their own per call
