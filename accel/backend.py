@@ -93,6 +93,12 @@ class Backend:
         raise NotImplementedError
 
     @classmethod
+    def skipped_devices(cls) -> list[str]:
+        """Devices found but left out of ``devices()``, each with why (e.g. a driver whose
+        compiler cannot build for this CPU); ``accel info`` prints them."""
+        return []
+
+    @classmethod
     def auto_priority(cls, devices: list[DeviceInfo]) -> int:
         """Rank for automatic selection given the devices found (e.g. an OpenCL CPU device ranks
         below the CPU reference, an OpenCL GPU above it)."""

@@ -44,6 +44,8 @@ def _info(args: argparse.Namespace) -> int:
     for s in statuses:
         if not s.available:
             console.print(f"[red]unavailable[/] [bold]{s.name}[/] ({s.origin}): {escape(s.reason)}")
+        for why in s.skipped:
+            console.print(f"[yellow]skipped[/] [bold]{s.name}[/] device: {escape(why)}")
     return 0
 
 

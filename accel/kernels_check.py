@@ -122,16 +122,18 @@ def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
 
 
 def opencl_devices() -> tuple[list, str]:
-    """(devices, "") or ([], why there are none) - every OpenCL device present, in platform order."""
+    """(devices, "") or ([], why there are none): the OpenCL backend's devices, in its order, so
+    target ``opencl:N`` here is ``opencl:N`` everywhere (devices that cannot build are left out)."""
     try:
-        import pyopencl as cl
+        from accel.backends.opencl.devices import enumerate_devices
     except ImportError:
         return [], "pyopencl is not installed (pip install 'accel-portable[opencl]')"
+    from accel.errors import BackendUnavailable
+
     try:
-        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-    except cl.Error as e:
-        return [], f"no OpenCL platform: {e}"
-    return devices, "" if devices else "no OpenCL device"
+        return [d.device for d in enumerate_devices()], ""
+    except BackendUnavailable as e:
+        return [], str(e)
 
 
 def _opencl_target_name(index: int, device) -> str:

@@ -43,6 +43,7 @@ class BackendStatus:
     priority: int = 0
     origin: str = "builtin"  # or the plugin's distribution
     devices: list[DeviceInfo] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # devices left out, each with why
 
 
 _lock = threading.RLock()
@@ -119,7 +120,8 @@ def backends(*, refresh: bool = False) -> list[BackendStatus]:
             try:
                 cls = _load_class(name)
                 devs = list(cls.devices())
-                status = BackendStatus(name, True, "", cls.auto_priority(devs), origin, devs)
+                status = BackendStatus(name, True, "", cls.auto_priority(devs), origin, devs,
+                                       list(cls.skipped_devices()))
             except AccelError as e:
                 status = BackendStatus(name, False, str(e).removeprefix(f"backend {name!r}: "),
                                        origin=origin)

@@ -14,7 +14,7 @@ import accel
 from accel import spec as S
 from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl import cache as C
-from accel.backends.opencl.devices import enumerate_devices, sort_key
+from accel.backends.opencl.devices import build_failure, enumerate_devices, sort_key
 from accel.errors import AccelError, ArgumentError, CompileError, DeviceError, UnsupportedError
 from accel.tensor import Tensor
 
@@ -42,6 +42,13 @@ def test_devices_follow_the_documented_order():
     kinds = [d.kind for d in devs]
     assert kinds == sorted(kinds, key=["gpu", "accelerator", "cpu", "other"].index)
     assert enumerate_devices() is devs  # cached: accel.backends() calls it on every listing
+
+
+def test_a_build_failure_names_the_device_and_the_compiler_error():
+    dev = enumerate_devices()[0]
+    assert build_failure(dev) is None  # every listed device passed this probe
+    why = build_failure(dev, "__kernel void k(__global int* out) { out[0] = not_declared; }")
+    assert why.startswith(dev.name) and "not_declared" in why
 
 
 def test_newer_driver_of_the_same_kind_comes_first():

@@ -27,7 +27,7 @@ from accel.spec import X_FORMATS
 from accel.tensor import Tensor
 
 from .cache import ProgramCache
-from .devices import CLDevice, enumerate_devices
+from .devices import CLDevice, enumerate_devices, skipped_devices
 from .launch import plan_for, support
 from .params import params_for
 
@@ -97,6 +97,10 @@ class OpenCLBackend(Backend):
     @classmethod
     def devices(cls) -> list[DeviceInfo]:
         return [d.info() for d in enumerate_devices()]
+
+    @classmethod
+    def skipped_devices(cls) -> list[str]:
+        return list(skipped_devices())
 
     @classmethod
     def auto_priority(cls, devices: list[DeviceInfo]) -> int:

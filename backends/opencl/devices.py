@@ -5,6 +5,10 @@ Order (``opencl:N`` is the N-th): GPUs, then accelerators, then CPUs; within a k
 driver version first (so Debian's PoCL 3.1 comes before PyPI's 3.0, which is several times slower
 on the same cores); then platform name, platform version and device name; last, the order the
 ICD loader reported them in. The order depends only on what is installed, never on chance.
+
+A device whose compiler cannot build a one-line kernel is left out of that order, with the
+reason kept for ``accel info``: PyPI's PoCL 3.0 (LLVM 14) fails every build on CPUs its LLVM does
+not know, such as AMD's Zen 5 ("unknown target CPU 'generic'"), where Debian's PoCL 3.1 works.
 """
 from __future__ import annotations
 
@@ -95,9 +99,25 @@ def sort_key(d: CLDevice, found_at: int) -> tuple:
             found_at)
 
 
+_PROBE = "__kernel void accel_probe(__global int* out) { out[0] = 1; }"
+
+
+def build_failure(d: CLDevice, source: str = _PROBE) -> str | None:
+    """Why this device cannot build ``source`` (by default a one-line kernel), or None."""
+    try:
+        cl.Program(cl.Context([d.device]), source).build()
+    except cl.Error as e:
+        lines = [ln.strip() for ln in str(e).splitlines()]
+        detail = next((ln for ln in lines if "error" in ln.lower() and "clBuildProgram" not in ln),
+                      lines[0] if lines else type(e).__name__)
+        return f"{d.name} ({' '.join(d.platform_version.split()[:4])}): " \
+               f"its compiler cannot build {'a one-line kernel' if source is _PROBE else 'it'}: {detail}"
+    return None
+
+
 @functools.cache
-def enumerate_devices() -> tuple[CLDevice, ...]:
-    """All OpenCL devices in the documented order; raises BackendUnavailable when there is none."""
+def _survey() -> tuple[tuple[CLDevice, ...], tuple[str, ...]]:
+    """(usable devices in the documented order, why each other device was left out)."""
     try:
         platforms = cl.get_platforms()
     except cl.Error as e:
@@ -113,4 +133,25 @@ def enumerate_devices() -> tuple[CLDevice, ...]:
         raise BackendUnavailable("OpenCL platforms found but no device on any of them: "
                                  f"{[p.name for p in platforms]}")
     order = sorted(range(len(found)), key=lambda i: sort_key(found[i], i))
-    return tuple(found[i] for i in order)
+    failures = {i: build_failure(found[i]) for i in order}
+    usable = tuple(found[i] for i in order if failures[i] is None)
+    skipped = tuple(f for f in failures.values() if f is not None)
+    if not usable:
+        raise BackendUnavailable("no OpenCL device can build kernels: " + "; ".join(skipped)
+                                 + " (on a CPU newer than PyPI's PoCL knows: apt-get install "
+                                 "pocl-opencl-icd)")
+    return usable, skipped
+
+
+def enumerate_devices() -> tuple[CLDevice, ...]:
+    """The usable OpenCL devices in the documented order; raises BackendUnavailable when there is
+    none, saying why."""
+    return _survey()[0]
+
+
+def skipped_devices() -> tuple[str, ...]:
+    """Each device found but left out, with why (empty when every device builds kernels)."""
+    try:
+        return _survey()[1]
+    except BackendUnavailable:
+        return ()
