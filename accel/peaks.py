@@ -134,51 +134,42 @@ def _numpy_peaks() -> tuple[float, float]:
     return gflops, gbs
 
 
-_COPY = {
-    "opencl": """
-__kernel void accel_peak_copy(__global const float4* src, __global float4* dst, int n) {
-    int i = get_global_id(0);
+#: the device micro-benchmarks, in the accel dialect (kernels/accel.h): one source for every
+#: backend that compiles kernels, and FMA is the header's, as accel's own kernels use it
+_COPY = """
+KERNEL void accel_peak_copy(GLOBAL const f32x4* src, GLOBAL f32x4* dst, int n) {
+    int i = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     if (i < n) dst[i] = src[i];
-}""",
-    "cuda": """
-extern "C" __global__ void accel_peak_copy(const float4* src, float4* dst, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = src[i];
-}""",
-}
+}"""
 
-#: FMA kernel variants (vector type, independent chains) tried per dialect; the peak is the best.
+#: FMA kernel variants (vector type, independent chains) tried per backend; the peak is the best.
 #: A CPU OpenCL device (PoCL) only fills its SIMD lanes with explicit vectors; GPUs are scalar.
 _FMA_VARIANTS = {"opencl": (("float", 8), ("float8", 12), ("float16", 8)),
-                 "cuda": (("float", 8), ("float", 16))}
+                 "cuda": (("float", 8), ("float", 16)), "hip": (("float", 8), ("float", 16))}
 
 
-def _fma_source(dialect: str, vec: str, chains: int) -> str:
-    """An FMA-bound kernel: ``chains`` independent chains a = fma(a, m, c) per work-item. Chains
+def _fma_source(vec: str, chains: int) -> str:
+    """An FMA-bound kernel: ``chains`` independent chains a = FMA(a, m, c) per work-item. Chains
     start from the work-item index so the compiler cannot fold the loop away, and converge
     (m < 1) so no value overflows or turns subnormal; the sum is stored so none is dead."""
     init = " ".join(f"{vec} a{j} = ({vec})((float)i * 1e-7f + {j}.0f);" for j in range(chains))
-    step = " ".join(f"a{j} = {'fma' if dialect == 'opencl' else 'fmaf'}(a{j}, m, c);" for j in range(chains))
+    step = " ".join(f"a{j} = FMA(a{j}, m, c);" for j in range(chains))
     total = " + ".join(f"a{j}" for j in range(chains))
-    if dialect == "opencl":
-        head = (f"__kernel void accel_peak_fma(__global {vec}* out, float ms, float cs, int iters) {{\n"
-                f"    int i = get_global_id(0); {vec} m = ({vec})(ms), c = ({vec})(cs);")
-    else:
-        head = ('extern "C" __global__ void accel_peak_fma(float* out, float m, float c, int iters) {\n'
-                "    int i = blockIdx.x * blockDim.x + threadIdx.x;")
-    return (f"{head}\n    {init}\n    for (int t = 0; t < iters; ++t) {{ {step} }}\n"
+    return (f"KERNEL void accel_peak_fma(GLOBAL {vec}* out, float ms, float cs, int iters) {{\n"
+            f"    int i = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0); {vec} m = ({vec})(ms), c = ({vec})(cs);\n"
+            f"    {init}\n    for (int t = 0; t < iters; ++t) {{ {step} }}\n"
             f"    out[i] = {total};\n}}\n")
 
 
 def _kernel_peaks(backend: Backend) -> tuple[float, float]:
     from .tensor import Tensor
 
-    dialect = {"opencl": "opencl", "cuda": "cuda", "hip": "cuda"}.get(backend.name)
-    if dialect is None:
+    variants = _FMA_VARIANTS.get(backend.name)
+    if variants is None:
         raise UnsupportedError(backend.name, "peaks", "float32", "no micro-benchmark for this backend")
     block = 128
     n4 = _COPY_BYTES // 16
-    copy = backend.compile(_COPY[dialect], "accel_peak_copy", dialect=dialect)
+    copy = backend.compile(_COPY, "accel_peak_copy")
     src = Tensor.empty(backend, (n4 * 4,), "float32")
     dst = Tensor.empty(backend, (n4 * 4,), "float32")
     grid = (-(-n4 // block), 1, 1)
@@ -186,9 +177,9 @@ def _kernel_peaks(backend: Backend) -> tuple[float, float]:
                 2 * _COPY_BYTES) / 1e9
     del src, dst
     gflops = 0.0
-    for vec, chains in _FMA_VARIANTS[dialect]:
+    for vec, chains in variants:
         lanes = int(vec[5:] or 1)
-        fma = backend.compile(_fma_source(dialect, vec, chains), "accel_peak_fma", dialect=dialect)
+        fma = backend.compile(_fma_source(vec, chains), "accel_peak_fma")
         # about 2048 work-items' worth of scalar lanes per compute unit keeps every unit busy
         blocks = max(1, max(1, backend.info.compute_units) * 2048 // (block * max(1, lanes // 4)))
         out = Tensor.empty(backend, (blocks * block * lanes,), "float32")

@@ -21,8 +21,10 @@
 #define LOCAL __local
 #define LOCAL_PTR __local /* qualifies a pointer parameter into local memory */
 #define RESTRICT restrict
-#define DEVICE static inline
-#define DEVICE_COLD static __attribute__((noinline))
+/* always inlined, as CUDA's __forceinline__: PoCL 3.0 kept matmul's mm_block a call for some
+ * dtypes, so its compile-time `full` branches stayed in the inner loop */
+#define DEVICE static inline __attribute__((always_inline))
+#define DEVICE_NOINLINE static __attribute__((noinline))
 #define LOCAL_ID(d) ((int)get_local_id(d))
 #define GROUP_ID(d) ((int)get_group_id(d))
 #define LOCAL_SIZE(d) ((int)get_local_size(d))
@@ -38,14 +40,51 @@ typedef long i64;
 typedef ulong u64;
 #define AS_FLOAT(u) as_float(u)
 #define AS_UINT(f) as_uint(f)
+/* PyPI's PoCL 3.0 (the OpenCL device a fresh machine gets) links the OpenCL library into kernels
+ * without inlining it: each fma, fmax, fabs or round is a function call (a float16 fma loop ran at
+ * 31 GFLOP/s through fma(), 253 with the builtin). For such a compiler the host defines
+ * ACCEL_CLANG_BUILTINS and these become clang builtins, the same operations inline:
+ * __builtin_fmaf is one rounding, __builtin_elementwise_max is fmax's maxNum. Compilers that
+ * inline the library keep it: there fma on a 16-lane vector is one AVX-512 instruction, where
+ * the lanes' builtins came out partly as 8-lane ones. */
+#ifndef ACCEL_CLANG_BUILTINS
+#define ACCEL_CLANG_BUILTINS 0
+#endif
+#if ACCEL_CLANG_BUILTINS
+#define ACCEL_OVERLOAD static inline __attribute__((overloadable))
+#define ACCEL_FMA_LANE(k) __builtin_fmaf(a.s##k, b.s##k, c.s##k)
+ACCEL_OVERLOAD float accel_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+ACCEL_OVERLOAD float2 accel_fma(float2 a, float2 b, float2 c) {
+    return (float2)(ACCEL_FMA_LANE(0), ACCEL_FMA_LANE(1));
+}
+ACCEL_OVERLOAD float4 accel_fma(float4 a, float4 b, float4 c) {
+    return (float4)(ACCEL_FMA_LANE(0), ACCEL_FMA_LANE(1), ACCEL_FMA_LANE(2), ACCEL_FMA_LANE(3));
+}
+ACCEL_OVERLOAD float8 accel_fma(float8 a, float8 b, float8 c) {
+    return (float8)(ACCEL_FMA_LANE(0), ACCEL_FMA_LANE(1), ACCEL_FMA_LANE(2), ACCEL_FMA_LANE(3),
+                    ACCEL_FMA_LANE(4), ACCEL_FMA_LANE(5), ACCEL_FMA_LANE(6), ACCEL_FMA_LANE(7));
+}
+ACCEL_OVERLOAD float16 accel_fma(float16 a, float16 b, float16 c) {
+    return (float16)(ACCEL_FMA_LANE(0), ACCEL_FMA_LANE(1), ACCEL_FMA_LANE(2), ACCEL_FMA_LANE(3),
+                     ACCEL_FMA_LANE(4), ACCEL_FMA_LANE(5), ACCEL_FMA_LANE(6), ACCEL_FMA_LANE(7),
+                     ACCEL_FMA_LANE(8), ACCEL_FMA_LANE(9), ACCEL_FMA_LANE(a), ACCEL_FMA_LANE(b),
+                     ACCEL_FMA_LANE(c), ACCEL_FMA_LANE(d), ACCEL_FMA_LANE(e), ACCEL_FMA_LANE(f));
+}
+#define FMA(a, b, c) accel_fma((a), (b), (c))
+#define FMAX(a, b) __builtin_elementwise_max((a), (b))
+#define FABS(x) __builtin_elementwise_abs(x)
+#define ROUND_HALF_AWAY(x) __builtin_roundf(x)
+#define IS_NAN(x) ((x) != (x))
+#define IS_INF(x) __builtin_isinf(x)
+#else
 #define FMA(a, b, c) fma((a), (b), (c))
-#define FABS(x) fabs(x)
 #define FMAX(a, b) fmax((a), (b))
-#define EXP(x) exp(x)
+#define FABS(x) fabs(x)
 #define ROUND_HALF_AWAY(x) round(x)
-#define TRUNC(x) trunc(x)
 #define IS_NAN(x) isnan(x)
 #define IS_INF(x) isinf(x)
+#endif
+#define EXP(x) exp(x)
 #define INF_F (INFINITY)
 #define NAN_F (NAN)
 /* Exact float ops: contraction is off above; division is correctly rounded only when the program
@@ -53,10 +92,30 @@ typedef ulong u64;
 #define FMUL_RN(a, b) ((a) * (b))
 #define FADD_RN(a, b) ((a) + (b))
 #define FDIV_RN(a, b) ((a) / (b))
-/* float16 without cl_khr_fp16: half is a storage-only type; vload_half/vstore_half_rte are core. */
-typedef half T_F16;
-#define LOAD_F16(p, i) vload_half((i), (p))
-#define STORE_F16(p, i, v) vstore_half_rte((v), (i), (p))
+/* float16 without cl_khr_fp16 lives in memory as its 16 bits, as on CUDA and HIP, and converts
+ * in integer code: vload_half and vstore_half_rte are library calls on PyPI's PoCL 3.0 (see FMA),
+ * and these vectorize. Both are IEEE conversions (narrowing rounds to nearest even). */
+typedef u16 T_F16;
+DEVICE float f16_to_f32(u32 h) {
+    const u32 em = h & 0x7FFFu;                /* exponent and mantissa */
+    const float tiny = (float)em * 0x1p-24f;   /* zero and subnormals: em units of 2^-24 */
+    const u32 big = em >= 0x7C00u ? (em << 13) | 0x7F800000u /* infinities and NaNs */
+                                  : (em << 13) + (112u << 23); /* normals, exponent rebiased */
+    return AS_FLOAT((em < 0x0400u ? AS_UINT(tiny) : big) | ((h & 0x8000u) << 16));
+}
+DEVICE u16 f32_to_f16(float v) {
+    const u32 x = AS_UINT(v), ax = x & 0x7FFFFFFFu;
+    u32 h;
+    if (ax > 0x7F800000u) h = 0x7E00u | (ax >> 13 & 0x1FFu);       /* NaN stays a quiet NaN */
+    else if (ax >= 0x477FF000u) h = 0x7C00u;   /* 65520 and above round to infinity */
+    else if (ax >= 0x38800000u)                /* normal halves: round the 13 dropped bits */
+        h = (ax + 0xFFFu + (ax >> 13 & 1u) - 0x38000000u) >> 13;
+    else                                       /* subnormals: adding 0.5 rounds to 2^-24 units */
+        h = AS_UINT(AS_FLOAT(ax) + 0.5f) - 0x3F000000u;
+    return (u16)(h | (x >> 16 & 0x8000u));
+}
+#define LOAD_F16(p, i) f16_to_f32((p)[i])
+#define STORE_F16(p, i, v) ((p)[i] = f32_to_f16(v))
 /* No subgroups on OpenCL 1.2 devices such as PoCL: reductions go through local memory. */
 #ifndef ACCEL_WARP
 #define ACCEL_WARP 0
@@ -96,7 +155,7 @@ typedef half T_F16;
 #define LOCAL_PTR
 #define RESTRICT __restrict__
 #define DEVICE __device__ __forceinline__
-#define DEVICE_COLD __device__ __noinline__
+#define DEVICE_NOINLINE __device__ __noinline__
 #define LOCAL_ID(d) ((int)((d) == 0 ? threadIdx.x : (d) == 1 ? threadIdx.y : threadIdx.z))
 #define GROUP_ID(d) ((int)((d) == 0 ? blockIdx.x : (d) == 1 ? blockIdx.y : blockIdx.z))
 #define LOCAL_SIZE(d) ((int)((d) == 0 ? blockDim.x : (d) == 1 ? blockDim.y : blockDim.z))
@@ -117,7 +176,6 @@ typedef unsigned long long u64;
 #define FMAX(a, b) fmaxf((a), (b))
 #define EXP(x) expf(x)
 #define ROUND_HALF_AWAY(x) roundf(x)
-#define TRUNC(x) truncf(x)
 #define IS_NAN(x) isnan(x)
 #define IS_INF(x) isinf(x)
 #define INF_F (__int_as_float(0x7f800000))
@@ -228,6 +286,8 @@ typedef i32 vi_t;
 #define VCVT_F(v) ((float)(v))
 #define VGET(T, v, j) (v)
 #define VLOAD_ARR(p, i) ((p)[i])
+#define VGATHER(T, p, i) ((T)(p)[i])
+#define VSUM(v) (v)
 #define VSTORE_ARR(v, p, i) ((p)[i] = (v))
 #define VSELECT(a, b, cond) ((cond) ? (b) : (a))
 #define VIOTA 0
@@ -235,29 +295,61 @@ typedef i32 vi_t;
 #elif defined(ACCEL_OPENCL)
 typedef ACCEL_CAT(float, VW) vf_t;
 typedef ACCEL_CAT(int, VW) vi_t;
-#define VLOAD_F32(p, i) ACCEL_CAT(vload, VW)(0, (p) + (i))
-#define VLOAD_F16(p, i) ACCEL_CAT(vload_half, VW)(0, (p) + (i))
-#define VLOAD_BF16(p, i) \
-    ACCEL_CAT(as_float, VW)(ACCEL_CAT(convert_uint, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i))) << 16)
-#define VLOAD_I8(p, i) ACCEL_CAT(convert_int, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i)))
-#define VLOAD_U8(p, i) ACCEL_CAT(convert_int, VW)(ACCEL_CAT(vload, VW)(0, (p) + (i)))
-#define VCVT_F(v) ACCEL_CAT(convert_float, VW)(v)
-#define VGET(T, v, j) (((__private T*)&(v))[j])
-#define VLOAD_ARR(p, i) ACCEL_CAT(vload, VW)(0, (p) + (i))
-#define VSTORE_ARR(v, p, i) ACCEL_CAT(vstore, VW)((v), 0, (p) + (i))
-#define VSELECT(a, b, cond) select((a), (b), (cond))
-#define VMAX(a, b) fmax((a), (b))
+/* Vector loads and stores lane by lane, which compilers merge into vector moves: vloadN and
+ * vstoreN are library calls on PyPI's PoCL 3.0 (see FMA), and a cast to a vector pointer would
+ * demand the vector's alignment. ACCEL_LANES(X, p, i) is X(p, i + 0), ..., X(p, i + VW - 1). */
 #if VW == 2
+#define ACCEL_LANES(X, p, i) X(p, (i) + 0), X(p, (i) + 1)
+#define ACCEL_EACH_LANE(X, v, p, i) X(v, p, i, 0); X(v, p, i, 1)
 #define VIOTA ((vi_t)(0, 1))
 #elif VW == 4
+#define ACCEL_LANES(X, p, i) X(p, (i) + 0), X(p, (i) + 1), X(p, (i) + 2), X(p, (i) + 3)
+#define ACCEL_EACH_LANE(X, v, p, i) X(v, p, i, 0); X(v, p, i, 1); X(v, p, i, 2); X(v, p, i, 3)
 #define VIOTA ((vi_t)(0, 1, 2, 3))
 #elif VW == 8
+#define ACCEL_LANES(X, p, i) X(p, (i) + 0), X(p, (i) + 1), X(p, (i) + 2), X(p, (i) + 3), \
+                             X(p, (i) + 4), X(p, (i) + 5), X(p, (i) + 6), X(p, (i) + 7)
+#define ACCEL_EACH_LANE(X, v, p, i) X(v, p, i, 0); X(v, p, i, 1); X(v, p, i, 2); X(v, p, i, 3); \
+                                    X(v, p, i, 4); X(v, p, i, 5); X(v, p, i, 6); X(v, p, i, 7)
 #define VIOTA ((vi_t)(0, 1, 2, 3, 4, 5, 6, 7))
 #elif VW == 16
+#define ACCEL_LANES(X, p, i) X(p, (i) + 0), X(p, (i) + 1), X(p, (i) + 2), X(p, (i) + 3), \
+                             X(p, (i) + 4), X(p, (i) + 5), X(p, (i) + 6), X(p, (i) + 7), \
+                             X(p, (i) + 8), X(p, (i) + 9), X(p, (i) + 10), X(p, (i) + 11), \
+                             X(p, (i) + 12), X(p, (i) + 13), X(p, (i) + 14), X(p, (i) + 15)
+#define ACCEL_EACH_LANE(X, v, p, i) X(v, p, i, 0); X(v, p, i, 1); X(v, p, i, 2); X(v, p, i, 3); \
+                                    X(v, p, i, 4); X(v, p, i, 5); X(v, p, i, 6); X(v, p, i, 7); \
+                                    X(v, p, i, 8); X(v, p, i, 9); X(v, p, i, a); X(v, p, i, b); \
+                                    X(v, p, i, c); X(v, p, i, d); X(v, p, i, e); X(v, p, i, f)
 #define VIOTA ((vi_t)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 #else
 #error "VW must be 1, 2, 4, 8 or 16"
 #endif
+#define ACCEL_LANE(p, i) ((p)[i])
+#define ACCEL_LANE_I(p, i) ((i32)(p)[i])
+#define ACCEL_LANE_BF16(p, i) LOAD_BF16(p, i)
+#define ACCEL_LANE_F16(p, i) LOAD_F16(p, i)
+#define ACCEL_STORE_LANE(v, p, i, k) (p)[(i) + 0x##k] = (v).s##k
+#define VGATHER(T, p, i) ((T)(ACCEL_LANES(ACCEL_LANE, p, i)))
+#define VLOAD_F32(p, i) VGATHER(vf_t, p, i)
+#define VLOAD_F16(p, i) ((vf_t)(ACCEL_LANES(ACCEL_LANE_F16, p, i)))
+#define VLOAD_BF16(p, i) ((vf_t)(ACCEL_LANES(ACCEL_LANE_BF16, p, i)))
+#define VLOAD_I8(p, i) ((vi_t)(ACCEL_LANES(ACCEL_LANE_I, p, i)))
+#define VLOAD_U8(p, i) ((vi_t)(ACCEL_LANES(ACCEL_LANE_I, p, i)))
+#define VCVT_F(v) ACCEL_CAT(convert_float, VW)(v)
+#define VGET(T, v, j) (((__private T*)&(v))[j])
+/* The sum of a vector's lanes as a tree of halves, in registers (a loop over VGET would move the
+ * vector to memory). */
+#define ACCEL_SUM2(v) ((v).s0 + (v).s1)
+#define ACCEL_SUM4(v) ACCEL_SUM2((v).lo + (v).hi)
+#define ACCEL_SUM8(v) ACCEL_SUM4((v).lo + (v).hi)
+#define ACCEL_SUM16(v) ACCEL_SUM8((v).lo + (v).hi)
+#define VSUM(v) ACCEL_CAT(ACCEL_SUM, VW)(v)
+#define VLOAD_ARR(p, i) VGATHER(vf_t, p, i)
+#define VSTORE_ARR(v, p, i) do { const vf_t accel_v_ = (v); \
+                                 ACCEL_EACH_LANE(ACCEL_STORE_LANE, accel_v_, p, i); } while (0)
+#define VSELECT(a, b, cond) ((cond) ? (b) : (a)) /* per lane, as select() but inline */
+#define VMAX(a, b) FMAX((a), (b))
 #else
 #error "VW > 1 is for OpenCL; CUDA and HIP kernels use VW=1"
 #endif

@@ -37,7 +37,7 @@ DEVICE void mm_block(GLOBAL const IN_T* RESTRICT A, GLOBAL const IN_T* RESTRICT 
         } else {
             acc_t bs[TN];
             UNROLL for (int j = 0; j < TN; ++j) bs[j] = (acc_t)LOAD_IN(brow, imin(n0 + j, N - 1));
-            UNROLL for (int j = 0; j < TNV; ++j) b[j] = VLOAD_ARR(bs, j * VW);
+            UNROLL for (int j = 0; j < TNV; ++j) b[j] = VGATHER(vacc_t, bs, j * VW);
         }
         UNROLL for (int i = 0; i < TM; ++i) {
             vacc_t a = (vacc_t)((acc_t)LOAD_IN(arow[i], k));

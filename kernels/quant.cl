@@ -129,6 +129,20 @@ KERNEL void dequantize(GLOBAL const u8* RESTRICT q, GLOBAL float* RESTRICT out, 
  * (RM = 1 is the GEMV path for a single row, memory-bound on the weight bytes).
  * Grid: dim 0 over weight-row groups (N / RN), dim 1 over x-row groups (M / RM). */
 #define QKV (QK / VW)
+
+/* The codes of the weight block at blk as QKV vectors of floats (exact: |code| <= 128). */
+DEVICE void block_code_vectors(GLOBAL const u8* RESTRICT blk, vf_t* wv) {
+    UNROLL for (int t = 0; t < QKV; ++t) {
+#if FMT_Q8_0
+        wv[t] = VCVT_F(VLOAD_I8((GLOBAL const i8*)blk, 2 + t * VW));
+#else
+        int e = t * VW;  /* elements e..e+VW-1: low nibbles below 16, high nibbles above */
+        vi_t bytes = VLOAD_U8(blk, 2 + (e & 15));
+        wv[t] = VCVT_F((e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)8);
+#endif
+    }
+}
+
 KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
@@ -150,15 +164,7 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
             GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
             vf_t d = (vf_t)block_scale(blk);
             vf_t wv[QKV];
-            UNROLL for (int t = 0; t < QKV; ++t) {
-#if FMT_Q8_0
-                wv[t] = VCVT_F(VLOAD_I8((GLOBAL const i8*)blk, 2 + t * VW));
-#else
-                int e = t * VW;  /* elements e..e+VW-1: low nibbles below 16, high nibbles above */
-                vi_t bytes = VLOAD_U8(blk, 2 + (e & 15));
-                wv[t] = VCVT_F((e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)8);
-#endif
-            }
+            block_code_vectors(blk, wv);
             UNROLL for (int i = 0; i < RM; ++i) {
                 vf_t part = xv[i][0] * wv[0];
                 UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
@@ -170,9 +176,7 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         if (m0 + i >= M) break;
         UNROLL for (int j = 0; j < RN; ++j) {
             if (n0 + j >= N) break;
-            float sum = 0.0f;
-            UNROLL for (int t = 0; t < VW; ++t) sum += VGET(float, acc[i][j], t);
-            STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, sum);
+            STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, VSUM(acc[i][j]));
         }
     }
 }
@@ -296,7 +300,7 @@ DEVICE float exact_dot(GLOBAL const u8* wrow, GLOBAL const IN_T* xrow, int b, in
  * rows found again from the ids). Out of line: inlined after qgemv's loop, it cost the loop 20
  * instructions per tile on sm_90 (qgemv_stream calls exact_dot inside its row loop, where a call
  * would save registers to local memory). */
-DEVICE_COLD float qgemv_exact(GLOBAL const IN_T* x, GLOBAL const u8* w, int M, int N, int K,
+DEVICE_NOINLINE float qgemv_exact(GLOBAL const IN_T* x, GLOBAL const u8* w, int M, int N, int K,
                               int i, int r) {
     const int team = LOCAL_ID(0) / GEMV_WG;
     const int row = (GROUP_ID(0) * (GEMV_TEAMS / GEMV_KSPLIT) + team / GEMV_KSPLIT) * RN + r;
@@ -1080,28 +1084,40 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
 }
 
 /* Quantized matmul with x as X8 words, any M (CPU parameter sets; GPUs beyond GEMV_MAX_M): a
- * work-item computes RM rows of x against RN weight rows, block by block, as qmatmul's grid. */
+ * work-item computes RM rows of x against RN weight rows, block by block, as qmatmul's grid. A
+ * block's integer dot runs in float vectors, exactly: products are at most 2^14 and a block's
+ * sums stay below 2^24, so it is the integer sum whatever the order, scaled once per block. */
 KERNEL void qmatmul_x8(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                        GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
     const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * RM;
     if (n0 >= N || m0 >= M) return;
     const int nblk = K / QK;
-    GLOBAL const i8* xc = (GLOBAL const i8*)xq;
-    GLOBAL const float* xd = (GLOBAL const float*)(xq + (i64)M * K);
+    const i64 row_bytes = (i64)nblk * BLOCK_BYTES;
+    GLOBAL const i8* xr[RM];
+    GLOBAL const float* dr[RM]; /* the rows' (scale, code sum) pairs */
+    GLOBAL const u8* wr[RN];
+    UNROLL for (int i = 0; i < RM; ++i) {
+        const i64 row = imin(m0 + i, M - 1);
+        xr[i] = (GLOBAL const i8*)xq + row * K;
+        dr[i] = (GLOBAL const float*)(xq + (i64)M * K) + 2 * row * nblk;
+    }
+    UNROLL for (int j = 0; j < RN; ++j) wr[j] = w + (i64)imin(n0 + j, N - 1) * row_bytes;
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
     for (int bk = 0; bk < nblk; ++bk) {
+        vf_t xv[RM][QKV];
+        UNROLL for (int i = 0; i < RM; ++i)
+            UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VCVT_F(VLOAD_I8(xr[i], bk * QK + t * VW));
         UNROLL for (int j = 0; j < RN; ++j) {
-            GLOBAL const u8* blk = w + ((i64)imin(n0 + j, N - 1) * nblk + bk) * BLOCK_BYTES;
-            int wq[QK];
-            UNROLL for (int e = 0; e < QK; ++e) wq[e] = code_int(blk, e);
+            GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
             const float dw = block_scale(blk);
+            vf_t wv[QKV];
+            block_code_vectors(blk, wv);
             UNROLL for (int i = 0; i < RM; ++i) {
-                const i64 xb = (i64)imin(m0 + i, M - 1) * nblk + bk;
-                int s = 0;
-                UNROLL for (int e = 0; e < QK; ++e) s += wq[e] * xc[xb * QK + e];
-                acc[i][j] = FMA(dw * xd[2 * xb], (float)s, acc[i][j]);
+                vf_t part = xv[i][0] * wv[0];
+                UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
+                acc[i][j] = FMA(dw * dr[i][2 * bk], VSUM(part), acc[i][j]);
             }
         }
     }

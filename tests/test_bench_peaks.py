@@ -78,9 +78,11 @@ def test_gpu_peak_kernels_compile_for_real_targets(target):
     from gpu_toolchains import need  # skips (or fails in CI) without the compiler
 
     need(target)
-    sources = [P._COPY["cuda"]] + [P._fma_source("cuda", v, c) for v, c in P._FMA_VARIANTS["cuda"]]
+    from accel import kernels
+
+    sources = [P._COPY] + [P._fma_source(v, c) for v, c in P._FMA_VARIANTS["cuda"]]
     for src in sources:
-        r = toolchains.compile_source(src, target)
+        r = toolchains.compile_source(kernels.program_text(src), target)
         assert r.ok, r.log
         assert all(res.spills in (0, None) for res in r.resources.values())
 

@@ -29,7 +29,7 @@ from accel.tensor import Tensor
 from .cache import ProgramCache
 from .devices import CLDevice, enumerate_devices, skipped_devices
 from .launch import plan_for, support
-from .params import params_for
+from .params import clang_builtins, params_for
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
 _RESOURCE_CODES = {
@@ -87,7 +87,9 @@ class OpenCLBackend(Backend):
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
         self.params = params_for(self.dev)
         base = ["-cl-fp32-correctly-rounded-divide-sqrt"] if self.dev.correctly_rounded_divide else []
-        self._build_options = tuple(base)
+        if clang_builtins(self.dev):
+            base.append("-DACCEL_CLANG_BUILTINS=1")
+        self.build_options = tuple(base)  # every program on this device, recorded in versions()
         self._plans: dict[Any, Callable] = {}
         self._launch_lock = threading.Lock()
         self._recording: list[cl.Event] | None = None
@@ -110,7 +112,8 @@ class OpenCLBackend(Backend):
 
     def versions(self) -> dict[str, str]:
         return {"pyopencl": cl.VERSION_TEXT, "opencl_platform": self.dev.platform_version,
-                "opencl_driver": self.dev.driver_version, "opencl_device": self.dev.name}
+                "opencl_driver": self.dev.driver_version, "opencl_device": self.dev.name,
+                "opencl_build_options": " ".join(self.build_options)}
 
     # -- errors --------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -276,7 +279,7 @@ class OpenCLBackend(Backend):
     def _program(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cl.CompilerWarning)  # PoCL's ABI notes on wide vectors
-            return self.programs.program(text, self._build_options + options, what)
+            return self.programs.program(text, self.build_options + options, what)
 
     def kernel(self, variant: K.Variant, name: str) -> cl.Kernel:
         """A fresh kernel object of a shipped variant (its own argument slots)."""

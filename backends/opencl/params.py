@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import accel.kernels as K
 
@@ -40,6 +41,17 @@ def safe_lanes(dev: CLDevice) -> int:
     if dev.kind != "cpu":
         return 1
     return 16 if "avx512" in (dev.name + dev.platform_version).lower() else 8
+
+
+def clang_builtins(dev: CLDevice) -> bool:
+    """Whether to build the device's kernels with ``ACCEL_CLANG_BUILTINS``: for compilers that
+    leave OpenCL library functions as calls, as PyPI's PoCL 3.0 does with every fma or fmax
+    (docs/kernels.md, "Why no library calls"). ``ACCEL_OPENCL_BUILTINS=1`` (or 0) forces the
+    choice on any clang-based device, e.g. to run PoCL 3.0's spelling where 3.0 cannot run."""
+    forced = os.environ.get("ACCEL_OPENCL_BUILTINS", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return "PoCL 3.0" in dev.platform_version
 
 
 def params_for(dev: CLDevice) -> dict[str, dict]:
