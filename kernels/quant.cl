@@ -130,15 +130,15 @@ KERNEL void dequantize(GLOBAL const u8* RESTRICT q, GLOBAL float* RESTRICT out, 
  * Grid: dim 0 over weight-row groups (N / RN), dim 1 over x-row groups (M / RM). */
 #define QKV (QK / VW)
 
-/* The codes of the weight block at blk as QKV vectors of floats (exact: |code| <= 128). */
-DEVICE void block_code_vectors(GLOBAL const u8* RESTRICT blk, vf_t* wv) {
+/* The codes of the weight block at blk as QKV integer vectors. */
+DEVICE void block_codes(GLOBAL const u8* RESTRICT blk, vi_t* wv) {
     UNROLL for (int t = 0; t < QKV; ++t) {
 #if FMT_Q8_0
-        wv[t] = VCVT_F(VLOAD_I8((GLOBAL const i8*)blk, 2 + t * VW));
+        wv[t] = VLOAD_I8((GLOBAL const i8*)blk, 2 + t * VW);
 #else
         int e = t * VW;  /* elements e..e+VW-1: low nibbles below 16, high nibbles above */
         vi_t bytes = VLOAD_U8(blk, 2 + (e & 15));
-        wv[t] = VCVT_F((e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)8);
+        wv[t] = (e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)8;
 #endif
     }
 }
@@ -163,8 +163,10 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         UNROLL for (int j = 0; j < RN; ++j) {
             GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
             vf_t d = (vf_t)block_scale(blk);
+            vi_t codes[QKV];
+            block_codes(blk, codes);
             vf_t wv[QKV];
-            block_code_vectors(blk, wv);
+            UNROLL for (int t = 0; t < QKV; ++t) wv[t] = VCVT_F(codes[t]);
             UNROLL for (int i = 0; i < RM; ++i) {
                 vf_t part = xv[i][0] * wv[0];
                 UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
@@ -1084,9 +1086,8 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
 }
 
 /* Quantized matmul with x as X8 words, any M (CPU parameter sets; GPUs beyond GEMV_MAX_M): a
- * work-item computes RM rows of x against RN weight rows, block by block, as qmatmul's grid. A
- * block's integer dot runs in float vectors, exactly: products are at most 2^14 and a block's
- * sums stay below 2^24, so it is the integer sum whatever the order, scaled once per block. */
+ * work-item computes RM rows of x against RN weight rows, block by block, as qmatmul's grid: a
+ * block's dot in VW-lane integer vectors (exact), its lanes summed, scaled once per block. */
 KERNEL void qmatmul_x8(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                        GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
@@ -1106,18 +1107,18 @@ KERNEL void qmatmul_x8(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
     for (int bk = 0; bk < nblk; ++bk) {
-        vf_t xv[RM][QKV];
+        vi_t xv[RM][QKV];
         UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VCVT_F(VLOAD_I8(xr[i], bk * QK + t * VW));
+            UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VLOAD_I8(xr[i], bk * QK + t * VW);
         UNROLL for (int j = 0; j < RN; ++j) {
             GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
             const float dw = block_scale(blk);
-            vf_t wv[QKV];
-            block_code_vectors(blk, wv);
+            vi_t wv[QKV];
+            block_codes(blk, wv);
             UNROLL for (int i = 0; i < RM; ++i) {
-                vf_t part = xv[i][0] * wv[0];
-                UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
-                acc[i][j] = FMA(dw * dr[i][2 * bk], VSUM(part), acc[i][j]);
+                vi_t part = xv[i][0] * wv[0];
+                UNROLL for (int t = 1; t < QKV; ++t) part += xv[i][t] * wv[t];
+                acc[i][j] = FMA(dw * dr[i][2 * bk], (float)VSUM(part), acc[i][j]);
             }
         }
     }
