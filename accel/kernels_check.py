@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -18,10 +19,6 @@ from pathlib import Path
 
 SCHEMA = "accel.kernels_check/1"
 DEFAULT_TARGETS = "sm_80,sm_90,gfx90a,gfx1100"
-
-#: OpenCL build options every accel-dialect program gets (bit-exact division, see kernels/accel.h)
-_OPENCL_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
-
 
 #: which compilers a source of each dialect is meant for ("cuda" = NVRTC, "hip" = hiprtc)
 _DIALECT_TARGETS = {"accel": ("opencl", "cuda", "hip"), "cuda": ("cuda", "hip"), "hip": ("hip",),
@@ -72,7 +69,7 @@ def shipped_jobs() -> list[Job]:
 
 
 def file_jobs(paths: list[str]) -> list[Job]:
-    """User files: accel dialect when the source includes accel.h; OpenCL C for ``.cl`` files, HIP
+    """User files: accel dialect when the source has ``#include "accel.h"``; OpenCL C for ``.cl`` files, HIP
     C++ (AMD targets only: it includes HIP's headers) for ``.hip`` files; CUDA C++ otherwise."""
     from .errors import ArgumentError, expected
 
@@ -82,12 +79,10 @@ def file_jobs(paths: list[str]) -> list[Job]:
         if not path.is_file():
             raise ArgumentError(expected("FILE", "a readable kernel source file", repr(p)))
         text = path.read_text()
-        if "accel.h" in text:
+        if re.search(r'^\s*#\s*include\s*[<"]accel\.h[>"]', text, re.MULTILINE):
             dialect = "accel"
-        elif path.suffix in (".cl", ".hip"):
-            dialect = path.suffix[1:]
         else:
-            dialect = "cuda"
+            dialect = {".cl": "opencl", ".hip": "hip"}.get(path.suffix, "cuda")
         jobs.append(Job(path.name, str(path), text, _DIALECT_TARGETS[dialect]))
     return jobs
 
@@ -131,23 +126,23 @@ def opencl_devices() -> tuple[list, str]:
     from accel.errors import BackendUnavailable
 
     try:
-        return [d.device for d in enumerate_devices()], ""
+        return list(enumerate_devices()), ""
     except BackendUnavailable as e:
         return [], str(e)
 
 
-def _opencl_target_name(index: int, device) -> str:
-    return f"opencl:{index} ({device.name.strip()})"
-
-
-def _opencl_compile(job: Job, index: int, device) -> Outcome:
+def _opencl_compile(job: Job, index: int, dev) -> Outcome:
+    """Build ``job`` for the backend's device ``opencl:index`` (a CLDevice) as the backend would."""
     import pyopencl as cl
 
-    target = _opencl_target_name(index, device)
+    from accel.backends.opencl.params import build_options
+
+    target = f"opencl:{index} ({dev.name})"
     if "opencl" not in job.meant_for:
         return Outcome(job.id, job.file, target, "n/a", "CUDA C++ is built for GPU targets only "
                                                         "(translate it with `accel port --to opencl`)")
-    options = [*_OPENCL_OPTIONS, f"-I{_kernels_dir()}", *(f"-D{k}={v}" for k, v in job.defines)]
+    options = [*build_options(dev), f"-I{_kernels_dir()}", *(f"-D{k}={v}" for k, v in job.defines)]
+    device = dev.device
     ctx = cl.Context([device])
     try:
         with warnings.catch_warnings():  # the build log is reported below, not as a warning

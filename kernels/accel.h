@@ -50,7 +50,7 @@ typedef ulong u64;
 #ifndef ACCEL_CLANG_BUILTINS
 #define ACCEL_CLANG_BUILTINS 0
 #endif
-#if ACCEL_CLANG_BUILTINS
+#if ACCEL_CLANG_BUILTINS /* float and float vectors only, as accel's kernels use them */
 #define ACCEL_OVERLOAD static inline __attribute__((overloadable))
 #define ACCEL_FMA_LANE(k) __builtin_fmaf(a.s##k, b.s##k, c.s##k)
 ACCEL_OVERLOAD float accel_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }

@@ -356,7 +356,7 @@ DEVICE u32 raw_bits(const u32* raw, int c, u32 at) {
 /* The scale of the block that align_block put at bit sh. */
 DEVICE float raw_scale(const u32* raw, u32 sh) {
     u16 bits = (u16)(raw[0] >> sh);
-    return LOAD_F16((const T_F16*)&bits, 0);
+    return LOAD_F16(&bits, 0);
 }
 
 /* A code word as CODE_AT reads it: four codes (Q4_0: its nibbles shifted to bits 3..6). */
@@ -401,7 +401,7 @@ DEVICE float fixed_block(const u32* W, int n, int at, u32* codes) {
 #endif
     }
     u16 bits = (u16)(W[at / 4] >> (8 * (at % 4)));
-    return LOAD_F16((const T_F16*)&bits, 0);
+    return LOAD_F16(&bits, 0);
 }
 
 /* Code word q's share of one block's dot products of nr weight rows with RM rows of x (qgemv's
@@ -982,10 +982,10 @@ KERNEL void quantize_x8(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT xq, i
         codes[j] = (i8)c;
         sum += c;
     }
-    u16 bits; /* d rounded to float16 as quantize stores it (OpenCL has no half variables) */
-    STORE_F16((T_F16*)&bits, 0, d);
+    u16 bits; /* d rounded to float16 as quantize stores it */
+    STORE_F16(&bits, 0, d);
     GLOBAL float* ds = (GLOBAL float*)(xq + nblocks * QK) + 2 * blk;
-    ds[0] = has_nan ? AS_FLOAT(0x7FC00000u) : LOAD_F16((const T_F16*)&bits, 0);
+    ds[0] = has_nan ? AS_FLOAT(0x7FC00000u) : LOAD_F16(&bits, 0);
     ds[1] = (float)sum;
 }
 

@@ -91,9 +91,11 @@ def test_opencl_target_builds_accel_dialect_on_every_device(tmp_path):
     devices, why = KC.opencl_devices()
     if not devices:
         pytest.skip(f"no OpenCL device here: {why}")
-    status, doc = run(tmp_path, str(DATA / "axpy.cu"), str(DATA / "scale_cuda.cu"), "--targets", "opencl")
+    status, doc = run(tmp_path, str(DATA / "axpy.cu"), str(DATA / "scale_cuda.cu"), str(DATA / "scale.cl"),
+                      "--targets", "opencl")
     assert status == 0
     for i in range(len(devices)):
+        assert rows(doc, "scale.cl", f"opencl:{i} ")["status"] == "ok"  # plain OpenCL C
         axpy = rows(doc, "axpy.cu", f"opencl:{i} ")
         assert axpy["status"] == "ok" and axpy["kernels"]["block_sum"]["shared_bytes"] == 1024
         assert rows(doc, "scale_cuda.cu", f"opencl:{i} ")["status"] == "n/a"  # CUDA C++ is not OpenCL C

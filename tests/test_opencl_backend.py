@@ -14,7 +14,8 @@ import accel
 from accel import spec as S
 from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl import cache as C
-from accel.backends.opencl.devices import build_failure, enumerate_devices, sort_key
+from accel.backends.opencl.devices import build_failure, enumerate_devices, skipped_devices, sort_key
+from accel.backends.opencl.params import build_options
 from accel.errors import AccelError, ArgumentError, CompileError, DeviceError, UnsupportedError
 from accel.tensor import Tensor
 
@@ -49,6 +50,35 @@ def test_a_build_failure_names_the_device_and_the_compiler_error():
     assert build_failure(dev) is None  # every listed device passed this probe
     why = build_failure(dev, "__kernel void k(__global int* out) { out[0] = not_declared; }")
     assert why.startswith(dev.name) and "not_declared" in why
+
+
+def test_info_prints_each_device_left_out(capsys):
+    skipped = skipped_devices()
+    if not skipped:
+        pytest.skip("every OpenCL device here builds kernels: none left out to print")
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    assert status.skipped == list(skipped)
+    from accel.cli import main
+
+    assert main(["info", "--width", "400"]) == 0
+    out = capsys.readouterr().out
+    for why in skipped:
+        assert f"skipped opencl device: {why}" in out
+
+
+def test_build_options_spell_the_math_for_the_compiler(monkeypatch):
+    import dataclasses
+
+    dev = enumerate_devices()[0]
+    pocl30 = dataclasses.replace(dev, platform_version="OpenCL 3.0 PoCL 3.0-rc2  Linux, LLVM 14.0.6")
+    pocl31 = dataclasses.replace(dev, platform_version="OpenCL 3.0 PoCL 3.1+debian  Linux, LLVM 15.0.6")
+    builtins = "-DACCEL_CLANG_BUILTINS=1"
+    monkeypatch.delenv("ACCEL_OPENCL_BUILTINS", raising=False)
+    assert builtins in build_options(pocl30) and builtins not in build_options(pocl31)
+    monkeypatch.setenv("ACCEL_OPENCL_BUILTINS", "0")
+    assert builtins not in build_options(pocl30)
+    monkeypatch.setenv("ACCEL_OPENCL_BUILTINS", "1")
+    assert builtins in build_options(pocl31)
 
 
 def test_newer_driver_of_the_same_kind_comes_first():

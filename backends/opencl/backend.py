@@ -29,7 +29,7 @@ from accel.tensor import Tensor
 from .cache import ProgramCache
 from .devices import CLDevice, enumerate_devices, skipped_devices
 from .launch import plan_for, support
-from .params import clang_builtins, params_for
+from .params import build_options, params_for
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
 _RESOURCE_CODES = {
@@ -86,10 +86,7 @@ class OpenCLBackend(Backend):
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
         self.params = params_for(self.dev)
-        base = ["-cl-fp32-correctly-rounded-divide-sqrt"] if self.dev.correctly_rounded_divide else []
-        if clang_builtins(self.dev):
-            base.append("-DACCEL_CLANG_BUILTINS=1")
-        self.build_options = tuple(base)  # every program on this device, recorded in versions()
+        self.build_options = build_options(self.dev)  # every program's, recorded in versions()
         self._plans: dict[Any, Callable] = {}
         self._launch_lock = threading.Lock()
         self._recording: list[cl.Event] | None = None

@@ -2,8 +2,7 @@
 capabilities accel's kernels depend on read from the device itself.
 
 Order (``opencl:N`` is the N-th): GPUs, then accelerators, then CPUs; within a kind, the newest
-driver version first (so Debian's PoCL 3.1 comes before PyPI's 3.0, which is several times slower
-on the same cores); then platform name, platform version and device name; last, the order the
+driver version first (so Debian's PoCL 3.1, which targets AVX-512, comes before PyPI's 3.0); then platform name, platform version and device name; last, the order the
 ICD loader reported them in. The order depends only on what is installed, never on chance.
 
 A device whose compiler cannot build a one-line kernel is left out of that order, with the
@@ -110,8 +109,9 @@ def build_failure(d: CLDevice, source: str = _PROBE) -> str | None:
         lines = [ln.strip() for ln in str(e).splitlines()]
         detail = next((ln for ln in lines if "error" in ln.lower() and "clBuildProgram" not in ln),
                       lines[0] if lines else type(e).__name__)
+        what = "a one-line kernel" if source == _PROBE else "the source"
         return f"{d.name} ({' '.join(d.platform_version.split()[:4])}): " \
-               f"its compiler cannot build {'a one-line kernel' if source is _PROBE else 'it'}: {detail}"
+               f"its compiler cannot build {what}: {detail}"
     return None
 
 

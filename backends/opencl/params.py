@@ -36,8 +36,9 @@ def tuned(dev: CLDevice) -> dict[str, dict]:
 
 def safe_lanes(dev: CLDevice) -> int:
     """Widest float vector a CPU device's compiler handles: 16 lanes only where PoCL names an
-    AVX-512 target (its device name or platform string says "avx512"). PyPI's PoCL 3.0 targets
-    znver3 (AVX2) and aborts the whole process in LLVM codegen on 16-lane fma, so it gets 8."""
+    AVX-512 target (its device name or platform string says "avx512"). PyPI's PoCL 3.0 named
+    znver3 (AVX2) and aborted the whole process in LLVM codegen on 16-lane fma() (not re-checked
+    with the builtins it now gets), so it gets 8."""
     if dev.kind != "cpu":
         return 1
     return 16 if "avx512" in (dev.name + dev.platform_version).lower() else 8
@@ -47,11 +48,21 @@ def clang_builtins(dev: CLDevice) -> bool:
     """Whether to build the device's kernels with ``ACCEL_CLANG_BUILTINS``: for compilers that
     leave OpenCL library functions as calls, as PyPI's PoCL 3.0 does with every fma or fmax
     (docs/kernels.md, "Why no library calls"). ``ACCEL_OPENCL_BUILTINS=1`` (or 0) forces the
-    choice on any clang-based device, e.g. to run PoCL 3.0's spelling where 3.0 cannot run."""
+    choice, e.g. to run PoCL 3.0's spelling on Debian's PoCL; a compiler without clang 14's
+    builtins then fails to build."""
     forced = os.environ.get("ACCEL_OPENCL_BUILTINS", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
     return "PoCL 3.0" in dev.platform_version
+
+
+def build_options(dev: CLDevice) -> tuple[str, ...]:
+    """The options every accel-dialect program on this device is built with: bit-exact division
+    where the device offers it (kernels/accel.h, FDIV_RN) and the math spelling above."""
+    options = ["-cl-fp32-correctly-rounded-divide-sqrt"] if dev.correctly_rounded_divide else []
+    if clang_builtins(dev):
+        options.append("-DACCEL_CLANG_BUILTINS=1")
+    return tuple(options)
 
 
 def params_for(dev: CLDevice) -> dict[str, dict]:
