@@ -66,6 +66,33 @@ def test_info_prints_each_device_left_out(capsys):
         assert f"skipped opencl device: {why}" in out
 
 
+def test_with_only_pypis_pocl_opencl_is_listed_or_unavailable_with_the_fix(tmp_path):
+    """What a pip-only machine sees: PyPI's PoCL as the sole ICD, in a fresh process. On CPUs its
+    LLVM 14 knows, its device is listed; on newer ones (AMD Zen 5) OpenCL is unavailable, saying
+    why and what to install."""
+    import glob
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pyopencl
+
+    libs = glob.glob(os.path.join(os.path.dirname(pyopencl.__file__), ".libs", "libpocl*.so*"))
+    if not libs:
+        pytest.skip("pyopencl here has no bundled PoCL (not the PyPI wheel)")
+    (tmp_path / "pypi-pocl.icd").write_text(libs[0] + "\n")
+    probe = ("import accel, json; s = next(s for s in accel.backends() if s.name == 'opencl'); "
+             "print(json.dumps([s.available, s.reason, [d.driver for d in s.devices]]))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "OCL_ICD_VENDORS": str(tmp_path)}, check=True).stdout
+    available, reason, drivers = json.loads(out.strip().splitlines()[-1])
+    if available:
+        assert drivers and all("PoCL 3.0" in d for d in drivers)
+    else:
+        assert "cannot build a one-line kernel" in reason and "apt-get install pocl-opencl-icd" in reason
+
+
 def test_build_options_spell_the_math_for_the_compiler(monkeypatch):
     import dataclasses
 

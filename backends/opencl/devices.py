@@ -135,18 +135,18 @@ def _survey() -> tuple[tuple[CLDevice, ...], tuple[str, ...]]:
     order = sorted(range(len(found)), key=lambda i: sort_key(found[i], i))
     failures = {i: build_failure(found[i]) for i in order}
     usable = tuple(found[i] for i in order if failures[i] is None)
-    skipped = tuple(f for f in failures.values() if f is not None)
-    if not usable:
-        raise BackendUnavailable("no OpenCL device can build kernels: " + "; ".join(skipped)
-                                 + " (on a CPU newer than PyPI's PoCL knows: apt-get install "
-                                 "pocl-opencl-icd)")
-    return usable, skipped
+    return usable, tuple(f for f in failures.values() if f is not None)
 
 
 def enumerate_devices() -> tuple[CLDevice, ...]:
     """The usable OpenCL devices in the documented order; raises BackendUnavailable when there is
     none, saying why."""
-    return _survey()[0]
+    usable, skipped = _survey()
+    if not usable:
+        raise BackendUnavailable("no OpenCL device can build kernels: " + "; ".join(skipped)
+                                 + " (on a CPU newer than PyPI's PoCL knows: apt-get install "
+                                 "pocl-opencl-icd)")
+    return usable
 
 
 def skipped_devices() -> tuple[str, ...]:
