@@ -339,7 +339,7 @@ typedef ACCEL_CAT(int, VW) vi_t;
 #define VCVT_F(v) ACCEL_CAT(convert_float, VW)(v)
 #define VGET(T, v, j) (((__private T*)&(v))[j])
 /* The sum of a vector's lanes as a tree of halves, in registers (a loop over VGET would move the
- * vector to memory). */
+ * vector to memory). v is named once per lane: pass a variable, not an expression. */
 #define ACCEL_SUM2(v) ((v).s0 + (v).s1)
 #define ACCEL_SUM4(v) ACCEL_SUM2((v).lo + (v).hi)
 #define ACCEL_SUM8(v) ACCEL_SUM4((v).lo + (v).hi)
