@@ -150,7 +150,7 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
             prog = cl.Program(ctx, job.source).build(options=options)
     except cl.Error as e:  # BUILD_PROGRAM_FAILURE carries the build log in its message
         return Outcome(job.id, job.file, target, "failed", str(e),
-                       f"{device.platform.version.strip()}")
+                       dev.platform_version)
     kernels = {}
     for k in prog.all_kernels():
         info = k.get_work_group_info
@@ -160,7 +160,7 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
             "stack_bytes": int(info(cl.kernel_work_group_info.PRIVATE_MEM_SIZE, device)),
             "detail": {"max_work_group_size": int(info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))}}
     log = prog.get_build_info(device, cl.program_build_info.LOG).strip()
-    return Outcome(job.id, job.file, target, "ok", log, device.platform.version.strip(), False, kernels)
+    return Outcome(job.id, job.file, target, "ok", log, dev.platform_version, False, kernels)
 
 
 def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True) -> list[Outcome]:

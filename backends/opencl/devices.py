@@ -2,8 +2,9 @@
 capabilities accel's kernels depend on read from the device itself.
 
 Order (``opencl:N`` is the N-th): GPUs, then accelerators, then CPUs; within a kind, the newest
-driver version first (so Debian's PoCL 3.1, which targets AVX-512, comes before PyPI's 3.0); then platform name, platform version and device name; last, the order the
-ICD loader reported them in. The order depends only on what is installed, never on chance.
+driver version first (so Debian's PoCL 3.1, which targets AVX-512, comes before PyPI's 3.0);
+then platform name, platform version and device name; last, the order the ICD loader reported
+them in. The order depends only on what is installed, never on chance.
 
 A device whose compiler cannot build a one-line kernel is left out of that order, with the
 reason kept for ``accel info``: PyPI's PoCL 3.0 (LLVM 14) fails every build on CPUs its LLVM does
@@ -50,10 +51,13 @@ class CLDevice:
         return "|".join((self.platform_name, self.platform_version, self.name, self.driver_version,
                          cl.VERSION_TEXT))
 
+    @property
+    def driver(self) -> str:
+        """E.g. "OpenCL 3.0 PoCL 3.1+debian": the platform string up to its build details."""
+        return " ".join(self.platform_version.split()[:4])
+
     def info(self) -> DeviceInfo:
-        # e.g. "OpenCL 3.0 PoCL 3.1+debian": the platform string up to its build details
-        driver = " ".join(self.platform_version.split()[:4])
-        return DeviceInfo(self.name, self.platform_name, driver,
+        return DeviceInfo(self.name, self.platform_name, self.driver,
                           self.global_mem, self.compute_units,
                           {"kind": self.kind, "platform_version": self.platform_version,
                            "fp16": self.fp16, "fp64": self.fp64, "local_mem_bytes": self.local_mem,
@@ -110,8 +114,7 @@ def build_failure(d: CLDevice, source: str = _PROBE) -> str | None:
         detail = next((ln for ln in lines if "error" in ln.lower() and "clBuildProgram" not in ln),
                       lines[0] if lines else type(e).__name__)
         what = "a one-line kernel" if source == _PROBE else "the source"
-        return f"{d.name} ({' '.join(d.platform_version.split()[:4])}): " \
-               f"its compiler cannot build {what}: {detail}"
+        return f"{d.name} ({d.driver}): its compiler cannot build {what}: {detail}"
     return None
 
 
