@@ -113,17 +113,6 @@ def test_pytest_plugin_runs_the_same_cases():
         in bad.stdout
 
 
-def test_public_examples_run():
-    import doctest
-
-    import accel.conformance
-    import accel.conformance.suite
-
-    for module in (accel.conformance, accel.conformance.suite):
-        outcome = doctest.testmod(module)
-        assert outcome.attempted > 0 and outcome.failed == 0, module.__name__
-
-
 def test_matrix_gives_x_format_cases_rows_of_their_own():
     # a GPU result file from before x_format has no such cases: its cell must say "-", not
     # borrow the verdict of the float-x cases

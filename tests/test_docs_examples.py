@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import accel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _modules() -> list[str]:
@@ -23,11 +25,25 @@ def _modules() -> list[str]:
     return sorted({n for n in names if n != "accel.__main__" and ".test_" not in n})
 
 
-@pytest.mark.parametrize("name", _modules())
-def test_docstring_examples_run(name):
+def _has_examples(name: str) -> bool:
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
+    return any(t.examples for t in doctest.DocTestFinder().find(module))
+
+
+MODULES = _modules()
+WITH_EXAMPLES = [n for n in MODULES if _has_examples(n)]
+
+
+def test_every_module_imports_and_the_public_api_has_examples():
+    public = {"accel", "accel.ops", "accel.kernel", "accel.conformance", "accel.conformance.suite"}
+    assert public <= set(WITH_EXAMPLES), sorted(public - set(WITH_EXAMPLES))
+
+
+@pytest.mark.parametrize("name", WITH_EXAMPLES)
+def test_docstring_examples_run(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=FLAGS)
+    assert result.attempted > 0 and result.failed == 0, \
+        f"{result.failed} of {result.attempted} examples failed in {name}"
 
 
 def test_readme_example_runs():
