@@ -28,7 +28,7 @@ U = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 def matmul_bound(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray, out_dtype: str) -> np.ndarray:
     """Per-element error bound of a float32-accumulated GEMM against the float64 product of the
     same (already rounded) inputs: output rounding + 5 sqrt(K) u32 |A||B| (Higham & Mary's
-    probabilistic bound with lambda = 5, /work/shared/notes/numerics.md)."""
+    probabilistic bound with lambda = 5, docs/conformance.md)."""
     K = a64.shape[-1]
     return 2 * U[out_dtype] * np.abs(c64) + 5 * math.sqrt(K) * U["float32"] * (np.abs(a64) @ np.abs(b64)) + 1e-30
 

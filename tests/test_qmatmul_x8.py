@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from gpu_toolchains import amd_disassembly, build_shipped, hot_loop, need
-from test_opencl_common import DEVICES
 
 import accel
 import accel.kernels as K
@@ -21,6 +20,10 @@ from accel.conformance import gpu_goals, oracle, tolerance
 from accel.formats import get_format
 from accel.tensor import Tensor
 
+#: OpenCL's status read through accel (importing the OpenCL test helpers would skip this whole
+#: file without pyopencl, the CPU and compile-only tests included)
+OPENCL = next(s for s in accel.backends() if s.name == "opencl")
+needs_opencl = pytest.mark.skipif(not OPENCL.available, reason=f"OpenCL unavailable: {OPENCL.reason}")
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
@@ -34,7 +37,7 @@ def _opencl(gemv: dict | None = None):
     return be
 
 
-BACKENDS = ["cpu"] + (["opencl-cpu-params", "opencl-gpu-params"] if DEVICES else [])
+BACKENDS = ["cpu"] + (["opencl-cpu-params", "opencl-gpu-params"] if OPENCL.available else [])
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -46,7 +49,7 @@ def be(request):
 
 def _raw(codes: np.ndarray, d: np.ndarray, fmt: str) -> np.ndarray:
     """GGUF bytes [N, K / 32 * block_bytes] of integer codes [N, K] (Q4_0: -8..7) and float16
-    scales [N, K / 32], written from the format's layout (../shared/notes/formats.md)."""
+    scales [N, K / 32], written from GGML's block layout (a float16 d, then the codes)."""
     N, Kd = codes.shape
     blocks = codes.reshape(N, Kd // 32, 32)
     if fmt == "q8_0":
@@ -136,7 +139,7 @@ def _launches(be, monkeypatch) -> list:
     return seen
 
 
-@pytest.mark.skipif(not DEVICES, reason="no OpenCL device on this machine")
+@needs_opencl
 def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monkeypatch):
     p = dict(RM=2, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=2)
     be = _opencl(p)
@@ -155,7 +158,7 @@ def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monk
     assert seen[1][1:] == ((7 * 32, 2), (32, 1))
 
 
-@pytest.mark.skipif(not DEVICES, reason="no OpenCL device on this machine")
+@needs_opencl
 @pytest.mark.parametrize("params", [
     dict(RM=1, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=16),
     dict(RM=1, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=3),
@@ -209,7 +212,7 @@ def test_qgemv_x8_multiplies_with_v_dot4_on_gfx90a(fmt, most):
     assert len(re.findall(r"\bv_dot4c?_i32_i8", code)) == 8 * K.GPU_GEMV["RN"] * K.GPU_GEMV["RM"]
 
 
-@pytest.mark.skipif(not DEVICES, reason="no OpenCL device on this machine")
+@needs_opencl
 @pytest.mark.parametrize("fact", ["correctly_rounded_divide", "denormals"])
 def test_opencl_declines_x_format_where_it_declines_quantize(fact):
     # x_format quantizes x with quantize's own functions: on a device whose facts make quantize
@@ -247,4 +250,4 @@ def test_a_backend_that_does_not_list_the_x_format_is_never_asked_to_compute_it(
     with pytest.raises(accel.UnsupportedError, match=r"x_format='q8_0' is not among before's x_formats"):
         accel.ops.check_supported(Before(), spec)
     accel.ops.check_supported(Before(), S.qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0")))
-    assert all("q8_0" in accel.get_backend(name).x_formats for name in ["cpu"] + (["opencl"] if DEVICES else []))
+    assert all("q8_0" in accel.get_backend(name).x_formats for name in ["cpu"] + (["opencl"] if OPENCL.available else []))
