@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOC_PAGES = sorted(p for p in (ROOT / "docs").glob("*.md") if "\n>>> " in p.read_text())
 
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -44,6 +46,12 @@ def test_docstring_examples_run(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=FLAGS)
     assert result.attempted > 0 and result.failed == 0, \
         f"{result.failed} of {result.attempted} examples failed in {name}"
+
+
+@pytest.mark.parametrize("page", DOC_PAGES, ids=lambda p: p.name)
+def test_doc_page_examples_run(page):
+    result = doctest.testfile(str(page), module_relative=False, optionflags=FLAGS)
+    assert result.attempted > 0 and result.failed == 0, f"{result.failed} of {result.attempted} failed"
 
 
 def test_readme_example_runs():
