@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import split_names
+from .cli import output_file, split_names
 
 #: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
 CONFORMANCE_TIMEOUT_S = 300
@@ -44,13 +44,20 @@ def _user_errors(command):
 def register(subparsers) -> None:
     from accel.spec import OPS
 
-    p = subparsers.add_parser("bench", help="benchmark one backend against baselines on its device")
+    p = subparsers.add_parser(
+        "bench", help="benchmark one backend against baselines on its device",
+        description="Benchmark accel's ops on one device beside what a user would run instead "
+                    "there (numpy, torch, cuBLAS, ...), against the device's measured peaks "
+                    "(roofline). Prints a summary table; --json writes the accel.bench/1 result "
+                    "file. Exit status 1 when a case errors or its result is wrong.")
     p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
     p.add_argument("--ops", action="extend", nargs="+", metavar="OP",
                    help=f"ops to run, space or comma separated, from {', '.join(OPS)} (default: all)")
     p.add_argument("--sizes", choices=("quick", "full"), default="quick",
-                   help="quick: small cases, short budgets (minutes on PoCL); full: release sizes")
-    p.add_argument("--json", default=None, help="write the accel.bench/1 result file here")
+                   help="quick: small cases, short budgets (minutes on PoCL); full: release sizes "
+                        "(default: %(default)s)")
+    p.add_argument("--json", default=None, type=output_file,
+                   help="write the accel.bench/1 result file here")
     p.add_argument("--no-baselines", action="store_true", help="measure accel only")
     p.add_argument("--flush", action="store_true", help="flush caches between repetitions")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
@@ -58,18 +65,29 @@ def register(subparsers) -> None:
                    help="discard the cached device peaks (default: re-measure and keep the best)")
     p.set_defaults(func=_user_errors(_bench))
 
-    p = subparsers.add_parser("report", help="HTML + Markdown report from result files")
-    p.add_argument("results", nargs="+", help="accel.bench/1 and accel.conformance/1 JSON files")
+    p = subparsers.add_parser(
+        "report", help="HTML + Markdown report from result files",
+        description="Merge result files from any number of machines into one cross-vendor "
+                    "report: writes report.html (self-contained) and summary.md into OUT and "
+                    "prints the path of report.html.")
+    p.add_argument("results", nargs="+",
+                   help="accel.bench/1, accel.conformance/1 and accel.kernels_check/1 JSON files "
+                        "(from the --json of accel bench, accel conformance, accel kernels check)")
     p.add_argument("-o", "--out", required=True, help="output directory")
     p.set_defaults(func=_user_errors(_report))
 
-    p = subparsers.add_parser("portability", help="conformance + benchmarks on every available "
-                              "backend, then the report")
+    p = subparsers.add_parser(
+        "portability", help="conformance + benchmarks on every available backend, then the report",
+        description="The main job: the quick conformance suite and the benchmarks on device 0 of "
+                    "every available built-in backend, and a compile check of the kernels for GPU "
+                    "targets without a device here. Writes every result file, report.html and "
+                    "summary.md into OUT and prints the path of report.html last.")
     p.add_argument("-o", "--out", default="report", help="output directory (default: ./report)")
     p.add_argument("--backends", nargs="+", default=None,
                    help="devices to run, and nothing else (default: device 0 of every available "
                         "built-in backend, plus a compile check for GPU targets without a device)")
-    p.add_argument("--sizes", choices=("quick", "full"), default="quick", help="benchmark sizes")
+    p.add_argument("--sizes", choices=("quick", "full"), default="quick",
+                   help="benchmark sizes, as for accel bench (default: %(default)s)")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
     p.set_defaults(func=_user_errors(_portability))
 
@@ -139,7 +157,6 @@ def print_summary(doc: dict) -> None:
 
 
 def _write_json(doc: dict, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(doc, indent=1))
 
 

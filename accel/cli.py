@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from pathlib import Path
 
 #: modules that add subcommands: each defines ``register(subparsers)``; heavy imports stay inside
 #: the command functions so ``accel info`` stays fast
@@ -21,6 +23,21 @@ def split_names(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [v for item in values for v in item.split(",") if v]
+
+
+def output_file(value: str) -> Path:
+    """argparse ``type`` of a file a command writes (``--json``, ``-o``): its folder is created
+    and checked for writing while parsing, so a long run cannot fail at its end on the path."""
+    path = Path(value)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot create the folder {path.parent}: {e.strerror}") from e
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a folder; expected a file name")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {value}: permission denied")
+    return path
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -50,10 +67,18 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="accel", description=__doc__)
+    # not __doc__: that is reStructuredText for developers
+    parser = argparse.ArgumentParser(
+        prog="accel", description="One tensor-op interface across CUDA, ROCm-HIP, OpenCL and a CPU "
+                                  "reference: list devices, check conformance, benchmark, port CUDA "
+                                  "kernels. 'accel COMMAND --help' describes each command.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="list backends and devices")
-    p.add_argument("--width", type=int, default=None, help="table width in columns")
+    p = sub.add_parser("info", help="list backends and devices",
+                       description="List every backend with its devices and the device chosen "
+                                   "automatically, and say why each unavailable backend or skipped "
+                                   "device is missing. Writes nothing.")
+    p.add_argument("--width", type=int, default=None,
+                   help="table width in columns (default: the terminal's, or 80)")
     p.set_defaults(func=_info)
     for module in _SUBCOMMAND_MODULES:
         try:

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .cli import output_file
+
 SCHEMA = "accel.kernels_check/1"
 DEFAULT_TARGETS = "sm_80,sm_90,gfx90a,gfx1100"
 
@@ -252,20 +254,25 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("kernels", help="compile-check kernels for real GPU targets")
+    p = subparsers.add_parser("kernels", help="compile-check kernels for real GPU targets",
+                              description="Compile kernels for real GPU targets on any machine, "
+                                          "no GPU needed: see accel kernels check --help.")
     sub = p.add_subparsers(dest="kernels_command", required=True)
     c = sub.add_parser("check", help="compile every shipped kernel variant (or FILEs) for each "
                                      "target and report registers / spills / shared memory",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__.replace("``", ""),  # plain text, not reST
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("files", nargs="*", metavar="FILE",
                    help="kernel sources (accel dialect, CUDA/HIP C++ or OpenCL C); default: "
                         "every shipped variant")
     c.add_argument("--targets", default=DEFAULT_TARGETS,
                    help=f"comma-separated sm_XY, gfx... and opencl (every OpenCL device present); "
                         f"default {DEFAULT_TARGETS}")
-    c.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    c.add_argument("--json", metavar="OUT", type=output_file,
+                   help="write the results as JSON (accel.kernels_check/1)")
     c.add_argument("--no-cache", action="store_true", help="recompile even when cached")
     c.add_argument("--allow-unavailable", action="store_true",
                    help="exit 0 when a target's toolchain is missing here (still reported)")
-    c.add_argument("--width", type=int, default=None, help="table width in columns")
+    c.add_argument("--width", type=int, default=None,
+                   help="table width in columns (default: the terminal's, or 80)")
     c.set_defaults(func=_run)

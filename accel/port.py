@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cli import output_file
 from .errors import ArgumentError, expected
 from .port_ast import Diagnostic, Rewriter, parse
 
@@ -72,9 +73,9 @@ def _command(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
         source = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"accel port: cannot read {path}: {e}", file=sys.stderr)
-        return 1
+    except (OSError, UnicodeDecodeError) as e:  # a usage error (2), not an untranslatable file (1)
+        print(f"accel port: cannot read {path}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+        return 2
     result = translate(source, args.to, filename=str(path))
     for d in result.diagnostics:
         print(d, file=sys.stderr)
@@ -95,9 +96,10 @@ def register(subparsers) -> None:
         "port", help="translate CUDA kernels to HIP, OpenCL C or accel's dialect",
         description="Translate a CUDA file. Constructs that cannot be translated faithfully are "
                     "reported as FILE:LINE: construct: why; suggested rewrite, and the command "
-                    "exits 1 without writing anything. Warnings (translated, but check the "
-                    "assumption) do not change the exit status.")
+                    "exits 1 without writing anything (2 when FILE cannot be read). Warnings "
+                    "(translated, but check the assumption) do not change the exit status.")
     p.add_argument("file", help="CUDA source file (.cu)")
     p.add_argument("--to", required=True, choices=TARGETS, help="target language")
-    p.add_argument("-o", "--output", help="write the translation here (default: stdout)")
+    p.add_argument("-o", "--output", type=output_file,
+                   help="write the translation here (default: stdout)")
     p.set_defaults(func=_command)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accel.cli import split_names
+from accel.cli import output_file, split_names
 
 FAILURES_SHOWN = 25  # failing cases printed in full; the JSON file has all of them
 
@@ -21,19 +21,25 @@ def register(subparsers) -> None:
                    help="only these ops (space or comma separated)")
     p.add_argument("--dtypes", action="extend", nargs="+", metavar="DTYPE",
                    help="only these dtypes (dequantize is listed by format: q8_0, q4_0)")
-    p.add_argument("--profile", default="quick", help="quick (CI) or full (release checks)")
-    p.add_argument("--seed", type=int, default=0, help="data and property-search seed")
+    p.add_argument("--profile", default="quick",
+                   help="quick for CI or full for release checks (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="data and property-search seed (default: %(default)s)")
     p.add_argument("--case", action="append", metavar="ID",
                    help="run only the case with this id (as printed in a failure's repro line)")
-    p.add_argument("--json", metavar="PATH", help="write the result file here")
+    p.add_argument("--json", metavar="PATH", type=output_file,
+                   help="write the accel.conformance/1 result file here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
-    sub = p.add_subparsers(dest="conformance_command")
+    # no subcommand runs the suite: the metavar keeps the usage line from demanding one
+    sub = p.add_subparsers(dest="conformance_command", metavar="[matrix]",
+                           help="optional; without it, the suite runs on --backend")
     m = sub.add_parser("matrix", help="merge result files into a support matrix",
                        description="Merge conformance result files (from any machines) into one "
                                    "op x dtype x backend markdown table.")
     m.add_argument("files", nargs="+", help="result JSON files from accel conformance --json")
-    m.add_argument("-o", "--output", help="markdown file to write (default: stdout)")
+    m.add_argument("-o", "--output", type=output_file,
+                   help="markdown file to write (default: stdout)")
     m.add_argument("--compiled-only", default="cuda,hip",
                    help="backends shown as 'compiled only' when no result file covers them "
                         "(comma separated; default cuda,hip; '' for none)")

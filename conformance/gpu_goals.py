@@ -19,6 +19,7 @@ on qgemv_x8, where it is installed).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -507,23 +508,35 @@ def _describe(alt: dict) -> str:
     return f"{alt['seconds'] * 1e3:.3f} ms, ratio {alt['ratio']:.3f}{err}"
 
 
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m accel.conformance.gpu_goals",
+        description="Measure the CUDA issue's speed goals on this machine's NVIDIA GPU, each as the "
+                    "ratio of two timings taken here with the alternatives timed beside it, and "
+                    "write them to OUT.json (schema accel.gpu_speed_goals/2; without a CUDA device "
+                    "the file says why). Exit status 0 when every goal was met, 1 otherwise.")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("out", nargs="?", metavar="OUT.json", help="the result file to write")
+    # False: not given; None: given without X_FORMAT (float x)
+    mode.add_argument("--gemv-once", nargs="?", default=False, metavar="X_FORMAT",
+                      help="instead, run only the GEMV goal's kernel a few times, for a profiler "
+                           "(X_FORMAT q8_0: quantize_x8 and qgemv_x8); writes nothing")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not (len(argv) == 1 or (len(argv) == 2 and argv[0] == "--gemv-once")):
-        print("usage: python -m accel.conformance.gpu_goals OUT.json | --gemv-once [X_FORMAT]",
-              file=sys.stderr)
-        return 2
+    args = _parser().parse_args(argv)
     import accel
 
     try:
         be, why = accel.get_backend("cuda"), ""
     except accel.AccelError as e:
         be, why = None, f"{type(e).__name__}: {e}"
-    if argv[0] == "--gemv-once":
+    if args.gemv_once is not False:
         if be is None:
             print(f"gpu_goals: no GEMV run: {why}", file=sys.stderr)
             return 1
-        gemv_once(be, *argv[1:])
+        gemv_once(be, args.gemv_once)
         return 0
     doc: dict[str, Any] = {"schema": "accel.gpu_speed_goals/2"}
     if be is None:
@@ -534,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         doc.update(device=be.info.name, arch=be.arch, versions={**be.versions(), "torch": torch.__version__})
         goals = measure(be)
     doc["goals"] = goals
-    with open(argv[0], "w") as f:
+    with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     print_report(doc)
     return 0 if goals and all(g["met"] for g in goals) else 1

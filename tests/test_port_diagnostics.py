@@ -122,7 +122,7 @@ def test_cli_writes_the_translation_and_exits_0(tmp_path, capsys):
 
 
 def test_cli_reports_an_unreadable_file(tmp_path, capsys):
-    assert _cli(tmp_path, tmp_path / "missing.cu", "--to", "hip") == 1
+    assert _cli(tmp_path, tmp_path / "missing.cu", "--to", "hip") == 2
     assert "cannot read" in capsys.readouterr().err
 
 
