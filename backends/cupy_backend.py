@@ -225,6 +225,11 @@ def aligned16(*addresses: int) -> bool:
     return all(a % 16 == 0 for a in addresses)
 
 
+#: attention_mma.cu keeps logits in log2 units (scale * log2(e) multiplies them): beyond this
+#: scale that factor overflows float32, so attention.cl (which multiplies by scale) computes it
+MMA_SCALE_MAX = float(np.finfo(np.float32).max) / math.log2(math.e)
+
+
 def tensorcore_kernel(spec, arch: str, *addresses: int):
     """(variant, kernel name) of the tensor-core kernel that computes ``spec`` (on the
     "tensorcore" path of :func:`kernel_path`) with its operands at device ``addresses`` (matmul:
@@ -234,8 +239,9 @@ def tensorcore_kernel(spec, arch: str, *addresses: int):
     whole, 16-byte aligned 8-element chunks (its cp.async copies); else the WMMA kernel's
     cp.async variant where aligned; else WMMA's any-shape kernel (which is why supports() asks
     for WMMA's header even where wgmma runs). Attention's kernel copies 16-byte pieces of rows,
-    so q, k and v must be 16-byte aligned; elsewhere attention.cl computes it, with the same
-    float32 accumulation, also under a forced ``impl="tensorcore"``.
+    so q, k and v must be 16-byte aligned, and ``|scale|`` at most MMA_SCALE_MAX; elsewhere
+    attention.cl computes it, with the same float32 accumulation, also under a forced
+    ``impl="tensorcore"``.
 
     >>> from accel.spec import matmul_spec, attention_spec
     >>> s = matmul_spec((4, 8), "float16", (8, 16), "float16")
@@ -249,7 +255,8 @@ def tensorcore_kernel(spec, arch: str, *addresses: int):
     from accel import kernels
 
     if spec.op == "attention":
-        return (kernel_variant(spec, "tensorcore"), "attention_mma") if aligned16(*addresses) else None
+        fits = aligned16(*addresses) and abs(spec.scale) <= MMA_SCALE_MAX
+        return (kernel_variant(spec, "tensorcore"), "attention_mma") if fits else None
     chunks = spec.K % 8 == 0 and spec.N % 8 == 0 and aligned16(*addresses)
     hopper = kernels.matmul_wgmma(spec.dtype, spec.out_dtype)
     if chunks and hopper.nvidia_target(arch):

@@ -87,13 +87,13 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
     Kg += ((i64)b * Hkv + hk) * Sk * HEAD_D;
     Vg += ((i64)b * Hkv + hk) * Sk * HEAD_DV;
 
-    /* this work-item's query dims, transposed (qT[dd][i]) and pre-scaled, so VW rows' logits
-     * are one vector */
+    /* this work-item's query dims, transposed (qT[dd][i]), so VW rows' logits are one vector;
+     * scale multiplies the logits, not q: q * scale can overflow where the logit does not */
     float qT[DQ * BQ];
     for (int i = 0; i < BQ; ++i) {
         int r = imin(q0 + i, rows - 1);  /* rows past the run compute a copy of the last, never stored */
         for (int dd = 0; dd < DQ; ++dd)
-            qT[dd * BQ + i] = LOAD_IN(Q, (i64)r * HEAD_D + OWN(dd)) * scale;
+            qT[dd * BQ + i] = LOAD_IN(Q, (i64)r * HEAD_D + OWN(dd));
     }
     vf_t m[BQV], l[BQV];
     vi_t last_key[BQV];  /* causal: the last key each row's query sees */
@@ -154,13 +154,13 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
             pT[e] = logit;
         }
 #endif
-        /* masks, and the tile's largest visible logit per row */
+        /* scale, masks, and the tile's largest visible logit per row */
         vf_t mx[BQV];
         UNROLL for (int iv = 0; iv < BQV; ++iv) mx[iv] = (vf_t)(-INF_F);
         for (int jj = 0; jj < BKV; ++jj) {
             int key = k0 + jj;
             UNROLL for (int iv = 0; iv < BQV; ++iv) {
-                vf_t x = VLOAD_ARR(pT, jj * BQ + iv * VW);
+                vf_t x = VLOAD_ARR(pT, jj * BQ + iv * VW) * (vf_t)scale;
 #if MASK_KIND
                 float mv[VW];
                 UNROLL for (int t = 0; t < VW; ++t) {

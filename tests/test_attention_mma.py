@@ -92,6 +92,17 @@ def test_cases_without_a_tensor_core_kernel_stay_on_the_shared_kernel(spec):
     assert CB.kernel_variant(spec, "kernels").source == "attention.cl"
 
 
+def test_a_scale_whose_log2_factor_overflows_runs_the_shared_kernel():
+    # attention_mma multiplies logits by scale * log2(e) in float32: 3e38 * 1.44 is infinite
+    # there, while attention.cl multiplies by scale itself
+    q = (1, 2, 8, 64)
+    for scale, kernel in ((2.3e38, "attention_mma"), (-2.3e38, "attention_mma"), (3e38, None),
+                          (-3e38, None)):
+        spec = S.attention_spec(q, q, q, ("float16",) * 3, scale=scale)
+        chosen = CB.tensorcore_kernel(spec, "sm_90", 256, 512, 768)
+        assert (chosen and chosen[1]) == kernel, scale
+
+
 @pytest.mark.parametrize("arch,why", [("sm_75", "needs sm_80 or later"), ("gfx90a", "CUDA-only"),
                                       (None, "no device arch")])
 def test_older_gpus_and_amd_use_the_shared_kernel_and_decline_a_forced_tensorcore(arch, why):

@@ -121,6 +121,18 @@ def test_attention_masks_and_fully_masked_rows(be, rng):
     assert _attention_ok(got, want, vmax, "float16", 70)
 
 
+def test_attention_scale_multiplies_logits_not_q(be):
+    # q * scale overflows float32 (2 * 3e38) while every logit, q . k * scale, is finite: the
+    # answer is the softmax of finite logits (weights 1 : e^-3e28 here, so v's first row)
+    q = np.zeros((1, 1, 1, 8), np.float32)
+    q[..., 0] = 2
+    k = np.zeros((1, 1, 2, 8), np.float32)
+    k[0, 0, :, 0] = [1e-10, 0.5e-10]
+    v = np.stack([np.full(8, 1.0), np.full(8, 2.0)]).astype(np.float32)[None, None]
+    spec = S.attention_spec(q.shape, k.shape, v.shape, ("float32",) * 3, scale=3e38)
+    np.testing.assert_array_equal(run(be, spec, q, k, v, None), np.ones((1, 1, 1, 8), np.float32))
+
+
 def test_attention_causal_decode_rows_and_empty_rows(be, rng):
     # Sq > Sk with causal: the first Sq - Sk queries see no key at all and must give zeros
     got, want, vmax = _attn(be, rng, "float32", 1, 2, 2, 40, 10, 16, 16, True)
