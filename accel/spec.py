@@ -249,6 +249,14 @@ def matmul_spec(a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: str,
     return MatmulSpec(tuple(a_shape), tuple(b_shape), a_dtype, out_dtype)
 
 
+def _finite_in_float32(x: int | float | np.number) -> bool:
+    """Whether ``x`` rounds to a finite float32 (logits are scaled in float32). Numpy scalars are
+    compared as Python numbers, so a float16 one does not overflow in the comparison itself, and
+    huge Python ints are clamped before float() could overflow."""
+    value = x.item() if isinstance(x, np.generic) else x
+    return abs(float(min(max(value, -2 * _FLOAT32_MAX), 2 * _FLOAT32_MAX))) <= _FLOAT32_MAX
+
+
 def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple[str, str, str],
                    causal: bool = False, scale: float | None = None,
                    mask_shape: Shape | None = None, mask_dtype: str | None = None) -> AttentionSpec:
@@ -281,8 +289,7 @@ def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple
     if scale is None:
         scale = 1.0 / math.sqrt(D)
     elif not isinstance(scale, (int, float, np.floating, np.integer)) or isinstance(scale, bool) \
-            or not abs(float(min(max(scale, -2 * _FLOAT32_MAX), 2 * _FLOAT32_MAX))) <= _FLOAT32_MAX:
-        # logits are scaled in float32 (the clamp keeps huge Python ints from overflowing float())
+            or not _finite_in_float32(scale):
         raise ArgumentError(expected("scale", "a real number or None, finite in float32",
                                      repr(scale)))
     mask_kind = None
