@@ -552,14 +552,15 @@ def _header_digest(include_dirs: tuple[str, ...]) -> list[tuple[str, str]]:
     return out
 
 
-def _load_cached(meta_path: Path, bin_path: Path) -> dict | None:
+def _load_cached(key: str, meta_path: Path, bin_path: Path) -> dict | None:
     try:
         meta = json.loads(meta_path.read_text())
         binary = bin_path.read_bytes()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(binary).hexdigest() != meta.get("sha256"):
-        return None  # a torn or tampered entry: rebuild rather than load it
+    if not isinstance(meta, dict) or meta.get("key") != key \
+            or hashlib.sha256(binary).hexdigest() != meta.get("sha256"):
+        return None  # a torn, tampered or misplaced entry: rebuild rather than load it
     meta["binary"] = binary
     return meta
 
@@ -595,7 +596,7 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
                                      _header_digest(include_dirs)]).encode()).hexdigest()[:40]
     folder = cache_dir()
     bin_path, meta_path = folder / f"{key}{tgt.binary_suffix}", folder / f"{key}.json"
-    if use_cache and (hit := _load_cached(meta_path, bin_path)):
+    if use_cache and (hit := _load_cached(key, meta_path, bin_path)):
         return CompileResult(tgt.name, True, hit["log"], rtc.ident, hit["binary"], bin_path,
                              {k: KernelResources(**v) for k, v in hit["resources"].items()},
                              hit["resources_note"], cached=True)
@@ -618,7 +619,7 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
     else:
         resources, note = amd_code_object_resources(bin_path)
     meta = {"log": log, "resources": {k: asdict(v) for k, v in resources.items()},
-            "resources_note": note, "sha256": hashlib.sha256(binary).hexdigest(),
+            "resources_note": note, "sha256": hashlib.sha256(binary).hexdigest(), "key": key,
             "toolchain": rtc.ident, "target": tgt.name, "options": argv}
     atomic_write(meta_path, json.dumps(meta).encode())
     return CompileResult(tgt.name, True, log, rtc.ident, binary, bin_path, resources, note)

@@ -14,7 +14,8 @@ import accel
 from accel import spec as S
 from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl import cache as C
-from accel.backends.opencl.devices import build_failure, enumerate_devices, skipped_devices, sort_key
+from accel.backends.opencl.devices import (CLDevice, build_failure, enumerate_devices, skipped_devices,
+                                          sort_key)
 from accel.backends.opencl.params import build_options
 from accel.errors import AccelError, ArgumentError, CompileError, DeviceError, UnsupportedError
 from accel.tensor import Tensor
@@ -36,10 +37,22 @@ def fresh(tmp_path, monkeypatch):
     return OpenCLBackend(0)
 
 
-def test_devices_follow_the_documented_order():
+def test_the_device_order_is_the_documented_one():
+    # docs/opencl.md: GPUs, accelerators, CPUs; newest driver first; platform name, platform
+    # version, device name; then the loader's order. Records listed here in that order, by hand.
+    def dev(kind, driver, platform="P", version="1", name="d"):
+        return CLDevice(None, platform, version, name, driver, kind, 1, 1, 1, 1, 1, 128,
+                        False, False, False, False)
+    expected = [dev("gpu", "2.0"), dev("gpu", "1.10"), dev("gpu", "1.9"), dev("accelerator", "9"),
+                dev("cpu", "3.1", "A"), dev("cpu", "3.1", "B", "1"), dev("cpu", "3.1", "B", "2"),
+                dev("cpu", "3.1", "B", "2", "e"), dev("cpu", "3.0"), dev("other", "1")]
+    found = [expected[i] for i in (8, 3, 9, 0, 6, 4, 2, 7, 1, 5)]  # the loader's order
+    ordered = sorted(range(len(found)), key=lambda i: sort_key(found[i], i))
+    assert [found[i] for i in ordered] == expected
+
+
+def test_devices_here_are_listed_in_that_order_once_per_process():
     devs = enumerate_devices()
-    keys = [sort_key(d, i) for i, d in enumerate(devs)]
-    assert keys == sorted(keys)
     kinds = [d.kind for d in devs]
     assert kinds == sorted(kinds, key=["gpu", "accelerator", "cpu", "other"].index)
     assert enumerate_devices() is devs  # cached: accel.backends() calls it on every listing
@@ -159,6 +172,21 @@ def test_program_cache_memory_then_disk_then_rebuild_after_corruption(fresh, tmp
     third.launch(k3, (1,), (8,), [x, np.int32(5)])
     np.testing.assert_array_equal(x.numpy(), np.ones(5, np.float32))
     assert k1.name == "add_one"
+
+
+def test_an_entry_under_another_programs_name_is_rebuilt_not_loaded(fresh, tmp_path):
+    # a whole, valid binary of another program copied over an entry (a swapped or restored
+    # file) must not run in its place: entries are bound to their (source, options) key
+    fresh.compile(ADD, "add_one")
+    fresh.compile(ADD.replace("1.0f", "2.0f"), "add_one")
+    one, two = sorted(tmp_path.rglob("*.bin"), key=lambda p: p.stat().st_mtime)
+    one.write_bytes(two.read_bytes())
+    again = OpenCLBackend(0)
+    k = again.compile(ADD, "add_one")
+    assert again.programs.stats["corrupt"] == 1 and again.programs.stats["built"] == 1
+    x = Tensor(again, again.upload(np.zeros(5, np.float32)), (5,), "float32")
+    again.launch(k, (1,), (8,), [x, np.int32(5)])
+    np.testing.assert_array_equal(x.numpy(), np.ones(5, np.float32))
 
 
 def test_disk_cache_key_changes_with_the_driver_identity(fresh):
@@ -299,7 +327,7 @@ def test_concurrent_processes_share_the_disk_cache_safely(tmp_path):
     assert all(p.returncode == 0 for p in procs), [err for _, err in results]
     entries = list(tmp_path.rglob("*.bin"))
     assert len(entries) == 1 and not list(tmp_path.rglob("*.tmp"))
-    assert C._unpack(entries[0].read_bytes()) is not None  # whole and valid
+    assert C._unpack(entries[0].stem, entries[0].read_bytes()) is not None  # whole and valid
 
 
 def test_supports_declines_sizes_past_int32_without_allocating():

@@ -48,14 +48,6 @@ def private_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-@pytest.fixture
-def compilers():
-    need("sm_90", "gfx90a")
-
-
-compiles = pytest.mark.usefixtures("compilers")
-
-
 @pytest.mark.parametrize("name,vendor,toolchain", [
     ("sm_80", "nvidia", "nvrtc"), ("sm_90", "nvidia", "nvrtc"), ("sm_90a", "nvidia", "nvrtc"),
     ("gfx90a", "amd", "hiprtc"), ("gfx1100", "amd", "hiprtc"), ("gfx90a:sramecc+:xnack-", "amd", "hiprtc")])
@@ -79,9 +71,9 @@ def test_arch_mapping_from_device_properties():
         T.hip_arch("Radeon")
 
 
-@compiles
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "gfx90a"])
 def test_compiles_for_real_targets_and_reports_shared_memory(target):
+    need(target)
     r = T.compile_source(SHARED, target)
     assert r.ok, r.log
     assert r.binary[:4] == b"\x7fELF" and r.path.read_bytes() == r.binary
@@ -91,36 +83,36 @@ def test_compiles_for_real_targets_and_reports_shared_memory(target):
     assert res.spills == 0
 
 
-@compiles
 def test_binaries_differ_per_arch():
+    need("sm_80", "sm_90")
     assert T.compile_source(SHARED, "sm_80").binary != T.compile_source(SHARED, "sm_90").binary
 
 
-@compiles
 @pytest.mark.parametrize("target,where", [("sm_90", "kernel.cu(4)"), ("gfx90a", ":4:")])
 def test_compile_error_is_a_result_with_the_log(target, where):
+    need(target)
     r = T.compile_source(BROKEN, target)
     assert not r.ok and r.binary is None and r.path is None
     assert "undeclared_value" in r.log and where in r.log
 
 
-@compiles
 def test_spills_are_reported_when_registers_are_capped():
+    need("sm_90")
     free = T.compile_source(HEAVY, "sm_90").resources["heavy"]
     capped = T.compile_source(HEAVY, "sm_90", options=("--maxrregcount=16",)).resources["heavy"]
     assert free.spills == 0
     assert capped.spills > 0 and capped.stack_bytes > 0
 
 
-@compiles
 def test_wavefront_width_from_amd_metadata():
+    need("gfx90a")
     # CDNA (gfx90a) runs 64-wide wavefronts, RDNA (gfx1030) 32-wide by default
     assert T.compile_source(SHARED, "gfx90a").resources["reverse"].detail["wavefront_size"] == 64
     assert T.compile_source(SHARED, "gfx1030").resources["reverse"].detail["wavefront_size"] == 32
 
 
-@compiles
 def test_defines_reach_the_compiler():
+    need("sm_90")
     src = 'extern "C" __global__ void k(int* x) { static_assert(WIDTH == 64, "width"); x[0] = WIDTH; }'
     assert T.compile_source(src, "sm_90", defines={"WIDTH": 64}).ok
     failed = T.compile_source(src, "sm_90", defines={"WIDTH": 32})
@@ -129,8 +121,8 @@ def test_defines_reach_the_compiler():
         T.compile_source(src, "sm_90", defines={"NOT AN IDENTIFIER": 1})
 
 
-@compiles
 def test_cache_hit_miss_and_corruption(private_cache, tmp_path):
+    need("sm_90")
     first = T.compile_source(SHARED, "sm_90")
     again = T.compile_source(SHARED, "sm_90")
     assert not first.cached and again.cached and again.binary == first.binary
@@ -139,6 +131,11 @@ def test_cache_hit_miss_and_corruption(private_cache, tmp_path):
     first.path.write_bytes(first.binary[: len(first.binary) // 2])
     rebuilt = T.compile_source(SHARED, "sm_90")
     assert not rebuilt.cached and rebuilt.binary == first.binary
+    # another program's whole entry copied under this one's name is not loaded either
+    other = T.compile_source(SHARED + "\n// another program", "sm_90")
+    first.path.write_bytes(other.binary)
+    first.path.with_suffix(".json").write_bytes(other.path.with_suffix(".json").read_bytes())
+    assert not T.compile_source(SHARED, "sm_90").cached
     # editing a header in an include dir misses the cache
     inc = tmp_path / "inc"
     inc.mkdir()
@@ -150,8 +147,8 @@ def test_cache_hit_miss_and_corruption(private_cache, tmp_path):
     assert not T.compile_source(src, "sm_90", include_dirs=(inc,)).cached
 
 
-@compiles
 def test_target_without_device_library_is_unavailable_not_a_crash():
+    need("gfx90a")
     reason = T._amd_device_library_missing(T.parse_target("gfx1100"))
     if reason is None:  # a ROCm that has gfx11 device libraries builds it
         assert T.compile_source(SHARED, "gfx1100").ok
@@ -161,8 +158,8 @@ def test_target_without_device_library_is_unavailable_not_a_crash():
         assert issubclass(T.ToolchainUnavailable, AccelError)
 
 
-@compiles
 def test_hiprtc_crash_is_a_failed_compile_and_the_worker_restarts():
+    need("gfx90a")
     if T._amd_device_library_missing(T.parse_target("gfx1100")) is None:
         pytest.skip("this ROCm has gfx1100 device libraries, so hiprtc has no known crash to provoke")
     worker = T._hiprtc()
@@ -171,9 +168,9 @@ def test_hiprtc_crash_is_a_failed_compile_and_the_worker_restarts():
     assert T.compile_source(SHARED, "gfx90a", use_cache=False).ok
 
 
-@compiles
 def test_hiprtc_and_pocl_live_in_one_process():
     """comgr's LLVM and PoCL's LLVM abort a process that loads both; the worker keeps them apart."""
+    need("gfx90a")
     cl = pytest.importorskip("pyopencl", reason="pyopencl is needed to load PoCL's LLVM")
     devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     if not devices:
@@ -183,8 +180,8 @@ def test_hiprtc_and_pocl_live_in_one_process():
     assert T.compile_source(SHARED, "gfx90a", use_cache=False).ok
 
 
-@compiles
 def test_toolchain_version_names_the_library():
+    need("sm_90", "gfx90a")
     assert T.toolchain_version("sm_90").startswith("nvrtc ")
     assert T.toolchain_version("gfx90a").startswith("hiprtc ")
 

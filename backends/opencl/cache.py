@@ -3,8 +3,9 @@
 Disk entries are keyed by a hash of (source, options) in a directory per compiler identity
 (platform, driver and device versions, pyopencl version), so a driver upgrade never loads a stale
 binary. Entries are written to a temporary file and renamed into place, so concurrent builders
-never see half an entry; each entry carries a checksum of its payload, so a truncated or corrupt
-one is deleted and rebuilt instead of being loaded.
+never see half an entry; each entry carries a checksum of its key and payload, so a truncated or
+corrupt one, or one copied under another program's name, is deleted and rebuilt instead of being
+loaded.
 """
 from __future__ import annotations
 
@@ -18,23 +19,24 @@ from accel.errors import CompileError
 
 from .devices import CLDevice
 
-_MAGIC = b"ACCELCL1"
+_MAGIC = b"ACCELCL2"
 
 
 def device_dir(dev: CLDevice, kind: str) -> Path:
     return cache_root() / "opencl" / kind / hashlib.sha256(dev.cache_key.encode()).hexdigest()[:24]
 
 
-def _pack(payload: bytes) -> bytes:
-    return _MAGIC + hashlib.sha256(payload).digest() + payload
+def _pack(key: str, payload: bytes) -> bytes:
+    return _MAGIC + hashlib.sha256(key.encode() + payload).digest() + payload
 
 
-def _unpack(blob: bytes) -> bytes | None:
+def _unpack(key: str, blob: bytes) -> bytes | None:
+    """The payload of an entry written under ``key``; None for anything else."""
     head = len(_MAGIC) + 32
     if len(blob) <= head or not blob.startswith(_MAGIC):
         return None
     payload = blob[head:]
-    return payload if hashlib.sha256(payload).digest() == blob[len(_MAGIC):head] else None
+    return payload if hashlib.sha256(key.encode() + payload).digest() == blob[len(_MAGIC):head] else None
 
 
 class ProgramCache:
@@ -54,22 +56,22 @@ class ProgramCache:
             return prg
         digest = hashlib.sha256(repr(key).encode()).hexdigest()
         path = device_dir(self.dev, "programs") / f"{digest}.bin"
-        prg = self._load(path, options)
+        prg = self._load(path, digest, options)
         if prg is None:
             prg = self._build(text, options, what)
             try:
-                atomic_write(path, _pack(prg.binaries[0]))
+                atomic_write(path, _pack(digest, prg.binaries[0]))
             except OSError:
                 pass  # a read-only or full cache directory costs a rebuild next time, nothing more
         self._mem[key] = prg
         return prg
 
-    def _load(self, path: Path, options: tuple[str, ...]) -> cl.Program | None:
+    def _load(self, path: Path, digest: str, options: tuple[str, ...]) -> cl.Program | None:
         try:
             blob = path.read_bytes()
         except OSError:
             return None
-        binary = _unpack(blob)
+        binary = _unpack(digest, blob)
         if binary is not None:
             try:
                 prg = cl.Program(self.ctx, [self.dev.device], [binary]).build(list(options))

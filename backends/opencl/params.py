@@ -7,6 +7,7 @@ import json
 import os
 
 import accel.kernels as K
+from accel.errors import ArgumentError, expected
 
 from .cache import atomic_write, device_dir
 from .devices import CLDevice
@@ -31,6 +32,8 @@ def tuned(dev: CLDevice) -> dict[str, dict]:
         data = json.loads(_store(dev).read_text())
     except (OSError, ValueError):
         return {}
+    if not isinstance(data, dict):  # valid JSON but not what tune writes: as unreadable
+        return {}
     return {op: p for op, p in data.items() if op in TUNABLE and isinstance(p, dict)}
 
 
@@ -51,7 +54,9 @@ def clang_builtins(dev: CLDevice) -> bool:
     choice, e.g. to run PoCL 3.0's spelling on Debian's PoCL; a compiler without clang 14's
     builtins then fails to build."""
     forced = os.environ.get("ACCEL_OPENCL_BUILTINS", "").strip()
-    if forced in ("0", "1"):
+    if forced not in ("", "0", "1"):
+        raise ArgumentError(expected("ACCEL_OPENCL_BUILTINS", "0, 1 or unset", repr(forced)))
+    if forced:
         return forced == "1"
     return "PoCL 3.0" in dev.platform_version
 
