@@ -25,6 +25,8 @@ _NUMPY = {
     "uint8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
 }
+#: dtypes accel can hold at all; each op then accepts its own subset (and says which)
+_KNOWN = f"a dtype accel knows ({', '.join(sorted(_NUMPY))})"
 _BY_NUMPY = {v: k for k, v in _NUMPY.items()}
 
 #: unit roundoff (half an ulp at 1.0) of each float format; see docs/conformance.md
@@ -42,7 +44,7 @@ def to_numpy_dtype(name: str) -> np.dtype:
     try:
         return _NUMPY[name]
     except KeyError:
-        raise DTypeError(expected("dtype", f"one of {sorted(_NUMPY)}", repr(name))) from None
+        raise DTypeError(expected("dtype", _KNOWN, repr(name))) from None
 
 
 def dtype_name(dtype: object, arg: str = "dtype") -> str:
@@ -60,15 +62,15 @@ def dtype_name(dtype: object, arg: str = "dtype") -> str:
         name = str(dtype).removeprefix("torch.")
         if name in _NUMPY:
             return name
-        raise DTypeError(expected(arg, f"one of {sorted(_NUMPY)}", str(dtype)))
+        raise DTypeError(expected(arg, _KNOWN, str(dtype)))
     try:
         npd = np.dtype(dtype)
     except TypeError:
-        raise DTypeError(expected(arg, f"one of {sorted(_NUMPY)}", repr(dtype))) from None
+        raise DTypeError(expected(arg, _KNOWN, repr(dtype))) from None
     try:
         return _BY_NUMPY[npd]
     except KeyError:
-        raise DTypeError(expected(arg, f"one of {sorted(_NUMPY)}", str(npd))) from None
+        raise DTypeError(expected(arg, _KNOWN, str(npd))) from None
 
 
 def itemsize(name: str) -> int:

@@ -72,7 +72,11 @@ class QTensor:
 
     @property
     def raw(self) -> np.ndarray:
-        return self.data.numpy()
+        """The block bytes, read-only: on a host backend they are the weight's own storage, and
+        writing them would change the weight behind accel's back (copy them to edit)."""
+        view = self.data.numpy().view()
+        view.flags.writeable = False
+        return view
 
     @classmethod
     def from_raw(cls, raw, fmt: str, shape, *, backend=None) -> "QTensor":
@@ -82,18 +86,25 @@ class QTensor:
         >>> accel.QTensor.from_raw(np.zeros((4, 18), np.uint8), "q4_0", (4, 32)).shape
         (4, 32)
         """
-        from .tensor import asarray
+        from .tensor import Tensor, asarray
 
         f = get_format(fmt)
         try:
-            shape = tuple(int(s) for s in shape)
-        except (TypeError, ValueError):
-            raise ShapeError(expected("shape", "a tuple of ints [..., K]", repr(shape))) from None
+            ints = all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
+                       for s in shape)
+        except TypeError:  # not iterable
+            ints = False
+        if not ints:  # 4.5 or True would silently become 4 or 1
+            raise ShapeError(expected("shape", "a tuple of ints [..., K]", repr(shape)))
+        shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             raise ShapeError(expected("shape", "non-negative sizes", repr(shape)))
         check_quantizable_shape(shape, "shape")
         want = shape[:-1] + (f.row_bytes(shape[-1]),)
-        host = np.asarray(raw) if not hasattr(raw, "backend") else raw.numpy()
+        if isinstance(raw, QTensor):
+            raise ArgumentError(expected("raw", "GGUF block bytes as a uint8 array (a QTensor's "
+                                         "are its .raw)", "a QTensor"))
+        host = raw.numpy() if isinstance(raw, Tensor) else np.asarray(raw)
         if host.dtype != np.uint8:
             raise ArgumentError(expected("raw", "a uint8 array", f"dtype {host.dtype}"))
         if host.size != int(np.prod(want)):

@@ -140,7 +140,7 @@ def parse_device(device: str) -> tuple[str, int]:
     if not isinstance(device, str) or not device:
         raise ArgumentError(expected("backend", "a device string 'name' or 'name:index'", repr(device)))
     name, sep, idx = device.partition(":")
-    if sep and not idx.isdigit():
+    if sep and not (idx.isascii() and idx.isdigit()):  # str.isdigit alone takes "²" and "٠"
         raise ArgumentError(expected("backend", "a device string 'name' or 'name:index'", repr(device)))
     return name, int(idx) if sep else 0
 
@@ -188,10 +188,11 @@ _environment: str | None = os.environ.get("ACCEL_BACKEND") or None
 
 def set_backend(device: str | None) -> None:
     """Set the process-wide default backend. ``None`` clears it and re-reads ``ACCEL_BACKEND``
-    (which is otherwise read once, when accel is imported)."""
+    (which is otherwise read once, when accel is imported). An unknown or unavailable device is
+    refused here, as by :func:`use`, not at the next op."""
     global _process_default, _environment
     if device is not None:
-        parse_device(device)
+        get_backend(device)
     else:
         _environment = os.environ.get("ACCEL_BACKEND") or None
     _process_default = device

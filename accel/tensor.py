@@ -104,6 +104,13 @@ def check_array(arg: str, x: Any) -> str:
     if kind is None:
         raise ArgumentError(expected(arg, "a numpy array, torch tensor, cupy array or accel.Tensor",
                                      type(x).__name__))
+    # array types whose meaning the ops would silently drop: a mask, matrix semantics, sparsity
+    if isinstance(x, (np.ma.MaskedArray, np.matrix)):
+        raise ArgumentError(expected(arg, "a plain numpy array (np.asarray(x); for a masked "
+                                     "array, x.filled(value))", type(x).__name__))
+    if kind == "torch" and x.layout != sys.modules["torch"].strided:
+        raise ArgumentError(expected(arg, "a dense (strided) torch tensor (x.to_dense())",
+                                     f"layout {x.layout}"))
     return kind
 
 

@@ -48,6 +48,13 @@ kv = np.ones((1, 1, 5, 8), np.float32)
     (lambda: accel.QTensor.from_raw(np.zeros(18, np.uint8), "q4_0", 32), accel.ShapeError, ["shape", "tuple of ints", "32"]),
     (lambda: accel.QTensor.from_raw(np.zeros(18, np.uint8), "q4_0", (-1, -2, 32)), accel.ShapeError, ["shape", "non-negative"]),
     (lambda: accel.asarray(np.ones(2), dtype="float128"), accel.DTypeError, ["dtype", "float128"]),
+    (lambda: accel.attention(q4, kv, kv, causal=np.array(True)), accel.ArgumentError, ["causal", "bool", "array(True)"]),
+    (lambda: accel.matmul(np.ma.masked_array(f32, mask=f32 > 0), f32.T), accel.ArgumentError, ["a", "plain numpy array", "MaskedArray"]),
+    (lambda: accel.matmul(f32, np.asmatrix(f32.T)), accel.ArgumentError, ["b", "plain numpy array", "matrix"]),
+    (lambda: accel.matmul(np.ones((2, 2), np.complex64), np.ones((2, 2), np.complex64)), accel.DTypeError, ["a.dtype", "a dtype accel knows", "complex64"]),
+    (lambda: accel.QTensor.from_raw(accel.quantize(np.ones(32, np.float32), "q4_0"), "q4_0", (1, 32)), accel.ArgumentError, ["raw", "uint8 array", "QTensor"]),
+    (lambda: accel.QTensor.from_raw(np.zeros(36, np.uint8), "q4_0", (2.5, 32)), accel.ShapeError, ["shape", "tuple of ints", "2.5"]),
+    (lambda: accel.QTensor.from_raw(np.zeros(18, np.uint8), "q4_0", (True, 32)), accel.ShapeError, ["shape", "tuple of ints", "True"]),
 ])
 def test_bad_input_raises_typed_error_naming_the_argument(call, error, words):
     with pytest.raises(error) as info:
@@ -55,6 +62,26 @@ def test_bad_input_raises_typed_error_naming_the_argument(call, error, words):
     assert isinstance(info.value, accel.AccelError)
     for word in words:
         assert word in str(info.value)
+
+
+def test_a_sparse_torch_tensor_is_refused_not_densified_by_accident():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(accel.ArgumentError, match="^a: expected a dense .*sparse_coo"):
+        accel.matmul(torch.ones(2, 3).to_sparse(), torch.ones(3, 4))
+
+
+def test_a_numpy_scalar_scale_is_checked_without_overflow_warnings():
+    with np.errstate(all="raise"):  # an overflow in the range check itself would raise here
+        for scale in (np.float16(0.125), np.float32(0.125), np.float32(3e38)):
+            assert accel.attention(q4, kv, kv, scale=scale).shape == q4.shape
+
+
+def test_quantized_bytes_are_read_only_where_they_are_the_weights_storage():
+    qt = accel.quantize(np.ones((2, 32), np.float32), "q8_0", backend="cpu")
+    before = accel.dequantize(qt).copy()
+    with pytest.raises(ValueError, match="read-only"):
+        qt.raw[0, 0] = 0
+    assert np.array_equal(accel.dequantize(qt), before)
 
 
 def test_declined_case_raises_unsupported_error_naming_backend_op_dtype_and_reason():

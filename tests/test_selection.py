@@ -78,3 +78,21 @@ def test_environment_variable_selects_in_a_fresh_process():
 
 def test_device_strings_with_and_without_index_name_the_same_instance():
     assert accel.get_backend("cpu") is accel.get_backend("cpu:0")
+
+
+@pytest.mark.parametrize("device,error", [("nope", accel.BackendUnavailable), ("cpu:1", accel.BackendUnavailable),
+                                          ("cpu:x", accel.ArgumentError)])
+def test_set_backend_refuses_what_use_refuses_and_keeps_the_selection(device, error):
+    accel.set_backend("echo")
+    with pytest.raises(error, match="^backend: expected"):
+        accel.set_backend(device)
+    with pytest.raises(error, match="^backend: expected"):
+        with accel.use(device):
+            pass
+    assert which() == "echo"
+
+
+@pytest.mark.parametrize("device", ["cpu:²", "cpu:٠", "cpu: 0", "cpu:+0"])
+def test_a_device_index_is_ascii_digits(device):
+    with pytest.raises(accel.ArgumentError, match="'name:index'"):
+        accel.get_backend(device)
