@@ -27,6 +27,41 @@ def need(*targets: str) -> None:
             missing(f"the {target} toolchain is missing: {e}")
 
 
+def need_tool(name: str, install: str) -> str:
+    """The path of command-line tool ``name`` (hipcc, nvcc), or skip/fail saying how to get it."""
+    path = shutil.which(name)
+    if path is None:
+        missing(f"{name} is not installed ({install})")
+    return path
+
+
+HIPCC = "apt-get install hipcc libamdhip64-dev rocm-device-libs"
+
+
+def nvrtc_binding():
+    """CuPy's NVRTC binding, for tests that read PTX (accel.toolchains builds machine code only);
+    with the include directories accel uses, so both compile the same headers."""
+    need("sm_90")
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as e:
+        missing(f"CuPy's NVRTC binding is not importable ({e}; pip install 'accel-portable[cuda13]')")
+    return nvrtc
+
+
+def distinct(builds: list[tuple]) -> list[tuple]:
+    """``builds`` (tuples whose last item is a dict of parameters) without repeats, in order:
+    parameter lists shared by several GPU-run surveys name some sets twice."""
+    seen: set = set()
+    kept = []
+    for b in builds:
+        key = b[:-1] + (tuple(sorted(b[-1].items())),)
+        if key not in seen:
+            seen.add(key)
+            kept.append(b)
+    return kept
+
+
 def build_shipped(variant, kernel: str, arch: str) -> toolchains.CompileResult:
     """``kernel`` of the shipped ``variant`` compiled for ``arch`` along the cuda/hip backend's
     own path (the portability header, the variant's defines, ACCEL_WARP as a device of ``arch``

@@ -1,6 +1,7 @@
 """Device peaks: measured, cached per device on disk, never trusted when damaged."""
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -15,6 +16,11 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
+def positive(x: float) -> bool:
+    """A measured rate: positive and finite (how fast is for the benchmarks, not the tests)."""
+    return math.isfinite(x) and x > 0
+
+
 def cached_file(cache, backend):
     return cache / "peaks" / f"{P.device_key(backend)}.json"
 
@@ -22,7 +28,7 @@ def cached_file(cache, backend):
 def test_cpu_peaks_are_measured_then_read_from_the_cache(cache):
     cpu = accel.get_backend("cpu")
     first = P.peaks(cpu)
-    assert first.gflops > 1 and first.gbs > 0.1  # any machine running this does better
+    assert positive(first.gflops) and positive(first.gbs)
     path = cached_file(cache, cpu)
     assert json.loads(path.read_text())["gflops"] == first.gflops
     # plant known values: a second call must return them rather than measure again
@@ -38,7 +44,7 @@ def test_damaged_cache_is_remeasured_and_rewritten(cache, damage):
     path.parent.mkdir(parents=True)
     path.write_text(damage)
     p = P.peaks(cpu)
-    assert p.gflops > 1
+    assert positive(p.gflops) and p.method != ""
     assert json.loads(path.read_text())["gflops"] == p.gflops
 
 
@@ -68,7 +74,7 @@ def opencl_or_skip():
 def test_opencl_peaks_run_through_the_backends_compile_and_launch(cache):
     be = opencl_or_skip()
     p = P.measure_peaks(be)
-    assert p.gflops > 0.5 and p.gbs > 0.1
+    assert positive(p.gflops) and positive(p.gbs)
     assert p.method.startswith("opencl")
 
 
@@ -84,7 +90,7 @@ def test_gpu_peak_kernels_compile_for_real_targets(target):
     for src in sources:
         r = toolchains.compile_source(kernels.program_text(src), target)
         assert r.ok, r.log
-        assert all(res.spills in (0, None) for res in r.resources.values())
+        assert r.resources and all(res.spills == 0 for res in r.resources.values()), r.resources
 
 
 def test_update_keeps_the_higher_of_cached_and_measured(cache):

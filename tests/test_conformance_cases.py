@@ -85,8 +85,8 @@ def test_exact_float_cases_stay_exact_in_the_output_format():
         assert worst <= 2 ** min(bits, 11), case.id
 
 
-def test_same_id_same_inputs():
-    case = QUICK[5]
+@pytest.mark.parametrize("case", QUICK, ids=lambda c: c.id)
+def test_same_id_same_inputs(case):
     a = inputs.build(Case.parse(case.id))[1]
     b = inputs.build(case)[1]
     assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))

@@ -8,7 +8,7 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
-from gpu_toolchains import build_shipped, hot_loop, need, sass_of
+from gpu_toolchains import build_shipped, distinct, hot_loop, need, sass_of
 
 import accel
 import accel.kernels as K
@@ -31,7 +31,7 @@ def private_cache(tmp_path, monkeypatch):
 @pytest.fixture
 def cupy():
     """CuPy, on a machine without a GPU (these tests check the reasons given then)."""
-    cupy = pytest.importorskip("cupy", reason="checks what CuPy reports when no GPU is present")
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed (pip install 'accel-portable[cuda13]')")
     try:
         has_device = cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # CuPy's runtime errors: no driver, no device
@@ -321,12 +321,12 @@ def test_gemv_stream_compiles_to_cp_async_within_its_register_budget(arch, fmt, 
 
 #: kernel, the prefix of its tiling's defines, and its Q4_0 codes per work-item and row per loop
 _GEMVS = {"qgemv": ("GEMV", "RN", 32), "qgemv_runs": ("RUNS", "RUNS_RN", 32 * 8)}
-_GEMV_BUILDS = [(kernel, arch, fmt, dtype, {}) for kernel in _GEMVS for arch in ("sm_80", "sm_90")
+_GEMV_BUILDS = distinct([(kernel, arch, fmt, dtype, {}) for kernel in _GEMVS for arch in ("sm_80", "sm_90")
                 for fmt in ("q4_0", "q8_0") for dtype in ("float32", "float16", "bfloat16")] + \
     [(kernel, "sm_90", "q4_0", "float32", p)  # timed by the GPU run too: a failed build would waste it
      for kernel, alternatives in (("qgemv", gpu_goals.QGEMV_ALTERNATIVES + gpu_goals.DECODE_ALTERNATIVES),
                                   ("qgemv_runs", gpu_goals.RUNS_ALTERNATIVES + gpu_goals.DECODE_RUNS_ALTERNATIVES))
-     for p in alternatives]
+     for p in alternatives])
 
 
 @pytest.mark.parametrize("kernel,arch,fmt,dtype,params", _GEMV_BUILDS, ids=str)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -38,20 +37,33 @@ def test_usage_error_exits_2(args):
 
 
 def test_time_all_times_every_contender_and_keeps_a_failure_to_itself():
-    # the goals' timing (interleaved rounds of accel.bench.measure_all) on the CPU backend's host
-    # clock: a contender that raises is reported as its exception, the others still get times
+    # interleaved rounds of accel.bench.measure_all on a virtual clock that each contender
+    # advances by its own fixed duration, so the medians are known exactly: a contender that
+    # raises is reported as its exception, the others still get their times, wherever it stands
     be = accel.get_backend("cpu")
+    clock = [0.0]
 
     def broken():
         raise ZeroDivisionError("planted")
-    times = gpu_goals.time_all(be, {"sleep 2 ms": lambda: time.sleep(0.002), "broken": broken,
-                                    "sleep 4 ms": lambda: time.sleep(0.004)})
-    assert 0.002 <= times["sleep 2 ms"] < 0.004 <= times["sleep 4 ms"] < 0.02
+
+    def two_ms():
+        clock[0] += 0.002
+
+    def four_ms():
+        clock[0] += 0.004
+
+    def timer(fn):
+        start = clock[0]
+        fn()
+        return clock[0] - start
+
+    times = gpu_goals.time_all(be, {"2 ms": two_ms, "broken": broken, "4 ms": four_ms}, timer)
+    assert times["2 ms"] == pytest.approx(0.002) and times["4 ms"] == pytest.approx(0.004)
     assert isinstance(times["broken"], ZeroDivisionError)
-    times = gpu_goals.time_all(be, {"broken": broken, "sleep 2 ms": lambda: time.sleep(0.002)})
-    assert isinstance(times["broken"], ZeroDivisionError) and 0.002 <= times["sleep 2 ms"] < 0.02
-    times = gpu_goals.time_all(be, {"sleep 2 ms": lambda: time.sleep(0.002), "broken": broken})
-    assert isinstance(times["broken"], ZeroDivisionError) and 0.002 <= times["sleep 2 ms"] < 0.02
+    for order in ({"broken": broken, "2 ms": two_ms}, {"2 ms": two_ms, "broken": broken}):
+        times = gpu_goals.time_all(be, order, timer)
+        assert isinstance(times["broken"], ZeroDivisionError)
+        assert times["2 ms"] == pytest.approx(0.002)
 
 
 def test_an_entry_judges_its_first_run_and_records_failed_alternatives():
@@ -157,19 +169,18 @@ def test_the_probes_rely_only_on_cupy_api_that_exists():
         driver.occupancyMaxActiveBlocksPerMultiprocessor.__doc__
 
 
-def test_prebuild_fills_the_cache_the_backend_reads():
+def test_prebuild_fills_the_cache_the_backend_reads(tmp_path, monkeypatch):
     # the goals compile their GEMV parameter sets at once; the backend's own build of the same
     # variant (CuPyBackend._build -> build_kernel, any kernel name of the program) then hits the
-    # cache instead of compiling again
+    # cache (an empty, private one here) instead of compiling again
     from gpu_toolchains import need
 
     from accel import kernels
     from accel.backends import cupy_backend
 
     need("sm_90")
-    nonce = time.time_ns()  # a define no kernel reads: builds that no earlier run cached
-    variants = [kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "RUNS_TEAMS": t, "TEST_NONCE": nonce})
-                for t in (3, 5)]
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    variants = [kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "RUNS_TEAMS": t}) for t in (3, 5)]
     gpu_goals.prebuild("sm_90", 32, variants)
     for v in variants:
         r = cupy_backend.build_kernel(kernels.program_text(v.source), "qgemv_runs", "sm_90", 32,

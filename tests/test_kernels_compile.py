@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import site
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from gpu_toolchains import HIPCC, need_tool, nvrtc_binding
+
 import accel.kernels as K
+from accel import toolchains
 from accel.errors import AccelError, ArgumentError, DTypeError
-
-
-def _cuda_include() -> str | None:
-    for root in site.getsitepackages():
-        inc = Path(root) / "nvidia" / "cu13" / "include"
-        if (inc / "cuda_fp16.h").exists():
-            return str(inc)
-    return None
 
 
 GPU_VARIANTS = [v for v in K.variants() if "cuda" in v.dialects]
@@ -78,23 +71,16 @@ def test_every_variant_builds_on_opencl(device):
             be.kernel(v, name)  # raises CompileError with the log
 
 
-nvrtc_needed = pytest.mark.skipif(_cuda_include() is None,
-                                  reason="NVRTC headers missing (pip install nvidia-cuda-nvrtc "
-                                         "nvidia-cuda-runtime)")
-
-
 def _nvrtc(text: str, name: str, options: list[str]):
-    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc",
-                                reason="cupy (whose NVRTC binding is used here) is not installed")
+    nvrtc = nvrtc_binding()
     prog = nvrtc.createProgram(text, name, [], [])
     try:
-        nvrtc.compileProgram(prog, [f"-I{_cuda_include()}", *options])
+        nvrtc.compileProgram(prog, [*(f"-I{d}" for d in toolchains.cuda_include_dirs()), *options])
     except nvrtc.NVRTCError:
         pytest.fail(f"NVRTC failed for {name}:\n{nvrtc.getProgramLog(prog)}")
     return nvrtc, prog
 
 
-@nvrtc_needed
 @pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
 def test_cuda_quantizer_rounds_every_operation(fmt):
     v = K.quant(fmt, "float32")
@@ -107,11 +93,8 @@ def test_cuda_quantizer_rounds_every_operation(fmt):
     assert "div.rn.f32" in body  # 1/d correctly rounded (and amax / 127 for q8_0)
 
 
-hipcc_needed = pytest.mark.skipif(shutil.which("hipcc") is None,
-                                  reason="hipcc missing (apt-get install hipcc libamdhip64-dev rocm-device-libs)")
-
-
 def _hipcc(tmp_path: Path, variant: K.Variant, *flags: str) -> Path:
+    need_tool("hipcc", HIPCC)
     src = tmp_path / f"{variant.source}.hip"
     src.write_text(K.program_text(variant.source))
     out = tmp_path / "out"
@@ -122,7 +105,6 @@ def _hipcc(tmp_path: Path, variant: K.Variant, *flags: str) -> Path:
     return out
 
 
-@hipcc_needed
 @pytest.mark.parametrize("variant", [K.matmul("bfloat16", "float16"),
                                      K.attention("float16", 64, 64, "additive", "bfloat16"),
                                      K.quant("q4_0", "float16")], ids=lambda v: v.source)
@@ -130,7 +112,6 @@ def test_gpu_variant_compiles_with_hipcc_for_gfx90a(tmp_path, variant):
     assert _hipcc(tmp_path, variant, "--genco").stat().st_size > 1000
 
 
-@hipcc_needed
 def test_hip_quantizer_fmas_only_inside_correctly_rounded_division(tmp_path):
     asm = _hipcc(tmp_path, K.quant("q4_0", "float32"), "-S", "--cuda-device-only").read_text()
     body = asm[asm.index("quantize:"):]

@@ -11,9 +11,6 @@ from accel.backends.opencl.params import DEFAULTS, params_for
 from accel.backends.opencl.tune import PROBLEMS, candidates, tune
 from accel.cli import build_parser, main
 
-pytestmark = needs_device
-
-
 @pytest.mark.parametrize("kind,lanes", [("cpu", 16), ("cpu", 8), ("gpu", 1)])
 def test_candidates_respect_vector_width(kind, lanes):
     for op in PROBLEMS:
@@ -28,6 +25,7 @@ def test_candidates_respect_vector_width(kind, lanes):
         assert set(DEFAULTS[kind][op]) - {"WG"} <= set(cands[0]) | {"WG"}
 
 
+@needs_device
 def test_tune_stores_the_best_and_new_instances_use_it(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     be = OpenCLBackend(0)
@@ -40,6 +38,7 @@ def test_tune_stores_the_best_and_new_instances_use_it(tmp_path, monkeypatch):
     assert be.params["gemv"] == found["gemv"]  # the tuned instance was reset to the stored set
 
 
+@needs_device
 def test_tune_command_is_registered_and_validates_ops(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     args = build_parser().parse_args(["tune", "--backend", FIRST[0], "--ops", "gemv"])
@@ -50,6 +49,7 @@ def test_tune_command_is_registered_and_validates_ops(tmp_path, monkeypatch, cap
     assert "--backend" in capsys.readouterr().err
 
 
+@needs_device
 def test_stored_parameters_the_device_cannot_take_fall_back_to_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     from accel.backends.opencl.devices import enumerate_devices

@@ -4,13 +4,14 @@ checked to be real CUDA by compiling it with NVRTC/nvcc."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
+
+from gpu_toolchains import HIPCC, need, need_tool  # noqa: E402
 
 from accel.port import translate  # noqa: E402
 
@@ -20,10 +21,7 @@ FILES = sorted(p.name for p in CORPUS.glob("*.cu"))
 
 def _hiprtc(source: str, target: str = "gfx90a"):
     from accel import toolchains
-    try:
-        toolchains.toolchain_version(target)
-    except toolchains.ToolchainUnavailable as e:
-        pytest.skip(str(e))
+    need(target)
     return toolchains.compile_source(source, target, use_cache=False)
 
 
@@ -40,10 +38,10 @@ def test_every_corpus_kernel_translates_to_hip_and_builds_with_hiprtc(file):
     assert built.binary[:4] == b"\x7fELF"  # an AMD code object
 
 
-@pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc is not installed")
 def test_hip_translation_also_builds_with_hipcc(tmp_path):
     """hipcc needs the headers hiprtc has built in: the translation includes them for hipcc
     only (guarded by __HIPCC_RTC__)."""
+    need_tool("hipcc", HIPCC)
     src = tmp_path / "softmax.hip"
     src.write_text(_hip("softmax_rows.cu").text)
     proc = subprocess.run(["hipcc", "--genco", "--offload-arch=gfx90a", str(src), "-o",
@@ -52,9 +50,9 @@ def test_hip_translation_also_builds_with_hipcc(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("file", FILES)
 def test_the_corpus_is_real_cuda(file, tmp_path):
+    need_tool("nvcc", "the CUDA toolkit")
     proc = subprocess.run(["nvcc", "-cubin", "-arch=sm_80", str(CORPUS / file), "-o",
                            str(tmp_path / "k.cubin")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -155,13 +153,10 @@ def test_dialect_translation_builds_for_cuda_and_hip(file, tmp_path):
     assert result.ok, "\n".join(map(str, result.diagnostics))
     program = kernels.program_text(result.text, file)
     from accel import toolchains
-    try:
-        built = toolchains.compile_source(program, "sm_80", use_cache=False)
-    except toolchains.ToolchainUnavailable as e:
-        pytest.skip(str(e))
+    need("sm_80")
+    built = toolchains.compile_source(program, "sm_80", use_cache=False)
     assert built.ok, built.log
-    if shutil.which("hipcc") is None:
-        pytest.skip("hipcc is not installed")
+    need_tool("hipcc", HIPCC)
     src = tmp_path / "k.hip"
     src.write_text(program)
     proc = subprocess.run(["hipcc", "--genco", "--offload-arch=gfx90a", str(src), "-o",

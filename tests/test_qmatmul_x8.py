@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gpu_toolchains import amd_disassembly, build_shipped, hot_loop, need
+from gpu_toolchains import amd_disassembly, build_shipped, distinct, hot_loop, need
 
 import accel
 import accel.kernels as K
@@ -180,9 +180,9 @@ def test_qgemv_x8_parameter_sets(rng, params, fmt):
 
 
 # -- the kernels as CUDA and HIP build them -----------------------------------------------------
-_X8_BUILDS = [(arch, fmt, {}) for arch in ("sm_80", "sm_90") for fmt in ("q4_0", "q8_0")] + \
+_X8_BUILDS = distinct([(arch, fmt, {}) for arch in ("sm_80", "sm_90") for fmt in ("q4_0", "q8_0")] + \
     [("sm_90", "q4_0", p)  # timed by the GPU run too
-     for p in gpu_goals.X8_ALTERNATIVES + gpu_goals.DECODE_X8_ALTERNATIVES]
+     for p in gpu_goals.X8_ALTERNATIVES + gpu_goals.DECODE_X8_ALTERNATIVES])
 
 
 @pytest.mark.parametrize("arch,fmt,params", _X8_BUILDS, ids=str)

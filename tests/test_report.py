@@ -139,6 +139,9 @@ def test_bad_result_files_are_typed_errors(tmp_path, content, match):
     p.write_text(content)
     with pytest.raises(accel.ArgumentError, match=match):
         report.load([p])
+
+
+def test_a_missing_file_and_no_results_are_typed_errors(tmp_path):
     with pytest.raises(accel.ArgumentError, match="readable"):
         report.load([tmp_path / "missing.json"])
     with pytest.raises(accel.ArgumentError, match="at least one"):

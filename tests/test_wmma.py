@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gpu_toolchains import build_shipped, missing, need
+from gpu_toolchains import build_shipped, missing, need, nvrtc_binding
 
 import accel.kernels as K
 from accel import kernels_check as KC
@@ -84,8 +84,7 @@ def test_kernels_check_builds_them_for_nvidia_and_skips_amd():
 
 def _ptx(variant: K.Variant, arch: str) -> dict[str, str]:
     """PTX per kernel entry, from NVRTC with the include path accel.toolchains uses."""
-    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc",
-                                reason="cupy (whose NVRTC binding gives PTX) is not installed")
+    nvrtc = nvrtc_binding()
     prog = nvrtc.createProgram(K.program_text(variant.source), "matmul_wmma.cu", [], [])
     opts = [f"--gpu-architecture=compute_{arch[3:]}", "-std=c++17", "-DACCEL_WARP=32",
             *(f"-I{d}" for d in toolchains.cuda_include_dirs()), *variant.options()]
