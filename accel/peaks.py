@@ -161,6 +161,21 @@ def _fma_source(vec: str, chains: int) -> str:
             f"    out[i] = {total};\n}}\n")
 
 
+def _copy_gbs(backend: Backend, block: int) -> float:
+    """GB/s of a device copy of _COPY_BYTES, read and write counted (its buffers are freed on
+    return, before the FMA kernels run)."""
+    from .kernels import ceil_div
+    from .tensor import Tensor
+
+    n4 = _COPY_BYTES // 16
+    copy = backend.compile(_COPY, "accel_peak_copy")
+    src = Tensor.empty(backend, (n4 * 4,), "float32")
+    dst = Tensor.empty(backend, (n4 * 4,), "float32")
+    grid = (ceil_div(n4, block), 1, 1)
+    return _best(backend.time, lambda: backend.launch(copy, grid, (block, 1, 1), [src, dst, np.int32(n4)]),
+                 2 * _COPY_BYTES) / 1e9
+
+
 def _kernel_peaks(backend: Backend) -> tuple[float, float]:
     from .tensor import Tensor
 
@@ -168,14 +183,7 @@ def _kernel_peaks(backend: Backend) -> tuple[float, float]:
     if variants is None:
         raise UnsupportedError(backend.name, "peaks", "float32", "no micro-benchmark for this backend")
     block = 128
-    n4 = _COPY_BYTES // 16
-    copy = backend.compile(_COPY, "accel_peak_copy")
-    src = Tensor.empty(backend, (n4 * 4,), "float32")
-    dst = Tensor.empty(backend, (n4 * 4,), "float32")
-    grid = (-(-n4 // block), 1, 1)
-    gbs = _best(backend.time, lambda: backend.launch(copy, grid, (block, 1, 1), [src, dst, np.int32(n4)]),
-                2 * _COPY_BYTES) / 1e9
-    del src, dst
+    gbs = _copy_gbs(backend, block)
     gflops = 0.0
     for vec, chains in variants:
         lanes = int(vec[5:] or 1)

@@ -65,20 +65,17 @@ def _implemented_ops(name: str) -> set[str] | None:
     return {op for op in OPS if hasattr(cls, op)}
 
 
-#: which ops each shipped kernel source computes, and which backend compiles for a target
-_SOURCE_OPS = {"matmul.cl": ("matmul",), "matmul_wmma.cu": ("matmul",), "attention.cl": ("attention",),
-               "quant.cl": ("quantize", "dequantize", "qmatmul")}
-
-
 def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
     """(backend, op) -> "compiled only" or "FAILED to compile", from a kernels-check result file
     (NVIDIA targets vouch for cuda, AMD ones for hip)."""
+    from accel.kernels import SOURCE_OPS
+
     verdict: dict[tuple[str, str], str] = {}
     for row in kernels_check.get("results", []):
         backend = "cuda" if row["target"].startswith("sm_") else "hip" if row["target"].startswith("gfx") else None
         if backend is None or row["status"] == "n/a":
             continue
-        for op in _SOURCE_OPS.get(row["job"].split("[")[0], ()):
+        for op in SOURCE_OPS.get(row["job"].split("[")[0], ()):
             ok = row["status"] == "ok" and verdict.get((backend, op)) != "FAILED to compile"
             verdict[(backend, op)] = "compiled only" if ok else "FAILED to compile"
     return verdict

@@ -31,8 +31,12 @@ HERE = Path(__file__).resolve().parent
 HEADER = HERE / "accel.h"
 #: kernel source files: one per op family in the shared dialect, then vendor-specific variants
 #: of an op (CUDA-only tensor-core matmul), still written against accel.h
-SOURCES = ("matmul.cl", "attention.cl", "quant.cl", "matmul_wmma.cu", "matmul_wgmma.cu",
-           "attention_mma.cu")
+#: every shipped kernel source and the ops its kernels compute (the support matrix reads a
+#: kernels-check result through this)
+SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
+              "quant.cl": ("quantize", "dequantize", "qmatmul"), "matmul_wmma.cu": ("matmul",),
+              "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",)}
+SOURCES = tuple(SOURCE_OPS)
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
 #: the upper end of a variant's sm_range when it runs on every later NVIDIA arch too

@@ -130,3 +130,21 @@ def test_matrix_gives_x_format_cases_rows_of_their_own():
             if line.startswith("| float16 x q4_0")}
     assert rows == {"float16 x q4_0": ["passed (1)", "passed (1)"],
                     "float16 x q4_0, x_format=q8_0": ["passed (2)", "-"]}
+
+
+def test_every_shipped_kernel_source_vouches_for_its_ops_in_the_matrix():
+    # a failed build of any shipped source (the CUDA-only tensor-core ones included) shows as
+    # FAILED for the ops it computes on the vendor's backend, never as "compiled only"
+    from accel import kernels
+    from accel.conformance.matrix import compile_verdicts
+
+    for source, ops in kernels.SOURCE_OPS.items():
+        for target, backend in (("sm_90", "cuda"), ("gfx90a", "hip")):
+            rows = [{"job": f"{s}[X=1]", "target": target, "status": "failed" if s == source else "ok"}
+                    for s in kernels.SOURCES]
+            verdicts = compile_verdicts({"results": rows})
+            assert {op: verdicts[(backend, op)] for op in ops} == dict.fromkeys(ops, "FAILED to compile")
+    ok = compile_verdicts({"results": [{"job": f"{s}[X=1]", "target": "sm_90", "status": "ok"}
+                                       for s in kernels.SOURCES]})
+    assert set(ok.values()) == {"compiled only"} and {op for _, op in ok} == {
+        "matmul", "attention", "quantize", "dequantize", "qmatmul"}
