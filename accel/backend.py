@@ -145,6 +145,12 @@ class Backend:
             return Support(False, f"op {spec.op} is not implemented by {self.name}")
         return YES
 
+    def settings_changed(self) -> None:
+        """Call after changing anything ``supports()`` reads (an implementation choice, kernel
+        parameters): drops the verdicts accel.ops caches on the instance. Backends that derive
+        more from their settings (launch plans) extend it."""
+        self.__dict__.pop("_support_cache", None)
+
     def accumulator(self, spec: Spec) -> str:
         """The accumulation format this backend uses for ``spec`` (read by the tolerance model)."""
         return "int32" if spec.in_dtypes[0] == "int8" else "float32"

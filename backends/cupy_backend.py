@@ -495,7 +495,7 @@ class CuPyBackend(Backend):
         if value not in IMPLS:
             raise ArgumentError(expected("impl", f"one of {IMPLS}", repr(value)))
         self._impl = value
-        self.__dict__.pop("_support_cache", None)  # accel.ops caches verdicts, which depend on impl
+        self.settings_changed()
 
     # -- memory: a buffer is a 1-d uint8 cupy array ---------------------------------------------
     def alloc(self, nbytes: int) -> Any:

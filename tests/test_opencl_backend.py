@@ -11,6 +11,7 @@ import pytest
 from test_opencl_common import DEVICES, FIRST, needs_device
 
 import accel
+import accel.kernels as K
 from accel import spec as S
 from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl import cache as C
@@ -337,3 +338,15 @@ def test_supports_declines_sizes_past_int32_without_allocating():
     assert not verdict and "32-bit" in verdict.reason and "K" in verdict.reason
     q = S.qmatmul_spec((1, 2**31 + 32), "float32", (4, 2**31 + 32), accel.formats.get_format("q8_0"))
     assert not be.supports(q)
+
+
+def test_new_parameters_drop_the_plans_and_verdicts_made_with_the_old(fresh):
+    # supports() reads the parameters (local memory the GEMV tiles need): a verdict cached by
+    # accel.ops before a change (accel tune assigns new ones) must not outlive it
+    spec = S.qmatmul_spec((1, 64), "float32", (8, 64), accel.formats.get_format("q4_0"))
+    fresh.params = {**fresh.params, "gemv": dict(K.GPU_GEMV)}
+    accel.ops.check_supported(fresh, spec)
+    too_big = dict(K.GPU_GEMV, GEMV_WG=2**20)  # asks for far more local memory than PoCL has
+    fresh.params = {**fresh.params, "gemv": too_big}
+    with pytest.raises(UnsupportedError, match="local memory"):
+        accel.ops.check_supported(fresh, spec)

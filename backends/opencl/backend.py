@@ -85,12 +85,27 @@ class OpenCLBackend(Backend):
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
+        self._plans: dict[Any, Callable] = {}
         self.params = params_for(self.dev)
         self.build_options = build_options(self.dev)  # every program's, recorded in versions()
-        self._plans: dict[Any, Callable] = {}
         self._launch_lock = threading.Lock()
         self._recording: list[cl.Event] | None = None
         self._placeholder = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, 16)
+
+    @property
+    def params(self) -> dict[str, dict]:
+        """Kernel tile parameters per op (DEFAULTS, or what ``accel tune`` stored). Assign a new
+        dict to change them: launch plans and supports() verdicts depend on them."""
+        return self._params
+
+    @params.setter
+    def params(self, value: dict[str, dict]) -> None:
+        self._params = value
+        self.settings_changed()
+
+    def settings_changed(self) -> None:
+        super().settings_changed()
+        self._plans.clear()
 
     # -- discovery -------------------------------------------------------------------------
     @classmethod

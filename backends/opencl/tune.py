@@ -74,8 +74,7 @@ def _run(be, spec, hosts, params: dict, op: str, repeat: int):
     import accel
     from accel.tensor import Tensor
 
-    be.params[op] = params
-    be._plans.clear()
+    be.params = {**be.params, op: params}
     tensors = [None if h is None else Tensor(be, be.upload(h), h.shape, accel.dtypes.dtype_name(h.dtype))
                for h in hosts]
     out = Tensor.empty(be, spec.out_shape, spec.out_dtype)
@@ -131,7 +130,6 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
             if store:
                 save_tuned(be.dev, op, best)
     be.params = params_for(be.dev)
-    be._plans.clear()
     return found
 
 
@@ -152,10 +150,19 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("tune", help="search OpenCL kernel tile sizes and store the best per device")
-    p.add_argument("--backend", default="opencl:0", help="OpenCL device to tune (default opencl:0)")
-    p.add_argument("--ops", default=",".join(PROBLEMS),
-                   help=f"comma-separated ops to tune, from {','.join(PROBLEMS)}")
-    p.add_argument("--repeat", type=int, default=3, help="timed runs per candidate (fastest counts)")
+    from accel.cli import int_at_least, names
+
+    p = subparsers.add_parser(
+        "tune", help="search OpenCL kernel tile sizes and store the best per device",
+        description="Search the OpenCL kernels' tile parameters on one device: each candidate is "
+                    "checked against the CPU reference on a small problem, then timed on a "
+                    "representative one; the fastest is stored per device in accel's cache "
+                    "(nothing with --dry-run) and used automatically from then on.")
+    p.add_argument("--backend", default="opencl:0",
+                   help="OpenCL device to tune (default: %(default)s)")
+    p.add_argument("--ops", default=",".join(PROBLEMS), type=names,
+                   help=f"comma-separated ops to tune, from {','.join(PROBLEMS)} (default: all)")
+    p.add_argument("--repeat", type=int_at_least(1), default=3,
+                   help="timed runs per candidate, the fastest counts (default: %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="search and print, but store nothing")
     p.set_defaults(func=_tune)
