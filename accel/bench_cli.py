@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import output_file, split_names
+from .cli import names, output_file, output_folder, split_names
 
 #: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
 CONFORMANCE_TIMEOUT_S = 300
@@ -36,7 +36,7 @@ def _user_errors(command):
         except AccelError as e:
             from rich.markup import escape
 
-            _console().print(f"[red]accel {args.command}: {escape(str(e))}[/]")
+            _console().print(f"[red]accel {args.command}: {escape(str(e))}[/]", soft_wrap=True)
             return 2
     return run
 
@@ -51,7 +51,7 @@ def register(subparsers) -> None:
                     "(roofline). Prints a summary table; --json writes the accel.bench/1 result "
                     "file. Exit status 1 when a case errors or its result is wrong.")
     p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
-    p.add_argument("--ops", action="extend", nargs="+", metavar="OP",
+    p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
                    help=f"ops to run, space or comma separated, from {', '.join(OPS)} (default: all)")
     p.add_argument("--sizes", choices=("quick", "full"), default="quick",
                    help="quick: small cases, short budgets (minutes on PoCL); full: release sizes "
@@ -73,7 +73,7 @@ def register(subparsers) -> None:
     p.add_argument("results", nargs="+",
                    help="accel.bench/1, accel.conformance/1 and accel.kernels_check/1 JSON files "
                         "(from the --json of accel bench, accel conformance, accel kernels check)")
-    p.add_argument("-o", "--out", required=True, help="output directory")
+    p.add_argument("-o", "--out", required=True, type=output_folder, help="output directory")
     p.set_defaults(func=_user_errors(_report))
 
     p = subparsers.add_parser(
@@ -82,7 +82,8 @@ def register(subparsers) -> None:
                     "every available built-in backend, and a compile check of the kernels for GPU "
                     "targets without a device here. Writes every result file, report.html and "
                     "summary.md into OUT and prints the path of report.html last.")
-    p.add_argument("-o", "--out", default="report", help="output directory (default: ./report)")
+    p.add_argument("-o", "--out", default="report", type=output_folder,
+                   help="output directory (default: ./report)")
     p.add_argument("--backends", nargs="+", default=None,
                    help="devices to run, and nothing else (default: device 0 of every available "
                         "built-in backend, plus a compile check for GPU targets without a device)")
@@ -251,14 +252,16 @@ def run_kernels_check(out: Path) -> dict | None:
 
 
 def _portability(args: argparse.Namespace) -> int:
+    import accel
     from accel import report
     from accel.bench import machine
 
     started = time.perf_counter()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    label = args.label or machine()["label"]
     devices = args.backends or portability_devices()
+    for device in devices:  # a typo in the last name must not cost the runs before it
+        accel.get_backend(device)
+    out = args.out
+    label = args.label or machine()["label"]
     res = report.Results()
     for device in devices:
         slug = device.replace(":", "")

@@ -6,6 +6,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 #: modules that add subcommands: each defines ``register(subparsers)``; heavy imports stay inside
 #: the command functions so ``accel info`` stays fast
@@ -25,6 +26,27 @@ def split_names(values: list[str] | None) -> list[str] | None:
     return [v for item in values for v in item.split(",") if v]
 
 
+def names(value: str) -> str:
+    """argparse ``type`` of a comma-separated name list (``--ops``, ``--targets``): one that names
+    nothing ("" or ",") is refused, since it would select nothing, or everything if read as absent."""
+    if not any(v.strip() for v in value.split(",")):
+        raise argparse.ArgumentTypeError(f"expected one or more comma-separated names, got {value!r}")
+    return value
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse ``type`` of an integer option with a lower bound (``--width``, ``--seed``)."""
+    def parse(value: str) -> int:
+        try:
+            number: int | None = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value!r}")
+        return number
+    return parse
+
+
 def output_file(value: str) -> Path:
     """argparse ``type`` of a file a command writes (``--json``, ``-o``): its folder is created
     and checked for writing while parsing, so a long run cannot fail at its end on the path."""
@@ -40,29 +62,55 @@ def output_file(value: str) -> Path:
     return path
 
 
+def output_folder(value: str) -> Path:
+    """argparse ``type`` of a folder a command writes its files into (``-o``): created and checked
+    for writing while parsing, as ``output_file`` does for a file."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a folder, got the file {value}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot create the folder {value}: {e.strerror}") from e
+    if not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write into {value}: permission denied")
+    return path
+
+
 def _info(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     import accel
+    from accel.errors import AccelError
 
     console = Console(width=args.width)
     statuses = accel.backends()
-    table = Table(title=f"accel devices (automatic choice: {accel.current_device()})")
+    chosen, invalid = accel.current_device(), ""
+    try:  # ACCEL_BACKEND is only resolved when a device is first used: resolve it here
+        accel.get_backend(chosen)
+    except AccelError as e:
+        invalid = str(e)
+    table = Table(title="accel devices (device selection invalid: see below)" if invalid
+                  else f"accel devices (automatic choice: {escape(chosen)})")
     for col in ("device", "name", "vendor", "driver", "memory", "CUs", "origin"):
         table.add_column(col)
     for s in statuses:
         for i, d in enumerate(s.devices):
-            table.add_row(f"{s.name}:{i}", d.name, d.vendor, d.driver,
+            # names come from plugins and drivers: text, not markup
+            table.add_row(escape(f"{s.name}:{i}"), escape(d.name), escape(d.vendor), escape(d.driver),
                           f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "",
-                          str(d.compute_units or ""), s.origin)
+                          str(d.compute_units or ""), escape(s.origin))
     console.print(table)
+    if invalid:
+        console.print(f"[red]device selection {escape(repr(chosen))} is invalid[/]: {escape(invalid)}")
     for s in statuses:
         if not s.available:
-            console.print(f"[red]unavailable[/] [bold]{s.name}[/] ({s.origin}): {escape(s.reason)}")
+            console.print(f"[red]unavailable[/] [bold]{escape(s.name)}[/] ({escape(s.origin)}): "
+                          f"{escape(s.reason)}")
         for why in s.skipped:
-            console.print(f"[yellow]skipped[/] [bold]{s.name}[/] device: {escape(why)}")
+            console.print(f"[yellow]skipped[/] [bold]{escape(s.name)}[/] device: {escape(why)}")
     return 0
 
 
@@ -77,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List every backend with its devices and the device chosen "
                                    "automatically, and say why each unavailable backend or skipped "
                                    "device is missing. Writes nothing.")
-    p.add_argument("--width", type=int, default=None,
+    p.add_argument("--width", type=int_at_least(1), default=None,
                    help="table width in columns (default: the terminal's, or 80)")
     p.set_defaults(func=_info)
     for module in _SUBCOMMAND_MODULES:
@@ -102,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         from rich.console import Console
         from rich.markup import escape
 
-        Console(stderr=True).print(f"[red]accel {args.command}:[/] {escape(str(e))}")
+        # one line, not wrapped at the console's width
+        Console(stderr=True).print(f"[red]accel {args.command}:[/] {escape(str(e))}", soft_wrap=True)
         return 2
 
 

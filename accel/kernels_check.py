@@ -5,7 +5,8 @@ spills / shared memory where the toolchain tells.
 Targets: NVIDIA ``sm_XY`` (NVRTC), AMD ``gfx...`` (hiprtc), and ``opencl`` (every OpenCL device
 present, through pyopencl). Exit status: 0 when everything compiled; 1 when anything failed to
 compile; 2 when nothing failed but a target's toolchain is missing here (``--allow-unavailable``
-accepts that, still listing it).
+accepts that, still listing it), and when no source is meant for any of the targets (nothing was
+built).
 """
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .cli import output_file
+from . import toolchains
+from .cli import int_at_least, names, output_file
 
 SCHEMA = "accel.kernels_check/1"
-DEFAULT_TARGETS = "sm_80,sm_90,gfx90a,gfx1100"
+DEFAULT_TARGETS = ",".join(toolchains.DEFAULT_TARGETS)
 
 #: which compilers a source of each dialect is meant for ("cuda" = NVRTC, "hip" = hiprtc)
 _DIALECT_TARGETS = {"accel": ("opencl", "cuda", "hip"), "cuda": ("cuda", "hip"), "hip": ("hip",),
@@ -80,7 +82,11 @@ def file_jobs(paths: list[str]) -> list[Job]:
         path = Path(p)
         if not path.is_file():
             raise ArgumentError(expected("FILE", "a readable kernel source file", repr(p)))
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:  # no permission, or not UTF-8 text
+            why = getattr(e, "strerror", None) or e
+            raise ArgumentError(expected("FILE", "a readable kernel source file", f"{p!r} ({why})")) from e
         if re.search(r'^\s*#\s*include\s*[<"]accel\.h[>"]', text, re.MULTILINE):
             dialect = "accel"
         else:
@@ -246,6 +252,12 @@ def _run(args: argparse.Namespace) -> int:
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     jobs = file_jobs(args.files) if args.files else shipped_jobs()
     outcomes = check(jobs, targets, use_cache=not args.no_cache)
+    if all(o.status == "n/a" for o in outcomes):  # nothing was compiled: not a pass
+        from .errors import ArgumentError, expected
+
+        why = "; ".join(sorted({o.log for o in outcomes}))
+        raise ArgumentError(expected("--targets", "a target at least one source is built for",
+                                     f"{args.targets} ({why})"))
     render(outcomes, Console(width=args.width))
     if args.json:
         doc = {"schema": SCHEMA, "targets": targets, "results": [asdict(o) for o in outcomes]}
@@ -265,7 +277,7 @@ def register(subparsers) -> None:
     c.add_argument("files", nargs="*", metavar="FILE",
                    help="kernel sources (accel dialect, CUDA/HIP C++ or OpenCL C); default: "
                         "every shipped variant")
-    c.add_argument("--targets", default=DEFAULT_TARGETS,
+    c.add_argument("--targets", default=DEFAULT_TARGETS, type=names,
                    help=f"comma-separated sm_XY, gfx... and opencl (every OpenCL device present); "
                         f"default {DEFAULT_TARGETS}")
     c.add_argument("--json", metavar="OUT", type=output_file,
@@ -273,6 +285,6 @@ def register(subparsers) -> None:
     c.add_argument("--no-cache", action="store_true", help="recompile even when cached")
     c.add_argument("--allow-unavailable", action="store_true",
                    help="exit 0 when a target's toolchain is missing here (still reported)")
-    c.add_argument("--width", type=int, default=None,
+    c.add_argument("--width", type=int_at_least(1), default=None,
                    help="table width in columns (default: the terminal's, or 80)")
     c.set_defaults(func=_run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accel.cli import output_file, split_names
+from accel.cli import int_at_least, names, output_file, split_names
 
 FAILURES_SHOWN = 25  # failing cases printed in full; the JSON file has all of them
 
@@ -17,13 +17,13 @@ def register(subparsers) -> None:
                     "value and property-based cases, each against a float64 oracle under the "
                     "tolerance model of docs/conformance.md. Exit status 1 on any failure.")
     p.add_argument("--backend", help="device to check, e.g. cpu, opencl:0 (default: automatic)")
-    p.add_argument("--ops", action="extend", nargs="+", metavar="OP",
+    p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
                    help="only these ops (space or comma separated)")
-    p.add_argument("--dtypes", action="extend", nargs="+", metavar="DTYPE",
+    p.add_argument("--dtypes", action="extend", nargs="+", metavar="DTYPE", type=names,
                    help="only these dtypes (dequantize is listed by format: q8_0, q4_0)")
     p.add_argument("--profile", default="quick",
                    help="quick for CI or full for release checks (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=int_at_least(0), default=0,
                    help="data and property-search seed (default: %(default)s)")
     p.add_argument("--case", action="append", metavar="ID",
                    help="run only the case with this id (as printed in a failure's repro line)")
@@ -56,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import accel
-    from accel.errors import AccelError
+    from accel.errors import AccelError, ArgumentError
 
     from . import properties, results, suite
     from .case import Case
@@ -70,8 +70,10 @@ def _run(args: argparse.Namespace) -> int:
             cases, targets = [Case.parse(c) for c in args.case], []
         else:
             cases, targets = suite.planned(args.profile, args.seed, ops, dtypes)
+            if not cases and not targets:  # "0 passed" would read as a pass
+                raise ArgumentError(_nothing_selected(ops, dtypes))
     except AccelError as e:
-        console.print(f"[red]error:[/] {escape(str(e))}")
+        console.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line, unwrapped
         return 2
     console.print(f"conformance: [bold]{backend.device_id}[/] ({escape(backend.info.name)}), "
                   f"profile {args.profile}, seed {args.seed}, evidence: {backend.evidence}")
@@ -100,6 +102,18 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"results written to {args.json}")
     s = report["summary"]
     return 1 if s["failed"] or s["error"] else 0
+
+
+def _nothing_selected(ops: list[str] | None, dtypes: list[str] | None) -> str:
+    """Why --ops and --dtypes together select no case: the dtypes each selected op has."""
+    from accel.errors import expected
+
+    from . import profiles
+
+    has = "; ".join(f"{op}: {', '.join(profiles.op_dtypes(op))}" for op in ops or profiles.OPS)
+    given = " ".join(f"{arg} {','.join(v)}" for arg, v in (("--ops", ops), ("--dtypes", dtypes)) if v)
+    return expected("--ops/--dtypes", f"a selection matching at least one case (dtypes per op: {has})",
+                    f"{given}, which matches none")
 
 
 def _print_summary(console, report: dict, got: list) -> None:
