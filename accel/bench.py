@@ -383,7 +383,7 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
     try:
         ins = [None if h is None else to_device(backend, h) for h in host]
         warm, out = _sentinel(backend, spec), _sentinel(backend, spec)
-    except Exception as e:
+    except Exception as e:  # any device's allocation errors (a plugin's, CuPy's): this case fails,
         return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}
     # warm-up and calibration write `warm`; only the timed calls write `out`, so reading `out`
     # back afterwards proves the timed work ran

@@ -11,8 +11,6 @@ import numpy as np
 from .errors import DTypeError, expected
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-INT_DTYPES = ("int8", "int32")
-ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES + ("uint8", "float64", "int64", "bool")
 
 _NUMPY = {
     "float32": np.dtype(np.float32),

@@ -22,8 +22,10 @@ from .tensor import Tensor, check_array, device_backend, from_tensor, shape_dtyp
 _matmul_spec = functools.lru_cache(maxsize=4096, typed=True)(S.matmul_spec)
 _attention_spec = functools.lru_cache(maxsize=4096, typed=True)(S.attention_spec)
 
-Operand = tuple[str, Any, str]
-_SUPPORT_CACHE_SIZE = 4096  # (argument name, array, array kind)
+Operand = tuple[str, Any, str]  # (argument name, array, array kind)
+#: supports() verdicts kept per backend before the cache starts over (a decode loop makes a new
+#: spec per step, so it must stay bounded)
+_SUPPORT_CACHE_SIZE = 4096
 
 
 def _operands(**arrays: Any) -> list[Operand]:
@@ -56,7 +58,7 @@ def check_supported(backend: Backend, spec: S.Spec) -> None:
     """Raise UnsupportedError unless the backend supports ``spec`` (:func:`accel.backend.verdict`,
     cached per backend)."""
     cache = backend.__dict__.get("_support_cache")
-    if cache is None or len(cache) > _SUPPORT_CACHE_SIZE:  # bounded: decoding grows Sk per step
+    if cache is None or len(cache) > _SUPPORT_CACHE_SIZE:
         cache = backend.__dict__["_support_cache"] = {}
     verdict = cache.get(spec)
     if verdict is None:

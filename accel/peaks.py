@@ -43,11 +43,6 @@ class Peaks:
     measured: str = ""
 
 
-def cache_dir() -> Path:
-    """Where accel caches measurements (see accel.diskcache.cache_root)."""
-    return cache_root()
-
-
 def device_key(backend: Backend) -> str:
     """A file-name-safe key naming the device, its driver and the benchmark method."""
     info = backend.info
@@ -65,7 +60,7 @@ def peaks(backend: Backend, *, refresh: bool = False, update: bool = False) -> P
     under load would otherwise stay there). ``refresh`` discards the cache and re-measures.
     None when the backend can run neither micro-benchmark (e.g. a plugin without ``compile``).
     """
-    path = cache_dir() / "peaks" / f"{device_key(backend)}.json"
+    path = cache_root() / "peaks" / f"{device_key(backend)}.json"
     cached = None if refresh else _read(path)
     if cached is not None and not update:
         return cached

@@ -92,13 +92,6 @@ def array_kind(x: Any) -> str | None:
     return None
 
 
-def describe(x: Any) -> str:
-    kind = array_kind(x)
-    if kind is None:
-        return type(x).__name__
-    return f"{kind} array of shape {tuple(x.shape)}"
-
-
 def check_array(arg: str, x: Any) -> str:
     kind = array_kind(x)
     if kind is None:

@@ -7,10 +7,11 @@ so one small wrapper drives both. Each result carries the compiler log, the bina
 code object) and, per kernel, the resources the toolchain reports: ptxas's ``-v`` summary for
 NVIDIA, the code object's metadata note (read with ``llvm-readelf --notes``) for AMD.
 
-Successful builds are cached on disk under ``$ACCEL_CACHE_DIR`` (default ``~/.cache/accel``) by a
-key over the toolchain and its version, the target, the options, the source and the headers in
-the include directories the caller names. Entries are written atomically and checked against
-their recorded digest on read, so an interrupted writer never leaves a usable corrupt entry.
+Successful builds are cached on disk under ``cache_root()/binaries`` (accel.diskcache:
+``$ACCEL_CACHE_DIR``, else the XDG cache folder) by a key over the toolchain and its version, the
+target, the options, the source and the headers in the include directories the caller names.
+Entries are written atomically and checked against their recorded key and digest on read, so an
+interrupted writer or a misplaced file never leaves a usable wrong entry.
 
 >>> from accel.toolchains import compile_source
 >>> r = compile_source('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', "sm_90")

@@ -55,8 +55,6 @@ _GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
 ELEMENTWISE_BLOCK = 256
 QMATMUL_BLOCK = 64
 
-#: |int8 * int8| <= 2**14, so 1024-term partial sums are exact in float32 (24-bit significand)
-
 
 # -- availability -----------------------------------------------------------------------------
 def format_version(platform: str, version: int) -> str:
@@ -333,7 +331,8 @@ def launch_plan(spec, variant, name: str | None = None,
 def support_for(spec, impl: str, arch: str | None = None) -> Support:
     """What ``supports()`` answers on a device of ``arch``: every op and dtype the spec layer
     allows, within the grid limits of the launch (vendor matmul has none of its own); a forced
-    ``impl="tensorcore"`` declines float16/bfloat16 matmul where the device lacks tensor cores."""
+    ``impl="tensorcore"`` declines float16/bfloat16 matmul and attention where the device lacks
+    tensor cores."""
     fits = int32_sizes(spec)  # the kernels take int sizes; nor is cuBLAS's 32-bit API verified
     if not fits.ok:
         return fits
@@ -487,7 +486,7 @@ class CuPyBackend(Backend):
     def impl(self) -> str:
         """"auto" (default: "tensorcore" where the device has it), "kernels" (shared-dialect
         kernels for every op), "vendor" (vendor BLAS for matmul) or "tensorcore" (float16/bfloat16
-        matmul on tensor cores, sm_80+ CUDA only)."""
+        matmul and attention on tensor cores, sm_80+ CUDA only)."""
         return self._impl
 
     @impl.setter

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
+from .tolerance import FINFO
 from .tolerance import overflow_threshold
-
-_FINFO = {"float32": np.finfo(np.float32), "float16": np.finfo(np.float16),
-          "float64": np.finfo(np.float64), "bfloat16": ml_dtypes.finfo(ml_dtypes.bfloat16)}
 
 
 @dataclass
@@ -27,9 +24,9 @@ class Verdict:
 
 def ulp(values: np.ndarray, fmt: str) -> np.ndarray:
     """The spacing of format ``fmt`` at each |value| (1 for integer formats)."""
-    if fmt not in _FINFO:
+    if fmt not in FINFO:
         return np.ones_like(values, dtype=np.float64)
-    info = _FINFO[fmt]
+    info = FINFO[fmt]
     mag = np.abs(values.astype(np.float64))
     _, exp = np.frexp(np.where(np.isfinite(mag), mag, 0.0))
     exp = np.where(mag == 0, int(info.minexp) + 1, exp)
@@ -49,7 +46,7 @@ def compare_values(out: np.ndarray, ref: np.ndarray, bound: np.ndarray | None,
     bound = np.zeros_like(ref) if exact else np.broadcast_to(bound, ref.shape)
     ref_nan, got_nan = np.isnan(ref), np.isnan(got)
     with np.errstate(invalid="ignore", over="ignore"):
-        if fmt in _FINFO:
+        if fmt in FINFO:
             threshold = overflow_threshold(fmt)
             must_inf = np.isinf(ref) | (np.abs(ref) - bound >= threshold)
             may_inf = must_inf | (np.abs(ref) + bound >= threshold)

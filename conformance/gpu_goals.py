@@ -129,11 +129,12 @@ def prebuild(arch: str, warp_size: int, variants) -> None:
     each, as on our CPU-only machine). A variant that fails to build is left for its own first
     call to report."""
     from accel.backends import cupy_backend as CB
+    from accel.errors import AccelError
 
     def build(v) -> None:
         try:
             CB.build_variant(v, v.kernels[0], arch, warp_size)
-        except Exception:  # reported where the variant is used
+        except AccelError:  # a compile error or a missing toolchain: reported where v is used
             pass
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(build, dict.fromkeys(variants)))

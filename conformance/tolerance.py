@@ -20,7 +20,9 @@ LAMBDA = 5.0
 #: normalisation, online-softmax rescaling), each bounded by u_acc relative
 ATTENTION_EXTRA_ROUNDINGS = 8
 
-_FINFO = {
+#: the float formats results and accumulators come in (compare.py reads it too)
+FINFO = {
+    "float64": np.finfo(np.float64),
     "float32": np.finfo(np.float32),
     "float16": np.finfo(np.float16),
     "bfloat16": ml_dtypes.finfo(ml_dtypes.bfloat16),
@@ -29,12 +31,12 @@ _FINFO = {
 
 
 def smallest_normal(fmt: str) -> float:
-    return float(_FINFO[fmt].smallest_normal)
+    return float(FINFO[fmt].smallest_normal)
 
 
 def overflow_threshold(fmt: str) -> float:
     """Magnitudes at or above this round to infinity under round-to-nearest."""
-    info = _FINFO[fmt]
+    info = FINFO[fmt]
     ulp_at_max = 2.0 ** (int(info.maxexp) - 1 - int(info.nmant))
     return float(info.max) + ulp_at_max / 2
 

@@ -29,10 +29,9 @@ from accel.formats import BLOCK
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
 HEADER = HERE / "accel.h"
-#: kernel source files: one per op family in the shared dialect, then vendor-specific variants
-#: of an op (CUDA-only tensor-core matmul), still written against accel.h
 #: every shipped kernel source and the ops its kernels compute (the support matrix reads a
-#: kernels-check result through this)
+#: kernels-check result through this): one source per op family in the shared dialect, then
+#: CUDA-only tensor-core variants (matmul, attention), still written against accel.h
 SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "quant.cl": ("quantize", "dequantize", "qmatmul"), "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",)}

@@ -56,12 +56,14 @@ def test_cache_key_changes_with_the_driver():
     assert "/" not in P.device_key(a) and " " not in P.device_key(a)
 
 
-def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
+    from accel.diskcache import cache_root
+
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "x"))
-    assert P.cache_dir() == tmp_path / "x"
+    assert cache_root() == tmp_path / "x"
     monkeypatch.delenv("ACCEL_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert P.cache_dir() == tmp_path / "xdg" / "accel"
+    assert cache_root() == tmp_path / "xdg" / "accel"
 
 
 def opencl_or_skip():
