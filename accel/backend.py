@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
 from .spec import Spec
 
+if TYPE_CHECKING:  # tensor.py imports this module
+    from .tensor import Tensor
+
 
 @dataclass(frozen=True)
 class Support:
-    """The answer of ``Backend.supports``: ``ok``, or the reason it is declined."""
+    """The answer of ``Backend.supports``: ``ok``, or the reason it is declined.
+
+    >>> import accel
+    >>> from accel.spec import matmul_spec
+    >>> accel.get_backend("cpu").supports(matmul_spec((2, 3), "float32", (3, 4), "float32"))
+    Support(ok=True, reason='')
+    """
 
     ok: bool
     reason: str = ""
@@ -56,7 +65,13 @@ def int32_sizes(spec: Spec) -> Support:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """What ``accel info`` shows about one device."""
+    """What ``accel info`` shows about one device.
+
+    >>> import accel
+    >>> info = accel.get_backend("cpu").info
+    >>> isinstance(info, accel.DeviceInfo) and info.compute_units >= 1
+    True
+    """
 
     name: str
     vendor: str = ""
@@ -72,6 +87,11 @@ class Backend:
 
     Buffers are opaque backend handles holding raw bytes; ``accel.Tensor`` pairs one with a shape
     and dtype. Op methods receive the spec, a preallocated output tensor and the input tensors.
+
+    >>> import accel
+    >>> be = accel.get_backend("cpu")
+    >>> isinstance(be, accel.Backend), be.device_id
+    (True, 'cpu:0')
     """
 
     name: ClassVar[str]
@@ -133,7 +153,7 @@ class Backend:
         None when ``x`` is not one. Host arrays never come here."""
         return None
 
-    def export_array(self, tensor) -> Any | None:
+    def export_array(self, tensor: Tensor) -> Any | None:
         """An object with ``__dlpack__`` viewing ``tensor``'s memory (zero-copy), or None when
         the backend cannot export (``Tensor.__dlpack__`` then raises a clear error)."""
         return None
@@ -155,7 +175,8 @@ class Backend:
         """The accumulation format this backend uses for ``spec`` (read by the tolerance model)."""
         return "int32" if spec.in_dtypes[0] == "int8" else "float32"
 
-    def run(self, spec: Spec, out, *inputs) -> None:
+    def run(self, spec: Spec, out: Tensor, *inputs: Tensor | None) -> None:
+        """Compute ``spec`` into ``out`` by calling the op method of the same name."""
         getattr(self, spec.op)(spec, out, *inputs)
 
     # -- user kernels (accel.kernel, accel kernels check) ---------------------------------------

@@ -6,10 +6,15 @@ docs/api.md for the exact reference rounding rules every backend reproduces bit 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import ArgumentError, ShapeError, expected
+
+if TYPE_CHECKING:  # both import this module
+    from .backend import Backend
+    from .tensor import Tensor
 
 BLOCK = 32
 
@@ -56,7 +61,7 @@ class QTensor:
     ((2, 64), (2, 68), 127.0)
     """
 
-    def __init__(self, data, fmt: QuantFormat, shape: tuple[int, ...], kind: str = "numpy"):
+    def __init__(self, data: Tensor, fmt: QuantFormat, shape: tuple[int, ...], kind: str = "numpy"):
         self.data = data  # accel.Tensor of uint8, shape [..., row_bytes]
         self.format = fmt
         self.shape = tuple(shape)
@@ -67,7 +72,7 @@ class QTensor:
         return self.format.name
 
     @property
-    def backend(self):
+    def backend(self) -> Backend:
         return self.data.backend
 
     @property
@@ -79,7 +84,8 @@ class QTensor:
         return view
 
     @classmethod
-    def from_raw(cls, raw, fmt: str, shape, *, backend=None) -> "QTensor":
+    def from_raw(cls, raw: Any, fmt: str, shape: tuple[int, ...], *,
+                 backend: str | Backend | None = None) -> QTensor:
         """Wrap GGUF block bytes (e.g. rows read from a GGUF file) after checking their length.
 
         >>> import numpy as np, accel
@@ -112,7 +118,14 @@ class QTensor:
                                       f"shape {shape}, i.e. {want})", f"{host.size} bytes"))
         return cls(asarray(host.reshape(want), backend=backend), f, shape)
 
-    def to(self, backend) -> "QTensor":
+    def to(self, backend: str | Backend) -> QTensor:
+        """The same blocks on another backend (a copy; this QTensor is unchanged).
+
+        >>> import numpy as np, accel
+        >>> qt = accel.quantize(np.ones((2, 32), np.float32), "q8_0", backend="cpu")
+        >>> qt.to("cpu").backend is qt.backend, qt.to("cpu").shape
+        (True, (2, 32))
+        """
         return QTensor(self.data.to(backend), self.format, self.shape, self.kind)
 
     def __repr__(self) -> str:

@@ -189,7 +189,13 @@ _environment: str | None = os.environ.get("ACCEL_BACKEND") or None
 def set_backend(device: str | None) -> None:
     """Set the process-wide default backend. ``None`` clears it and re-reads ``ACCEL_BACKEND``
     (which is otherwise read once, when accel is imported). An unknown or unavailable device is
-    refused here, as by :func:`use`, not at the next op."""
+    refused here, as by :func:`use`, not at the next op.
+
+    >>> import accel
+    >>> accel.set_backend("cpu"); accel.current_device()
+    'cpu'
+    >>> accel.set_backend(None)
+    """
     global _process_default, _environment
     if device is not None:
         get_backend(device)
@@ -216,7 +222,13 @@ def use(device: str) -> Iterator[Backend]:
 
 
 def current_device() -> str:
-    """The device string the next op without ``backend=`` will use."""
+    """The device string the next op without ``backend=`` will use.
+
+    >>> import accel
+    >>> with accel.use("cpu"):
+    ...     accel.current_device()
+    'cpu:0'
+    """
     chosen = _context.get() or _process_default or _environment
     if chosen:
         return chosen
