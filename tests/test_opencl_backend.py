@@ -166,28 +166,29 @@ def test_program_cache_memory_then_disk_then_rebuild_after_corruption(fresh, tmp
     second.compile(ADD, "add_one")
     assert second.programs.stats == {"memory": 0, "disk": 1, "built": 0, "corrupt": 0}
     entries[0].write_bytes(entries[0].read_bytes()[:50])  # truncated by a crash mid-write
-    third = OpenCLBackend(0)
-    k3 = third.compile(ADD, "add_one")
-    assert third.programs.stats["corrupt"] == 1 and third.programs.stats["built"] == 1
-    x = Tensor(third, third.upload(np.zeros(5, np.float32)), (5,), "float32")
-    third.launch(k3, (1,), (8,), [x, np.int32(5)])
-    np.testing.assert_array_equal(x.numpy(), np.ones(5, np.float32))
+    rebuilds_add_one()
     assert k1.name == "add_one"
+
+
+def rebuilds_add_one() -> None:
+    """A new instance finds ADD's cache entry unusable, rebuilds it, and the rebuild adds one."""
+    be = OpenCLBackend(0)
+    k = be.compile(ADD, "add_one")
+    assert be.programs.stats["corrupt"] == 1 and be.programs.stats["built"] == 1
+    x = Tensor(be, be.upload(np.zeros(5, np.float32)), (5,), "float32")
+    be.launch(k, (1,), (8,), [x, np.int32(5)])
+    np.testing.assert_array_equal(x.numpy(), np.ones(5, np.float32))
 
 
 def test_an_entry_under_another_programs_name_is_rebuilt_not_loaded(fresh, tmp_path):
     # a whole, valid binary of another program copied over an entry (a swapped or restored
     # file) must not run in its place: entries are bound to their (source, options) key
     fresh.compile(ADD, "add_one")
+    [add] = tmp_path.rglob("*.bin")
     fresh.compile(ADD.replace("1.0f", "2.0f"), "add_one")
-    one, two = sorted(tmp_path.rglob("*.bin"), key=lambda p: p.stat().st_mtime)
-    one.write_bytes(two.read_bytes())
-    again = OpenCLBackend(0)
-    k = again.compile(ADD, "add_one")
-    assert again.programs.stats["corrupt"] == 1 and again.programs.stats["built"] == 1
-    x = Tensor(again, again.upload(np.zeros(5, np.float32)), (5,), "float32")
-    again.launch(k, (1,), (8,), [x, np.int32(5)])
-    np.testing.assert_array_equal(x.numpy(), np.ones(5, np.float32))
+    [other] = set(tmp_path.rglob("*.bin")) - {add}
+    add.write_bytes(other.read_bytes())
+    rebuilds_add_one()
 
 
 def test_disk_cache_key_changes_with_the_driver_identity(fresh):
