@@ -50,7 +50,7 @@ kv = np.ones((1, 1, 5, 8), np.float32)
     (lambda: accel.asarray(np.ones(2), dtype="float128"), accel.DTypeError, ["dtype", "float128"]),
     (lambda: accel.attention(q4, kv, kv, causal=np.array(True)), accel.ArgumentError, ["causal", "bool", "array(True)"]),
     (lambda: accel.matmul(np.ma.masked_array(f32, mask=f32 > 0), f32.T), accel.ArgumentError, ["a", "plain numpy array", "MaskedArray"]),
-    (lambda: accel.matmul(f32, np.asmatrix(f32.T)), accel.ArgumentError, ["b", "plain numpy array", "matrix"]),
+    (lambda: accel.matmul(f32, f32.T.view(np.matrix)), accel.ArgumentError, ["b", "plain numpy array", "matrix"]),
     (lambda: accel.matmul(np.ones((2, 2), np.complex64), np.ones((2, 2), np.complex64)), accel.DTypeError, ["a.dtype", "a dtype accel knows", "complex64"]),
     (lambda: accel.QTensor.from_raw(accel.quantize(np.ones(32, np.float32), "q4_0"), "q4_0", (1, 32)), accel.ArgumentError, ["raw", "uint8 array", "QTensor"]),
     (lambda: accel.QTensor.from_raw(np.zeros(36, np.uint8), "q4_0", (2.5, 32)), accel.ShapeError, ["shape", "tuple of ints", "2.5"]),
