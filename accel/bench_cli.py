@@ -25,22 +25,6 @@ COMPILE_TARGETS = {"cuda": "sm_90", "hip": "gfx90a"}
 KERNELS_CHECK_TIMEOUT_S = 240
 
 
-def _user_errors(command):
-    """Run a command; an AccelError (bad backend, unreadable result file) becomes one red line
-    and exit status 2 instead of a traceback."""
-    def run(args: argparse.Namespace) -> int:
-        from accel.errors import AccelError
-
-        try:
-            return command(args)
-        except AccelError as e:
-            from rich.markup import escape
-
-            _console().print(f"[red]accel {args.command}: {escape(str(e))}[/]", soft_wrap=True)
-            return 2
-    return run
-
-
 def register(subparsers) -> None:
     from accel.spec import OPS
 
@@ -63,7 +47,7 @@ def register(subparsers) -> None:
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
     p.add_argument("--refresh-peaks", action="store_true",
                    help="discard the cached device peaks (default: re-measure and keep the best)")
-    p.set_defaults(func=_user_errors(_bench))
+    p.set_defaults(func=_bench)
 
     p = subparsers.add_parser(
         "report", help="HTML + Markdown report from result files",
@@ -74,7 +58,7 @@ def register(subparsers) -> None:
                    help="accel.bench/1, accel.conformance/1 and accel.kernels_check/1 JSON files "
                         "(from the --json of accel bench, accel conformance, accel kernels check)")
     p.add_argument("-o", "--out", required=True, type=output_folder, help="output directory")
-    p.set_defaults(func=_user_errors(_report))
+    p.set_defaults(func=_report)
 
     p = subparsers.add_parser(
         "portability", help="conformance + benchmarks on every available backend, then the report",
@@ -90,7 +74,7 @@ def register(subparsers) -> None:
     p.add_argument("--sizes", choices=("quick", "full"), default="quick",
                    help="benchmark sizes, as for accel bench (default: %(default)s)")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
-    p.set_defaults(func=_user_errors(_portability))
+    p.set_defaults(func=_portability)
 
 
 def _console():

@@ -19,19 +19,23 @@ _SUBCOMMAND_MODULES = (
 )
 
 
-def split_names(values: list[str] | None) -> list[str] | None:
-    """``--ops a b`` and ``--ops a,b`` alike (argparse ``action="extend", nargs="+"``)."""
-    if not values:
-        return None
-    return [v for item in values for v in item.split(",") if v]
+def comma_list(value: str) -> list[str]:
+    """The names in a comma-separated list, blanks dropped: ``"a, b,"`` is ``["a", "b"]``."""
+    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def names(value: str) -> str:
     """argparse ``type`` of a comma-separated name list (``--ops``, ``--targets``): one that names
     nothing ("" or ",") is refused, since it would select nothing, or everything if read as absent."""
-    if not any(v.strip() for v in value.split(",")):
+    if not comma_list(value):
         raise argparse.ArgumentTypeError(f"expected one or more comma-separated names, got {value!r}")
     return value
+
+
+def split_names(values: list[str] | None) -> list[str] | None:
+    """The names of an option given as ``--ops a b``, ``--ops a,b`` or repeated (argparse
+    ``type=names`` with ``action="extend"`` or ``"append"``); None when it was not given."""
+    return [n for value in values for n in comma_list(value)] if values else None
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -146,13 +150,19 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except AccelError as e:
-        from rich.console import Console
-        from rich.markup import escape
+    except AccelError as e:  # the one place a typed error becomes a usage error
+        return usage_error(args.command, str(e))
 
-        # one line, not wrapped at the console's width
-        Console(stderr=True).print(f"[red]accel {args.command}:[/] {escape(str(e))}", soft_wrap=True)
-        return 2
+
+def usage_error(command: str, message: str) -> int:
+    """Print ``message`` as the one stderr line of a usage error of ``accel command``; returns
+    the exit status of one, 2."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    # one line, not wrapped at the console's width
+    Console(stderr=True).print(f"[red]accel {command}:[/] {escape(message)}", soft_wrap=True)
+    return 2
 
 
 if __name__ == "__main__":

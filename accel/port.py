@@ -74,8 +74,8 @@ def _command(args: argparse.Namespace) -> int:
     try:
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as e:  # a usage error (2), not an untranslatable file (1)
-        print(f"accel port: cannot read {path}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
-        return 2
+        why = getattr(e, "strerror", None) or e
+        raise ArgumentError(expected("FILE", "a readable CUDA source file", f"{str(path)!r} ({why})")) from e
     result = translate(source, args.to, filename=str(path))
     for d in result.diagnostics:
         print(d, file=sys.stderr)

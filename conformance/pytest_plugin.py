@@ -9,35 +9,36 @@ from __future__ import annotations
 
 import pytest
 
+# the filters parse as `accel conformance --ops/--dtypes` do: ',' is an error naming the option
+from accel.cli import int_at_least, names, split_names
+
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("accel", "accel conformance suite")
     group.addoption("--accel-backend", default=None,
                     help="backend/device for the conformance cases (default: automatic choice)")
     group.addoption("--accel-profile", default="quick", help="conformance profile: quick or full")
-    group.addoption("--accel-seed", type=int, default=0, help="conformance data/search seed")
-    group.addoption("--accel-ops", default="", help="comma-separated ops to run (default: all)")
-    group.addoption("--accel-dtypes", default="", help="comma-separated dtypes (default: all)")
-
-
-def _filters(config) -> tuple[list[str] | None, list[str] | None]:
-    ops = [o for o in config.getoption("--accel-ops").split(",") if o]
-    dtypes = [d for d in config.getoption("--accel-dtypes").split(",") if d]
-    return ops or None, dtypes or None
+    group.addoption("--accel-seed", type=int_at_least(0), default=0, help="conformance data/search seed")
+    # append, not `accel conformance`'s nargs="+", which would take the test paths after it as ops
+    group.addoption("--accel-ops", type=names, action="append",
+                    help="comma-separated ops to run (default: all)")
+    group.addoption("--accel-dtypes", type=names, action="append",
+                    help="comma-separated dtypes (default: all)")
 
 
 def pytest_generate_tests(metafunc) -> None:
-    names = metafunc.fixturenames
-    if "conformance_case" not in names and "conformance_property" not in names:
+    fixtures = metafunc.fixturenames
+    if "conformance_case" not in fixtures and "conformance_property" not in fixtures:
         return
     from accel.conformance import suite
 
     config = metafunc.config
-    cases, targets = suite.planned(config.getoption("--accel-profile"),
-                                   config.getoption("--accel-seed"), *_filters(config))
-    if "conformance_case" in names:
+    cases, targets = suite.planned(config.getoption("--accel-profile"), config.getoption("--accel-seed"),
+                                   split_names(config.getoption("--accel-ops")),
+                                   split_names(config.getoption("--accel-dtypes")))
+    if "conformance_case" in fixtures:
         metafunc.parametrize("conformance_case", cases, ids=[c.id for c in cases])
-    if "conformance_property" in names:
+    if "conformance_property" in fixtures:
         metafunc.parametrize("conformance_property", targets, ids=[f"{o}/{d}" for o, d in targets])
 
 

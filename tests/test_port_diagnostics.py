@@ -3,7 +3,6 @@ plus the translations that need analysis (address spaces, CUDA's unsigned indice
 reserved words), checked by running them on PoCL."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,6 @@ import pytest
 
 pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
 
-from accel import port  # noqa: E402
 from accel.port import translate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "cuda_corpus"
@@ -95,10 +93,9 @@ def test_dialect_refuses_dynamic_shared_memory():
 
 
 def _cli(tmp_path, file: Path, *extra: str) -> int:
-    parser = argparse.ArgumentParser(prog="accel")
-    port.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["port", str(file), *extra])
-    return args.func(args)
+    from accel.cli import main
+
+    return main(["port", str(file), *extra])
 
 
 def test_cli_exits_1_writes_nothing_and_prints_file_line_diagnostics(tmp_path, capsys):
@@ -123,7 +120,7 @@ def test_cli_writes_the_translation_and_exits_0(tmp_path, capsys):
 
 def test_cli_reports_an_unreadable_file(tmp_path, capsys):
     assert _cli(tmp_path, tmp_path / "missing.cu", "--to", "hip") == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert "FILE: expected a readable CUDA source file" in " ".join(capsys.readouterr().err.split())
 
 
 def test_translate_validates_its_arguments():
