@@ -13,7 +13,6 @@ True
 from __future__ import annotations
 
 import importlib.util
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,6 +21,7 @@ import numpy as np
 from . import spec as S
 from .backend import Backend
 from .dtypes import to_numpy_dtype
+from .timing import Timer, host_timer
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Prepared:
     for device libraries), ``result`` returns the last output on the host for validation."""
 
     run: Callable[[], Any]
-    timer: Callable[[Callable[[], Any]], float]
+    timer: Timer
     result: Callable[[], np.ndarray]
 
 
@@ -94,12 +94,6 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _host_timer(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 class _Last:
     """Keeps the most recent result of a baseline call for the validation read-back."""
 
@@ -124,7 +118,7 @@ def _numpy(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
         fn = _Last(lambda: _numpy_attention(spec, q, k, v))
     else:
         return None
-    return Prepared(fn, _host_timer, lambda: fn.value)
+    return Prepared(fn, host_timer, lambda: fn.value)
 
 
 def _numpy_attention(spec: S.AttentionSpec, q, k, v) -> np.ndarray:
@@ -164,7 +158,7 @@ def _gguf(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
         xtype = GGMLQuantizationType[spec.x_fmt.name.upper()]
         fn = _Last(lambda: quants.dequantize(quants.quantize(x.astype(np.float32), xtype), xtype)
                    @ quants.dequantize(raw, qtype).T)
-    return Prepared(fn, _host_timer, lambda: fn.value)
+    return Prepared(fn, host_timer, lambda: fn.value)
 
 
 # -- torch (CPU, CUDA, ROCm) ----------------------------------------------------------------------
@@ -194,7 +188,7 @@ def _torch_on(device: str) -> Callable[[S.Spec, list, Backend], Prepared | None]
                                                               enable_gqa=spec.Hq != spec.Hkv))
         else:
             return None
-        timer = _host_timer if device == "cpu" else _torch_event_timer(torch)
+        timer = host_timer if device == "cpu" else _torch_event_timer(torch)
 
         def result() -> np.ndarray:
             return fn.value.float().cpu().numpy()
@@ -202,7 +196,7 @@ def _torch_on(device: str) -> Callable[[S.Spec, list, Backend], Prepared | None]
     return prepare
 
 
-def _torch_event_timer(torch) -> Callable[[Callable[[], Any]], float]:
+def _torch_event_timer(torch) -> Timer:
     def timer(fn: Callable[[], Any]) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -222,15 +216,9 @@ def _cupy(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
     with cupy.cuda.Device(backend.index):
         a, b = (cupy.asarray(x) for x in host)
     fn = _Last(lambda: cupy.matmul(a, b))
-
-    def timer(f: Callable[[], Any]) -> float:
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        f()
-        end.record()
-        end.synchronize()
-        return cupy.cuda.get_elapsed_time(start, end) / 1e3
-    return Prepared(fn, timer, lambda: cupy.asnumpy(fn.value))
+    # the backend's own timer: events around the work on its device's current stream, where
+    # CuPy enqueues the matmul as it enqueues accel's kernels
+    return Prepared(fn, backend.time, lambda: cupy.asnumpy(fn.value))
 
 
 # -- CLBlast through pyclblast on the backend's own OpenCL queue --------------------------------------
@@ -247,10 +235,7 @@ def _clblast(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
     def run() -> None:
         pyclblast.gemm(queue, spec.M, spec.N, spec.K, a, b, c, a_ld=spec.K, b_ld=spec.N, c_ld=spec.N)
 
-    def timer(f: Callable[[], Any]) -> float:
-        queue.finish()
-        t0 = time.perf_counter()
-        f()
-        queue.finish()
-        return time.perf_counter() - t0
-    return Prepared(run, timer, lambda: c.get())
+    # the backend's own timer, as for accel's calls: it reads the profiling events of accel's
+    # kernels, and with none enqueued (CLBlast's only) it is the host clock between two
+    # queue.finish() on the queue both share
+    return Prepared(run, backend.time, lambda: c.get())

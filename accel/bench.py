@@ -1,13 +1,13 @@
-"""Benchmarks that can be trusted: device-side timing, a work budget, robust statistics, a check
-that the timed work ran, FLOP/byte counts from the op specs, a roofline and baselines run side by
-side on the same device.
+"""Benchmarks that can be trusted: the cases, each timed on the device (accel.timing) with its
+baselines side by side on the same device, a check that the timed work ran, FLOP/byte counts
+from the op specs and a roofline; the records and result documents they make.
 
 The result file format (``accel.bench/1``) is documented in docs/benchmarks.md.
 
 >>> import accel
->>> from accel import bench
+>>> from accel import bench, timing
 >>> case = bench.Case.make("matmul", "float32", M=64, N=64, K=64)
->>> r = bench.run_case(accel.get_backend("cpu"), case, budget=bench.TINY, baselines=[], peaks=None)
+>>> r = bench.run_case(accel.get_backend("cpu"), case, budget=timing.TINY, baselines=[], peaks=None)
 >>> r["status"], r["flops"]
 ('ok', 524288)
 """
@@ -27,166 +27,17 @@ import numpy as np
 from . import spec as S
 from .backend import Backend
 from .backend import verdict as support_verdict
-from .dtypes import dtype_name, to_numpy_dtype
+from .dtypes import to_numpy_dtype
 from .errors import AccelError, ArgumentError, expected
 from .formats import get_format
 from .ops import execute
-from .tensor import Tensor
+from .tensor import NAN_FILL, Tensor
+from .timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all
 
 if TYPE_CHECKING:
     from .peaks import Peaks
 
 SCHEMA = "accel.bench/1"
-
-Timer = Callable[[Callable[[], Any]], float]
-
-
-# -- statistics ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Stats:
-    """Robust summary of per-call times in seconds (median and IQR resist a noisy neighbour)."""
-
-    median: float
-    iqr: float
-    min: float
-    n: int
-
-    @classmethod
-    def of(cls, samples: Iterable[float]) -> "Stats":
-        """
-        >>> Stats.of([4.0, 1.0, 3.0, 2.0, 5.0])
-        Stats(median=3.0, iqr=2.0, min=1.0, n=5)
-        """
-        x = np.asarray(list(samples), dtype=np.float64)
-        if x.size == 0:
-            raise ArgumentError(expected("samples", "at least one time", "none"))
-        q1, med, q3 = np.percentile(x, [25, 50, 75])
-        return cls(float(med), float(q3 - q1), float(x.min()), int(x.size))
-
-
-# -- budgets ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Budget:
-    """How long to measure one case: like ggml's perf mode, repeat until both a time budget and a
-    work budget (FLOPs, or bytes for FLOP-free ops) are spent, within hard caps."""
-
-    time_s: float  # minimum measuring time
-    work: float  # minimum FLOPs (or bytes) processed
-    min_reps: int
-    max_reps: int
-    max_time_s: float  # hard cap, wins over the work budget
-    min_sample_s: float = 2e-4  # calls are batched so one sample is at least this long
-    warmup: int = 1
-    block_s: float = 0.05  # with several contenders, each samples this long before the next
-
-
-TINY = Budget(time_s=0.0, work=0, min_reps=3, max_reps=3, max_time_s=1.0)  # tests and doctests
-QUICK = Budget(time_s=0.15, work=0, min_reps=3, max_reps=200, max_time_s=1.0)
-FULL = Budget(time_s=1.0, work=1e10, min_reps=5, max_reps=10_000, max_time_s=3.0, warmup=2)
-BUDGETS = {"tiny": TINY, "quick": QUICK, "full": FULL}
-
-
-@dataclass
-class Contender:
-    """One thing to time: ``fn`` enqueues the work, ``timer`` times a callable (``backend.time``:
-    device events, or a host clock around synchronization), ``warmup`` (default ``fn``) runs the
-    warm-up calls, e.g. into another output buffer."""
-
-    timer: Timer
-    fn: Callable[[], Any]
-    warmup: Callable[[], Any] | None = None
-
-
-class _Run:
-    """Sampling state of one contender."""
-
-    def __init__(self, c: Contender):
-        self.c, self.inner, self.samples, self.spent = c, 1, [], 0.0
-        self.error: BaseException | None = None
-
-    def batch(self) -> None:
-        for _ in range(self.inner):
-            self.c.fn()
-
-    def done(self, budget: Budget, work: float) -> bool:
-        n = len(self.samples)
-        if self.error is not None or n >= budget.max_reps:
-            return True
-        return n >= budget.min_reps and (self.spent >= budget.max_time_s or (
-            self.spent >= budget.time_s and n * self.inner * work >= budget.work))
-
-    def block(self, budget: Budget, work: float, flush: Callable[[], None] | None) -> None:
-        """Samples until this contender has run ``block_s`` in this round, or is done."""
-        start, taken = self.spent, 0
-        while not self.done(budget, work) and (taken == 0 or self.spent - start < budget.block_s):
-            if flush is not None:
-                flush()
-            t = self.c.timer(self.batch)
-            self.samples.append(t / self.inner)
-            self.spent += t
-            taken += 1
-
-
-def measure_all(contenders: list[Contender], *, budget: Budget = QUICK, work: float = 0,
-                flush: Callable[[], None] | None = None) -> list[Stats | BaseException]:
-    """Time several contenders (accel and its baselines) in interleaved rounds, so a neighbour's
-    load on a shared machine hits all of them alike and their ratio stays fair. Each is warmed
-    up and calibrated, then sampled in blocks of ``budget.block_s`` per round until its own
-    budget is spent: blocks rather than single samples, so only a block's first sample finds
-    caches holding the previous contender's data (the others run warm, as in a loop).
-
-    Short calls are batched ``inner`` times per sample (calibrated on one call after warm-up) so
-    timer resolution and launch latency do not dominate; with ``flush`` every sample is one call
-    preceded by a cache flush. A contender that raises gets its exception instead of Stats.
-    """
-    runs = [_Run(c) for c in contenders]
-    for r in runs:
-        try:
-            for _ in range(max(1, budget.warmup)):
-                r.c.timer(r.c.warmup or r.c.fn)
-            probe = r.c.timer(r.c.warmup or r.c.fn)
-        except Exception as e:  # reported per contender: one failing library must not stop the rest
-            r.error = e
-            continue
-        if flush is None and 0 <= probe < budget.min_sample_s:
-            r.inner = min(1000, max(1, math.ceil(budget.min_sample_s / max(probe, 1e-9))))
-    while not all(r.done(budget, work) for r in runs):
-        for r in runs:
-            if r.done(budget, work):
-                continue
-            try:
-                r.block(budget, work, flush)
-            except Exception as e:
-                r.error = e
-    return [r.error if r.error is not None else Stats.of(r.samples) for r in runs]
-
-
-def measure(timer: Timer, fn: Callable[[], Any], *, budget: Budget = QUICK, work: float = 0,
-            flush: Callable[[], None] | None = None, warmup: Callable[[], Any] | None = None) -> Stats:
-    """Time one contender (see ``measure_all``); raises what ``fn`` raises.
-
-    >>> s = measure(lambda f: (f(), 0.5)[1], lambda: None, budget=TINY)
-    >>> s.median, s.n
-    (0.5, 3)
-    """
-    (result,) = measure_all([Contender(timer, fn, warmup)], budget=budget, work=work, flush=flush)
-    if isinstance(result, BaseException):
-        raise result
-    return result
-
-
-def cache_flusher(backend: Backend, nbytes: int = 256 << 20) -> Callable[[], None]:
-    """A callable that evicts caches between samples by writing ``nbytes`` of memory: host
-    memory for the CPU backend, a host-to-device upload elsewhere (the contract has no fill)."""
-    scratch = np.zeros(nbytes, np.uint8)
-    if backend.name == "cpu":
-        def flush() -> None:
-            scratch[...] += 1
-    else:
-        def flush() -> None:
-            backend.upload(scratch)
-            backend.synchronize()
-    return flush
 
 
 # -- cases ----------------------------------------------------------------------------------
@@ -328,21 +179,15 @@ def reference(case: Case, host: list[np.ndarray | None]) -> np.ndarray:
 
     cpu = get_backend("cpu")
     spec = case.spec()
-    ins = [None if h is None else to_device(cpu, h) for h in host]
+    ins = [None if h is None else Tensor.from_host(cpu, h) for h in host]
     return execute(cpu, spec, *ins).numpy()
 
 
-def to_device(backend: Backend, host: np.ndarray) -> Tensor:
-    """A tensor on ``backend`` holding a copy of a host array."""
-    host = np.ascontiguousarray(host)
-    return Tensor(backend, backend.upload(host), host.shape, dtype_name(host.dtype))
-
-
 def _sentinel(backend: Backend, spec: S.Spec) -> Tensor:
-    """An output tensor whose bytes start as 0xFF (NaN in every float format)."""
-    nbytes = math.prod(spec.out_shape) * to_numpy_dtype(spec.out_dtype).itemsize
-    return Tensor(backend, backend.upload(np.full(nbytes, 0xFF, np.uint8)), spec.out_shape,
-                  spec.out_dtype)
+    """An output tensor whose bytes start as NAN_FILL (NaN in every float format)."""
+    dtype = to_numpy_dtype(spec.out_dtype)
+    fill = np.full(math.prod(spec.out_shape) * dtype.itemsize, NAN_FILL, np.uint8)
+    return Tensor.from_host(backend, fill.view(dtype).reshape(spec.out_shape))
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -381,7 +226,7 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
     host = case.host_inputs(seed)
     ref = reference(case, host)
     try:
-        ins = [None if h is None else to_device(backend, h) for h in host]
+        ins = [None if h is None else Tensor.from_host(backend, h) for h in host]
         warm, out = _sentinel(backend, spec), _sentinel(backend, spec)
     except Exception as e:  # any device's allocation errors (a plugin's, CuPy's): this case fails,
         return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}

@@ -89,7 +89,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import accel
-    from accel import bench
+    from accel import bench, timing
 
     backend = accel.get_backend(device)
     suite = bench.cases(sizes, ops)
@@ -102,7 +102,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
 
         def advance(case, rec):
             progress.update(task, advance=1, description=f"{backend.device_id} {case.id}")
-        return bench.run_suite(backend, suite, budget=bench.BUDGETS[sizes], with_baselines=with_baselines,
+        return bench.run_suite(backend, suite, budget=timing.BUDGETS[sizes], with_baselines=with_baselines,
                                flush=flush, label=label, profile=sizes, on_case=advance,
                                peaks_mode="refresh" if refresh_peaks else "update")
 

@@ -26,6 +26,7 @@ import numpy as np
 from .backend import Backend
 from .diskcache import atomic_write, cache_root
 from .errors import UnsupportedError
+from .timing import Budget, host_timer, measure
 
 #: bump when a micro-benchmark changes, so cached peaks from the old one are not reused
 METHOD_VERSION = 1
@@ -105,27 +106,17 @@ def measure_peaks(backend: Backend) -> Peaks:
 def _best(timer, fn, work: float) -> float:
     """Best achieved rate (work per second): the fastest sample of half a second of samples, so
     a neighbour briefly taking a core on a shared machine does not lower the roof."""
-    from .bench import Budget, measure
-
     budget = Budget(time_s=0.5, work=0, min_reps=5, max_reps=500, max_time_s=2.0)
     return work / measure(timer, fn, budget=budget, work=work).min
-
-
-def _host_timer(fn) -> float:
-    import time
-
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def _numpy_peaks() -> tuple[float, float]:
     src = np.ones(_COPY_BYTES // 4, np.float32)
     dst = np.empty_like(src)
-    gbs = _best(_host_timer, lambda: np.copyto(dst, src), 2 * src.nbytes) / 1e9
+    gbs = _best(host_timer, lambda: np.copyto(dst, src), 2 * src.nbytes) / 1e9
     n = 2048
     a = np.ones((n, n), np.float32)
-    gflops = _best(_host_timer, lambda: a @ a, 2 * n ** 3) / 1e9
+    gflops = _best(host_timer, lambda: a @ a, 2 * n ** 3) / 1e9
     return gflops, gbs
 
 

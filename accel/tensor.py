@@ -16,6 +16,10 @@ from .dtypes import dtype_name, to_numpy_dtype
 from .errors import ArgumentError, DeviceMismatchError, DTypeError, expected
 from .registry import get_backend
 
+#: the byte an output starts filled with where an element the op leaves unwritten must show up:
+#: all-ones bytes are a NaN in every float format, where the result has a number
+NAN_FILL = 0xFF
+
 
 class Tensor:
     """A C-contiguous array resident on one backend's device.
@@ -33,8 +37,29 @@ class Tensor:
 
     @classmethod
     def empty(cls, backend: Backend, shape: tuple[int, ...], dtype: str) -> "Tensor":
+        """An uninitialized tensor on ``backend``: write it (an op's ``out=``) before reading it.
+
+        >>> import accel
+        >>> t = accel.Tensor.empty(accel.get_backend("cpu"), (2, 3), "float16")
+        >>> t.shape, t.dtype, t.nbytes
+        ((2, 3), 'float16', 12)
+        """
         nbytes = math.prod(shape) * to_numpy_dtype(dtype).itemsize
         return cls(backend, backend.alloc(nbytes), shape, dtype)
+
+    @classmethod
+    def from_host(cls, backend: Backend, host: np.ndarray) -> "Tensor":
+        """A tensor on ``backend`` holding a copy of host array ``host``, of its shape and dtype
+        (any strides: the copy is C-contiguous).
+
+        >>> import accel, numpy as np
+        >>> t = accel.Tensor.from_host(accel.get_backend("cpu"), np.eye(2, dtype=np.float16)[:, ::-1])
+        >>> t.shape, t.dtype, t.numpy().tolist()
+        ((2, 2), 'float16', [[0.0, 1.0], [1.0, 0.0]])
+        """
+        dtype = dtype_name(host.dtype)
+        # asarray, not ascontiguousarray: that one turns a 0-d array into shape (1,)
+        return cls(backend, backend.upload(np.asarray(host, order="C")), host.shape, dtype)
 
     @property
     def nbytes(self) -> int:
@@ -50,11 +75,20 @@ class Tensor:
         return raw.view(to_numpy_dtype(self.dtype)).reshape(self.shape)
 
     def to(self, backend: str | Backend) -> "Tensor":
-        """An explicit copy to another backend (the only way data moves between backends)."""
+        """An explicit copy to another backend (the only way data moves between backends); the
+        tensor itself when it is already there.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.arange(3, dtype=np.int32), backend="cpu")
+        >>> t.to("cpu") is t
+        True
+        >>> t.to(accel.get_backend()).numpy().tolist()  # the default device, whichever it is
+        [0, 1, 2]
+        """
         target = get_backend(backend)
         if target is self.backend:
             return self
-        return Tensor(target, target.upload(np.ascontiguousarray(self.numpy())), self.shape, self.dtype)
+        return Tensor.from_host(target, self.numpy())
 
     def __dlpack__(self, *args, **kwargs):
         return self._exported().__dlpack__(*args, **kwargs)
@@ -162,7 +196,7 @@ def to_tensor(arg: str, x: Any, kind: str, backend: Backend, dtype: str | None =
             raise DeviceMismatchError(expected(arg, f"an array on {backend.device_id}",
                                                f"{kind} array on {getattr(x, 'device', '?')}"))
         return Tensor(backend, buf, tuple(x.shape), dtype_name(x.dtype))
-    return Tensor(backend, backend.upload(host), host.shape, dtype_name(host.dtype))
+    return Tensor.from_host(backend, host)
 
 
 def from_tensor(t: Tensor, kind: str, like: Any = None) -> Any:
@@ -213,10 +247,10 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
         return x
     host = host_of(x, kind)
     if host is not None and want:
-        host = np.ascontiguousarray(host.astype(to_numpy_dtype(want)))
+        host = host.astype(to_numpy_dtype(want))
     if host is not None:
-        dtype_name(host.dtype, "x.dtype")
-        return Tensor(target, target.upload(host), host.shape, dtype_name(host.dtype))
+        dtype_name(host.dtype, "x.dtype")  # refused under the argument's name
+        return Tensor.from_host(target, host)
     t = to_tensor("x", x, kind, target)
     if want and want != t.dtype:
         raise DTypeError(expected("dtype", f"the array's own dtype {t.dtype} for a device array "

@@ -724,7 +724,8 @@ class CuPyBackend(Backend):
 
     # -- timing and versions ----------------------------------------------------------------------
     def time(self, fn) -> float:
-        """Seconds between two device events around the work ``fn`` enqueues."""
+        """Seconds between two device events around the work ``fn`` enqueues, run with this
+        device current: accel's kernels or any CuPy call (the cuBLAS baseline is timed so)."""
         with self.device:
             start, end = self.cupy.cuda.Event(), self.cupy.cuda.Event()
             start.record()

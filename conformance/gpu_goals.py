@@ -3,7 +3,7 @@ accel.conformance.gpu_goals OUT.json``; conformance/gpu_check.sh runs it).
 
 Each goal is the ratio of two timings taken here, in this process, on this GPU with device
 events: accel's contenders and the baseline are timed together in interleaved rounds
-(``accel.bench.measure_all``: medians, after 0.3 s of warm-up so clocks are up), each writing its
+(``accel.timing.measure_all``: medians, after 0.3 s of warm-up so clocks are up), each writing its
 own output, and every timed result is checked against a float64 reference before the ratio
 counts. The goal is judged on what a user gets (``impl="auto"``, or the implementation the goal
 names); where accel has other kernels or parameters for the same case they are timed too, under
@@ -27,8 +27,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from accel.bench import Budget, Contender, measure_all
 from accel.formats import get_format
+from accel.timing import Budget, Contender, measure_all
 
 N_MATMUL = 4096
 ATTENTION = dict(B=4, H=16, S=2048, D=64)

@@ -1,7 +1,8 @@
 """Guarded outputs: the output tensor is a ``view()`` into a larger device buffer whose margins hold
 a sentinel, checked after the op. A kernel writing one element outside its output fails even when
-the visible output is right. The output itself starts as all-ones bytes (NaN in every float
-format), so an element the kernel forgets to write shows up as a NaN the oracle does not have.
+the visible output is right. The output itself starts as ``accel.tensor.NAN_FILL`` bytes (NaN in
+every float format), so an element the kernel forgets to write shows up as a NaN the oracle does
+not have.
 """
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ import numpy as np
 
 from accel.backend import Backend
 from accel.dtypes import itemsize
-from accel.tensor import Tensor
+from accel.tensor import NAN_FILL, Tensor
 
 MARGIN_SENTINEL = 0xA5
-OUTPUT_FILL = 0xFF
 _MIN_MARGIN = 256  # bytes each side: a stray write of any element size or small offset lands here
 
 
@@ -31,7 +31,7 @@ class GuardedOutput:
         align = max(1, int(backend.alignment))
         margin = -(-_MIN_MARGIN // align) * align
         host = np.full(2 * margin + nbytes, MARGIN_SENTINEL, dtype=np.uint8)
-        host[margin:margin + nbytes] = OUTPUT_FILL
+        host[margin:margin + nbytes] = NAN_FILL
         buf = backend.upload(host)
         view = backend.view(buf, margin, nbytes)
         return cls(Tensor(backend, view, shape, dtype), buf, margin, nbytes)

@@ -16,7 +16,7 @@ import accel
 from accel import ops
 from accel.backend import Backend
 from accel.backend import verdict as support_verdict
-from accel.dtypes import UNIT_ROUNDOFF, dtype_name
+from accel.dtypes import UNIT_ROUNDOFF
 from accel.errors import AccelError, UnsupportedError
 from accel.formats import QTensor
 from accel.tensor import Tensor
@@ -90,8 +90,7 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
 
 def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray]):
     kept = [np.array(x, copy=True) for x in inputs]
-    tensors = [Tensor(backend, backend.upload(np.ascontiguousarray(x)), x.shape,
-                      dtype_name(x.dtype)) for x in inputs]
+    tensors = [Tensor.from_host(backend, x) for x in inputs]
     if spec.op == "attention" and len(tensors) == 3:
         tensors.append(None)
     out = GuardedOutput.alloc(backend, spec.out_shape, spec.out_dtype)

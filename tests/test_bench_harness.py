@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import accel
-from accel import bench
+from accel import bench, timing
 from accel.backend import Support
 from accel.backends.cpu import CPUBackend
-from accel.bench import Budget, Case, Stats, measure
+from accel.bench import Case
+from accel.timing import Budget, Stats, measure
 
 
 def test_stats_on_known_samples():
@@ -79,10 +80,10 @@ def test_flush_runs_before_every_sample_and_disables_batching():
 
 def test_contenders_are_sampled_in_interleaved_rounds():
     order = []
-    a = bench.Contender(lambda f: (f(), 0.1)[1], lambda: order.append("a"))
-    b = bench.Contender(lambda f: (f(), 0.3)[1], lambda: order.append("b"))
+    a = timing.Contender(lambda f: (f(), 0.1)[1], lambda: order.append("a"))
+    b = timing.Contender(lambda f: (f(), 0.3)[1], lambda: order.append("b"))
     budget = Budget(time_s=0.3, work=0, min_reps=2, max_reps=100, max_time_s=10, warmup=1)
-    sa, sb = bench.measure_all([a, b], budget=budget)
+    sa, sb = timing.measure_all([a, b], budget=budget)
     # warm-up + calibration of each, then alternate until each spent its 0.3 s
     assert order == ["a", "a", "b", "b", "a", "b", "a", "b", "a"]
     assert (sa.n, sa.median, sb.n, sb.median) == (3, 0.1, 2, 0.3)
@@ -90,10 +91,10 @@ def test_contenders_are_sampled_in_interleaved_rounds():
 
 def test_fast_contenders_sample_in_blocks_between_switches():
     order = []
-    a = bench.Contender(lambda f: (f(), 0.02)[1], lambda: order.append("a"))
-    b = bench.Contender(lambda f: (f(), 0.3)[1], lambda: order.append("b"))
+    a = timing.Contender(lambda f: (f(), 0.02)[1], lambda: order.append("a"))
+    b = timing.Contender(lambda f: (f(), 0.3)[1], lambda: order.append("b"))
     budget = Budget(time_s=0.1, work=0, min_reps=1, max_reps=100, max_time_s=10, warmup=1, block_s=0.05)
-    sa, sb = bench.measure_all([a, b], budget=budget)
+    sa, sb = timing.measure_all([a, b], budget=budget)
     # after warm-up + calibration, a samples 3 x 0.02 s (>= 0.05 s) per block, b one 0.3 s sample
     assert "".join(order) == "aabb" + "aaa" + "b" + "aa"
     assert (sa.n, sb.n) == (5, 1)
@@ -102,12 +103,12 @@ def test_fast_contenders_sample_in_blocks_between_switches():
 def test_a_failing_contender_gets_its_exception_and_the_others_still_run():
     def boom():
         raise RuntimeError("library broke")
-    ok = bench.Contender(lambda f: (f(), 0.1)[1], lambda: None)
-    bad = bench.Contender(lambda f: (f(), 0.1)[1], boom)
-    s, err = bench.measure_all([ok, bad], budget=bench.TINY)
+    ok = timing.Contender(lambda f: (f(), 0.1)[1], lambda: None)
+    bad = timing.Contender(lambda f: (f(), 0.1)[1], boom)
+    s, err = timing.measure_all([ok, bad], budget=timing.TINY)
     assert s.n == 3 and isinstance(err, RuntimeError)
     with pytest.raises(RuntimeError, match="library broke"):
-        measure(bad.timer, bad.fn, budget=bench.TINY)
+        measure(bad.timer, bad.fn, budget=timing.TINY)
 
 
 class RecordingCPU(CPUBackend):
@@ -127,7 +128,7 @@ class RecordingCPU(CPUBackend):
 
 def test_every_timed_call_is_bracketed_by_synchronization():
     be = RecordingCPU()
-    rec = bench.run_case(be, Case.make("matmul", "float32", M=8, N=8, K=8), budget=bench.TINY)
+    rec = bench.run_case(be, Case.make("matmul", "float32", M=8, N=8, K=8), budget=timing.TINY)
     assert rec["status"] == "ok"
     # the log must be a sequence of timed windows: sync, one or more matmuls, sync
     windows = "".join("s" if e == "sync" else "m" for e in be.log)
@@ -150,7 +151,7 @@ class SkipsAfterWarmup(CPUBackend):
 
 def test_timed_work_that_did_not_run_is_caught():
     rec = bench.run_case(SkipsAfterWarmup(), Case.make("matmul", "float32", M=16, N=16, K=16),
-                         budget=bench.TINY)
+                         budget=timing.TINY)
     assert rec["status"] == "invalid"
     assert "read back after timing" in rec["reason"]
 
@@ -163,7 +164,7 @@ class WrongMatmul(CPUBackend):
 
 def test_wrong_result_is_caught():
     rec = bench.run_case(WrongMatmul(0), Case.make("matmul", "float32", M=16, N=16, K=16),
-                         budget=bench.TINY)
+                         budget=timing.TINY)
     assert rec["status"] == "invalid"
 
 
@@ -174,7 +175,7 @@ class NoAttention(CPUBackend):
 
 def test_declined_case_is_reported_not_timed():
     case = Case.make("attention", "float32", B=1, Hq=2, Hkv=1, Sq=4, Sk=4, D=8, causal=True)
-    rec = bench.run_case(NoAttention(0), case, budget=bench.TINY)
+    rec = bench.run_case(NoAttention(0), case, budget=timing.TINY)
     assert (rec["status"], rec["reason"]) == ("unsupported", "no attention here")
     assert "median_s" not in rec
 
@@ -183,7 +184,7 @@ def test_result_record_has_every_documented_field():
     cpu = accel.get_backend("cpu")
     from accel.baselines import for_backend
 
-    rec = bench.run_case(cpu, Case.make("matmul", "float32", M=32, N=32, K=32), budget=bench.TINY,
+    rec = bench.run_case(cpu, Case.make("matmul", "float32", M=32, N=32, K=32), budget=timing.TINY,
                          baselines=for_backend(cpu))
     for key in ("id", "op", "dtype", "params", "flops", "bytes", "intensity", "median_s", "iqr_s",
                 "min_s", "reps", "gflops", "gbs", "roofline_efficiency", "validation", "baselines",
@@ -231,7 +232,7 @@ def test_an_opencl_case_is_timed_on_the_device_and_validated():
         pytest.skip(f"OpenCL backend unavailable: {status.reason}")
     be = accel.get_backend("opencl:0")
     t0 = time.perf_counter()
-    rec = bench.run_case(be, Case.make("matmul", "float32", M=64, N=64, K=64), budget=bench.TINY)
+    rec = bench.run_case(be, Case.make("matmul", "float32", M=64, N=64, K=64), budget=timing.TINY)
     wall = time.perf_counter() - t0
     assert rec["status"] == "ok", rec.get("reason")
     assert rec["validation"]["rel_err"] < 1e-5

@@ -37,7 +37,7 @@ def test_usage_error_exits_2(args):
 
 
 def test_time_all_times_every_contender_and_keeps_a_failure_to_itself():
-    # interleaved rounds of accel.bench.measure_all on a virtual clock that each contender
+    # interleaved rounds of accel.timing.measure_all on a virtual clock that each contender
     # advances by its own fixed duration, so the medians are known exactly: a contender that
     # raises is reported as its exception, the others still get their times, wherever it stands
     be = accel.get_backend("cpu")

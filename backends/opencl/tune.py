@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import itertools
 
+import numpy as np
+
 from accel import kernels as K
+from accel.bench import Case, reference
+from accel.tensor import Tensor
 
 #: representative problems (timed) per tunable op
-PROBLEMS = {"matmul": "float32 matmul 1024 x 1024 x 1024",
+PROBLEMS = {"matmul": "float32 matmul M=1024 N=1025 K=1027",
             "attention": "float32 causal attention B=1 H=4 S=1024 D=64",
             "qmatmul": "q8_0 qmatmul M=64 N=K=2048",
             "gemv": "q8_0 qmatmul M=1 N=K=4096"}
@@ -43,40 +47,24 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
     return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
 
 
-def _problem(op: str, small: bool):
-    """(spec, host inputs) for ``op``; small problems check correctness, large ones are timed."""
-    import numpy as np
-
-    from accel import spec as S
-    from accel.formats import get_format
-
-    rng = np.random.default_rng(0)
+def _case(op: str, small: bool) -> Case:
+    """The problem ``op`` is tuned on: a small ragged one checks a candidate's results, a large
+    one (PROBLEMS) is timed."""
     if op == "matmul":
         n = 67 if small else 1024
-        a, b = (rng.standard_normal((n, n + 3)).astype(np.float32),
-                rng.standard_normal((n + 3, n + 1)).astype(np.float32))
-        return S.matmul_spec(a.shape, "float32", b.shape, "float32"), [a, b]
+        return Case.make("matmul", "float32", M=n, N=n + 1, K=n + 3)
     if op == "attention":
-        s, hd = (45, 64) if small else (1024, 64)
-        q, k, v = (rng.standard_normal((1, 4, s, hd)).astype(np.float32) for _ in range(3))
-        return S.attention_spec(q.shape, k.shape, v.shape, ("float32",) * 3, True), [q, k, v, None]
-    import accel
-
+        s = 45 if small else 1024
+        return Case.make("attention", "float32", B=1, Hq=4, Hkv=4, Sq=s, Sk=s, D=64, causal=True)
     m = 1 if op == "gemv" else (5 if small else 64)
     n = 96 if small else (4096 if op == "gemv" else 2048)
-    w = accel.quantize(rng.standard_normal((n, n)).astype(np.float32), "q8_0", backend="cpu").raw
-    x = rng.standard_normal((m, n)).astype(np.float32)
-    return S.qmatmul_spec(x.shape, "float32", (n, n), get_format("q8_0")), [x, w]
+    return Case.make("qmatmul", "float32", M=m, N=n, K=n, fmt="q8_0")
 
 
 def _run(be, spec, hosts, params: dict, op: str, repeat: int):
     """(output, best seconds) of ``spec`` with ``params`` for ``op`` on backend ``be``."""
-    import accel
-    from accel.tensor import Tensor
-
     be.params = {**be.params, op: params}
-    tensors = [None if h is None else Tensor(be, be.upload(h), h.shape, accel.dtypes.dtype_name(h.dtype))
-               for h in hosts]
+    tensors = [None if h is None else Tensor.from_host(be, h) for h in hosts]
     out = Tensor.empty(be, spec.out_shape, spec.out_dtype)
     go = lambda: be.run(spec, out, *tensors)  # noqa: E731
     go()
@@ -85,19 +73,13 @@ def _run(be, spec, hosts, params: dict, op: str, repeat: int):
 
 
 def _correct(be, op: str, params: dict) -> bool:
-    """The candidate agrees with the CPU reference on a small ragged problem."""
-    import numpy as np
-
-    import accel
-
-    spec, hosts = _problem(op, small=True)
-    got, _ = _run(be, spec, hosts, params, op, 1)
-    cpu = accel.get_backend("cpu")
-    from accel.tensor import Tensor
-
-    tensors = [None if h is None else Tensor(cpu, cpu.upload(h), h.shape, accel.dtypes.dtype_name(h.dtype))
-               for h in hosts]
-    want = accel.ops.execute(cpu, spec, *tensors).numpy()
+    """The candidate agrees with the CPU reference (the benchmarks' own) on a small ragged
+    problem, element by element: stricter than the benchmarks' normwise check, since a stored
+    parameter set is trusted from then on."""
+    case = _case(op, small=True)
+    hosts = case.host_inputs()
+    got, _ = _run(be, case.spec(), hosts, params, op, 1)
+    want = reference(case, hosts)
     return bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))))
 
 
@@ -110,7 +92,8 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
     kind = "cpu" if be.dev.kind == "cpu" else "gpu"
     found = {}
     for op in ops:
-        spec, hosts = _problem(op, small=False)
+        case = _case(op, small=False)
+        spec, hosts = case.spec(), case.host_inputs()
         results = []
         for cand in candidates(op, kind, safe_lanes(be.dev)):
             try:

@@ -22,7 +22,7 @@ def test_op(benchmark, backend, bench_case):
     if not verdict.ok:
         pytest.skip(f"{backend.device_id} declines {case.id}: {verdict.reason}")
     host = case.host_inputs()
-    ins = [None if h is None else bench.to_device(backend, h) for h in host]
+    ins = [None if h is None else accel.Tensor.from_host(backend, h) for h in host]
     out = accel.Tensor.empty(backend, spec.out_shape, spec.out_dtype)
 
     def run():
