@@ -17,6 +17,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import toolchains
 from .cli import int_at_least, names, output_file
@@ -42,6 +43,10 @@ class Job:
     sm_range: tuple[int, int] | None = None  # NVIDIA archs it runs on (Variant.sm_range)
     arch_suffix: str = ""  # sm_90 -> sm_90a for arch-specific instructions (wgmma)
 
+    def outcome(self, target: str, status: str, log: str = "", **found: Any) -> Outcome:
+        """This job's row for ``target``; ``found``: the rest of Outcome's fields."""
+        return Outcome(self.id, self.file, target, status, log, defines=dict(self.defines), **found)
+
 
 @dataclass
 class Outcome:
@@ -55,6 +60,9 @@ class Outcome:
     toolchain: str = ""
     cached: bool = False
     kernels: dict[str, dict] = field(default_factory=dict)
+    # the variant's defines ({} for FILE jobs): readers such as the report's compiled table take
+    # the input dtype (IN_DT) from here rather than parse it out of the job id
+    defines: dict[str, object] = field(default_factory=dict)
 
 
 def _kernels_dir() -> Path:
@@ -101,14 +109,14 @@ def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
 
     compiler = "cuda" if toolchains.parse_target(target).vendor == "nvidia" else "hip"
     if compiler not in job.meant_for:
-        return Outcome(job.id, job.file, target, "n/a", f"meant for {', '.join(job.meant_for)} only")
+        return job.outcome(target, "n/a", f"meant for {', '.join(job.meant_for)} only")
     build_for = target
     if compiler == "cuda" and (job.sm_range or job.arch_suffix):
         build_for = kernels.nvidia_target(target, job.sm_range, job.arch_suffix)
         if build_for is None:
             lo, hi = job.sm_range
             span = " only" if lo == hi else " and later" if hi >= kernels.SM_ANY_LATER else f" to sm_{hi}"
-            return Outcome(job.id, job.file, target, "n/a", f"runs on sm_{lo}{span}")
+            return job.outcome(target, "n/a", f"runs on sm_{lo}{span}")
     # the warp width a device of this arch reports, as the cuda/hip backends pass it
     defines = {"ACCEL_WARP": toolchains.default_warp_size(target), **dict(job.defines)}
     try:
@@ -117,11 +125,11 @@ def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
                                       filename=Path(job.file).name,
                                       use_cache=use_cache)
     except toolchains.ToolchainUnavailable as e:
-        return Outcome(job.id, job.file, target, "unavailable", str(e))
+        return job.outcome(target, "unavailable", str(e))
     note = r.resources_note if build_for == target else f"built as {build_for}. {r.resources_note}"
-    return Outcome(job.id, job.file, target, "ok" if r.ok else "failed", r.log if not r.ok else
-                   note.strip(), r.toolchain, r.cached,
-                   {k: asdict(v) for k, v in r.resources.items()})
+    return job.outcome(target, "ok" if r.ok else "failed", r.log if not r.ok else note.strip(),
+                       toolchain=r.toolchain, cached=r.cached,
+                       kernels={k: asdict(v) for k, v in r.resources.items()})
 
 
 def opencl_devices() -> tuple[list, str]:
@@ -147,8 +155,8 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
 
     target = f"opencl:{index} ({dev.name})"
     if "opencl" not in job.meant_for:
-        return Outcome(job.id, job.file, target, "n/a", "CUDA C++ is built for GPU targets only "
-                                                        "(translate it with `accel port --to opencl`)")
+        return job.outcome(target, "n/a", "CUDA C++ is built for GPU targets only "
+                                           "(translate it with `accel port --to opencl`)")
     options = [*build_options(dev), f"-I{_kernels_dir()}", *(f"-D{k}={v}" for k, v in job.defines)]
     device = dev.device
     ctx = cl.Context([device])
@@ -157,8 +165,7 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
             warnings.simplefilter("ignore", cl.CompilerWarning)
             prog = cl.Program(ctx, job.source).build(options=options)
     except cl.Error as e:  # BUILD_PROGRAM_FAILURE carries the build log in its message
-        return Outcome(job.id, job.file, target, "failed", str(e),
-                       dev.platform_version)
+        return job.outcome(target, "failed", str(e), toolchain=dev.platform_version)
     kernels = {}
     for k in prog.all_kernels():
         info = k.get_work_group_info
@@ -168,7 +175,7 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
             "stack_bytes": int(info(cl.kernel_work_group_info.PRIVATE_MEM_SIZE, device)),
             "detail": {"max_work_group_size": int(info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))}}
     log = prog.get_build_info(device, cl.program_build_info.LOG).strip()
-    return Outcome(job.id, job.file, target, "ok", log, dev.platform_version, False, kernels)
+    return job.outcome(target, "ok", log, toolchain=dev.platform_version, kernels=kernels)
 
 
 def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True) -> list[Outcome]:
@@ -184,7 +191,7 @@ def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True) -> lis
     if "opencl" in targets:
         devices, why = opencl_devices()
         if not devices:
-            outcomes += [Outcome(j.id, j.file, "opencl", "unavailable", why) for j in jobs]
+            outcomes += [j.outcome("opencl", "unavailable", why) for j in jobs]
         for i, dev in enumerate(devices):
             outcomes += [_opencl_compile(j, i, dev) for j in jobs]
     return outcomes

@@ -3,9 +3,9 @@ network needed) and a Markdown summary, from ``accel.bench/1`` and ``accel.confo
 files, possibly from several machines (an NVIDIA box, an AMD box, a laptop) merged into one.
 
 >>> import accel, tempfile
->>> from accel import bench, report
+>>> from accel import bench, report, timing
 >>> doc = bench.run_suite(accel.get_backend("cpu"), bench.cases("quick", ["dequantize"])[:1],
-...                       budget=bench.TINY, with_baselines=False)
+...                       budget=timing.TINY, with_baselines=False)
 >>> html_path, md_path = report.write(report.Results(bench=[doc]), tempfile.mkdtemp())
 >>> html_path.name, md_path.name
 ('report.html', 'summary.md')
@@ -17,8 +17,7 @@ import datetime as _dt
 import html
 import io
 import json
-import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -27,10 +26,10 @@ from . import portability as PP
 from .bench import SCHEMA as BENCH_SCHEMA
 from .bench import busy
 from .bench import noisy as is_noisy
+from .conformance.matrix import BUILT, LEGEND, compile_verdict, verdict
+from .conformance.results import SCHEMA as CONFORMANCE_SCHEMA
 from .errors import ArgumentError, expected
-
-CONFORMANCE_SCHEMA = "accel.conformance/1"
-KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"  # `accel kernels check --json`: compile-only evidence
+from .kernels_check import SCHEMA as KERNELS_CHECK_SCHEMA  # compile-only evidence
 
 
 @dataclass
@@ -133,11 +132,21 @@ def headline(doc: Mapping, case: Mapping) -> str:
 
 
 # -- support matrix ----------------------------------------------------------------------------
-def support_matrix(res: Results) -> tuple[list[str], list[tuple[str, str]], dict]:
-    """(platforms, (op, dtype) rows, cell -> {status: count, "evidence": set}) from conformance
-    files; a platform with benchmarks but no conformance file shows as untested."""
+@dataclass
+class Cell:
+    """One support-matrix cell: its cases' counts per status, and how they were obtained ("ran",
+    "compiled only")."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    evidence: set[str] = field(default_factory=set)
+
+
+def support_matrix(res: Results) -> tuple[list[str], list[tuple[str, str]],
+                                          dict[tuple[str, str, str], Cell]]:
+    """(platforms, (op, dtype) rows, (platform, op, dtype) -> Cell) from conformance files; a
+    platform with benchmarks but no conformance file shows as untested."""
     platforms = res.platforms
-    cells: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(int))
+    cells: dict[tuple[str, str, str], Cell] = defaultdict(Cell)
     rows: dict[tuple[str, str], None] = {}
     for doc in res.conformance:
         plat = PP.platform_name(doc)
@@ -145,28 +154,24 @@ def support_matrix(res: Results) -> tuple[list[str], list[tuple[str, str]], dict
             key = (case.get("op", "?"), case.get("dtype", "?"))
             rows[key] = None
             cell = cells[(plat,) + key]
-            cell[case.get("status", "error")] += 1
-            cell.setdefault("evidence", set()).add(case.get("evidence", "ran"))
+            cell.counts[case.get("status", "error")] += 1
+            cell.evidence.add(case.get("evidence", "ran"))
     return platforms, sorted(rows), cells
 
 
-def cell_verdict(cell: Mapping | None) -> tuple[str, str]:
-    """(text, css class) of one support-matrix cell."""
-    if not cell:
-        return "untested", "untested"
-    counts = {k: v for k, v in cell.items() if k != "evidence"}
-    evidence = ", ".join(sorted(cell.get("evidence", ())))
-    bad = counts.get("failed", 0) + counts.get("error", 0)
-    total = sum(counts.values())
-    if bad:
-        return f"failed {bad}/{total} ({evidence})", "failed"
-    if counts.get("compiled_only"):
-        return f"compiled only ({counts['compiled_only']})", "compiled"
-    passed = counts.get("passed", 0)
-    if passed:
-        extra = f", {counts['unsupported']} declined" if counts.get("unsupported") else ""
-        return f"passed {passed}/{total}{extra} ({evidence})", "passed"
-    return f"unsupported ({total})", "unsupported"
+def cell_verdict(cell: Cell | None) -> tuple[str, str]:
+    """(text, css class) of one support-matrix cell: docs/support.md's words for the same counts,
+    and the evidence where cases ran (a compiled-only or unsupported verdict already says it)."""
+    cell = cell or Cell()
+    kind, text = verdict(cell.counts)
+    if kind in ("passed", "partial", "failed"):
+        text += ", " + " and ".join(sorted(cell.evidence))
+    return text, kind
+
+
+def _legend_html() -> str:
+    return "; ".join(f"<b>{html.escape(word)}</b>: {html.escape(meaning)}"
+                     for word, meaning in LEGEND) + "."
 
 
 # -- plots --------------------------------------------------------------------------------------
@@ -329,7 +334,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
 th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.passed{background:#dafbe1}.failed{background:#ffd7d5}.compiled{background:#fff1c2}
+.passed,.partial{background:#dafbe1}.failed{background:#ffd7d5}.compiled{background:#fff1c2}
 .unsupported,.untested{background:#eef1f4;color:#57606a}
 .noisy{background:#fff1c2}.warn{background:#fff1c2;border:1px solid #d4a72c;padding:8px 12px}.scroll{overflow-x:auto}img{max-width:100%;height:auto}.note{color:#57606a;font-size:13px}
 figure{margin:12px 0}figcaption{font-size:13px;color:#57606a}
@@ -395,8 +400,9 @@ def support_section(res: Results) -> str:
         body.append([op, dtype] + [cell_verdict(cells.get((p, op, dtype))) for p in platforms])
     return ("<h2>Support matrix (conformance)</h2>"
             '<p class="note">Each cell: verdict of the conformance suite for that op and dtype, '
-            "with its evidence (ran = executed on the device; compiled only = built for the target "
-            "without a device to run it).</p>" + _table(["op", "dtype"] + platforms, body))
+            "worded as in docs/support.md, with its evidence (ran = executed on the device; "
+            f"compiled only = built for the target without a device to run it). {_legend_html()}</p>"
+            + _table(["op", "dtype"] + platforms, body))
 
 
 def compiled_matrix(res: Results) -> tuple[list[str], dict[tuple[str, str], dict[str, dict]]]:
@@ -406,11 +412,12 @@ def compiled_matrix(res: Results) -> tuple[list[str], dict[tuple[str, str], dict
     rows: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
     for doc in res.kernels:
         for r in doc.get("results", []):
-            if r.get("status") not in ("ok", "failed"):
-                continue  # n/a (not meant for that compiler) or no toolchain here
+            if r.get("status") not in BUILT:
+                continue
             targets[r["target"]] = None
-            defines = dict(kv.split("=", 1) for kv in re.findall(r"[A-Z_0-9]+=[^,\]]+", r.get("job", "")))
-            cell = rows[(r.get("file", "?"), defines.get("IN_DT", "-"))].setdefault(
+            # rows written before they carried their defines give no input dtype: one row per source
+            in_dtype = str(r.get("defines", {}).get("IN_DT", "-"))
+            cell = rows[(r.get("file", "?"), in_dtype)].setdefault(
                 r["target"], {"ok": 0, "failed": 0, "regs": 0, "spills": 0})
             cell[r["status"]] += 1
             for k in (r.get("kernels") or {}).values():
@@ -420,13 +427,17 @@ def compiled_matrix(res: Results) -> tuple[list[str], dict[tuple[str, str], dict
 
 
 def compiled_verdict(cell: Mapping | None) -> tuple[str, str]:
-    if not cell:
-        return "–", "untested"
-    total = cell["ok"] + cell["failed"]
-    if cell["failed"]:
-        return f"failed {cell['failed']}/{total}", "failed"
-    extra = f", spills {cell['spills']}" if cell["spills"] else ""
-    return f"compiled only {cell['ok']}/{total} (≤{cell['regs']} regs{extra})", "compiled"
+    """(text, css class) of one compiled-table cell: the support matrix's compile verdict, with
+    how many variants built and the most registers (and spills) a kernel of them uses."""
+    ok, failed = (cell["ok"], cell["failed"]) if cell else (0, 0)
+    kind, text = compile_verdict(ok, failed)
+    total = ok + failed
+    if failed:
+        text += f" ({failed}/{total})"
+    elif ok:
+        spills = f", spills {cell['spills']}" if cell["spills"] else ""
+        text += f" ({ok}/{total}, ≤{cell['regs']} regs{spills})"
+    return text, kind
 
 
 def compiled_section(res: Results) -> str:

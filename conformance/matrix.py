@@ -4,19 +4,64 @@
 A backend named in ``compiled_only`` with no result file (cuda and hip on machines without their
 GPUs) gets a column for the ops it implements. With an ``accel kernels check --json`` file the
 cell rests on it: "compiled only" when every shipped kernel of that op built for the vendor's
-targets, "FAILED to compile" otherwise; without one it only says the op is "implemented".
+targets, "FAILED to compile" when one did not (a target with no toolchain there vouches for
+nothing); without one it only says the op is "implemented". ``verdict`` and ``compile_verdict``
+word every cell, here and in the HTML report (accel.report).
 """
 from __future__ import annotations
 
 from collections import Counter
+from typing import Mapping
 
 from .profiles import OPS, op_dtypes
 
-_LEGEND = ("**passed**: every case ran and matched the oracle; **FAILED**: at least one case "
-           "failed or crashed; **partial**: the claimed cases passed, others declined through "
-           "`supports()`; **unsupported**: every case declined; **compiled only**: kernels built "
-           "for a real target (per `accel kernels check`), never run; **implemented**: the backend has "
-           "the op but no compile result was given; **-**: no result.")
+#: every word a cell can say and what it means: the legend of docs/support.md and of the report
+LEGEND = (
+    ("passed (n)", "all n cases ran and matched the oracle"),
+    ("FAILED (f/r)", "f of the r cases that ran failed or crashed"),
+    ("partial (p passed, u unsupported)", "the claimed cases passed, the others were declined "
+                                          "through supports()"),
+    ("unsupported", "every case declined"),
+    ("compiled only", "kernels built for a real target (per accel kernels check), never run"),
+    ("FAILED to compile", "a kernel of the op did not build for one of the vendor's targets (per "
+                          "accel kernels check)"),
+    ("implemented", "the backend has the op but no compile result was given"),
+    ("-", "no result"),
+)
+
+#: kernels-check statuses of a build that ran: "n/a" (not meant for that compiler) and
+#: "unavailable" (no toolchain there) rows say nothing about the kernel
+BUILT = ("ok", "failed")
+
+
+def verdict(counts: Mapping[str, int]) -> tuple[str, str]:
+    """(kind, text) of a cell from its case counts per status; the one place a verdict is
+    worded, so docs/support.md and the HTML report read the same counts the same. ``kind`` is
+    "passed", "partial", "failed", "compiled", "unsupported" or "untested" (the report's css
+    class)."""
+    passed, unsupported = counts.get("passed", 0), counts.get("unsupported", 0)
+    bad = counts.get("failed", 0) + counts.get("error", 0)
+    if bad:
+        return "failed", f"FAILED ({bad}/{passed + bad})"
+    if counts.get("compiled_only"):
+        return "compiled", "compiled only"
+    if passed and unsupported:
+        return "partial", f"partial ({passed} passed, {unsupported} unsupported)"
+    if passed:
+        return "passed", f"passed ({passed})"
+    if unsupported:
+        return "unsupported", "unsupported"
+    return "untested", "-"
+
+
+def compile_verdict(ok: int, failed: int) -> tuple[str, str]:
+    """(kind, text) of compile evidence from the number of builds that succeeded and failed: one
+    failure decides."""
+    if failed:
+        return "failed", "FAILED to compile"
+    if ok:
+        return "compiled", "compiled only"
+    return "untested", "-"
 
 
 def _row_key(case: dict) -> tuple[str, str]:
@@ -25,21 +70,6 @@ def _row_key(case: dict) -> tuple[str, str]:
     return case["op"], case["dtype"] + (f" -> {fmt}" if case["op"] == "quantize" and fmt else
                                         f" x {fmt}" if fmt else "") + \
         (f", x_format={x_fmt}" if x_fmt else "")
-
-
-def _cell(counts: Counter) -> str:
-    if not counts:
-        return "-"
-    ran = counts["passed"] + counts["failed"] + counts["error"]
-    if counts["failed"] or counts["error"]:
-        return f"FAILED ({counts['failed'] + counts['error']}/{ran})"
-    if counts["compiled_only"]:
-        return "compiled only"
-    if counts["passed"] and counts["unsupported"]:
-        return f"partial ({counts['passed']} passed, {counts['unsupported']} unsupported)"
-    if counts["passed"]:
-        return f"passed ({counts['passed']})"
-    return "unsupported"
 
 
 def _columns(reports: list[dict]) -> dict[str, dict]:
@@ -70,15 +100,14 @@ def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
     (NVIDIA targets vouch for cuda, AMD ones for hip)."""
     from accel.kernels import SOURCE_OPS
 
-    verdict: dict[tuple[str, str], str] = {}
+    builds: dict[tuple[str, str], Counter[str]] = {}
     for row in kernels_check.get("results", []):
         backend = "cuda" if row["target"].startswith("sm_") else "hip" if row["target"].startswith("gfx") else None
-        if backend is None or row["status"] == "n/a":
+        if backend is None or row["status"] not in BUILT:
             continue
-        for op in SOURCE_OPS.get(row["job"].split("[")[0], ()):
-            ok = row["status"] == "ok" and verdict.get((backend, op)) != "FAILED to compile"
-            verdict[(backend, op)] = "compiled only" if ok else "FAILED to compile"
-    return verdict
+        for op in SOURCE_OPS.get(row["file"], ()):
+            builds.setdefault((backend, op), Counter())[row["status"]] += 1
+    return {key: compile_verdict(n["ok"], n["failed"])[1] for key, n in builds.items()}
 
 
 def render(reports: list[dict], sources: list[str],
@@ -88,9 +117,10 @@ def render(reports: list[dict], sources: list[str],
     cols = _columns(reports)
     seen_names = {rep.get("backend_name", rep["backend"].split(":")[0]) for rep in reports}
     extra = {name: _implemented_ops(name) for name in compiled_only if name not in seen_names}
+    legend = "; ".join(f"**{word}**: {meaning}" for word, meaning in LEGEND) + "."
     lines = ["# Support matrix", "",
              "Generated by `accel conformance matrix` from conformance result files; regenerate it "
-             "rather than editing it.", "", _LEGEND, "", "## Result files", "",
+             "rather than editing it.", "", legend, "", "## Result files", "",
              "| backend | device | evidence | profile | seed | commit | passed | failed | "
              "unsupported | file |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -119,7 +149,7 @@ def render(reports: list[dict], sources: list[str],
         lines += ["", f"## {op}", "", "| dtype | " + " | ".join(headers) + " |",
                   "|---|" + "---|" * len(headers)]
         for row in sorted(rows):
-            cells = [_cell(rows[row].get(label, Counter())) for label in cols]
+            cells = [verdict(rows[row].get(label, Counter()))[1] for label in cols]
             cells += [(compiled.get((name, op), "-") if kernels_check else "implemented")
                       if ops and op in ops else "-" for name, ops in extra.items()]
             lines.append(f"| {row} | " + " | ".join(cells) + " |")

@@ -78,10 +78,10 @@ def test_matrix_merges_files_and_marks_gpu_backends_compiled_only(capsys, tmp_pa
     # with compile evidence: cuda's matmul kernels built, one of hip's did not
     check = tmp_path / "kernels-check.json"
     check.write_text(json.dumps({"results": [
-        {"job": "matmul.cl[IN_DT=BF16]", "target": "sm_90", "status": "ok"},
-        {"job": "matmul.cl[IN_DT=BF16]", "target": "gfx90a", "status": "ok"},
-        {"job": "matmul.cl[IN_DT=F32]", "target": "gfx90a", "status": "failed"},
-        {"job": "matmul_wmma.cu[IN_DT=BF16]", "target": "gfx90a", "status": "n/a"}]}))
+        {"job": "matmul.cl[IN_DT=BF16]", "file": "matmul.cl", "target": "sm_90", "status": "ok"},
+        {"job": "matmul.cl[IN_DT=BF16]", "file": "matmul.cl", "target": "gfx90a", "status": "ok"},
+        {"job": "matmul.cl[IN_DT=F32]", "file": "matmul.cl", "target": "gfx90a", "status": "failed"},
+        {"job": "matmul_wmma.cu[IN_DT=BF16]", "file": "matmul_wmma.cu", "target": "gfx90a", "status": "n/a"}]}))
     assert main(["conformance", "matrix", *files, "--kernels-check", str(check), "-o", str(out_md)]) == 0
     row = next(line for line in out_md.read_text().splitlines() if line.startswith("| bfloat16 |"))
     assert [c.strip() for c in row.strip("|").split("|")][4:] == ["compiled only", "FAILED to compile"]
@@ -140,11 +140,33 @@ def test_every_shipped_kernel_source_vouches_for_its_ops_in_the_matrix():
 
     for source, ops in kernels.SOURCE_OPS.items():
         for target, backend in (("sm_90", "cuda"), ("gfx90a", "hip")):
-            rows = [{"job": f"{s}[X=1]", "target": target, "status": "failed" if s == source else "ok"}
+            rows = [{"job": f"{s}[X=1]", "file": s, "target": target, "status": "failed" if s == source else "ok"}
                     for s in kernels.SOURCES]
             verdicts = compile_verdicts({"results": rows})
             assert {op: verdicts[(backend, op)] for op in ops} == dict.fromkeys(ops, "FAILED to compile")
-    ok = compile_verdicts({"results": [{"job": f"{s}[X=1]", "target": "sm_90", "status": "ok"}
+    ok = compile_verdicts({"results": [{"job": f"{s}[X=1]", "file": s, "target": "sm_90", "status": "ok"}
                                        for s in kernels.SOURCES]})
     assert set(ok.values()) == {"compiled only"} and {op for _, op in ok} == {
         "matmul", "attention", "quantize", "dequantize", "qmatmul"}
+
+
+def test_compile_verdicts_rest_on_builds_that_ran():
+    # a target with no toolchain there ("unavailable") vouches for nothing: it neither fails an op
+    # nor passes one, and another target's build still decides
+    from accel.conformance.matrix import compile_verdicts
+
+    def row(target, status):
+        return {"job": "matmul.cl[IN_DT=F32]", "file": "matmul.cl", "target": target, "status": status}
+    verdicts = compile_verdicts({"results": [row("sm_90", "ok"), row("sm_80", "unavailable"),
+                                             row("gfx90a", "failed"), row("gfx1100", "unavailable")]})
+    assert (verdicts[("cuda", "matmul")], verdicts[("hip", "matmul")]) == ("compiled only", "FAILED to compile")
+    assert compile_verdicts({"results": [row("gfx1100", "unavailable")]}) == {}
+
+
+def test_the_matrix_legend_explains_every_word_a_cell_says():
+    from accel.conformance.matrix import LEGEND, compile_verdict, verdict
+
+    said = {verdict(c)[1] for c in ({"passed": 2}, {"failed": 1}, {"passed": 1, "unsupported": 1},
+                                    {"unsupported": 1}, {"compiled_only": 1}, {})}
+    said |= {compile_verdict(ok, failed)[1] for ok, failed in ((1, 0), (1, 1))} | {"implemented"}
+    assert {text.split(" (")[0] for text in said} == {word.split(" (")[0] for word, _ in LEGEND}

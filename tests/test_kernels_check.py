@@ -4,6 +4,7 @@ The kernels under tests/kernels_check_data/ are written here; what each must rep
 its source (block_sum's __shared__ float[256] is 1024 bytes; broken.cu's error is on line 4).
 """
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ def test_user_kernels_compile_for_nvidia_and_amd_targets(tmp_path):
     for target in ("sm_80", "sm_90", "gfx90a"):
         axpy = rows(doc, "axpy.cu", target)
         assert axpy["status"] == "ok" and set(axpy["kernels"]) == {"axpy", "block_sum"}
+        assert axpy["file"].endswith("axpy.cu") and axpy["defines"] == {}  # a FILE has no variant defines
         assert axpy["kernels"]["block_sum"]["shared_bytes"] == 256 * 4
         assert axpy["kernels"]["axpy"]["shared_bytes"] == 0
         scale = rows(doc, "scale_cuda.cu", target)
@@ -123,6 +125,15 @@ def test_every_shipped_gpu_variant_compiles_for_real_targets(target, dialect):
     assert {job: o.log for job, o in built.items() if o.status != "ok"} == {}
     for v in meant:
         assert set(built[v.id].kernels) == set(v.kernels)
+        assert (built[v.id].file, built[v.id].defines) == (v.source, v.defines)
+
+
+def test_rows_carry_their_source_file_and_defines():
+    # readers (the report's compiled table) take a variant's input dtype from its row's defines,
+    # never from its job id; a row not built (n/a) carries them too
+    job = KC.Job("k.cl[IN_DT=F16,VW=4]", "k.cl", "", ("opencl",), (("IN_DT", "F16"), ("VW", 4)))
+    (row,) = [asdict(o) for o in KC.check([job], ["sm_90"])]
+    assert (row["status"], row["file"], row["defines"]) == ("n/a", "k.cl", {"IN_DT": "F16", "VW": 4})
 
 
 def test_bad_arguments_are_typed_errors(tmp_path, capsys):

@@ -6,11 +6,15 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import accel
-from accel import bench, report
+from accel import bench, report, timing
+from accel.conformance import matrix
+
+DOCS_RESULTS = Path(__file__).parent.parent / "docs" / "results"
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +25,7 @@ def cpu_doc(tmp_path_factory):
         suite = [bench.Case.make("matmul", "float32", M=64, N=64, K=64),
                  bench.Case.make("attention", "float32", B=1, Hq=2, Hkv=1, Sq=16, Sk=16, D=16, causal=True),
                  bench.Case.make("dequantize", "uint8", rows=8, K=64, fmt="q8_0")]
-        return bench.run_suite(accel.get_backend("cpu"), suite, budget=bench.TINY, label="laptop")
+        return bench.run_suite(accel.get_backend("cpu"), suite, budget=timing.TINY, label="laptop")
 
 
 def other_machine(doc, label, backend, device, speedup, baseline):
@@ -104,10 +108,10 @@ def test_support_matrix_merges_machines_with_evidence(files):
     platforms, rows, cells = report.support_matrix(res)
     assert set(PLATFORMS) <= set(platforms)
     assert ("matmul", "float32") in rows
-    assert report.cell_verdict(cells[("laptop/cpu:0", "matmul", "float32")]) == ("passed 1/1 (ran)", "passed")
-    assert report.cell_verdict(cells[("nvidia-box/cuda:0", "matmul", "float32")])[1] == "failed"
-    assert report.cell_verdict(cells[("amd-box/hip:0", "matmul", "float32")]) == ("compiled only (1)", "compiled")
-    assert report.cell_verdict(None) == ("untested", "untested")
+    assert report.cell_verdict(cells[("laptop/cpu:0", "matmul", "float32")]) == ("passed (1), ran", "passed")
+    assert report.cell_verdict(cells[("nvidia-box/cuda:0", "matmul", "float32")]) == ("FAILED (1/1), ran", "failed")
+    assert report.cell_verdict(cells[("amd-box/hip:0", "matmul", "float32")]) == ("compiled only", "compiled")
+    assert report.cell_verdict(None) == ("-", "untested")
 
 
 def test_markdown_summary_has_matrix_metric_and_ratios(written):
@@ -116,9 +120,9 @@ def test_markdown_summary_has_matrix_metric_and_ratios(written):
     header = next(ln for ln in md.splitlines() if ln.startswith("| op | dtype |"))
     row = next(ln for ln in md.splitlines() if ln.startswith("| matmul | float32 |"))
     cells = dict(zip(header.strip("| ").split(" | "), row.strip("| ").split(" | ")))
-    assert cells["laptop/cpu:0"] == "passed 1/1 (ran)"
-    assert cells["nvidia-box/cuda:0"] == "failed 1/1 (ran)"
-    assert cells["amd-box/hip:0"] == "compiled only (1)"
+    assert cells["laptop/cpu:0"] == "passed (1), ran"
+    assert cells["nvidia-box/cuda:0"] == "FAILED (1/1), ran"
+    assert cells["amd-box/hip:0"] == "compiled only"
     # failed conformance on the nvidia box zeroes matmul's portability
     assert re.search(r"\| matmul \| 0 \| 0 \|", md)
     assert re.search(r"- nvidia-box/cuda:0 matmul float32 M=64 N=64 K=64: [0-9.]+x torch", md)
@@ -158,26 +162,29 @@ def test_accel_report_command_prints_the_page_path(files, tmp_path):
 
 
 def test_compile_only_evidence_from_kernels_check_files(tmp_path):
-    def result(job, target, status, regs):
-        return {"job": job, "file": job.split("[")[0], "target": target, "status": status, "log": "",
-                "kernels": {"k": {"registers": regs, "spills": 0}}}
+    def result(file, defines, target, status, regs):
+        # the job id is deliberately not "file[defines]": the report must read the fields
+        return {"job": f"variant {regs}", "file": file, "defines": defines, "target": target,
+                "status": status, "log": "", "kernels": {"k": {"registers": regs, "spills": 0}}}
     doc = {"schema": "accel.kernels_check/1", "targets": ["sm_90", "gfx90a"], "results": [
-        result("matmul.cl[IN_DT=F32,TM=4]", "sm_90", "ok", 60),
-        result("matmul.cl[IN_DT=F32,TM=8]", "sm_90", "ok", 90),
-        result("matmul.cl[IN_DT=F32,TM=4]", "gfx90a", "failed", 0),
-        result("matmul.cl[IN_DT=F32,TM=8]", "gfx90a", "ok", 70),
-        result("quant.cl[IN_DT=F16]", "gfx90a", "n/a", 0)]}
+        result("matmul.cl", {"IN_DT": "F32", "TM": 4}, "sm_90", "ok", 60),
+        result("matmul.cl", {"IN_DT": "F32", "TM": 8}, "sm_90", "ok", 90),
+        result("matmul.cl", {"IN_DT": "F32", "TM": 4}, "gfx90a", "failed", 0),
+        result("matmul.cl", {"IN_DT": "F32", "TM": 8}, "gfx90a", "ok", 70),
+        result("quant.cl", {"IN_DT": "F16"}, "gfx90a", "n/a", 0),
+        result("quant.cl", {"IN_DT": "F16"}, "gfx1100", "unavailable", 0)]}
     path = tmp_path / "kernels-check.json"
     path.write_text(json.dumps(doc))
     res = report.load([path])
     targets, rows = report.compiled_matrix(res)
     assert targets == ["sm_90", "gfx90a"] and list(rows) == [("matmul.cl", "F32")]
     cells = rows[("matmul.cl", "F32")]
-    assert report.compiled_verdict(cells["sm_90"]) == ("compiled only 2/2 (≤90 regs)", "compiled")
-    assert report.compiled_verdict(cells["gfx90a"]) == ("failed 1/2", "failed")
+    assert report.compiled_verdict(cells["sm_90"]) == ("compiled only (2/2, ≤90 regs)", "compiled")
+    assert report.compiled_verdict(cells["gfx90a"]) == ("FAILED to compile (1/2)", "failed")
+    assert report.compiled_verdict(None) == ("-", "untested")
     html_path, md_path = report.write(res, tmp_path / "out")
     assert ">GPU targets built without a GPU (evidence: compiled only)<" in html_path.read_text()
-    assert "| matmul.cl | F32 | compiled only 2/2 (≤90 regs) | failed 1/2 |" in md_path.read_text()
+    assert "| matmul.cl | F32 | compiled only (2/2, ≤90 regs) | FAILED to compile (1/2) |" in md_path.read_text()
 
 
 def test_busy_machine_gets_a_warning_in_both_outputs(cpu_doc, tmp_path):
@@ -202,3 +209,38 @@ def test_a_rerun_on_the_same_platform_replaces_the_older_file(cpu_doc, tmp_path)
         paths[-1].write_text(json.dumps(doc))
     res = report.load(paths)
     assert len(res.bench) == 1 and res.bench[0]["created"] == new["created"]
+
+
+def test_kernels_check_rows_without_defines_are_listed_per_source(tmp_path):
+    # rows written before they carried their defines: one row per kernel source, no input dtype
+    # (never one parsed out of the job id)
+    row = {"job": "quant.cl[IN_DT=F16]", "file": "quant.cl", "target": "sm_90", "status": "ok",
+           "log": "", "toolchain": "", "cached": False, "kernels": {}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"schema": "accel.kernels_check/1", "targets": ["sm_90"], "results": [row]}))
+    assert list(report.compiled_matrix(report.load([path]))[1]) == [("quant.cl", "-")]
+
+
+def test_the_committed_kernels_check_files_still_read():
+    res = report.load(sorted(DOCS_RESULTS.glob("kernels-check*.json")))
+    targets, rows = report.compiled_matrix(res)
+    assert res.kernels and "sm_90" in targets and any(src == "matmul.cl" for src, _ in rows)
+
+
+@pytest.mark.parametrize("statuses", [
+    {"passed": 3}, {"passed": 2, "unsupported": 1}, {"unsupported": 2}, {"compiled_only": 2, "unsupported": 1},
+    {"passed": 1, "failed": 1, "error": 1, "unsupported": 2}])
+def test_the_report_words_a_cell_as_the_support_matrix_does(statuses):
+    """The same counts read the same in docs/support.md and the report (which adds the evidence)."""
+    cases = [{"id": f"{status}{i}", "op": "matmul", "dtype": "float32", "params": {}, "status": status,
+              "evidence": "ran"} for status, n in statuses.items() for i in range(n)]
+    doc = {"schema": "accel.conformance/1", "backend": "cpu:0", "device": {"name": "cpu"},
+           "machine": {"label": "m"}, "profile": "quick", "seed": 0, "cases": cases,
+           "summary": dict.fromkeys(("passed", "failed", "error", "unsupported"), 0)}
+    row = next(line for line in matrix.render([doc], ["r.json"], compiled_only=()).splitlines()
+               if line.startswith("| float32 |"))
+    markdown = row.strip("| ").split(" | ")[1]
+    _, _, cells = report.support_matrix(report.Results(conformance=[doc]))
+    text, kind = report.cell_verdict(cells[("m/cpu:0", "matmul", "float32")])
+    assert text in (markdown, f"{markdown}, ran") and (kind, markdown) == matrix.verdict(statuses)
+    assert markdown.split(" (")[0] in {word.split(" (")[0] for word, _ in matrix.LEGEND}
