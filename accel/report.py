@@ -77,7 +77,7 @@ def load(paths: Iterable[str | Path]) -> Results:
             if len(same) == 1:
                 doc["machine"] = same[0]["machine"]
     res.bench = _newest_per_platform(res.bench)
-    res.conformance = _newest_per_platform(res.conformance)
+    res.conformance = _merged_per_platform(res.conformance)
     return res
 
 
@@ -90,6 +90,22 @@ def _newest_per_platform(docs: list[dict]) -> list[dict]:
         if plat not in newest or str(doc.get("created", "")) >= str(newest[plat].get("created", "")):
             newest[plat] = doc
     return list(newest.values())
+
+
+def _merged_per_platform(docs: list[dict]) -> list[dict]:
+    """One conformance document per platform holding the cases of all its files, as the support
+    matrix merges them: files often cover different parts (one per implementation, or one op's
+    full profile), so keeping only the newest would drop the others' cases; for a case in several
+    files the newest file's verdict counts."""
+    by_platform: dict[str, list[dict]] = {}
+    for doc in sorted(docs, key=lambda d: str(d.get("created", ""))):  # stable: later given wins a tie
+        by_platform.setdefault(PP.platform_name(doc), []).append(doc)
+    merged = []
+    for group in by_platform.values():
+        cases = {c.get("id", (k, i)): c for k, doc in enumerate(group)  # no id: nothing to match
+                 for i, c in enumerate(doc.get("cases", []))}
+        merged.append({**group[-1], "cases": list(cases.values())})
+    return merged
 
 
 def _device_name(doc: Mapping) -> str:

@@ -244,3 +244,29 @@ def test_the_report_words_a_cell_as_the_support_matrix_does(statuses):
     text, kind = report.cell_verdict(cells[("m/cpu:0", "matmul", "float32")])
     assert text in (markdown, f"{markdown}, ran") and (kind, markdown) == matrix.verdict(statuses)
     assert markdown.split(" (")[0] in {word.split(" (")[0] for word, _ in matrix.LEGEND}
+
+
+def test_conformance_files_of_one_platform_merge_case_by_case(tmp_path):
+    # a GPU run writes one file per implementation or op (shared kernels, vendor matmul, a full
+    # attention profile): the support matrix must show all of them; a case in two files takes
+    # the verdict of the file given later
+    def conf(name, cases):
+        doc = {"schema": "accel.conformance/1", "backend": "cuda:0", "device": {"name": "H200"},
+               "machine": {"label": "gpu-box"}, "profile": "quick", "seed": 0,
+               "cases": [{"id": f"{op}/float16/{n}", "op": op, "dtype": "float16", "status": status,
+                          "evidence": "ran"} for op, n, status in cases]}
+        path = tmp_path / name
+        path.write_text(json.dumps(doc))
+        return path
+
+    kernels = conf("kernels.json", [("matmul", 1, "passed"), ("matmul", 2, "failed")])
+    attention = conf("attention.json", [("attention", 1, "passed"), ("attention", 2, "passed")])
+    vendor = conf("vendor.json", [("matmul", 2, "passed")])
+    res = report.load([kernels, attention, vendor])
+    _, rows, cells = report.support_matrix(res)
+    assert rows == [("attention", "float16"), ("matmul", "float16")]
+    assert dict(cells[("gpu-box/cuda:0", "matmul", "float16")].counts) == {"passed": 2}
+    assert dict(cells[("gpu-box/cuda:0", "attention", "float16")].counts) == {"passed": 2}
+    res = report.load([vendor, kernels, attention])  # kernels' failure of case 2 given last
+    _, _, cells = report.support_matrix(res)
+    assert dict(cells[("gpu-box/cuda:0", "matmul", "float16")].counts) == {"passed": 1, "failed": 1}
