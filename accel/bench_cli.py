@@ -223,7 +223,7 @@ def run_kernels_check(out: Path) -> dict | None:
            "--allow-unavailable", "--json", str(out)]
     console = _console()
     console.print(f"[bold]compile check[/] {', '.join(missing)} (no device for them here): "
-                  f"{' '.join(cmd[1:])}")
+                  f"{' '.join(['accel', *cmd[3:]])}")  # as a user would type it
     out.unlink(missing_ok=True)
     try:
         subprocess.run(cmd, timeout=KERNELS_CHECK_TIMEOUT_S, stdout=subprocess.DEVNULL)
