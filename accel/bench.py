@@ -350,6 +350,16 @@ def busy(doc: dict) -> bool:
     return others is not None and others > BUSY_CORES
 
 
+def busy_warning(doc: dict) -> str | None:
+    """What to tell the reader of a benchmark file measured on a busy machine (None otherwise);
+    printed by accel bench and shown in the report."""
+    if not busy(doc):
+        return None
+    return (f"measured on a busy machine (other processes used {doc['load']['others_cores']} of "
+            f"its {(doc.get('machine') or {}).get('cores', '?')} cores on average): ratios against "
+            "threaded libraries (BLAS, torch) can be off by 10-100x; re-run on an idle machine")
+
+
 def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
               with_baselines: bool = True, flush: bool = False, label: str | None = None,
               profile: str = "quick", on_case: Callable[[Case, dict], None] | None = None,

@@ -112,7 +112,7 @@ def print_summary(doc: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from accel.bench import busy
+    from accel.bench import busy_warning
     from accel.report import case_label, ratio_text
 
     peaks = doc.get("peaks")
@@ -135,10 +135,8 @@ def print_summary(doc: dict) -> None:
     # piped output (CI logs) gets a width that fits the table instead of rich's 80 columns
     console = Console(width=None if sys.stdout.isatty() else 150)
     console.print(table)
-    if busy(doc):
-        console.print(f"[yellow]warning: the machine was busy (other processes used "
-                      f"{doc['load']['others_cores']} of {doc['machine']['cores']} cores): ratios "
-                      "against threaded libraries may be off by 10-100x; re-run on an idle machine[/]")
+    if warning := busy_warning(doc):
+        console.print(f"[yellow]warning: {warning}[/]")
 
 
 def _write_json(doc: dict, path: str | Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from . import portability as PP
 from .bench import SCHEMA as BENCH_SCHEMA
-from .bench import busy
+from .bench import busy_warning
 from .bench import noisy as is_noisy
 from .conformance.matrix import BUILT, LEGEND, compile_verdict, verdict
 from .conformance.results import SCHEMA as CONFORMANCE_SCHEMA
@@ -559,14 +559,8 @@ def headlines(res: Results) -> list[str]:
 
 def busy_warnings(res: Results) -> list[str]:
     """A warning per benchmark file measured while its machine was busy."""
-    out = []
-    for doc in res.bench:
-        if busy(doc):
-            out.append(f"Warning: {PP.platform_name(doc)} was measured on a busy machine (other "
-                       f"processes used {doc['load']['others_cores']} of its "
-                       f"{doc['machine'].get('cores')} cores on average): ratios against threaded "
-                       "libraries (BLAS, torch) can be off by 10-100x; re-run on an idle machine.")
-    return out
+    return [f"Warning: {PP.platform_name(doc)} was {warning}." for doc in res.bench
+            if (warning := busy_warning(doc))]
 
 
 def render_html(res: Results) -> str:

@@ -60,3 +60,15 @@ def test_accel_portability_runs_conformance_and_benchmarks_then_prints_the_repor
     assert json.loads((out / "bench-cpu.json").read_text())["schema"] == "accel.bench/1"
     page = (out / "report.html").read_text()
     assert "ci-box/cpu:0" in page and 'class="passed">passed' in page
+
+
+def test_a_busy_run_prints_the_same_warning_as_the_report(capsys):
+    from accel.bench import busy_warning
+    from accel.bench_cli import print_summary
+
+    doc = {"backend": "cpu:0", "device": {"name": "cpu"}, "machine": {"cores": 2},
+           "load": {"others_cores": 1.4}, "cases": []}
+    print_summary(doc)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "warning: measured on a busy machine (other processes used 1.4 of its 2 cores" in printed
+    assert busy_warning({**doc, "load": {"others_cores": 0.1}}) is None
