@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from accel import toolchains
+from accel import kernel_resources, toolchains
 
 
 def missing(why: str) -> None:
@@ -86,10 +86,10 @@ _BACK = re.compile(r"\bBRA (?:\S+, )?0x([0-9a-f]+)")
 def hot_loop(result: toolchains.CompileResult, kernel: str, opcode: str = "FFMA") -> Counter:
     """Opcode counts of ``kernel``'s hot loop: the shortest loop (a backward branch and what it
     jumps over) holding at least 3/4 of the kernel's ``opcode`` instructions."""
-    text, note = toolchains.sass_text(result.path)
+    text, note = kernel_resources.sass_text(result.path)
     if note:
         missing(note)
-    body = toolchains.sass_functions(text)[kernel]
+    body = kernel_resources.sass_functions(text)[kernel]
     code = [(int(a, 16), re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0], t)
             for a, t in _INSTR.findall(body)]
     total = sum(op == opcode for _, op, _ in code)
