@@ -176,6 +176,11 @@ def portability_devices() -> list[str]:
     return [f"{s.name}:0" for s in accel.backends() if s.available and s.origin == "builtin"]
 
 
+def _as_typed(cmd: list[str]) -> str:
+    """``[python, -m, accel, ...]`` as the accel command a user would type."""
+    return " ".join(["accel", *cmd[3:]])
+
+
 def run_conformance(device: str, out: Path, label: str) -> dict | None:
     """`accel conformance --profile quick` in a subprocess (a crash there cannot take the report
     down); its result file gets this machine's identity so reports can merge it."""
@@ -184,7 +189,7 @@ def run_conformance(device: str, out: Path, label: str) -> dict | None:
     cmd = [sys.executable, "-m", "accel", "conformance", "--backend", device, "--profile", "quick",
            "--json", str(out)]
     console = _console()
-    console.print(f"[bold]conformance[/] {device}: {' '.join(cmd[1:])}")
+    console.print(f"[bold]conformance[/] {device}: {_as_typed(cmd)}")
     out.unlink(missing_ok=True)  # never read back an earlier run's file as this one's
     try:
         # its progress bar (stderr) shows; its tables (stdout) would bury the report path
@@ -221,7 +226,7 @@ def run_kernels_check(out: Path) -> dict | None:
            "--allow-unavailable", "--json", str(out)]
     console = _console()
     console.print(f"[bold]compile check[/] {', '.join(missing)} (no device for them here): "
-                  f"{' '.join(['accel', *cmd[3:]])}")  # as a user would type it
+                  f"{_as_typed(cmd)}")
     out.unlink(missing_ok=True)
     try:
         subprocess.run(cmd, timeout=KERNELS_CHECK_TIMEOUT_S, stdout=subprocess.DEVNULL)

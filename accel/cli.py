@@ -61,7 +61,8 @@ def output_file(value: str) -> Path:
         raise argparse.ArgumentTypeError(f"cannot create the folder {path.parent}: {e.strerror}") from e
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{value} is a folder; expected a file name")
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    # an existing file (or /dev/null, /dev/stdout) needs only itself writable, a new one its folder
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
         raise argparse.ArgumentTypeError(f"cannot write {value}: permission denied")
     return path
 

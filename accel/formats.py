@@ -96,6 +96,7 @@ class QTensor:
 
         f = get_format(fmt)
         try:
+            shape = tuple(shape)  # once: a generator would be spent by the check below
             ints = all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
                        for s in shape)
         except TypeError:  # not iterable

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import toolchains
-from .cli import int_at_least, names, output_file
+from .cli import comma_list, int_at_least, names, output_file
 
 SCHEMA = "accel.kernels_check/1"
 DEFAULT_TARGETS = ",".join(toolchains.DEFAULT_TARGETS)
@@ -256,7 +256,7 @@ def render(outcomes: list[Outcome], console) -> None:
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    targets = comma_list(args.targets)
     jobs = file_jobs(args.files) if args.files else shipped_jobs()
     outcomes = check(jobs, targets, use_cache=not args.no_cache)
     if all(o.status == "n/a" for o in outcomes):  # nothing was compiled: not a pass

@@ -198,6 +198,7 @@ def set_backend(device: str | None) -> None:
     """
     global _process_default, _environment
     if device is not None:
+        parse_device(device)  # a device string: the selection is kept as one
         get_backend(device)
     else:
         _environment = os.environ.get("ACCEL_BACKEND") or None

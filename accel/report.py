@@ -26,7 +26,7 @@ from . import portability as PP
 from .bench import SCHEMA as BENCH_SCHEMA
 from .bench import busy_warning
 from .bench import noisy as is_noisy
-from .conformance.matrix import BUILT, LEGEND, compile_verdict, verdict
+from .conformance.matrix import BUILT, LEGEND, compile_verdict, merge_cases, verdict
 from .conformance.results import SCHEMA as CONFORMANCE_SCHEMA
 from .errors import ArgumentError, expected
 from .kernels_check import SCHEMA as KERNELS_CHECK_SCHEMA  # compile-only evidence
@@ -93,19 +93,14 @@ def _newest_per_platform(docs: list[dict]) -> list[dict]:
 
 
 def _merged_per_platform(docs: list[dict]) -> list[dict]:
-    """One conformance document per platform holding the cases of all its files, as the support
-    matrix merges them: files often cover different parts (one per implementation, or one op's
-    full profile), so keeping only the newest would drop the others' cases; for a case in several
-    files the newest file's verdict counts."""
+    """One conformance document per platform holding the cases of all its files, merged as the
+    support matrix merges them (matrix.merge_cases: a failure in any file counts): files often
+    cover different parts (one per implementation, or one op's full profile), so keeping only the
+    newest would drop the others' cases."""
     by_platform: dict[str, list[dict]] = {}
-    for doc in sorted(docs, key=lambda d: str(d.get("created", ""))):  # stable: later given wins a tie
+    for doc in docs:
         by_platform.setdefault(PP.platform_name(doc), []).append(doc)
-    merged = []
-    for group in by_platform.values():
-        cases = {c.get("id", (k, i)): c for k, doc in enumerate(group)  # no id: nothing to match
-                 for i, c in enumerate(doc.get("cases", []))}
-        merged.append({**group[-1], "cases": list(cases.values())})
-    return merged
+    return [{**group[-1], "cases": list(merge_cases(group).values())} for group in by_platform.values()]
 
 
 def _device_name(doc: Mapping) -> str:
@@ -421,6 +416,15 @@ def support_section(res: Results) -> str:
             + _table(["op", "dtype"] + platforms, body))
 
 
+def _defines_of(row: Mapping) -> dict:
+    """A kernels-check row's defines; rows written before they carried them have them only in
+    their job id, ``source[NAME=VALUE,...]``, as accel kernels check names a shipped variant."""
+    if "defines" in row:
+        return row["defines"]
+    _, _, body = str(row.get("job", "")).partition("[")
+    return dict(kv.split("=", 1) for kv in body.rstrip("]").split(",") if "=" in kv)
+
+
 def compiled_matrix(res: Results) -> tuple[list[str], dict[tuple[str, str], dict[str, dict]]]:
     """(targets, (kernel source, input dtype) -> target -> {"ok", "failed", "regs", "spills"})
     from `accel kernels check` files: kernels built for GPU targets with no GPU to run them."""
@@ -431,8 +435,7 @@ def compiled_matrix(res: Results) -> tuple[list[str], dict[tuple[str, str], dict
             if r.get("status") not in BUILT:
                 continue
             targets[r["target"]] = None
-            # rows written before they carried their defines give no input dtype: one row per source
-            in_dtype = str(r.get("defines", {}).get("IN_DT", "-"))
+            in_dtype = str(_defines_of(r).get("IN_DT", "-"))
             cell = rows[(r.get("file", "?"), in_dtype)].setdefault(
                 r["target"], {"ok": 0, "failed": 0, "regs": 0, "spills": 0})
             cell[r["status"]] += 1

@@ -48,7 +48,7 @@ class Tensor:
         return cls(backend, backend.alloc(nbytes), shape, dtype)
 
     @classmethod
-    def from_host(cls, backend: Backend, host: np.ndarray) -> "Tensor":
+    def from_host(cls, backend: str | Backend, host: np.ndarray) -> "Tensor":
         """A tensor on ``backend`` holding a copy of host array ``host``, of its shape and dtype
         (any strides: the copy is C-contiguous).
 
@@ -57,7 +57,12 @@ class Tensor:
         >>> t.shape, t.dtype, t.numpy().tolist()
         ((2, 2), 'float16', [[0.0, 1.0], [1.0, 0.0]])
         """
-        dtype = dtype_name(host.dtype)
+        from .registry import get_backend
+
+        if check_array("host", host) != "numpy":  # also refuses masked arrays and np.matrix
+            raise ArgumentError(expected("host", "a numpy array", type(host).__name__))
+        backend = get_backend(backend)
+        dtype = dtype_name(host.dtype, "host.dtype")
         # asarray, not ascontiguousarray: that one turns a 0-d array into shape (1,)
         return cls(backend, backend.upload(np.asarray(host, order="C")), host.shape, dtype)
 

@@ -72,16 +72,32 @@ def _row_key(case: dict) -> tuple[str, str]:
         (f", x_format={x_fmt}" if x_fmt else "")
 
 
+#: which verdict counts when files of one backend and device disagree on a case (another
+#: implementation's run, or a re-run): a failure anywhere is never hidden by a pass elsewhere,
+#: and a case that ran outranks one only compiled or declined; the later file wins a tie
+_PRECEDENCE = {"failed": 4, "error": 4, "passed": 3, "compiled_only": 2, "unsupported": 1}
+
+
+def merge_cases(docs: list[dict]) -> dict:
+    """Case id -> case over conformance documents of one backend and device (see _PRECEDENCE);
+    a case without an id (not one accel wrote) is kept as it is."""
+    merged: dict = {}
+    for k, doc in enumerate(docs):
+        for i, case in enumerate(doc.get("cases", [])):
+            key = case.get("id", (k, i))
+            old = merged.get(key)
+            if old is None or (_PRECEDENCE.get(case.get("status"), 4)
+                               >= _PRECEDENCE.get(old.get("status"), 4)):
+                merged[key] = case
+    return merged
+
+
 def _columns(reports: list[dict]) -> dict[str, dict]:
-    """Column label -> {case id: case}; files for the same backend and device merge, the later
-    file winning for a case run twice."""
-    cols: dict[str, dict] = {}
+    """Column label -> {case id: case}; files for the same backend and device merge (merge_cases)."""
+    groups: dict[str, list[dict]] = {}
     for rep in reports:
-        label = f"{rep['backend']} ({rep.get('device', {}).get('name', '?')})"
-        merged = cols.setdefault(label, {})
-        for case in rep["cases"]:
-            merged[case["id"]] = case
-    return cols
+        groups.setdefault(f"{rep['backend']} ({rep.get('device', {}).get('name', '?')})", []).append(rep)
+    return {label: merge_cases(docs) for label, docs in groups.items()}
 
 
 def _implemented_ops(name: str) -> set[str] | None:

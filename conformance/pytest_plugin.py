@@ -31,11 +31,15 @@ def pytest_generate_tests(metafunc) -> None:
     if "conformance_case" not in fixtures and "conformance_property" not in fixtures:
         return
     from accel.conformance import suite
+    from accel.errors import AccelError
 
     config = metafunc.config
-    cases, targets = suite.planned(config.getoption("--accel-profile"), config.getoption("--accel-seed"),
-                                   split_names(config.getoption("--accel-ops")),
-                                   split_names(config.getoption("--accel-dtypes")))
+    try:
+        cases, targets = suite.planned(config.getoption("--accel-profile"), config.getoption("--accel-seed"),
+                                       split_names(config.getoption("--accel-ops")),
+                                       split_names(config.getoption("--accel-dtypes")))
+    except AccelError as e:  # e.g. a selection of nothing, which would pass as "no tests"
+        raise pytest.UsageError(str(e).replace("--", "--accel-")) from None
     if "conformance_case" in fixtures:
         metafunc.parametrize("conformance_case", cases, ids=[c.id for c in cases])
     if "conformance_property" in fixtures:

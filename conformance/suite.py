@@ -30,7 +30,13 @@ def planned(profile: str, seed: int, ops=None,
         unknown = sorted(set(given or ()) - set(known))
         if unknown:
             raise ArgumentError(expected(arg, f"names from {list(known)}", unknown))
-    return profiles.fixed_cases(profile, seed, ops, dtypes), property_targets(ops, dtypes)
+    cases, targets = profiles.fixed_cases(profile, seed, ops, dtypes), property_targets(ops, dtypes)
+    if not cases and not targets:  # a run of nothing would report "0 passed", read as a pass
+        has = "; ".join(f"{op}: {', '.join(profiles.op_dtypes(op))}" for op in ops or profiles.OPS)
+        given = " ".join(f"{arg} {','.join(v)}" for arg, v in (("--ops", ops), ("--dtypes", dtypes)) if v)
+        raise ArgumentError(expected("--ops/--dtypes", f"a selection matching at least one case "
+                                     f"(dtypes per op: {has})", f"{given}, which matches none"))
+    return cases, targets
 
 
 def run(backend: Backend, *, profile: str = "quick", seed: int = 0, ops=None, dtypes=None,

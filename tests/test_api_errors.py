@@ -76,6 +76,11 @@ def test_a_numpy_scalar_scale_is_checked_without_overflow_warnings():
             assert accel.attention(q4, kv, kv, scale=scale).shape == q4.shape
 
 
+def test_from_raw_takes_any_iterable_shape():
+    raw = np.zeros((4, 18), np.uint8)
+    assert accel.QTensor.from_raw(raw, "q4_0", (s for s in (4, 32))).shape == (4, 32)
+
+
 def test_quantized_bytes_are_read_only_where_they_are_the_weights_storage():
     qt = accel.quantize(np.ones((2, 32), np.float32), "q8_0", backend="cpu")
     before = accel.dequantize(qt).copy()

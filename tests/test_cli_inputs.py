@@ -121,3 +121,13 @@ def test_info_shows_a_valid_selection_as_the_choice(selection, capsys):
     assert main(["info", "--width", "400"]) == 0
     out = capsys.readouterr().out
     assert "automatic choice: cpu" in out and "is invalid" not in out
+
+
+def test_an_existing_writable_output_needs_no_writable_folder():
+    import argparse
+
+    from accel.cli import output_file
+
+    assert str(output_file("/dev/null")) == "/dev/null"
+    with pytest.raises(argparse.ArgumentTypeError, match="is a folder"):
+        output_file("/tmp")

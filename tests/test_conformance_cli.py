@@ -170,3 +170,17 @@ def test_the_matrix_legend_explains_every_word_a_cell_says():
                                     {"unsupported": 1}, {"compiled_only": 1}, {})}
     said |= {compile_verdict(ok, failed)[1] for ok, failed in ((1, 0), (1, 1))} | {"implemented"}
     assert {text.split(" (")[0] for text in said} == {word.split(" (")[0] for word, _ in LEGEND}
+
+
+def test_a_failure_in_any_file_of_a_backend_stays_in_the_matrix():
+    from accel.conformance.matrix import render
+
+    def rep(status):
+        return {"backend": "cuda:0", "device": {"name": "H200"}, "profile": "quick", "seed": 0,
+                "summary": {"passed": 0, "failed": 0, "error": 0, "unsupported": 0},
+                "cases": [{"id": "matmul/float16/a", "op": "matmul", "dtype": "float16", "status": status}]}
+
+    for reports in ([rep("failed"), rep("passed")], [rep("passed"), rep("failed")]):
+        table = render(reports, ["a.json", "b.json"], compiled_only=())
+        assert "| float16 | FAILED (1/1) |" in table, table
+    assert "| float16 | passed (1) |" in render([rep("unsupported"), rep("passed")], ["a", "b"], compiled_only=())

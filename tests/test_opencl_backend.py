@@ -351,3 +351,17 @@ def test_new_parameters_drop_the_plans_and_verdicts_made_with_the_old(fresh):
     fresh.params = {**fresh.params, "gemv": too_big}
     with pytest.raises(UnsupportedError, match="local memory"):
         accel.ops.check_supported(fresh, spec)
+
+
+def test_an_unusable_entry_in_a_read_only_cache_costs_a_rebuild_not_an_error(fresh, tmp_path, monkeypatch):
+    # the entry cannot be deleted (a read-only cache, simulated: root ignores permissions)
+    import pathlib
+
+    fresh.compile(ADD, "add_one")
+    [entry] = tmp_path.rglob("*.bin")
+    entry.write_bytes(b"not an entry")
+
+    def refuse(self, missing_ok=False):
+        raise PermissionError(30, "Read-only file system", str(self))
+    monkeypatch.setattr(pathlib.Path, "unlink", refuse)
+    rebuilds_add_one()

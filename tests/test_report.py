@@ -211,14 +211,16 @@ def test_a_rerun_on_the_same_platform_replaces_the_older_file(cpu_doc, tmp_path)
     assert len(res.bench) == 1 and res.bench[0]["created"] == new["created"]
 
 
-def test_kernels_check_rows_without_defines_are_listed_per_source(tmp_path):
-    # rows written before they carried their defines: one row per kernel source, no input dtype
-    # (never one parsed out of the job id)
-    row = {"job": "quant.cl[IN_DT=F16]", "file": "quant.cl", "target": "sm_90", "status": "ok",
-           "log": "", "toolchain": "", "cached": False, "kernels": {}}
+def test_kernels_check_rows_without_defines_read_them_from_the_job_id(tmp_path):
+    # rows written before they carried their defines (docs/results/kernels-check-h200.json) have
+    # them in the job id accel kernels check gave the variant; a user file's job has none
+    rows = [{"job": "quant.cl[FMT_Q4_0=1,IN_DT=F16,RN=4]", "file": "quant.cl", "target": "sm_90",
+             "status": "ok", "log": "", "toolchain": "", "cached": False, "kernels": {}},
+            {"job": "axpy.cu", "file": "axpy.cu", "target": "sm_90", "status": "ok", "log": "",
+             "toolchain": "", "cached": False, "kernels": {}}]
     path = tmp_path / "old.json"
-    path.write_text(json.dumps({"schema": "accel.kernels_check/1", "targets": ["sm_90"], "results": [row]}))
-    assert list(report.compiled_matrix(report.load([path]))[1]) == [("quant.cl", "-")]
+    path.write_text(json.dumps({"schema": "accel.kernels_check/1", "targets": ["sm_90"], "results": rows}))
+    assert list(report.compiled_matrix(report.load([path]))[1]) == [("axpy.cu", "-"), ("quant.cl", "F16")]
 
 
 def test_the_committed_kernels_check_files_still_read():
@@ -248,8 +250,8 @@ def test_the_report_words_a_cell_as_the_support_matrix_does(statuses):
 
 def test_conformance_files_of_one_platform_merge_case_by_case(tmp_path):
     # a GPU run writes one file per implementation or op (shared kernels, vendor matmul, a full
-    # attention profile): the support matrix must show all of them; a case in two files takes
-    # the verdict of the file given later
+    # attention profile): the support matrix must show all of them, and a case failed in one
+    # file stays failed whatever another file (another implementation) says, in any order
     def conf(name, cases):
         doc = {"schema": "accel.conformance/1", "backend": "cuda:0", "device": {"name": "H200"},
                "machine": {"label": "gpu-box"}, "profile": "quick", "seed": 0,
@@ -260,13 +262,10 @@ def test_conformance_files_of_one_platform_merge_case_by_case(tmp_path):
         return path
 
     kernels = conf("kernels.json", [("matmul", 1, "passed"), ("matmul", 2, "failed")])
-    attention = conf("attention.json", [("attention", 1, "passed"), ("attention", 2, "passed")])
-    vendor = conf("vendor.json", [("matmul", 2, "passed")])
-    res = report.load([kernels, attention, vendor])
-    _, rows, cells = report.support_matrix(res)
-    assert rows == [("attention", "float16"), ("matmul", "float16")]
-    assert dict(cells[("gpu-box/cuda:0", "matmul", "float16")].counts) == {"passed": 2}
-    assert dict(cells[("gpu-box/cuda:0", "attention", "float16")].counts) == {"passed": 2}
-    res = report.load([vendor, kernels, attention])  # kernels' failure of case 2 given last
-    _, _, cells = report.support_matrix(res)
-    assert dict(cells[("gpu-box/cuda:0", "matmul", "float16")].counts) == {"passed": 1, "failed": 1}
+    attention = conf("attention.json", [("attention", 1, "passed"), ("attention", 2, "unsupported")])
+    vendor = conf("vendor.json", [("matmul", 2, "passed"), ("attention", 2, "passed")])
+    for order in ([kernels, attention, vendor], [vendor, attention, kernels]):
+        _, rows, cells = report.support_matrix(report.load(order))
+        assert rows == [("attention", "float16"), ("matmul", "float16")]
+        assert dict(cells[("gpu-box/cuda:0", "matmul", "float16")].counts) == {"passed": 1, "failed": 1}
+        assert dict(cells[("gpu-box/cuda:0", "attention", "float16")].counts) == {"passed": 2}

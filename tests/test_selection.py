@@ -96,3 +96,9 @@ def test_set_backend_refuses_what_use_refuses_and_keeps_the_selection(device, er
 def test_a_device_index_is_ascii_digits(device):
     with pytest.raises(accel.ArgumentError, match="'name:index'"):
         accel.get_backend(device)
+
+
+def test_set_backend_takes_a_device_string_not_an_instance():
+    with pytest.raises(accel.ArgumentError, match="^backend: expected a device string"):
+        accel.set_backend(accel.get_backend("cpu"))
+    assert accel.current_device() == "cpu:0"

@@ -54,7 +54,9 @@ class ProgramCache:
         if prg is not None:
             self.stats["memory"] += 1
             return prg
-        digest = hashlib.sha256(repr(key).encode()).hexdigest()
+        # the entry format is part of the name: another accel version sharing the cache keeps
+        # its own entries instead of rebuilding over these (and they over its) on every run
+        digest = hashlib.sha256(repr((_MAGIC, key)).encode()).hexdigest()
         path = device_dir(self.dev, "programs") / f"{digest}.bin"
         prg = self._load(path, digest, options)
         if prg is None:
@@ -80,7 +82,10 @@ class ProgramCache:
             except cl.Error:
                 pass
         self.stats["corrupt"] += 1
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass  # a read-only cache: the rebuilt program is used without being stored
         return None
 
     def _build(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:

@@ -118,9 +118,10 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
 
 def _tune(args: argparse.Namespace) -> int:
     import accel
+    from accel.cli import comma_list
     from accel.errors import ArgumentError, expected
 
-    ops = [o for o in args.ops.split(",") if o]
+    ops = comma_list(args.ops)
     unknown = [o for o in ops if o not in PROBLEMS]
     if unknown:
         raise ArgumentError(expected("--ops", f"a comma-separated subset of {list(PROBLEMS)}", unknown))
