@@ -1,9 +1,10 @@
 """The ``hip`` backend: AMD GPUs through CuPy for ROCm (cupy-rocm-7-0).
 
-Everything is shared with ``cuda`` in backends/cupy_backend.py; this class only states what is
-AMD's: kernels are compiled by hiprtc for the device's ``gcnArchName`` (``gfx90a``, ``gfx1100``,
-feature flags kept), the wavefront is 64 wide on CDNA and 32 on RDNA (read from the device and
-passed to kernels as ``ACCEL_WARP``), and the vendor BLAS is hipBLAS.
+Everything is shared with ``cuda`` in backends/cupy_backend.py (its device-free launch planning in
+backends/cupy_plan.py); this class only states what is AMD's: kernels are compiled by hiprtc for
+the device's ``gcnArchName`` (``gfx90a``, ``gfx1100``, feature flags kept), the wavefront is 64
+wide on CDNA and 32 on RDNA (read from the device and passed to kernels as ``ACCEL_WARP``), and
+the vendor BLAS is hipBLAS.
 
 >>> import accel
 >>> status = next(s for s in accel.backends() if s.name == "hip")

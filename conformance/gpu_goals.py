@@ -128,12 +128,12 @@ def prebuild(arch: str, warp_size: int, variants) -> None:
     (one after another, the GEMV goal's 20 parameter sets of quant.cl would take about 1.6 s
     each, as on our CPU-only machine). A variant that fails to build is left for its own first
     call to report."""
-    from accel.backends import cupy_backend as CB
+    from accel.backends import cupy_plan as CP
     from accel.errors import AccelError
 
     def build(v) -> None:
         try:
-            CB.build_variant(v, v.kernels[0], arch, warp_size)
+            CP.build_variant(v, v.kernels[0], arch, warp_size)
         except AccelError:  # a compile error or a missing toolchain: reported where v is used
             pass
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -212,7 +212,7 @@ def measure(be) -> list[dict]:
     import accel
     from accel import kernels
     from accel import spec as S
-    from accel.backends import cupy_backend as CB
+    from accel.backends import cupy_plan as CP
     from accel.conformance import oracle
     from accel.ops import execute
     from accel.tensor import Tensor
@@ -246,7 +246,7 @@ def measure(be) -> list[dict]:
 
     def sgemm():
         def candidates(spec, a, b):
-            alts = {"shared-dialect matmul.cl (GPU_MATMUL)": (CB.kernel_variant(spec, "kernels"), None)}
+            alts = {"shared-dialect matmul.cl (GPU_MATMUL)": (CP.kernel_variant(spec, "kernels"), None)}
             for p in (dict(WG_M=16, WG_N=16, TM=8, TN=8, TK=16), dict(WG_M=16, WG_N=16, TM=4, TN=4, TK=16)):
                 params = {**kernels.GPU_MATMUL, **p}
                 if params != kernels.GPU_MATMUL:
@@ -262,7 +262,7 @@ def measure(be) -> list[dict]:
 
     def tensorcore_gemm():
         def candidates(spec, a, b):
-            auto = CB.tensorcore_kernel(spec, be.arch, a.data_ptr(), b.data_ptr())
+            auto = CP.tensorcore_kernel(spec, be.arch, a.data_ptr(), b.data_ptr())
             alts = {f"tensor cores, impl=auto ({auto[1]})": auto}
             if auto[1] != "matmul_wmma_vec":
                 alts["WMMA (matmul_wmma_vec)"] = (kernels.matmul_wmma("bfloat16", "bfloat16"), "matmul_wmma_vec")
@@ -280,7 +280,7 @@ def measure(be) -> list[dict]:
         outputs = {label: torch.empty_like(q)}
         to = adopt(outputs[label], "bfloat16")
         calls = {label: lambda: execute(be, spec, tq, tk, tv, None, out=to)}
-        variants = {"impl=kernels (SIMT attention.cl)": CB.kernel_variant(spec, "kernels")}
+        variants = {"impl=kernels (SIMT attention.cl)": CP.kernel_variant(spec, "kernels")}
         for p in (dict(WARPS=8), dict(BKV=32), dict(WARPS=8, BKV=32)):
             variants[f"attention_mma.cu {p}"] = kernels.attention_mma(
                 "bfloat16", D, D, params={**kernels.GPU_ATTENTION_MMA, **p})
@@ -309,7 +309,7 @@ def measure(be) -> list[dict]:
                                        [w.data, words, np.int64(w.data.nbytes // 16)])
 
         real = kernels.quant("q4_0", "float32", kernels.GPU_GEMV)
-        _, grid, block = CB.launch_plan(spec, real)
+        _, grid, block = CP.launch_plan(spec, real)
         source = kernels.program_text(real.source)
         out = Tensor.empty(be, (1, spec.N), "float32")
 
@@ -322,7 +322,7 @@ def measure(be) -> list[dict]:
                 kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "GEMV_PROBE": probe}).options()))
             target = resident(qgemv, 0)
             pad = occupancy_padding(lambda shared: resident(fn, shared), target,
-                                    CB._STATIC_SHARED_MAX - fn.shared_size_bytes)  # no opt-in
+                                    CP._STATIC_SHARED_MAX - fn.shared_size_bytes)  # no opt-in
             occupancy[PROBES[probe]] = {"groups_per_sm": resident(fn, pad), "pad_bytes": pad,
                                         "registers": fn.num_regs, "qgemv_groups_per_sm": target,
                                         "qgemv_registers": qgemv.num_regs}
@@ -386,7 +386,7 @@ def measure(be) -> list[dict]:
             return lambda: graph.launch(stream)
 
         auto = kernels.gemv_kernel("q4_0", n, kernels.GPU_GEMV, x_addr=x.data_ptr(),
-                                   w_addr=copies[0].data.buf.data.ptr, local_mem=CB._STATIC_SHARED_MAX)
+                                   w_addr=copies[0].data.buf.data.ptr, local_mem=CP._STATIC_SHARED_MAX)
         ops = {f"impl=auto ({auto}, GPU_GEMV)": spec,
                X8_LABEL: S.qmatmul_spec((1, n), "float32", (n, n), copies[0].format, "q8_0")}
         variants = {**dict.fromkeys(ops), **alternatives(auto)}

@@ -66,9 +66,9 @@ def build_shipped(variant, kernel: str, arch: str) -> toolchains.CompileResult:
     """``kernel`` of the shipped ``variant`` compiled for ``arch`` along the cuda/hip backend's
     own path (the portability header, the variant's defines, ACCEL_WARP as a device of ``arch``
     reports it)."""
-    from accel.backends import cupy_backend
+    from accel.backends import cupy_plan
 
-    return cupy_backend.build_variant(variant, kernel, arch, toolchains.default_warp_size(arch))
+    return cupy_plan.build_variant(variant, kernel, arch, toolchains.default_warp_size(arch))
 
 
 def sass_of(result: toolchains.CompileResult, kernel: str) -> dict:

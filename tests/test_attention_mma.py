@@ -12,7 +12,7 @@ from gpu_toolchains import build_shipped, need, sass_of
 import accel.kernels as K
 from accel import kernels_check as KC
 from accel import spec as S
-from accel.backends import cupy_backend as CB
+from accel.backends import cupy_plan as CP
 from accel.errors import DTypeError
 
 MMA_VARIANTS = [v for v in K.variants() if v.source == "attention_mma.cu"]
@@ -80,16 +80,16 @@ def test_kernels_check_builds_them_for_ampere_and_later_only():
 def test_16_bit_attention_runs_on_tensor_cores_from_ampere_on(arch):
     for dtype in ("float16", "bfloat16"):
         for d, dv in ((64, 64), (128, 128), (64, 128)):
-            assert CB.kernel_path(att(dtype, d, dv), "auto", arch) == "tensorcore"
-            assert CB.support_for(att(dtype, d, dv), "auto", arch).ok
-    assert CB.kernel_variant(att(), "tensorcore").source == "attention_mma.cu"
+            assert CP.kernel_path(att(dtype, d, dv), "auto", arch) == "tensorcore"
+            assert CP.support_for(att(dtype, d, dv), "auto", arch).ok
+    assert CP.kernel_variant(att(), "tensorcore").source == "attention_mma.cu"
 
 
 @pytest.mark.parametrize("spec", [att("float32"), att(d=96, dv=96), att(d=32, dv=32), att(d=64, dv=80)])
 def test_cases_without_a_tensor_core_kernel_stay_on_the_shared_kernel(spec):
     for impl in ("auto", "tensorcore", "kernels", "vendor"):
-        assert CB.kernel_path(spec, impl, "sm_90") == "kernels"
-    assert CB.kernel_variant(spec, "kernels").source == "attention.cl"
+        assert CP.kernel_path(spec, impl, "sm_90") == "kernels"
+    assert CP.kernel_variant(spec, "kernels").source == "attention.cl"
 
 
 def test_a_scale_whose_log2_factor_overflows_runs_the_shared_kernel():
@@ -99,32 +99,32 @@ def test_a_scale_whose_log2_factor_overflows_runs_the_shared_kernel():
     for scale, kernel in ((2.3e38, "attention_mma"), (-2.3e38, "attention_mma"), (3e38, None),
                           (-3e38, None)):
         spec = S.attention_spec(q, q, q, ("float16",) * 3, scale=scale)
-        chosen = CB.tensorcore_kernel(spec, "sm_90", 256, 512, 768)
+        chosen = CP.tensorcore_kernel(spec, "sm_90", 256, 512, 768)
         assert (chosen and chosen[1]) == kernel, scale
 
 
 @pytest.mark.parametrize("arch,why", [("sm_75", "needs sm_80 or later"), ("gfx90a", "CUDA-only"),
                                       (None, "no device arch")])
 def test_older_gpus_and_amd_use_the_shared_kernel_and_decline_a_forced_tensorcore(arch, why):
-    assert CB.kernel_path(att(), "auto", arch) == "kernels"
-    assert CB.support_for(att(), "auto", arch).ok
-    verdict = CB.support_for(att(), "tensorcore", arch)
+    assert CP.kernel_path(att(), "auto", arch) == "kernels"
+    assert CP.support_for(att(), "auto", arch).ok
+    verdict = CP.support_for(att(), "tensorcore", arch)
     assert not verdict.ok and why in verdict.reason and verdict.reason.startswith("impl='tensorcore': ")
 
 
 def test_the_attention_kernel_needs_no_wmma_header(tmp_path, monkeypatch):
-    monkeypatch.setattr(CB, "_wmma_header_missing", lambda: "no crt/mma.h")
-    assert CB.tensorcore_reason("sm_90", "attention") is None
-    assert CB.kernel_path(att(), "auto", "sm_90") == "tensorcore"
-    assert CB.tensorcore_reason("sm_90", "matmul") == "no crt/mma.h"
+    monkeypatch.setattr(CP, "_wmma_header_missing", lambda: "no crt/mma.h")
+    assert CP.tensorcore_reason("sm_90", "attention") is None
+    assert CP.kernel_path(att(), "auto", "sm_90") == "tensorcore"
+    assert CP.tensorcore_reason("sm_90", "matmul") == "no crt/mma.h"
 
 
 # -- launch geometry ------------------------------------------------------------------------------
 @pytest.mark.parametrize("sq", [1, 63, 64, 65, 2048])
 def test_grid_covers_every_query_once(sq):
     spec = att(sq=sq)
-    v = CB.kernel_variant(spec, "tensorcore")
-    name, grid, block = CB.launch_plan(spec, v)
+    v = CP.kernel_variant(spec, "tensorcore")
+    name, grid, block = CP.launch_plan(spec, v)
     rows = 16 * v.defines["WARPS"]
     assert name == "attention_mma" and block == (32 * v.defines["WARPS"], 1, 1)
     assert grid[0] * rows >= sq > (grid[0] - 1) * rows
@@ -132,5 +132,5 @@ def test_grid_covers_every_query_once(sq):
 
 
 def test_unaligned_operands_are_detected():
-    assert CB.aligned16(256, 4096, 16)
-    assert not CB.aligned16(256, 4096 + 8, 16)
+    assert CP.aligned16(256, 4096, 16)
+    assert not CP.aligned16(256, 4096 + 8, 16)
