@@ -127,12 +127,11 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     operands = _operands(q=q, k=k, v=v, mask=mask)
     (qs, qd), (ks, kd), (vs, vd) = (shape_dtype(n, x) for n, x in (("q", q), ("k", k), ("v", v)))
     ms, md = shape_dtype("mask", mask) if mask is not None else (None, None)
-    for arg, value, want in (("scale", scale, "a finite real number or None"), ("causal", causal, "a bool")):
-        try:  # the spec cache hashes them: an unhashable value (an array, a list) is refused here
-            hash(value)
-        except TypeError:
-            raise ArgumentError(expected(arg, want, repr(value))) from None
-    spec = _attention_spec(qs, ks, vs, (qd, kd, vd), causal, scale, ms, md)
+    args = (qs, ks, vs, (qd, kd, vd), causal, scale, ms, md)
+    try:
+        spec = _attention_spec(*args)
+    except TypeError:  # an unhashable scale or causal (a list, an array): the spec itself names it
+        spec = S.attention_spec(*args)
     return _dispatch(spec, backend, operands, ("q", "k", "v", "mask"))
 
 
