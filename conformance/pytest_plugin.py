@@ -37,9 +37,9 @@ def pytest_generate_tests(metafunc) -> None:
     try:
         cases, targets = suite.planned(config.getoption("--accel-profile"), config.getoption("--accel-seed"),
                                        split_names(config.getoption("--accel-ops")),
-                                       split_names(config.getoption("--accel-dtypes")))
+                                       split_names(config.getoption("--accel-dtypes")), flag="--accel-")
     except AccelError as e:  # e.g. a selection of nothing, which would pass as "no tests"
-        raise pytest.UsageError(str(e).replace("--", "--accel-")) from None
+        raise pytest.UsageError(str(e)) from None
     if "conformance_case" in fixtures:
         metafunc.parametrize("conformance_case", cases, ids=[c.id for c in cases])
     if "conformance_property" in fixtures:

@@ -20,22 +20,23 @@ def property_targets(ops: Iterable[str] | None,
             for dt in profiles.op_dtypes(op) if not dtypes or dt in dtypes]
 
 
-def planned(profile: str, seed: int, ops=None,
-            dtypes=None) -> tuple[list[Case], list[tuple[str, str]]]:
-    """The fixed cases and the (op, dtype) pairs of the property search for a run."""
+def planned(profile: str, seed: int, ops=None, dtypes=None, *,
+            flag: str = "--") -> tuple[list[Case], list[tuple[str, str]]]:
+    """The fixed cases and the (op, dtype) pairs of the property search for a run; errors name
+    the options as ``flag`` spells them ("--" on the CLI, "--accel-" under pytest)."""
     if profile not in profiles.PROFILES:
-        raise ArgumentError(expected("--profile", f"one of {profiles.PROFILES}", repr(profile)))
+        raise ArgumentError(expected(f"{flag}profile", f"one of {profiles.PROFILES}", repr(profile)))
     known_dtypes = sorted({dt for op in profiles.OPS for dt in profiles.op_dtypes(op)})
-    for arg, given, known in (("--ops", ops, profiles.OPS), ("--dtypes", dtypes, known_dtypes)):
+    for arg, given, known in (("ops", ops, profiles.OPS), ("dtypes", dtypes, known_dtypes)):
         unknown = sorted(set(given or ()) - set(known))
         if unknown:
-            raise ArgumentError(expected(arg, f"names from {list(known)}", unknown))
+            raise ArgumentError(expected(f"{flag}{arg}", f"names from {list(known)}", unknown))
     cases, targets = profiles.fixed_cases(profile, seed, ops, dtypes), property_targets(ops, dtypes)
     if not cases and not targets:  # a run of nothing would report "0 passed", read as a pass
         has = "; ".join(f"{op}: {', '.join(profiles.op_dtypes(op))}" for op in ops or profiles.OPS)
-        given = " ".join(f"{arg} {','.join(v)}" for arg, v in (("--ops", ops), ("--dtypes", dtypes)) if v)
-        raise ArgumentError(expected("--ops/--dtypes", f"a selection matching at least one case "
-                                     f"(dtypes per op: {has})", f"{given}, which matches none"))
+        given = " ".join(f"{flag}{arg} {','.join(v)}" for arg, v in (("ops", ops), ("dtypes", dtypes)) if v)
+        raise ArgumentError(expected(f"{flag}ops/{flag}dtypes", "a selection matching at least one "
+                                     f"case (dtypes per op: {has})", f"{given}, which matches none"))
     return cases, targets
 
 
