@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -83,6 +82,7 @@ def shipped_jobs() -> list[Job]:
 def file_jobs(paths: list[str]) -> list[Job]:
     """User files: accel dialect when the source has ``#include "accel.h"``; OpenCL C for ``.cl`` files, HIP
     C++ (AMD targets only: it includes HIP's headers) for ``.hip`` files; CUDA C++ otherwise."""
+    from . import kernels
     from .errors import ArgumentError, expected
 
     jobs = []
@@ -95,7 +95,7 @@ def file_jobs(paths: list[str]) -> list[Job]:
         except (OSError, UnicodeDecodeError) as e:  # no permission, or not UTF-8 text
             why = getattr(e, "strerror", None) or e
             raise ArgumentError(expected("FILE", "a readable kernel source file", f"{p!r} ({why})")) from e
-        if re.search(r'^\s*#\s*include\s*[<"]accel\.h[>"]', text, re.MULTILINE):
+        if kernels.uses_header(text):
             dialect = "accel"
         else:
             dialect = {".cl": "opencl", ".hip": "hip"}.get(path.suffix, "cuda")

@@ -57,8 +57,6 @@ class Tensor:
         >>> t.shape, t.dtype, t.numpy().tolist()
         ((2, 2), 'float16', [[0.0, 1.0], [1.0, 0.0]])
         """
-        from .registry import get_backend
-
         if check_array("host", host) != "numpy":  # also refuses masked arrays and np.matrix
             raise ArgumentError(expected("host", "a numpy array", type(host).__name__))
         backend = get_backend(backend)

@@ -41,7 +41,7 @@ from accel.errors import (ArgumentError, BackendUnavailable, CompileError, Devic
 from accel.exact_int8 import exact_int8_matmul
 from accel.spec import X_FORMATS
 
-from .cupy_plan import (_STATIC_SHARED_MAX, _TENSORCORE_KERNEL, IMPLS, accumulator_for, build_kernel,
+from .cupy_plan import (STATIC_SHARED_MAX, TENSORCORE_KERNEL, IMPLS, accumulator_for, build_kernel,
                         build_variant, kernel_path, kernel_variant, launch_plan, support_for,
                         tensorcore_kernel, tensorcore_reason)
 
@@ -364,7 +364,7 @@ class CuPyBackend(Backend):
         fn = self._shipped.get((variant, name))
         if fn is None:  # built once per variant: no source reading or hashing on later calls
             fn = self._load(build_variant(variant, name, self.arch, self.warp_size), name)
-            if variant.dynamic_local_bytes > _STATIC_SHARED_MAX:  # an opt-in above 48 KiB
+            if variant.dynamic_local_bytes > STATIC_SHARED_MAX:  # an opt-in above 48 KiB
                 with self.device:
                     fn.max_dynamic_shared_size_bytes = variant.dynamic_local_bytes
             self._shipped[(variant, name)] = fn
@@ -424,7 +424,7 @@ class CuPyBackend(Backend):
         name = None
         if kernels.gemv_applies(spec, kernels.GPU_GEMV):  # which GEMV: by K and the addresses
             name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,
-                                       w_addr=w.buf.data.ptr, local_mem=_STATIC_SHARED_MAX)
+                                       w_addr=w.buf.data.ptr, local_mem=STATIC_SHARED_MAX)
         self._compute(spec, x, w, out=out, name=name)
 
     def run_x8(self, spec, variant, out: Any, x: Any, w: Any) -> None:
@@ -483,7 +483,7 @@ class CuPyBackend(Backend):
             out["compiler"] = f"unavailable: {e}"
         if self.platform == "cuda":  # result files then say whether 16-bit matmul had tensor cores
             out["tensorcore"] = "; ".join(filter(None, (tensorcore_reason(self.arch, op)
-                                                        for op in _TENSORCORE_KERNEL))) or "available"
+                                                        for op in TENSORCORE_KERNEL))) or "available"
         return out
 
     def __repr__(self) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from accel.formats import BLOCK
 from accel.kernels import ceil_div
 
 IMPLS = ("auto", "kernels", "vendor", "tensorcore")
-_STATIC_SHARED_MAX = 48 * 1024  # static __shared__ per block on CUDA (and HIP's LDS default)
+STATIC_SHARED_MAX = 48 * 1024  # static __shared__ per block on CUDA (and HIP's LDS default)
 #: input dtypes the tensor-core matmul takes (float32 accumulation, any output float dtype)
 TENSORCORE_DTYPES = ("float16", "bfloat16")
 #: bfloat16 WMMA and cp.async arrive with Ampere
@@ -37,12 +36,11 @@ ELEMENTWISE_BLOCK = 256
 QMATMUL_BLOCK = 64
 
 #: an accel-dialect source that includes the header, or carries it inline (kernels.program_text)
-_HAS_HEADER = re.compile(r'^\s*#\s*(include\s*[<"]accel\.h[">]|define\s+ACCEL_H\b)', re.MULTILINE)
 
 
 # -- which implementation computes an op (pure: arch strings in, no device needed) --------------
 #: per op: what its tensor-core kernel is, for the reasons supports() gives
-_TENSORCORE_KERNEL = {"matmul": "WMMA, kernels/matmul_wmma.cu",
+TENSORCORE_KERNEL = {"matmul": "WMMA, kernels/matmul_wmma.cu",
                       "attention": "mma.sync, kernels/attention_mma.cu"}
 
 
@@ -58,7 +56,7 @@ def tensorcore_reason(arch: str | None, op: str = "matmul") -> str | None:
         return "no device arch is known"
     target = toolchains.parse_target(arch)
     if target.vendor != "nvidia":
-        return f"the tensor-core {op} ({_TENSORCORE_KERNEL[op]}) is CUDA-only; {arch} is AMD"
+        return f"the tensor-core {op} ({TENSORCORE_KERNEL[op]}) is CUDA-only; {arch} is AMD"
     sm = int(target.name.removeprefix("sm_").rstrip("a"))
     if sm < TENSORCORE_MIN_SM:
         return (f"the tensor-core {op} needs sm_{TENSORCORE_MIN_SM} or later (bfloat16 mma, "
@@ -234,10 +232,10 @@ def support_for(spec, impl: str, arch: str | None = None) -> Support:
     if path == "tensorcore" and (why := tensorcore_reason(arch, spec.op)):
         return Support(False, f"impl='tensorcore': {why}; impl='auto' picks the shared kernels")
     variant = kernel_variant(spec, path)
-    if variant.static_local_bytes > _STATIC_SHARED_MAX:
+    if variant.static_local_bytes > STATIC_SHARED_MAX:
         return Support(False, f"the {spec.op} kernel's tiles for this case need "
                               f"{variant.static_local_bytes} bytes of static shared memory; CUDA and "
-                              f"HIP allow {_STATIC_SHARED_MAX} per block")
+                              f"HIP allow {STATIC_SHARED_MAX} per block")
     _, grid, _ = launch_plan(spec, variant)
     if grid[0] > _GRID_X_MAX or grid[1] > _GRID_YZ_MAX or grid[2] > _GRID_YZ_MAX:
         return Support(False, f"this case needs a grid of {grid} blocks; the limits are "
@@ -267,7 +265,7 @@ def build_kernel(source: str, name: str, arch: str, warp_size: int, *,
         from accel import kernels
 
         include_dirs = (str(kernels.HEADER.parent),)
-        if not _HAS_HEADER.search(source):  # the dialect's names come from the header
+        if not kernels.uses_header(source):  # the dialect's names come from the header
             source = f'#include "accel.h"\n#line 1 "{name}"\n{source}'
     result = toolchains.compile_source(source, arch, options=options,
                                        defines={"ACCEL_WARP": warp_size},
@@ -288,6 +286,6 @@ def build_variant(variant, name: str, arch: str, warp_size: int) -> "toolchains.
                         options=tuple(variant.options()))
 
 
-__all__ = ["IMPLS", "TENSORCORE_DTYPES", "tensorcore_reason", "kernel_path", "aligned16",
+__all__ = ["IMPLS", "TENSORCORE_DTYPES", "TENSORCORE_KERNEL", "STATIC_SHARED_MAX", "tensorcore_reason", "kernel_path", "aligned16",
            "tensorcore_kernel", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
            "build_kernel", "build_variant"]

@@ -322,7 +322,7 @@ def measure(be) -> list[dict]:
                 kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "GEMV_PROBE": probe}).options()))
             target = resident(qgemv, 0)
             pad = occupancy_padding(lambda shared: resident(fn, shared), target,
-                                    CP._STATIC_SHARED_MAX - fn.shared_size_bytes)  # no opt-in
+                                    CP.STATIC_SHARED_MAX - fn.shared_size_bytes)  # no opt-in
             occupancy[PROBES[probe]] = {"groups_per_sm": resident(fn, pad), "pad_bytes": pad,
                                         "registers": fn.num_regs, "qgemv_groups_per_sm": target,
                                         "qgemv_registers": qgemv.num_regs}
@@ -386,7 +386,7 @@ def measure(be) -> list[dict]:
             return lambda: graph.launch(stream)
 
         auto = kernels.gemv_kernel("q4_0", n, kernels.GPU_GEMV, x_addr=x.data_ptr(),
-                                   w_addr=copies[0].data.buf.data.ptr, local_mem=CP._STATIC_SHARED_MAX)
+                                   w_addr=copies[0].data.buf.data.ptr, local_mem=CP.STATIC_SHARED_MAX)
         ops = {f"impl=auto ({auto}, GPU_GEMV)": spec,
                X8_LABEL: S.qmatmul_spec((1, n), "float32", (n, n), copies[0].format, "q8_0")}
         variants = {**dict.fromkeys(ops), **alternatives(auto)}

@@ -15,6 +15,8 @@ True
 """
 from __future__ import annotations
 
+import re
+
 import math
 import os
 from dataclasses import dataclass, field
@@ -29,6 +31,17 @@ from accel.formats import BLOCK
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
 HEADER = HERE / "accel.h"
+_USES_HEADER = re.compile(r'^\s*#\s*(include\s*[<"]accel\.h[">]|define\s+ACCEL_H\b)', re.MULTILINE)
+
+
+def uses_header(text: str) -> bool:
+    r"""Whether kernel text is in accel's dialect: it includes accel.h, or already holds it
+    inlined (program_text's output).
+
+    >>> uses_header('#include "accel.h"\nKERNEL void f() {}'), uses_header("__global__ void f() {}")
+    (True, False)
+    """
+    return bool(_USES_HEADER.search(text))
 #: every shipped kernel source and the ops its kernels compute (the support matrix reads a
 #: kernels-check result through this): one source per op family in the shared dialect, then
 #: CUDA-only tensor-core variants (matmul, attention), still written against accel.h
