@@ -63,6 +63,7 @@ def test_accel_portability_runs_conformance_and_benchmarks_then_prints_the_repor
 
 
 def test_a_busy_run_prints_the_same_warning_as_the_report(capsys):
+    from accel import report
     from accel.bench import busy_warning
     from accel.bench_cli import print_summary
 
@@ -71,4 +72,8 @@ def test_a_busy_run_prints_the_same_warning_as_the_report(capsys):
     print_summary(doc)
     printed = " ".join(capsys.readouterr().out.split())
     assert "warning: measured on a busy machine (other processes used 1.4 of its 2 cores" in printed
+    assert " ".join(busy_warning(doc).split()) in printed
+    report_doc = {**doc, "machine": {"cores": 2, "label": "box"}}
+    assert report.busy_warnings(report.Results(bench=[report_doc])) == [
+        f"Warning: box/cpu:0 was {busy_warning(report_doc)}."]
     assert busy_warning({**doc, "load": {"others_cores": 0.1}}) is None

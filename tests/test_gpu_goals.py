@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -64,6 +65,12 @@ def test_time_all_times_every_contender_and_keeps_a_failure_to_itself():
         times = gpu_goals.time_all(be, order, timer)
         assert isinstance(times["broken"], ZeroDivisionError)
         assert times["2 ms"] == pytest.approx(0.002)
+
+
+def test_time_all_times_on_the_backends_clock_by_default():
+    # without a timer it uses backend.time (here the CPU backend's host clock around the work)
+    times = gpu_goals.time_all(accel.get_backend("cpu"), {"2 ms": lambda: time.sleep(0.002)})
+    assert 0.002 <= times["2 ms"] < 1
 
 
 def test_an_entry_judges_its_first_run_and_records_failed_alternatives():

@@ -3,9 +3,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from tolerance_checks import assert_within
 
 import accel
 from accel.conformance import oracle, tolerance
+from accel.dtypes import dtype_name
 
 
 def test_numpy_in_numpy_out(rng):
@@ -21,8 +23,8 @@ def test_torch_in_torch_out(rng, dtype):
     assert isinstance(out, torch.Tensor) and out.dtype == dtype and out.shape == (3, 3)
     a64 = a.double().numpy()
     ref, magnitude = oracle.matmul(a64, a64.T)
-    bound = tolerance.matmul_bound(ref, magnitude, 4, str(dtype).removeprefix("torch."), "float32")
-    assert np.all(np.abs(out.double().numpy() - ref) <= bound)
+    fmt = dtype_name(dtype)
+    assert_within(out.double().numpy(), ref, tolerance.matmul_bound(ref, magnitude, 4, fmt, "float32"), fmt)
 
 
 def test_torch_attention_and_quant_round_trip(rng):
@@ -31,8 +33,8 @@ def test_torch_attention_and_quant_round_trip(rng):
     assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and out.shape == (1, 2, 3, 32)
     q64 = q.double().numpy()
     res = oracle.attention(q64, q64, q64, None, causal=True, scale=32 ** -0.5, mask_kind=None)
-    bound = tolerance.attention_bound(res, 32, 3, "bfloat16", "float32")
-    assert np.all(np.abs(out.double().numpy() - res["out"]) <= bound)
+    assert_within(out.double().numpy(), res["out"],
+                  tolerance.attention_bound(res, 32, 3, "bfloat16", "float32"), "bfloat16")
     # the same bytes, values and products as numpy operands give
     x = rng.standard_normal((2, 32)).astype(np.float32)
     qt = accel.quantize(torch.from_numpy(x), "q8_0")
@@ -51,7 +53,8 @@ def test_tensor_in_tensor_out_and_mixed_with_numpy(rng):
     out = accel.matmul(t, a.T)
     assert isinstance(out, accel.Tensor) and out.backend is t.backend
     ref, magnitude = oracle.matmul(a, a.T)
-    assert np.all(np.abs(out.numpy() - ref) <= tolerance.matmul_bound(ref, magnitude, 5, "float32", "float32"))
+    assert_within(out.numpy(), ref, tolerance.matmul_bound(ref, magnitude, 5, "float32", "float32"), "float32")
+    assert np.allclose(out.numpy(), a @ a.T, rtol=1e-6)
 
 
 def test_asarray_dtype_conversion_and_tensor_moves(rng):

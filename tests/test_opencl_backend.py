@@ -54,6 +54,8 @@ def test_the_device_order_is_the_documented_one():
 
 def test_devices_here_are_listed_in_that_order_once_per_process():
     devs = enumerate_devices()
+    keys = [sort_key(d, 0)[:-1] for d in devs]  # all but the loader's position
+    assert keys == sorted(keys)
     kinds = [d.kind for d in devs]
     assert kinds == sorted(kinds, key=["gpu", "accelerator", "cpu", "other"].index)
     assert enumerate_devices() is devs  # cached: accel.backends() calls it on every listing
@@ -361,7 +363,9 @@ def test_an_unusable_entry_in_a_read_only_cache_costs_a_rebuild_not_an_error(fre
     [entry] = tmp_path.rglob("*.bin")
     entry.write_bytes(b"not an entry")
 
-    def refuse(self, missing_ok=False):
-        raise PermissionError(30, "Read-only file system", str(self))
+    def refuse(path, *args, **kw):
+        raise PermissionError(30, "Read-only file system", str(path))
     monkeypatch.setattr(pathlib.Path, "unlink", refuse)
+    monkeypatch.setattr(C, "atomic_write", refuse)
     rebuilds_add_one()
+    rebuilds_add_one()  # nothing could be stored: the next instance rebuilds again
