@@ -6,15 +6,14 @@
 array([[ 5., 14.],
        [14., 50.]], dtype=float32)
 """
-from .backend import Backend, DeviceInfo, Support
-from .errors import (AccelError, ArgumentError, BackendUnavailable, CompileError, DeviceError,
-                     DeviceMismatchError, DTypeError, ShapeError, UnsupportedError)
-from .formats import QTensor
-from .kernel import kernel  # the function; shadows the submodule name on purpose
-from .ops import attention, dequantize, matmul, qmatmul, quantize
-from . import backends  # the package doubles as the listing function, see backends/__init__.py
-from .registry import current_device, get_backend, set_backend, use
-from .tensor import Tensor, asarray
+from accel import backends  # the package doubles as the listing function, see backends/__init__.py
+from accel.backend import Backend, DeviceInfo, Support
+from accel.errors import (AccelError, ArgumentError, BackendUnavailable, CompileError, DeviceError,
+                          DeviceMismatchError, DTypeError, ShapeError, UnsupportedError)
+from accel.kernel import kernel  # the function; shadows the submodule name on purpose
+from accel.ops import attention, dequantize, matmul, qmatmul, quantize
+from accel.registry import current_device, get_backend, set_backend, use
+from accel.tensor import QTensor, Tensor, asarray
 
 __version__ = "0.1.0"
 

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
-from .spec import Spec
+from accel.errors import UnsupportedError
+from accel.spec import Spec
 
-if TYPE_CHECKING:  # tensor.py imports this module
-    from .tensor import Tensor
+
+class DeviceArray(Protocol):
+    """An ``accel.Tensor`` as a backend sees it: one of its buffers, with a shape and a dtype.
+    (A protocol, not the class: accel.tensor builds on this module.)"""
+
+    buf: Any
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class Support:
 YES = Support(True)
 
 _INT32_MAX = 2**31 - 1
+_VERDICTS_KEPT = 4096
 
 
 def int32_sizes(spec: Spec) -> Support:
@@ -82,8 +93,11 @@ class DeviceInfo:
 
 
 class Backend:
-    """Base class of every backend. Subclasses set ``name`` and ``priority`` and implement the
-    memory primitives, ``supports`` and the op methods they claim.
+    """Base class of every backend. A subclass must set ``name`` and implement ``devices``, the
+    memory primitives (``alloc``, ``upload``, ``download``, ``view``) and the op methods it
+    claims (``matmul(spec, out, a, b)``, ``attention(spec, out, q, k, v, mask)``,
+    ``quantize(spec, out, x)``, ``dequantize(spec, out, q)``, ``qmatmul(spec, out, x, w)``);
+    every other member has a working default and is marked *optional* below.
 
     Buffers are opaque backend handles holding raw bytes; ``accel.Tensor`` pairs one with a shape
     and dtype. Op methods receive the spec, a preallocated output tensor and the input tensors.
@@ -99,8 +113,14 @@ class Backend:
     evidence: ClassVar[str] = "ran"  # what a conformance verdict of this backend rests on
     alignment: ClassVar[int] = 1  # byte alignment a view() offset must have
     #: the ``qmatmul(x_format=...)`` formats whose semantics the backend's qmatmul computes; a
-    #: backend that does not list one is never asked to (see :func:`verdict`)
+    #: backend that does not list one is never asked to (see :meth:`verdict`)
     x_formats: ClassVar[tuple[str, ...]] = ()
+    #: whether :meth:`compute` takes host numpy arrays: dispatch then hands numpy operands to it
+    #: directly, with no Tensor wrapping on the hot path (the CPU reference)
+    host_compute: ClassVar[bool] = False
+    #: supports() verdicts cached by :meth:`verdict`, bounded (a decode loop makes a new spec per
+    #: step); a class default, so a plugin whose __init__ skips super().__init__ still works
+    _verdicts: dict[Spec, Support] | None = None
 
     def __init__(self, index: int = 0):
         self.index = index
@@ -114,22 +134,24 @@ class Backend:
 
     @classmethod
     def skipped_devices(cls) -> list[str]:
-        """Devices found but left out of ``devices()``, each with why (e.g. a driver whose
-        compiler cannot build for this CPU); ``accel info`` prints them."""
+        """Optional: devices found but left out of ``devices()``, each with why (e.g. a driver
+        whose compiler cannot build for this CPU); ``accel info`` prints them."""
         return []
 
     @classmethod
     def auto_priority(cls, devices: list[DeviceInfo]) -> int:
-        """Rank for automatic selection given the devices found (e.g. an OpenCL CPU device ranks
-        below the CPU reference, an OpenCL GPU above it)."""
+        """Optional: rank for automatic selection given the devices found (e.g. an OpenCL CPU
+        device ranks below the CPU reference, an OpenCL GPU above it); default ``priority``."""
         return cls.priority
 
     @property
     def device_id(self) -> str:
+        """``name:index``, the device string that selects this instance."""
         return f"{self.name}:{self.index}"
 
     # -- memory -------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
+        """A new, uninitialized device buffer of ``nbytes`` bytes (0 allowed)."""
         raise NotImplementedError
 
     def upload(self, host: np.ndarray) -> Any:
@@ -146,59 +168,96 @@ class Backend:
         raise NotImplementedError
 
     def synchronize(self) -> None:
-        """Wait until all work queued on the device has finished."""
+        """Optional (required where work runs asynchronously): wait until all work queued on
+        the device has finished."""
 
     def import_array(self, x: Any) -> Any | None:
-        """Zero-copy adoption of a foreign device array (cupy, torch.cuda) on this device, or
-        None when ``x`` is not one. Host arrays never come here."""
+        """Optional: zero-copy adoption of a foreign device array (cupy, torch.cuda) on this
+        device, or None when ``x`` is not one. Host arrays never come here."""
         return None
 
-    def export_array(self, tensor: Tensor) -> Any | None:
-        """An object with ``__dlpack__`` viewing ``tensor``'s memory (zero-copy), or None when
-        the backend cannot export (``Tensor.__dlpack__`` then raises a clear error)."""
+    def export_array(self, tensor: DeviceArray) -> Any | None:
+        """Optional: an object with ``__dlpack__`` viewing ``tensor``'s memory (zero-copy), or
+        None when the backend cannot export (``Tensor.__dlpack__`` then raises a clear error)."""
         return None
 
     # -- ops ----------------------------------------------------------------------------------
     def supports(self, spec: Spec) -> Support:
-        """The single truth of what this backend computes correctly. Default: ops it has."""
+        """The single truth of what this backend computes correctly, with the reason when not.
+        Read through :meth:`verdict`, never directly. Default: the ops it has a method for."""
         if not hasattr(self, spec.op):
             return Support(False, f"op {spec.op} is not implemented by {self.name}")
         return YES
 
+    def verdict(self, spec: Spec) -> Support:
+        """``supports(spec)`` as dispatch, the conformance suite and the benchmarks read it, cached
+        per spec until :meth:`settings_changed`. A quantized matmul with an ``x_fmt`` the backend
+        does not list in ``x_formats`` is declined first: a backend written before that option
+        would compute the float product instead.
+
+        >>> from accel.spec import qmatmul_spec
+        >>> from accel.formats import get_format
+        >>> class Old(Backend):
+        ...     name = "old"
+        ...     def __init__(self): pass
+        ...     def qmatmul(self, spec, out, x, w): pass
+        >>> Old().verdict(qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0"), "q8_0")).reason
+        "x_format='q8_0' is not among old's x_formats ()"
+        """
+        try:  # the per-call path: one lookup
+            return self._verdicts[spec]  # type: ignore[index]
+        except (KeyError, TypeError):  # not cached yet, or no cache yet (None)
+            pass
+        x_fmt = getattr(spec, "x_fmt", None)
+        if x_fmt is not None and x_fmt.name not in self.x_formats:
+            found = Support(False, f"x_format={x_fmt.name!r} is not among {self.name}'s "
+                                   f"x_formats {self.x_formats}")
+        else:
+            found = self.supports(spec)
+        if self._verdicts is None or len(self._verdicts) >= _VERDICTS_KEPT:
+            self._verdicts = {}
+        self._verdicts[spec] = found
+        return found
+
     def settings_changed(self) -> None:
         """Call after changing anything ``supports()`` reads (an implementation choice, kernel
-        parameters): drops the verdicts accel.ops caches on the instance. Backends that derive
-        more from their settings (launch plans) extend it."""
-        self.__dict__.pop("_support_cache", None)
+        parameters): drops the cached verdicts. Backends that derive more from their settings
+        (launch plans) extend it."""
+        self._verdicts = None
 
     def accumulator(self, spec: Spec) -> str:
-        """The accumulation format this backend uses for ``spec`` (read by the tolerance model)."""
+        """Optional: the accumulation format this backend uses for ``spec`` (read by the
+        tolerance model); default float32, int32 for int8."""
         return "int32" if spec.in_dtypes[0] == "int8" else "float32"
 
-    def run(self, spec: Spec, out: Tensor, *inputs: Tensor | None) -> None:
-        """Compute ``spec`` into ``out`` by calling the op method of the same name."""
+    def run(self, spec: Spec, out: DeviceArray, *inputs: DeviceArray | None) -> None:
+        """Optional: compute ``spec`` into ``out``; the default calls the op method of the same
+        name."""
         getattr(self, spec.op)(spec, out, *inputs)
+
+    def compute(self, spec: Spec, *inputs: np.ndarray | None) -> np.ndarray:
+        """Optional, for backends with ``host_compute``: ``spec``'s result as a new host array
+        of ``spec.out_dtype``, from numpy inputs of any strides (None for an absent optional
+        one)."""
+        raise NotImplementedError(f"{self.name} does not compute on host arrays (host_compute is False)")
 
     # -- user kernels (accel.kernel, accel kernels check) ---------------------------------------
     def compile(self, source: str, name: str, *, options: tuple[str, ...] = (),
                 dialect: str = "accel") -> Any:
-        """Build kernel ``name`` from ``source`` (cached); raise CompileError with the log.
-        ``dialect`` is "accel" (kernels/ portability header), "cuda" or "opencl"."""
-        from .errors import UnsupportedError
-
+        """Optional: build kernel ``name`` from ``source`` (cached); raise CompileError with the
+        log. ``dialect`` is "accel" (kernels/ portability header), "cuda" or "opencl"."""
         raise UnsupportedError(self.name, "kernel", "-", "this backend does not compile kernels")
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list, shared_mem: int = 0) -> None:
-        """Enqueue a compiled kernel with CUDA launch semantics (grid counts blocks)."""
-        from .errors import UnsupportedError
-
+        """Optional, with ``compile``: enqueue a compiled kernel with CUDA launch semantics (grid
+        counts blocks)."""
         raise UnsupportedError(self.name, "kernel", "-", "this backend does not launch kernels")
 
     # -- timing ---------------------------------------------------------------------------------
     def time(self, fn: Callable[[], Any]) -> float:
-        """Seconds the device spends on the work ``fn`` enqueues. The default synchronizes
-        around a host clock; device backends override it with their events."""
+        """Optional: seconds the device spends on the work ``fn`` enqueues. The default
+        synchronizes around a host clock; device backends override it with their events."""
         self.synchronize()
         t0 = time.perf_counter()
         fn()
@@ -206,29 +265,8 @@ class Backend:
         return time.perf_counter() - t0
 
     def versions(self) -> dict[str, str]:
-        """Runtime and library versions recorded in result files."""
+        """Optional: runtime and library versions recorded in result files."""
         return {}
 
     def __repr__(self) -> str:
         return f"<accel backend {self.device_id}: {self.info.name}>"
-
-
-def verdict(backend: Backend, spec: Spec) -> Support:
-    """``backend.supports(spec)`` as dispatch, the conformance suite and the benchmarks read it: a
-    quantized matmul with an ``x_fmt`` the backend does not list in ``x_formats`` is declined
-    first, since a backend written before that option would compute the float product instead.
-
-    >>> from accel.spec import qmatmul_spec
-    >>> from accel.formats import get_format
-    >>> class Old(Backend):
-    ...     name = "old"
-    ...     def __init__(self): pass
-    ...     def qmatmul(self, spec, out, x, w): pass
-    >>> verdict(Old(), qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0"), "q8_0")).reason
-    "x_format='q8_0' is not among old's x_formats ()"
-    """
-    x_fmt = getattr(spec, "x_fmt", None)
-    if x_fmt is not None and x_fmt.name not in backend.x_formats:
-        return Support(False, f"x_format={x_fmt.name!r} is not among {backend.name}'s x_formats "
-                              f"{backend.x_formats}")
-    return backend.supports(spec)

@@ -3,83 +3,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
-from pathlib import Path
-from typing import Callable
+
+from accel.argtypes import int_at_least
 
 #: modules that add subcommands: each defines ``register(subparsers)``; heavy imports stay inside
 #: the command functions so ``accel info`` stays fast
 _SUBCOMMAND_MODULES = (
     "accel.conformance.cli",   # accel conformance [matrix]
-    "accel.bench_cli",         # accel bench, accel report, accel portability
-    "accel.backends.opencl.tune",  # accel tune
-    "accel.kernels_check",     # accel kernels check
+    "accel.conformance.bench.cli",  # accel bench
+    "accel.conformance.report.cli",  # accel report, accel portability
+    "accel.conformance.bench.tune",  # accel tune
+    "accel.kernels.check",     # accel kernels check
     "accel.port",              # accel port
 )
-
-
-def comma_list(value: str) -> list[str]:
-    """The names in a comma-separated list, blanks dropped: ``"a, b,"`` is ``["a", "b"]``."""
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-def names(value: str) -> str:
-    """argparse ``type`` of a comma-separated name list (``--ops``, ``--targets``): one that names
-    nothing ("" or ",") is refused, since it would select nothing, or everything if read as absent."""
-    if not comma_list(value):
-        raise argparse.ArgumentTypeError(f"expected one or more comma-separated names, got {value!r}")
-    return value
-
-
-def split_names(values: list[str] | None) -> list[str] | None:
-    """The names of an option given as ``--ops a b``, ``--ops a,b`` or repeated (argparse
-    ``type=names`` with ``action="extend"`` or ``"append"``); None when it was not given."""
-    return [n for value in values for n in comma_list(value)] if values else None
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """argparse ``type`` of an integer option with a lower bound (``--width``, ``--seed``)."""
-    def parse(value: str) -> int:
-        try:
-            number: int | None = int(value)
-        except ValueError:
-            number = None
-        if number is None or number < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value!r}")
-        return number
-    return parse
-
-
-def output_file(value: str) -> Path:
-    """argparse ``type`` of a file a command writes (``--json``, ``-o``): its folder is created
-    and checked for writing while parsing, so a long run cannot fail at its end on the path."""
-    path = Path(value)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise argparse.ArgumentTypeError(f"cannot create the folder {path.parent}: {e.strerror}") from e
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value} is a folder; expected a file name")
-    # an existing file (or /dev/null, /dev/stdout) needs only itself writable, a new one its folder
-    if not os.access(path if path.exists() else path.parent, os.W_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {value}: permission denied")
-    return path
-
-
-def output_folder(value: str) -> Path:
-    """argparse ``type`` of a folder a command writes its files into (``-o``): created and checked
-    for writing while parsing, as ``output_file`` does for a file."""
-    path = Path(value)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"expected a folder, got the file {value}")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise argparse.ArgumentTypeError(f"cannot create the folder {value}: {e.strerror}") from e
-    if not os.access(path, os.W_OK):
-        raise argparse.ArgumentTypeError(f"cannot write into {value}: permission denied")
-    return path
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -146,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 success, 1 a check failed (conformance, kernels check), 2 a usage error."""
-    from .errors import AccelError
+    from accel.errors import AccelError
 
     args = build_parser().parse_args(argv)
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .errors import DTypeError, expected
+from accel.errors import DTypeError, expected
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -25,7 +25,8 @@ _NUMPY = {
 }
 #: dtypes accel can hold at all; each op then accepts its own subset (and says which)
 _KNOWN = f"a dtype accel knows ({', '.join(sorted(_NUMPY))})"
-_BY_NUMPY = {v: k for k, v in _NUMPY.items()}
+#: numpy dtype -> accel's name, for the dtypes accel holds
+NAME_OF_NUMPY = {v: k for k, v in _NUMPY.items()}
 
 #: unit roundoff (half an ulp at 1.0) of each float format; see docs/conformance.md
 UNIT_ROUNDOFF = {
@@ -51,7 +52,7 @@ def dtype_name(dtype: object, arg: str = "dtype") -> str:
     >>> dtype_name(np.float16), dtype_name("bfloat16")
     ('float16', 'bfloat16')
     """
-    fast = _BY_NUMPY.get(dtype) if isinstance(dtype, np.dtype) else None
+    fast = NAME_OF_NUMPY.get(dtype) if isinstance(dtype, np.dtype) else None
     if fast is not None:
         return fast
     if isinstance(dtype, str) and dtype in _NUMPY:
@@ -66,7 +67,7 @@ def dtype_name(dtype: object, arg: str = "dtype") -> str:
     except TypeError:
         raise DTypeError(expected(arg, _KNOWN, repr(dtype))) from None
     try:
-        return _BY_NUMPY[npd]
+        return NAME_OF_NUMPY[npd]
     except KeyError:
         raise DTypeError(expected(arg, _KNOWN, str(npd))) from None
 

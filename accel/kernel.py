@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend
-from .errors import ArgumentError, DeviceMismatchError, expected
-from .registry import get_backend
-from .tensor import Tensor
+from accel.backend import Backend
+from accel.errors import ArgumentError, DeviceMismatchError, expected
+from accel.registry import get_backend
+from accel.tensor import Tensor
 
 #: how a kernel is declared in each dialect: accel's sources write ``KERNEL void f(...)`` (the
 #: backend prepends the portability header that defines it), native ones their own keyword

@@ -7,62 +7,52 @@ import functools
 import math
 from typing import Any
 
+from accel import spec as S
+from accel.backend import Backend
+from accel.dtypes import dtype_name
+from accel.errors import ArgumentError, DeviceMismatchError, UnsupportedError, expected
+from accel.registry import get_backend
+from accel.tensor import Operand, QTensor, Tensor, device_backend, from_tensor, operand, to_tensor
 
-from . import spec as S
-from .backend import Backend
-from .backend import verdict as support_verdict
-from .dtypes import dtype_name
-from .errors import ArgumentError, DeviceMismatchError, UnsupportedError, expected
-from .formats import QTensor
-from .registry import get_backend
-from .tensor import Tensor, check_array, device_backend, from_tensor, shape_dtype, to_tensor
-
-# specs are pure functions of shapes and dtypes: caching them keeps tiny calls cheap
-# (typed: True and 1 hash alike, yet only one of them is a valid ``causal``)
-_matmul_spec = functools.lru_cache(maxsize=4096, typed=True)(S.matmul_spec)
+# specs are pure functions of shapes and dtypes: caching them keeps tiny calls cheap (typed for
+# attention: True and 1 hash alike, yet only one of them is a valid ``causal``)
+_matmul_spec = functools.lru_cache(maxsize=4096)(S.matmul_spec)
 _attention_spec = functools.lru_cache(maxsize=4096, typed=True)(S.attention_spec)
 
-Operand = tuple[str, Any, str]  # (argument name, array, array kind)
-#: supports() verdicts kept per backend before the cache starts over (a decode loop makes a new
-#: spec per step, so it must stay bounded)
-_SUPPORT_CACHE_SIZE = 4096
 
-
-def _operands(**arrays: Any) -> list[Operand]:
-    return [(name, x, check_array(name, x)) for name, x in arrays.items() if x is not None]
-
-
-def _resolve(backend: str | Backend | None, operands: list[Operand]) -> Backend:
-    """The backend to run on: device-resident operands decide, ``backend=`` or the current
-    selection otherwise; any disagreement is an error (accel never moves data silently)."""
+def _resolve(backend: str | Backend | None,
+             operands: tuple[Operand | None, ...]) -> tuple[Backend, list[Any] | None]:
+    """The backend to run on, and the operands' arrays when every one is a numpy array (else
+    None): device-resident operands decide, ``backend=`` or the current selection otherwise;
+    any disagreement is an error (accel never moves data silently)."""
     resident: Backend | None = None
     resident_arg = ""
-    for arg, x, kind in operands:
-        b = None if kind == "numpy" else device_backend(x, kind)
+    hosts: list[Any] | None = []
+    for op in operands:
+        if op is None or op.kind == "numpy":
+            if hosts is not None:
+                hosts.append(None if op is None else op.x)
+            continue
+        hosts = None
+        b = device_backend(op.x, op.kind)
         if b is None:
             continue
         if resident is not None and b is not resident:
-            raise DeviceMismatchError(expected(arg, f"an operand on {resident.device_id} like "
+            raise DeviceMismatchError(expected(op.arg, f"an operand on {resident.device_id} like "
                                                f"{resident_arg}", f"one on {b.device_id}"))
-        resident, resident_arg = b, arg
+        resident, resident_arg = b, op.arg
     if backend is not None:
-        chosen = get_backend(backend)
+        chosen = backend if isinstance(backend, Backend) else get_backend(backend)
         if resident is not None and chosen is not resident:
             raise DeviceMismatchError(expected("backend", f"{resident.device_id}, where {resident_arg} "
                                                "lives (move it with Tensor.to())", chosen.device_id))
-        return chosen
-    return resident or get_backend()
+        return chosen, hosts
+    return resident or get_backend(), hosts
 
 
 def check_supported(backend: Backend, spec: S.Spec) -> None:
-    """Raise UnsupportedError unless the backend supports ``spec`` (:func:`accel.backend.verdict`,
-    cached per backend)."""
-    cache = backend.__dict__.get("_support_cache")
-    if cache is None or len(cache) > _SUPPORT_CACHE_SIZE:
-        cache = backend.__dict__["_support_cache"] = {}
-    verdict = cache.get(spec)
-    if verdict is None:
-        verdict = cache[spec] = support_verdict(backend, spec)
+    """Raise UnsupportedError unless the backend supports ``spec`` (:meth:`Backend.verdict`)."""
+    verdict = backend.verdict(spec)
     if not verdict.ok:
         raise UnsupportedError(backend.device_id, spec.op, spec.in_dtypes[0], verdict.reason)
 
@@ -81,22 +71,20 @@ def execute(backend: Backend, spec: S.Spec, *inputs: Tensor | None, out: Tensor 
     return out
 
 
-def _dispatch(spec: S.Spec, backend: str | Backend | None, operands: list[Operand],
-              slots: tuple[str, ...], result_like: Operand | None = None) -> Any:
-    """Run ``spec`` on the operands named in ``slots`` (a missing optional one passes None)."""
-    be = _resolve(backend, operands)
-    given = {name: (x, kind) for name, x, kind in operands}
-    compute = getattr(be, "compute", None)
-    if compute is not None and all(op[2] == "numpy" for op in operands):
-        # host backends take numpy arrays directly: no Tensor wrapping on the hot path
-        check_supported(be, spec)
-        return compute(spec, *(given[s][0] if s in given else None for s in slots))
-    tensors = [to_tensor(s, *given[s], be) if s in given else None for s in slots]
-    out = execute(be, spec, *tensors)
+def _dispatch(spec: S.Spec, backend: str | Backend | None, operands: tuple[Operand | None, ...],
+              result_like: Operand | None = None) -> Any:
+    """Run ``spec`` on ``operands`` (checked, in the op's argument order; None for an absent
+    optional one) and return the result in the kind of array the caller gave."""
+    be, hosts = _resolve(backend, operands)
+    check_supported(be, spec)
+    if hosts is not None and be.host_compute:
+        return be.compute(spec, *hosts)
+    out = execute(be, spec, *(None if op is None else to_tensor(op, be) for op in operands))
     # the result takes the kind of ``result_like`` if given, else Tensor if any operand is one,
     # else the first operand's kind
-    _, like, kind = result_like or next((op for op in operands if op[2] == "accel"), operands[0])
-    return from_tensor(out, kind, like)
+    like = result_like or next((op for op in operands if op is not None and op.kind == "accel"),
+                               operands[0])
+    return from_tensor(out, like.kind, like.x)
 
 
 def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend | None = None) -> Any:
@@ -107,11 +95,10 @@ def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend |
     >>> accel.matmul(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))[0, 0]
     np.float32(3.0)
     """
-    operands = _operands(a=a, b=b)
-    (a_shape, a_dt), (b_shape, b_dt) = shape_dtype("a", a), shape_dtype("b", b)
-    spec = _matmul_spec(a_shape, a_dt, b_shape, b_dt,
+    ops = oa, ob = operand("a", a), operand("b", b)
+    spec = _matmul_spec(oa.shape, oa.dtype, ob.shape, ob.dtype,
                         None if out_dtype is None else dtype_name(out_dtype, "out_dtype"))
-    return _dispatch(spec, backend, operands, ("a", "b"))
+    return _dispatch(spec, backend, ops)
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
@@ -124,15 +111,16 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     >>> accel.attention(q, kv, kv, causal=True).shape
     (1, 4, 1, 8)
     """
-    operands = _operands(q=q, k=k, v=v, mask=mask)
-    (qs, qd), (ks, kd), (vs, vd) = (shape_dtype(n, x) for n, x in (("q", q), ("k", k), ("v", v)))
-    ms, md = shape_dtype("mask", mask) if mask is not None else (None, None)
-    args = (qs, ks, vs, (qd, kd, vd), causal, scale, ms, md)
+    ops = (operand("q", q), operand("k", k), operand("v", v),
+           None if mask is None else operand("mask", mask))
+    oq, ok, ov, om = ops
+    args = (oq.shape, ok.shape, ov.shape, (oq.dtype, ok.dtype, ov.dtype), causal, scale,
+            None if om is None else om.shape, None if om is None else om.dtype)
     try:
         spec = _attention_spec(*args)
     except TypeError:  # an unhashable scale or causal (a list, an array): the spec itself names it
         spec = S.attention_spec(*args)
-    return _dispatch(spec, backend, operands, ("q", "k", "v", "mask"))
+    return _dispatch(spec, backend, ops)
 
 
 def quantize(x: Any, fmt: str, *, backend: str | Backend | None = None) -> QTensor:
@@ -143,12 +131,11 @@ def quantize(x: Any, fmt: str, *, backend: str | Backend | None = None) -> QTens
     >>> accel.quantize(np.linspace(-1, 1, 64, dtype=np.float32), "q4_0").raw.shape
     (36,)
     """
-    operands = _operands(x=x)
-    shape, dt = shape_dtype("x", x)
-    spec = S.quantize_spec(shape, dt, fmt)
-    be = _resolve(backend, operands)
-    out = execute(be, spec, to_tensor("x", x, operands[0][2], be))
-    return QTensor(out, spec.fmt, shape, kind=operands[0][2])
+    ox = operand("x", x)
+    spec = S.quantize_spec(ox.shape, ox.dtype, fmt)
+    be, _ = _resolve(backend, (ox,))
+    out = execute(be, spec, to_tensor(ox, be))
+    return QTensor(out, spec.fmt, ox.shape, kind=ox.kind)
 
 
 def dequantize(qt: QTensor) -> Any:
@@ -185,10 +172,9 @@ def qmatmul(x: Any, w: QTensor, *, x_format: str | None = None,
     """
     if not isinstance(w, QTensor):
         raise ArgumentError(expected("w", "an accel.QTensor (see accel.quantize)", type(w).__name__))
-    operands = _operands(x=x, w=w.data)
-    shape, dt = shape_dtype("x", x)
-    spec = S.qmatmul_spec(shape, dt, w.shape, w.format, x_format)
-    return _dispatch(spec, backend, operands, ("x", "w"), result_like=operands[0])
+    ops = (operand("x", x), operand("w", w.data))
+    spec = S.qmatmul_spec(ops[0].shape, ops[0].dtype, w.shape, w.format, x_format)
+    return _dispatch(spec, backend, ops, result_like=ops[0])
 
 
 __all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "execute", "check_supported"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Iterator
 
-from .backend import Backend, DeviceInfo
-from .errors import AccelError, ArgumentError, BackendUnavailable, expected
+from accel.backend import Backend, DeviceInfo
+from accel.errors import AccelError, ArgumentError, BackendUnavailable, expected
 
 ENTRY_POINT_GROUP = "accel.backends"
 
@@ -21,8 +21,8 @@ ENTRY_POINT_GROUP = "accel.backends"
 BUILTIN = {
     "cpu": "accel.backends.cpu:CPUBackend",
     "opencl": "accel.backends.opencl:OpenCLBackend",
-    "cuda": "accel.backends.cuda:CUDABackend",
-    "hip": "accel.backends.hip:HIPBackend",
+    "cuda": "accel.backends.cupy.cuda:CUDABackend",
+    "hip": "accel.backends.cupy.hip:HIPBackend",
 }
 
 #: what to install for a built-in backend whose package is missing

@@ -12,9 +12,9 @@ from functools import cached_property
 
 import numpy as np
 
-from .dtypes import FLOAT_DTYPES, itemsize
-from .errors import ArgumentError, DTypeError, ShapeError, expected
-from .formats import BLOCK, QuantFormat, check_quantizable_shape, get_format
+from accel.dtypes import FLOAT_DTYPES, itemsize
+from accel.errors import ArgumentError, DTypeError, ShapeError, expected
+from accel.formats import BLOCK, QuantFormat, check_quantizable_shape, get_format
 
 Shape = tuple[int, ...]
 
@@ -204,6 +204,28 @@ class QMatmulSpec:
 
 Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec
 OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul")
+
+
+def _hash_once(cls: type) -> None:
+    """Specs key the verdict and launch-plan caches of every call: hash their fields once per
+    spec instead of per lookup (nested shape tuples make the dataclass hash ~0.3 us)."""
+    field_hash = cls.__hash__
+
+    def __hash__(self) -> int:
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:  # frozen: written like a cached_property, past __setattr__
+            h = self.__dict__["_hash"] = field_hash(self)
+            return h
+
+    def __getstate__(self) -> dict:  # str hashes differ between processes: never ship one
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    cls.__hash__, cls.__getstate__ = __hash__, __getstate__
+
+
+for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec):
+    _hash_once(_cls)
 
 
 def _float_dtype(arg: str, dtype: str) -> None:

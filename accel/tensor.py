@@ -1,4 +1,5 @@
-"""accel.Tensor, and the array-in/array-out bridge to numpy, torch and cupy.
+"""accel.Tensor and QTensor (GGUF blocks on a device), and the array-in/array-out bridge to
+numpy, torch and cupy.
 
 Foreign arrays are recognised by their type's module, so accel never imports torch or cupy
 itself: if a torch tensor exists, torch is already imported.
@@ -7,14 +8,16 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .backend import Backend
-from .dtypes import dtype_name, to_numpy_dtype
-from .errors import ArgumentError, DeviceMismatchError, DTypeError, expected
-from .registry import get_backend
+from accel.backend import Backend
+from accel.dtypes import NAME_OF_NUMPY, dtype_name, to_numpy_dtype
+from accel.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, expected
+from accel.formats import QuantFormat, check_quantizable_shape, get_format
+from accel.registry import backends as list_backends
+from accel.registry import get_backend
 
 #: the byte an output starts filled with where an element the op leaves unwritten must show up:
 #: all-ones bytes are a NaN in every float format, where the result has a number
@@ -59,8 +62,11 @@ class Tensor:
         """
         if check_array("host", host) != "numpy":  # also refuses masked arrays and np.matrix
             raise ArgumentError(expected("host", "a numpy array", type(host).__name__))
-        backend = get_backend(backend)
-        dtype = dtype_name(host.dtype, "host.dtype")
+        return cls._upload(get_backend(backend), host, dtype_name(host.dtype, "host.dtype"))
+
+    @classmethod
+    def _upload(cls, backend: Backend, host: np.ndarray, dtype: str) -> "Tensor":
+        """from_host for an array already checked (dispatch checks each operand once)."""
         # asarray, not ascontiguousarray: that one turns a 0-d array into shape (1,)
         return cls(backend, backend.upload(np.asarray(host, order="C")), host.shape, dtype)
 
@@ -158,12 +164,33 @@ def host_of(x: Any, kind: str) -> np.ndarray | None:
     return None
 
 
-def shape_dtype(arg: str, x: Any) -> tuple[tuple[int, ...], str]:
-    """Shape and accel dtype name of any supported array, before any copy."""
-    if isinstance(x, np.ndarray):
-        return x.shape, dtype_name(x.dtype, f"{arg}.dtype")
-    check_array(arg, x)
-    return tuple(int(s) for s in x.shape), dtype_name(x.dtype, f"{arg}.dtype")
+class Operand(NamedTuple):
+    """An op's argument, checked once: its name, the array, its kind, shape and accel dtype."""
+
+    arg: str
+    x: Any
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def operand(arg: str, x: Any) -> Operand:
+    """``x`` checked as argument ``arg`` of an op, before any copy.
+
+    >>> operand("a", np.zeros((2, 3), np.float16))[2:]
+    ('numpy', (2, 3), 'float16')
+    """
+    if type(x) is _ndarray:  # the hot path; subclasses (np.matrix, masked) are checked below
+        name = NAME_OF_NUMPY.get(x.dtype)
+        if name is not None:
+            # tuple.__new__ skips the NamedTuple constructor's Python frame (a third of a
+            # microsecond per operand, on calls whose whole budget is a few)
+            return _new_tuple(Operand, (arg, x, "numpy", x.shape, name))
+    kind = check_array(arg, x)
+    return Operand(arg, x, kind, tuple(int(s) for s in x.shape), dtype_name(x.dtype, arg + ".dtype"))
+
+
+_new_tuple, _ndarray = tuple.__new__, np.ndarray
 
 
 def device_backend(x: Any, kind: str) -> Backend | None:
@@ -171,10 +198,8 @@ def device_backend(x: Any, kind: str) -> Backend | None:
     if kind == "accel":
         return x.backend
     if kind == "cupy" or (kind == "torch" and x.device.type != "cpu"):
-        from .registry import backends as _list
-
         index = x.device.id if kind == "cupy" else (x.device.index or 0)
-        for status in _list():
+        for status in list_backends():
             if status.available and status.name in ("cuda", "hip") and index < len(status.devices):
                 b = get_backend(f"{status.name}:{index}")
                 if b.import_array(x) is not None:
@@ -184,22 +209,24 @@ def device_backend(x: Any, kind: str) -> Backend | None:
     return None
 
 
-def to_tensor(arg: str, x: Any, kind: str, backend: Backend, dtype: str | None = None) -> Tensor:
-    """Make ``x`` an accel.Tensor on ``backend`` (copying host arrays; never moving device ones)."""
+def to_tensor(op: Operand, backend: Backend) -> Tensor:
+    """Make a checked operand an accel.Tensor on ``backend`` (copying host arrays; never moving
+    device ones)."""
+    x, kind = op.x, op.kind
     if kind == "accel":
         if x.backend is not backend:
-            raise DeviceMismatchError(expected(arg, f"a tensor on {backend.device_id} like the other "
-                                               "operands (use Tensor.to() to move it)",
+            raise DeviceMismatchError(expected(op.arg, f"a tensor on {backend.device_id} like the "
+                                               "other operands (use Tensor.to() to move it)",
                                                f"a tensor on {x.backend.device_id}"))
         return x
     host = host_of(x, kind)
     if host is None:
         buf = backend.import_array(x)
         if buf is None:
-            raise DeviceMismatchError(expected(arg, f"an array on {backend.device_id}",
+            raise DeviceMismatchError(expected(op.arg, f"an array on {backend.device_id}",
                                                f"{kind} array on {getattr(x, 'device', '?')}"))
-        return Tensor(backend, buf, tuple(x.shape), dtype_name(x.dtype))
-    return Tensor.from_host(backend, host)
+        return Tensor(backend, buf, op.shape, op.dtype)
+    return Tensor._upload(backend, host, op.dtype)
 
 
 def from_tensor(t: Tensor, kind: str, like: Any = None) -> Any:
@@ -252,10 +279,91 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
     if host is not None and want:
         host = host.astype(to_numpy_dtype(want))
     if host is not None:
-        dtype_name(host.dtype, "x.dtype")  # refused under the argument's name
-        return Tensor.from_host(target, host)
-    t = to_tensor("x", x, kind, target)
+        return Tensor._upload(target, host, dtype_name(host.dtype, "x.dtype"))
+    t = to_tensor(operand("x", x), target)
     if want and want != t.dtype:
         raise DTypeError(expected("dtype", f"the array's own dtype {t.dtype} for a device array "
                                   "(convert it first)", want))
     return t
+
+
+class QTensor:
+    """A tensor quantized along its last axis in a GGUF block format.
+
+    ``raw`` is a numpy uint8 array ``[..., K // 32 * block_bytes]`` in GGUF block layout, ``shape``
+    the logical shape ``[..., K]``. ``data`` is the backend-resident copy the ops read.
+
+    >>> import numpy as np, accel
+    >>> qt = accel.quantize(np.full((2, 64), 127, np.float32), "q8_0")  # d = 127 / 127 = 1
+    >>> qt.shape, qt.raw.shape, float(accel.dequantize(qt)[1, 63])
+    ((2, 64), (2, 68), 127.0)
+    """
+
+    def __init__(self, data: Tensor, fmt: QuantFormat, shape: tuple[int, ...], kind: str = "numpy"):
+        self.data = data  # accel.Tensor of uint8, shape [..., row_bytes]
+        self.format = fmt
+        self.shape = tuple(shape)
+        self.kind = kind  # the array kind dequantize() returns (that of quantize's input)
+
+    @property
+    def fmt(self) -> str:
+        return self.format.name
+
+    @property
+    def backend(self) -> Backend:
+        return self.data.backend
+
+    @property
+    def raw(self) -> np.ndarray:
+        """The block bytes, read-only: on a host backend they are the weight's own storage, and
+        writing them would change the weight behind accel's back (copy them to edit)."""
+        view = self.data.numpy().view()
+        view.flags.writeable = False
+        return view
+
+    @classmethod
+    def from_raw(cls, raw: Any, fmt: str, shape: tuple[int, ...], *,
+                 backend: str | Backend | None = None) -> QTensor:
+        """Wrap GGUF block bytes (e.g. rows read from a GGUF file) after checking their length.
+
+        >>> import numpy as np, accel
+        >>> accel.QTensor.from_raw(np.zeros((4, 18), np.uint8), "q4_0", (4, 32)).shape
+        (4, 32)
+        """
+        f = get_format(fmt)
+        try:
+            shape = tuple(shape)  # once: a generator would be spent by the check below
+            ints = all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
+                       for s in shape)
+        except TypeError:  # not iterable
+            ints = False
+        if not ints:  # 4.5 or True would silently become 4 or 1
+            raise ShapeError(expected("shape", "a tuple of ints [..., K]", repr(shape)))
+        shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape):
+            raise ShapeError(expected("shape", "non-negative sizes", repr(shape)))
+        check_quantizable_shape(shape, "shape")
+        want = shape[:-1] + (f.row_bytes(shape[-1]),)
+        if isinstance(raw, QTensor):
+            raise ArgumentError(expected("raw", "GGUF block bytes as a uint8 array (a QTensor's "
+                                         "are its .raw)", "a QTensor"))
+        host = raw.numpy() if isinstance(raw, Tensor) else np.asarray(raw)
+        if host.dtype != np.uint8:
+            raise ArgumentError(expected("raw", "a uint8 array", f"dtype {host.dtype}"))
+        if host.size != int(np.prod(want)):
+            raise ShapeError(expected("raw", f"{int(np.prod(want))} bytes ({fmt} blocks for "
+                                      f"shape {shape}, i.e. {want})", f"{host.size} bytes"))
+        return cls(asarray(host.reshape(want), backend=backend), f, shape)
+
+    def to(self, backend: str | Backend) -> QTensor:
+        """The same blocks on another backend (a copy; this QTensor is unchanged).
+
+        >>> import numpy as np, accel
+        >>> qt = accel.quantize(np.ones((2, 32), np.float32), "q8_0", backend="cpu")
+        >>> qt.to("cpu").backend is qt.backend, qt.to("cpu").shape
+        (True, (2, 32))
+        """
+        return QTensor(self.data.to(backend), self.format, self.shape, self.kind)
+
+    def __repr__(self) -> str:
+        return f"QTensor({self.fmt}, shape={self.shape}, backend={self.data.backend.device_id!r})"

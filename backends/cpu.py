@@ -104,6 +104,7 @@ class CPUBackend(Backend):
     name = "cpu"
     priority = 10
     alignment = 64
+    host_compute = True  # numpy operands go straight to compute()
 
     @classmethod
     @functools.cache
@@ -145,7 +146,7 @@ class CPUBackend(Backend):
     def supports(self, spec) -> Support:
         return YES  # the reference computes every case the API allows
 
-    # ops: numpy in, numpy out. ``compute`` is also accel's fast path for numpy operands.
+    # ops: numpy in, numpy out; ``compute`` is also dispatch's path for numpy operands
     def run(self, spec, out, *inputs) -> None:
         arrays = [None if t is None else _arr(t) for t in inputs]
         _arr(out)[...] = self.compute(spec, *arrays)

@@ -14,7 +14,7 @@ def __getattr__(name: str):
     # ``run`` is imported on first use: ``accel`` imports accel.conformance.cli for every command,
     # and the suite pulls in hypothesis, which only the conformance commands need
     if name == "run":
-        from .suite import run
+        from accel.conformance.suite import run
 
         return run
     raise AttributeError(f"module 'accel.conformance' has no attribute {name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accel.cli import comma_list, int_at_least, names, output_file, split_names
+from accel.argtypes import comma_list, int_at_least, names, output_file, split_names
 
 FAILURES_SHOWN = 25  # failing cases printed in full; the JSON file has all of them
 
@@ -57,9 +57,9 @@ def _run(args: argparse.Namespace) -> int:
 
     import accel
 
-    from . import properties, results, suite
-    from .case import Case
-    from .runner import CaseResult, run_case
+    from accel.conformance import properties, results, suite
+    from accel.conformance.case import Case
+    from accel.conformance.runner import CaseResult, run_case
 
     # every argument is checked before the header line: a typed error here is cli.main's to report
     backend = accel.get_backend(args.backend)
@@ -127,7 +127,7 @@ def _matrix(args: argparse.Namespace) -> int:
 
     from accel.errors import ArgumentError, expected
 
-    from . import matrix, results
+    from accel.conformance import matrix, results
 
     reports = [results.load(f) for f in args.files]
     try:

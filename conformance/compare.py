@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tolerance import FINFO
-from .tolerance import overflow_threshold
+from accel.conformance.tolerance import FINFO
+from accel.conformance.tolerance import overflow_threshold
 
 
 @dataclass

@@ -14,7 +14,7 @@
 #                               WMMA's cp.async and any-shape kernels, attention_mma.cu)
 #   bench-cuda.json             `accel bench --backend cuda` (impl=auto: tensor cores for 16-bit ops)
 #   speed-goals-cuda.json       the speed goals as ratios measured in this run, with the
-#                               alternatives timed too (accel.conformance.gpu_goals)
+#                               alternatives timed too (accel.conformance.bench.gpu_goals)
 #   profile-gemv.log            where Nsight Compute (ncu) is installed: the GEMV goal's kernel
 #                               profiled (throughputs, occupancy, scheduler and warp-stall
 #                               statistics, stall sampling by instruction)
@@ -85,7 +85,7 @@ step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel con
     --profile full --ops matmul attention --dtypes float16 bfloat16 --no-progress \
     --json "$OUT/conformance-cuda-tensorcore.json"
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
-step speed-goals 240 "$PY" -m accel.conformance.gpu_goals "$OUT/speed-goals-cuda.json"
+step speed-goals 240 "$PY" -m accel.conformance.bench.gpu_goals "$OUT/speed-goals-cuda.json"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 profile() {  # step NAME, KERNEL's second launch (the first loads it), caches flushed per pass,
              # with ACCEL_GEMV_KERNEL=GEMV (the float-x GEMV that impl=auto runs)
@@ -96,7 +96,7 @@ profile() {  # step NAME, KERNEL's second launch (the first loads it), caches fl
         --launch-skip 1 --launch-count 1 --section SpeedOfLight --section LaunchStats \
         --section Occupancy --section SchedulerStats --section WarpStateStats \
         --section MemoryWorkloadAnalysis --section SourceCounters \
-        "$PY" -m accel.conformance.gpu_goals --gemv-once "$@"
+        "$PY" -m accel.conformance.bench.gpu_goals --gemv-once "$@"
 }
 if [ -n "$NCU" ]; then
     profile profile-gemv qgemv qgemv

@@ -15,7 +15,7 @@ from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, expected
 from accel.formats import BLOCK, get_format
 
-from .case import Case
+from accel.conformance.case import Case
 
 _PRECISION_BITS = {"float32": 24, "float16": 11, "bfloat16": 8}
 

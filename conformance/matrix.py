@@ -6,14 +6,14 @@ GPUs) gets a column for the ops it implements. With an ``accel kernels check --j
 cell rests on it: "compiled only" when every shipped kernel of that op built for the vendor's
 targets, "FAILED to compile" when one did not (a target with no toolchain there vouches for
 nothing); without one it only says the op is "implemented". ``verdict`` and ``compile_verdict``
-word every cell, here and in the HTML report (accel.report).
+word every cell, here and in the HTML report (accel.conformance.report.render).
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Mapping
 
-from .profiles import OPS, op_dtypes
+from accel.conformance.profiles import OPS, op_dtypes
 
 #: every word a cell can say and what it means: the legend of docs/support.md and of the report
 LEGEND = (

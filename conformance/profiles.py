@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .case import Case
+from accel.conformance.case import Case
 
 PROFILES = ("quick", "full")
 FLOATS = ("float32", "float16", "bfloat16")

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from accel.backend import Backend
 
-from .case import Case
-from .runner import CaseResult, run_case
+from accel.conformance.case import Case
+from accel.conformance.runner import CaseResult, run_case
 
 #: examples per (op, dtype) in each profile
 EXAMPLES = {"quick": 10, "full": 100}

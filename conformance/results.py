@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import socket
 import subprocess
 from collections import Counter
 from dataclasses import asdict
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from accel.backend import Backend
+from accel.registry import get_backend
 from accel.errors import ArgumentError, expected
 
 SCHEMA = "accel.conformance/1"
@@ -59,10 +61,17 @@ def summarize(cases: list[dict]) -> dict:
             "by_op_dtype": {k: {s: v.get(s, 0) for s in STATUSES} for k, v in sorted(per.items())}}
 
 
+def machine(label: str | None = None) -> dict[str, Any]:
+    """The machine a result file comes from; ``label`` names it in merged reports."""
+    host = socket.gethostname()
+    return {"label": label or host, "hostname": host, "platform": platform.platform(),
+            "cpu": get_backend("cpu").info.name, "cores": os.cpu_count(),
+            "python": platform.python_version()}
+
+
 def make_report(backend: Backend, results: list, *, profile: str, seed: int, argv: list[str],
                 elapsed_s: float) -> dict:
     import accel
-    from accel.bench import machine
 
     cases = [r.to_json() for r in results]
     versions = {"accel": accel.__version__, "python": platform.python_version(),

@@ -15,17 +15,16 @@ import numpy as np
 import accel
 from accel import ops
 from accel.backend import Backend
-from accel.backend import verdict as support_verdict
 from accel.dtypes import UNIT_ROUNDOFF
 from accel.errors import AccelError, UnsupportedError
-from accel.formats import QTensor
+from accel.tensor import QTensor
 from accel.tensor import Tensor
 
-from . import oracle, tolerance
-from .case import Case
-from .compare import Verdict, compare_bytes, compare_values
-from .guard import GuardedOutput
-from .inputs import build
+from accel.conformance import oracle, tolerance
+from accel.conformance.case import Case
+from accel.conformance.compare import Verdict, compare_bytes, compare_values
+from accel.conformance.guard import GuardedOutput
+from accel.conformance.inputs import build
 
 
 @dataclass
@@ -62,7 +61,7 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
     repro = repro_command(backend, case)
     spec, inputs = build(case)
     try:
-        support = support_verdict(backend, spec)
+        support = backend.verdict(spec)
     except Exception as e:  # noqa: BLE001 - a crashing supports() is a verdict, not a crash
         return CaseResult(case, "error", backend.evidence, reason=f"supports() raised {e!r}",
                           repro=repro)

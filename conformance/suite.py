@@ -7,9 +7,9 @@ from typing import Callable, Iterable
 from accel.backend import Backend
 from accel.errors import ArgumentError, expected
 
-from . import profiles, properties
-from .case import Case
-from .runner import CaseResult, run_case
+from accel.conformance import profiles, properties
+from accel.conformance.case import Case
+from accel.conformance.runner import CaseResult, run_case
 
 
 def property_targets(ops: Iterable[str] | None,

@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from accel import kernel_resources, toolchains
+from accel.kernels import resources as kernel_resources
+from accel.kernels import toolchains
 
 
 def missing(why: str) -> None:
@@ -39,7 +40,7 @@ HIPCC = "apt-get install hipcc libamdhip64-dev rocm-device-libs"
 
 
 def nvrtc_binding():
-    """CuPy's NVRTC binding, for tests that read PTX (accel.toolchains builds machine code only);
+    """CuPy's NVRTC binding, for tests that read PTX (accel.kernels.toolchains builds machine code only);
     with the include directories accel uses, so both compile the same headers."""
     need("sm_90")
     try:
@@ -66,7 +67,7 @@ def build_shipped(variant, kernel: str, arch: str) -> toolchains.CompileResult:
     """``kernel`` of the shipped ``variant`` compiled for ``arch`` along the cuda/hip backend's
     own path (the portability header, the variant's defines, ACCEL_WARP as a device of ``arch``
     reports it)."""
-    from accel.backends import cupy_plan
+    from accel.backends.cupy import plan as cupy_plan
 
     return cupy_plan.build_variant(variant, kernel, arch, toolchains.default_warp_size(arch))
 

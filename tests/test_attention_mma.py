@@ -10,9 +10,9 @@ import pytest
 from gpu_toolchains import build_shipped, need, sass_of
 
 import accel.kernels as K
-from accel import kernels_check as KC
+from accel.kernels import check as KC
 from accel import spec as S
-from accel.backends import cupy_plan as CP
+from accel.backends.cupy import plan as CP
 from accel.errors import DTypeError
 
 MMA_VARIANTS = [v for v in K.variants() if v.source == "attention_mma.cu"]

@@ -5,8 +5,8 @@ import pytest
 from tolerance_checks import assert_within
 
 import accel
-from accel import baselines as B
-from accel.bench import Case
+from accel.conformance.bench import baselines as B
+from accel.conformance.bench.suite import Case
 from accel.conformance import oracle, tolerance
 
 

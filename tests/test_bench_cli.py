@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import accel
-from accel.bench_cli import portability_devices
+from accel.conformance.report.cli import portability_devices
 
 
 def test_accel_bench_writes_a_versioned_result_file(tmp_path):
@@ -63,9 +63,9 @@ def test_accel_portability_runs_conformance_and_benchmarks_then_prints_the_repor
 
 
 def test_a_busy_run_prints_the_same_warning_as_the_report(capsys):
-    from accel import report
-    from accel.bench import busy_warning
-    from accel.bench_cli import print_summary
+    from accel.conformance.report import render as report
+    from accel.conformance.bench.suite import busy_warning
+    from accel.conformance.bench.cli import print_summary
 
     doc = {"backend": "cpu:0", "device": {"name": "cpu"}, "machine": {"cores": 2},
            "load": {"others_cores": 1.4}, "cases": []}

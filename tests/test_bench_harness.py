@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import accel
-from accel import bench, timing
+from accel.conformance.bench import suite as bench
+from accel.conformance.bench import timing
 from accel.backend import Support
 from accel.backends.cpu import CPUBackend
-from accel.bench import Case
-from accel.timing import Budget, Stats, measure
+from accel.conformance.bench.suite import Case
+from accel.conformance.bench.timing import Budget, Stats, measure
 
 
 def test_stats_on_known_samples():
@@ -182,7 +183,7 @@ def test_declined_case_is_reported_not_timed():
 
 def test_result_record_has_every_documented_field():
     cpu = accel.get_backend("cpu")
-    from accel.baselines import for_backend
+    from accel.conformance.bench.baselines import for_backend
 
     rec = bench.run_case(cpu, Case.make("matmul", "float32", M=32, N=32, K=32), budget=timing.TINY,
                          baselines=for_backend(cpu))

@@ -2,9 +2,9 @@
 import pytest
 
 from accel import spec as S
-from accel.bench import rates
+from accel.conformance.bench.suite import rates
 from accel.formats import get_format
-from accel.peaks import Peaks
+from accel.conformance.bench.peaks import Peaks
 
 
 def test_matmul_counts_by_hand():

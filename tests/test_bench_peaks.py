@@ -6,7 +6,7 @@ import math
 import pytest
 
 import accel
-from accel import peaks as P
+from accel.conformance.bench import peaks as P
 from accel.backends.cpu import CPUBackend
 
 
@@ -83,7 +83,7 @@ def test_opencl_peaks_run_through_the_backends_compile_and_launch(cache):
 
 @pytest.mark.parametrize("target", ["sm_90", "gfx90a"])
 def test_gpu_peak_kernels_compile_for_real_targets(target):
-    from accel import toolchains
+    from accel.kernels import toolchains
     from gpu_toolchains import need  # skips (or fails in CI) without the compiler
 
     need(target)

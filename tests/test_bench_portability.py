@@ -2,7 +2,7 @@
 import pytest
 
 import accel
-from accel import portability as P
+from accel.conformance.report import portability as P
 
 
 def test_harmonic_mean_by_hand():

@@ -76,7 +76,7 @@ def test_conformance_usage_shows_its_subcommand_as_optional():
 
 
 def test_report_help_names_every_schema_it_reads():
-    from accel.report import BENCH_SCHEMA, CONFORMANCE_SCHEMA, KERNELS_CHECK_SCHEMA
+    from accel.conformance.report.render import BENCH_SCHEMA, CONFORMANCE_SCHEMA, KERNELS_CHECK_SCHEMA
 
     results = next(a for a in COMMANDS["report"]._actions if a.dest == "results")
     for schema in (BENCH_SCHEMA, CONFORMANCE_SCHEMA, KERNELS_CHECK_SCHEMA):
@@ -124,7 +124,7 @@ def test_an_unwritable_output_is_refused_before_the_run(tmp_path, capsys, where)
 
 
 def test_gpu_goals_help_runs_nothing_and_writes_nothing(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", "--help"],
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.bench.gpu_goals", "--help"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "OUT.json" in proc.stdout and "--gemv-once" in proc.stdout and "``" not in proc.stdout

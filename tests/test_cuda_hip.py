@@ -16,11 +16,11 @@ from accel import spec as S
 from accel.errors import AccelError, BackendUnavailable, CompileError
 from accel.formats import get_format
 
-from accel.backends import cupy_backend as CB
-from accel.backends import cupy_plan as CP
-from accel.backends.cuda import CUDABackend
-from accel.backends.hip import HIPBackend
-from accel.conformance import gpu_goals
+from accel.backends.cupy import backend as CB
+from accel.backends.cupy import plan as CP
+from accel.backends.cupy.cuda import CUDABackend
+from accel.backends.cupy.hip import HIPBackend
+from accel.conformance.bench import gpu_goals
 from accel.exact_int8 import exact_int8_matmul
 
 
@@ -66,7 +66,7 @@ def test_unavailable_backend_raises_the_typed_error(cupy, name):
 
 def test_cupy_missing_is_a_reason():
     code = ("import sys; sys.modules['cupy'] = None\n"  # an import of cupy now fails as if absent
-            "from accel.backends.cuda import CUDABackend\n"
+            "from accel.backends.cupy.cuda import CUDABackend\n"
             "from accel.errors import BackendUnavailable\n"
             "try:\n    CUDABackend.devices()\nexcept BackendUnavailable as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -449,12 +449,13 @@ def test_gpu_check_script_parses():
     body = re.search(r"<<'PYTHON'[^\n]*\n(.*?)\nPYTHON\n", script.read_text(), re.S).group(1)
     compile(body, "preflight", "exec")
     for step in ("conformance --backend cuda --profile quick", "bench --backend cuda",
-                 "ACCEL_CUDA_IMPL=vendor", "-m accel.conformance.gpu_goals"):
+                 "ACCEL_CUDA_IMPL=vendor", "-m accel.conformance.bench.gpu_goals"):
         assert step in script.read_text()
 
 
 def test_attention_head_dims_beyond_static_shared_memory_are_declined_not_miscompiled():
-    from accel import kernels, toolchains
+    from accel import kernels
+    from accel.kernels import toolchains
 
     def spec(d):
         return S.attention_spec((1, 1, 1, d), (1, 1, 8, d), (1, 1, 8, d), ("float16",) * 3)

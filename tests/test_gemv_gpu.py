@@ -283,16 +283,15 @@ def test_a_device_without_room_for_the_gemv_declines_it():
     # OpenCL 1.2: the reduction's floats too) declines the GEMV cases with the reason, and keeps
     # the batches the GEMV does not serve
     import dataclasses
-    import types
 
-    from accel.backends.opencl.launch import support
+    from accel.backends.opencl.plan import support
 
     be = _backend(K.GPU_GEMV)
     need = K.gemv_local_bytes(K.GPU_GEMV, "q4_0", shuffles=False)
-    small = types.SimpleNamespace(dev=dataclasses.replace(be.dev, local_mem=need - 1), params=be.params)
+    small = dataclasses.replace(be.facts, local_mem=need - 1)
     q4 = accel.formats.get_format("q4_0")
-    verdict = support(small, S.qmatmul_spec((1, 64), "float32", (8, 64), q4))
+    verdict = support(S.qmatmul_spec((1, 64), "float32", (8, 64), q4), small, be.params)
     assert not verdict.ok and f"need {need} bytes of local memory" in verdict.reason
-    assert support(small, S.qmatmul_spec((9, 64), "float32", (8, 64), q4)).ok
-    assert support(types.SimpleNamespace(dev=dataclasses.replace(be.dev, local_mem=need), params=be.params),
-                   S.qmatmul_spec((1, 64), "float32", (8, 64), q4)).ok
+    assert support(S.qmatmul_spec((9, 64), "float32", (8, 64), q4), small, be.params).ok
+    assert support(S.qmatmul_spec((1, 64), "float32", (8, 64), q4),
+                   dataclasses.replace(be.facts, local_mem=need), be.params).ok

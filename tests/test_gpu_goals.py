@@ -1,4 +1,4 @@
-"""The speed-goal script of the GPU run (accel.conformance.gpu_goals) runs to its end on any
+"""The speed-goal script of the GPU run (accel.conformance.bench.gpu_goals) runs to its end on any
 machine: where no CUDA device exists it writes a result file saying why and exits 1, so the
 script itself (imports, arguments, output) is checked before a GPU session depends on it."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import accel
-from accel.conformance import gpu_goals
+from accel.conformance.bench import gpu_goals
 from accel.tensor import Tensor
 
 
@@ -21,7 +21,7 @@ def test_without_a_cuda_device_it_says_why_and_fails(tmp_path):
     if status.available:
         pytest.skip("a CUDA device is present: the GPU run itself measures the goals")
     out = tmp_path / "goals.json"
-    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.bench.gpu_goals", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(out.read_text())
@@ -32,13 +32,13 @@ def test_without_a_cuda_device_it_says_why_and_fails(tmp_path):
 
 @pytest.mark.parametrize("args", [[], ["a.json", "b.json"], ["a.json", "q8_0"]])
 def test_usage_error_exits_2(args):
-    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", *args],
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.bench.gpu_goals", *args],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "usage:" in proc.stderr
 
 
 def test_time_all_times_every_contender_and_keeps_a_failure_to_itself():
-    # interleaved rounds of accel.timing.measure_all on a virtual clock that each contender
+    # interleaved rounds of accel.conformance.bench.timing.measure_all on a virtual clock that each contender
     # advances by its own fixed duration, so the medians are known exactly: a contender that
     # raises is reported as its exception, the others still get their times, wherever it stands
     be = accel.get_backend("cpu")
@@ -88,7 +88,7 @@ def test_the_profiler_run_without_a_cuda_device_says_why_and_fails(x_format):
     status = next(s for s in accel.backends() if s.name == "cuda")
     if status.available:
         pytest.skip("a CUDA device is present: gpu_check.sh profiles the GEMV there")
-    proc = subprocess.run([sys.executable, "-m", "accel.conformance.gpu_goals", "--gemv-once",
+    proc = subprocess.run([sys.executable, "-m", "accel.conformance.bench.gpu_goals", "--gemv-once",
                            *x_format], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "no GEMV run: BackendUnavailable" in proc.stderr
 
@@ -142,7 +142,7 @@ def test_the_read_probe_reads_every_word_once():
 def test_the_read_probe_builds_for_gpus(arch):
     from gpu_toolchains import need
 
-    from accel.backends import cupy_plan
+    from accel.backends.cupy import plan as cupy_plan
 
     need(arch)
     r = cupy_plan.build_kernel(gpu_goals.READ_PROBE, "read_probe", arch, 32 if arch.startswith("sm") else 64)
@@ -183,7 +183,7 @@ def test_prebuild_fills_the_cache_the_backend_reads(tmp_path, monkeypatch):
     from gpu_toolchains import need
 
     from accel import kernels
-    from accel.backends import cupy_plan
+    from accel.backends.cupy import plan as cupy_plan
 
     need("sm_90")
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from gpu_toolchains import need
 
-from accel import kernels_check as KC
+from accel.kernels import check as KC
 from accel.cli import main
 
 DATA = Path(__file__).parent / "kernels_check_data"
@@ -81,7 +81,7 @@ def test_stack_use_is_reported(tmp_path):
 
 def test_missing_toolchain_target_is_reported_and_exits_2(tmp_path):
     need("sm_90")
-    from accel import toolchains
+    from accel.kernels import toolchains
 
     if toolchains._amd_device_library_missing(toolchains.parse_target("gfx1100")) is None:
         pytest.skip("this ROCm builds gfx1100, so no target is unavailable here")

@@ -1,6 +1,6 @@
 """The shared kernel sources stay one honest dialect: every shipped variant builds on the OpenCL
 devices here, GPU variants compile with hipcc for gfx90a (tests/test_kernels_check.py compiles every
-GPU variant for sm_80, sm_90 and gfx90a through accel.toolchains), and the quantizer keeps every
+GPU variant for sm_80, sm_90 and gfx90a through accel.kernels.toolchains), and the quantizer keeps every
 rounding GGML's reference does (no FMA contraction) on CUDA and HIP."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from gpu_toolchains import HIPCC, need_tool, nvrtc_binding
 
 import accel.kernels as K
-from accel import toolchains
+from accel.kernels import toolchains
 from accel.errors import AccelError, ArgumentError, DTypeError
 
 

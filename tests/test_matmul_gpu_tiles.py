@@ -14,7 +14,7 @@ import accel
 import accel.kernels as K
 from accel import spec as S
 from accel.backends.opencl import OpenCLBackend
-from accel.backends.opencl.tune import candidates
+from accel.backends.opencl.params import candidates
 from accel.tensor import Tensor
 
 pytestmark = needs_device

@@ -7,8 +7,8 @@ import pytest
 from test_opencl_common import FIRST, needs_device
 
 from accel.backends.opencl import OpenCLBackend
-from accel.backends.opencl.params import DEFAULTS, params_for
-from accel.backends.opencl.tune import PROBLEMS, candidates, tune
+from accel.backends.opencl.params import DEFAULTS, candidates, params_for
+from accel.conformance.bench.tune import PROBLEMS, tune
 from accel.cli import build_parser, main
 
 @pytest.mark.parametrize("kind,lanes", [("cpu", 16), ("cpu", 8), ("gpu", 1)])
@@ -64,7 +64,6 @@ def test_stored_parameters_the_device_cannot_take_fall_back_to_defaults(tmp_path
     for broken in ({"VW": 0}, {"TN": "16"}, {"TM": 0}, dict(default, TM=5)):  # hand-edited files
         save_tuned(dev, "matmul", broken)
         assert params_for(dev)["matmul"] == default
-    from accel.backends.opencl.tune import candidates
 
     other = next(c for c in candidates("matmul", "cpu", safe_lanes(dev)) if c != default)
     save_tuned(dev, "matmul", other)  # what tune itself stores is used

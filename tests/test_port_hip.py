@@ -20,7 +20,7 @@ FILES = sorted(p.name for p in CORPUS.glob("*.cu"))
 
 
 def _hiprtc(source: str, target: str = "gfx90a"):
-    from accel import toolchains
+    from accel.kernels import toolchains
     need(target)
     return toolchains.compile_source(source, target, use_cache=False)
 
@@ -152,7 +152,7 @@ def test_dialect_translation_builds_for_cuda_and_hip(file, tmp_path):
     result = translate((CORPUS / file).read_text(), "dialect", filename=file)
     assert result.ok, "\n".join(map(str, result.diagnostics))
     program = kernels.program_text(result.text, file)
-    from accel import toolchains
+    from accel.kernels import toolchains
     need("sm_80")
     built = toolchains.compile_source(program, "sm_80", use_cache=False)
     assert built.ok, built.log

@@ -16,7 +16,8 @@ from gpu_toolchains import amd_disassembly, build_shipped, distinct, hot_loop, n
 import accel
 import accel.kernels as K
 from accel import spec as S
-from accel.conformance import gpu_goals, oracle, tolerance
+from accel.conformance import oracle, tolerance
+from accel.conformance.bench import gpu_goals
 from accel.formats import get_format
 from accel.tensor import Tensor
 
@@ -218,17 +219,16 @@ def test_opencl_declines_x_format_where_it_declines_quantize(fact):
     # x_format quantizes x with quantize's own functions: on a device whose facts make quantize
     # inexact (an approximate 1/d, flushed denormals) it is declined with the same reason
     import dataclasses
-    import types
 
-    from accel.backends.opencl.launch import support
+    from accel.backends.opencl.plan import support
 
     be = _opencl()
-    device = types.SimpleNamespace(dev=dataclasses.replace(be.dev, **{fact: False}), params=be.params)
+    facts = dataclasses.replace(be.facts, **{fact: False})
     q4 = get_format("q4_0")
-    declined = support(device, S.quantize_spec((2, 64), "float32", "q4_0"))
-    x8 = support(device, S.qmatmul_spec((2, 64), "float32", (3, 64), q4, "q8_0"))
+    declined = support(S.quantize_spec((2, 64), "float32", "q4_0"), facts, be.params)
+    x8 = support(S.qmatmul_spec((2, 64), "float32", (3, 64), q4, "q8_0"), facts, be.params)
     assert not declined.ok and not x8.ok and x8.reason == declined.reason
-    assert support(device, S.qmatmul_spec((2, 64), "float32", (3, 64), q4)).ok
+    assert support(S.qmatmul_spec((2, 64), "float32", (3, 64), q4), facts, be.params).ok
 
 
 def test_a_backend_that_does_not_list_the_x_format_is_never_asked_to_compute_it():

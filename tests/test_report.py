@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 import accel
-from accel import bench, report, timing
+from accel.conformance.bench import suite as bench
+from accel.conformance.report import render as report
+from accel.conformance.bench import timing
 from accel.conformance import matrix
 
 DOCS_RESULTS = Path(__file__).parent.parent / "docs" / "results"

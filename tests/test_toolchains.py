@@ -1,4 +1,4 @@
-"""accel.toolchains compiles for real GPU targets with the real NVRTC and hiprtc, no GPU needed.
+"""accel.kernels.toolchains compiles for real GPU targets with the real NVRTC and hiprtc, no GPU needed.
 
 Expected values come from the kernels' sources (a __shared__ float[256] is 1024 bytes) or from
 the toolchains' documented behaviour, never from accel's own output.
@@ -7,7 +7,7 @@ the toolchains' documented behaviour, never from accel's own output.
 import pytest
 from gpu_toolchains import need, sass_of
 
-from accel import toolchains as T
+from accel.kernels import toolchains as T
 from accel.errors import AccelError, ArgumentError, BackendUnavailable
 
 SHARED = """extern "C" __global__ void reverse(float* x) {

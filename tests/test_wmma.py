@@ -12,11 +12,11 @@ import pytest
 from gpu_toolchains import build_shipped, missing, need, nvrtc_binding
 
 import accel.kernels as K
-from accel import kernels_check as KC
+from accel.kernels import check as KC
 from accel import spec as S
-from accel import toolchains
-from accel.backends import cupy_plan as CP
-from accel.backends.cuda import CUDABackend
+from accel.kernels import toolchains
+from accel.backends.cupy import plan as CP
+from accel.backends.cupy.cuda import CUDABackend
 from accel.errors import ArgumentError, DTypeError
 
 WMMA_VARIANTS = [v for v in K.variants() if v.source == "matmul_wmma.cu"]
@@ -83,7 +83,7 @@ def test_kernels_check_builds_them_for_nvidia_and_skips_amd():
 
 
 def _ptx(variant: K.Variant, arch: str) -> dict[str, str]:
-    """PTX per kernel entry, from NVRTC with the include path accel.toolchains uses."""
+    """PTX per kernel entry, from NVRTC with the include path accel.kernels.toolchains uses."""
     nvrtc = nvrtc_binding()
     prog = nvrtc.createProgram(K.program_text(variant.source), "matmul_wmma.cu", [], [])
     opts = [f"--gpu-architecture=compute_{arch[3:]}", "-std=c++17", "-DACCEL_WARP=32",
@@ -256,4 +256,4 @@ def test_a_bad_impl_is_a_typed_error():
 def test_the_gpu_run_covers_the_tensorcore_paths():
     script = (Path(__file__).parents[1] / "conformance" / "gpu_check.sh").read_text()
     assert "ACCEL_CUDA_IMPL=tensorcore" in script and "--dtypes float16 bfloat16" in script
-    assert "--ops matmul attention" in script and "-m accel.conformance.gpu_goals" in script
+    assert "--ops matmul attention" in script and "-m accel.conformance.bench.gpu_goals" in script

@@ -8,7 +8,7 @@ without importing pyopencl (the ``accel`` CLI must start where pyopencl is not i
 
 def __getattr__(name: str):
     if name == "OpenCLBackend":
-        from .backend import OpenCLBackend
+        from accel.backends.opencl.backend import OpenCLBackend
 
         return OpenCLBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,10 +26,11 @@ from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedEr
 from accel.spec import X_FORMATS
 from accel.tensor import Tensor
 
-from .cache import ProgramCache
-from .devices import CLDevice, enumerate_devices, skipped_devices
-from .launch import plan_for, support
-from .params import build_options, params_for
+from accel.backends.opencl.cache import ProgramCache
+from accel.backends.opencl.devices import CLDevice, enumerate_devices, skipped_devices
+from accel.backends.opencl.plan import (OPERANDS, DeviceFacts, Launch, Operand, Placeholder, Scratch,
+                                        Upload, plan_for, support)
+from accel.backends.opencl.params import build_options, params_for
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
 _RESOURCE_CODES = {
@@ -81,6 +82,7 @@ class OpenCLBackend(Backend):
         super().__init__(index)
         self.dev: CLDevice = enumerate_devices()[index]
         self.alignment = self.dev.mem_align_bytes
+        self.facts = DeviceFacts.of(self.dev)  # what plan.py reads of the device
         self.ctx = cl.Context([self.dev.device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
@@ -299,20 +301,66 @@ class OpenCLBackend(Backend):
                             f"{name} ({variant.id})")
         return cl.Kernel(prg, name)
 
-    def _run(self, spec, *tensors) -> None:
+    def _run(self, spec, *bufs) -> None:
         plan = self._plans.get(spec)
         if plan is None:
             if len(self._plans) >= _MAX_PLANS:  # bounded: a decode loop makes a new spec per step
                 self._plans.clear()
-            plan = self._plans[spec] = plan_for(self, spec)
-        plan(*tensors)
+            plan = self._plans[spec] = self._runnable(spec)
+        plan(*bufs)
+
+    def _runnable(self, spec) -> Callable[..., None]:
+        """A callable taking the spec's buffers (plan.OPERANDS) and enqueueing its plan; scratch
+        buffers follow them, allocated per call."""
+        launches = plan_for(spec, self.facts, self.params)
+        sizes = {s.name: s.nbytes for launch in launches for s in launch.buffers if isinstance(s, Scratch)}
+        index = {name: i for i, name in enumerate((*OPERANDS[spec.op], *sizes))}
+        steps = [self._step(launch, index) for launch in launches]
+        if len(steps) == 1 and not sizes:
+            return steps[0]
+        nbytes = tuple(sizes.values())
+
+        def run(*bufs) -> None:
+            bufs += tuple(map(self.alloc, nbytes))
+            for step in steps:
+                step(*bufs)
+
+        return run
+
+    def _step(self, launch: Launch, index: dict[str, int]) -> Callable[..., None]:
+        """The launch on a kernel object of its own, so its constant arguments are set once here;
+        a call sets only the per-call buffers (pyopencl's scalar set_arg costs ~7 us each, a
+        buffer's ~0.1 us)."""
+        kernel = self.kernel(launch.variant, launch.kernel)
+        picks, constants = [], []  # (argument, index into the call's buffers); set-once buffers
+        for i, slot in enumerate(launch.buffers):
+            if isinstance(slot, (Operand, Scratch)):
+                picks.append((i, index[slot.name]))
+            else:
+                constants.append(self._constant(slot))
+                kernel.set_arg(i, constants[-1])
+        for i, value in enumerate(launch.scalars, len(launch.buffers)):
+            kernel.set_arg(i, value)
+        gsize, lsize, what = launch.gsize, launch.lsize, launch.what
+        lock = threading.Lock()  # set_arg + enqueue on one shared cl.Kernel must not interleave
+
+        def run(*bufs) -> None:
+            with lock:
+                for i, j in picks:
+                    kernel.set_arg(i, bufs[j])
+                self._enqueue(kernel, gsize, lsize, what)
+
+        run.constants = constants  # OpenCL does not retain buffers set as arguments: the plan must
+        return run
+
+    def _constant(self, slot: Upload | Placeholder) -> cl.Buffer:
+        return self.upload(slot.host) if isinstance(slot, Upload) else self._placeholder
 
     def matmul(self, spec, out, a, b) -> None:
         self._run(spec, a.buf, b.buf, out.buf)
 
     def attention(self, spec, out, q, k, v, mask) -> None:
-        self._run(spec, q.buf, k.buf, v.buf, out.buf,
-                  mask.buf if mask is not None else self._placeholder)
+        self._run(spec, q.buf, k.buf, v.buf, out.buf, None if mask is None else mask.buf)
 
     def quantize(self, spec, out, x) -> None:
         self._run(spec, x.buf, out.buf)
@@ -326,4 +374,4 @@ class OpenCLBackend(Backend):
     # -- the contract ----------------------------------------------------------------------------------
     def supports(self, spec) -> Support:
         """What this device computes correctly, with the reason when not."""
-        return support(self, spec)
+        return support(spec, self.facts, self.params)

@@ -17,7 +17,7 @@ import pyopencl as cl
 from accel.diskcache import atomic_write, cache_root
 from accel.errors import CompileError
 
-from .devices import CLDevice
+from accel.backends.opencl.devices import CLDevice
 
 _MAGIC = b"ACCELCL2"
 

@@ -3,14 +3,15 @@
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
 import accel.kernels as K
 from accel.errors import ArgumentError, expected
 
-from .cache import atomic_write, device_dir
-from .devices import CLDevice
+from accel.backends.opencl.cache import atomic_write, device_dir
+from accel.backends.opencl.devices import CLDevice
 
 #: the ops whose parameters are tunable, and the default for each device kind
 DEFAULTS = {
@@ -70,11 +71,33 @@ def build_options(dev: CLDevice) -> tuple[str, ...]:
     return tuple(options)
 
 
+def candidates(op: str, kind: str, lanes: int) -> list[dict]:
+    """The parameter sets searched for ``op`` on a device of ``kind`` (cpu or gpu)."""
+    if kind == "cpu":
+        if op == "matmul":
+            return [dict(LOCAL_TILE=0, TM=tm, TN=tn, VW=lanes)
+                    for tm, tn in itertools.product((4, 8, 12, 14), (lanes, 2 * lanes, 4 * lanes))]
+        if op == "attention":
+            return [dict(LOCAL_TILE=0, BQ=bq, BKV=bkv, VW=lanes)
+                    for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
+        if op == "qmatmul":
+            return [dict(RM=rm, RN=rn, VW=lanes) for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
+        return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
+    if op == "matmul":
+        return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
+                for wg, t, tk in itertools.product((8, 16), (2, 4, 8), (8, 16))]
+    if op == "attention":
+        return [{**K.GPU_ATTENTION, "BKV": bkv, "TEAM": team, "QSPLIT": qsplit}
+                for bkv, team, qsplit in itertools.product((16, 32), (64, 128), (2, 4))]
+    if op == "gemv":  # qgemv's tiling; qgemv_stream's parameters ride along unchanged
+        return [{**K.GPU_GEMV, "RN": rn, "GEMV_WG": wg, "GEMV_TEAMS": teams}
+                for wg, teams, rn in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 4))]
+    return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
+
+
 def params_for(dev: CLDevice) -> dict[str, dict]:
     """Default parameters for the device's kind, with tuned values on top (vector widths never
     above ``safe_lanes``)."""
-    from .tune import candidates  # tune imports this module
-
     kind = "cpu" if dev.kind == "cpu" else "gpu"
     base = DEFAULTS[kind]
     lanes = safe_lanes(dev)

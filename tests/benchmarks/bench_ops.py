@@ -3,7 +3,7 @@ extra_info), so `--benchmark-compare` catches regressions between commits."""
 import pytest
 
 import accel
-from accel import bench
+from accel.conformance.bench import suite as bench
 from accel.ops import execute
 
 

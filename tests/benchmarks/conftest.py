@@ -40,7 +40,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "bench_device" in metafunc.fixturenames:
         metafunc.parametrize("bench_device", bench_devices(), scope="module")
     if "bench_case" in metafunc.fixturenames:
-        from accel import bench
+        from accel.conformance.bench import suite as bench
 
         cases = bench.cases(bench_sizes())
         metafunc.parametrize("bench_case", cases, ids=[c.id.replace(" ", "-") for c in cases])

@@ -1,5 +1,5 @@
 """What ``accel port`` knows about CUDA names: the faithful equivalents on OpenCL C and HIP, and
-why the rest has none. Data only; the translators in port_opencl.py and port_hip.py apply it.
+why the rest has none. Data only; the translators in opencl.py and hip.py apply it.
 
 A name appears in a "map" table only when the target computes the same thing (same result up to
 the precision CUDA itself documents for that function); everything else a CUDA program can call

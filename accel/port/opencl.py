@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import port_tables as T
-from .port_ast import Rewriter, text, walk
-from .port_symbols import Scope, Sym, declarator_parts, pointer_info, qualifiers, type_node
+from accel.port import tables as T
+from accel.port.syntax import Rewriter, text, walk
+from accel.port.symbols import Scope, Sym, declarator_parts, pointer_info, qualifiers, type_node
 
 #: node types passed through as they are (their children are still visited)
 _PLAIN = frozenset((
@@ -82,7 +82,7 @@ class Spelling:
     constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
                                                      "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
-    #: translation's prologue defines them for OpenCL (see port_dialect)
+    #: translation's prologue defines them for OpenCL (see accel.port.dialect)
     rename_calls: bool = True
     dynamic_shared: bool = True  # extern __shared__ as a trailing __local argument
     name: str = "OpenCL C"
@@ -268,7 +268,7 @@ class OpenCLTranslator:
         value = item.child_by_field_name("value")
         if value is None:
             return
-        from .port_ast import parse
+        from accel.port.syntax import parse
 
         for n in walk(parse(value.text).root_node):
             name = text(n)

@@ -8,9 +8,9 @@ translation carries, so the CUDA and HIP builds see exactly the code they were g
 """
 from __future__ import annotations
 
-from . import port_tables as T
-from .port_ast import Rewriter
-from .port_opencl import OpenCLTranslator, Spelling
+from accel.port import tables as T
+from accel.port.syntax import Rewriter
+from accel.port.opencl import OpenCLTranslator, Spelling
 
 DIALECT = Spelling(
     kernel="KERNEL", device="DEVICE", forceinline="", restrict="RESTRICT",

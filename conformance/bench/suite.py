@@ -1,11 +1,11 @@
-"""Benchmarks that can be trusted: the cases, each timed on the device (accel.timing) with its
+"""Benchmarks that can be trusted: the cases, each timed on the device (accel.conformance.bench.timing) with its
 baselines side by side on the same device, a check that the timed work ran, FLOP/byte counts
 from the op specs and a roofline; the records and result documents they make.
 
 The result file format (``accel.bench/1``) is documented in docs/benchmarks.md.
 
 >>> import accel
->>> from accel import bench, timing
+>>> from accel.conformance.bench import suite as bench, timing
 >>> case = bench.Case.make("matmul", "float32", M=64, N=64, K=64)
 >>> r = bench.run_case(accel.get_backend("cpu"), case, budget=timing.TINY, baselines=[], peaks=None)
 >>> r["status"], r["flops"]
@@ -16,26 +16,24 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-import platform
-import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from . import spec as S
-from .backend import Backend
-from .backend import verdict as support_verdict
-from .dtypes import to_numpy_dtype
-from .errors import AccelError, ArgumentError, expected
-from .formats import get_format
-from .ops import execute
-from .tensor import NAN_FILL, Tensor
-from .timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all
+from accel import spec as S
+from accel.backend import Backend
+from accel.dtypes import to_numpy_dtype
+from accel.errors import AccelError, ArgumentError, expected
+from accel.formats import get_format
+from accel.ops import execute
+from accel.tensor import NAN_FILL, Tensor
+from accel.conformance.results import machine
+from accel.conformance.bench.timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all
 
 if TYPE_CHECKING:
-    from .peaks import Peaks
+    from accel.conformance.bench.peaks import Peaks
 
 SCHEMA = "accel.bench/1"
 
@@ -105,7 +103,7 @@ class Case:
 
 
 def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
-    from .ops import quantize
+    from accel.ops import quantize
 
     return quantize(x, fmt, backend="cpu").raw
 
@@ -175,7 +173,7 @@ def check_result(got: np.ndarray, ref: np.ndarray, out_dtype: str) -> tuple[bool
 
 def reference(case: Case, host: list[np.ndarray | None]) -> np.ndarray:
     """The op's result on the CPU reference backend (accel's semantics by definition)."""
-    from .registry import get_backend
+    from accel.registry import get_backend
 
     cpu = get_backend("cpu")
     spec = case.spec()
@@ -196,7 +194,7 @@ def rates(spec: S.Spec, seconds: float, peaks: "Peaks | None") -> dict[str, floa
     needs at its measured peaks, max(flops / peak compute, bytes / peak bandwidth); efficiency is
     that bound over the measured time, i.e. achieved / min(peak, intensity x bandwidth).
 
-    >>> from accel.peaks import Peaks
+    >>> from accel.conformance.bench.peaks import Peaks
     >>> r = rates(S.matmul_spec((2, 2), "float32", (2, 2), "float32"), 1e-6, Peaks(100.0, 10.0))
     >>> r["gflops"], r["gbs"], round(r["roofline_efficiency"], 3)
     (0.016, 0.048, 0.005)
@@ -220,7 +218,7 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
                            "flops": spec.flops, "bytes": spec.bytes,
                            "intensity": spec.flops / spec.bytes if spec.bytes else None,
                            "baselines": []}
-    verdict = support_verdict(backend, spec)
+    verdict = backend.verdict(spec)
     if not verdict.ok:
         return {**rec, "status": "unsupported", "reason": verdict.reason}
     host = case.host_inputs(seed)
@@ -298,16 +296,6 @@ def _baseline_record(base, prepared, res: "Stats | BaseException", spec: S.Spec,
             **_timing(res), **rates(spec, res.median, peaks), "rel_err": err}
 
 
-def machine(label: str | None = None) -> dict[str, Any]:
-    """The machine a result file comes from; ``label`` names it in merged reports."""
-    from .registry import get_backend
-
-    host = socket.gethostname()
-    return {"label": label or host, "hostname": host, "platform": platform.platform(),
-            "cpu": get_backend("cpu").info.name, "cores": os.cpu_count(),
-            "python": platform.python_version()}
-
-
 class CPUWatch:
     """How much CPU other processes used while a run went on: the machine's busy time (from
     /proc/stat) minus this process's own (all its threads, PoCL's included), per second of wall
@@ -366,8 +354,10 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
               peaks_mode: str = "update") -> dict[str, Any]:
     """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document. ``peaks_mode``:
     "cached" (measure only when nothing is cached), "update" (measure and keep the best of cache
-    and now, the default) or "refresh" (measure and replace the cache); see accel.peaks."""
-    from . import __version__, baselines as B, peaks as P
+    and now, the default) or "refresh" (measure and replace the cache); see accel.conformance.bench.peaks."""
+    from accel import __version__
+    from accel.conformance.bench import baselines as B
+    from accel.conformance.bench import peaks as P
 
     watch = CPUWatch()
     try:

@@ -3,7 +3,8 @@ network needed) and a Markdown summary, from ``accel.bench/1`` and ``accel.confo
 files, possibly from several machines (an NVIDIA box, an AMD box, a laptop) merged into one.
 
 >>> import accel, tempfile
->>> from accel import bench, report, timing
+>>> from accel.conformance.bench import suite as bench, timing
+>>> from accel.conformance.report import render as report
 >>> doc = bench.run_suite(accel.get_backend("cpu"), bench.cases("quick", ["dequantize"])[:1],
 ...                       budget=timing.TINY, with_baselines=False)
 >>> html_path, md_path = report.write(report.Results(bench=[doc]), tempfile.mkdtemp())
@@ -22,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from . import portability as PP
-from .bench import SCHEMA as BENCH_SCHEMA
-from .bench import busy_warning
-from .bench import noisy as is_noisy
-from .conformance.matrix import BUILT, LEGEND, compile_verdict, merge_cases, verdict
-from .conformance.results import SCHEMA as CONFORMANCE_SCHEMA
-from .errors import ArgumentError, expected
-from .kernels_check import SCHEMA as KERNELS_CHECK_SCHEMA  # compile-only evidence
+from accel.conformance.report import portability as PP
+from accel.conformance.bench.suite import SCHEMA as BENCH_SCHEMA
+from accel.conformance.bench.suite import busy_warning
+from accel.conformance.bench.suite import noisy as is_noisy
+from accel.conformance.matrix import BUILT, LEGEND, compile_verdict, merge_cases, verdict
+from accel.conformance.results import SCHEMA as CONFORMANCE_SCHEMA
+from accel.errors import ArgumentError, expected
+from accel.kernels.check import SCHEMA as KERNELS_CHECK_SCHEMA  # compile-only evidence
 
 
 @dataclass
@@ -397,7 +398,7 @@ def machines_section(res: Results) -> str:
             + _table(["platform", "device", "driver", "library versions", "peak GFLOP/s",
                       "peak GB/s", "baselines (versions)", "cores used by others", "profile, date"],
                      prows, numeric=(4, 5))
-            + '<p class="note">Peaks are measured on each device by accel.peaks (a streaming copy '
+            + '<p class="note">Peaks are measured on each device by accel.conformance.bench.peaks (a streaming copy '
               "and a float32 FMA-bound kernel), not taken from data sheets.</p>")
 
 

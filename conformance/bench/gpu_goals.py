@@ -1,9 +1,9 @@
 """The CUDA issue's speed goals, measured in one run on one NVIDIA GPU (``python -m
-accel.conformance.gpu_goals OUT.json``; conformance/gpu_check.sh runs it).
+accel.conformance.bench.gpu_goals OUT.json``; conformance/gpu_check.sh runs it).
 
 Each goal is the ratio of two timings taken here, in this process, on this GPU with device
 events: accel's contenders and the baseline are timed together in interleaved rounds
-(``accel.timing.measure_all``: medians, after 0.3 s of warm-up so clocks are up), each writing its
+(``accel.conformance.bench.timing.measure_all``: medians, after 0.3 s of warm-up so clocks are up), each writing its
 own output, and every timed result is checked against a float64 reference before the ratio
 counts. The goal is judged on what a user gets (``impl="auto"``, or the implementation the goal
 names); where accel has other kernels or parameters for the same case they are timed too, under
@@ -12,7 +12,7 @@ names); where accel has other kernels or parameters for the same case they are t
 
 The GEMV goal's record also holds diagnostics that are not GEMVs (``probes``: PROBES below).
 
-``python -m accel.conformance.gpu_goals --gemv-once [q8_0]`` runs the GEMV goal's kernel (with
+``python -m accel.conformance.bench.gpu_goals --gemv-once [q8_0]`` runs the GEMV goal's kernel (with
 ``x_format="q8_0"``: quantize_x8 and qgemv_x8) a few times and nothing else, for a profiler
 (gpu_check.sh runs Nsight Compute on qgemv, on qgemv_runs with ACCEL_GEMV_KERNEL=qgemv_runs, and
 on qgemv_x8, where it is installed).
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from accel.formats import get_format
-from accel.timing import Budget, Contender, measure_all
+from accel.conformance.bench.timing import Budget, Contender, measure_all
 
 N_MATMUL = 4096
 ATTENTION = dict(B=4, H=16, S=2048, D=64)
@@ -128,7 +128,7 @@ def prebuild(arch: str, warp_size: int, variants) -> None:
     (one after another, the GEMV goal's 20 parameter sets of quant.cl would take about 1.6 s
     each, as on our CPU-only machine). A variant that fails to build is left for its own first
     call to report."""
-    from accel.backends import cupy_plan as CP
+    from accel.backends.cupy import plan as CP
     from accel.errors import AccelError
 
     def build(v) -> None:
@@ -212,7 +212,7 @@ def measure(be) -> list[dict]:
     import accel
     from accel import kernels
     from accel import spec as S
-    from accel.backends import cupy_plan as CP
+    from accel.backends.cupy import plan as CP
     from accel.conformance import oracle
     from accel.ops import execute
     from accel.tensor import Tensor
@@ -511,7 +511,7 @@ def _describe(alt: dict) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m accel.conformance.gpu_goals",
+        prog="python -m accel.conformance.bench.gpu_goals",
         description="Measure the CUDA issue's speed goals on this machine's NVIDIA GPU, each as the "
                     "ratio of two timings taken here with the alternatives timed beside it, and "
                     "write them to OUT.json (schema accel.gpu_speed_goals/2; without a CUDA device "

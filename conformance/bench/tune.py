@@ -8,12 +8,10 @@ representative problem; the fastest of ``--repeat`` runs counts.
 from __future__ import annotations
 
 import argparse
-import itertools
 
 import numpy as np
 
-from accel import kernels as K
-from accel.bench import Case, reference
+from accel.conformance.bench.suite import Case, reference
 from accel.tensor import Tensor
 
 #: representative problems (timed) per tunable op
@@ -21,30 +19,6 @@ PROBLEMS = {"matmul": "float32 matmul M=1024 N=1025 K=1027",
             "attention": "float32 causal attention B=1 H=4 S=1024 D=64",
             "qmatmul": "q8_0 qmatmul M=64 N=K=2048",
             "gemv": "q8_0 qmatmul M=1 N=K=4096"}
-
-
-def candidates(op: str, kind: str, lanes: int) -> list[dict]:
-    """The parameter sets searched for ``op`` on a device of ``kind`` (cpu or gpu)."""
-    if kind == "cpu":
-        if op == "matmul":
-            return [dict(LOCAL_TILE=0, TM=tm, TN=tn, VW=lanes)
-                    for tm, tn in itertools.product((4, 8, 12, 14), (lanes, 2 * lanes, 4 * lanes))]
-        if op == "attention":
-            return [dict(LOCAL_TILE=0, BQ=bq, BKV=bkv, VW=lanes)
-                    for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
-        if op == "qmatmul":
-            return [dict(RM=rm, RN=rn, VW=lanes) for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
-        return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
-    if op == "matmul":
-        return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
-                for wg, t, tk in itertools.product((8, 16), (2, 4, 8), (8, 16))]
-    if op == "attention":
-        return [{**K.GPU_ATTENTION, "BKV": bkv, "TEAM": team, "QSPLIT": qsplit}
-                for bkv, team, qsplit in itertools.product((16, 32), (64, 128), (2, 4))]
-    if op == "gemv":  # qgemv's tiling; qgemv_stream's parameters ride along unchanged
-        return [{**K.GPU_GEMV, "RN": rn, "GEMV_WG": wg, "GEMV_TEAMS": teams}
-                for wg, teams, rn in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 4))]
-    return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
 
 
 def _case(op: str, small: bool) -> Case:
@@ -87,7 +61,7 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
     """Search each op's candidates on backend ``be``; store and return the fastest per op."""
     from accel.errors import AccelError
 
-    from .params import params_for, safe_lanes, save_tuned
+    from accel.backends.opencl.params import candidates, params_for, safe_lanes, save_tuned
 
     kind = "cpu" if be.dev.kind == "cpu" else "gpu"
     found = {}
@@ -118,7 +92,7 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
 
 def _tune(args: argparse.Namespace) -> int:
     import accel
-    from accel.cli import comma_list
+    from accel.argtypes import comma_list
     from accel.errors import ArgumentError, expected
 
     ops = comma_list(args.ops)
@@ -134,7 +108,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from accel.cli import int_at_least, names
+    from accel.argtypes import int_at_least, names
 
     p = subparsers.add_parser(
         "tune", help="search OpenCL kernel tile sizes and store the best per device",

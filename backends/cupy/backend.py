@@ -1,12 +1,12 @@
 """The one implementation behind the ``cuda`` and ``hip`` backends, on CuPy.
 
 CuPy's Python API is the same on CUDA and ROCm; what differs is made explicit by the two thin
-subclasses (backends/cuda.py, backends/hip.py): the platform CuPy must be built for, the arch the
+subclasses (backends/cupy/cuda.py, backends/cupy/hip.py): the platform CuPy must be built for, the arch the
 kernels are compiled for (``sm_XY`` / ``gfx...``, read from the device), the warp width passed to
 every kernel as ``ACCEL_WARP`` (32, or 64 on CDNA wavefronts, read from the device), the vendor
 BLAS name and how versions are spelled.
 
-Kernels are built by ``accel.toolchains`` (NVRTC / hiprtc, the same code path ``accel kernels
+Kernels are built by ``accel.kernels.toolchains`` (NVRTC / hiprtc, the same code path ``accel kernels
 check`` proves in CI without a GPU), cached on disk, and loaded with ``cupy.RawModule(path=...)``.
 
 The implementation is chosen per backend instance by ``backend.impl`` (default from the
@@ -17,12 +17,12 @@ environment variable ``ACCEL_CUDA_IMPL`` / ``ACCEL_HIP_IMPL``, else ``"auto"``):
   other op still through the shared kernels;
 - ``"tensorcore"``: float16/bfloat16 matmul and attention (head dims 64 and 128) on NVIDIA
   tensor cores (kernels/matmul_wgmma.cu, matmul_wmma.cu, attention_mma.cu; sm_80 and later,
-  declined with the reason elsewhere; :func:`accel.backends.cupy_plan.tensorcore_kernel` picks
+  declined with the reason elsewhere; :func:`accel.backends.cupy.plan.tensorcore_kernel` picks
   one by the operands' addresses), everything else as ``"kernels"``;
 - ``"auto"``: ``"tensorcore"`` where the device has it, else ``"kernels"``.
 
 Which of these computes a spec, with which kernel, grid and block, and whether it is supported
-is decided without a device in backends/cupy_plan.py; this module is the device side: discovery,
+is decided without a device in backends/cupy/plan.py; this module is the device side: discovery,
 memory, loading and launching kernels, timing, DLPack.
 """
 from __future__ import annotations
@@ -33,17 +33,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from accel import toolchains
+from accel import kernels
 from accel.backend import Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DTypeError, UnsupportedError, expected)
 from accel.exact_int8 import exact_int8_matmul
+from accel.kernels import toolchains
 from accel.spec import X_FORMATS
+from accel.tensor import Tensor
 
-from .cupy_plan import (STATIC_SHARED_MAX, TENSORCORE_KERNEL, IMPLS, accumulator_for, build_kernel,
-                        build_variant, kernel_path, kernel_variant, launch_plan, support_for,
-                        tensorcore_kernel, tensorcore_reason)
+from accel.backends.cupy.plan import (IMPLS, STATIC_SHARED_MAX, TENSORCORE_KERNEL, accumulator_for,
+                                      build_kernel, build_variant, kernel_path, kernel_variant,
+                                      launch_plan, support_for, tensorcore_kernel, tensorcore_reason)
 
 
 # -- availability -----------------------------------------------------------------------------
@@ -292,7 +294,7 @@ class CuPyBackend(Backend):
     def compile(self, source: str, name: str, *, options: tuple[str, ...] = (),
                 dialect: str = "accel") -> Any:
         """Build ``name`` for this device's arch (cached in memory, and on disk by
-        accel.toolchains); CompileError carries the compiler log."""
+        accel.kernels.toolchains); CompileError carries the compiler log."""
         if dialect not in ("accel", "cuda"):
             raise UnsupportedError(self.device_id, "kernel", "-",
                                    f"the {self.name} backend compiles the accel and cuda dialects, "
@@ -318,8 +320,6 @@ class CuPyBackend(Backend):
     def launch(self, kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list, shared_mem: int = 0) -> None:
         """Enqueue with CUDA semantics; accel.Tensor arguments pass their device buffer."""
-        from accel.tensor import Tensor
-
         raw = tuple(a.buf if isinstance(a, Tensor) else a for a in args)
         try:
             with self.device:
@@ -341,7 +341,6 @@ class CuPyBackend(Backend):
         attention's mask after the output and a placeholder for none), the output, matmul's
         batch offsets, attention's key-chunk records (``splits``; a placeholder for one pass),
         then :func:`accel.kernels.scalar_args`."""
-        from accel import kernels
 
         if spec.op == "matmul":
             with self.device:
@@ -358,7 +357,7 @@ class CuPyBackend(Backend):
         """Launch shipped ``variant`` (kernel ``name``, else the one launch_plan names) on
         ``args`` (:meth:`kernel_args`), built once per variant for the compile target it needs
         on this device. The ops call it with the variant they choose; the speed-goal script
-        (accel.conformance.gpu_goals) with the alternatives it times."""
+        (accel.conformance.bench.gpu_goals) with the alternatives it times."""
         planned, grid, block = launch_plan(spec, variant, name, chunks)
         name = name or planned
         fn = self._shipped.get((variant, name))
@@ -392,7 +391,6 @@ class CuPyBackend(Backend):
         self._compute(spec, a, b, out=out)
 
     def attention(self, spec, out, q, k, v, mask) -> None:
-        from accel import kernels
 
         if kernel_path(spec, self.impl, self.arch) == "tensorcore":
             self._compute(spec, q, k, v, mask, out=out)
@@ -416,7 +414,6 @@ class CuPyBackend(Backend):
         self._compute(spec, q, out=out)
 
     def qmatmul(self, spec, out, x, w) -> None:
-        from accel import kernels
 
         if spec.x_fmt is not None:
             self.run_x8(spec, kernel_variant(spec), out, x, w)
@@ -432,7 +429,6 @@ class CuPyBackend(Backend):
         x's X8 words into :meth:`scratch`, then the variant's X8 kernel (launch_plan's choice)
         multiplies them with ``w``. The op runs it with its own variant; the speed-goal script
         with the parameter sets it times."""
-        from accel import kernels
 
         nbytes, count = kernels.x8_words(spec)
         words = self.scratch(nbytes)

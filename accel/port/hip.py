@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import port_tables as T
-from .port_ast import Rewriter, parse, text, walk
+from accel.port import tables as T
+from accel.port.syntax import Rewriter, parse, text, walk
 
 #: hiprtc (runtime compilation) builds in these declarations and fails on the headers
 #: themselves, hipcc needs the headers: the translation guards them so both compile it

@@ -5,7 +5,7 @@ mean of the efficiencies, and 0 when any platform in H does not run p correctly.
 with two efficiencies (docs/portability.md):
 
 - architectural: the roofline efficiency, achieved / min(peak compute, intensity x peak bandwidth)
-  with the peaks measured on that device (accel.peaks);
+  with the peaks measured on that device (accel.conformance.bench.peaks);
 - application: the best time observed on that platform (accel or any baseline) over accel's time.
 
 A platform is one backend device on one machine ("laptop/opencl:0"). A problem is one benchmark
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from .errors import ArgumentError, expected
+from accel.errors import ArgumentError, expected
 
 #: result statuses meaning the platform does not run the case correctly (efficiency 0)
 _NOT_RUN = ("unsupported", "error", "invalid")
@@ -43,7 +43,7 @@ def performance_portability(efficiencies: Mapping[str, float | None]) -> float |
 
 
 def platform_name(doc: Mapping) -> str:
-    """'machine/backend' for an accel.bench or accel.conformance result file."""
+    """'machine/backend' for an accel.conformance.bench.suite or accel.conformance result file."""
     machine = doc.get("machine") or {}
     return f"{machine.get('label') or machine.get('hostname') or 'unknown'}/{doc.get('backend', '?')}"
 

@@ -17,9 +17,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cli import output_file
-from .errors import ArgumentError, expected
-from .port_ast import Diagnostic, Rewriter, parse
+from accel.argtypes import output_file
+from accel.errors import ArgumentError, expected
+from accel.port.syntax import Diagnostic, Rewriter, parse
 
 TARGETS = ("hip", "opencl", "dialect")
 
@@ -54,15 +54,15 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
     tree = parse(raw)
     rw = Rewriter(raw, filename)
     if to == "opencl":
-        from .port_opencl import BUILD_OPTIONS, OpenCLTranslator
+        from accel.port.opencl import BUILD_OPTIONS, OpenCLTranslator
 
         out, options = OpenCLTranslator(rw, tree.root_node).opencl_text(), BUILD_OPTIONS
     elif to == "hip":
-        from .port_hip import translate_hip
+        from accel.port.hip import translate_hip
 
         out, options = translate_hip(rw, tree.root_node), ()
     else:
-        from .port_dialect import translate_dialect
+        from accel.port.dialect import translate_dialect
 
         out, options = translate_dialect(rw, tree.root_node), ()
     diagnostics = sorted(rw.diagnostics, key=lambda d: (d.line, d.severity != "error"))

@@ -6,7 +6,7 @@ libraries, loaded with ctypes, and their C APIs have the same shape (create, com
 so one small wrapper drives both. Each result carries the compiler log, the binary (cubin or AMD
 code object) and, per kernel, the resources the toolchain reports: ptxas's ``-v`` summary for
 NVIDIA, the code object's metadata note (read with ``llvm-readelf --notes``) for AMD, both read
-by accel.kernel_resources.
+by accel.kernels.resources.
 
 Successful builds are cached on disk under ``cache_root()/binaries`` (accel.diskcache:
 ``$ACCEL_CACHE_DIR``, else the XDG cache folder) by a key over the toolchain and its version, the
@@ -14,7 +14,7 @@ target, the options, the source and the headers in the include directories the c
 Entries are written atomically and checked against their recorded key and digest on read, so an
 interrupted writer or a misplaced file never leaves a usable wrong entry.
 
->>> from accel.toolchains import compile_source
+>>> from accel.kernels.toolchains import compile_source
 >>> r = compile_source('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', "sm_90")
 >>> r.ok, r.binary[:4], r.resources["k"].spills
 (True, b'\\x7fELF', 0)
@@ -36,9 +36,9 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from .diskcache import atomic_write, cache_root
-from .errors import ArgumentError, BackendUnavailable, expected
-from .kernel_resources import KernelResources, amd_code_object_resources, parse_ptxas_log, sass_counts
+from accel.diskcache import atomic_write, cache_root
+from accel.errors import ArgumentError, BackendUnavailable, expected
+from accel.kernels.resources import KernelResources, amd_code_object_resources, parse_ptxas_log, sass_counts
 
 #: the targets ``accel kernels check`` compiles for when none are named
 DEFAULT_TARGETS = ("sm_80", "sm_90", "gfx90a", "gfx1100")
@@ -232,7 +232,7 @@ def _load_hiprtc() -> _RTC:
 
 
 class _IsolatedRTC:
-    """hiprtc driven in a worker process (``python -m accel.toolchains hiprtc-worker``), one JSON
+    """hiprtc driven in a worker process (``python -m accel.kernels.toolchains hiprtc-worker``), one JSON
     line per request. Why a process: ROCm's compiler (comgr) carries its own LLVM, and loading it
     where another LLVM already lives (PoCL's, for the OpenCL backend; or the other way round)
     aborts the process ("Option ... registered more than once"); hiprtc 5.2 also aborts on some
@@ -252,7 +252,7 @@ class _IsolatedRTC:
 
     def _start(self) -> dict:
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "accel.toolchains", "hiprtc-worker"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "accel.kernels.toolchains", "hiprtc-worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, text=True)
         hello = self._reply()

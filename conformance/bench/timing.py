@@ -1,8 +1,8 @@
 """Timing that can be trusted: contenders sampled in interleaved rounds until a time and a work
 budget are spent, short calls batched, and a robust summary of the samples. The benchmarks
-(accel.bench), the device peaks (accel.peaks) and the GPU speed goals all time through here.
+(accel.conformance.bench.suite), the device peaks (accel.conformance.bench.peaks) and the GPU speed goals all time through here.
 
->>> from accel.timing import TINY, Contender, measure_all
+>>> from accel.conformance.bench.timing import TINY, Contender, measure_all
 >>> def takes(seconds):  # a timer that calls the work and reports a fixed duration
 ...     return lambda fn: (fn(), seconds)[1]
 >>> work = lambda: None
@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .backend import Backend
-from .errors import ArgumentError, expected
+from accel.backend import Backend
+from accel.errors import ArgumentError, expected
 
 #: times a callable: returns the seconds the work it does (or enqueues) takes
 Timer = Callable[[Callable[[], Any]], float]

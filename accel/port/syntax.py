@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
-from .errors import ArgumentError, expected
+from accel.errors import ArgumentError, expected
 
 
 @cache

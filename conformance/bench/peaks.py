@@ -7,7 +7,7 @@ runtime can reach; on the CPU reference backend the copy is numpy's and the comp
 float32 BLAS GEMM, the FMA-bound code numpy users actually have.
 
 >>> import accel
->>> from accel.peaks import peaks
+>>> from accel.conformance.bench.peaks import peaks
 >>> p = peaks(accel.get_backend("cpu"))
 >>> p.gflops > 0 and p.gbs > 0
 True
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import Backend
-from .diskcache import atomic_write, cache_root
-from .errors import UnsupportedError
-from .timing import Budget, host_timer, measure
+from accel.backend import Backend
+from accel.diskcache import atomic_write, cache_root
+from accel.errors import UnsupportedError
+from accel.conformance.bench.timing import Budget, host_timer, measure
 
 #: bump when a micro-benchmark changes, so cached peaks from the old one are not reused
 METHOD_VERSION = 1
@@ -150,8 +150,8 @@ def _fma_source(vec: str, chains: int) -> str:
 def _copy_gbs(backend: Backend, block: int) -> float:
     """GB/s of a device copy of _COPY_BYTES, read and write counted (its buffers are freed on
     return, before the FMA kernels run)."""
-    from .kernels import ceil_div
-    from .tensor import Tensor
+    from accel.kernels import ceil_div
+    from accel.tensor import Tensor
 
     n4 = _COPY_BYTES // 16
     copy = backend.compile(_COPY, "accel_peak_copy")
@@ -163,7 +163,7 @@ def _copy_gbs(backend: Backend, block: int) -> float:
 
 
 def _kernel_peaks(backend: Backend) -> tuple[float, float]:
-    from .tensor import Tensor
+    from accel.tensor import Tensor
 
     variants = _FMA_VARIANTS.get(backend.name)
     if variants is None:

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import toolchains
-from .cli import comma_list, int_at_least, names, output_file
+from accel.kernels import toolchains
+from accel.argtypes import comma_list, int_at_least, names, output_file
 
 SCHEMA = "accel.kernels_check/1"
 DEFAULT_TARGETS = ",".join(toolchains.DEFAULT_TARGETS)
@@ -82,8 +82,8 @@ def shipped_jobs() -> list[Job]:
 def file_jobs(paths: list[str]) -> list[Job]:
     """User files: accel dialect when the source has ``#include "accel.h"``; OpenCL C for ``.cl`` files, HIP
     C++ (AMD targets only: it includes HIP's headers) for ``.hip`` files; CUDA C++ otherwise."""
-    from . import kernels
-    from .errors import ArgumentError, expected
+    from accel import kernels
+    from accel.errors import ArgumentError, expected
 
     jobs = []
     for p in paths:
@@ -105,7 +105,8 @@ def file_jobs(paths: list[str]) -> list[Job]:
 
 # -- compiling ----------------------------------------------------------------------------------
 def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
-    from . import kernels, toolchains
+    from accel import kernels
+    from accel.kernels import toolchains
 
     compiler = "cuda" if toolchains.parse_target(target).vendor == "nvidia" else "hip"
     if compiler not in job.meant_for:
@@ -180,7 +181,7 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
 
 def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True) -> list[Outcome]:
     """Compile every job for every target (GPU targets in parallel across toolchains)."""
-    from . import toolchains
+    from accel.kernels import toolchains
 
     gpu_targets = [t for t in targets if t != "opencl"]
     for t in gpu_targets:
@@ -260,7 +261,7 @@ def _run(args: argparse.Namespace) -> int:
     jobs = file_jobs(args.files) if args.files else shipped_jobs()
     outcomes = check(jobs, targets, use_cache=not args.no_cache)
     if all(o.status == "n/a" for o in outcomes):  # nothing was compiled: not a pass
-        from .errors import ArgumentError, expected
+        from accel.errors import ArgumentError, expected
 
         why = "; ".join(sorted({o.log for o in outcomes}))
         raise ArgumentError(expected("--targets", "a target at least one source is built for",

@@ -2,7 +2,7 @@
 and stack memory per kernel (:class:`KernelResources`), from ptxas's ``-v`` log for NVIDIA and
 from an AMD code object's metadata note (``llvm-readelf --notes``), and the SASS machine code of
 an NVIDIA binary (``cuobjdump -sass``) with its per-kernel opcode counts. It compiles nothing:
-accel.toolchains compiles and caches, then asks this module what the binary holds.
+accel.kernels.toolchains compiles and caches, then asks this module what the binary holds.
 
 >>> r = parse_ptxas_log("ptxas info    : Compiling entry function 'k' for 'sm_90'\\n"
 ...                     "ptxas info    : Function properties for k\\n"

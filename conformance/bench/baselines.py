@@ -6,7 +6,7 @@ CLBlast through pyclblast when installed. Each baseline carries its library vers
 the op's own semantics (dtype, causal alignment, GQA), so its result is validated like accel's.
 
 >>> import accel
->>> from accel.baselines import for_backend
+>>> from accel.conformance.bench.baselines import for_backend
 >>> "numpy" in [b.name for b in for_backend(accel.get_backend("cpu"))]
 True
 """
@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import spec as S
-from .backend import Backend
-from .dtypes import to_numpy_dtype
-from .timing import Timer, host_timer
+from accel import spec as S
+from accel.backend import Backend
+from accel.dtypes import to_numpy_dtype
+from accel.conformance.bench.timing import Timer, host_timer
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Launch planning for the ``cuda`` and ``hip`` backends (backends/cupy_backend.py), without a
+"""Launch planning for the ``cuda`` and ``hip`` backends (backends/cupy/backend.py), without a
 device: which implementation computes a spec (``impl``: vendor BLAS, tensor cores or the shared
 kernels), which shipped kernel variant and tensor-core kernel runs it, with which grid and block,
 whether it is supported and how it accumulates, and how a kernel is built for a device arch.
@@ -15,11 +15,11 @@ import os
 
 import numpy as np
 
-from accel import toolchains
+from accel import kernels
 from accel.backend import YES, Support, int32_sizes
 from accel.errors import ArgumentError, CompileError, expected
 from accel.formats import BLOCK
-from accel.kernels import ceil_div
+from accel.kernels import ceil_div, toolchains
 
 IMPLS = ("auto", "kernels", "vendor", "tensorcore")
 STATIC_SHARED_MAX = 48 * 1024  # static __shared__ per block on CUDA (and HIP's LDS default)
@@ -76,7 +76,6 @@ def _wmma_header_missing() -> str | None:
 
 def _has_tensorcore_kernel(spec) -> bool:
     """Whether ``spec`` is a case accel has a tensor-core kernel for (dtype, head dims)."""
-    from accel import kernels
 
     if spec.op == "matmul":
         return spec.dtype in TENSORCORE_DTYPES
@@ -140,7 +139,6 @@ def tensorcore_kernel(spec, arch: str, *addresses: int):
     >>> tensorcore_kernel(att, "sm_80", 256, 512, 768)[1], tensorcore_kernel(att, "sm_80", 256, 520, 768)
     ('attention_mma', None)
     """
-    from accel import kernels
 
     if spec.op == "attention":
         fits = aligned16(*addresses) and abs(spec.scale) <= MMA_SCALE_MAX
@@ -156,7 +154,6 @@ def tensorcore_kernel(spec, arch: str, *addresses: int):
 def kernel_variant(spec, path: str = "kernels"):
     """The ``accel.kernels`` variant (GPU parameters) that computes ``spec``; ``path`` is
     :func:`kernel_path`'s answer."""
-    from accel import kernels
 
     if spec.op == "matmul":
         if path == "tensorcore":
@@ -178,7 +175,6 @@ def launch_plan(spec, variant, name: str | None = None,
     each kernel source's documented grid (kernels/*.cl); ``name`` picks one of a source's kernels
     with its own grid (``qgemv_stream``, ``qgemv_runs``, ``attention_combine``), else the one the
     spec implies; attention's keys split into ``chunks``."""
-    from accel import kernels
 
     d = variant.defines
     if variant.source == "matmul_wgmma.cu":  # the same grid; a warpgroup per 64 rows of a tile
@@ -262,7 +258,6 @@ def build_kernel(source: str, name: str, arch: str, warp_size: int, *,
     warp width as ``ACCEL_WARP``. Raises accel.CompileError with the log on failure."""
     include_dirs: tuple[str, ...] = ()
     if dialect == "accel":
-        from accel import kernels
 
         include_dirs = (str(kernels.HEADER.parent),)
         if not kernels.uses_header(source):  # the dialect's names come from the header
@@ -279,7 +274,6 @@ def build_variant(variant, name: str, arch: str, warp_size: int) -> "toolchains.
     """Kernel ``name`` of shipped ``variant`` compiled for a device of ``arch`` as the backend
     runs it: for the compile target the variant needs there (``sm_90a`` for wgmma; an AMD arch
     as it is), with the variant's defines."""
-    from accel import kernels
 
     target = variant.nvidia_target(arch) or arch  # None for AMD archs
     return build_kernel(kernels.program_text(variant.source), name, target, warp_size,

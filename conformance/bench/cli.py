@@ -1,0 +1,121 @@
+"""``accel bench``: benchmark one device against its baselines, with a progress bar and a
+summary table.
+
+Heavy imports (torch, backends) stay inside the command functions so ``accel info`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from accel.argtypes import names, output_file, split_names
+
+def register(subparsers) -> None:
+    from accel.spec import OPS
+
+    p = subparsers.add_parser(
+        "bench", help="benchmark one backend against baselines on its device",
+        description="Benchmark accel's ops on one device beside what a user would run instead "
+                    "there (numpy, torch, cuBLAS, ...), against the device's measured peaks "
+                    "(roofline). Prints a summary table; --json writes the accel.bench/1 result "
+                    "file. Exit status 1 when a case errors or its result is wrong.")
+    p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
+    p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
+                   help=f"ops to run, space or comma separated, from {', '.join(OPS)} (default: all)")
+    p.add_argument("--sizes", choices=("quick", "full"), default="quick",
+                   help="quick: small cases, short budgets (minutes on PoCL); full: release sizes "
+                        "(default: %(default)s)")
+    p.add_argument("--json", default=None, type=output_file,
+                   help="write the accel.bench/1 result file here")
+    p.add_argument("--no-baselines", action="store_true", help="measure accel only")
+    p.add_argument("--flush", action="store_true", help="flush caches between repetitions")
+    p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
+    p.add_argument("--refresh-peaks", action="store_true",
+                   help="discard the cached device peaks (default: re-measure and keep the best)")
+    p.set_defaults(func=_bench)
+
+
+def console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bool = True,
+              flush: bool = False, label: str | None = None, refresh_peaks: bool = False) -> dict:
+    """Benchmark one device with a progress bar; returns the accel.bench/1 document."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import accel
+    from accel.conformance.bench import suite as bench
+    from accel.conformance.bench import timing
+
+    backend = accel.get_backend(device)
+    suite = bench.cases(sizes, ops)
+    out_console = console()
+    out_console.print(f"[bold]accel bench[/] {backend.device_id} ({backend.info.name}): "
+                      f"{len(suite)} cases, {sizes} sizes; measuring device peaks first")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=out_console, transient=True) as progress:
+        task = progress.add_task(f"{backend.device_id}", total=len(suite))
+
+        def advance(case, rec):
+            progress.update(task, advance=1, description=f"{backend.device_id} {case.id}")
+        return bench.run_suite(backend, suite, budget=timing.BUDGETS[sizes], with_baselines=with_baselines,
+                               flush=flush, label=label, profile=sizes, on_case=advance,
+                               peaks_mode="refresh" if refresh_peaks else "update")
+
+
+def print_summary(doc: dict) -> None:
+    """The summary table of one bench document."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from accel.conformance.bench.suite import busy_warning
+    from accel.conformance.report.render import case_label, ratio_text
+
+    peaks = doc.get("peaks")
+    roof = (f"peaks: {peaks['gflops']:.0f} GFLOP/s, {peaks['gbs']:.0f} GB/s" if peaks
+            else f"no peaks: {doc.get('peaks_error') or 'not measurable on this backend'}")
+    table = Table(title=f"{doc['backend']} on {doc['device']['name']} ({roof})")
+    for col in ("op", "dtype", "params", "median ms", "IQR ms", "GFLOP/s", "GB/s", "roofline",
+                "vs best baseline"):
+        table.add_column(col, justify="right" if col not in ("op", "dtype", "params", "vs best baseline")
+                         else "left")
+    for c in doc["cases"]:
+        if c["status"] != "ok":
+            table.add_row(c["op"], c["dtype"], case_label(c), f"[yellow]{c['status']}[/]", "", "", "", "",
+                          c.get("reason", "")[:60])
+            continue
+        eff = c.get("roofline_efficiency")
+        table.add_row(c["op"], c["dtype"], case_label(c), f"{c['median_s'] * 1e3:.3g}",
+                      f"{c['iqr_s'] * 1e3:.2g}", f"{c['gflops']:.3g}" if c["flops"] else "–",
+                      f"{c['gbs']:.3g}", "–" if eff is None else f"{100 * eff:.0f}%", ratio_text(c))
+    # piped output (CI logs) gets a width that fits the table instead of rich's 80 columns
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    console.print(table)
+    if warning := busy_warning(doc):
+        console.print(f"[yellow]warning: {warning}[/]")
+
+
+def write_json(doc: dict, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(doc, indent=1))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    doc = run_bench(args.backend or _default_device(), ops=split_names(args.ops), sizes=args.sizes,
+                    with_baselines=not args.no_baselines, flush=args.flush, label=args.label,
+                    refresh_peaks=args.refresh_peaks)
+    print_summary(doc)
+    if args.json:
+        write_json(doc, args.json)
+        console().print(f"wrote {args.json}")
+    return 1 if any(c["status"] in ("invalid", "error") for c in doc["cases"]) else 0
+
+
+def _default_device() -> str:
+    from accel.registry import current_device
+
+    return current_device()

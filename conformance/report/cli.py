@@ -1,0 +1,164 @@
+"""``accel report`` (one HTML + Markdown report from result files of any number of machines) and
+``accel portability`` (the README's main job: conformance and benchmarks on every available
+backend, then the report).
+
+>>> from accel.conformance.report.cli import portability_devices
+>>> "cpu:0" in portability_devices()
+True
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from accel.argtypes import output_folder
+from accel.conformance.bench.cli import console, print_summary, run_bench, write_json
+
+#: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
+CONFORMANCE_TIMEOUT_S = 300
+#: GPU targets whose kernels `portability` compile-checks when their backend cannot run here
+COMPILE_TARGETS = {"cuda": "sm_90", "hip": "gfx90a"}
+KERNELS_CHECK_TIMEOUT_S = 240
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report", help="HTML + Markdown report from result files",
+        description="Merge result files from any number of machines into one cross-vendor "
+                    "report: writes report.html (self-contained) and summary.md into OUT and "
+                    "prints the path of report.html.")
+    p.add_argument("results", nargs="+",
+                   help="accel.bench/1, accel.conformance/1 and accel.kernels_check/1 JSON files "
+                        "(from the --json of accel bench, accel conformance, accel kernels check)")
+    p.add_argument("-o", "--out", required=True, type=output_folder, help="output directory")
+    p.set_defaults(func=_report)
+
+    p = subparsers.add_parser(
+        "portability", help="conformance + benchmarks on every available backend, then the report",
+        description="The main job: the quick conformance suite and the benchmarks on device 0 of "
+                    "every available built-in backend, and a compile check of the kernels for GPU "
+                    "targets without a device here. Writes every result file, report.html and "
+                    "summary.md into OUT and prints the path of report.html last.")
+    p.add_argument("-o", "--out", default="report", type=output_folder,
+                   help="output directory (default: ./report)")
+    p.add_argument("--backends", nargs="+", default=None,
+                   help="devices to run, and nothing else (default: device 0 of every available "
+                        "built-in backend, plus a compile check for GPU targets without a device)")
+    p.add_argument("--sizes", choices=("quick", "full"), default="quick",
+                   help="benchmark sizes, as for accel bench (default: %(default)s)")
+    p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
+    p.set_defaults(func=_portability)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from accel.conformance.report import render as report
+
+    html_path, md_path = report.write(report.load(args.results), args.out)
+    print(html_path)
+    console().print(f"summary: {md_path}")
+    return 0
+
+
+def portability_devices() -> list[str]:
+    """Device 0 of every available built-in backend (plugins are third-party code: not run)."""
+    import accel
+
+    return [f"{s.name}:0" for s in accel.backends() if s.available and s.origin == "builtin"]
+
+
+def _as_typed(cmd: list[str]) -> str:
+    """``[python, -m, accel, ...]`` as the accel command a user would type."""
+    return " ".join(["accel", *cmd[3:]])
+
+
+def run_conformance(device: str, out: Path, label: str) -> dict | None:
+    """`accel conformance --profile quick` in a subprocess (a crash there cannot take the report
+    down); its result file gets this machine's identity so reports can merge it."""
+    from accel.conformance.results import machine
+
+    cmd = [sys.executable, "-m", "accel", "conformance", "--backend", device, "--profile", "quick",
+           "--json", str(out)]
+    out_console = console()
+    out_console.print(f"[bold]conformance[/] {device}: {_as_typed(cmd)}")
+    out.unlink(missing_ok=True)  # never read back an earlier run's file as this one's
+    try:
+        # its progress bar (stderr) shows; its tables (stdout) would bury the report path
+        proc = subprocess.run(cmd, timeout=CONFORMANCE_TIMEOUT_S, stdout=subprocess.PIPE, text=True)
+    except subprocess.TimeoutExpired:
+        out_console.print(f"[red]conformance on {device} exceeded {CONFORMANCE_TIMEOUT_S} s; skipped[/]")
+        return None
+    try:
+        if proc.returncode not in (0, 1):  # 1 = cases failed (a verdict); anything else = a crash
+            raise ValueError(f"exit status {proc.returncode}")
+        doc = json.loads(out.read_text())
+    except (OSError, ValueError):
+        tail = proc.stdout.strip().splitlines()[-3:]
+        out_console.print(f"[red]conformance on {device} produced no result file[/] (exit {proc.returncode}): "
+                      + " | ".join(tail))
+        return None
+    doc["machine"] = machine(label)  # the same record as the bench files, under the run's label
+    write_json(doc, out)
+    counts = {k: v for k, v in (doc.get("summary") or {}).items() if isinstance(v, int) and v}
+    out_console.print(f"conformance {device}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    return doc
+
+
+def run_kernels_check(out: Path) -> dict | None:
+    """Compile every shipped kernel for the GPU targets whose backend is unavailable here, so the
+    report shows them as "compiled only" rather than absent."""
+    import accel
+
+    missing = [COMPILE_TARGETS[s.name] for s in accel.backends()
+               if s.name in COMPILE_TARGETS and not s.available]
+    if not missing:
+        return None
+    cmd = [sys.executable, "-m", "accel", "kernels", "check", "--targets", ",".join(missing),
+           "--allow-unavailable", "--json", str(out)]
+    out_console = console()
+    out_console.print(f"[bold]compile check[/] {', '.join(missing)} (no device for them here): "
+                  f"{_as_typed(cmd)}")
+    out.unlink(missing_ok=True)
+    try:
+        subprocess.run(cmd, timeout=KERNELS_CHECK_TIMEOUT_S, stdout=subprocess.DEVNULL)
+        return json.loads(out.read_text())
+    except subprocess.TimeoutExpired:
+        out_console.print(f"[red]compile check exceeded {KERNELS_CHECK_TIMEOUT_S} s; skipped[/]")
+    except (OSError, ValueError):
+        out_console.print("[red]compile check produced no result file; skipped[/]")
+    return None
+
+
+def _portability(args: argparse.Namespace) -> int:
+    import accel
+    from accel.conformance.report import render as report
+    from accel.conformance.results import machine
+
+    started = time.perf_counter()
+    devices = args.backends or portability_devices()
+    for device in devices:  # a typo in the last name must not cost the runs before it
+        accel.get_backend(device)
+    out = args.out
+    label = args.label or machine()["label"]
+    res = report.Results()
+    for device in devices:
+        slug = device.replace(":", "")
+        conf = run_conformance(device, out / f"conformance-{slug}.json", label)
+        if conf is not None:
+            res.conformance.append(conf)
+        doc = run_bench(device, sizes=args.sizes, label=label)
+        write_json(doc, out / f"bench-{slug}.json")
+        print_summary(doc)
+        res.bench.append(doc)
+    if not args.backends:
+        compiled = run_kernels_check(out / "kernels-check.json")
+        if compiled is not None:
+            res.kernels.append(compiled)
+    html_path, md_path = report.write(res, out)
+    console().print(f"portability run of {', '.join(devices)} took {time.perf_counter() - started:.0f} s; "
+                     f"summary: {md_path}")
+    print(html_path.resolve())
+    return 0

@@ -1,0 +1,233 @@
+"""The OpenCL backend's launch planning (backends/opencl/plan.py) without a device: which kernels a
+spec runs, with which sizes, buffer slots and constant arguments, and the supports() verdicts,
+for device facts written by hand. Nothing here imports pyopencl: the plans are data."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import accel.kernels as K
+from accel import spec as S
+from accel.backends.opencl.plan import (DeviceFacts, Launch, Operand, Placeholder, Scratch, Upload,
+                                        plan_for, support)
+from accel.formats import get_format
+
+# the tile parameters of backends/opencl/params.py's DEFAULTS, whose module imports pyopencl
+CPU_PARAMS = {"matmul": K.CPU_MATMUL, "attention": K.CPU_ATTENTION, "qmatmul": K.CPU_QMATMUL,
+              "gemv": K.CPU_GEMV}
+GPU_PARAMS = {"matmul": K.GPU_MATMUL, "attention": K.GPU_ATTENTION,
+              "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV}
+CPU = DeviceFacts(compute_units=2, local_mem=32 * 1024, mem_align_bytes=128,
+                  correctly_rounded_divide=True, denormals=True)
+GPU = DeviceFacts(compute_units=132, local_mem=48 * 1024, mem_align_bytes=512,
+                  correctly_rounded_divide=True, denormals=True)
+DEVICES = {"cpu": (CPU, CPU_PARAMS), "gpu": (GPU, GPU_PARAMS)}
+Q4, Q8 = get_format("q4_0"), get_format("q8_0")
+
+
+def _groups(launch: Launch) -> tuple[int, ...]:
+    """Work-groups per dimension; OpenCL 1.2 needs the global size a multiple of the local."""
+    assert len(launch.gsize) == len(launch.lsize), launch
+    assert all(g % loc == 0 and g > 0 for g, loc in zip(launch.gsize, launch.lsize)), launch
+    return tuple(g // loc for g, loc in zip(launch.gsize, launch.lsize))
+
+
+def _defines(params: dict) -> dict:
+    """Tile parameters without the work-group size, which is no kernel define."""
+    return {k: v for k, v in params.items() if k != "WG"}
+
+
+def _covers(launch: Launch, items: int) -> None:
+    """A one-dimensional launch has a work-item per item, short of one more group."""
+    assert launch.lsize == (64,) and items <= launch.gsize[0] < items + 64, (launch, items)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("a_shape,b_shape", [((5, 300), (300, 7)), ((3, 37, 70), (70, 301)),
+                                             ((2, 1, 8, 16), (3, 16, 4))])
+def test_matmul_launch_covers_every_output_once_per_batch(device, a_shape, b_shape):
+    facts, params = DEVICES[device]
+    spec = S.matmul_spec(a_shape, "float32", b_shape, "float32")
+    [launch] = plan_for(spec, facts, params)
+    p = params["matmul"]
+    groups = _groups(launch)
+    if p["LOCAL_TILE"]:  # a group per WG_M*TM x WG_N*TN tile, columns along dimension 0
+        rows, cols = groups[1] * p["WG_M"] * p["TM"], groups[0] * p["WG_N"] * p["TN"]
+        assert rows - p["WG_M"] * p["TM"] < spec.M <= rows and cols - p["WG_N"] * p["TN"] < spec.N <= cols
+    else:  # a work-item per TM x TN block, rows along dimension 0
+        rows, cols = launch.gsize[0] * p["TM"], launch.gsize[1] * p["TN"]
+        assert rows - p["TM"] < spec.M <= rows and cols - p["TN"] < spec.N <= cols
+    assert launch.gsize[2] == launch.lsize[2] * groups[2] == spec.batch
+    assert (launch.kernel, launch.variant) == ("matmul", K.matmul("float32", "float32", p))
+    *operands, offsets = launch.buffers
+    assert operands == [Operand("a"), Operand("b"), Operand("out")] and isinstance(offsets, Upload)
+    np.testing.assert_array_equal(offsets.host, spec.batch_offsets())
+    assert launch.scalars == K.scalar_args(spec) and launch.what == f"matmul {launch.variant.id}"
+
+
+def _decode(Sk: int = 4096, mask: bool = False) -> S.AttentionSpec:
+    q, kv = (1, 32, 1, 128), (1, 8, Sk, 128)
+    return S.attention_spec(q, kv, kv, ("float32",) * 3, mask_shape=(1, Sk) if mask else None,
+                            mask_dtype="bool" if mask else None)
+
+
+@pytest.mark.parametrize("mask", [False, True], ids=["no-mask", "mask"])
+def test_decoding_attention_splits_keys_then_combines_through_one_scratch(mask):
+    spec = _decode(mask=mask)
+    attend, combine = plan_for(spec, GPU, GPU_PARAMS)
+    chunks = K.attention_chunks(spec, attend.variant.defines, GPU.compute_units)
+    assert chunks > 1 and (attend.kernel, combine.kernel) == ("attention", "attention_combine")
+    splits = Scratch("splits", K.attention_splits_bytes(spec, chunks))
+    assert attend.buffers == (*(Operand(n) for n in ("q", "k", "v", "out")),
+                              Operand("mask") if mask else Placeholder(), splits)
+    assert combine.buffers == (splits, Operand("out")) and combine.variant == attend.variant
+    (tiles, heads, batch), items = K.attention_grid(spec, attend.variant.defines, chunks)
+    assert _groups(attend) == (tiles, heads, batch) and attend.lsize == (items, 1, 1)
+    assert tiles % chunks == 0 and attend.scalars == K.scalar_args(spec)
+    outputs = spec.B * spec.Hkv * K.attention_rows(spec) * spec.Dv
+    _covers(combine, outputs)
+    assert combine.scalars == K.attention_combine_args(spec, chunks) == (4, chunks, outputs)
+
+
+def test_attention_sizes_key_chunks_for_the_units_parameter_over_the_device():
+    spec = _decode()
+    assert len(plan_for(spec, CPU, CPU_PARAMS)) == 1  # 8 kv heads already fill 2 units
+    wide = {**CPU_PARAMS, "attention": {**K.CPU_ATTENTION, "UNITS": 64}}
+    attend, _ = plan_for(spec, CPU, wide)
+    assert "UNITS" not in attend.variant.defines  # a launch choice, not a kernel define
+
+
+def test_attention_without_chunks_is_one_launch_with_placeholders():
+    spec = S.attention_spec((2, 4, 37, 64), (2, 4, 100, 64), (2, 4, 100, 32), ("float16",) * 3)
+    [launch] = plan_for(spec, CPU, CPU_PARAMS)
+    assert launch.buffers[4:] == (Placeholder(), Placeholder())
+    d = launch.variant.defines
+    assert d["BQ"] == K.CPU_ATTENTION["BQ"] and d["VW"] == 16  # Dv = 32, BQ = 32: full width
+    (tiles, heads, batch), items = K.attention_grid(spec, d)
+    assert launch.gsize == (tiles, 4, 2) and launch.lsize == (1, 1, 1) == (items, 1, 1)
+    assert tiles * d["BQ"] >= K.attention_rows(spec) == 37
+
+
+def test_decoding_attention_on_a_cpu_takes_a_tile_no_taller_than_its_rows():
+    spec = S.attention_spec((1, 6, 1, 24), (1, 2, 10, 24), (1, 2, 10, 24), ("float32",) * 3)
+    [launch] = plan_for(spec, CPU, CPU_PARAMS)
+    assert launch.variant.defines["BQ"] == 4 and launch.variant.defines["VW"] == 4  # 3 rows; 24 = 8*3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("M", [1, 8, 9, 40])
+def test_x_format_qmatmul_quantizes_x_into_words_then_multiplies_them(device, M):
+    facts, params = DEVICES[device]
+    spec = S.qmatmul_spec((M, 256), "float32", (301, 256), Q4, "q8_0")
+    quantize, dot = plan_for(spec, facts, params)
+    nbytes, count = K.x8_words(spec)
+    words = Scratch("words", nbytes)
+    assert quantize.kernel == "quantize_x8" and quantize.buffers == (Operand("x"), words)
+    assert quantize.scalars == count == (M * 256 // 32,)
+    _covers(quantize, int(count[0]))
+    assert dot.buffers == (words, Operand("w"), Operand("out")) and dot.variant == quantize.variant
+    gemv = device == "gpu" and M <= K.GEMV_MAX_M
+    assert dot.kernel == ("qgemv_x8" if gemv else "qmatmul_x8") and dot.what == f"qmatmul ({dot.kernel})"
+    p = params["gemv" if gemv or M == 1 else "qmatmul"]  # GEMV parameters for one row, on CPUs too
+    assert dot.variant == K.quant("q4_0", "float32", _defines(p))
+    if gemv:  # quant.cl's GEMV launch contract
+        (groups_n, groups_m), items = K.gemv_launch("qgemv_x8", p, spec.N, M)
+        assert _groups(dot) == (groups_n, groups_m) and dot.lsize == (items, 1)
+    else:  # a work-item per RM rows of x by RN weight rows, WG per group along N
+        wg = p.get("WG", 1)
+        assert dot.lsize == (wg, 1) and _groups(dot) == (K.ceil_div(K.ceil_div(spec.N, p["RN"]), wg),
+                                                         K.ceil_div(M, p["RM"]))
+
+
+def test_qmatmul_reads_x_directly_without_an_x_format():
+    spec = S.qmatmul_spec((9, 64), "float16", (8, 64), Q8)
+    [launch] = plan_for(spec, GPU, GPU_PARAMS)
+    assert launch.kernel == "qmatmul" and launch.buffers == tuple(Operand(n) for n in ("x", "w", "out"))
+    assert launch.variant == K.quant("q8_0", "float16", K.GPU_QMATMUL)  # WG is not a define
+    assert launch.lsize == (64, 1) and launch.gsize == (64, 9) and launch.scalars == (9, 8, 64)
+
+
+def test_the_gemv_kernel_follows_the_device_alignment(monkeypatch):
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv_stream")  # needs x 16-byte aligned
+    spec = S.qmatmul_spec((1, 8192), "float32", (301, 8192), Q4)
+    assert plan_for(spec, GPU, GPU_PARAMS)[0].kernel == "qgemv_stream"
+    unaligned = DeviceFacts(132, 48 * 1024, 4, True, True)
+    [launch] = plan_for(spec, unaligned, GPU_PARAMS)
+    assert launch.kernel == "qgemv" and launch.what == "qmatmul (qgemv)"
+    (groups_n, groups_m), items = K.gemv_launch("qgemv", K.GPU_GEMV, 301, 1)
+    assert _groups(launch) == (groups_n, groups_m) and launch.lsize == (items, 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_quantize_and_dequantize_take_a_work_item_per_block_and_per_value(device):
+    facts, params = DEVICES[device]
+    [q] = plan_for(S.quantize_spec((100, 64), "float16", "q8_0"), facts, params)
+    [d] = plan_for(S.dequantize_spec((7, 96), Q4), facts, params)
+    assert (q.kernel, q.buffers, q.scalars) == ("quantize", (Operand("x"), Operand("out")), (200,))
+    assert (d.kernel, d.buffers, d.scalars) == ("dequantize", (Operand("q"), Operand("out")), (672,))
+    _covers(q, 200)
+    _covers(d, 672)
+    assert d.variant == K.quant("q4_0", "float32", _defines(params["qmatmul"]))
+
+
+def test_supports_declines_head_dims_past_256():
+    big = S.attention_spec((1, 2, 1, 512), (1, 2, 8, 512), (1, 2, 8, 64), ("float16",) * 3)
+    verdict = support(big, GPU, GPU_PARAMS)
+    assert not verdict.ok and "head dims up to 256" in verdict.reason and "D=512, Dv=64" in verdict.reason
+    assert support(S.attention_spec((1, 2, 1, 256), (1, 2, 8, 256), (1, 2, 8, 256), ("float16",) * 3),
+                   GPU, GPU_PARAMS).ok
+
+
+def test_supports_declines_attention_whose_tiles_exceed_local_memory():
+    spec = S.attention_spec((1, 2, 1, 256), (1, 2, 8, 256), (1, 2, 8, 128), ("float32",) * 3)
+    need = K.attention("float32", 256, 128, params=K.GPU_ATTENTION).static_local_bytes
+    small = DeviceFacts(132, need - 1, 512, True, True)
+    verdict = support(spec, small, GPU_PARAMS)
+    assert not verdict.ok
+    assert f"need {need} bytes of local memory; the device has {need - 1}" in verdict.reason
+    assert support(spec, DeviceFacts(132, need, 512, True, True), GPU_PARAMS).ok
+    assert support(spec, small, CPU_PARAMS).ok  # CPU tiles live in private memory
+
+
+@pytest.mark.parametrize("fact,words", [("correctly_rounded_divide", "CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT"),
+                                        ("denormals", "flushes float32 denormals")])
+def test_supports_declines_quantizing_where_it_would_not_be_bit_exact(fact, words):
+    inexact = DeviceFacts(**{**CPU.__dict__, fact: False})
+    quantize = support(S.quantize_spec((2, 64), "float32", "q4_0"), inexact, CPU_PARAMS)
+    x8 = support(S.qmatmul_spec((2, 64), "float32", (3, 64), Q4, "q8_0"), inexact, CPU_PARAMS)
+    assert not quantize.ok and words in quantize.reason and x8.reason == quantize.reason
+    assert support(S.qmatmul_spec((2, 64), "float32", (3, 64), Q4), inexact, CPU_PARAMS).ok
+    assert support(S.dequantize_spec((2, 64), Q4), inexact, CPU_PARAMS).ok
+
+
+def test_supports_declines_a_gemv_without_room_for_its_local_memory():
+    need = K.gemv_local_bytes(K.GPU_GEMV, "q4_0", shuffles=False)
+    small = DeviceFacts(132, need - 1, 512, True, True)
+    verdict = support(S.qmatmul_spec((1, 64), "float32", (8, 64), Q4), small, GPU_PARAMS)
+    assert not verdict.ok and f"need {need} bytes of local memory; the device has {need - 1}" in verdict.reason
+    assert support(S.qmatmul_spec((9, 64), "float32", (8, 64), Q4), small, GPU_PARAMS).ok  # no GEMV
+
+
+def test_supports_declines_sizes_past_int32():
+    huge = S.matmul_spec((2, 2**31), "float32", (2**31, 2), "float32")
+    verdict = support(huge, GPU, GPU_PARAMS)
+    assert not verdict.ok and "32-bit" in verdict.reason
+
+
+def test_device_facts_are_read_by_attribute_name():
+    class Device:  # as CLDevice: more attributes than planning reads
+        name, compute_units, local_mem, mem_align_bytes = "d", 7, 1024, 64
+        correctly_rounded_divide, denormals = False, True
+
+    assert DeviceFacts.of(Device()) == DeviceFacts(7, 1024, 64, False, True)
+
+
+def test_the_planner_never_imports_pyopencl_or_the_backend():
+    code = ("import sys, accel.backends.opencl.plan; "
+            "loaded = {'pyopencl', 'accel.backends.opencl.backend'} & set(sys.modules); "
+            "assert not loaded, loaded")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
