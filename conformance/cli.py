@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accel.argtypes import comma_list, int_at_least, names, output_file, split_names
+from accel.argtypes import comma_list, dtype_names, int_at_least, names, output_file, split_names
+from accel.conformance.profiles import PROFILES  # the case lists only: no hypothesis
 
 FAILURES_SHOWN = 25  # failing cases printed in full; the JSON file has all of them
 
@@ -20,8 +21,9 @@ def register(subparsers) -> None:
     p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
                    help="only these ops (space or comma separated)")
     p.add_argument("--dtypes", action="extend", nargs="+", metavar="DTYPE", type=names,
-                   help="only these dtypes (dequantize is listed by format: q8_0, q4_0)")
-    p.add_argument("--profile", default="quick",
+                   help="only these dtypes, space or comma separated (aliases: fp32, fp16, half, "
+                        "bf16; dequantize is listed by format: q8_0, q4_0)")
+    p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="quick for CI or full for release checks (default: %(default)s)")
     p.add_argument("--seed", type=int_at_least(0), default=0,
                    help="data and property-search seed (default: %(default)s)")
@@ -40,15 +42,16 @@ def register(subparsers) -> None:
     m.add_argument("files", nargs="+", help="result JSON files from accel conformance --json")
     m.add_argument("-o", "--output", type=output_file,
                    help="markdown file to write (default: stdout)")
-    m.add_argument("--compiled-only", default="cuda,hip", type=comma_list,
+    m.add_argument("--compiled-only", nargs="*", default=["cuda,hip"], metavar="BACKEND",
                    help="backends shown as 'compiled only' when no result file covers them "
-                        "(comma separated; default cuda,hip; '' for none)")
+                        "(space or comma separated; default cuda,hip; none when given no name)")
     m.add_argument("--kernels-check", metavar="JSON",
                    help="an `accel kernels check --json` file: compiled-only cells rest on it")
     m.set_defaults(func=_matrix)
 
 
 def _run(args: argparse.Namespace) -> int:
+    import os
     import time
 
     from rich.console import Console
@@ -56,14 +59,18 @@ def _run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import accel
+    from accel.diskcache import cache_root
 
+    # hypothesis keeps files under ./.hypothesis unless told otherwise: a conformance run writes
+    # nothing in the user's folder (read when hypothesis first touches its storage)
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache_root() / "hypothesis"))
     from accel.conformance import properties, results, suite
     from accel.conformance.case import Case
     from accel.conformance.runner import CaseResult, run_case
 
     # every argument is checked before the header line: a typed error here is cli.main's to report
     backend = accel.get_backend(args.backend)
-    ops, dtypes = split_names(args.ops), split_names(args.dtypes)
+    ops, dtypes = split_names(args.ops), dtype_names(args.dtypes)
     if args.case:
         cases, targets = [Case.parse(c) for c in args.case], []
     else:
@@ -89,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
                             on_result=shown)
     report = results.make_report(backend, got, profile=args.profile, seed=args.seed,
                                  argv=sys.argv[2:], elapsed_s=time.perf_counter() - t0)
-    _print_summary(Console(), report, got)
+    _print_summary(Console(width=None if sys.stdout.isatty() else 120), report, got)
     if args.json:
         results.write(report, args.json)
         console.print(f"results written to {args.json}")
@@ -102,12 +109,15 @@ def _print_summary(console, report: dict, got: list) -> None:
     from rich.table import Table
 
     table = Table(title=f"accel conformance: {report['backend']} ({report['profile']})")
-    for col in ("op/dtype", "passed", "failed", "error", "unsupported", "compiled only"):
+    for col in ("op/dtype", "passed", "failed", "error", "unsupported", "compiled only",
+                "budget used"):
         table.add_column(col, justify="left" if col == "op/dtype" else "right")
+    used = budget_used(got)
     for key, c in report["summary"]["by_op_dtype"].items():
         bad = c["failed"] + c["error"]
         table.add_row(key, str(c["passed"]), f"[red]{c['failed']}[/]" if bad else "0",
-                      str(c["error"]), str(c["unsupported"]), str(c["compiled_only"]))
+                      str(c["error"]), str(c["unsupported"]), str(c["compiled_only"]),
+                      f"{used[key]:.0%}" if key in used else "-")
     console.print(table)
     failures = [r for r in got if not r.ok]
     for r in failures[:FAILURES_SHOWN]:
@@ -119,6 +129,19 @@ def _print_summary(console, report: dict, got: list) -> None:
     console.print(f"{s['passed']} passed, {s['failed']} failed, {s['error']} errors, "
                   f"{s['unsupported']} unsupported, {s['compiled_only']} compiled only "
                   f"in {report['elapsed_s']:.1f} s")
+
+
+def budget_used(got: list) -> dict[str, float]:
+    """Per op/dtype, the largest share of its error bound any case's worst element used (max
+    err / bound, the ``err_over_bound`` of each case's stats): drift shows here before a case
+    fails. Cases judged exactly (bound 0) have no budget and are left out."""
+    used: dict[str, float] = {}
+    for r in got:
+        share = r.stats.get("err_over_bound")
+        if share is not None:
+            key = f"{r.case.op}/{r.case.dtype}"
+            used[key] = max(used.get(key, 0.0), share)
+    return used
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -134,7 +157,8 @@ def _matrix(args: argparse.Namespace) -> int:
         kernels_check = json.loads(Path(args.kernels_check).read_text()) if args.kernels_check else None
     except (OSError, ValueError) as e:
         raise ArgumentError(expected("--kernels-check", "a readable JSON file", e)) from None
-    text = matrix.render(reports, args.files, tuple(args.compiled_only), kernels_check)
+    compiled_only = tuple(n for value in args.compiled_only for n in comma_list(value))
+    text = matrix.render(reports, args.files, compiled_only, kernels_check)
     if args.output:
         Path(args.output).write_text(text)
     else:

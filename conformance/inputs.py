@@ -67,6 +67,12 @@ def _matmul_floats(data: str, a_shape, b_shape, spec: S.MatmulSpec, rng):
     if data == "ints":
         r = exact_int_range(spec.out_dtype, K)
         return rng.integers(-r, r + 1, a_shape), rng.integers(-r, r + 1, b_shape)
+    if data == "rounding":  # exact float32 sums with more bits than the output format holds:
+        # the one rounding to the output dtype decides the answer (to nearest, ties to even), so a
+        # truncating or ties-away conversion fails; |a| <= 15, b = odd / 256 (8 significant bits),
+        # K <= 16: every partial sum has at most 16 significant bits
+        return (rng.integers(-15, 16, a_shape),
+                (2 * rng.integers(-127, 128, b_shape) + 1) / 256)
     if data == "cancel":  # second half of K negates the first: |C| << |A||B|
         a, b = rng.standard_normal(a_shape) * 1e3, rng.standard_normal(b_shape)
         h = K // 2
@@ -108,6 +114,10 @@ def _attention(case: Case, rng: np.random.Generator):
     if data == "equal":  # every logit 0: uniform weights, output = mean of the visible v rows
         q = np.zeros(p["q"])
         v = rng.integers(-4, 5, p["v"]).astype(np.float64)
+    elif data == "rounding":  # as "equal", with means of up to 12 significant bits (16 keys
+        # of |v| <= 255, exact in every input format): the output conversion rounds them
+        q = np.zeros(p["q"])
+        v = rng.integers(-255, 256, p["v"]).astype(np.float64)
     elif data == "large":  # logits ~ +-1e4: an unstabilised softmax overflows
         q, k = q * 100, k * 100
     elif data == "nan_q":
@@ -237,10 +247,14 @@ def _qmatmul(case: Case, rng):
     K = x_shape[-1]
     spec = S.qmatmul_spec(x_shape, case.dtype, (N, K), f, p.get("x_fmt"))
     data = p["data"]
-    raw = random_blocks(p["fmt"], N * K // BLOCK, rng, "unit_d" if data == "ints" else "random")
+    exact_sums = data in ("ints", "rounding")
+    raw = random_blocks(p["fmt"], N * K // BLOCK, rng, "unit_d" if exact_sums else "random")
     if data == "ints":  # |x| <= r, |w| <= 8: every partial sum is an exact integer
         r = max(1, exact_int_range(case.dtype, K) ** 2 // 8)
         x = rng.integers(-r, r + 1, x_shape).astype(np.float64)
+    elif data == "rounding":  # |x| <= 255 (exact in every input format), |w| <= 8, K <= 32: exact
+        # float32 sums of up to 16 significant bits, which the output conversion rounds
+        x = rng.integers(-255, 256, x_shape).astype(np.float64)
     else:
         x = rng.standard_normal(x_shape)
         if data in ("nan", "inf"):

@@ -65,6 +65,11 @@ def _matmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
     yield "exact", {"a": (16, 64), "b": (64, 16), "data": "ints"}
     yield "exact", {"a": (2, 3, 5), "b": (5, 4), "data": "ints"}
     yield "exact", {"a": (5, 256), "b": (256, 3), "data": "ints"}
+    for out in (None, "bfloat16", "float16") if dtype == "float32" else (None,):
+        yield "exact", {"a": (16, 8), "b": (8, 24), **({"out": out} if out else {}), "data": "rounding"}
+    if dtype == "float32":  # a multi-tile output of 327,680 elements, compared one by one: a
+        # defect that corrupts one element in tens of thousands (a tail-tile race) shows here
+        yield "grid", {"a": (512, 64), "b": (64, 640), "data": "normal"}
     for data in ("nan", "inf", "negzero", "subnormal"):
         yield "special", {"a": (6, 10), "b": (10, 7), "data": data}
     if dtype == "float16":  # float16 overflow to Inf (float32 and bfloat16 share float32's range)
@@ -89,6 +94,9 @@ def _attention_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
                             mask_data=mdata, mask_dtype=mdtype, data="normal")
     yield "exact", _attn(1, 4, 2, 5, 16, 32, 32, False, data="equal")
     yield "exact", _attn(1, 2, 1, 3, 1, 64, 64, False, data="equal")
+    yield "exact", _attn(1, 4, 2, 5, 16, 32, 32, False, data="rounding")
+    if dtype == "float32":  # 262,144 output elements over many query and key tiles
+        yield "grid", _attn(1, 8, 2, 256, 256, 128, 128, True, data="normal")
     yield "exact", _attn(1, 2, 2, 4, 8, 32, 32, False, mask="bool", mask_shape=(1, 2, 4, 8),
                          mask_data="pow2", data="equal")
     yield "special", _attn(1, 2, 2, 7, 9, 64, 64, False, data="large")
@@ -98,7 +106,8 @@ def _attention_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
 
 
 def _quantize_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
-    sizes = [(1, 32), (3, 96), (2, 2, 64)] + ([(64, 4096)] if profile == "full" else [])
+    sizes = [(1, 32), (3, 96), (2, 2, 64)] + ([(256, 1024)] if dtype == "float32" else []) + (
+        [(64, 4096)] if profile == "full" else [])  # 8,192 blocks: many work-groups and tails
     for fmt in FORMATS:
         for shape in sizes:
             yield "grid", {"shape": shape, "fmt": fmt, "data": "normal"}
@@ -108,7 +117,7 @@ def _quantize_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
 
 
 def _dequantize_cases(fmt: str, profile: str) -> Iterator[tuple[str, dict]]:
-    sizes = [(1, 32), (5, 160)] + ([(256, 4096)] if profile == "full" else [])
+    sizes = [(1, 32), (5, 160), (256, 1024)] + ([(256, 4096)] if profile == "full" else [])
     for shape in sizes:
         yield "exact", {"shape": shape, "data": "random"}
     yield "special", {"shape": (2, 128), "data": "special_d"}
@@ -125,6 +134,9 @@ def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
         for x, N in shapes:
             yield "grid", {"x": x, "N": N, "fmt": fmt, "data": "normal"}
         yield "exact", {"x": (4, 32), "N": 9, "fmt": fmt, "data": "ints"}
+        yield "exact", {"x": (3, 32), "N": 20, "fmt": fmt, "data": "rounding"}
+        if dtype == "float32":  # 262,144 outputs over many weight-row groups
+            yield "grid", {"x": (64, 256), "N": 4096, "fmt": fmt, "data": "normal"}
         yield "special", {"x": (3, 64), "N": 5, "fmt": fmt, "data": "nan"}
         yield "special", {"x": (2, 256), "N": 16, "fmt": fmt, "data": "inf"}  # +-inf times codes
         # x quantized to Q8_0 (GGML's semantics): one block; rows at every even offset of their

@@ -19,6 +19,8 @@ PLANTED = {
     "planted_oob_write": lambda c: c.op == "matmul",
     "planted_nan_to_zero": lambda c: c.op == "matmul" and c.params["data"] == "nan",
     "planted_overclaims": lambda c: c.op == "attention" and c.params.get("mask"),
+    "planted_bf16_truncation": lambda c: c.params["data"] == "rounding",
+    "planted_tail_race": lambda c: c.kind in ("grid", "exact") and c.params.get("data") in ("normal", "random"),
 }
 
 

@@ -144,3 +144,41 @@ class Overclaims(_Planted):
         if spec.op == "attention" and arrays[3] is not None:
             raise NotImplementedError("attention masks are not implemented")
         return super().compute(spec, *arrays)
+
+
+class TruncatedBfloat16(_Planted):
+    """bfloat16 outputs keep the top 16 bits of the float32 result (truncation toward zero)
+    instead of rounding to nearest with ties to even: off by under one ulp, within any bound
+    a tolerance model grants for accumulated rounding."""
+
+    name = "planted_bf16_truncation"
+
+    def compute(self, spec, *arrays):
+        if spec.op == "quantize" or spec.out_dtype != "bfloat16":
+            return super().compute(spec, *arrays)
+        wide = dataclasses.replace(spec, out_dtype="float32") if spec.op == "matmul" else None
+        res = super().compute(wide, *arrays) if wide else _float32_result(self, spec, arrays)
+        bits = np.ascontiguousarray(res, np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+        return bits.view(np.float32).astype(to_numpy_dtype("bfloat16"))
+
+
+def _float32_result(backend: CPUBackend, spec, arrays) -> np.ndarray:
+    """The op's result before the output conversion (the reference computes in float32)."""
+    with np.errstate(all="ignore"):
+        return getattr(backend, "_" + spec.op)(spec, *arrays).astype(np.float32)
+
+
+class TailTileRace(_Planted):
+    """One element of every large output (from 65,536 elements up) holds its neighbour's value,
+    as a race between two work-groups over a tail tile would leave it."""
+
+    name = "planted_tail_race"
+
+    def compute(self, spec, *arrays):
+        res = super().compute(spec, *arrays)
+        flat = res.reshape(-1)
+        if flat.size >= 65536:
+            at = flat.size - flat.size // 7
+            flat[at] = flat[at - 1]
+        return res
+
