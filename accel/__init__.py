@@ -15,7 +15,17 @@ from accel.ops import attention, dequantize, matmul, qmatmul, quantize
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":  # pyproject.toml is the one version source
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("accel-portable")
+        except PackageNotFoundError:  # a source tree on sys.path, not installed
+            return "0+unknown"
+    raise AttributeError(f"module 'accel' has no attribute {name!r}")
+
 
 __all__ = [
     "matmul", "attention", "quantize", "dequantize", "qmatmul", "asarray", "Tensor", "QTensor", "kernel",

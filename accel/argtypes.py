@@ -70,3 +70,16 @@ def output_folder(value: str) -> Path:
     if not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"cannot write into {value}: permission denied")
     return path
+
+
+#: dtype names torch and NumPy users type, as accel spells them
+DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
+                 "bf16": "bfloat16", "i8": "int8"}
+
+
+def dtype_names(values: list[str] | None) -> list[str] | None:
+    """The dtypes of a ``--dtypes`` option (space or comma separated, aliases such as fp16, half
+    and bf16 resolved); None when it was not given."""
+    names = split_names(values)
+    return None if names is None else [DTYPE_ALIASES.get(n.lower(), n) for n in names]
+

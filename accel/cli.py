@@ -5,6 +5,7 @@ import argparse
 import importlib
 import sys
 
+import accel
 from accel.argtypes import int_at_least
 
 #: modules that add subcommands: each defines ``register(subparsers)``; heavy imports stay inside
@@ -19,40 +20,90 @@ _SUBCOMMAND_MODULES = (
 )
 
 
-def _info(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+#: every environment variable accel reads: name -> what it does (docs/environment.md lists the
+#: same; tests/test_cli_polish.py checks both against the code's reads)
+ENVIRONMENT = {
+    "ACCEL_BACKEND": "device chosen when no call, accel.use() or set_backend() names one (e.g. opencl:0)",
+    "ACCEL_CACHE_DIR": "where accel keeps kernel binaries, tuned parameters and device peaks "
+                       "(default: $XDG_CACHE_HOME/accel, else ~/.cache/accel)",
+    "XDG_CACHE_HOME": "the cache root's parent when ACCEL_CACHE_DIR is unset",
+    "ACCEL_OPENCL_BUILTINS": "0 or 1: force the clang-builtin math spelling of the OpenCL kernels "
+                             "(default: only for PoCL 3.0)",
+    "ACCEL_GEMV_KERNEL": "the quantized GEMV kernel where several apply: qgemv (default), "
+                         "qgemv_stream or qgemv_runs",
+    "ACCEL_CUDA_IMPL": "how the cuda backend computes: auto (default), kernels, vendor or tensorcore",
+    "ACCEL_HIP_IMPL": "how the hip backend computes: auto (default), kernels or vendor",
+    "ACCEL_COMMIT": "the commit recorded in result files when git cannot tell (e.g. a copied tree)",
+    "CUDA_HOME": "a CUDA toolkit whose headers NVRTC compiles with (also CUDA_PATH)",
+    "CUDA_PATH": "as CUDA_HOME",
+    "CUPY_TF32": "1 lets cuBLAS run float32 matmuls on tf32 tensor cores (the tolerance model is "
+                 "told so)",
+    "HYPOTHESIS_STORAGE_DIRECTORY": "where accel conformance's property search keeps its files "
+                                    "(default: the cache root's hypothesis folder)",
+}
+
+
+def info_record() -> dict:
+    """What ``accel info`` shows, as data (``accel info --json``)."""
+    import dataclasses
+    import os
 
     import accel
     from accel.errors import AccelError
 
-    console = Console(width=args.width)
-    statuses = accel.backends()
-    chosen, invalid = accel.current_device(), ""
+    chosen, invalid = accel.current_device(), None
     try:  # ACCEL_BACKEND is only resolved when a device is first used: resolve it here
         accel.get_backend(chosen)
     except AccelError as e:
         invalid = str(e)
+    return {
+        "version": accel.__version__,
+        "selected": chosen, "selection_error": invalid,
+        "backends": [{"name": s.name, "available": s.available, "reason": s.reason,
+                      "origin": s.origin, "priority": s.priority, "skipped": s.skipped,
+                      "devices": [{"device": f"{s.name}:{i}", **dataclasses.asdict(d)}
+                                  for i, d in enumerate(s.devices)]}
+                     for s in accel.backends()],
+        "environment": {name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
+    }
+
+
+def _info(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    record = info_record()
+    if args.json:
+        print(json.dumps(record, indent=1, default=str))
+        return 0
+    console = Console(width=args.width)
+    chosen, invalid = record["selected"], record["selection_error"]
     table = Table(title="accel devices (device selection invalid: see below)" if invalid
                   else f"accel devices (automatic choice: {escape(chosen)})")
     for col in ("device", "name", "vendor", "driver", "memory", "CUs", "origin"):
         table.add_column(col)
-    for s in statuses:
-        for i, d in enumerate(s.devices):
+    for s in record["backends"]:
+        for d in s["devices"]:
             # names come from plugins and drivers: text, not markup
-            table.add_row(escape(f"{s.name}:{i}"), escape(d.name), escape(d.vendor), escape(d.driver),
-                          f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "",
-                          str(d.compute_units or ""), escape(s.origin))
+            table.add_row(escape(d["device"]), escape(d["name"]), escape(d["vendor"]),
+                          escape(d["driver"]),
+                          f"{d['memory_bytes'] / 2**30:.1f} GiB" if d["memory_bytes"] else "",
+                          str(d["compute_units"] or ""), escape(s["origin"]))
     console.print(table)
     if invalid:
         console.print(f"[red]device selection {escape(repr(chosen))} is invalid[/]: {escape(invalid)}")
-    for s in statuses:
-        if not s.available:
-            console.print(f"[red]unavailable[/] [bold]{escape(s.name)}[/] ({escape(s.origin)}): "
-                          f"{escape(s.reason)}")
-        for why in s.skipped:
-            console.print(f"[yellow]skipped[/] [bold]{escape(s.name)}[/] device: {escape(why)}")
+    for s in record["backends"]:
+        if not s["available"]:
+            console.print(f"[red]unavailable[/] [bold]{escape(s['name'])}[/] ({escape(s['origin'])}): "
+                          f"{escape(s['reason'])}")
+        for why in s["skipped"]:
+            console.print(f"[yellow]skipped[/] [bold]{escape(s['name'])}[/] device: {escape(why)}")
+    settings = record["environment"]
+    console.print("environment: " + (", ".join(f"{escape(k)}={escape(v)}" for k, v in settings.items())
+                                     if settings else "no accel variable set (docs/environment.md)"))
     return 0
 
 
@@ -62,13 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="accel", description="One tensor-op interface across CUDA, ROCm-HIP, OpenCL and a CPU "
                                   "reference: list devices, check conformance, benchmark, port CUDA "
                                   "kernels. 'accel COMMAND --help' describes each command.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"accel {accel.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("info", help="list backends and devices",
                        description="List every backend with its devices and the device chosen "
-                                   "automatically, and say why each unavailable backend or skipped "
-                                   "device is missing. Writes nothing.")
+                                   "automatically, say why each unavailable backend or skipped "
+                                   "device is missing, and which accel environment variables are "
+                                   "set. Writes nothing.")
     p.add_argument("--width", type=int_at_least(1), default=None,
                    help="table width in columns (default: the terminal's, or 80)")
+    p.add_argument("--json", action="store_true", help="print the same as one JSON document")
     p.set_defaults(func=_info)
     for module in _SUBCOMMAND_MODULES:
         try:
@@ -85,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 success, 1 a check failed (conformance, kernels check), 2 a usage error."""
     from accel.errors import AccelError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # plain `accel`: what it can do
+        parser.print_help()
+        return 0
     try:
         return args.func(args)
     except AccelError as e:  # the one place a typed error becomes a usage error

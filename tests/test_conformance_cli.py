@@ -56,7 +56,9 @@ def test_unknown_backend_and_bad_case_are_clear_errors(capsys):
     assert "--case" in capsys.readouterr().err
     assert main(["conformance", "--backend", "cpu", "--ops", "matmull"]) == 2
     assert "--ops: expected names from" in capsys.readouterr().err
-    assert main(["conformance", "--backend", "cpu", "--profile", "huge"]) == 2
+    with pytest.raises(SystemExit) as e:  # refused by the parser, before any work
+        main(["conformance", "--backend", "cpu", "--profile", "huge"])
+    assert e.value.code == 2 and "invalid choice: 'huge'" in capsys.readouterr().err
 
 
 @needs_planted

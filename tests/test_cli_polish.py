@@ -1,0 +1,116 @@
+"""What a released command line has: --version, help with no command, info as JSON, every
+environment variable documented and shown, dtype aliases, one list syntax, nothing written
+in the current folder by a conformance run."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import accel
+from accel.argtypes import dtype_names
+from accel.cli import ENVIRONMENT, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _accel(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accel", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env=env)
+
+
+def test_version_is_the_installed_distributions():
+    from importlib.metadata import version
+
+    proc = _accel("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"accel {version('accel-portable')}"
+    assert accel.__version__ == version("accel-portable")
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: accel") and "conformance" in out and "info" in out
+
+
+def test_info_json_lists_backends_devices_and_the_variables_set(monkeypatch, capsys):
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv")
+    assert main(["info", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    cpu = next(b for b in record["backends"] if b["name"] == "cpu")
+    assert cpu["available"] and cpu["devices"][0]["device"] == "cpu:0"
+    assert record["selected"] and record["version"] == accel.__version__
+    assert record["environment"] == {"ACCEL_GEMV_KERNEL": "qgemv"}
+
+
+def test_info_table_says_which_variables_are_set(monkeypatch, capsys):
+    monkeypatch.setenv("ACCEL_OPENCL_BUILTINS", "0")
+    assert main(["info", "--width", "200"]) == 0
+    assert "ACCEL_OPENCL_BUILTINS=0" in capsys.readouterr().out
+
+
+def _variables_read_by_the_code() -> set[str]:
+    pattern = re.compile(r"""(?:environ\.get|getenv|environ\.setdefault)\(\s*["']([A-Z0-9_]+)["']|environ\[["']([A-Z0-9_]+)["']\]""")
+    found = set()
+    for folder in ("accel", "backends", "conformance", "kernels"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for m in pattern.finditer(path.read_text()):
+                found.add(m.group(1) or m.group(2))
+    return found
+
+
+def test_every_variable_the_code_reads_is_documented():
+    read = _variables_read_by_the_code()
+    assert "ACCEL_BACKEND" in read, "the scan must see the reads it checks"
+    assert read <= set(ENVIRONMENT), f"undocumented: {sorted(read - set(ENVIRONMENT))}"
+    page = (ROOT / "docs" / "environment.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", page, re.M))
+    assert documented == set(ENVIRONMENT)
+
+
+@pytest.mark.parametrize("given, want", [(["fp16,bf16"], ["float16", "bfloat16"]),
+                                         (["half", "float32"], ["float16", "float32"]),
+                                         (["FP32", "int8"], ["float32", "int8"])])
+def test_dtype_aliases(given, want):
+    assert dtype_names(given) == want
+
+
+def test_conformance_accepts_aliases_and_writes_nothing_here(tmp_path):
+    env = {**__import__("os").environ, "ACCEL_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = _accel("conformance", "--backend", "cpu", "--ops", "attention", "--dtypes", "fp32",
+                  "--no-progress", cwd=work, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "attention/float32" in proc.stdout
+    assert list(work.iterdir()) == []  # no .hypothesis folder (it lives under the cache root)
+    assert (tmp_path / "cache" / "hypothesis").is_dir()
+
+
+def test_matrix_compiled_only_takes_spaces_or_commas(tmp_path, capsys):
+    from accel.conformance import results, suite
+
+    backend = accel.get_backend("cpu")
+    report = results.make_report(backend, suite.run(backend, ops=["dequantize"], dtypes=["q8_0"]),
+                                 profile="quick", seed=0, argv=[], elapsed_s=0.0)
+    path = tmp_path / "cpu.json"
+    results.write(report, path)
+    tables = []
+    for option in (["cuda", "hip"], ["cuda,hip"], []):
+        assert main(["conformance", "matrix", str(path), "--compiled-only", *option]) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[0] == tables[1] and "| cuda | - | untested |" in tables[0]
+    assert "| cuda |" not in tables[2] and "| hip |" not in tables[2]
+
+
+def test_the_package_is_typed_and_licensed():
+    assert (ROOT / "accel" / "py.typed").exists()
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    toml = (ROOT / "pyproject.toml").read_text()
+    assert 'license = "MIT"' in toml and '"setuptools>=77"' in toml and '"py.typed"' in toml
+    assert not re.search(r'^__version__ = ', (ROOT / "accel" / "__init__.py").read_text(), re.M)
