@@ -1,5 +1,5 @@
-"""Running one case on one backend: inputs, guarded output, the op through ``accel.ops.execute``,
-guard and input checks, the oracle, the tolerance, the verdict.
+"""Running one case on one backend: inputs, guarded output, the op through
+``accel.dispatch.execute``, guard and input checks, the oracle, the tolerance, the verdict.
 
 A case the backend declines through ``supports()`` is not run through the backend's method: it is
 run through the public op, which must raise ``UnsupportedError`` (capability honesty).
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import accel
-from accel import ops
+from accel import dispatch
 from accel.backend import Backend
 from accel.dtypes import UNIT_ROUNDOFF, to_numpy_dtype
 from accel.errors import AccelError, UnsupportedError
@@ -95,7 +95,7 @@ def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarr
     out = GuardedOutput.alloc(backend, spec.out_shape, spec.out_dtype)
     backend.synchronize()
     t0 = time.perf_counter()
-    ops.execute(backend, spec, *tensors, out=out.tensor)
+    dispatch.execute(backend, spec, *tensors, out=out.tensor)
     backend.synchronize()
     elapsed = time.perf_counter() - t0
     stray = out.check()

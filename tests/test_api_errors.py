@@ -119,7 +119,7 @@ def test_execute_checks_the_output_it_is_given():
     a = accel.asarray(np.eye(4, dtype=np.float32), backend=be)
     small = accel.Tensor.empty(be, (2, 2), "float32")
     with pytest.raises(accel.ArgumentError, match="out"):
-        accel.ops.execute(be, spec, a, a, out=small)
+        accel.dispatch.execute(be, spec, a, a, out=small)
 
 
 def test_error_classes_also_subclass_the_matching_builtin():

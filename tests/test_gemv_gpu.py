@@ -66,7 +66,7 @@ def _check(be, rng, fmt, dtype, M, N, Kd, raw_wd=None):
     spec = S.qmatmul_spec(x.shape, dtype, (N, Kd), accel.formats.get_format(fmt))
     tx = Tensor(be, be.upload(x), x.shape, dtype)
     tw = Tensor(be, be.upload(raw), raw.shape, "uint8")
-    got = accel.ops.execute(be, spec, tx, tw).numpy()
+    got = accel.dispatch.execute(be, spec, tx, tw).numpy()
     assert got.shape == (M, N) and got.dtype == x.dtype
     x64 = x.astype(np.float64)
     with np.errstate(invalid="ignore"):  # an infinite weight times a zero of x
@@ -116,7 +116,7 @@ def test_qgemv_probes_compute_what_they_say(rng, fmt):
     be = _backend({**K.GPU_GEMV, "GEMV_PROBE": 1})
     x = rng.standard_normal((1, Kd)).astype(np.float32)
     spec = S.qmatmul_spec(x.shape, "float32", (N, Kd), accel.formats.get_format(fmt))
-    got = accel.ops.execute(be, spec, Tensor(be, be.upload(x), x.shape, "float32"),
+    got = accel.dispatch.execute(be, spec, Tensor(be, be.upload(x), x.shape, "float32"),
                             Tensor(be, be.upload(raw), raw.shape, "uint8")).numpy()
     scale = 2 if fmt == "q4_0" else 1
     assert (got == np.round(got)).all() and (got % scale == 0).all()
@@ -227,7 +227,7 @@ def test_qgemv_runs_sums_infinite_x_exactly(runs, rng, fmt):
     x = rng.standard_normal((2, 256 * 5)).astype(np.float32)
     x[0, 700], x[1, 33] = np.inf, -np.inf
     spec = S.qmatmul_spec(x.shape, "float32", (11, 256 * 5), accel.formats.get_format(fmt))
-    got = accel.ops.execute(be, spec, Tensor(be, be.upload(x), x.shape, "float32"),
+    got = accel.dispatch.execute(be, spec, Tensor(be, be.upload(x), x.shape, "float32"),
                             Tensor(be, be.upload(raw), raw.shape, "uint8")).numpy()
     with np.errstate(invalid="ignore"):
         want = x.astype(np.float64) @ wd.T

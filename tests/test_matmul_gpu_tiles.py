@@ -47,7 +47,7 @@ def _tensor(be, host: np.ndarray, guard: int = 0) -> Tensor:
 def _matmul(be, a, b, out_dtype=None, guard=0):
     spec = S.matmul_spec(a.shape, accel.dtypes.dtype_name(a.dtype), b.shape,
                          accel.dtypes.dtype_name(b.dtype), out_dtype)
-    return accel.ops.execute(be, spec, _tensor(be, a, guard), _tensor(be, b, guard)).numpy()
+    return accel.dispatch.execute(be, spec, _tensor(be, a, guard), _tensor(be, b, guard)).numpy()
 
 
 @pytest.mark.parametrize("M,N,Kd", [

@@ -270,9 +270,9 @@ def test_time_reads_profiling_events():
     a = np.ones((256, 256), np.float32)
     ta, tb = (Tensor(be, be.upload(a), a.shape, "float32") for _ in range(2))
     spec = S.matmul_spec(a.shape, "float32", a.shape, "float32")
-    out = accel.ops.execute(be, spec, ta, tb)
+    out = accel.dispatch.execute(be, spec, ta, tb)
     t0 = time.perf_counter()
-    seconds = be.time(lambda: [accel.ops.execute(be, spec, ta, tb, out=out) for _ in range(3)])
+    seconds = be.time(lambda: [accel.dispatch.execute(be, spec, ta, tb, out=out) for _ in range(3)])
     wall = time.perf_counter() - t0
     assert 0 < seconds <= wall  # device time from the events lies within the host's wall time
     assert be._recording is None
@@ -348,11 +348,11 @@ def test_new_parameters_drop_the_plans_and_verdicts_made_with_the_old(fresh):
     # accel.ops before a change (accel tune assigns new ones) must not outlive it
     spec = S.qmatmul_spec((1, 64), "float32", (8, 64), accel.formats.get_format("q4_0"))
     fresh.params = {**fresh.params, "gemv": dict(K.GPU_GEMV)}
-    accel.ops.check_supported(fresh, spec)
+    accel.dispatch.check_supported(fresh, spec)
     too_big = dict(K.GPU_GEMV, GEMV_WG=2**20)  # asks for far more local memory than PoCL has
     fresh.params = {**fresh.params, "gemv": too_big}
     with pytest.raises(UnsupportedError, match="local memory"):
-        accel.ops.check_supported(fresh, spec)
+        accel.dispatch.check_supported(fresh, spec)
 
 
 def test_an_unusable_entry_in_a_read_only_cache_costs_a_rebuild_not_an_error(fresh, tmp_path, monkeypatch):

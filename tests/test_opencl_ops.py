@@ -38,8 +38,8 @@ def run(be, spec, *hosts):
     tensors = [Tensor(be, be.upload(np.ascontiguousarray(h)), h.shape, accel.dtypes.dtype_name(h.dtype))
                if h is not None else None for h in hosts]
     if spec.op == "attention":
-        return accel.ops.execute(be, spec, *tensors[:3], tensors[3]).numpy()
-    return accel.ops.execute(be, spec, *tensors).numpy()
+        return accel.dispatch.execute(be, spec, *tensors[:3], tensors[3]).numpy()
+    return accel.dispatch.execute(be, spec, *tensors).numpy()
 
 
 # -- matmul ----------------------------------------------------------------------------------------
@@ -302,7 +302,7 @@ def test_outputs_written_through_views_leave_guard_bytes_alone(be, rng):
     out = Tensor(be, be.view(big, align, nbytes), (13, 11), "float32")
     b = rng.standard_normal((17, 11)).astype(np.float32)
     ta, tb = (Tensor(be, be.upload(h), h.shape, "float32") for h in (a, b))
-    accel.ops.execute(be, spec, ta, tb, out=out)
+    accel.dispatch.execute(be, spec, ta, tb, out=out)
     raw = be.download(big, align + nbytes + align)
     assert (raw[:align] == 0xAB).all() and (raw[align + nbytes:] == 0xAB).all()
     np.testing.assert_allclose(out.numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

@@ -67,7 +67,7 @@ def _run(be, x: np.ndarray, raw: np.ndarray, fmt: str, N: int) -> np.ndarray:
                           (N, x.shape[-1]), get_format(fmt), "q8_0")
     tx = Tensor(be, be.upload(np.ascontiguousarray(x)), x.shape, spec.dtype)
     tw = Tensor(be, be.upload(raw), raw.shape, "uint8")
-    return accel.ops.execute(be, spec, tx, tw).numpy()
+    return accel.dispatch.execute(be, spec, tx, tw).numpy()
 
 
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
@@ -248,6 +248,6 @@ def test_a_backend_that_does_not_list_the_x_format_is_never_asked_to_compute_it(
 
     spec = S.qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0"), "q8_0")
     with pytest.raises(accel.UnsupportedError, match=r"x_format='q8_0' is not among before's x_formats"):
-        accel.ops.check_supported(Before(), spec)
-    accel.ops.check_supported(Before(), S.qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0")))
+        accel.dispatch.check_supported(Before(), spec)
+    accel.dispatch.check_supported(Before(), S.qmatmul_spec((1, 32), "float32", (2, 32), get_format("q4_0")))
     assert all("q8_0" in accel.get_backend(name).x_formats for name in ["cpu"] + (["opencl"] if OPENCL.available else []))

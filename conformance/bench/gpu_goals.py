@@ -214,7 +214,7 @@ def measure(be) -> list[dict]:
     from accel import spec as S
     from accel.backends.cupy import plan as CP
     from accel.conformance import oracle
-    from accel.ops import execute
+    from accel.dispatch import execute
     from accel.tensor import Tensor
 
     def adopt(x, dtype):

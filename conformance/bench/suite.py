@@ -27,7 +27,7 @@ from accel.backend import Backend
 from accel.dtypes import to_numpy_dtype
 from accel.errors import AccelError, ArgumentError, expected
 from accel.formats import get_format
-from accel.ops import execute
+from accel.dispatch import execute
 from accel.tensor import NAN_FILL, Tensor
 from accel.conformance.results import machine
 from accel.conformance.bench.timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all

@@ -4,7 +4,7 @@ import pytest
 
 import accel
 from accel.conformance.bench import suite as bench
-from accel.ops import execute
+from accel.dispatch import execute
 
 
 @pytest.fixture(scope="module")

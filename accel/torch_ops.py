@@ -1,0 +1,283 @@
+"""accel's ops as PyTorch operators: ``torch.ops.accel.matmul``, ``attention``, ``qmatmul``,
+``quantize`` and ``dequantize``, registered with ``torch.library.custom_op``.
+
+Each has a fake implementation (shapes and dtypes from ``accel.spec``, so ``torch.compile`` traces
+through with no graph break and bad shapes fail at trace time with accel's typed errors) and, where
+the op is differentiable, an autograd formula: matmul and attention in every float input, qmatmul
+in x (the weight is frozen). Where a path is not differentiable (quantize; qmatmul with
+``x_format``), asking for a gradient is an error at the call, never a silently dropped gradient.
+
+``accel.matmul`` and the other public ops route torch tensors here, so importing this module is
+only needed to call ``torch.ops.accel.*`` directly before any accel op has seen a torch tensor.
+The backend is the ``backend`` argument or the current selection for cpu tensors, and accel's
+cuda/hip backend of the tensors' device for GPU tensors; data never moves between devices.
+
+>>> import torch, accel, accel.torch_ops
+>>> a = torch.ones(2, 3, requires_grad=True)
+>>> y = torch.ops.accel.matmul(a, torch.ones(3, 4))
+>>> y.sum().backward(); a.grad
+tensor([[4., 4., 4.],
+        [4., 4., 4.]])
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from accel import dispatch
+from accel import spec as S
+from accel.dtypes import dtype_name, to_numpy_dtype
+from accel.errors import ArgumentError, expected
+from accel.formats import get_format
+from accel.tensor import Tensor, check_array, operand, to_tensor
+
+_TORCH_DTYPES = {name: getattr(torch, name) for name in
+                 ("float32", "float16", "bfloat16", "int8", "int32", "uint8")}
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    return _TORCH_DTYPES[name]
+
+
+def _host(arg: str, t: torch.Tensor) -> Any:
+    """What accel's dispatch takes for torch tensor argument ``arg``: a numpy view of a cpu
+    tensor, a DLPack import (cupy) of a GPU tensor, so nothing is copied between devices."""
+    check_array(arg, t)  # a sparse tensor is refused, not densified
+    if t.device.type == "cpu":
+        t = t.detach().contiguous()
+        if t.dtype == torch.bfloat16:  # numpy has no bfloat16: through its bits
+            return t.view(torch.int16).numpy().view(to_numpy_dtype("bfloat16"))
+        return t.numpy()
+    import cupy  # GPU tensors: accel's cuda/hip backends run on CuPy arrays
+
+    return cupy.from_dlpack(t.detach())
+
+
+def _torch(result: Any, like: torch.Tensor) -> torch.Tensor:
+    """A dispatch result (numpy or cupy) as a torch tensor on ``like``'s device, owning its memory."""
+    if isinstance(result, np.ndarray):
+        if result.dtype == to_numpy_dtype("bfloat16"):  # torch reads no ml_dtypes array
+            return torch.from_numpy(result.view(np.int16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(np.array(result, copy=True))
+    return torch.from_dlpack(result).to(like.device)
+
+
+def _backend(backend: Optional[str], *tensors: torch.Tensor) -> Optional[str]:
+    """GPU tensors choose their device's backend themselves (dispatch reads it from the arrays)."""
+    return backend if all(t.device.type == "cpu" for t in tensors) else None
+
+
+# -- matmul -----------------------------------------------------------------------------------
+@torch.library.custom_op("accel::matmul", mutates_args=())
+def matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None,
+           backend: Optional[str] = None) -> torch.Tensor:
+    ops = (operand("a", _host("a", a)), operand("b", _host("b", b)))
+    spec = dispatch.matmul_spec_cached(ops[0].shape, ops[0].dtype, ops[1].shape, ops[1].dtype,
+                                       None if out_dtype is None else dtype_name(out_dtype, "out_dtype"))
+    return _torch(dispatch.run(spec, _backend(backend, a, b), ops), a)
+
+
+@matmul.register_fake
+def _(a, b, out_dtype=None, backend=None):
+    spec = S.matmul_spec(tuple(a.shape), dtype_name(a.dtype, "a.dtype"), tuple(b.shape),
+                         dtype_name(b.dtype, "b.dtype"),
+                         None if out_dtype is None else dtype_name(out_dtype, "out_dtype"))
+    return a.new_empty(spec.out_shape, dtype=_torch_dtype(spec.out_dtype))
+
+
+def _matmul_context(ctx, inputs, output) -> None:
+    a, b, _, backend = inputs
+    ctx.save_for_backward(a, b)
+    ctx.backend = backend
+
+
+def _matmul_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:  # dA = dC @ B^T, summed over the batch dims A was broadcast over
+        grad_a = matmul(grad.to(b.dtype), b.mT, backend=ctx.backend).sum_to_size(a.shape)
+    if ctx.needs_input_grad[1]:  # dB = A^T @ dC
+        grad_b = matmul(a.mT, grad.to(a.dtype), backend=ctx.backend).sum_to_size(b.shape)
+    return grad_a, grad_b, None, None
+
+
+matmul.register_autograd(_matmul_backward, setup_context=_matmul_context)
+
+
+# -- attention --------------------------------------------------------------------------------
+def _attention_spec(q, k, v, mask, causal, scale) -> S.AttentionSpec:
+    names = tuple(dtype_name(t.dtype, f"{n}.dtype") for n, t in (("q", q), ("k", k), ("v", v)))
+    return S.attention_spec(tuple(q.shape), tuple(k.shape), tuple(v.shape), names, causal, scale,
+                            None if mask is None else tuple(mask.shape),
+                            None if mask is None else dtype_name(mask.dtype, "mask.dtype"))
+
+
+@torch.library.custom_op("accel::attention", mutates_args=())
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None,
+              causal: bool = False, scale: Optional[float] = None,
+              backend: Optional[str] = None) -> torch.Tensor:
+    ops = (operand("q", _host("q", q)), operand("k", _host("k", k)), operand("v", _host("v", v)),
+           None if mask is None else operand("mask", _host("mask", mask)))
+    spec = _attention_spec(q, k, v, mask, causal, scale)
+    return _torch(dispatch.run(spec, _backend(backend, q, k, v), ops), q)
+
+
+@attention.register_fake
+def _(q, k, v, mask=None, causal=False, scale=None, backend=None):
+    spec = _attention_spec(q, k, v, mask, causal, scale)
+    return q.new_empty(spec.out_shape, dtype=_torch_dtype(spec.out_dtype))
+
+
+def _attention_context(ctx, inputs, output) -> None:
+    q, k, v, mask, causal, scale, backend = inputs
+    ctx.save_for_backward(q, k, v, mask)
+    ctx.causal, ctx.scale, ctx.backend = causal, scale, backend
+
+
+def _attention_backward(ctx, grad):
+    """The softmax-Jacobian product, in float32, with accel's matmul for the four products:
+    P = softmax(S), dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = s dS K,
+    dK = s dS^T Q; GQA heads sum into their kv head, an additive mask gets dS."""
+    q, k, v, mask = ctx.saved_tensors
+    B, Hq, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    group, scale = Hq // Hkv, ctx.scale if ctx.scale is not None else 1 / math.sqrt(D)
+
+    def mm(x, y):
+        return matmul(x.contiguous(), y.contiguous(), backend=ctx.backend)
+
+    qf = q.float()
+    kf, vf = (t.float().repeat_interleave(group, dim=1) for t in (k, v))  # kv head per q head
+    logits = mm(qf, kf.mT) * scale
+    keep = torch.ones(Sq, Sk, dtype=torch.bool, device=q.device)
+    if ctx.causal:  # bottom-right: query i sees keys j <= i + Sk - Sq
+        keep = torch.ones(Sq, Sk, dtype=torch.bool, device=q.device).tril(Sk - Sq)
+    if mask is not None and mask.dtype == torch.bool:
+        keep = keep & mask
+    elif mask is not None:
+        logits = logits + mask.float()
+    logits = logits.masked_fill(~keep, -math.inf)
+    p = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # a row that sees no key gives zeros
+    g = grad.float()
+    dv = mm(p.mT, g)
+    dp = mm(g, vf.mT)
+    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True))
+    dq = mm(ds, kf) * scale
+    dk = mm(ds.mT, qf) * scale
+
+    def per_kv_head(t):
+        return t.view(B, Hkv, group, *t.shape[2:]).sum(dim=2)
+
+    grad_mask = None
+    if mask is not None and mask.dtype != torch.bool and ctx.needs_input_grad[3]:
+        grad_mask = ds.sum_to_size(mask.shape).to(mask.dtype)
+    return (dq.to(q.dtype), per_kv_head(dk).to(k.dtype), per_kv_head(dv).to(v.dtype), grad_mask,
+            None, None, None)
+
+
+attention.register_autograd(_attention_backward, setup_context=_attention_context)
+
+
+# -- quantized ops: weights as raw GGUF block bytes (uint8 [..., K // 32 * block_bytes]) ---------
+@torch.library.custom_op("accel::qmatmul", mutates_args=())
+def qmatmul(x: torch.Tensor, w: torch.Tensor, fmt: str, N: int, x_format: Optional[str] = None,
+            backend: Optional[str] = None) -> torch.Tensor:
+    f = get_format(fmt)
+    ops = (operand("x", _host("x", x)), operand("w", _host("w", w)))
+    spec = S.qmatmul_spec(ops[0].shape, ops[0].dtype, (N, ops[0].shape[-1]), f, x_format)
+    _check_raw("w", tuple(w.shape), f.row_bytes(spec.K), (N,))
+    return _torch(dispatch.run(spec, _backend(backend, x, w), ops, result_like=ops[0]), x)
+
+
+@qmatmul.register_fake
+def _(x, w, fmt, N, x_format=None, backend=None):
+    f = get_format(fmt)
+    spec = S.qmatmul_spec(tuple(x.shape), dtype_name(x.dtype, "x.dtype"), (N, x.shape[-1]), f, x_format)
+    _check_raw("w", tuple(w.shape), f.row_bytes(spec.K), (N,))
+    return x.new_empty(spec.out_shape, dtype=_torch_dtype(spec.out_dtype))
+
+
+def _qmatmul_context(ctx, inputs, output) -> None:
+    x, w, fmt, N, x_format, backend = inputs
+    if x_format is not None:
+        raise ArgumentError(expected("x_format", "None when x requires a gradient (x quantized to "
+                                     f"{x_format} has no derivative; use torch.no_grad() or "
+                                     "x_format=None)", repr(x_format)))
+    ctx.save_for_backward(w)
+    ctx.fmt, ctx.K, ctx.backend = fmt, x.shape[-1], backend
+
+
+def _qmatmul_backward(ctx, grad):
+    (w,) = ctx.saved_tensors  # dx = dy @ dequantize(w)
+    weight = dequantize(w, ctx.fmt, [w.shape[0], ctx.K], backend=ctx.backend)
+    return matmul(grad.float(), weight, backend=ctx.backend).to(grad.dtype), None, None, None, None, None
+
+
+qmatmul.register_autograd(_qmatmul_backward, setup_context=_qmatmul_context)
+
+
+@torch.library.custom_op("accel::quantize", mutates_args=())
+def quantize(x: torch.Tensor, fmt: str, backend: Optional[str] = None) -> torch.Tensor:
+    ox = operand("x", _host("x", x))
+    spec = S.quantize_spec(ox.shape, ox.dtype, fmt)
+    be, _ = dispatch.resolve(_backend(backend, x), (ox,))
+    out = dispatch.execute(be, spec, to_tensor(ox, be))
+    return _torch(_out_array(out, x), x)
+
+
+@quantize.register_fake
+def _(x, fmt, backend=None):
+    spec = S.quantize_spec(tuple(x.shape), dtype_name(x.dtype, "x.dtype"), fmt)
+    return x.new_empty(spec.out_shape, dtype=torch.uint8)
+
+
+def _not_differentiable(ctx, inputs, output) -> None:
+    raise ArgumentError(expected("x", "a tensor that does not require grad (quantize has no "
+                                 "derivative: detach x or use torch.no_grad())", "x.requires_grad"))
+
+
+def _never_called(ctx, grad):  # setup_context refuses first
+    raise AssertionError("quantize has no derivative")
+
+
+quantize.register_autograd(_never_called, setup_context=_not_differentiable)
+
+
+@torch.library.custom_op("accel::dequantize", mutates_args=())
+def dequantize(raw: torch.Tensor, fmt: str, shape: list[int], backend: Optional[str] = None) -> torch.Tensor:
+    f = get_format(fmt)
+    spec = S.dequantize_spec(tuple(shape), f)
+    _check_raw("raw", tuple(raw.shape), f.row_bytes(spec.shape[-1]), spec.shape[:-1])
+    orw = operand("raw", _host("raw", raw))
+    be, _ = dispatch.resolve(_backend(backend, raw), (orw,))
+    out = dispatch.execute(be, spec, to_tensor(orw, be))
+    return _torch(_out_array(out, raw), raw)
+
+
+@dequantize.register_fake
+def _(raw, fmt, shape, backend=None):
+    f = get_format(fmt)
+    spec = S.dequantize_spec(tuple(shape), f)
+    _check_raw("raw", tuple(raw.shape), f.row_bytes(spec.shape[-1]), spec.shape[:-1])
+    return raw.new_empty(spec.out_shape, dtype=torch.float32)
+
+
+def _check_raw(arg: str, got: tuple, row_bytes: int, rows: tuple) -> None:
+    want = tuple(rows) + (row_bytes,)
+    if tuple(got) != want:
+        raise ArgumentError(expected(f"{arg}.shape", f"{want} (GGUF blocks of the logical shape)", got))
+
+
+def _out_array(out: Tensor, like: torch.Tensor) -> Any:
+    """An accel Tensor as the kind of array ``_torch`` takes (host for cpu tensors)."""
+    if like.device.type == "cpu":
+        return out.numpy()
+    import cupy
+
+    return cupy.from_dlpack(out)
+
+
+OPERATORS = (matmul, attention, qmatmul, quantize, dequantize)

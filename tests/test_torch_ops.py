@@ -1,0 +1,166 @@
+"""accel's ops as PyTorch operators: opcheck for each, gradients against torch's own in float64
+under float32 error bounds (CPU reference and OpenCL), torch.compile of docs/torch.md's model,
+and a clear error wherever a gradient cannot exist."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch extra is not installed")
+
+import accel  # noqa: E402
+from accel import torch_ops  # noqa: E402
+from accel.conformance import oracle, tolerance  # noqa: E402
+from accel.dtypes import UNIT_ROUNDOFF  # noqa: E402
+from accel.errors import ArgumentError  # noqa: E402
+from tolerance_checks import assert_within  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _opencl_available() -> bool:
+    return next(s for s in accel.backends() if s.name == "opencl").available
+
+
+BACKENDS = ["cpu", pytest.param("opencl:0", marks=pytest.mark.skipif(
+    not _opencl_available(), reason="no OpenCL device here (accel info says why)"))]
+
+
+def _raw(fmt: str, n: int, k: int) -> torch.Tensor:
+    w = accel.quantize(np.random.default_rng(1).standard_normal((n, k), np.float32), fmt)
+    return torch.from_numpy(w.raw.copy())
+
+
+@pytest.mark.parametrize("op, args, kwargs", [
+    ("matmul", lambda: (torch.randn(2, 3, 5, requires_grad=True), torch.randn(5, 4, requires_grad=True)), {}),
+    ("matmul", lambda: (torch.randn(3, 5).half(), torch.randn(5, 2).half()), {"out_dtype": torch.float32}),
+    ("attention", lambda: (torch.randn(1, 4, 3, 8, requires_grad=True), torch.randn(1, 2, 5, 8, requires_grad=True),
+                           torch.randn(1, 2, 5, 8, requires_grad=True)), {"causal": True}),
+    ("attention", lambda: (torch.randn(1, 2, 3, 8, requires_grad=True), torch.randn(1, 2, 4, 8),
+                           torch.randn(1, 2, 4, 8, requires_grad=True),
+                           torch.randn(3, 4, requires_grad=True)), {"scale": 0.5}),
+    ("qmatmul", lambda: (torch.randn(2, 64, requires_grad=True), _raw("q4_0", 3, 64), "q4_0", 3), {}),
+    ("quantize", lambda: (torch.randn(2, 64), "q8_0"), {}),
+    ("dequantize", lambda: (_raw("q8_0", 3, 64), "q8_0", [3, 64]), {}),
+])
+def test_opcheck(op, args, kwargs):
+    """Schema, fake tensor, autograd registration and AOT dispatch (torch.library.opcheck)."""
+    torch.library.opcheck(getattr(torch.ops.accel, op).default, args(), kwargs)
+
+
+def test_every_operator_is_registered_and_checked():
+    checked = {m.group(1) for m in re.finditer(r'\("(\w+)", lambda', Path(__file__).read_text())}
+    assert {repr(op) for op in torch_ops.OPERATORS} == {f"<CustomOpDef(accel::{n})>" for n in checked}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_gradients_within_the_tolerance_model(backend):
+    rng = np.random.default_rng(0)
+    a64, b64 = rng.standard_normal((2, 7, 33)), rng.standard_normal((33, 5))
+    a = torch.tensor(a64, dtype=torch.float32, requires_grad=True)
+    b = torch.tensor(b64, dtype=torch.float32, requires_grad=True)
+    g = rng.standard_normal((2, 7, 5))
+    accel.matmul(a, b, backend=backend).backward(torch.tensor(g, dtype=torch.float32))
+    # dA = G @ B^T (K = 5), dB = sum over the batch of A^T @ G (K = 2 x 7): products of the
+    # float32-rounded inputs, judged as the conformance suite judges a matmul
+    a32, b32, g32 = (x.astype(np.float32).astype(np.float64) for x in (a64, b64, g))
+    for got, x, y, k in ((a.grad, g32, np.swapaxes(b32, -1, -2), 5),
+                         (b.grad, np.swapaxes(a32, -1, -2).reshape(33, -1)[:, :], None, 14)):
+        if y is None:  # dB: the batch folds into the reduction
+            x, y = np.swapaxes(a32, -1, -2).transpose(1, 0, 2).reshape(33, 14), g32.reshape(14, 5)
+        ref, mag = oracle.matmul(x, y)
+        assert_within(got.numpy(), ref, tolerance.matmul_bound(ref, mag, k, "float32", "float32"),
+                      "float32")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("causal, mask", [(False, None), (True, None), (False, "additive"), (True, "bool")])
+def test_attention_gradients_match_torch_in_float64(backend, causal, mask):
+    """Gradients of q, k, v (and an additive mask) against torch's own SDPA backward in float64.
+    Bound per element: gamma_n u32 times the magnitude of the products that form it (|dS||K|,
+    |dS^T||Q|, |P^T||dO|, n = Sk + D), widened 8x for the two float32 roundings of the softmax
+    Jacobian in between."""
+    B, Hq, Hkv, Sq, Sk, D = 1, 4, 2, 5, 9, 16
+    gen = torch.Generator().manual_seed(3)
+    q64, k64, v64 = (torch.randn(s, generator=gen, dtype=torch.float64)
+                     for s in ((B, Hq, Sq, D), (B, Hkv, Sk, D), (B, Hkv, Sk, D)))
+    m64 = None
+    if mask == "additive":
+        m64 = torch.randn(Sq, Sk, generator=gen, dtype=torch.float64)
+    elif mask == "bool":
+        m64 = torch.rand(Sq, Sk, generator=gen) < 0.8
+    q, k, v = (t.float().requires_grad_() for t in (q64, k64, v64))
+    m = None if m64 is None else (m64 if m64.dtype == torch.bool else m64.float().requires_grad_())
+    out = accel.attention(q, k, v, causal=causal, mask=m, backend=backend)
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    grads = torch.autograd.grad(out, [t for t in (q, k, v, m) if t is not None and t.requires_grad],
+                                g.float())
+
+    # float64 reference on the float32-rounded inputs
+    r = [t.float().double().requires_grad_() for t in (q64, k64, v64)]
+    rm = None if m64 is None else (m64 if m64.dtype == torch.bool else m64.float().double().requires_grad_())
+    keep = torch.ones(Sq, Sk, dtype=torch.bool).tril(Sk - Sq) if causal else torch.ones(Sq, Sk, dtype=torch.bool)
+    bias = torch.zeros(Sq, Sk, dtype=torch.float64).masked_fill(~keep, -math.inf)
+    if rm is not None:
+        bias = bias.masked_fill(~rm, -math.inf) if rm.dtype == torch.bool else bias + rm
+    kx, vx = (t.repeat_interleave(Hq // Hkv, dim=1) for t in r[1:])
+    logits = r[0] @ kx.mT / math.sqrt(D) + bias
+    p = torch.softmax(logits, dim=-1)
+    ref_out = p @ vx
+    refs = torch.autograd.grad(ref_out, [t for t in (*r, rm) if t is not None and t.requires_grad], g)
+
+    ds = (p * ((g @ vx.mT) - ((g @ vx.mT) * p).sum(-1, keepdim=True))).abs().detach()
+    pa, ga = p.abs().detach(), g.abs()
+    mags = [ds @ kx.abs().detach() / math.sqrt(D),
+            (ds.mT @ r[0].abs().detach() / math.sqrt(D)).view(B, Hkv, -1, Sk, D).sum(2),
+            (pa.mT @ ga).view(B, Hkv, -1, Sk, D).sum(2)]
+    if len(refs) == 4:
+        mags.append(ds.sum_to_size(Sq, Sk))
+    u = UNIT_ROUNDOFF["float32"]
+    for got, ref, mag in zip(grads, refs, mags):
+        bound = 8 * (Sk + D) * u * mag.numpy() + 1e-30
+        assert_within(got.detach().numpy(), ref.detach().numpy(), bound, "float32")
+
+
+def test_qmatmul_gradient_in_x_is_dy_times_the_dequantized_weight():
+    w = accel.quantize(np.random.default_rng(2).standard_normal((6, 64), np.float32), "q8_0")
+    x = torch.randn(3, 64, requires_grad=True)
+    y = accel.qmatmul(x, w)
+    assert y.grad_fn is not None
+    g = torch.randn(3, 6)
+    y.backward(g)
+    weight = accel.dequantize(w).astype(np.float64)
+    ref, mag = oracle.matmul(g.double().numpy(), weight)
+    assert_within(x.grad.numpy(), ref, tolerance.matmul_bound(ref, mag, 6, "float32", "float32"),
+                  "float32")
+
+
+def test_paths_without_a_derivative_refuse_a_gradient_at_the_call():
+    x = torch.randn(2, 64, requires_grad=True)
+    with pytest.raises(ArgumentError, match="x: expected a tensor that does not require grad"):
+        torch.ops.accel.quantize(x, "q4_0")
+    w = accel.quantize(np.ones((3, 64), np.float32), "q4_0")
+    with pytest.raises(ArgumentError, match="x_format: expected None when x requires a gradient"):
+        accel.qmatmul(x, w, x_format="q8_0")
+    with torch.no_grad():  # no gradient asked for: both compute
+        assert torch.ops.accel.quantize(x, "q4_0").dtype == torch.uint8
+        assert accel.qmatmul(x, w, x_format="q8_0").shape == (2, 3)
+
+
+def test_bad_shapes_fail_while_tracing_with_the_typed_error():
+    f = torch.compile(lambda a, b: accel.matmul(a, b), fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match=r"b\.shape\[-2\]|K"):
+        f(torch.randn(2, 3), torch.randn(4, 5))
+
+
+def test_the_docs_model_runs_eager_with_gradients_and_compiled():
+    """docs/torch.md's example, as written (its own assert compares compiled with eager)."""
+    text = (ROOT / "docs" / "torch.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "docs/torch.md", "exec"), scope)
+    assert scope["x"].grad is not None and torch.isfinite(scope["x"].grad).all()
