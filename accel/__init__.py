@@ -11,7 +11,8 @@ from accel.backend import Backend, DeviceInfo, Support
 from accel.errors import (AccelError, ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DeviceMismatchError, DTypeError, ShapeError, UnsupportedError)
 from accel.kernel import kernel  # the function; shadows the submodule name on purpose
-from accel.ops import attention, dequantize, matmul, qmatmul, quantize
+from accel.ops import (attention, dequantize, matmul, qmatmul, quantize, quantize_fp8,
+                       scaled_matmul)
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 
@@ -28,7 +29,8 @@ def __getattr__(name: str) -> str:
 
 
 __all__ = [
-    "matmul", "attention", "quantize", "dequantize", "qmatmul", "asarray", "Tensor", "QTensor", "kernel",
+    "matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul", "quantize_fp8",
+    "asarray", "Tensor", "QTensor", "kernel",
     "backends", "get_backend", "set_backend", "use", "current_device", "Backend", "DeviceInfo",
     "Support", "AccelError", "ArgumentError", "ShapeError", "DTypeError", "BackendUnavailable",
     "UnsupportedError", "DeviceMismatchError", "CompileError", "DeviceError",

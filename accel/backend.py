@@ -66,6 +66,7 @@ def int32_sizes(spec: Spec) -> Support:
              "attention": lambda: dict(Sq=spec.Sq, Sk=spec.Sk, heads=spec.B * spec.Hq,
                                        rows_per_kv_head_and_a_tile=spec.Hq // spec.Hkv * spec.Sq + 256),
              "qmatmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
+             "scaled_matmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
              "quantize": lambda: dict(blocks=spec.rows * spec.shape[-1] // 32),
              "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}[spec.op]()
     big = {k: v for k, v in sizes.items() if v > _INT32_MAX}

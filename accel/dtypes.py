@@ -11,6 +11,11 @@ import numpy as np
 from accel.errors import DTypeError, expected
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+#: the FP8 formats (ml_dtypes' names): OCP e4m3 without infinities, e5m2, and AMD MI300's e4m3
+#: "fnuz" (exponent bias 8, one NaN 0x80, no negative zero, no infinities)
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz")
+#: each FP8 format's largest finite value
+FP8_MAX = {name: float(ml_dtypes.finfo(getattr(ml_dtypes, name)).max) for name in FP8_DTYPES}
 
 _NUMPY = {
     "float32": np.dtype(np.float32),
@@ -22,6 +27,7 @@ _NUMPY = {
     "int64": np.dtype(np.int64),
     "uint8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
+    **{name: np.dtype(getattr(ml_dtypes, name)) for name in FP8_DTYPES},
 }
 #: dtypes accel can hold at all; each op then accepts its own subset (and says which)
 _KNOWN = f"a dtype accel knows ({', '.join(sorted(_NUMPY))})"
@@ -74,3 +80,24 @@ def dtype_name(dtype: object, arg: str = "dtype") -> str:
 
 def itemsize(name: str) -> int:
     return to_numpy_dtype(name).itemsize
+
+
+def convert(x: np.ndarray, name: str) -> np.ndarray:
+    """``x`` converted to accel dtype ``name``, rounding to nearest even, with overflow as torch's
+    ``Tensor.to`` has it: float8_e4m3fn (no infinity) saturates finite and infinite values to
+    +-448, float8_e5m2 overflows to +-inf, float8_e4m3fnuz to NaN; NaN stays NaN.
+
+    >>> convert(np.array([500.0, -np.inf, 0.3], np.float32), "float8_e4m3fn").astype(float).tolist()
+    [448.0, -448.0, 0.3125]
+    """
+    target = to_numpy_dtype(name)
+    if name == "float8_e4m3fn":
+        top = float(ml_dtypes.finfo(target).max)
+        with np.errstate(invalid="ignore"):
+            x = np.clip(np.asarray(x, np.float32), -top, top)  # NaN passes through clip
+    out = np.asarray(x).astype(target)
+    if name == "float8_e5m2":  # ml_dtypes encodes NaN 0x7E, torch 0x7F (all mantissa bits)
+        bits = out.view(np.uint8)
+        bits[np.isnan(out.astype(np.float32))] |= 0x7F
+    return out
+

@@ -7,12 +7,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
+
 from accel import spec as S
 from accel.backend import Backend
 from accel.dispatch import attention_spec_cached, execute, matmul_spec_cached, resolve, run
-from accel.dtypes import dtype_name
-from accel.errors import ArgumentError, expected
-from accel.tensor import QTensor, from_tensor, operand, to_tensor
+from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, FP8_MAX, convert, dtype_name
+from accel.errors import ArgumentError, ShapeError, expected
+from accel.tensor import QTensor, from_tensor, host_of, operand, to_tensor
 
 def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend | None = None) -> Any:
     """``a[..., M, K] @ b[..., K, N]`` with batch broadcasting, float32 accumulation (int32 for
@@ -112,6 +114,81 @@ def qmatmul(x: Any, w: QTensor, *, x_format: str | None = None,
     return run(spec, backend, ops, result_like=ops[0])
 
 
+def scaled_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, out_dtype: object = "bfloat16",
+                  bias: Any = None, backend: str | Backend | None = None) -> Any:
+    """``(a * scale_a) @ (b * scale_b) + bias`` for FP8 ``a [M, K]`` and ``b [K, N]``
+    (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz): exact products, float32 accumulation, one
+    rounding to ``out_dtype``. The scales' shapes choose the granularity: ``()`` and ``()`` per
+    tensor, ``[M, 1]`` and ``[1, N]`` per row (torch._scaled_mm), ``[M, K/128]`` and
+    ``[K/128, N/128]`` per block (DeepSeek-V3); float32, as :func:`quantize_fp8` makes them.
+
+    >>> import accel, numpy as np
+    >>> a, sa = accel.quantize_fp8(np.full((2, 128), 7.0, np.float32), "float8_e4m3fn")
+    >>> b, sb = accel.quantize_fp8(np.full((128, 4), 3.5, np.float32), "float8_e4m3fn", operand_of="b")
+    >>> float(sa), float(sb), accel.scaled_matmul(a, b, sa, sb, out_dtype="float32")[0, 0]
+    (0.015625, 0.0078125, np.float32(3136.0))
+    """
+    scale_a, scale_b = (np.float32(s) if isinstance(s, (int, float)) else s for s in (scale_a, scale_b))
+    scale_a, scale_b = (np.asarray(s) if isinstance(s, np.generic) else s for s in (scale_a, scale_b))
+    ops = oa, ob, osa, osb, obias = (operand("a", a), operand("b", b), operand("scale_a", scale_a),
+                                     operand("scale_b", scale_b),
+                                     None if bias is None else operand("bias", bias))
+    spec = S.scaled_matmul_spec(oa.shape, oa.dtype, ob.shape, ob.dtype, osa.shape, osa.dtype,
+                                osb.shape, osb.dtype, dtype_name(out_dtype, "out_dtype"),
+                                None if obias is None else obias.shape,
+                                None if obias is None else obias.dtype)
+    return run(spec, backend, ops)
+
+
+def quantize_fp8(x: Any, dtype: str, granularity: str = "tensor", *,
+                 operand_of: str = "a") -> tuple[np.ndarray, np.ndarray]:
+    """``(data, scale)`` with ``x ~ data * scale``: amax scaling (scale = amax / the format's
+    largest value, 1 for an all-zero group), ``data`` rounded to nearest even, the inverse of
+    what :func:`scaled_matmul` takes for operand ``operand_of`` ("a" [M, K] or "b" [K, N]) at
+    ``granularity`` "tensor", "row" (a: per row, b: per column) or "block" (a: 1x128, b:
+    128x128). A host array in, numpy out (the data as an ml_dtypes float8 array).
+
+    >>> import accel, numpy as np
+    >>> data, scale = accel.quantize_fp8(np.array([[1.0, -896.0]], np.float32), "float8_e4m3fn")
+    >>> data.astype(np.float32).tolist(), float(scale)  # 896 = 2 x 448
+    ([[0.5, -448.0]], 2.0)
+    """
+    if dtype not in FP8_DTYPES:
+        raise ArgumentError(expected("dtype", f"one of {FP8_DTYPES}", repr(dtype)))
+    if granularity not in S.SCALINGS:
+        raise ArgumentError(expected("granularity", f"one of {S.SCALINGS}", repr(granularity)))
+    if operand_of not in ("a", "b"):
+        raise ArgumentError(expected("operand_of", "'a' ([M, K]) or 'b' ([K, N])", repr(operand_of)))
+    ox = operand("x", x)
+    host = host_of(ox.x, ox.kind)
+    if host is None or ox.dtype not in FLOAT_DTYPES or len(ox.shape) != 2:
+        raise ArgumentError(expected("x", f"a 2-d host array of {FLOAT_DTYPES}",
+                                     f"a {ox.kind} {ox.dtype} array of shape {ox.shape}"))
+    rows, cols = ox.shape
+    k = rows if operand_of == "b" else cols
+    if granularity == "block" and k % S.FP8_BLOCK:
+        raise ShapeError(expected("x.shape", f"K a multiple of {S.FP8_BLOCK} for block scaling", ox.shape))
+    group = {("tensor", "a"): (rows, cols), ("tensor", "b"): (rows, cols), ("row", "a"): (1, cols),
+             ("row", "b"): (rows, 1), ("block", "a"): (1, S.FP8_BLOCK),
+             ("block", "b"): (S.FP8_BLOCK, S.FP8_BLOCK)}[granularity, operand_of]
+    values = host.astype(np.float32)
+    amax = _group_amax(values, group)
+    scale = np.where(amax > 0, amax / np.float32(FP8_MAX[dtype]), np.float32(1)).astype(np.float32)
+    expanded = np.repeat(np.repeat(scale, group[0], axis=0), group[1], axis=1)[:rows, :cols]
+    with np.errstate(all="ignore"):
+        data = convert(values / expanded, dtype)
+    return data, scale.reshape(()) if granularity == "tensor" else scale
+
+
+def _group_amax(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:
+    """max |x| over each (group[0] x group[1]) tile of a 2-d array (edge tiles partial)."""
+    gr, gc = max(1, group[0]), max(1, group[1])
+    rows, cols = values.shape
+    padded = np.zeros((-(-rows // gr) * gr, -(-cols // gc) * gc), np.float32)
+    padded[:rows, :cols] = np.abs(values)
+    return padded.reshape(padded.shape[0] // gr, gr, padded.shape[1] // gc, gc).max(axis=(1, 3))
+
+
 def _torch_tensors(*arrays: Any) -> bool:
     """Whether every operand is a torch tensor: then the op runs as its torch operator (autograd,
     torch.compile). Recognised by type, so accel never imports torch itself."""
@@ -137,4 +214,4 @@ def _device(backend: str | Backend | None) -> str | None:
     return backend.device_id if isinstance(backend, Backend) else backend
 
 
-__all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul"]
+__all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul", "quantize_fp8"]

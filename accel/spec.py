@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from accel.dtypes import FLOAT_DTYPES, itemsize
+from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, itemsize
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
 from accel.formats import BLOCK, QuantFormat, check_quantizable_shape, get_format
 
@@ -202,8 +202,49 @@ class QMatmulSpec:
         return self.N * self.fmt.row_bytes(self.K) + (self.M * self.K + self.M * self.N) * e
 
 
-Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec
-OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul")
+#: FP8 scaled matmul's scale granularities: one scale per tensor; per row of a and column of b
+#: (torch._scaled_mm); per 1x128 block of a and 128x128 block of b (DeepSeek-V3 / DeepGEMM)
+SCALINGS = ("tensor", "row", "block")
+FP8_BLOCK = 128
+
+
+@dataclass(frozen=True)
+class ScaledMatmulSpec:
+    """``(a * scale_a) @ (b * scale_b) + bias`` for FP8 ``a [M, K]``, ``b [K, N]``: exact products,
+    float32 accumulation, one rounding to ``out_dtype`` (docs/api.md)."""
+
+    M: int
+    K: int
+    N: int
+    a_dtype: str
+    b_dtype: str
+    scaling: str
+    out_dtype: str
+    bias_dtype: str | None = None
+    op: str = field(default="scaled_matmul", init=False)
+
+    @property
+    def dtype(self) -> str: return self.a_dtype
+    @property
+    def out_shape(self) -> Shape: return (self.M, self.N)
+    @property
+    def scale_shapes(self) -> tuple[Shape, Shape]:
+        """The shapes scale_a and scale_b have under this spec's scaling."""
+        kb, nb = -(-self.K // FP8_BLOCK), -(-self.N // FP8_BLOCK)
+        return {"tensor": ((), ()), "row": ((self.M, 1), (1, self.N)),
+                "block": ((self.M, kb), (kb, nb))}[self.scaling]
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.a_dtype, self.b_dtype)
+    @property
+    def flops(self) -> int: return 2 * self.M * self.N * self.K
+    @property
+    def bytes(self) -> int:
+        scales = sum(math.prod(s) for s in self.scale_shapes) * 4
+        return self.M * self.K + self.K * self.N + scales + self.M * self.N * itemsize(self.out_dtype)
+
+
+Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec | ScaledMatmulSpec
+OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul")
 
 
 def _hash_once(cls: type) -> None:
@@ -224,7 +265,7 @@ def _hash_once(cls: type) -> None:
     cls.__hash__, cls.__getstate__ = __hash__, __getstate__
 
 
-for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec):
+for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec, ScaledMatmulSpec):
     _hash_once(_cls)
 
 
@@ -372,6 +413,65 @@ def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat,
     return QMatmulSpec(tuple(x_shape), w_shape[0], fmt, x_dtype, x_fmt)
 
 
+def scaled_matmul_spec(a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: str,
+                       scale_a_shape: Shape, scale_a_dtype: str, scale_b_shape: Shape,
+                       scale_b_dtype: str, out_dtype: str = "bfloat16",
+                       bias_shape: Shape | None = None, bias_dtype: str | None = None) -> ScaledMatmulSpec:
+    """Validate an FP8 scaled matmul call; the scales' shapes say their granularity.
+
+    >>> s = scaled_matmul_spec((4, 256), "float8_e4m3fn", (256, 128), "float8_e4m3fn",
+    ...                        (4, 2), "float32", (2, 1), "float32")
+    >>> s.scaling, s.out_dtype
+    ('block', 'bfloat16')
+    """
+    for arg, dtype in (("a", a_dtype), ("b", b_dtype)):
+        if dtype not in FP8_DTYPES:
+            raise DTypeError(expected(f"{arg}.dtype", f"one of {FP8_DTYPES}", dtype))
+    if "float8_e4m3fnuz" in (a_dtype, b_dtype) and a_dtype != b_dtype:
+        raise DTypeError(expected("b.dtype", f"{a_dtype} like a (the fnuz format pairs only with "
+                                  "itself)", b_dtype))
+    if a_dtype == b_dtype == "float8_e5m2":
+        raise DTypeError(expected("b.dtype", "float8_e4m3fn when a is float8_e5m2 (e5m2 x e5m2 "
+                                  "is refused, as torch._scaled_mm refuses it)", b_dtype))
+    if len(a_shape) != 2 or len(b_shape) != 2:
+        raise ShapeError(expected("a.shape, b.shape", "2-d [M, K] and [K, N]",
+                                  f"{tuple(a_shape)}, {tuple(b_shape)}"))
+    (M, K), (K2, N) = a_shape, b_shape
+    if K != K2:
+        raise ShapeError(expected("b.shape[0]", f"K = a.shape[1] = {K}", K2))
+    if out_dtype not in FLOAT_DTYPES:
+        raise DTypeError(expected("out_dtype", f"one of {FLOAT_DTYPES}", out_dtype))
+    for arg, dtype in (("scale_a", scale_a_dtype), ("scale_b", scale_b_dtype)):
+        if dtype != "float32":
+            raise DTypeError(expected(f"{arg}.dtype", "float32", dtype))
+    scaling = _scaling(tuple(scale_a_shape), tuple(scale_b_shape), M, K, N)
+    if bias_shape is not None:
+        if tuple(bias_shape) != (N,):
+            raise ShapeError(expected("bias.shape", f"({N},)", tuple(bias_shape)))
+        if bias_dtype not in (out_dtype, "float32"):
+            raise DTypeError(expected("bias.dtype", f"float32 or out_dtype {out_dtype}", bias_dtype))
+    return ScaledMatmulSpec(M, K, N, a_dtype, b_dtype, scaling, out_dtype,
+                            None if bias_shape is None else bias_dtype)
+
+
+def _scaling(sa: Shape, sb: Shape, M: int, K: int, N: int) -> str:
+    """The granularity the scale shapes name, or a ShapeError saying what fits."""
+    kb, nb = -(-K // FP8_BLOCK), -(-N // FP8_BLOCK)
+    if sa in ((), (1,)) and sb in ((), (1,)):
+        return "tensor"
+    if sa == (M, 1) and sb == (1, N):
+        return "row"
+    if sa == (M, kb) and sb == (kb, nb):
+        if K % FP8_BLOCK:
+            raise ShapeError(expected("a.shape[1]", f"a multiple of {FP8_BLOCK} for block scaling "
+                                      "(1x128 blocks of a, 128x128 of b)", K))
+        return "block"
+    raise ShapeError(expected("scale_a.shape, scale_b.shape", f"() and () per tensor, ({M}, 1) and "
+                              f"(1, {N}) per row, or ({M}, {kb}) and ({kb}, {nb}) per block",
+                              f"{sa}, {sb}"))
+
+
 __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMatmulSpec", "Spec",
            "OPS", "BLOCK", "matmul_spec", "attention_spec", "quantize_spec", "dequantize_spec",
-           "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS"]
+           "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS", "ScaledMatmulSpec", "scaled_matmul_spec",
+           "SCALINGS", "FP8_BLOCK"]

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from accel.backend import Backend
-from accel.dtypes import NAME_OF_NUMPY, dtype_name, to_numpy_dtype
+from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
 from accel.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, expected
 from accel.formats import QuantFormat, check_quantizable_shape, get_format
 from accel.registry import backends as list_backends
@@ -158,8 +158,10 @@ def host_of(x: Any, kind: str) -> np.ndarray | None:
         import torch  # already imported: x is a torch tensor
 
         t = x.detach().contiguous()
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(to_numpy_dtype("bfloat16"))
+        if t.dtype == torch.bfloat16 or t.dtype.itemsize == 1 and t.dtype.is_floating_point:
+            # numpy has no bfloat16 or FP8: through the bits, into ml_dtypes' types
+            bits = t.view(torch.int16 if t.dtype == torch.bfloat16 else torch.uint8).numpy()
+            return bits.view(to_numpy_dtype(dtype_name(t.dtype)))
         return t.numpy()
     return None
 
@@ -277,7 +279,7 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
         return x
     host = host_of(x, kind)
     if host is not None and want:
-        host = host.astype(to_numpy_dtype(want))
+        host = convert(host, want)  # to nearest even; FP8 overflow as torch's Tensor.to
     if host is not None:
         return Tensor._upload(target, host, dtype_name(host.dtype, "x.dtype"))
     t = to_tensor(operand("x", x), target)

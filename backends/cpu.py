@@ -16,7 +16,7 @@ from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
 from accel.exact_int8 import exact_int8_matmul
 from accel.formats import BLOCK
-from accel.spec import X_FORMATS
+from accel.spec import FP8_BLOCK, X_FORMATS
 
 # attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
 _ATTN_SCRATCH = 1 << 24
@@ -210,6 +210,18 @@ class CPUBackend(Backend):
             return out.reshape(spec.out_shape)
         wf = dequantize_blocks(raw, spec.fmt.name).reshape(spec.N, spec.K)
         return np.matmul(x.astype(np.float32, copy=False), wf.T)
+
+    def _scaled_matmul(self, spec, a, b, scale_a, scale_b, bias) -> np.ndarray:
+        af, bf = a.astype(np.float32), b.astype(np.float32)  # every FP8 value is a float32
+        sa, sb = scale_a.astype(np.float32), scale_b.astype(np.float32)
+        if spec.scaling == "block":  # each 128-deep slab of K has its own scales
+            out = np.zeros(spec.out_shape, np.float32)
+            for i, k0 in enumerate(range(0, spec.K, FP8_BLOCK)):
+                slab = np.matmul(af[:, k0:k0 + FP8_BLOCK], bf[k0:k0 + FP8_BLOCK])
+                out += slab * sa[:, i:i + 1] * np.repeat(sb[i], FP8_BLOCK)[None, : spec.N]
+        else:  # scalars, or [M, 1] and [1, N]
+            out = np.matmul(af, bf) * sa.reshape(-1, 1) * sb.reshape(1, -1)
+        return out if bias is None else out + bias.astype(np.float32)
 
 
 def _softmax_pv(s: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -264,8 +264,57 @@ def _qmatmul(case: Case, rng):
     return spec, [x.astype(to_numpy_dtype(case.dtype)), raw.reshape(N, f.row_bytes(K))]
 
 
+# -- FP8 scaled matmul ----------------------------------------------------------------------------
+def _fp8(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values as FP8, by ml_dtypes' round to nearest even (never accel's own conversion)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return values.astype(np.float32).astype(to_numpy_dtype(dtype))
+
+
+def _fp8_operand(shape, dtype: str, data: str, rng) -> np.ndarray:
+    top = float(ml_dtypes.finfo(to_numpy_dtype(dtype)).max)
+    x = np.clip(rng.standard_normal(shape) * top / 8, -top, top)
+    if data == "maxima":  # +-the format's largest value: products near float32's comfortable range
+        x = np.where(rng.random(shape) < 0.5, -top, top) * (rng.random(shape) < 0.5)
+    elif data == "subnormal":  # the FP8 subnormals next to normal values
+        tiny = float(ml_dtypes.finfo(to_numpy_dtype(dtype)).smallest_subnormal)
+        x = np.where(rng.random(shape) < 0.5, rng.integers(-7, 8, shape) * tiny, x / top)
+    out = _fp8(x, dtype)
+    if data == "nan":  # the format's NaN encodings: 0x7F / 0xFF (e4m3fn), 0x80 (fnuz), e5m2's
+        codes = {"float8_e4m3fn": [0x7F, 0xFF], "float8_e4m3fnuz": [0x80],
+                 "float8_e5m2": [0x7F, 0xFE]}[dtype]
+        _place(out.view(np.uint8), rng, codes)
+    elif data == "inf" and dtype == "float8_e5m2":  # only e5m2 has infinities
+        _place(out.view(np.uint8), rng, [0x7C, 0xFC])
+    return out
+
+
+def _scaled_matmul(case: Case, rng):
+    p = case.params
+    (M, K), (_, N) = p["a"], p["b"]
+    b_dtype, scaling, data = p.get("b_dtype") or case.dtype, p["scaling"], p["data"]
+    a = _fp8_operand((M, K), case.dtype, data, rng)
+    b = _fp8_operand((K, N), b_dtype, data, rng)
+    if data == "zero_blocks":  # whole scale blocks of zeros: a's first 1 x 128 tiles, one of b's
+        a[:, : S.FP8_BLOCK] = 0
+        b[S.FP8_BLOCK: 2 * S.FP8_BLOCK, : S.FP8_BLOCK] = 0
+    kb, nb = -(-K // S.FP8_BLOCK), -(-N // S.FP8_BLOCK)
+    sa_shape, sb_shape = {"tensor": ((), ()), "row": ((M, 1), (1, N)),
+                          "block": ((M, kb), (kb, nb))}[scaling]
+    scale_a = np.exp2(rng.integers(-6, 3, sa_shape)) * rng.uniform(0.5, 1, sa_shape)
+    scale_b = np.exp2(rng.integers(-6, 3, sb_shape)) * rng.uniform(0.5, 1, sb_shape)
+    inputs = [a, b, np.asarray(scale_a, np.float32), np.asarray(scale_b, np.float32)]
+    out = p.get("out", "bfloat16")
+    bias_dtype = p.get("bias")
+    if bias_dtype:
+        inputs.append(rng.standard_normal(N).astype(to_numpy_dtype(bias_dtype)))
+    spec = S.scaled_matmul_spec((M, K), case.dtype, (K, N), b_dtype, sa_shape, "float32", sb_shape,
+                                "float32", out, (N,) if bias_dtype else None, bias_dtype)
+    return spec, inputs
+
+
 _BUILDERS = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
-             "dequantize": _dequantize, "qmatmul": _qmatmul}
+             "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}
 
 
 def build(case: Case):

@@ -40,6 +40,24 @@ def matmul(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return product_sum(a64, b64), product_sum(np.abs(a64), np.abs(b64))
 
 
+def scaled_matmul(a, b, scale_a, scale_b, bias, block: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """((a sa)(b sb) + bias, |a sa||b sb|) in float64: every FP8 value decoded exactly, the
+    scales applied to the operands (``block``: each scale covers a 1 x block tile of a and a
+    block x block tile of b; None: scalars or [M, 1] / [1, N])."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    sa, sb = scale_a.astype(np.float64), scale_b.astype(np.float64)
+    if block:
+        M, K = a64.shape
+        N = b64.shape[1]
+        sa = np.repeat(sa, block, axis=1)[:, :K]
+        sb = np.repeat(np.repeat(sb, block, axis=0), block, axis=1)[:K, :N]
+    else:
+        sa, sb = sa.reshape(-1, 1), sb.reshape(1, -1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref, mag = matmul(a64 * sa, b64 * sb)
+        return (ref if bias is None else ref + bias.astype(np.float64)), mag
+
+
 def attention(q, k, v, mask, *, causal: bool, scale: float, mask_kind: str | None) -> dict:
     """Softmax attention in float64, returning the output and the terms the tolerance needs.
 

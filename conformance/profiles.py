@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from accel.conformance.case import Case
+from accel.dtypes import FP8_DTYPES
 
 PROFILES = ("quick", "full")
 FLOATS = ("float32", "float16", "bfloat16")
@@ -148,6 +149,32 @@ def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
             yield "special", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": data}
 
 
+#: (a dtype, b dtype) pairs of the FP8 cases: both OCP formats mixed as torch allows, fnuz alone
+_FP8_PAIRS = {"float8_e4m3fn": ("float8_e4m3fn", "float8_e5m2"), "float8_e5m2": ("float8_e4m3fn",),
+              "float8_e4m3fnuz": ("float8_e4m3fnuz",)}
+
+
+def _scaled_matmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
+    # tensor and row scaling at K not a multiple of 128; block scaling with a partial last N block
+    shapes = {"tensor": ((7, 100), (100, 9)), "row": ((5, 33), (33, 17)),
+              "block": ((6, 256), (256, 130))}
+    if profile == "full":
+        shapes = {**shapes, "row": ((64, 1000), (1000, 72)), "block": ((33, 1024), (1024, 257))}
+    for b_dtype in _FP8_PAIRS[dtype]:
+        for scaling, (a, b) in shapes.items():
+            yield "grid", {"a": a, "b": b, "b_dtype": b_dtype, "scaling": scaling, "data": "normal"}
+    a, b = shapes["row"]
+    other = {"b_dtype": _FP8_PAIRS[dtype][0]}
+    yield "grid", {"a": a, "b": b, **other, "scaling": "row", "out": "float32", "bias": "float32",
+                   "data": "normal"}
+    yield "grid", {"a": a, "b": b, **other, "scaling": "tensor", "out": "float16",
+                   "bias": "float16", "data": "normal"}
+    for data in ("maxima", "subnormal", "nan") + (("inf",) if dtype == "float8_e5m2" else ()):
+        yield "special", {"a": a, "b": b, **other, "scaling": "row", "out": "float32", "data": data}
+    a, b = shapes["block"]
+    yield "special", {"a": a, "b": b, **other, "scaling": "block", "data": "zero_blocks"}
+
+
 #: op -> (dtypes it is defined for, generator of (kind, params))
 _OPS = {
     "matmul": (FLOATS + ("int8",), _matmul_cases),
@@ -155,6 +182,7 @@ _OPS = {
     "quantize": (FLOATS, _quantize_cases),
     "dequantize": (FORMATS, _dequantize_cases),
     "qmatmul": (FLOATS, _qmatmul_cases),
+    "scaled_matmul": (FP8_DTYPES, _scaled_matmul_cases),
 }
 OPS = tuple(_OPS)
 

@@ -84,8 +84,23 @@ def _qmatmul(draw, dtype: str) -> dict:
     return case
 
 
+@st.composite
+def _scaled_matmul(draw, dtype: str) -> dict:
+    scaling = draw(st.sampled_from(["tensor", "row", "block"]))
+    M, N = draw(st.integers(1, 40)), draw(st.integers(1, 300))
+    K = 128 * draw(st.integers(1, 3)) if scaling == "block" else draw(st.integers(1, 300))
+    b_dtype = draw(st.sampled_from({"float8_e4m3fn": ["float8_e4m3fn", "float8_e5m2"],
+                                    "float8_e5m2": ["float8_e4m3fn"]}.get(dtype, [dtype])))
+    case = {"a": (M, K), "b": (K, N), "b_dtype": b_dtype, "scaling": scaling,
+            "out": draw(st.sampled_from(["bfloat16", "float16", "float32"])), "data": "normal",
+            "seed": draw(_seeds)}
+    if draw(st.booleans()):
+        case["bias"] = "float32"
+    return case
+
+
 STRATEGIES = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
-              "dequantize": _dequantize, "qmatmul": _qmatmul}
+              "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}
 
 
 def search(backend: Backend, op: str, dtype: str, examples: int, run_seed: int,

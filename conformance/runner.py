@@ -14,6 +14,7 @@ import numpy as np
 
 import accel
 from accel import dispatch
+from accel import spec as S
 from accel.backend import Backend
 from accel.dtypes import UNIT_ROUNDOFF, to_numpy_dtype
 from accel.errors import AccelError, UnsupportedError
@@ -90,8 +91,8 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
 def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray]):
     kept = [np.array(x, copy=True) for x in inputs]
     tensors = [Tensor.from_host(backend, x) for x in inputs]
-    if spec.op == "attention" and len(tensors) == 3:
-        tensors.append(None)
+    # an absent optional operand (attention's mask, scaled_matmul's bias) is passed as None
+    tensors += [None] * ({"attention": 4, "scaled_matmul": 5}.get(spec.op, len(tensors)) - len(tensors))
     out = GuardedOutput.alloc(backend, spec.out_shape, spec.out_dtype)
     backend.synchronize()
     t0 = time.perf_counter()
@@ -102,8 +103,8 @@ def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarr
     if stray:
         return Verdict(False, {}, f"guard region overwritten: {stray}"), elapsed
     for i, (t, before) in enumerate(zip(tensors, kept)):
-        if t is not None and not np.array_equal(t.numpy().view(np.uint8),
-                                                before.reshape(t.shape).view(np.uint8)):
+        if t is not None and not np.array_equal(t.numpy().reshape(-1).view(np.uint8),
+                                                before.reshape(-1).view(np.uint8)):  # 0-d too
             return Verdict(False, {}, f"the op modified its input #{i}"), elapsed
     return judge(backend, case, spec, kept, out.values()), elapsed
 
@@ -131,6 +132,12 @@ def judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray], got: np.
                                               spec.x_fmt.name)
         bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K // oracle.BLOCK,
                                                           spec.out_dtype, acc)
+    elif spec.op == "scaled_matmul":  # exact products of scaled FP8 values, float32 sums; the
+        # float32 products by the scales after each (slab) sum add two roundings of the result
+        bias = inputs[4] if len(inputs) > 4 else None
+        ref, mag = oracle.scaled_matmul(*inputs[:4], bias, S.FP8_BLOCK if spec.scaling == "block" else None)
+        bound = tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc) + \
+            2 * UNIT_ROUNDOFF[acc] * (np.abs(ref) if spec.scaling != "block" else mag)
     elif spec.op == "qmatmul":
         ref, mag = oracle.qmatmul(inputs[0], inputs[1], spec.fmt.name, spec.N)
         bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
@@ -161,6 +168,9 @@ def _check_declined(backend: Backend, case: Case, inputs: list[np.ndarray]) -> t
             accel.quantize(inputs[0], p["fmt"], backend=backend)
         elif case.op == "dequantize":
             accel.dequantize(QTensor.from_raw(inputs[0], case.dtype, p["shape"], backend=backend))
+        elif case.op == "scaled_matmul":
+            accel.scaled_matmul(*inputs[:4], out_dtype=p.get("out", "bfloat16"),
+                                bias=inputs[4] if len(inputs) > 4 else None, backend=backend)
         else:
             w = QTensor.from_raw(inputs[1], p["fmt"], (p["N"], p["x"][-1]), backend=backend)
             accel.qmatmul(inputs[0], w, x_format=p.get("x_fmt"), backend=backend)

@@ -20,6 +20,7 @@ PLANTED = {
     "planted_nan_to_zero": lambda c: c.op == "matmul" and c.params["data"] == "nan",
     "planted_overclaims": lambda c: c.op == "attention" and c.params.get("mask"),
     "planted_bf16_truncation": lambda c: c.params["data"] == "rounding",
+    "planted_fnuz_decoding": lambda c: c.op == "scaled_matmul" and c.dtype == "float8_e4m3fn",
     "planted_tail_race": lambda c: c.kind in ("grid", "exact") and c.params.get("data") in ("normal", "random"),
 }
 

@@ -182,3 +182,19 @@ class TailTileRace(_Planted):
             flat[at] = flat[at - 1]
         return res
 
+
+class FnuzDecoding(_Planted):
+    """FP8 scaled matmul decodes float8_e4m3fn bytes as float8_e4m3fnuz (MI300's format: one more
+    exponent bias, so every value halves, and 0x80 reads as NaN): the cross-vendor mix-up."""
+
+    name = "planted_fnuz_decoding"
+
+    def compute(self, spec, *arrays):
+        if spec.op == "scaled_matmul":
+            fnuz = to_numpy_dtype("float8_e4m3fnuz")
+            arrays = tuple(x.view(np.uint8).view(fnuz) if x is not None and x.dtype ==
+                           to_numpy_dtype("float8_e4m3fn") else x for x in arrays)
+            spec = dataclasses.replace(spec, a_dtype="float8_e4m3fnuz", b_dtype="float8_e4m3fnuz") \
+                if spec.a_dtype == "float8_e4m3fn" else spec
+        return super().compute(spec, *arrays)
+
