@@ -59,3 +59,4 @@ def test_readme_example_runs():
     scope: dict = {}
     exec(compile(code, str(README), "exec"), scope)  # noqa: S102 - our own README
     assert scope["y"].shape == (8, 256) and scope["c"].shape == (4, 3)
+    assert scope["y8"].shape == (16, 32) and scope["y8"].dtype == "bfloat16"
