@@ -15,7 +15,7 @@ import numpy as np
 from accel.backend import Backend
 from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
 from accel.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, expected
-from accel.formats import QuantFormat, check_quantizable_shape, get_format
+from accel.formats import FORMATS, QuantFormat, check_quantizable_shape, get_format
 from accel.registry import backends as list_backends
 from accel.registry import get_backend
 
@@ -355,7 +355,37 @@ class QTensor:
         if host.size != int(np.prod(want)):
             raise ShapeError(expected("raw", f"{int(np.prod(want))} bytes ({fmt} blocks for "
                                       f"shape {shape}, i.e. {want})", f"{host.size} bytes"))
+        if host.ndim > 1 and host.shape != want:  # e.g. a GGUF tensor's dims taken in ggml order
+            raise ShapeError(expected("raw.shape", f"{want} ({fmt} blocks of shape {shape}), or "
+                                      "the bytes flat", host.shape))
         return cls(asarray(host.reshape(want), backend=backend), f, shape)
+
+    @classmethod
+    def from_gguf(cls, tensor: Any, *, backend: str | Backend | None = None) -> QTensor:
+        """A quantized tensor read by ``gguf.GGUFReader`` (an item of its ``.tensors``), with
+        GGUF's dimension order (innermost first) turned into accel's ``[..., K]``.
+
+        >>> import numpy as np, accel, gguf, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "w.gguf")
+        >>> w = gguf.GGUFWriter(path, "llama")
+        >>> w.add_tensor("w", accel.quantize(np.ones((3, 64), np.float32), "q8_0").raw.copy(),
+        ...              raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        >>> w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+        >>> accel.QTensor.from_gguf(gguf.GGUFReader(path).tensors[0])
+        QTensor(q8_0, shape=(3, 64), backend='cpu:0')
+        """
+        kind = getattr(getattr(tensor, "tensor_type", None), "name", None)
+        if kind is None or not hasattr(tensor, "shape") or not hasattr(tensor, "data"):
+            raise ArgumentError(expected("tensor", "a tensor of gguf.GGUFReader(path).tensors",
+                                         type(tensor).__name__))
+        fmt = kind.lower()
+        if fmt not in FORMATS:
+            raise ArgumentError(expected("tensor", f"a GGUF tensor of a type accel reads "
+                                         f"({', '.join(f.upper() for f in FORMATS)}; others are "
+                                         "plain arrays: use tensor.data)",
+                                         f"{kind} tensor {getattr(tensor, 'name', '')!r}"))
+        shape = tuple(int(d) for d in reversed(tensor.shape))  # GGUF lists ne[0] = K first
+        return cls.from_raw(np.asarray(tensor.data), fmt, shape, backend=backend)
 
     def to(self, backend: str | Backend) -> QTensor:
         """The same blocks on another backend (a copy; this QTensor is unchanged).

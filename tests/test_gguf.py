@@ -1,0 +1,79 @@
+"""The GGUF on-ramp: tensors written with gguf.GGUFWriter and read back with GGUFReader become
+QTensors with accel's dimension order, and compute what the weights they were written from do."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accel
+from accel.errors import ArgumentError, ShapeError
+
+gguf = pytest.importorskip("gguf", reason="gguf (a test dependency) is not installed")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A small file mixing formats as llama.cpp's mixed quantizations do, plus a float tensor."""
+    rng = np.random.default_rng(0)
+    weights = {"blk.0.attn_q.weight": ("q4_0", rng.standard_normal((48, 128)).astype(np.float32)),
+               "blk.0.ffn_down.weight": ("q8_0", rng.standard_normal((32, 256)).astype(np.float32)),
+               "blk.0.experts.weight": ("q4_0", rng.standard_normal((2, 16, 64)).astype(np.float32))}
+    path = tmp_path_factory.mktemp("gguf") / "model.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    quantized = {}
+    for name, (fmt, w) in weights.items():
+        quantized[name] = accel.quantize(w, fmt)
+        writer.add_tensor(name, quantized[name].raw.copy(),
+                          raw_dtype=getattr(gguf.GGMLQuantizationType, fmt.upper()))
+    writer.add_tensor("output_norm.weight", np.ones(128, np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return gguf.GGUFReader(str(path)), quantized
+
+
+def test_round_trip_keeps_format_shape_and_bytes(model):
+    reader, quantized = model
+    for t in reader.tensors:
+        if t.name not in quantized:
+            continue
+        qt = accel.QTensor.from_gguf(t)
+        want = quantized[t.name]
+        assert (qt.fmt, qt.shape) == (want.fmt, want.shape)
+        assert np.array_equal(qt.raw, want.raw)
+        # gguf's own reference dequantizer reads the same values
+        ref = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type)
+        assert np.array_equal(accel.dequantize(qt), ref.reshape(want.shape))
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("opencl:0", marks=pytest.mark.skipif(
+    not next(s for s in accel.backends() if s.name == "opencl").available,
+    reason="no OpenCL device here (accel info says why)"))])
+def test_qmatmul_on_weights_read_from_the_file(model, backend):
+    reader, quantized = model
+    t = next(t for t in reader.tensors if t.name == "blk.0.attn_q.weight")
+    x = np.random.default_rng(1).standard_normal((3, 128)).astype(np.float32)
+    got = accel.qmatmul(x, accel.QTensor.from_gguf(t, backend=backend), backend=backend)
+    want = accel.qmatmul(x, quantized[t.name], backend="cpu")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_float_tensor_is_refused_with_what_to_do(model):
+    reader, _ = model
+    t = next(t for t in reader.tensors if t.name == "output_norm.weight")
+    with pytest.raises(ArgumentError, match="use tensor.data\), got F32 tensor 'output_norm.weight'"):
+        accel.QTensor.from_gguf(t)
+    with pytest.raises(ArgumentError, match="tensor: expected a tensor of gguf.GGUFReader"):
+        accel.QTensor.from_gguf(np.zeros(4))
+
+
+def test_from_raw_refuses_dims_in_ggml_order(model):
+    """The bytes of a [48, 128] Q4_0 weight are [48, 72]; given as [72, 48] (dims reversed) the
+    byte count matches, and accepting them would read every row wrong."""
+    _, quantized = model
+    raw = quantized["blk.0.attn_q.weight"].raw
+    with pytest.raises(ShapeError, match=r"raw.shape: expected \(48, 72\)"):
+        accel.QTensor.from_raw(raw.reshape(72, 48), "q4_0", (48, 128))
+    flat = accel.QTensor.from_raw(raw.reshape(-1), "q4_0", (48, 128))  # flat bytes still fine
+    assert np.array_equal(flat.raw, raw)
