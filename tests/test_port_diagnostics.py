@@ -54,7 +54,6 @@ K = "__global__ void k(float* x, int* c, unsigned long long* u) {\n"  # line 1 o
     ("  c[0] = warpSize;", "warpSize"),
     ("  k<<<1, 1>>>(x, c, u);", "dynamic parallelism"),
     ("  float& r = x[0];", "declarator"),
-    ("  c[0] = abs(c[1]);", "abs"),
     ("  x[0] = my_helper(x[1]);", "my_helper"),
     ("  float* p;", "pointer p"),
     ("  { __shared__ float t[4]; t[0] = 1; }", "__shared__ array"),

@@ -9,11 +9,14 @@ passing through to compute something else.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from accel.port import tables as T
-from accel.port.syntax import Rewriter, text, walk
-from accel.port.symbols import Scope, Sym, declarator_parts, pointer_info, qualifiers, type_node
+from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
+from accel.port.syntax import Rewriter, parse, text, walk
+from accel.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, pointer_info, qualifiers,
+                                type_node)
 
 #: node types passed through as they are (their children are still visited)
 _PLAIN = frozenset((
@@ -84,6 +87,8 @@ class Spelling:
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
     #: translation's prologue defines them for OpenCL (see accel.port.dialect)
     rename_calls: bool = True
+    #: how a cast the translation inserts spells an OpenCL scalar type
+    cast_types: dict = field(default_factory=dict)
     dynamic_shared: bool = True  # extern __shared__ as a trailing __local argument
     name: str = "OpenCL C"
 
@@ -98,6 +103,7 @@ class _Function:
     kernel: bool
     params: list  # parameter_declaration nodes
     calls: set[str] = field(default_factory=set)
+    returns: str | None = None  # the return type, for the expression typer
     #: for device functions: the address spaces callers pass for each pointer parameter
     arg_spaces: dict[int, set[str]] = field(default_factory=dict)
 
@@ -111,6 +117,12 @@ class OpenCLTranslator:
         self.typedefs: dict[str, str] = {}
         self.globals = Scope()
         self.uses_double = False
+        #: the file's macros: function-like names, and the type of each object-like one's value
+        self.function_macros: set[str] = set()
+        self.macro_types: dict[str, str | None] = {}
+        #: OpenCL helper functions (T.OPENCL_HELPERS) the translation calls
+        self.helpers: set[str] = set()
+        self.typer = ExprTyper(self._normal, self._result, self.macro_types)
 
     # -- driver -------------------------------------------------------------------------------------
     def run(self) -> str:
@@ -128,7 +140,14 @@ class OpenCLTranslator:
                 "rounded by default.\n")
         if self.uses_double:
             head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-        return head + body
+        return head + self.helper_text() + body
+
+    def helper_text(self) -> str:
+        """Definitions of the helpers the translation calls, callees first."""
+        needed = set(self.helpers)
+        for h in list(needed):
+            needed.update(T.OPENCL_HELPER_NEEDS.get(h, ()))
+        return "".join(T.OPENCL_HELPERS[h] + "\n" for h in T.OPENCL_HELPERS if h in needed)
 
     def _rename_reserved(self) -> None:
         """CUDA names that are OpenCL C keywords (``local``, ``global``, ``kernel``...) get a
@@ -218,7 +237,8 @@ class OpenCLTranslator:
                           "array instead")
         params = [p for p in fdecl.child_by_field_name("parameters").named_children
                   if p.type != "comment"]
-        fn = _Function(node, name, "__global__" in q, params)
+        fn = _Function(node, name, "__global__" in q, params,
+                       returns=self._normal(" ".join(text(type_node(node)).split())))
         fn.calls = {text(c.child_by_field_name("function")) for c in walk(node)
                     if c.type == "call_expression" and c.child_by_field_name("function") is not None
                     and c.child_by_field_name("function").type == "identifier"}
@@ -266,10 +286,17 @@ class OpenCLTranslator:
         """Macro bodies are text to the parser: parse them as an expression and refuse any
         CUDA name inside, since the translator cannot rewrite what a macro will expand to."""
         value = item.child_by_field_name("value")
+        name_text = text(item.child_by_field_name("name"))
+        if item.type == "preproc_function_def":
+            self.function_macros.add(name_text)
         if value is None:
             return
-        from accel.port.syntax import parse
-
+        if item.type == "preproc_def":  # typed, so min/max/abs around it cast like CUDA
+            decl = parse(b"int accel_macro_value = (" + value.text + b");").root_node.named_children[0]
+            init = decl.child_by_field_name("declarator") if decl.type == "declaration" else None
+            self.macro_types[name_text] = (self.typer.of(init.child_by_field_name("value"), Scope())
+                                           if init is not None and init.type == "init_declarator"
+                                           else None)
         for n in walk(parse(value.text).root_node):
             name = text(n)
             if n.type == "identifier" and (name in T.OPENCL_INDEX or name in T.OPENCL_MATH
@@ -601,7 +628,12 @@ class OpenCLTranslator:
         self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
 
     def _cast(self, node, scope: Scope) -> None:
-        tdesc, value = node.child_by_field_name("type"), node.child_by_field_name("value")
+        self._cast_parts(node, node.child_by_field_name("type"), node.child_by_field_name("value"),
+                         scope)
+
+    def _cast_parts(self, node, tdesc, value, scope: Scope) -> None:
+        """A C cast, or a C++ one (static_cast<T>(v) and friends, rewritten by the caller as a
+        C cast): the pointee's address space is inferred from the value."""
         self._expr(value, scope)
         self._type(type_node(tdesc))
         if not any(n.type == "abstract_pointer_declarator" for n in walk(tdesc)):
@@ -624,12 +656,10 @@ class OpenCLTranslator:
             name = text(callee.child_by_field_name("name"))
             self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
             return
-        if callee.type == "template_function" and text(callee.child_by_field_name("name")) == "static_cast":
-            tdesc = callee.child_by_field_name("arguments").named_children[0]
-            self._type(type_node(tdesc))
-            self.rw.replace(node, lambda _i: f"(({self.rw.render(tdesc)})({self.rw.render(args)[1:-1]}))")
-            for a in arg_nodes:
-                self._expr(a, scope)
+        if (cast := cxx_cast(node)) is not None:
+            tdesc, value = cast
+            self._cast_parts(node, tdesc, value, scope)
+            self.rw.replace(node, lambda _i: f"(({self.rw.render(tdesc)})({self.rw.render(value)}))")
             return
         if callee.type != "identifier":
             self._expr(callee, scope)
@@ -644,9 +674,21 @@ class OpenCLTranslator:
         elif name in T.OPENCL_UNSUPPORTED:
             self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
             return
-        elif name in T.OPENCL_MATH or name in T.OPENCL_LOADS or name == "__fdividef" or (
+        elif name in T.OPENCL_TYPED:
+            if not self._typed_call(node, name, arg_nodes):
+                return
+        elif name in ("min", "max"):
+            self._min_max(node, name, arg_nodes, scope)
+        elif name == "abs":
+            if not self._abs(node, arg_nodes, scope):
+                return
+        elif name in T.OPENCL_MATH or name in T.OPENCL_LOADS or (
                 name.startswith("make_") and name[5:] in T.VECTOR_TYPES | T.VECTOR3_TYPES):
             self._rename_call(node, name, arg_nodes)
+            if name in T.OPENCL_MATH:
+                self._cast_args(arg_nodes, "float", scope)
+        elif name in self.function_macros:
+            pass  # the #define is copied; its arguments are translated where they stand
         elif name in T.OPENCL_ATOMICS:
             if not self._atomic(node, name, arg_nodes, scope):
                 return
@@ -677,11 +719,81 @@ class OpenCLTranslator:
             self.rw.replace(callee, T.OPENCL_MATH[name])
         elif name in T.OPENCL_LOADS:
             self.rw.replace(callee, "*")
-        elif name == "__fdividef" and len(arg_nodes) == 2:
-            a, b = arg_nodes
-            self.rw.replace(node, lambda _i: f"(({self.rw.render(a)}) / ({self.rw.render(b)}))")
         else:
             self.rw.replace(callee, f"({name[5:]})")
+
+    def _typed_call(self, node, name: str, arg_nodes) -> bool:
+        """An intrinsic whose OpenCL form needs CUDA's types spelled out (T.OPENCL_TYPED)."""
+        template = T.OPENCL_TYPED[name][0]
+        wanted = len(set(re.findall(r"\{(\d)\}", template)))
+        if len(arg_nodes) != wanted:
+            self.rw.error(node, name, f"CUDA's {name} takes {wanted} argument"
+                          f"{'s' * (wanted != 1)}, not {len(arg_nodes)}", "fix the call")
+            return False
+        self.helpers.update(re.findall(r"\baccel_\w+", template))
+        if not self.sp.rename_calls:
+            self.kept_calls.add(name)
+        else:
+            self.rw.replace(node, lambda _i: template.format(*(self.rw.render(a) for a in arg_nodes)))
+        return True
+
+    def _spell(self, t: str) -> str:
+        return self.sp.cast_types.get(t, t)
+
+    def _cast_args(self, arg_nodes, to: str, scope: Scope) -> None:
+        """Convert arguments to the parameter type CUDA's overload takes, where they differ:
+        OpenCL C's overloaded builtins refuse mixed or ambiguous argument types."""
+        for a in arg_nodes:
+            if self.typer.of(a, scope) != to:
+                self.rw.replace(a, lambda inner, t=self._spell(to): f"({t})({inner})")
+
+    def _min_max(self, node, name: str, arg_nodes, scope: Scope) -> None:
+        """CUDA's min/max overloads compute in the usual arithmetic conversion of the two
+        arguments (``min(uint, int)`` is unsigned), floats like fminf/fmaxf; OpenCL's
+        integer min/max refuse mixed types and its float min/max leave NaN undefined."""
+        types = [self.typer.of(a, scope) for a in arg_nodes]
+        common = arithmetic(*types) if len(types) == 2 else None
+        if common is None:  # vectors or unknown: OpenCL resolves alike, or refuses to build
+            return
+        if common in FLOATS:  # fmin/fmax: OpenCL builtins, and CUDA's float overloads
+            self.rw.replace(node.child_by_field_name("function"), "f" + name)
+        if any(t != common for t in types):
+            self._cast_args(arg_nodes, common, scope)
+
+    def _abs(self, node, arg_nodes, scope: Scope) -> bool:
+        """CUDA's integer abs returns the argument's signed type, OpenCL's the unsigned one;
+        CUDA's float abs is OpenCL's fabs."""
+        t = promote(self.typer.of(arg_nodes[0], scope)) if len(arg_nodes) == 1 else None
+        if t in ("int", "long"):
+            self.rw.replace(node, lambda inner, s=self._spell(t): f"(({s}){inner})")
+        elif t in FLOATS:
+            self.rw.replace(node.child_by_field_name("function"), "fabs")
+        else:
+            self.rw.error(node, "abs", "the type of its argument cannot be inferred, and OpenCL's "
+                          "abs differs by type (unsigned result for integers, none for floating "
+                          "point)", "(int)abs(x) for integers, fabsf(x) for float")
+            return False
+        return True
+
+    def _result(self, name: str, types: list) -> str | None:
+        """The type CUDA gives a call to ``name`` with arguments of ``types`` (None: unknown)."""
+        if name in T.OPENCL_TYPED:
+            return T.OPENCL_TYPED[name][1]
+        if name in T.OPENCL_MATH or name in _HALF_LOADS:
+            return "float"
+        if name in ("min", "max") and len(types) == 2:
+            return arithmetic(*types)
+        if name == "abs" and len(types) == 1:
+            return promote(types[0])
+        if name in ("isnan", "isinf", "isfinite", "signbit"):
+            return "int"
+        if name in T.OPENCL_SAME and types and types[0] in FLOATS:
+            return types[0]
+        if name in self.functions:
+            return self.functions[name].returns
+        if name.startswith("make_") and name[5:] in T.VECTOR_TYPES:
+            return name[5:]
+        return None
 
     def _record_call(self, callee: _Function, arg_nodes, scope: Scope) -> None:
         for i, a in enumerate(arg_nodes):

@@ -23,12 +23,72 @@ OPENCL_MATH = {
     # builtins are at least that accurate, so mapping to them never loses precision
     "__expf": "exp", "__exp10f": "exp10", "__logf": "log", "__log2f": "log2", "__log10f": "log10",
     "__powf": "pow", "__sinf": "sin", "__cosf": "cos", "__tanf": "tan", "__fmaf_rn": "fma",
-    "__popc": "popcount", "__clz": "clz", "__mul24": "mul24", "__umul24": "mul24",
 }
+
+#: CUDA integer, bit and reinterpretation intrinsics -> an OpenCL C expression with CUDA's
+#: parameter and result types spelled out: OpenCL's builtins are overloaded on their argument
+#: and return its (often unsigned) type, where CUDA's convert the argument and return int, so a
+#: bare rename (``__popc`` -> ``popcount``) changes the arithmetic around the call. Each
+#: argument ({0}, {1}, ...) appears exactly once, so the template is also a function-like macro
+#: (the dialect's prologue) without evaluating an argument twice. Value: (template, result type).
+OPENCL_TYPED = {
+    "__popc": ("((int)popcount((uint)({0})))", "int"),
+    "__popcll": ("((int)popcount((ulong)({0})))", "int"),
+    "__clz": ("((int)clz((int)({0})))", "int"),
+    "__clzll": ("((int)clz((long)({0})))", "int"),
+    "__ffs": ("accel_ffs((int)({0}))", "int"),
+    "__ffsll": ("accel_ffsll((long)({0}))", "int"),
+    "__brev": ("accel_brev((uint)({0}))", "uint"),
+    "__brevll": ("accel_brevll((ulong)({0}))", "ulong"),
+    "__mulhi": ("mul_hi((int)({0}), (int)({1}))", "int"),
+    "__umulhi": ("mul_hi((uint)({0}), (uint)({1}))", "uint"),
+    "__mul64hi": ("mul_hi((long)({0}), (long)({1}))", "long"),
+    "__umul64hi": ("mul_hi((ulong)({0}), (ulong)({1}))", "ulong"),
+    # CUDA multiplies the low 24 bits of any value; OpenCL's mul24 is defined only for values
+    # that fit in 24 bits, so the translation keeps just those bits (sign-extended for __mul24)
+    "__mul24": ("mul24(((int)({0}) << 8) >> 8, ((int)({1}) << 8) >> 8)", "int"),
+    "__umul24": ("mul24((uint)({0}) & 0xffffffu, (uint)({1}) & 0xffffffu)", "uint"),
+    "__rhadd": ("rhadd((int)({0}), (int)({1}))", "int"),
+    "__urhadd": ("rhadd((uint)({0}), (uint)({1}))", "uint"),
+    "__uhadd": ("hadd((uint)({0}), (uint)({1}))", "uint"),
+    "__sad": ("(abs_diff((int)({0}), (int)({1})) + (uint)({2}))", "uint"),
+    "__usad": ("(abs_diff((uint)({0}), (uint)({1})) + (uint)({2}))", "uint"),
+    "labs": ("((long)abs((long)({0})))", "long"),
+    "llabs": ("((long)abs((long)({0})))", "long"),
+    "__int_as_float": ("as_float((int)({0}))", "float"),
+    "__uint_as_float": ("as_float((uint)({0}))", "float"),
+    "__float_as_int": ("as_int((float)({0}))", "int"),
+    "__float_as_uint": ("as_uint((float)({0}))", "uint"),
+    "__longlong_as_double": ("as_double((long)({0}))", "double"),
+    "__double_as_longlong": ("as_long((double)({0}))", "long"),
+    # OpenCL's sincos returns the sine and stores the cosine through its pointer argument
+    "sincosf": ("(*({1}) = sincos((float)({0}), {2}))", "void"),
+    "__sincosf": ("(*({1}) = sincos((float)({0}), {2}))", "void"),
+    "__fdividef": ("((float)({0}) / (float)({1}))", "float"),
+}
+
+#: OpenCL C definitions of the helpers OPENCL_TYPED calls (OpenCL 1.2 has no find-first-set
+#: or bit reverse); emitted once each into a translation that uses them
+OPENCL_HELPERS = {
+    "accel_ffs": "int accel_ffs(int x) { uint u = (uint)x; "
+                 "return 32 - (int)clz(u & (0u - u)); }",
+    "accel_ffsll": "int accel_ffsll(long x) { ulong u = (ulong)x; "
+                   "return 64 - (int)clz(u & (0ul - u)); }",
+    "accel_brev": "uint accel_brev(uint x) { "
+                  "x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1); "
+                  "x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2); "
+                  "x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4); "
+                  "x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8); "
+                  "return (x >> 16) | (x << 16); }",
+    "accel_brevll": "ulong accel_brevll(ulong x) { "
+                    "return ((ulong)accel_brev((uint)x) << 32) | accel_brev((uint)(x >> 32)); }",
+}
+#: helpers a helper calls
+OPENCL_HELPER_NEEDS = {"accel_brevll": ("accel_brev",)}
 
 #: builtins with the same name and meaning in CUDA device code and OpenCL C
 OPENCL_SAME = frozenset((
-    "min", "max", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "rsqrt",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "rsqrt",
     "cbrt", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "fabs",
     "fmax", "fmin", "floor", "ceil", "round", "trunc", "rint", "fmod", "erf", "erfc", "fma",
     "copysign", "hypot", "isnan", "isinf", "isfinite", "signbit", "lgamma", "tgamma",
@@ -131,10 +191,6 @@ OPENCL_UNSUPPORTED = {
                   "-cl-fp32-correctly-rounded-divide-sqrt"),
     "__saturatef": ("OpenCL's clamp keeps NaN where CUDA's __saturatef gives 0",
                     "x != x ? 0.0f : clamp(x, 0.0f, 1.0f)"),
-    "abs": ("OpenCL's integer abs returns an unsigned type, changing the arithmetic around it",
-            "x < 0 ? -x : x (or fabs for floating point)"),
-    "__ffs": ("OpenCL 1.2 has no find-first-set", "32 - clz(x & -x) written out, with x == 0 -> 0"),
-    "__brev": ("OpenCL 1.2 has no bit reverse", "a shift-and-mask bit reversal"),
     "__byte_perm": ("OpenCL 1.2 has no byte permute", "shifts and masks"),
     **{n: ("texture and surface objects have no OpenCL C 1.2 counterpart through accel's buffers",
            "read the array directly with an index (p[y * width + x])") for n in (

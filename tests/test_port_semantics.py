@@ -1,0 +1,176 @@
+"""Translations that must compute what CUDA computes, one test per class of difference between
+CUDA's and OpenCL's builtins (result types, signedness, overload resolution, reinterpretation),
+run for real on PoCL against numpy values worked out here with CUDA's rules."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
+pytest.importorskip("pyopencl", reason="the OpenCL runs need pyopencl ([opencl] extra)")
+
+import accel  # noqa: E402
+from accel.kernel import kernel  # noqa: E402
+from accel.port import translate  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def backend(opencl_backend):
+    return opencl_backend
+
+
+@pytest.fixture(params=["opencl", "dialect"])
+def to(request):
+    return request.param
+
+
+def _run(backend, to: str, src: str, *arrays: np.ndarray, n: int) -> list[np.ndarray]:
+    """Translate ``src`` (kernel ``k``), launch it over ``n`` work-items with ``arrays`` (all
+    device buffers) followed by ``int n``, and return the arrays as the kernel left them."""
+    result = translate(src, to, filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    dev = [accel.asarray(a, backend=backend) for a in arrays]
+    kernel(result.text, "k", backend=backend, options=result.options)((n + 63) // 64, 64, *dev,
+                                                                      np.int32(n))
+    return [d.numpy() for d in dev]
+
+
+RNG = np.random.default_rng(24)
+
+
+def test_popc_and_clz_results_are_signed_int(backend, to):
+    """OpenCL's popcount/clz return the argument's (unsigned) type; CUDA's return int, so
+    ``32 - 2 * __popc(x)`` and ``(31 - __clz(x)) / 2`` go negative instead of wrapping."""
+    src = """__global__ void k(const unsigned* a, const unsigned* b, int* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[3 * i] = 32 - 2 * __popc(a[i] ^ b[i]);
+    out[3 * i + 1] = (15 - __clz(a[i])) / 2;
+    out[3 * i + 2] = (__popcll((unsigned long long)a[i] << 32) - 40) / 3;
+  }
+}"""
+    n = 100
+    a = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    a[:4] = [0, 1, 0xFFFFFFFF, 0x80000000]
+    b = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    (_, _, out) = _run(backend, to, src, a, b, np.zeros(3 * n, np.int32), n=n)
+    pop = np.array([bin(int(v)).count("1") for v in a ^ b])
+    popa = np.array([bin(int(v)).count("1") for v in a])
+    clz = np.array([32 - int(v).bit_length() for v in a])
+    expect = np.stack([32 - 2 * pop, np.trunc((15 - clz) / 2), np.trunc((popa - 40) / 3)], axis=1)
+    np.testing.assert_array_equal(out.reshape(n, 3), expect.astype(np.int32))
+
+
+def test_mixed_type_min_max_builds_and_picks_cuda_overload(backend, to):
+    """``min(uint, int)`` is ambiguous in OpenCL C; CUDA computes it unsigned (so -1 is the
+    largest value), and float min/max ignore NaN like fminf/fmaxf."""
+    src = """#define CAP 7
+__global__ void k(const int* s, const float* f, unsigned* u, float* g, int n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    u[2 * i] = min(blockIdx.x * blockDim.x + blockDim.x, s[i]);
+    u[2 * i + 1] = max(i, CAP);
+    g[i] = max(f[i], 0) + min(f[i], 1.0f);
+  }
+}"""
+    n = 70
+    s = RNG.integers(-5, 200, n).astype(np.int32)
+    f = RNG.standard_normal(n).astype(np.float32)
+    f[:2] = np.nan
+    _, _, u, g = _run(backend, to, src, s, f, np.zeros(2 * n, np.uint32), np.zeros(n, np.float32),
+                      n=n)
+    i = np.arange(n, dtype=np.uint32)
+    block_end = (i // 64 + 1) * 64
+    np.testing.assert_array_equal(u[0::2], np.minimum(block_end, s.astype(np.uint32)))
+    np.testing.assert_array_equal(u[1::2], np.maximum(i, 7))
+    np.testing.assert_array_equal(g, np.fmax(f, 0) + np.fmin(f, 1))
+
+
+def test_integer_abs_stays_signed_and_float_abs_is_fabs(backend, to):
+    src = """__global__ void k(const int* a, const float* f, int* out, float* g, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = (abs(a[i]) - 10) / 4 + (int)(labs((long long)a[i] * 3) > 30);
+    g[i] = abs(f[i]);
+  }
+}"""
+    n = 64
+    a = RNG.integers(-40, 40, n).astype(np.int32)
+    f = RNG.standard_normal(n).astype(np.float32)
+    *_, out, g = _run(backend, to, src, a, f, np.zeros(n, np.int32), np.zeros(n, np.float32), n=n)
+    expect = np.trunc((np.abs(a) - 10) / 4).astype(np.int32) + (np.abs(a.astype(np.int64) * 3) > 30)
+    np.testing.assert_array_equal(out, expect)
+    np.testing.assert_array_equal(g, np.abs(f))
+
+
+def test_bit_intrinsics_ffs_brev_mulhi_mul24(backend, to):
+    src = """__global__ void k(const unsigned* a, unsigned* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[5 * i] = __ffs((int)a[i]);
+    out[5 * i + 1] = __brev(a[i]);
+    out[5 * i + 2] = __umulhi(a[i], 0x9E3779B9u);
+    out[5 * i + 3] = __mulhi((int)a[i], -7);
+    out[5 * i + 4] = __umul24(a[i], a[i] >> 3);
+  }
+}"""
+    n = 80
+    a = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    a[:3] = [0, 0x80000000, 1]
+    _, out = _run(backend, to, src, a, np.zeros(5 * n, np.uint32), n=n)
+    out = out.reshape(n, 5)
+    ai = [int(v) for v in a]
+    ffs = [(v & -v).bit_length() for v in ai]
+    brev = [int(f"{v:032b}"[::-1], 2) for v in ai]
+    umulhi = [(v * 0x9E3779B9) >> 32 for v in ai]
+    mulhi = [((v - 2**32 if v >= 2**31 else v) * -7 >> 32) % 2**32 for v in ai]
+    umul24 = [((v & 0xFFFFFF) * ((v >> 3) & 0xFFFFFF)) % 2**32 for v in ai]
+    np.testing.assert_array_equal(out, np.array([ffs, brev, umulhi, mulhi, umul24], np.uint64).T)
+
+
+def test_reinterpretation_and_sincos(backend, to):
+    src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    bits[i] = __float_as_int(f[i]) >> 23;
+    back[i] = __uint_as_float(__float_as_uint(f[i]) ^ 0x80000000u);
+    float s, c;
+    sincosf(f[i], &s, &c);
+    sc[2 * i] = s;
+    __sincosf(f[i], &s, &sc[2 * i + 1]);
+  }
+}"""
+    n = 64
+    f = (RNG.standard_normal(n) * 3).astype(np.float32)
+    _, bits, back, sc = _run(backend, to, src, f, np.zeros(n, np.int32), np.zeros(n, np.float32),
+                             np.zeros(2 * n, np.float32), n=n)
+    np.testing.assert_array_equal(bits, f.view(np.int32) >> 23)  # arithmetic shift: signed
+    np.testing.assert_array_equal(back, -f)
+    np.testing.assert_allclose(sc[0::2], np.sin(f.astype(np.float64)), atol=2e-6)
+    np.testing.assert_allclose(sc[1::2], np.cos(f.astype(np.float64)), atol=2e-6)
+
+
+def test_cxx_casts_function_macros_and_restrict_ldg(backend, to):
+    src = """#define IDX(r, c, ld) ((r) * (ld) + (c))
+__global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n / 4) {
+    const float4* v = reinterpret_cast<const float4*>(x);
+    float4 q = __ldg(&v[i]);
+    float* out = const_cast<float*>(y);
+    out[IDX(i, 0, 4)] = q.w;
+    out[IDX(i, 1, 4)] = static_cast<float>(static_cast<int>(q.x * 10.0f));
+  }
+}"""
+    n = 128
+    x = RNG.standard_normal(n).astype(np.float32)
+    _, y = _run(backend, to, src, x, np.zeros(n, np.float32), n=n)
+    q = x.reshape(-1, 4)
+    np.testing.assert_array_equal(y.reshape(-1, 4)[:, 0], q[:, 3])
+    np.testing.assert_array_equal(y.reshape(-1, 4)[:, 1], np.trunc(q[:, 0] * np.float32(10)))
+
+
+def test_abs_of_an_untyped_argument_is_refused_not_guessed():
+    result = translate("#define F(x) (x)\n__global__ void k(int* c) {\n  c[0] = abs(F(c[1]));\n}",
+                       "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(3, "abs")]
