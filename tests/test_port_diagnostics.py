@@ -66,7 +66,8 @@ def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
 @pytest.mark.parametrize("src, line, construct", [
     ("template <typename T>\n__device__ T sq(T v) { return v * v; }\n", 1, "template"),
     ("__device__ float g;\n__global__ void k() {}\n", 1, "program-scope variable"),
-    ("#define LANE (threadIdx.x & 31)\n__global__ void k(int* x) { x[LANE] = 0; }\n", 1, "macro LANE"),
+    ("#define LOOP(i) for (int i = threadIdx.x; i < 4; i++)\n__global__ void k(int* x) {}\n", 1,
+     "macro LOOP"),
     ("#include <cooperative_groups.h>\n__global__ void k() {}\n", 1, "#include <cooperative_groups.h>"),
     ("__global__ void k(const float3* p) {}\n", 1, "float3 pointer"),
     ("__global__ void k(size_t n) {}\n", 1, "size_t kernel argument"),
@@ -294,3 +295,38 @@ def test_host_code_is_left_out_of_opencl_with_warnings():
                                                                   (4, "warning")]
     body = result.text.split("\n", 1)[1]  # after the translation's header comment
     assert body == "__kernel void k(__global float* x) { x[0] = 1.0f; }\n"
+
+
+def test_every_use_of_a_refused_declaration_is_named_with_a_fitting_rewrite():
+    src = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(float* x, int* out) {
+  cg::grid_group grid = cg::this_grid();
+  cg::thread_block block = cg::this_thread_block();
+  x[0] += 1.0f;
+  grid.sync();
+  block.sync();
+  unsigned m = __ballot_sync(0xffffffff, x[1] > 0);
+  out[0] = __popc(m);
+}
+"""
+    result = translate(src, "opencl", filename="k.cu")
+    found = {(d.line, d.construct): d.rewrite for d in result.errors}
+    assert "math library" not in found[(1, "#include <cooperative_groups.h>")]
+    assert (2, "cooperative groups (namespace cg)") in found
+    assert found[(7, "cooperative groups (grid.sync)")].startswith("split the kernel")
+    assert found[(8, "cooperative groups (block.sync)")].startswith("__syncthreads()")
+    assert "prefix scan" in found[(9, "__ballot_sync")]
+
+
+def test_a_refused_macro_is_named_at_each_use_and_an_expression_macro_is_translated():
+    src = ("#define TID (blockIdx.x * blockDim.x + threadIdx.x)\n"
+           "#define STORE(p, v) do { (p)[threadIdx.x] = (v); } while (0)\n"
+           "__global__ void k(float* x, int n) {\n"
+           "  if (TID < n) x[TID] = expf(x[TID]);\n"
+           "  STORE(x, 1.0f);\n"
+           "}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(2, "macro STORE"), (5, "macro STORE")]
+    ok = translate("".join(ln for ln in src.splitlines(True) if "STORE" not in ln), "opencl")
+    assert "#define TID (((uint)get_group_id(0) * (uint)get_local_size(0) + (uint)get_local_id(0)))" in ok.text

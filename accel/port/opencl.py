@@ -10,7 +10,7 @@ passing through to compute something else.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from accel.port import tables as T
 from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
@@ -31,6 +31,9 @@ _PLAIN = frozenset((
     "preproc_directive", "preproc_arg", "escape_sequence", "field_identifier", "init_declarator",
     "pointer_declarator", "array_declarator",
 ))
+
+#: a macro body is parsed as this declaration's initializer, to read it as an expression
+_MACRO_PREFIX = b"int accel_macro_value = ("
 
 #: C++ constructs named in diagnostics (the rest of the unknown node types get a generic one)
 _CPP = {
@@ -120,6 +123,8 @@ class OpenCLTranslator:
         #: the file's macros: function-like names, and the type of each object-like one's value
         self.function_macros: set[str] = set()
         self.macro_types: dict[str, str | None] = {}
+        #: macros refused on their #define: (construct, why, rewrite), reported at each use
+        self.refused_macros: dict[str, tuple[str, str, str]] = {}
         #: OpenCL helper functions (T.OPENCL_HELPERS) the translation calls
         self.helpers: set[str] = set()
         self.typer = ExprTyper(self._normal, self._result, self.macro_types)
@@ -189,6 +194,12 @@ class OpenCLTranslator:
             self._typedef(item)
         elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal"):
             pass
+        elif kind == "namespace_alias_definition":
+            target = text(item.named_children[-1]).split("::")[0]
+            construct, why, rewrite = T.NAMESPACE_FEATURES.get(
+                target, ("C++ namespace", "OpenCL C has no namespaces", "unqualified names"))
+            self.rw.error(item, f"{construct} (namespace {text(item.named_children[0])})", why,
+                          rewrite)
         elif kind in _CPP:
             self.rw.error(item, *_CPP[kind])
         elif kind == "ERROR":
@@ -278,35 +289,56 @@ class OpenCLTranslator:
                          "in a separate file")
             self.rw.delete(item)
         else:
-            self.rw.error(item, f"#include {text(path)}", "the header has no OpenCL C "
-                          "counterpart the translator knows", "inline the definitions you need "
-                          "(OpenCL C has the math library built in)")
+            why, rewrite = next((v for k, v in T.OPENCL_INCLUDE_WHY.items() if header.startswith(k)),
+                                ("the header has no OpenCL C counterpart the translator knows",
+                                 "copy the definitions you need into this file"))
+            self.rw.error(item, f"#include {text(path)}", why, rewrite)
 
     def _macro(self, item) -> None:
-        """Macro bodies are text to the parser: parse them as an expression and refuse any
-        CUDA name inside, since the translator cannot rewrite what a macro will expand to."""
+        """Macro bodies are text to the parser: a body that is one expression is parsed as such
+        and translated like code (``#define TID (blockIdx.x * blockDim.x + threadIdx.x)``);
+        any other body that uses a CUDA name is refused, with every use of the macro."""
         value = item.child_by_field_name("value")
-        name_text = text(item.child_by_field_name("name"))
+        name = text(item.child_by_field_name("name"))
         if item.type == "preproc_function_def":
-            self.function_macros.add(name_text)
+            self.function_macros.add(name)
         if value is None:
             return
+        wrapped = _MACRO_PREFIX + value.text + b");"
+        tree = parse(wrapped)
+        decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+        init = decl.child_by_field_name("declarator") if decl is not None and decl.type == "declaration" else None
+        body = init.child_by_field_name("value") if init is not None and init.type == "init_declarator" else None
+        if tree.root_node.has_error:
+            body = None
         if item.type == "preproc_def":  # typed, so min/max/abs around it cast like CUDA
-            decl = parse(b"int accel_macro_value = (" + value.text + b");").root_node.named_children[0]
-            init = decl.child_by_field_name("declarator") if decl.type == "declaration" else None
-            self.macro_types[name_text] = (self.typer.of(init.child_by_field_name("value"), Scope())
-                                           if init is not None and init.type == "init_declarator"
-                                           else None)
-        for n in walk(parse(value.text).root_node):
-            name = text(n)
-            if n.type == "identifier" and (name in T.OPENCL_INDEX or name in T.OPENCL_MATH
-                                           or name in T.OPENCL_UNSUPPORTED or name in T.OPENCL_ATOMICS
-                                           or name == "__syncthreads" or name.startswith("__")):
-                self.rw.error(item, f"macro {text(item.child_by_field_name('name'))}",
-                              f"its body uses the CUDA name {name}, which accel port cannot "
-                              "rewrite inside a macro", "write the expression out where the "
-                              "macro is used")
-                return
+            self.macro_types[name] = None if body is None else self.typer.of(body, Scope())
+        cuda = next((text(n) for n in walk(tree.root_node) if n.type == "identifier" and (
+            text(n) in T.OPENCL_INDEX or text(n) in T.OPENCL_MATH or text(n) in T.OPENCL_TYPED
+            or text(n) in T.OPENCL_UNSUPPORTED or text(n) in T.OPENCL_ATOMICS
+            or text(n).startswith("__"))), None)
+        if cuda is None:
+            return
+        if body is None:
+            refusal = (f"macro {name}", f"its body uses the CUDA name {cuda} and is not a single "
+                       "expression, so accel port cannot rewrite it", "write the code out where "
+                       "the macro is used")
+            self.rw.error(item, *refusal)
+            self.refused_macros[name] = refusal
+            return
+        sub, main = Rewriter(wrapped, self.rw.filename), self.rw
+        self.rw = sub
+        try:
+            self._expr(body, self.globals.child())
+        finally:
+            self.rw = main
+        row = value.start_point.row
+        main.diagnostics.extend(replace(d, line=d.line + row) for d in sub.diagnostics)
+        if sub.failed:
+            self.refused_macros[name] = (f"macro {name}", "its body cannot be translated (see "
+                                         f"line {row + 1})", "fix the macro's body")
+        else:
+            self.rw.replace(value, lambda _i: sub.render(body))
 
     def _typedef(self, item) -> None:
         base = self._type(type_node(item))
@@ -488,6 +520,13 @@ class OpenCLTranslator:
         if base == "half":
             self.rw.error(node, "half variable", *T.HALF_MATH)
             return
+        if (feature := self._namespace_feature(node)) is not None:
+            for d in declarators:  # already refused; every later use is reported too
+                scope.names[text(declarator_parts(d)[0])] = Sym(base, refused=feature)
+            for d in declarators:
+                if d.type == "init_declarator":
+                    self._expr(d.child_by_field_name("value"), scope)
+            return
         spaces = set()
         for d in declarators:
             name, ptr, arr = declarator_parts(d)
@@ -521,6 +560,22 @@ class OpenCLTranslator:
                               "one declaration per pointer")
             else:
                 self.rw.replace(type_node(node), lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
+
+    def _namespace_feature(self, node) -> tuple[str, str, str] | None:
+        """(construct, why, rewrite) for a declaration whose type or initializer comes from an
+        untranslatable namespace (``cg::grid_group g = cg::this_grid();``), for its uses."""
+        for n in walk(node):
+            if n.type == "qualified_identifier":
+                ns = text(n).split("::")[0]
+                if ns in T.NAMESPACE_FEATURES:
+                    construct, why, rewrite = T.NAMESPACE_FEATURES[ns]
+                    decl = text(node)
+                    if "grid" in decl:
+                        rewrite = "split the kernel at this point into two launches"
+                    elif "thread_block" in decl and "tile" not in decl:
+                        rewrite = "__syncthreads() for the block's sync()"
+                    return construct, why, rewrite
+        return None
 
     def _shared(self, node, q, base, declarators, scope: Scope, depth: int) -> None:
         fn = self.current
@@ -561,10 +616,21 @@ class OpenCLTranslator:
                 self.rw.replace(node, self.sp.index.format(query=self.sp.queries[text(arg)],
                                                            axis=T.AXES[text(fld)]))
                 return
+            sym = scope.get(text(arg)) if arg.type == "identifier" else None
+            if sym is not None and sym.refused is not None:
+                construct, why, rewrite = sym.refused
+                self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
+                return
             self._expr(arg, scope)
         elif kind == "identifier":
             name = text(node)
-            if name in T.OPENCL_UNSUPPORTED:
+            sym = scope.get(name)
+            if sym is not None and sym.refused is not None:
+                construct, why, rewrite = sym.refused
+                self.rw.error(node, f"{construct} ({name})", why, rewrite)
+            elif sym is None and name in self.refused_macros:
+                self.rw.error(node, *self.refused_macros[name])
+            elif name in T.OPENCL_UNSUPPORTED:
                 self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
             elif name in T.OPENCL_INDEX:
                 self.rw.error(node, name, "only its .x, .y and .z components map to OpenCL "
@@ -687,6 +753,8 @@ class OpenCLTranslator:
             self._rename_call(node, name, arg_nodes)
             if name in T.OPENCL_MATH:
                 self._cast_args(arg_nodes, "float", scope)
+        elif name in self.refused_macros:
+            self.rw.error(callee, *self.refused_macros[name])
         elif name in self.function_macros:
             pass  # the #define is copied; its arguments are translated where they stand
         elif name in T.OPENCL_ATOMICS:

@@ -18,6 +18,8 @@ class Sym:
     pointer: bool = False
     array: bool = False
     space: str = "private"  # of the pointee for pointers, of the storage otherwise
+    #: (construct, why, rewrite) when the declaration was refused: each use is reported too
+    refused: tuple[str, str, str] | None = None
 
 
 @dataclass

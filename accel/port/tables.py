@@ -148,19 +148,29 @@ HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h
                            "assert.h", "cassert", "iostream", "vector", "string", "algorithm",
                            "memory", "chrono", "numeric", "random"))
 
-_WARP = ("warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)",
-         "a __shared__ array reduced with a tree of __syncthreads() steps")
+_NO_WARPS = "warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)"
+#: the rewrite depends on what the warp primitive is used for
+_SHUFFLE = (_NO_WARPS, "a __shared__ array reduced with a tree of __syncthreads() steps")
+_BALLOT = (_NO_WARPS, "for stream compaction, an exclusive prefix scan of the predicate flags in "
+           "a __shared__ array (each item's output slot), __syncthreads() between steps; where "
+           "order does not matter, atomicAdd on a counter")
+_VOTE = (_NO_WARPS, "a __shared__ int flag set with atomicOr (any) or atomicAnd (all), then "
+         "__syncthreads()")
+_SYNCWARP = (_NO_WARPS, "__syncthreads() (every work-item of the block must reach it)")
 HALF_MATH = ("half arithmetic needs cl_khr_fp16, which the OpenCL devices here lack",
               "load with __half2float(p[i]), compute in float, store with p[i] = __float2half(v)")
 
 #: CUDA names with no faithful OpenCL C 1.2 translation: name -> (why, suggested rewrite)
 OPENCL_UNSUPPORTED = {
-    **{n: _WARP for n in (
+    **{n: _SHUFFLE for n in (
         "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__shfl",
-        "__shfl_up", "__shfl_down", "__shfl_xor", "__ballot_sync", "__ballot", "__any_sync",
-        "__all_sync", "__any", "__all", "__activemask", "__syncwarp", "__match_any_sync",
-        "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
-        "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "warpSize", "__lanemask_lt")},
+        "__shfl_up", "__shfl_down", "__shfl_xor", "__reduce_add_sync", "__reduce_min_sync",
+        "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+        "warpSize")},
+    **{n: _BALLOT for n in ("__ballot_sync", "__ballot", "__activemask", "__lanemask_lt",
+                            "__match_any_sync", "__match_all_sync")},
+    **{n: _VOTE for n in ("__any_sync", "__all_sync", "__any", "__all")},
+    "__syncwarp": _SYNCWARP,
     **{n: HALF_MATH for n in (
         "__hadd", "__hsub", "__hmul", "__hdiv", "__hfma", "__hmax", "__hmin", "__hneg", "__habs",
         "__hadd2", "__hmul2", "__hfma2", "__float2half2_rn", "__halves2half2", "__low2float",
@@ -201,6 +211,21 @@ OPENCL_UNSUPPORTED = {
                       "to float with as_float((uint)bits << 16)"),
     "nv_bfloat16": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen "
                     "to float with as_float((uint)bits << 16)"),
+}
+
+#: headers with no OpenCL C counterpart, and what to do instead of each
+OPENCL_INCLUDE_WHY = {
+    "cooperative_groups.h": ("cooperative groups have no OpenCL 1.2 form", "__syncthreads() for "
+                             "block groups; split grid-wide syncs into separate launches"),
+    "mma.h": ("wmma fragments map to NVIDIA tensor cores only", "a tiled __shared__ matmul (or "
+              "accel.matmul)"),
+    "cuda_bf16.h": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen to "
+                    "float with as_float((uint)bits << 16)"),
+    "cub/": ("CUB's block and warp primitives are C++ templates with no OpenCL C form",
+             "write the __shared__ reduction or scan out with __syncthreads() steps"),
+    "thrust/": ("Thrust is a host-side C++ template library", "accel ops, or a kernel written out"),
+    "curand_kernel.h": ("cuRAND's device generators have no OpenCL C counterpart",
+                        "a counter-based hash (e.g. of the global index) written in the file"),
 }
 
 #: C++ namespaces whose use means an untranslatable feature
