@@ -31,8 +31,20 @@ def test_warp_shuffle_reduction_is_refused_with_its_lines():
     assert "; suggested rewrite: a __shared__ array reduced with a tree" in first
 
 
-def test_template_is_refused_with_its_line():
-    assert _errors((CORPUS / "template_scale.cu").read_text()) == [(3, "template"), (11, "template")]
+def test_template_without_explicit_instantiation_is_refused_with_its_line():
+    src = (CORPUS / "template_scale.cu").read_text().replace(
+        "template __global__ void scale<float>(float*, float, int);", "")
+    assert _errors(src) == [(3, "template")]
+
+
+def test_explicit_instantiations_expand_with_original_lines():
+    src = (CORPUS / "template_scale.cu").read_text() + (
+        "template __global__ void scale<unsigned int>(unsigned int*, unsigned int, int);\n"
+        "__global__ void k(float* x) {\n  x[0] = unknown_fn(x[1]);\n}\n")
+    result = translate(src, "opencl", filename="t.cu")
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [
+        (3, "warning", "template scale<float>"), (3, "warning", "template scale<unsigned int>"),
+        (14, "error", "unknown_fn")]
 
 
 K = "__global__ void k(float* x, int* c, unsigned long long* u) {\n"  # line 1 of every case

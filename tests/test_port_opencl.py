@@ -126,3 +126,11 @@ def test_half_storage_loads_and_stores_round_to_nearest_even(backend, to):
     _kernel(backend, "half_scale.cu", "half_scale", to)(5, 128, _dev(backend, x), y, np.float32(1.7),
                                                     np.int32(n))
     np.testing.assert_array_equal(y.numpy(), (np.float32(1.7) * x.astype(np.float32)).astype(np.float16))
+
+
+def test_explicitly_instantiated_template_runs_as_one_function_per_type(backend, to):
+    n = 300
+    x = RNG.standard_normal(n).astype(np.float32)
+    dx = _dev(backend, x)
+    _kernel(backend, "template_scale.cu", "scale_float", to)(5, 64, dx, np.float32(-2), np.int32(n))
+    np.testing.assert_array_equal(dx.numpy(), x * np.float32(-2))

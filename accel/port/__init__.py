@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from accel.argtypes import output_file
 from accel.errors import ArgumentError, expected
 from accel.port.syntax import Diagnostic, Rewriter, parse
+from accel.port.templates import expand
 
 TARGETS = ("hip", "opencl", "dialect")
 
@@ -52,6 +53,10 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
         raise ArgumentError(expected("to", f"one of {TARGETS}", repr(to)))
     raw = source.encode()
     tree = parse(raw)
+    expansion = expand(raw, tree.root_node) if to != "hip" else None  # HIP keeps templates
+    if expansion is not None:
+        raw = expansion.source
+        tree = parse(raw)
     rw = Rewriter(raw, filename)
     if to == "opencl":
         from accel.port.opencl import BUILD_OPTIONS, OpenCLTranslator
@@ -65,7 +70,13 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
         from accel.port.dialect import translate_dialect
 
         out, options = translate_dialect(rw, tree.root_node), ()
-    diagnostics = sorted(rw.diagnostics, key=lambda d: (d.line, d.severity != "error"))
+    diagnostics = rw.diagnostics
+    if expansion is not None:
+        diagnostics = [replace(d, line=expansion.lines[d.line - 1]) for d in diagnostics] + [
+            Diagnostic(filename, line, f"template {name}<{', '.join(args)}>", "OpenCL C has no "
+                       "templates: expanded into one function per instantiation",
+                       f"launch or call it as {copy}", "warning") for name, args, copy, line in expansion.copies]
+    diagnostics = sorted(diagnostics, key=lambda d: (d.line, d.severity != "error"))
     return PortResult(to, None if rw.failed else out, diagnostics, options)
 
 
