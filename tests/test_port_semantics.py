@@ -174,3 +174,13 @@ def test_abs_of_an_untyped_argument_is_refused_not_guessed():
     result = translate("#define F(x) (x)\n__global__ void k(int* c) {\n  c[0] = abs(F(c[1]));\n}",
                        "opencl", filename="k.cu")
     assert [(d.line, d.construct) for d in result.errors] == [(3, "abs")]
+
+
+def test_a_looser_opencl_error_bound_is_reported_with_both_bounds():
+    src = ("__global__ void k(float* x) {\n  x[0] = expf(x[1]) + __expf(x[2]);\n"
+           "  x[3] = powf(x[4], 2.5f) + fabsf(x[5]);\n  float s, c;\n  sincosf(x[6], &s, &c);\n}")
+    result = translate(src, "opencl", filename="k.cu")
+    warned = {(d.line, d.construct): d.why for d in result.diagnostics if d.severity == "warning"}
+    assert set(warned) == {(2, "expf precision"), (3, "powf precision"), (5, "sincosf precision")}
+    assert warned[(3, "powf precision")] == ("OpenCL 1.2 allows 16 ulp for pow where CUDA "
+                                             "documents 4 ulp for powf (single precision)")

@@ -753,6 +753,7 @@ class OpenCLTranslator:
             self._rename_call(node, name, arg_nodes)
             if name in T.OPENCL_MATH:
                 self._cast_args(arg_nodes, "float", scope)
+                self._precision(node, name, T.OPENCL_MATH[name])
         elif name in self.refused_macros:
             self.rw.error(callee, *self.refused_macros[name])
         elif name in self.function_macros:
@@ -769,7 +770,9 @@ class OpenCLTranslator:
             return
         elif name in self.functions:
             self._record_call(self.functions[name], arg_nodes, scope)
-        elif name not in T.OPENCL_SAME:
+        elif name in T.OPENCL_SAME:
+            self._precision(node, name, name)
+        else:
             self.rw.error(callee, name, "not a function accel port knows to exist in OpenCL C "
                           "with the same meaning", "define it as a __device__ function in this file")
             return
@@ -790,6 +793,18 @@ class OpenCLTranslator:
         else:
             self.rw.replace(callee, f"({name[5:]})")
 
+    def _precision(self, node, name: str, opencl: str) -> None:
+        """Say so where OpenCL 1.2 allows a larger error than CUDA documents for the function
+        (not for CUDA's fast intrinsics, whose own bounds are looser than OpenCL's)."""
+        if name.startswith("__") or opencl not in T.ULP_BOUNDS:
+            return
+        cuda, ocl = T.ULP_BOUNDS[opencl]
+        bound = "no bound" if ocl is None else f"{ocl} ulp"
+        self.rw.warn(node, f"{name} precision", f"OpenCL 1.2 allows {bound} for {opencl} where "
+                     f"CUDA documents {cuda} ulp for {name} (single precision)",
+                     "accept the looser bound, or check the results against a tolerance of "
+                     f"{ocl or 'several'} ulp")
+
     def _typed_call(self, node, name: str, arg_nodes) -> bool:
         """An intrinsic whose OpenCL form needs CUDA's types spelled out (T.OPENCL_TYPED)."""
         template = T.OPENCL_TYPED[name][0]
@@ -799,6 +814,8 @@ class OpenCLTranslator:
                           f"{'s' * (wanted != 1)}, not {len(arg_nodes)}", "fix the call")
             return False
         self.helpers.update(re.findall(r"\baccel_\w+", template))
+        for called in re.findall(r"\b(\w+)\(", template):  # sincosf -> sincos
+            self._precision(node, name, called)
         if not self.sp.rename_calls:
             self.kept_calls.add(name)
         else:
