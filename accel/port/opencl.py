@@ -194,6 +194,12 @@ class OpenCLTranslator:
             self._typedef(item)
         elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal"):
             pass
+        elif kind == "using_declaration":  # using namespace nvcuda;
+            target = text(item.named_children[-1]).split("::")[0] if item.named_children else ""
+            construct, why, rewrite = T.NAMESPACE_FEATURES.get(
+                target, ("C++ namespace", "OpenCL C has no namespaces", "unqualified names"))
+            self.rw.error(item, f"{construct} ({' '.join(text(item).rstrip(';').split())})", why,
+                          rewrite)
         elif kind == "namespace_alias_definition":
             target = text(item.named_children[-1]).split("::")[0]
             construct, why, rewrite = T.NAMESPACE_FEATURES.get(
