@@ -342,3 +342,32 @@ def test_a_refused_macro_is_named_at_each_use_and_an_expression_macro_is_transla
     assert [(d.line, d.construct) for d in result.errors] == [(2, "macro STORE"), (5, "macro STORE")]
     ok = translate("".join(ln for ln in src.splitlines(True) if "STORE" not in ln), "opencl")
     assert "#define TID (((uint)get_group_id(0) * (uint)get_local_size(0) + (uint)get_local_id(0)))" in ok.text
+
+
+def test_stats_count_uses_per_construct_and_the_share_of_kernels(tmp_path, capsys):
+    import json
+
+    from accel.cli import main
+
+    (tmp_path / "ok.cu").write_text("__global__ void a(float* x) {\n  x[threadIdx.x] = expf(x[0]);\n"
+                                    "  x[1] = expf(x[2]);\n}\n")
+    (tmp_path / "bad.cu").write_text("__global__ void b(float* x) {\n  atomicAdd(&x[0], 1.0f);\n}\n"
+                                     "__global__ void c(int* y) { atomicAdd(&y[0], 1); }\n")
+    assert main(["port", "--stats", "--json", str(tmp_path)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["files"], stats["files_ported"], stats["kernels"], stats["kernels_ported"]) == (2, 1, 3, 1)
+    assert stats["constructs"]["expf"] == {"translated": 2, "warned": 2, "refused": 0}
+    assert stats["constructs"]["atomicAdd on float"]["refused"] == 1
+    assert stats["constructs"]["atomicAdd"]["translated"] == 1
+    assert main(["port", "--stats", str(tmp_path / "ok.cu")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("accel port --stats (opencl): 1 of 1 files, 1 of 1 kernels ported (100.0%)")
+    assert "expf" in text
+
+
+def test_several_files_without_stats_is_a_usage_error(tmp_path):
+    from accel.cli import main
+
+    (tmp_path / "a.cu").write_text("__global__ void a() {}\n")
+    assert main(["port", str(tmp_path / "a.cu"), str(tmp_path / "a.cu"), "--to", "opencl"]) == 2
+    assert main(["port", str(tmp_path / "a.cu")]) == 2

@@ -340,6 +340,8 @@ class OpenCLTranslator:
             self.rw = main
         row = value.start_point.row
         main.diagnostics.extend(replace(d, line=d.line + row) for d in sub.diagnostics)
+        if not sub.failed:
+            main.note("#define with CUDA names")
         if sub.failed:
             self.refused_macros[name] = (f"macro {name}", "its body cannot be translated (see "
                                          f"line {row + 1})", "fix the macro's body")
@@ -585,6 +587,7 @@ class OpenCLTranslator:
 
     def _shared(self, node, q, base, declarators, scope: Scope, depth: int) -> None:
         fn = self.current
+        self.rw.note("extern __shared__" if "extern" in q else "__shared__")
         for c in node.named_children:
             if c.type == "type_qualifier" and text(c) == "__shared__":
                 self.rw.replace(c, self.sp.shared)
@@ -619,6 +622,7 @@ class OpenCLTranslator:
         if kind == "field_expression":
             arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
             if arg.type == "identifier" and text(arg) in T.OPENCL_INDEX and text(fld) in T.AXES:
+                self.rw.note(text(arg))
                 self.rw.replace(node, self.sp.index.format(query=self.sp.queries[text(arg)],
                                                            axis=T.AXES[text(fld)]))
                 return
@@ -730,6 +734,7 @@ class OpenCLTranslator:
             return
         if (cast := cxx_cast(node)) is not None:
             tdesc, value = cast
+            self.rw.note(text(callee.child_by_field_name("name")))
             self._cast_parts(node, tdesc, value, scope)
             self.rw.replace(node, lambda _i: f"(({self.rw.render(tdesc)})({self.rw.render(value)}))")
             return
@@ -782,6 +787,8 @@ class OpenCLTranslator:
             self.rw.error(callee, name, "not a function accel port knows to exist in OpenCL C "
                           "with the same meaning", "define it as a __device__ function in this file")
             return
+        if name not in self.functions and name not in self.function_macros:
+            self.rw.note(name)
         for a in arg_nodes:
             self._expr(a, scope)
 
@@ -925,6 +932,7 @@ class OpenCLTranslator:
                           "half pointer p")
             return False
         ptr, index = parts
+        self.rw.note("__half2float")
         self.rw.replace(node, lambda _i: self.sp.half_load.format(
             i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
         if index is not None:
@@ -946,6 +954,7 @@ class OpenCLTranslator:
             self.rw.error(node, "half store", *T.HALF_MATH)
             return True
         value = right.child_by_field_name("arguments").named_children[0]
+        self.rw.note(text(right.child_by_field_name("function")))
         self.rw.replace(node, lambda _i: self.sp.half_store.format(
             v=self.rw.render(value), i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
         self._expr(value, scope)

@@ -9,6 +9,7 @@ function of the node's already-rewritten inner text, so nested rewrites compose
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -73,6 +74,8 @@ class Rewriter:
         self.source, self.filename = source, filename
         self._edits: dict[tuple[int, int], list[Callable[[str], str]]] = {}
         self.diagnostics: list[Diagnostic] = []
+        #: CUDA construct -> uses translated (for ``accel port --stats``)
+        self.translated: Counter[str] = Counter()
 
     # -- recording --------------------------------------------------------------------------------
     def replace(self, node, new: str | Callable[[str], str]) -> None:
@@ -88,6 +91,10 @@ class Rewriter:
             if self.source[end - 1:end] == b"\n":
                 break
         self._edits.setdefault((node.start_byte, end), []).append(lambda _inner: "")
+
+    def note(self, construct: str) -> None:
+        """Count one use of ``construct`` translated."""
+        self.translated[construct] += 1
 
     def error(self, node, construct: str, why: str, rewrite: str) -> None:
         self.diagnostics.append(Diagnostic(self.filename, line(node), construct, why, rewrite))
