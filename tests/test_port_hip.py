@@ -114,7 +114,7 @@ def test_runtime_api_renames_and_unknown_names():
 
 
 @pytest.mark.parametrize("src, line, construct", [
-    ('#include <cublas_v2.h>\n__global__ void k() {}\n', 1, "#include <cublas_v2.h>"),
+    ('#include <cufft.h>\n__global__ void k() {}\n', 1, "#include <cufft.h>"),
     ('__global__ void k(int* x) {\n  asm volatile("mov.u32 %0, %%laneid;" : "=r"(x[0]));\n}\n', 2,
      "inline PTX"),
     ('#include <mma.h>\n__global__ void k() {\n  nvcuda::wmma::fragment<int, 16, 16, 16, int> f;\n}\n', 1,
@@ -163,3 +163,26 @@ def test_dialect_translation_builds_for_cuda_and_hip(file, tmp_path):
                            str(tmp_path / "k.co")], capture_output=True, text=True,
                           env=dict(os.environ, HIP_PLATFORM="amd"), timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_library_names_map_from_the_table_and_unknown_ones_are_refused():
+    src = ("#include <cublas_v2.h>\n#include <curand.h>\nint main() {\n"
+           "  cublasHandle_t h; cublasCreate(&h);\n"
+           "  float one = 1.0f, *a = 0;\n"
+           "  cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, 4, 4, 4, &one, a, 4, a, 4, &one, a, 4);\n"
+           "  cublasLtMatmul(0);\n"
+           "  curandGenerator_t g; curandCreateGenerator(&g, CURAND_RNG_PSEUDO_DEFAULT);\n"
+           "  curandGenerateNormal(g, a, 16, 0.0f, 1.0f);\n"
+           "  cudaMemcpyToSymbol(a, a, 4);\n"
+           "  return st == CUBLAS_STATUS_SUCCESS ? 0 : 1;\n}\n")
+    result = translate(src, "hip", filename="host.cu")
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [
+        (7, "error", "cublasLtMatmul"), (9, "warning", "curandGenerateNormal")]
+    assert "no verified hipBLAS equivalent" in result.errors[0].why
+    ok = translate(src.replace("  cublasLtMatmul(0);\n", ""), "hip", filename="host.cu").text
+    for hip in ("#include <hipblas/hipblas.h>", "#include <hiprand/hiprand.h>", "hipblasHandle_t h",
+                "hipblasCreate(&h)", "hipblasSgemm(h, HIPBLAS_OP_N, HIPBLAS_OP_T", "HIPBLAS_STATUS_SUCCESS",
+                "hiprandCreateGenerator(&g, HIPRAND_RNG_PSEUDO_DEFAULT)", "hiprandGenerateNormal",
+                "hipMemcpyToSymbol"):
+        assert hip in ok
+    assert "cublas" not in ok and "curand" not in ok

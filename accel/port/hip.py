@@ -107,6 +107,8 @@ def _name(rw: Rewriter, node) -> None:
         rw.replace(node, _MATH_MACROS[name])
     elif name in T.HIP_RUNTIME:
         rw.replace(node, "hip" + name[4:])
+    elif (lib := next((p for p in T.HIP_LIBRARIES if name.startswith(p)), None)) is not None:
+        _library_name(rw, node, name, lib)
     elif name.startswith("cuda") and name[4:5].isupper():
         rw.error(node, name, "a CUDA runtime name accel port has no verified HIP equivalent for",
                  f"look it up in the HIP runtime API (usually hip{name[4:]}) and check its semantics")
@@ -115,6 +117,22 @@ def _name(rw: Rewriter, node) -> None:
         rw.warn(node, "warpSize", "warpSize is 64 on CDNA GPUs; the translation keeps CUDA's "
                 "32-lane warps (shuffles use width 32), so warpSize becomes 32",
                 "keep it, or rewrite the kernel for 64-lane wavefronts for speed")
+
+
+def _library_name(rw: Rewriter, node, name: str, prefix: str) -> None:
+    """A cuBLAS/cuRAND name: the hipBLAS/hipRAND one where the table vouches for it."""
+    hip_prefix, lib, rocm, verified = T.HIP_LIBRARIES[prefix]
+    if name in verified:
+        rw.replace(node, hip_prefix + name[len(prefix):])
+        if prefix.lower() == "curand" and node.parent is not None and node.parent.type == "call_expression" \
+                and name.startswith(("curandGenerate", "curand_")) and name != "curand_init":
+            rw.warn(node, name, f"{rocm}'s generators draw from the same distribution as "
+                    f"{lib}'s but not the same sequence", "compare statistics, not values, "
+                    "against CUDA runs")
+    else:
+        rw.error(node, name, f"a {lib} name accel port has no verified {rocm} equivalent for",
+                 f"look it up in {rocm} (usually {hip_prefix}{name[len(prefix):]}) and check "
+                 "its arguments and semantics")
 
 
 def _call(rw: Rewriter, node) -> None:

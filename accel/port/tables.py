@@ -271,7 +271,52 @@ HIP_RUNTIME = frozenset((
     "cudaFuncSetAttribute", "cudaFuncAttributeMaxDynamicSharedMemorySize", "cudaDeviceGetAttribute",
     "cudaLaunchKernel", "cudaMemGetInfo", "cudaErrorInvalidValue", "cudaStreamDefault",
     "cudaStreamNonBlocking", "cudaStreamCreateWithFlags", "cudaHostAllocDefault",
+    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpy2D",
+    "cudaMemcpy2DAsync", "cudaMallocPitch", "cudaMemcpyPeer", "cudaMemcpyPeerAsync",
+    "cudaStreamWaitEvent", "cudaStreamQuery", "cudaEventQuery", "cudaEventCreateWithFlags",
+    "cudaEventDisableTiming", "cudaEventBlockingSync", "cudaErrorNotReady", "cudaErrorMemoryAllocation",
+    "cudaDevAttrMultiProcessorCount", "cudaDevAttrMaxThreadsPerBlock", "cudaDeviceAttr",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxPotentialBlockSize",
+    "cudaFuncGetAttributes", "cudaFuncAttributes", "cudaPointerGetAttributes",
+    "cudaPointerAttributes", "cudaSetDeviceFlags", "cudaDeviceScheduleBlockingSync",
+    "cudaHostRegister", "cudaHostUnregister", "cudaHostRegisterDefault", "cudaHostGetDevicePointer",
+    "cudaMallocAsync", "cudaFreeAsync", "cudaMemPrefetchAsync", "cudaDeviceCanAccessPeer",
+    "cudaDeviceEnablePeerAccess", "cudaGetSymbolAddress", "cudaLaunchHostFunc",
+    "cudaStreamCreateWithPriority", "cudaDeviceGetStreamPriorityRange", "cudaMemsetD32",
 ))
+
+#: CUDA libraries whose ROCm counterpart mirrors the API name for name, only the prefix swapped:
+#: CUDA prefix -> (HIP prefix, library, ROCm library, the names verified to take the same
+#: arguments and mean the same). A name with the prefix outside the set is refused, never passed
+#: through. (hipRAND's generators give the same distributions as cuRAND's, not the same bits.)
+HIP_LIBRARIES = {
+    "cublas": ("hipblas", "cuBLAS", "hipBLAS", frozenset((
+        "cublasHandle_t", "cublasStatus_t", "cublasOperation_t", "cublasCreate", "cublasDestroy",
+        "cublasSetStream", "cublasGetStream", "cublasSetPointerMode", "cublasPointerMode_t",
+        "cublasSgemm", "cublasDgemm", "cublasSgemv", "cublasDgemv", "cublasSaxpy", "cublasDaxpy",
+        "cublasSdot", "cublasDdot", "cublasSscal", "cublasDscal", "cublasSnrm2", "cublasDnrm2",
+        "cublasScopy", "cublasDcopy", "cublasIsamax", "cublasSgemmBatched", "cublasDgemmBatched",
+        "cublasSgemmStridedBatched", "cublasDgemmStridedBatched", "cublasSgeam", "cublasDgeam",
+        "cublasStrsm", "cublasDtrsm", "cublasSger", "cublasDger", "cublasSsyrk", "cublasDsyrk"))),
+    "CUBLAS_": ("HIPBLAS_", "cuBLAS", "hipBLAS", frozenset((
+        "CUBLAS_STATUS_SUCCESS", "CUBLAS_STATUS_NOT_INITIALIZED", "CUBLAS_STATUS_ALLOC_FAILED",
+        "CUBLAS_STATUS_INVALID_VALUE", "CUBLAS_STATUS_EXECUTION_FAILED", "CUBLAS_OP_N",
+        "CUBLAS_OP_T", "CUBLAS_OP_C", "CUBLAS_POINTER_MODE_HOST", "CUBLAS_POINTER_MODE_DEVICE",
+        "CUBLAS_FILL_MODE_UPPER", "CUBLAS_FILL_MODE_LOWER", "CUBLAS_SIDE_LEFT", "CUBLAS_SIDE_RIGHT",
+        "CUBLAS_DIAG_UNIT", "CUBLAS_DIAG_NON_UNIT"))),
+    "curand": ("hiprand", "cuRAND", "hipRAND", frozenset((
+        "curandGenerator_t", "curandStatus_t", "curandRngType_t", "curandCreateGenerator",
+        "curandDestroyGenerator", "curandSetPseudoRandomGeneratorSeed", "curandSetStream",
+        "curandGenerateUniform", "curandGenerateUniformDouble", "curandGenerateNormal",
+        "curandGenerateNormalDouble", "curandGenerate", "curandState", "curandState_t",
+        "curandStateXORWOW_t", "curandStatePhilox4_32_10_t", "curand_init", "curand",
+        "curand_uniform", "curand_normal", "curand_uniform_double", "curand_normal_double",
+        "curand_uniform4", "curand_normal4", "curand_poisson"))),
+    "CURAND_": ("HIPRAND_", "cuRAND", "hipRAND", frozenset((
+        "CURAND_STATUS_SUCCESS", "CURAND_RNG_PSEUDO_DEFAULT", "CURAND_RNG_PSEUDO_XORWOW",
+        "CURAND_RNG_PSEUDO_PHILOX4_32_10", "CURAND_RNG_PSEUDO_MRG32K3A", "CURAND_RNG_QUASI_SOBOL32",
+        "CURAND_RNG_QUASI_DEFAULT"))),
+}
 
 #: headers: CUDA -> HIP (None: has no HIP counterpart)
 HIP_INCLUDES = {
@@ -279,6 +324,8 @@ HIP_INCLUDES = {
     "cuda_runtime_api.h": "hip/hip_runtime_api.h", "cuda_fp16.h": "hip/hip_fp16.h",
     "cuda_bf16.h": "hip/hip_bf16.h", "cooperative_groups.h": "hip/hip_cooperative_groups.h",
     "device_launch_parameters.h": "hip/hip_runtime.h",
+    "cublas_v2.h": "hipblas/hipblas.h", "curand.h": "hiprand/hiprand.h",
+    "curand_kernel.h": "hiprand/hiprand_kernel.h",
 }
 
 #: warp shuffles: HIP (ROCm 5) spells them without _sync and without the mask
