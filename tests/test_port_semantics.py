@@ -184,3 +184,43 @@ def test_a_looser_opencl_error_bound_is_reported_with_both_bounds():
     assert set(warned) == {(2, "expf precision"), (3, "powf precision"), (5, "sincosf precision")}
     assert warned[(3, "powf precision")] == ("OpenCL 1.2 allows 16 ulp for pow where CUDA "
                                              "documents 4 ulp for powf (single precision)")
+
+
+def test_conversion_rounding_funnel_shift_byte_perm_and_saturate(backend, to):
+    src = """__global__ void k(const float* f, const unsigned* u, int* i, unsigned* o, float* g, int n) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n) {
+    i[2 * t] = __float2int_rn(f[t]);
+    i[2 * t + 1] = __float2int_rd(f[t]);
+    o[3 * t] = __funnelshift_l(u[t], u[t] * 7u, t);
+    o[3 * t + 1] = __funnelshift_rc(u[t], ~u[t], t);
+    o[3 * t + 2] = __byte_perm(u[t], ~u[t], 0x7531u + t);
+    g[2 * t] = __saturatef(f[t] / 4.0f);
+    float h = f[t] * 1e-9f, p = h * h;
+    g[2 * t + 1] = __fadd_rn(__fmul_rn(h, h), -p);  // 0 unless contracted into an fma
+  }
+}"""
+    n = 64
+    f = (RNG.standard_normal(n) * 1e9).astype(np.float32)
+    f[:6] = [2.5, -2.5, np.nan, 3e9, -3e9, np.inf]
+    f[6:12] = [0.5, 1.5, -0.5, 3.7, -3.7, 1e-3]
+    u = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    _, _, i, o, g = _run(backend, to, src, f, u, np.zeros(2 * n, np.int32), np.zeros(3 * n, np.uint32),
+                         np.zeros(2 * n, np.float32), n=n)
+    sat = lambda v: np.int32(0) if np.isnan(v) else np.int32(np.clip(v, -2**31, 2**31 - 1))  # noqa: E731
+    np.testing.assert_array_equal(i[0::2], [sat(np.rint(v)) for v in f.astype(np.float64)])
+    np.testing.assert_array_equal(i[1::2], [sat(np.floor(v)) for v in f.astype(np.float64)])
+    ui = [int(v) for v in u]
+    fl = [((((x * 7) % 2**32) << 32 | x) << (t & 31)) >> 32 & 0xFFFFFFFF for t, x in enumerate(ui)]
+    fr = [((((~x) % 2**32) << 32 | x) >> min(t, 32)) & 0xFFFFFFFF for t, x in enumerate(ui)]
+
+    def perm(x: int, y: int, s: int) -> int:
+        v = (y << 32) | x
+        return sum(((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k) for k in range(4))
+    bp = [perm(x, ~x % 2**32, 0x7531 + t) for t, x in enumerate(ui)]
+    np.testing.assert_array_equal(o.reshape(n, 3), np.array([fl, fr, bp], np.uint64).T)
+    with np.errstate(invalid="ignore"):
+        q = f / np.float32(4)
+        np.testing.assert_array_equal(g[0::2], np.where(np.isnan(q), 0, np.clip(q, 0, 1)))
+        h = f * np.float32(1e-9)
+        np.testing.assert_array_equal(g[1::2], np.where(np.isfinite(h * h), 0, np.nan))

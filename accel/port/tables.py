@@ -66,6 +66,35 @@ OPENCL_TYPED = {
     "sincosf": ("(*({1}) = sincos((float)({0}), {2}))", "void"),
     "__sincosf": ("(*({1}) = sincos((float)({0}), {2}))", "void"),
     "__fdividef": ("((float)({0}) / (float)({1}))", "float"),
+    # the translation is built with -cl-fp32-correctly-rounded-divide-sqrt (BUILD_OPTIONS)
+    "__fdiv_rn": ("((float)({0}) / (float)({1}))", "float"),
+    "__frcp_rn": ("(1.0f / (float)({0}))", "float"),
+    "__fsqrt_rn": ("sqrt((float)({0}))", "float"),
+    # the _rn arithmetic intrinsics are never contracted into an fma: helpers with contraction off
+    "__fadd_rn": ("accel_fadd_rn((float)({0}), (float)({1}))", "float"),
+    "__fsub_rn": ("accel_fsub_rn((float)({0}), (float)({1}))", "float"),
+    "__fmul_rn": ("accel_fmul_rn((float)({0}), (float)({1}))", "float"),
+    "__saturatef": ("accel_saturatef((float)({0}))", "float"),
+    # CUDA's conversions saturate out-of-range values and map NaN to 0, as OpenCL's _sat ones do
+    "__float2int_rn": ("convert_int_sat_rte((float)({0}))", "int"),
+    "__float2int_rz": ("convert_int_sat_rtz((float)({0}))", "int"),
+    "__float2int_rd": ("convert_int_sat_rtn((float)({0}))", "int"),
+    "__float2int_ru": ("convert_int_sat_rtp((float)({0}))", "int"),
+    "__float2uint_rn": ("convert_uint_sat_rte((float)({0}))", "uint"),
+    "__float2uint_rz": ("convert_uint_sat_rtz((float)({0}))", "uint"),
+    "__float2ll_rn": ("convert_long_sat_rte((float)({0}))", "long"),
+    "__float2ll_rz": ("convert_long_sat_rtz((float)({0}))", "long"),
+    "__int2float_rn": ("convert_float_rte((int)({0}))", "float"),
+    "__int2float_rz": ("convert_float_rtz((int)({0}))", "float"),
+    "__uint2float_rn": ("convert_float_rte((uint)({0}))", "float"),
+    "__ll2float_rn": ("convert_float_rte((long)({0}))", "float"),
+    # (hi:lo) shifted as one 64-bit value; the plain forms take the shift mod 32, the c forms
+    # clamp it to 32
+    "__funnelshift_l": ("((uint)(((((ulong)(uint)({1})) << 32 | (uint)({0})) << ((uint)({2}) & 31u)) >> 32))", "uint"),
+    "__funnelshift_r": ("((uint)((((ulong)(uint)({1})) << 32 | (uint)({0})) >> ((uint)({2}) & 31u)))", "uint"),
+    "__funnelshift_lc": ("((uint)(((((ulong)(uint)({1})) << 32 | (uint)({0})) << min((uint)({2}), 32u)) >> 32))", "uint"),
+    "__funnelshift_rc": ("((uint)((((ulong)(uint)({1})) << 32 | (uint)({0})) >> min((uint)({2}), 32u)))", "uint"),
+    "__byte_perm": ("accel_byte_perm((uint)({0}), (uint)({1}), (uint)({2}))", "uint"),
 }
 
 #: OpenCL C definitions of the helpers OPENCL_TYPED calls (OpenCL 1.2 has no find-first-set
@@ -83,6 +112,16 @@ OPENCL_HELPERS = {
                   "return (x >> 16) | (x << 16); }",
     "accel_brevll": "ulong accel_brevll(ulong x) { "
                     "return ((ulong)accel_brev((uint)x) << 32) | accel_brev((uint)(x >> 32)); }",
+    **{f"accel_f{op}_rn": f"float accel_f{op}_rn(float a, float b) {{\n#pragma OPENCL FP_CONTRACT "
+                          f"OFF\n  return a {sym} b;\n}}" for op, sym in (("add", "+"), ("sub", "-"),
+                                                                        ("mul", "*"))},
+    # CUDA's __saturatef maps NaN to 0, where OpenCL's clamp keeps it
+    "accel_saturatef": "float accel_saturatef(float x) { return x != x ? 0.0f : clamp(x, 0.0f, 1.0f); }",
+    # result byte n = byte (s >> 4n) & 7 of the 8 bytes y:x (CUDA's default mode)
+    "accel_byte_perm": "uint accel_byte_perm(uint x, uint y, uint s) { ulong v = ((ulong)y << 32) | x; "
+                       "uint r = 0u; for (uint n = 0u; n < 4u; ++n) { "
+                       "r |= (uint)((v >> (8u * ((s >> (4u * n)) & 7u))) & 0xffu) << (8u * n); } "
+                       "return r; }",
 }
 #: helpers a helper calls
 OPENCL_HELPER_NEEDS = {"accel_brevll": ("accel_brev",)}
@@ -212,11 +251,6 @@ OPENCL_UNSUPPORTED = {
                   "an atomicCAS loop computing (old >= limit) ? 0 : old + 1"),
     "atomicDec": ("CUDA's atomicDec wraps at a limit; OpenCL's atomic_dec does not",
                   "an atomicCAS loop computing (old == 0 || old > limit) ? limit : old - 1"),
-    "__fdiv_rn": ("needs a correctly rounded division switch", "a / b built with "
-                  "-cl-fp32-correctly-rounded-divide-sqrt"),
-    "__saturatef": ("OpenCL's clamp keeps NaN where CUDA's __saturatef gives 0",
-                    "x != x ? 0.0f : clamp(x, 0.0f, 1.0f)"),
-    "__byte_perm": ("OpenCL 1.2 has no byte permute", "shifts and masks"),
     **{n: ("texture and surface objects have no OpenCL C 1.2 counterpart through accel's buffers",
            "read the array directly with an index (p[y * width + x])") for n in (
         "tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
