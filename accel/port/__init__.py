@@ -117,9 +117,14 @@ def _command(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     import json
 
-    from accel.port.stats import collect, format_text
+    from accel.port.stats import format_text, sources, tally
 
-    stats = collect([Path(f) for f in args.file], args.to or "opencl")
+    to = args.to or "opencl"
+    entries = []
+    for path in sources([Path(f) for f in args.file]):
+        text = path.read_text(errors="replace")
+        entries.append((path, text, translate(text, to, filename=str(path))))
+    stats = tally(entries, to)
     sys.stdout.write(json.dumps(stats, indent=2) + "\n" if args.json else format_text(stats))
     return 0
 

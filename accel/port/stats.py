@@ -1,12 +1,11 @@
-r"""``accel port --stats DIR_OR_FILES``: what the translator does with a body of CUDA code, per
+r"""``accel port --stats DIR_OR_FILES``: what the translator did with a body of CUDA code, per
 construct (uses translated, warned, refused) and per kernel (the share in files that port), as
-text or JSON, like hipify's statistics.
+text or JSON, like hipify's statistics. This module counts; the command translates.
 
->>> import tempfile, pathlib
->>> d = pathlib.Path(tempfile.mkdtemp())
->>> _ = (d / "a.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] = expf(x[0]); }")
->>> _ = (d / "b.cu").write_text("__global__ void k(float* x) { x[0] = __shfl_sync(~0u, x[0], 0); }")
->>> s = collect([d], "opencl")
+>>> from accel.port import translate
+>>> srcs = {"a.cu": "__global__ void k(float* x) { x[threadIdx.x] = expf(x[0]); }",
+...         "b.cu": "__global__ void k(float* x) { x[0] = __shfl_sync(~0u, x[0], 0); }"}
+>>> s = tally([(f, t, translate(t, "opencl", filename=f)) for f, t in srcs.items()], "opencl")
 >>> s["kernels"], s["kernels_ported"], s["constructs"]["expf"]
 (2, 1, {'translated': 1, 'warned': 1, 'refused': 0})
 >>> s["constructs"]["__shfl_sync"]["refused"]
@@ -51,18 +50,14 @@ def _kernels(source: bytes) -> int:
                and any(c.type == "__global__" for c in n.children))
 
 
-def collect(paths: list[Path], to: str) -> dict:
-    """Translate every file under ``paths`` to ``to`` and count, per construct, the uses
-    translated (warned ones included), warned and refused, and the kernels in files that port."""
-    from accel.port import translate
-
+def tally(entries, to: str) -> dict:
+    """Count, over ``(path, source, PortResult)`` entries, the uses of each construct translated
+    (warned ones included), warned and refused, and the kernels in files that ported."""
     constructs: dict[str, dict[str, int]] = defaultdict(lambda: {"translated": 0, "warned": 0,
                                                                  "refused": 0})
     files, kernels, kernels_ported, refused_files = 0, 0, 0, []
-    for path in sources(paths):
-        text = path.read_text(errors="replace")
-        result = translate(text, to, filename=str(path))
-        n = _kernels(text.encode())
+    for path, source, result in entries:
+        n = _kernels(source.encode())
         files, kernels = files + 1, kernels + n
         if result.ok:
             kernels_ported += n
