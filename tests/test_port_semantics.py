@@ -224,3 +224,27 @@ def test_conversion_rounding_funnel_shift_byte_perm_and_saturate(backend, to):
         np.testing.assert_array_equal(g[0::2], np.where(np.isnan(q), 0, np.clip(q, 0, 1)))
         h = f * np.float32(1e-9)
         np.testing.assert_array_equal(g[1::2], np.where(np.isfinite(h * h), 0, np.nan))
+
+
+def test_unsigned_and_16_bit_buffers_reach_kernels_but_not_ops(backend):
+    src = """__global__ void k(unsigned int* u32, unsigned short* u16, short* i16,
+                  unsigned long long* u64, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    u32[i] = 0xFFFFFFF0u + i;
+    u16[i] = (unsigned short)(65530 + i);
+    i16[i] = (short)(-i);
+    u64[i] = 0xFFFFFFFFFFFFFFF0ull + i;
+  }
+}"""
+    n = 8
+    i = np.arange(n)
+    u32, u16, i16, u64 = _run(backend, "opencl", src, np.zeros(n, np.uint32), np.zeros(n, np.uint16),
+                              np.zeros(n, np.int16), np.zeros(n, np.uint64), n=n)
+    assert (u32.dtype, u16.dtype, i16.dtype, u64.dtype) == (np.uint32, np.uint16, np.int16, np.uint64)
+    np.testing.assert_array_equal(u32, (0xFFFFFFF0 + i) % 2**32)
+    np.testing.assert_array_equal(u16, (65530 + i) % 2**16)
+    np.testing.assert_array_equal(i16, -i)
+    np.testing.assert_array_equal(u64, np.uint64(0xFFFFFFFFFFFFFFF0) + i.astype(np.uint64))
+    with pytest.raises(accel.DTypeError, match="a.dtype"):
+        accel.matmul(np.ones((2, 2), np.uint32), np.ones((2, 2), np.uint32), backend="cpu")
