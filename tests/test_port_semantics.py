@@ -248,3 +248,24 @@ def test_unsigned_and_16_bit_buffers_reach_kernels_but_not_ops(backend):
     np.testing.assert_array_equal(u64, np.uint64(0xFFFFFFFFFFFFFFF0) + i.astype(np.uint64))
     with pytest.raises(accel.DTypeError, match="a.dtype"):
         accel.matmul(np.ones((2, 2), np.uint32), np.ones((2, 2), np.uint32), backend="cpu")
+
+
+def test_constexpr_enum_goto_static_assert_and_limits_build_and_run(backend):
+    src = """#include <climits>
+enum { BLOCK = 64, HALF = BLOCK / 2 };
+constexpr int SHIFT = 3;
+static_assert(sizeof(float) == 4, "float is 32-bit");
+__global__ void k(int* x, int n) {
+  constexpr int scale = 1 << SHIFT;
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) goto done;
+  x[i] = i < HALF ? i * scale : INT_MAX;
+done:
+  return;
+}"""
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.diagnostics] == [(4, "static_assert")]
+    (x,) = _run(backend, "opencl", src, np.zeros(50, np.int32), n=40)
+    want = np.where(np.arange(50) < 32, np.arange(50) * 8, 2**31 - 1)
+    want[40:] = 0
+    np.testing.assert_array_equal(x, want)

@@ -29,7 +29,7 @@ _PLAIN = frozenset((
     "type_descriptor", "abstract_pointer_declarator", "abstract_array_declarator", "type_qualifier",
     "storage_class_specifier", "labeled_statement", "statement_identifier", "preproc_call",
     "preproc_directive", "preproc_arg", "escape_sequence", "field_identifier", "init_declarator",
-    "pointer_declarator", "array_declarator",
+    "pointer_declarator", "array_declarator", "goto_statement",
 ))
 
 #: a macro body is parsed as this declaration's initializer, to read it as an expression
@@ -120,7 +120,8 @@ class OpenCLTranslator:
         self.typedefs: dict[str, str] = {}
         self.globals = Scope()
         self.uses_double = False
-        #: the file's macros: function-like names, and the type of each object-like one's value
+        #: the file's macros: function-like names, and the type of each named constant (an
+        #: object-like macro's value, an enumerator)
         self.function_macros: set[str] = set()
         self.macro_types: dict[str, str | None] = {}
         #: macros refused on their #define: (construct, why, rewrite), reported at each use
@@ -156,10 +157,13 @@ class OpenCLTranslator:
 
     def _rename_reserved(self) -> None:
         """CUDA names that are OpenCL C keywords (``local``, ``global``, ``kernel``...) get a
-        trailing underscore, everywhere, so every use still refers to the same variable."""
+        trailing underscore, everywhere, so every use still refers to the same variable; C++'s
+        ``constexpr`` on a variable becomes C's ``const`` (the value is the same constant)."""
         for n in walk(self.root):
             if n.type == "identifier" and text(n) in T.OPENCL_RESERVED:
                 self.rw.replace(n, text(n) + "_")
+            elif n.type == "type_qualifier" and text(n) == "constexpr":
+                self.rw.replace(n, "const")
 
     def _collect(self, node) -> None:
         """File-scope items: record functions, translate includes, macros and globals."""
@@ -194,6 +198,12 @@ class OpenCLTranslator:
             self._typedef(item)
         elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal"):
             pass
+        elif kind == "enum_specifier" and item.child_by_field_name("body") is not None:
+            self._enum(item)
+        elif kind == "static_assert_declaration":  # a compile-time check: results do not change
+            self.rw.warn(item, "static_assert", "OpenCL C 1.2 has no static assertions, so it is "
+                         "left out", "check the condition on the host")
+            self.rw.delete(item)
         elif kind == "using_declaration":  # using namespace nvcuda;
             target = text(item.named_children[-1]).split("::")[0] if item.named_children else ""
             construct, why, rewrite = T.NAMESPACE_FEATURES.get(
@@ -348,6 +358,14 @@ class OpenCLTranslator:
         else:
             self.rw.replace(value, lambda _i: sub.render(body))
 
+    def _enum(self, item) -> None:
+        """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int."""
+        for e in item.child_by_field_name("body").named_children:
+            if e.type == "enumerator":
+                self.macro_types[text(e.child_by_field_name("name"))] = "int"
+                if (value := e.child_by_field_name("value")) is not None:
+                    self._expr(value, self.globals)
+
     def _typedef(self, item) -> None:
         base = self._type(type_node(item))
         for d in item.children_by_field_name("declarator"):
@@ -385,7 +403,8 @@ class OpenCLTranslator:
                 name, ptr, arr = declarator_parts(d)
                 self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
             return
-        if "const" in q and "__device__" not in q and all(d.type == "init_declarator" for d in declarators):
+        if q & {"const", "constexpr"} and "__device__" not in q and all(
+                d.type == "init_declarator" for d in declarators):
             self.rw.replace(item, lambda inner: f"{constant} {inner}")
             base = self._type(type_node(item))
             for d in declarators:

@@ -195,7 +195,7 @@ AXES = {"x": 0, "y": 1, "z": 2}
 #: headers whose declarations OpenCL C has built in
 OPENCL_DROP_INCLUDES = frozenset(("cuda_runtime.h", "cuda.h", "math.h", "cmath", "stdint.h",
                                   "cstdint", "cuda_fp16.h", "float.h", "cfloat", "math_constants.h",
-                                  "device_launch_parameters.h"))
+                                  "device_launch_parameters.h", "limits.h", "climits"))
 
 #: host-side library headers: in an OpenCL C program they have nothing to declare
 HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h", "cstring",
