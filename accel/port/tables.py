@@ -1,9 +1,11 @@
 """What ``accel port`` knows about CUDA names: the faithful equivalents on OpenCL C and HIP, and
 why the rest has none. Data only; the translators in opencl.py and hip.py apply it.
 
-A name appears in a "map" table only when the target computes the same thing (same result up to
-the precision CUDA itself documents for that function); everything else a CUDA program can call
-either appears in a "why not" table or is refused as unknown.
+A name appears in a "map" table only when the target computes the same thing: the same function,
+with CUDA's argument and result types (OPENCL_TYPED spells them out where OpenCL's overloads
+differ), within an error bound the translator states where OpenCL's is looser than CUDA's
+(ULP_BOUNDS); everything else a CUDA program can call either appears in a "why not" table or is
+refused as unknown.
 """
 from __future__ import annotations
 
