@@ -319,6 +319,17 @@ def case_template_axpy(run):
     np.testing.assert_array_equal(yo, -3 * xi + yi)
 
 
+def case_template_block_reduce(run):
+    x = rng().integers(-9, 9, 1000).astype(F32)
+    _, part, _ = run("template_block_reduce.cu", "reduce_sum_256_float", 4, 256, x, np.zeros(4, F32),
+                     np.int32(1000))
+    np.testing.assert_array_equal(part, np.add.reduceat(x, np.arange(0, 1000, 256)))
+    xi = rng().integers(-99, 99, 500).astype(np.int32)
+    _, pi, _ = run("template_block_reduce.cu", "reduce_sum_128_int", 4, 128, xi, np.zeros(4, np.int32),
+                   np.int32(500))
+    np.testing.assert_array_equal(pi, np.add.reduceat(xi, np.arange(0, 500, 128)))
+
+
 def case_template_device_fn(run):
     x = (rng().standard_normal(100) * 2).astype(F32)
     k = rng().integers(-30, 30, 100).astype(np.int32)

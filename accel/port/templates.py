@@ -1,8 +1,10 @@
 """Function templates whose every use is an explicit instantiation
-(``template __global__ void scale<float>(float*, float, int);``): OpenCL C has no templates,
-but such a file names each type it needs, so the template is expanded into one copy per
-instantiation before translation: ``scale<float>`` becomes the function ``scale_float``, with
-the template's type parameters replaced by the types, token by token (syntax nodes, not text).
+(``template __global__ void scale<float>(float*, float, int);``) or a call naming the arguments
+(``reduce<256>(...)``): OpenCL C has no templates, but such a file names each instantiation it
+needs, so the template is expanded into one copy per instantiation before translation:
+``scale<float>`` becomes the function ``scale_float``, ``reduce<256, int>`` ``reduce_256_int``,
+with type parameters replaced by the types and value parameters (``int N``) by the constants,
+token by token (syntax nodes, not text).
 
 Templates without explicit instantiations are left to the translator, which refuses them.
 """
@@ -24,32 +26,53 @@ class Expansion:
 
 
 def _template(item):
-    """(name, type parameter names, function node) of a function template over types only."""
-    params = item.child_by_field_name("parameters")
-    names = []
-    for p in params.named_children:
-        ids = [c for c in p.named_children if c.type == "type_identifier"]
-        if p.type != "type_parameter_declaration" or len(ids) != 1:
+    """(name, parameters, function node) of a function template, each parameter (name, "type")
+    for ``typename T`` or (name, its type) for ``unsigned int N``; None for any other kind."""
+    params = []
+    for p in item.child_by_field_name("parameters").named_children:
+        if p.type == "type_parameter_declaration":
+            ids = [c for c in p.named_children if c.type == "type_identifier"]
+            kind = "type"
+        elif p.type == "parameter_declaration" and p.child_by_field_name("declarator") is not None:
+            ids = [p.child_by_field_name("declarator")]
+            # the constant keeps the parameter's type (unsigned stays unsigned)
+            kind = " ".join(text(p.child_by_field_name("type")).split())
+        else:
             return None
-        names.append(text(ids[0]))
+        if len(ids) != 1 or ids[0].type not in ("type_identifier", "identifier"):
+            return None
+        params.append((text(ids[0]), kind))
     fn = next((c for c in item.named_children if c.type == "function_definition"), None)
     decl = fn.child_by_field_name("declarator") if fn is not None else None
     if decl is None or decl.type != "function_declarator":
         return None
     name = decl.child_by_field_name("declarator")
-    return (text(name), names, fn) if name.type == "identifier" else None
+    return (text(name), params, fn) if name.type == "identifier" else None
 
 
-def _instantiation(item):
-    """(template name, type argument spellings) of ``template void f<A, B>(...);``."""
+def _arguments(tf, params) -> tuple[str, ...] | None:
+    """The spelled arguments of ``name<...>`` when they fit the template's parameters: a type
+    for each type parameter, a constant for each value parameter."""
+    args = tf.child_by_field_name("arguments").named_children
+    if len(args) != len(params):
+        return None
+    for a, (_name, kind) in zip(args, params):
+        if kind == "type" and a.type != "type_descriptor":
+            return None
+        if kind != "type" and a.type == "type_descriptor" and a.named_children[0].type != "type_identifier":
+            return None
+    return tuple(" ".join(text(a).split()) for a in args)
+
+
+def _instantiation(item, templates):
+    """(template name, argument spellings) of ``template void f<A, 4>(...);``."""
     decl = item.child_by_field_name("declarator")
     tf = decl.child_by_field_name("declarator") if decl is not None and decl.type == "function_declarator" else None
     if tf is None or tf.type != "template_function":
         return None
-    args = tf.child_by_field_name("arguments").named_children
-    if not all(a.type == "type_descriptor" for a in args):
-        return None
-    return text(tf.child_by_field_name("name")), tuple(" ".join(text(a).split()) for a in args)
+    name = text(tf.child_by_field_name("name"))
+    args = _arguments(tf, templates[name][1]) if name in templates else None
+    return None if args is None else (name, args)
 
 
 def copy_name(name: str, args: tuple[str, ...]) -> str:
@@ -68,8 +91,7 @@ def expand(source: bytes, root) -> Expansion | None:
     #: byte range -> replacement chunks, each (text, original line of its first byte)
     edits: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
     for item in root.named_children:
-        if item.type == "template_instantiation" and (i := _instantiation(item)) is not None \
-                and i[0] in templates and len(i[1]) == len(templates[i[0]][1]):
+        if item.type == "template_instantiation" and (i := _instantiation(item, templates)) is not None:
             wanted.append(i)
             edits[(item.start_byte, item.end_byte)] = []
     inside = [(it.start_byte, it.end_byte) for it, _p, _f in templates.values()]
@@ -77,11 +99,10 @@ def expand(source: bytes, root) -> Expansion | None:
         if n.type == "call_expression" and n.child_by_field_name("function").type == "template_function" \
                 and not any(a <= n.start_byte < b for a, b in inside):
             tf = n.child_by_field_name("function")
-            args = tf.child_by_field_name("arguments").named_children
             name = text(tf.child_by_field_name("name"))
-            if name in templates and len(args) == len(templates[name][1]) and all(
-                    a.type == "type_descriptor" for a in args):
-                call = (name, tuple(" ".join(text(a).split()) for a in args))
+            args = _arguments(tf, templates[name][1]) if name in templates else None
+            if args is not None:
+                call = (name, args)
                 wanted.append(call)
                 edits[(tf.start_byte, tf.end_byte)] = [(copy_name(*call).encode(), tf.start_point.row + 1)]
     if not wanted:
@@ -98,7 +119,7 @@ def expand(source: bytes, root) -> Expansion | None:
         parts = []
         for k, args in enumerate(args_list):
             new_name = copy_name(name, args)
-            text_k = _substitute(source, fn, new_name, dict(zip(params, args)))
+            text_k = _substitute(source, fn, new_name, params, args)
             parts.append((b"\n" + text_k, row - 1) if k else
                          (b"\n" * header_lines + text_k, item.start_point.row + 1))
             copies.append((name, args, new_name, item.start_point.row + 1))
@@ -117,14 +138,19 @@ def expand(source: bytes, root) -> Expansion | None:
     return Expansion(b"".join(c[0] for c in chunks), lines, copies)
 
 
-def _substitute(source: bytes, fn, new_name: str, types: dict[str, str]) -> bytes:
-    """The function's text with its name and each type parameter token replaced."""
+def _substitute(source: bytes, fn, new_name: str, params, args) -> bytes:
+    """The function's text with its name replaced, each type parameter's tokens by the type and
+    each value parameter's by the constant cast to the parameter's type."""
+    types = {p: a for (p, kind), a in zip(params, args) if kind == "type"}
+    values = {p: f"(({kind})({a}))" for (p, kind), a in zip(params, args) if kind != "type"}
     edits = []
     decl = fn.child_by_field_name("declarator").child_by_field_name("declarator")
     edits.append((decl.start_byte, decl.end_byte, new_name))
     for n in walk(fn):
         if n.type == "type_identifier" and text(n) in types:
             edits.append((n.start_byte, n.end_byte, types[text(n)]))
+        elif n.type == "identifier" and text(n) in values:
+            edits.append((n.start_byte, n.end_byte, values[text(n)]))
     out, pos = [], fn.start_byte
     for start, end, new in sorted(edits):
         out.append(source[pos:start])
