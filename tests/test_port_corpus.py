@@ -553,3 +553,13 @@ def test_corpus_kernel_is_refused_at_each_use(file):
     assert result.text is None
     assert [(d.line, d.construct) for d in result.errors] == REFUSED[file]
     assert all(str(d).startswith(f"{file}:{d.line}: ") for d in result.errors)
+
+
+def test_the_guide_quotes_the_corpus_statistics():
+    """docs/porting.md quotes ``accel port --stats`` on this corpus: it must be today's figure."""
+    from accel.port.stats import format_text, sources, tally
+
+    entries = [(p, p.read_text(), translate(p.read_text(), "opencl", filename=str(p)))
+               for p in sources([CORPUS])]
+    first = format_text(tally(entries, "opencl")).splitlines()[0]
+    assert first in (CORPUS.parent.parent / "docs" / "porting.md").read_text()
