@@ -60,7 +60,7 @@ K = "__global__ void k(float* x, int* c, unsigned long long* u) {\n"  # line 1 o
     ("  wmma::fill_fragment(f, 0.0f);", "tensor-core intrinsics (wmma::fill_fragment)"),
     ("  atomicAdd(&x[0], 1.0f);", "atomicAdd on float"),
     ("  atomicAdd(&u[0], 1ull);", "atomicAdd on ulong"),
-    ("  atomicInc((unsigned*)&c[0], 5u);", "atomicInc"),
+    ("  atomicInc(&c[0], 5u);", "atomicInc on int"),
     ("  __threadfence();", "__threadfence"),
     ("  if (__any_sync(0xffffffff, x[0] > 0)) c[0] = 1;", "__any_sync"),
     ("  c[0] = warpSize;", "warpSize"),

@@ -269,3 +269,30 @@ done:
     want = np.where(np.arange(50) < 32, np.arange(50) * 8, 2**31 - 1)
     want[40:] = 0
     np.testing.assert_array_equal(x, want)
+
+
+def test_atomic_inc_and_dec_wrap_at_the_limit_like_cuda(backend):
+    """OpenCL's atomic_inc/atomic_dec never wrap; CUDA's wrap at the limit, in global and shared
+    memory. Every work-item bumps the same counters, so the final values are known."""
+    src = """__global__ void k(unsigned int* g, unsigned int* seen, int n) {
+  __shared__ unsigned int s[2];
+  if (threadIdx.x == 0) { s[0] = 0u; s[1] = 0u; }
+  __syncthreads();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    seen[i] = atomicInc(&g[0], 9u);
+    atomicDec(&g[1], 4u);
+    atomicInc(&s[0], 6u);
+    atomicDec(&s[1], 2u);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) { g[2] = s[0]; g[3] = s[1]; }
+}"""
+    n = 64  # one block: the shared counters see all 64 updates
+    g, seen = _run(backend, "opencl", src, np.zeros(4, np.uint32), np.zeros(n, np.uint32), n=n)
+    assert sorted(seen) == sorted(k % 10 for k in range(n))  # 0..9 over and over, in some order
+    dec = lambda v, lim, k: [v := (lim if v == 0 or v > lim else v - 1) for _ in range(k)][-1]  # noqa: E731
+    assert list(g) == [n % 10, dec(0, 4, n), n % 7, dec(0, 2, n)]
+    dialect = translate(src, "dialect", filename="k.cu")
+    assert [(d.line, d.construct) for d in dialect.errors] == [(7, "atomicInc"), (8, "atomicDec"),
+                                                              (9, "atomicInc"), (10, "atomicDec")]

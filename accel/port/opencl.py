@@ -788,7 +788,7 @@ class OpenCLTranslator:
             self.rw.error(callee, *self.refused_macros[name])
         elif name in self.function_macros:
             pass  # the #define is copied; its arguments are translated where they stand
-        elif name in T.OPENCL_ATOMICS:
+        elif name in T.OPENCL_ATOMICS or name in T.OPENCL_WRAPPING_ATOMICS:
             if not self._atomic(node, name, arg_nodes, scope):
                 return
         elif name in _HALF_LOADS:
@@ -924,6 +924,8 @@ class OpenCLTranslator:
             self.rw.error(node, name, "the element type and address space of its target cannot "
                           "be inferred", f"{name}(&array[i], v) on a parameter or __shared__ array")
             return False
+        if name in T.OPENCL_WRAPPING_ATOMICS:
+            return self._wrapping_atomic(node, name, arg_nodes, info)
         if info.type in T.ATOMIC_INT_TYPES or (name == "atomicExch" and info.type == "float"):
             if self.sp.rename_calls:
                 self.rw.replace(node.child_by_field_name("function"), T.OPENCL_ATOMICS[name])
@@ -939,6 +941,21 @@ class OpenCLTranslator:
             rewrite = "use a 32-bit counter"
         self.rw.error(node, f"{name} on {info.type}", why, rewrite)
         return False
+
+    def _wrapping_atomic(self, node, name: str, arg_nodes, info: Sym) -> bool:
+        """atomicInc/atomicDec on an unsigned counter: a compare-and-swap helper."""
+        if info.type != "uint" or len(arg_nodes) != 2 or info.space not in ("global", "local"):
+            self.rw.error(node, f"{name} on {info.type}", "CUDA defines it on a 32-bit unsigned "
+                          "counter in global or shared memory", "an unsigned int counter")
+            return False
+        if not self.sp.rename_calls:
+            self.rw.error(node, name, f"{self.sp.name} has no spelling for its compare-and-swap "
+                          "helper yet", "translate to OpenCL C (--to opencl)")
+            return False
+        helper = f"accel_{name}_{info.space}"
+        self.helpers.add(helper)
+        self.rw.replace(node.child_by_field_name("function"), helper)
+        return True
 
     def _half_load(self, node, arg_nodes, scope: Scope) -> bool:
         """``__half2float(p[i])`` -> ``vload_half(i, p)``: the one way to read half memory

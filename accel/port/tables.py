@@ -153,6 +153,17 @@ OPENCL_SAME = frozenset((
 #: CUDA cache-hinted loads: a plain load computes the same value
 OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
 
+#: CUDA's wrapping counters: OpenCL's atomic_inc/atomic_dec do not wrap at a limit, so they
+#: become an atomic_cmpxchg loop computing CUDA's new value (a helper per address space:
+#: OpenCL 1.2 has no generic pointers). Name -> the new value from ``old`` and ``limit``.
+OPENCL_WRAPPING_ATOMICS = {"atomicInc": "old >= limit ? 0u : old + 1u",
+                           "atomicDec": "(old == 0u || old > limit) ? limit : old - 1u"}
+OPENCL_HELPERS.update({
+    f"accel_{name}_{space}": f"uint accel_{name}_{space}(volatile __{space} uint* p, uint limit) {{ "
+                             "uint old = *p, seen; do { seen = old; old = atomic_cmpxchg(p, seen, "
+                             f"{new.replace('old', 'seen')}); }} while (old != seen); return old; }}"
+    for name, new in OPENCL_WRAPPING_ATOMICS.items() for space in ("global", "local")})
+
 #: integer atomics on 32-bit int / unsigned int: OpenCL 1.2 core (global and local memory),
 #: returning the old value like CUDA's
 OPENCL_ATOMICS = {
@@ -249,10 +260,6 @@ OPENCL_UNSUPPORTED = {
                           "combine with atomic_and on a __shared__ int, then __syncthreads()"),
     "__syncthreads_or": ("OpenCL 1.2 barriers do not reduce a predicate",
                          "combine with atomic_or on a __shared__ int, then __syncthreads()"),
-    "atomicInc": ("CUDA's atomicInc wraps to 0 at a limit; OpenCL's atomic_inc does not",
-                  "an atomicCAS loop computing (old >= limit) ? 0 : old + 1"),
-    "atomicDec": ("CUDA's atomicDec wraps at a limit; OpenCL's atomic_dec does not",
-                  "an atomicCAS loop computing (old == 0 || old > limit) ? limit : old - 1"),
     **{n: ("texture and surface objects have no OpenCL C 1.2 counterpart through accel's buffers",
            "read the array directly with an index (p[y * width + x])") for n in (
         "tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
