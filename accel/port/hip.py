@@ -109,6 +109,10 @@ def _name(rw: Rewriter, node) -> None:
         rw.replace(node, "hip" + name[4:])
     elif (lib := next((p for p in T.HIP_LIBRARIES if name.startswith(p)), None)) is not None:
         _library_name(rw, node, name, lib)
+    elif (lib := next((v for p, v in T.HIP_UNMAPPED_LIBRARIES.items() if name.startswith(p)),
+                      None)) is not None:
+        rw.error(node, name, f"a {lib} name: accel port maps no {lib} API to ROCm (its ROCm "
+                 "counterpart differs in API)", "port the library calls by hand")
     elif name.startswith("cuda") and name[4:5].isupper():
         rw.error(node, name, "a CUDA runtime name accel port has no verified HIP equivalent for",
                  f"look it up in the HIP runtime API (usually hip{name[4:]}) and check its semantics")

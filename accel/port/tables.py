@@ -361,6 +361,12 @@ HIP_LIBRARIES = {
         "CURAND_RNG_QUASI_DEFAULT"))),
 }
 
+#: prefixes of CUDA libraries with no table here (their ROCm counterparts differ in API): any
+#: name with one is refused, never passed through
+HIP_UNMAPPED_LIBRARIES = {"cufft": "cuFFT", "CUFFT_": "cuFFT", "cusparse": "cuSPARSE",
+                          "CUSPARSE_": "cuSPARSE", "cusolver": "cuSOLVER", "CUSOLVER_": "cuSOLVER",
+                          "cudnn": "cuDNN", "CUDNN_": "cuDNN", "nccl": "NCCL", "cutensor": "cuTENSOR"}
+
 #: headers: CUDA -> HIP (None: has no HIP counterpart)
 HIP_INCLUDES = {
     "cuda_runtime.h": "hip/hip_runtime.h", "cuda.h": "hip/hip_runtime.h",
