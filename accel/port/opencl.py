@@ -204,18 +204,10 @@ class OpenCLTranslator:
             self.rw.warn(item, "static_assert", "OpenCL C 1.2 has no static assertions, so it is "
                          "left out", "check the condition on the host")
             self.rw.delete(item)
-        elif kind == "using_declaration":  # using namespace nvcuda;
-            target = text(item.named_children[-1]).split("::")[0] if item.named_children else ""
-            construct, why, rewrite = T.NAMESPACE_FEATURES.get(
-                target, ("C++ namespace", "OpenCL C has no namespaces", "unqualified names"))
-            self.rw.error(item, f"{construct} ({' '.join(text(item).rstrip(';').split())})", why,
-                          rewrite)
-        elif kind == "namespace_alias_definition":
-            target = text(item.named_children[-1]).split("::")[0]
-            construct, why, rewrite = T.NAMESPACE_FEATURES.get(
-                target, ("C++ namespace", "OpenCL C has no namespaces", "unqualified names"))
-            self.rw.error(item, f"{construct} (namespace {text(item.named_children[0])})", why,
-                          rewrite)
+        elif kind == "using_declaration" and item.named_children:  # using namespace nvcuda;
+            self._namespace_use(item, " ".join(text(item).rstrip(";").split()))
+        elif kind == "namespace_alias_definition":  # namespace cg = cooperative_groups;
+            self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
             self.rw.error(item, *_CPP[kind])
         elif kind == "ERROR":
@@ -224,6 +216,13 @@ class OpenCLTranslator:
         else:
             self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
                           "translates to OpenCL C", "plain C functions, arrays and scalars")
+
+    def _namespace_use(self, item, label: str) -> None:
+        """A using directive or namespace alias: refused as the feature its namespace is."""
+        target = text(item.named_children[-1]).split("::")[0]
+        construct, why, rewrite = T.NAMESPACE_FEATURES.get(
+            target, ("C++ namespace", "OpenCL C has no namespaces", "unqualified names"))
+        self.rw.error(item, f"{construct} ({label})", why, rewrite)
 
     def _register(self, node) -> None:
         q = qualifiers(node)
@@ -350,12 +349,11 @@ class OpenCLTranslator:
             self.rw = main
         row = value.start_point.row
         main.diagnostics.extend(replace(d, line=d.line + row) for d in sub.diagnostics)
-        if not sub.failed:
-            main.note("#define with CUDA names")
         if sub.failed:
             self.refused_macros[name] = (f"macro {name}", "its body cannot be translated (see "
                                          f"line {row + 1})", "fix the macro's body")
         else:
+            main.note("#define with CUDA names")
             self.rw.replace(value, lambda _i: sub.render(body))
 
     def _enum(self, item) -> None:
