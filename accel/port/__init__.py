@@ -77,7 +77,8 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
         diagnostics = [replace(d, line=expansion.lines[d.line - 1]) for d in diagnostics] + [
             Diagnostic(filename, line, f"template {name}<{', '.join(args)}>", "OpenCL C has no "
                        "templates: expanded into one function per instantiation",
-                       f"launch or call it as {copy}", "warning") for name, args, copy, line in expansion.copies]
+                       f"launch or call it as {copy}", "warning")
+            for name, args, copy, line in expansion.copies]
     diagnostics = sorted(diagnostics, key=lambda d: (d.line, d.severity != "error"))
     translated = dict(rw.translated)
     if expansion is not None:

@@ -322,10 +322,11 @@ class OpenCLTranslator:
         wrapped = _MACRO_PREFIX + value.text + b");"
         tree = parse(wrapped)
         decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
-        init = decl.child_by_field_name("declarator") if decl is not None and decl.type == "declaration" else None
-        body = init.child_by_field_name("value") if init is not None and init.type == "init_declarator" else None
-        if tree.root_node.has_error:
-            body = None
+        init = (decl.child_by_field_name("declarator")
+                if decl is not None and decl.type == "declaration" else None)
+        body = (init.child_by_field_name("value")
+                if init is not None and init.type == "init_declarator" and not tree.root_node.has_error
+                else None)
         if item.type == "preproc_def":  # typed, so min/max/abs around it cast like CUDA
             self.macro_types[name] = None if body is None else self.typer.of(body, Scope())
         cuda = next((text(n) for n in walk(tree.root_node) if n.type == "identifier" and (

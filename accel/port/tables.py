@@ -28,6 +28,9 @@ OPENCL_MATH = {
     "__powf": "pow", "__sinf": "sin", "__cosf": "cos", "__tanf": "tan", "__fmaf_rn": "fma",
 }
 
+#: the 64-bit value hi:lo of the funnel shifts (arguments lo, hi)
+_HI_LO = "(((ulong)(uint)({1})) << 32 | (uint)({0}))"
+
 #: CUDA integer, bit and reinterpretation intrinsics -> an OpenCL C expression with CUDA's
 #: parameter and result types spelled out: OpenCL's builtins are overloaded on their argument
 #: and return its (often unsigned) type, where CUDA's convert the argument and return int, so a
@@ -92,10 +95,11 @@ OPENCL_TYPED = {
     "__ll2float_rn": ("convert_float_rte((long)({0}))", "float"),
     # (hi:lo) shifted as one 64-bit value; the plain forms take the shift mod 32, the c forms
     # clamp it to 32
-    "__funnelshift_l": ("((uint)(((((ulong)(uint)({1})) << 32 | (uint)({0})) << ((uint)({2}) & 31u)) >> 32))", "uint"),
-    "__funnelshift_r": ("((uint)((((ulong)(uint)({1})) << 32 | (uint)({0})) >> ((uint)({2}) & 31u)))", "uint"),
-    "__funnelshift_lc": ("((uint)(((((ulong)(uint)({1})) << 32 | (uint)({0})) << min((uint)({2}), 32u)) >> 32))", "uint"),
-    "__funnelshift_rc": ("((uint)((((ulong)(uint)({1})) << 32 | (uint)({0})) >> min((uint)({2}), 32u)))", "uint"),
+    **{name: (f"((uint)(({_HI_LO} {op} {shift}){tail}))", "uint") for name, op, shift, tail in (
+        ("__funnelshift_l", "<<", "((uint)({2}) & 31u)", " >> 32"),
+        ("__funnelshift_r", ">>", "((uint)({2}) & 31u)", ""),
+        ("__funnelshift_lc", "<<", "min((uint)({2}), 32u)", " >> 32"),
+        ("__funnelshift_rc", ">>", "min((uint)({2}), 32u)", ""))},
     "__byte_perm": ("accel_byte_perm((uint)({0}), (uint)({1}), (uint)({2}))", "uint"),
 }
 
