@@ -252,6 +252,13 @@ def case_atomic_add_float_cas(run):
     np.testing.assert_array_equal(sums, np.bincount(bins, vals, 7).astype(F32))
 
 
+def case_scatter_add_float(run):
+    v = rng().integers(-5, 5, 800).astype(F32)  # small integers: every order sums exactly
+    idx = rng().integers(0, 9, 800).astype(np.int32)
+    *_, out, _ = run("scatter_add_float.cu", "scatter_add", 7, 128, v, idx, np.zeros(9, F32), np.int32(800))
+    np.testing.assert_array_equal(out, np.bincount(idx, v, 9).astype(F32))
+
+
 def case_hamming_popc(run):
     a, b = rng().integers(0, 2**32, (2, 200), dtype=np.uint64).astype(np.uint32)
     *_, score, norm, _ = run("hamming_popc.cu", "binary_similarity", 4, 64, a, b, np.zeros(200, np.int32),
@@ -519,7 +526,6 @@ _WMMA_USES = [(5, "wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_ma
 REFUSED = {
     "refused_ballot_compact.cu": [(6, "__ballot_sync"), (7, "__lanemask_lt")],
     "refused_dynamic_parallelism.cu": [(7, "dynamic parallelism")],
-    "refused_float_atomic.cu": [(4, "atomicAdd on float")],
     "refused_grid_sync.cu": [
         (2, "#include <cooperative_groups.h>"), (3, "cooperative groups (namespace cg)"),
         (5, "cooperative groups (cg::grid_group)"), (5, "cooperative groups (cg::this_grid)"),
@@ -528,7 +534,7 @@ REFUSED = {
     "refused_inline_ptx.cu": [(4, "inline PTX")],
     "refused_printf.cu": [(5, "printf")],
     "refused_texture.cu": [(2, "cudaTextureObject_t"), (4, "tex1Dfetch")],
-    "refused_warp_reduce.cu": [(5, "__shfl_down_sync"), (11, "atomicAdd on float")],
+    "refused_warp_reduce.cu": [(5, "__shfl_down_sync")],
     "refused_wmma.cu": [(2, "#include <mma.h>"), (3, "tensor-core intrinsics (using namespace nvcuda)"),
                         *[(line, f"tensor-core intrinsics ({use})") for line, use in _WMMA_USES]],
 }

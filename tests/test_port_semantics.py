@@ -271,6 +271,26 @@ done:
     np.testing.assert_array_equal(x, want)
 
 
+def test_float_atomic_add_is_a_compare_and_swap_loop(backend):
+    """Integer-valued floats: every order of the additions gives the same sums."""
+    src = """__global__ void k(const float* v, const int* bin, float* sums, int n) {
+  __shared__ float local[4];
+  if (threadIdx.x < 4) local[threadIdx.x] = 0.0f;
+  __syncthreads();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float old = -1.0f;
+  if (i < n) old = atomicAdd(&local[bin[i]], v[i]);
+  __syncthreads();
+  if (threadIdx.x < 4) atomicAdd(&sums[threadIdx.x], local[threadIdx.x]);
+  if (i < n && old < 0.0f) sums[4] = 1.0f;  // atomicAdd returns the old value, never negative here
+}"""
+    n = 500
+    v = RNG.integers(0, 9, n).astype(np.float32)
+    b = RNG.integers(0, 4, n).astype(np.int32)
+    _, _, sums = _run(backend, "opencl", src, v, b, np.zeros(5, np.float32), n=n)
+    np.testing.assert_array_equal(sums, [*np.bincount(b, v, 4), 0])
+
+
 def test_atomic_inc_and_dec_wrap_at_the_limit_like_cuda(backend):
     """OpenCL's atomic_inc/atomic_dec never wrap; CUDA's wrap at the limit, in global and shared
     memory. Every work-item bumps the same counters, so the final values are known."""
@@ -294,5 +314,6 @@ def test_atomic_inc_and_dec_wrap_at_the_limit_like_cuda(backend):
     dec = lambda v, lim, k: [v := (lim if v == 0 or v > lim else v - 1) for _ in range(k)][-1]  # noqa: E731
     assert list(g) == [n % 10, dec(0, 4, n), n % 7, dec(0, 2, n)]
     dialect = translate(src, "dialect", filename="k.cu")
-    assert [(d.line, d.construct) for d in dialect.errors] == [(7, "atomicInc"), (8, "atomicDec"),
-                                                              (9, "atomicInc"), (10, "atomicDec")]
+    assert [(d.line, d.construct) for d in dialect.errors] == [
+        (7, "atomicInc on uint"), (8, "atomicDec on uint"), (9, "atomicInc on uint"),
+        (10, "atomicDec on uint")]

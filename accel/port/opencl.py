@@ -787,7 +787,7 @@ class OpenCLTranslator:
             self.rw.error(callee, *self.refused_macros[name])
         elif name in self.function_macros:
             pass  # the #define is copied; its arguments are translated where they stand
-        elif name in T.OPENCL_ATOMICS or name in T.OPENCL_WRAPPING_ATOMICS:
+        elif name in T.OPENCL_ATOMICS or name in ("atomicInc", "atomicDec"):
             if not self._atomic(node, name, arg_nodes, scope):
                 return
         elif name in _HALF_LOADS:
@@ -923,8 +923,12 @@ class OpenCLTranslator:
             self.rw.error(node, name, "the element type and address space of its target cannot "
                           "be inferred", f"{name}(&array[i], v) on a parameter or __shared__ array")
             return False
-        if name in T.OPENCL_WRAPPING_ATOMICS:
-            return self._wrapping_atomic(node, name, arg_nodes, info)
+        if (name, info.type) in T.OPENCL_CAS_ATOMICS:
+            return self._cas_atomic(node, name, arg_nodes, info)
+        if name in ("atomicInc", "atomicDec"):
+            self.rw.error(node, f"{name} on {info.type}", "CUDA defines it on a 32-bit unsigned "
+                          "counter", "an unsigned int counter")
+            return False
         if info.type in T.ATOMIC_INT_TYPES or (name == "atomicExch" and info.type == "float"):
             if self.sp.rename_calls:
                 self.rw.replace(node.child_by_field_name("function"), T.OPENCL_ATOMICS[name])
@@ -932,7 +936,7 @@ class OpenCLTranslator:
                 self.kept_calls.add(name)
             return True
         if info.type in ("float", "double", "half"):
-            why = f"{info.type} atomics beyond atomicExch are not in OpenCL 1.2"
+            why = f"OpenCL 1.2 has no {info.type} {name}: its atomics act on 32-bit words"
             rewrite = ("accumulate per block in __shared__ memory and write one partial per block, "
                        "or an atomic_cmpxchg loop on the value's bits")
         else:
@@ -941,17 +945,17 @@ class OpenCLTranslator:
         self.rw.error(node, f"{name} on {info.type}", why, rewrite)
         return False
 
-    def _wrapping_atomic(self, node, name: str, arg_nodes, info: Sym) -> bool:
-        """atomicInc/atomicDec on an unsigned counter: a compare-and-swap helper."""
-        if info.type != "uint" or len(arg_nodes) != 2 or info.space not in ("global", "local"):
-            self.rw.error(node, f"{name} on {info.type}", "CUDA defines it on a 32-bit unsigned "
-                          "counter in global or shared memory", "an unsigned int counter")
+    def _cas_atomic(self, node, name: str, arg_nodes, info: Sym) -> bool:
+        """An atomic OpenCL 1.2 lacks (T.OPENCL_CAS_ATOMICS): a compare-and-swap helper."""
+        if len(arg_nodes) != 2 or info.space not in ("global", "local"):
+            self.rw.error(node, f"{name} on {info.type}", "CUDA's atomics act on global or shared "
+                          "memory", f"{name}(&array[i], v) on a parameter or __shared__ array")
             return False
         if not self.sp.rename_calls:
-            self.rw.error(node, name, f"{self.sp.name} has no spelling for its compare-and-swap "
-                          "helper yet", "translate to OpenCL C (--to opencl)")
+            self.rw.error(node, f"{name} on {info.type}", f"{self.sp.name} has no spelling for "
+                          "its compare-and-swap helper yet", "translate to OpenCL C (--to opencl)")
             return False
-        helper = f"accel_{name}_{info.space}"
+        helper = f"accel_{name}_{info.type}_{info.space}"
         self.helpers.add(helper)
         self.rw.replace(node.child_by_field_name("function"), helper)
         return True

@@ -157,16 +157,22 @@ OPENCL_SAME = frozenset((
 #: CUDA cache-hinted loads: a plain load computes the same value
 OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
 
-#: CUDA's wrapping counters: OpenCL's atomic_inc/atomic_dec do not wrap at a limit, so they
-#: become an atomic_cmpxchg loop computing CUDA's new value (a helper per address space:
-#: OpenCL 1.2 has no generic pointers). Name -> the new value from ``old`` and ``limit``.
-OPENCL_WRAPPING_ATOMICS = {"atomicInc": "old >= limit ? 0u : old + 1u",
-                           "atomicDec": "(old == 0u || old > limit) ? limit : old - 1u"}
+#: CUDA atomics OpenCL 1.2 lacks, as an atomic_cmpxchg loop on the 32-bit word computing CUDA's
+#: new value from the word seen and the operand v (a helper per address space: OpenCL 1.2 has no
+#: generic pointers): CUDA's wrapping counters (OpenCL's atomic_inc/atomic_dec do not wrap at a
+#: limit) and float atomicAdd. (name, element type) -> the new word.
+OPENCL_CAS_ATOMICS = {
+    ("atomicInc", "uint"): "seen >= v ? 0u : seen + 1u",
+    ("atomicDec", "uint"): "(seen == 0u || seen > v) ? v : seen - 1u",
+    ("atomicAdd", "float"): "as_uint(as_float(seen) + v)",
+}
 OPENCL_HELPERS.update({
-    f"accel_{name}_{space}": f"uint accel_{name}_{space}(volatile __{space} uint* p, uint limit) {{ "
-                             "uint old = *p, seen; do { seen = old; old = atomic_cmpxchg(p, seen, "
-                             f"{new.replace('old', 'seen')}); }} while (old != seen); return old; }}"
-    for name, new in OPENCL_WRAPPING_ATOMICS.items() for space in ("global", "local")})
+    f"accel_{name}_{t}_{space}": (
+        f"{t} accel_{name}_{t}_{space}(volatile __{space} {t}* p, {t} v) {{ "
+        f"volatile __{space} uint* q = (volatile __{space} uint*)p; uint old = *q, seen; "
+        f"do {{ seen = old; old = atomic_cmpxchg(q, seen, {new}); }} while (old != seen); "
+        f"return {'as_float(old)' if t == 'float' else 'old'}; }}")
+    for (name, t), new in OPENCL_CAS_ATOMICS.items() for space in ("global", "local")})
 
 #: integer atomics on 32-bit int / unsigned int: OpenCL 1.2 core (global and local memory),
 #: returning the old value like CUDA's
