@@ -186,6 +186,8 @@ def test_library_names_map_from_the_table_and_unknown_ones_are_refused():
                 "hipMemcpyToSymbol"):
         assert hip in ok
     assert "cublas" not in ok and "curand" not in ok
+    counted = translate(src, "hip").translated
+    assert counted["cublasSgemm"] == 1 and counted["#include <cublas_v2.h>"] == 1
     fft = translate("int main() {\n  cufftHandle p;\n  cufftPlan1d(&p, 8, CUFFT_C2C, 1);\n}\n", "hip")
     assert [(d.line, d.construct) for d in fft.errors] == [(2, "cufftHandle"), (3, "cufftPlan1d"),
                                                           (3, "CUFFT_C2C")]

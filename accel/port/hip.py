@@ -88,6 +88,8 @@ def _include(rw: Rewriter, node) -> bool:
     path = node.child_by_field_name("path")
     header = text(path).strip('<>"')
     target = T.HIP_INCLUDES.get(header, header)
+    if header in T.HIP_INCLUDES:
+        rw.note(f"#include <{header}>")
     if target in _RTC_BUILTIN:
         rw.replace(node, lambda _i: _RTC_GUARD.format(f"#include <{target}>") + "\n")
         return target == "hip/hip_runtime.h"
@@ -106,6 +108,7 @@ def _name(rw: Rewriter, node) -> None:
     if name in _MATH_MACROS and node.type == "identifier":
         rw.replace(node, _MATH_MACROS[name])
     elif name in T.HIP_RUNTIME:
+        rw.note(name)
         rw.replace(node, "hip" + name[4:])
     elif (lib := next((p for p in T.HIP_LIBRARIES if name.startswith(p)), None)) is not None:
         _library_name(rw, node, name, lib)
@@ -127,6 +130,7 @@ def _library_name(rw: Rewriter, node, name: str, prefix: str) -> None:
     """A cuBLAS/cuRAND name: the hipBLAS/hipRAND one where the table vouches for it."""
     hip_prefix, lib, rocm, verified = T.HIP_LIBRARIES[prefix]
     if name in verified:
+        rw.note(name)
         rw.replace(node, hip_prefix + name[len(prefix):])
         if prefix.lower() == "curand" and node.parent is not None and node.parent.type == "call_expression" \
                 and name.startswith(("curandGenerate", "curand_")) and name != "curand_init":
@@ -144,6 +148,7 @@ def _call(rw: Rewriter, node) -> None:
     name = text(callee)
     args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]
     if name in T.HIP_SHUFFLES and len(args) in (3, 4):
+        rw.note(name)
         mask, rest = args[0], args[1:]
         width = rest[2] if len(rest) == 3 else None
         rw.replace(node, lambda _i: f"{T.HIP_SHUFFLES[name]}({rw.render(rest[0])}, "
