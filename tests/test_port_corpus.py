@@ -396,6 +396,14 @@ def case_chunk_min_mixed(run):
     np.testing.assert_array_equal(sums, np.add.reduceat(x, np.arange(0, n, 256)))
 
 
+def case_kernel_loop_macro(run):
+    n = 3000
+    top, bottom = rng().standard_normal((2, n)).astype(F32) * 4
+    *_, diff, _, _ = run("kernel_loop_macro.cu", "relu_backward", 3, 128, top, bottom, np.zeros(n, F32),
+                         F32(6), np.int32(n))
+    np.testing.assert_array_equal(diff, np.where((bottom > 0) & (bottom < 6), top, 0))
+
+
 def case_l1_distance_abs(run):
     a, b = rng().integers(-50, 50, (2, 30, 8)).astype(np.int32)
     _, _, dist, gap, *_ = run("l1_distance_abs.cu", "l1_rows", 1, 64, a, b, np.zeros(30, np.int32),

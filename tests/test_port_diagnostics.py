@@ -77,8 +77,8 @@ def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
 @pytest.mark.parametrize("src, line, construct", [
     ("template <typename T>\n__device__ T sq(T v) { return v * v; }\n", 1, "template"),
     ("__device__ float g;\n__global__ void k() {}\n", 1, "program-scope variable"),
-    ("#define LOOP(i) for (int i = threadIdx.x; i < 4; i++)\n__global__ void k(int* x) {}\n", 1,
-     "macro LOOP"),
+    ("#define SCRATCH(n) __shared__ float n[32]\n__global__ void k(int* x) {}\n", 1,
+     "macro SCRATCH"),
     ("#include <cooperative_groups.h>\n__global__ void k() {}\n", 1, "#include <cooperative_groups.h>"),
     ("__global__ void k(const float3* p) {}\n", 1, "float3 pointer"),
     ("__global__ void k(size_t n) {}\n", 1, "size_t kernel argument"),
@@ -330,17 +330,20 @@ __global__ void k(float* x, int* out) {
     assert "prefix scan" in found[(9, "__ballot_sync")]
 
 
-def test_a_refused_macro_is_named_at_each_use_and_an_expression_macro_is_translated():
+def test_a_refused_macro_is_named_at_each_use_and_expression_or_statement_macros_translate():
     src = ("#define TID (blockIdx.x * blockDim.x + threadIdx.x)\n"
+           "#define SCRATCH(n) __shared__ float n[32]\n"
            "#define STORE(p, v) do { (p)[threadIdx.x] = (v); } while (0)\n"
            "__global__ void k(float* x, int n) {\n"
            "  if (TID < n) x[TID] = expf(x[TID]);\n"
+           "  SCRATCH(buf);\n"
            "  STORE(x, 1.0f);\n"
            "}\n")
     result = translate(src, "opencl", filename="k.cu")
-    assert [(d.line, d.construct) for d in result.errors] == [(2, "macro STORE"), (5, "macro STORE")]
-    ok = translate("".join(ln for ln in src.splitlines(True) if "STORE" not in ln), "opencl")
-    assert "#define TID (((uint)get_group_id(0) * (uint)get_local_size(0) + (uint)get_local_id(0)))" in ok.text
+    assert [(d.line, d.construct) for d in result.errors] == [(2, "macro SCRATCH"), (6, "macro SCRATCH")]
+    ok = translate("".join(ln for ln in src.splitlines(True) if "SCRATCH" not in ln), "opencl")
+    assert "#define TID ((uint)get_group_id(0) * (uint)get_local_size(0) + (uint)get_local_id(0))" in ok.text
+    assert "#define STORE(p, v) do { (p)[(uint)get_local_id(0)] = (v); } while (0)" in ok.text
 
 
 def test_stats_count_uses_per_construct_and_the_share_of_kernels(tmp_path, capsys):

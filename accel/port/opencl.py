@@ -34,6 +34,8 @@ _PLAIN = frozenset((
 
 #: a macro body is parsed as this declaration's initializer, to read it as an expression
 _MACRO_PREFIX = b"int accel_macro_value = ("
+#: ... and a body of statements as this function's, on the lines after the first
+_MACRO_STATEMENTS = b"void accel_macro_body(void) {\n"
 
 #: C++ constructs named in diagnostics (the rest of the unknown node types get a generic one)
 _CPP = {
@@ -333,29 +335,46 @@ class OpenCLTranslator:
             text(n) in T.OPENCL_INDEX or text(n) in T.OPENCL_MATH or text(n) in T.OPENCL_TYPED
             or text(n) in T.OPENCL_UNSUPPORTED or text(n) in T.OPENCL_ATOMICS
             or text(n).startswith("__"))), None)
+        keyword = re.search(rb"\b__(shared|global|device|constant|host|forceinline)__\b", value.text)
+        cuda = cuda or (keyword.group().decode() if keyword else None)
         if cuda is None:
             return
-        if body is None:
-            refusal = (f"macro {name}", f"its body uses the CUDA name {cuda} and is not a single "
-                       "expression, so accel port cannot rewrite it", "write the code out where "
-                       "the macro is used")
+        if body is not None:
+            self._macro_body(item, name, wrapped, [body], len(_MACRO_PREFIX), 0)
+            return
+        # a statement macro (``for (int i = ...threadIdx.x...; ...)``): parsed as a function body
+        wrapped = _MACRO_STATEMENTS + value.text + b"\n;}"
+        tree = parse(wrapped)
+        block = tree.root_node.named_children[0].child_by_field_name("body") \
+            if tree.root_node.named_children else None
+        if tree.root_node.has_error or block is None or b"__shared__" in value.text:
+            refusal = (f"macro {name}", f"its body uses the CUDA name {cuda} and is neither an "
+                       "expression nor plain statements, so accel port cannot rewrite it",
+                       "write the code out where the macro is used")
             self.rw.error(item, *refusal)
             self.refused_macros[name] = refusal
             return
+        self._macro_body(item, name, wrapped, block.named_children, len(_MACRO_STATEMENTS), 1)
+
+    def _macro_body(self, item, name: str, wrapped: bytes, nodes, start: int, extra_lines: int) -> None:
+        """Translate a macro body parsed inside ``wrapped`` (``nodes``, from byte ``start``) into
+        the #define, or refuse the macro (at its definition and at each use)."""
+        value = item.child_by_field_name("value")
         sub, main = Rewriter(wrapped, self.rw.filename), self.rw
         self.rw = sub
         try:
-            self._expr(body, self.globals.child())
+            for n in nodes:
+                self._stmt(n, self.globals.child(), depth=2)
         finally:
             self.rw = main
-        row = value.start_point.row
+        row = value.start_point.row - extra_lines
         main.diagnostics.extend(replace(d, line=d.line + row) for d in sub.diagnostics)
         if sub.failed:
             self.refused_macros[name] = (f"macro {name}", "its body cannot be translated (see "
-                                         f"line {row + 1})", "fix the macro's body")
+                                         f"line {value.start_point.row + 1})", "fix the macro's body")
         else:
             main.note("#define with CUDA names")
-            self.rw.replace(value, lambda _i: sub.render(body))
+            self.rw.replace(value, lambda _i: sub.render_range(start, start + len(value.text)))
 
     def _enum(self, item) -> None:
         """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int."""
@@ -524,6 +543,13 @@ class OpenCLTranslator:
 
     def _stmt(self, node, scope: Scope, depth: int) -> None:
         kind = node.type
+        if kind == "function_definition" and (use := self._macro_block(node)) is not None:
+            name, block = use  # LOOP(i, n) { ... }: a statement macro and the block it heads
+            if name in self.refused_macros:
+                self.rw.error(node, *self.refused_macros[name])
+            else:
+                self._stmt(block, scope, depth)
+            return
         if kind == "compound_statement":
             self._block(node, scope.child(), depth + 1)
         elif kind == "declaration":
@@ -535,6 +561,15 @@ class OpenCLTranslator:
                 self._stmt(c, inner, depth + 1)
         else:
             self._expr(node, scope)
+
+    def _macro_block(self, node):
+        """(macro name, block) when a "function definition" inside a function is really a use
+        of the file's function-like macro followed by a block: ``LOOP(i, n) { ... }``."""
+        decl = node.child_by_field_name("declarator")
+        name = decl.child_by_field_name("declarator") if decl is not None and decl.type == "function_declarator" else None
+        if name is None or text(name) not in self.function_macros or node.child_by_field_name("type") is not None:
+            return None
+        return text(name), node.child_by_field_name("body")
 
     def _declaration(self, node, scope: Scope, depth: int) -> None:
         q = qualifiers(node)

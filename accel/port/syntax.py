@@ -114,6 +114,10 @@ class Rewriter:
             return self._span(0, len(self.source), None)
         return self._apply((node.start_byte, node.end_byte))
 
+    def render_range(self, start: int, end: int) -> str:
+        """The rewritten text of source bytes [start, end) (edits inside it applied)."""
+        return self._span(start, end, None)
+
     def _apply(self, key: tuple[int, int]) -> str:
         out = self._span(key[0], key[1], key)
         for fn in self._edits.get(key, ()):
