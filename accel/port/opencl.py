@@ -566,10 +566,10 @@ class OpenCLTranslator:
         """(macro name, block) when a "function definition" inside a function is really a use
         of the file's function-like macro followed by a block: ``LOOP(i, n) { ... }``."""
         decl = node.child_by_field_name("declarator")
-        name = decl.child_by_field_name("declarator") if decl is not None and decl.type == "function_declarator" else None
-        if name is None or text(name) not in self.function_macros or node.child_by_field_name("type") is not None:
+        if decl is None or decl.type != "function_declarator" or node.child_by_field_name("type"):
             return None
-        return text(name), node.child_by_field_name("body")
+        name = text(decl.child_by_field_name("declarator"))
+        return (name, node.child_by_field_name("body")) if name in self.function_macros else None
 
     def _declaration(self, node, scope: Scope, depth: int) -> None:
         q = qualifiers(node)

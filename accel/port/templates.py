@@ -67,7 +67,9 @@ def _arguments(tf, params) -> tuple[str, ...] | None:
 def _instantiation(item, templates):
     """(template name, argument spellings) of ``template void f<A, 4>(...);``."""
     decl = item.child_by_field_name("declarator")
-    tf = decl.child_by_field_name("declarator") if decl is not None and decl.type == "function_declarator" else None
+    if decl is None or decl.type != "function_declarator":
+        return None
+    tf = decl.child_by_field_name("declarator")
     if tf is None or tf.type != "template_function":
         return None
     name = text(tf.child_by_field_name("name"))
