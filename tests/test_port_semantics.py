@@ -317,3 +317,16 @@ def test_atomic_inc_and_dec_wrap_at_the_limit_like_cuda(backend):
     assert [(d.line, d.construct) for d in dialect.errors] == [
         (7, "atomicInc on uint"), (8, "atomicDec on uint"), (9, "atomicInc on uint"),
         (10, "atomicDec on uint")]
+
+
+def test_min_of_size_t_and_int_builds_and_computes_in_64_bits(backend, to):
+    src = """__global__ void k(const int* lim, long long* out, int n) {
+  size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = (long long)min(i * 1000000000, lim[i]) - 1;
+}"""
+    n = 40
+    lim = RNG.integers(-5, 2**31 - 1, n).astype(np.int32)
+    _, out = _run(backend, to, src, lim, np.zeros(n, np.int64), n=n)
+    i = np.arange(n, dtype=np.uint64)
+    want = np.minimum(i * np.uint64(10**9), lim.astype(np.int64).astype(np.uint64)).astype(np.int64) - 1
+    np.testing.assert_array_equal(out, want)

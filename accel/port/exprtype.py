@@ -20,11 +20,15 @@ _RANK = {"char": 1, "uchar": 1, "short": 2, "ushort": 2, "int": 4, "uint": 4, "l
 _COMPARISONS = frozenset(("==", "!=", "<", ">", "<=", ">=", "&&", "||"))
 
 
+#: CUDA's size_t and ptrdiff_t are 64-bit on every platform it supports
+_WIDTHS = {"size_t": "ulong", "ptrdiff_t": "long"}
+
+
 def promote(t: str | None) -> str | None:
     """C's integer promotion: everything narrower than int computes as int (bool too)."""
     if t in ("bool", "char", "uchar", "short", "ushort"):
         return "int"
-    return t
+    return _WIDTHS.get(t, t)
 
 
 def arithmetic(a: str | None, b: str | None) -> str | None:
