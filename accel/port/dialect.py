@@ -46,7 +46,7 @@ _PROLOGUE_TAIL = """#else
 #define ACCEL_PORT_SYNC() __syncthreads()
 #define ACCEL_PORT_FENCE() __threadfence_block()
 #define ACCEL_PORT_LOCAL_PTR
-#endif
+{native}#endif
 """
 
 
@@ -67,8 +67,11 @@ def _opencl_definition(name: str) -> str:
 def translate_dialect(rw: Rewriter, root) -> str:
     tr = OpenCLTranslator(rw, root, DIALECT)
     body = tr.run()
+    # helpers the code calls by name (compare-and-swap atomics, one per address space) are
+    # CUDA's own function on the CUDA and HIP side
+    native = "".join(f"#define {h} {cuda}\n" for h, cuda in sorted(tr.native_helpers.items()))
     defs = tr.helper_text() + "".join(_opencl_definition(n) + "\n" for n in sorted(tr.kept_calls))
     fp64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if tr.uses_double else ""
     return ("// Translated from CUDA by accel port: accel's dialect (kernels/accel.h), for\n"
             "// accel.kernel(source, name) on the opencl, cuda and hip backends.\n"
-            + _PROLOGUE_HEAD + fp64 + defs + _PROLOGUE_TAIL + body)
+            + _PROLOGUE_HEAD + fp64 + defs + _PROLOGUE_TAIL.format(native=native) + body)

@@ -128,8 +128,10 @@ class OpenCLTranslator:
         self.macro_types: dict[str, str | None] = {}
         #: macros refused on their #define: (construct, why, rewrite), reported at each use
         self.refused_macros: dict[str, tuple[str, str, str]] = {}
-        #: OpenCL helper functions (T.OPENCL_HELPERS) the translation calls
+        #: OpenCL helper functions (T.OPENCL_HELPERS) the translation calls, and those called
+        #: by name in the code with the CUDA function each stands for (the dialect's CUDA side)
         self.helpers: set[str] = set()
+        self.native_helpers: dict[str, str] = {}
         self.typer = ExprTyper(self._normal, self._result, self.macro_types)
 
     # -- driver -------------------------------------------------------------------------------------
@@ -986,12 +988,9 @@ class OpenCLTranslator:
             self.rw.error(node, f"{name} on {info.type}", "CUDA's atomics act on global or shared "
                           "memory", f"{name}(&array[i], v) on a parameter or __shared__ array")
             return False
-        if not self.sp.rename_calls:
-            self.rw.error(node, f"{name} on {info.type}", f"{self.sp.name} has no spelling for "
-                          "its compare-and-swap helper yet", "translate to OpenCL C (--to opencl)")
-            return False
         helper = f"accel_{name}_{info.type}_{info.space}"
         self.helpers.add(helper)
+        self.native_helpers[helper] = name
         self.rw.replace(node.child_by_field_name("function"), helper)
         return True
 
