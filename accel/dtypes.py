@@ -23,9 +23,14 @@ _NUMPY = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float64": np.dtype(np.float64),
     "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
     "uint8": np.dtype(np.uint8),
+    # held for user kernels (accel.kernel with unsigned/short buffers); no op accepts them
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
+    "uint64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
     **{name: np.dtype(getattr(ml_dtypes, name)) for name in FP8_DTYPES},
 }

@@ -114,7 +114,7 @@ def test_runtime_api_renames_and_unknown_names():
 
 
 @pytest.mark.parametrize("src, line, construct", [
-    ('#include <cublas_v2.h>\n__global__ void k() {}\n', 1, "#include <cublas_v2.h>"),
+    ('#include <cufft.h>\n__global__ void k() {}\n', 1, "#include <cufft.h>"),
     ('__global__ void k(int* x) {\n  asm volatile("mov.u32 %0, %%laneid;" : "=r"(x[0]));\n}\n', 2,
      "inline PTX"),
     ('#include <mma.h>\n__global__ void k() {\n  nvcuda::wmma::fragment<int, 16, 16, 16, int> f;\n}\n', 1,
@@ -140,7 +140,7 @@ def test_macro_bodies_are_translated_too():
     assert [(d.line, d.construct) for d in bad.errors] == [(1, "cudaGraphLaunch")]
 
 
-DIALECT_FILES = [f for f in FILES if f not in ("stencil_halo.cu", "template_scale.cu", "warp_reduce.cu")]
+DIALECT_FILES = [f for f in FILES if f not in ("stencil_halo.cu", "warp_reduce.cu")]
 
 
 @pytest.mark.parametrize("file", DIALECT_FILES)
@@ -148,8 +148,25 @@ def test_dialect_translation_builds_for_cuda_and_hip(file, tmp_path):
     """accel's dialect is one source for every backend: the translation, behind the portability
     header the backends prepend, builds with NVRTC for sm_80 and with hipcc for gfx90a (it runs
     on PoCL in test_port_opencl.py)."""
+    _build_dialect((CORPUS / file).read_text(), file, tmp_path)
+
+
+def test_dialect_helpers_and_casts_build_for_cuda_and_hip(tmp_path):
+    """The OpenCL-only prologue (typed intrinsics, compare-and-swap atomics) leaves CUDA's own
+    functions on the CUDA and HIP side."""
+    src = ("__global__ void k(float* f, unsigned int* u, int* i, int n) {\n"
+           "  __shared__ unsigned int s[4];\n"
+           "  atomicAdd(&f[0], 1.0f);\n  atomicInc(&u[0], 7u);\n  atomicDec(&s[0], 3u);\n"
+           "  i[0] = 32 - 2 * __popc(u[1]) + __clz(i[1]) + __ffs(i[2]);\n"
+           "  u[2] = min(blockIdx.x * blockDim.x, n) + __brev(u[3]) + __umulhi(u[4], 3u);\n"
+           "  f[1] = __int_as_float(i[3]) + abs(f[2]) + (float)abs(i[4]);\n"
+           "}\n")
+    _build_dialect(src, "helpers.cu", tmp_path)
+
+
+def _build_dialect(source: str, file: str, tmp_path) -> None:
     from accel import kernels
-    result = translate((CORPUS / file).read_text(), "dialect", filename=file)
+    result = translate(source, "dialect", filename=file)
     assert result.ok, "\n".join(map(str, result.diagnostics))
     program = kernels.program_text(result.text, file)
     from accel.kernels import toolchains
@@ -163,3 +180,31 @@ def test_dialect_translation_builds_for_cuda_and_hip(file, tmp_path):
                            str(tmp_path / "k.co")], capture_output=True, text=True,
                           env=dict(os.environ, HIP_PLATFORM="amd"), timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_library_names_map_from_the_table_and_unknown_ones_are_refused():
+    src = ("#include <cublas_v2.h>\n#include <curand.h>\nint main() {\n"
+           "  cublasHandle_t h; cublasCreate(&h);\n"
+           "  float one = 1.0f, *a = 0;\n"
+           "  cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, 4, 4, 4, &one, a, 4, a, 4, &one, a, 4);\n"
+           "  cublasLtMatmul(0);\n"
+           "  curandGenerator_t g; curandCreateGenerator(&g, CURAND_RNG_PSEUDO_DEFAULT);\n"
+           "  curandGenerateNormal(g, a, 16, 0.0f, 1.0f);\n"
+           "  cudaMemcpyToSymbol(a, a, 4);\n"
+           "  return st == CUBLAS_STATUS_SUCCESS ? 0 : 1;\n}\n")
+    result = translate(src, "hip", filename="host.cu")
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [
+        (7, "error", "cublasLtMatmul"), (9, "warning", "curandGenerateNormal")]
+    assert "no verified hipBLAS equivalent" in result.errors[0].why
+    ok = translate(src.replace("  cublasLtMatmul(0);\n", ""), "hip", filename="host.cu").text
+    for hip in ("#include <hipblas/hipblas.h>", "#include <hiprand/hiprand.h>", "hipblasHandle_t h",
+                "hipblasCreate(&h)", "hipblasSgemm(h, HIPBLAS_OP_N, HIPBLAS_OP_T", "HIPBLAS_STATUS_SUCCESS",
+                "hiprandCreateGenerator(&g, HIPRAND_RNG_PSEUDO_DEFAULT)", "hiprandGenerateNormal",
+                "hipMemcpyToSymbol"):
+        assert hip in ok
+    assert "cublas" not in ok and "curand" not in ok
+    counted = translate(src, "hip").translated
+    assert counted["cublasSgemm"] == 1 and counted["#include <cublas_v2.h>"] == 1
+    fft = translate("int main() {\n  cufftHandle p;\n  cufftPlan1d(&p, 8, CUFFT_C2C, 1);\n}\n", "hip")
+    assert [(d.line, d.construct) for d in fft.errors] == [(2, "cufftHandle"), (3, "cufftPlan1d"),
+                                                          (3, "CUFFT_C2C")]

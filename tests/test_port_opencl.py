@@ -79,9 +79,9 @@ def test_histogram_with_shared_and_global_atomics(backend, to):
     n = 50_000
     data = RNG.integers(0, 256, n).astype(np.uint8)
     data[:1000] = 7  # a hot bin: many work-items hit the same counter at once
-    hist = _dev(backend, np.zeros(256, np.int32))  # accel has no uint32 dtype: same bytes
+    hist = _dev(backend, np.zeros(256, np.uint32))
     _kernel(backend, "histogram.cu", "histogram", to)(6, 128, _dev(backend, data), np.int32(n), hist)
-    np.testing.assert_array_equal(hist.numpy().view(np.uint32), np.bincount(data, minlength=256))
+    np.testing.assert_array_equal(hist.numpy(), np.bincount(data, minlength=256))
 
 
 def test_stencil_halo_in_dynamic_shared_memory(backend):
@@ -126,3 +126,11 @@ def test_half_storage_loads_and_stores_round_to_nearest_even(backend, to):
     _kernel(backend, "half_scale.cu", "half_scale", to)(5, 128, _dev(backend, x), y, np.float32(1.7),
                                                     np.int32(n))
     np.testing.assert_array_equal(y.numpy(), (np.float32(1.7) * x.astype(np.float32)).astype(np.float16))
+
+
+def test_explicitly_instantiated_template_runs_as_one_function_per_type(backend, to):
+    n = 300
+    x = RNG.standard_normal(n).astype(np.float32)
+    dx = _dev(backend, x)
+    _kernel(backend, "template_scale.cu", "scale_float", to)(5, 64, dx, np.float32(-2), np.int32(n))
+    np.testing.assert_array_equal(dx.numpy(), x * np.float32(-2))

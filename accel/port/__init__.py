@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from accel.argtypes import output_file
 from accel.errors import ArgumentError, expected
 from accel.port.syntax import Diagnostic, Rewriter, parse
+from accel.port.templates import expand
 
 TARGETS = ("hip", "opencl", "dialect")
 
@@ -33,6 +34,8 @@ class PortResult:
     text: str | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     options: tuple[str, ...] = ()
+    #: CUDA construct -> uses translated (warned ones included), for ``accel port --stats``
+    translated: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -52,6 +55,10 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
         raise ArgumentError(expected("to", f"one of {TARGETS}", repr(to)))
     raw = source.encode()
     tree = parse(raw)
+    expansion = expand(raw, tree.root_node) if to != "hip" else None  # HIP keeps templates
+    if expansion is not None:
+        raw = expansion.source
+        tree = parse(raw)
     rw = Rewriter(raw, filename)
     if to == "opencl":
         from accel.port.opencl import BUILD_OPTIONS, OpenCLTranslator
@@ -65,12 +72,29 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
         from accel.port.dialect import translate_dialect
 
         out, options = translate_dialect(rw, tree.root_node), ()
-    diagnostics = sorted(rw.diagnostics, key=lambda d: (d.line, d.severity != "error"))
-    return PortResult(to, None if rw.failed else out, diagnostics, options)
+    diagnostics = rw.diagnostics
+    if expansion is not None:
+        diagnostics = [replace(d, line=expansion.lines[d.line - 1]) for d in diagnostics] + [
+            Diagnostic(filename, line, f"template {name}<{', '.join(args)}>", "OpenCL C has no "
+                       "templates: expanded into one function per instantiation",
+                       f"launch or call it as {copy}", "warning")
+            for name, args, copy, line in expansion.copies]
+    diagnostics = sorted(diagnostics, key=lambda d: (d.line, d.severity != "error"))
+    translated = dict(rw.translated)
+    if expansion is not None:
+        translated["template"] = len(expansion.copies)
+    return PortResult(to, None if rw.failed else out, diagnostics, options, translated)
 
 
 def _command(args: argparse.Namespace) -> int:
-    path = Path(args.file)
+    if args.stats:
+        return _stats(args)
+    if len(args.file) != 1:
+        raise ArgumentError(expected("FILE", "one CUDA file to translate (several only with "
+                                     "--stats)", f"{len(args.file)} paths"))
+    if args.to is None:
+        raise ArgumentError(expected("--to", f"one of {TARGETS}", "nothing"))
+    path = Path(args.file[0])
     try:
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as e:  # a usage error (2), not an untranslatable file (1)
@@ -91,6 +115,21 @@ def _command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stats(args: argparse.Namespace) -> int:
+    import json
+
+    from accel.port.stats import format_text, sources, tally
+
+    to = args.to or "opencl"
+    entries = []
+    for path in sources([Path(f) for f in args.file]):
+        text = path.read_text(errors="replace")
+        entries.append((path, text, translate(text, to, filename=str(path))))
+    stats = tally(entries, to)
+    sys.stdout.write(json.dumps(stats, indent=2) + "\n" if args.json else format_text(stats))
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "port", help="translate CUDA kernels to HIP, OpenCL C or accel's dialect",
@@ -98,8 +137,13 @@ def register(subparsers) -> None:
                     "reported as FILE:LINE: construct: why; suggested rewrite, and the command "
                     "exits 1 without writing anything (2 when FILE cannot be read). Warnings "
                     "(translated, but check the assumption) do not change the exit status.")
-    p.add_argument("file", help="CUDA source file (.cu)")
-    p.add_argument("--to", required=True, choices=TARGETS, help="target language")
+    p.add_argument("file", nargs="+", help="CUDA source file (.cu); with --stats, files and "
+                   "directories (searched for .cu/.cuh)")
+    p.add_argument("--to", choices=TARGETS, help="target language (with --stats: default opencl)")
+    p.add_argument("--stats", action="store_true",
+                   help="translate without writing and print, per construct, the uses "
+                        "translated, warned and refused, and the share of kernels ported")
+    p.add_argument("--json", action="store_true", help="with --stats: print JSON")
     p.add_argument("-o", "--output", type=output_file,
                    help="write the translation here (default: stdout)")
     p.set_defaults(func=_command)

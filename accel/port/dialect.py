@@ -8,6 +8,8 @@ translation carries, so the CUDA and HIP builds see exactly the code they were g
 """
 from __future__ import annotations
 
+import re
+
 from accel.port import tables as T
 from accel.port.syntax import Rewriter
 from accel.port.opencl import OpenCLTranslator, Spelling
@@ -24,12 +26,15 @@ DIALECT = Spelling(
     # the header's BARRIER() fences local memory only; __syncthreads orders global memory too
     barrier="ACCEL_PORT_SYNC()", fence="ACCEL_PORT_FENCE()",
     types={"unsigned int": "u32", "unsigned": "u32", "uint32_t": "u32", "int32_t": "i32",
-           "int64_t": "i64", "long long": "i64", "long long int": "i64", "uint8_t": "u8",
+           "int64_t": "i64", "long long": "i64", "long long int": "i64", "uint64_t": "u64",
+           "unsigned long long": "u64", "unsigned long long int": "u64", "uint8_t": "u8",
            "unsigned char": "u8", "int8_t": "i8", "signed char": "i8", "uint16_t": "u16",
            "unsigned short": "u16", "int16_t": "i16", "__half": "T_F16", "half": "T_F16"},
     half_load="LOAD_F16({p}, {i})", half_store="STORE_F16({p}, {i}, {v})",
     constants={"INFINITY": "INF_F", "NAN": "NAN_F", "CUDART_INF_F": "INF_F", "CUDART_NAN_F": "NAN_F"},
     rename_calls=False, dynamic_shared=False, name="accel's dialect",
+    cast_types={"uint": "u32", "long": "i64", "ulong": "u64", "ushort": "u16", "short": "i16",
+                "uchar": "u8", "char": "i8"},
 )
 
 _PROLOGUE_HEAD = """#if defined(ACCEL_OPENCL)
@@ -41,7 +46,7 @@ _PROLOGUE_TAIL = """#else
 #define ACCEL_PORT_SYNC() __syncthreads()
 #define ACCEL_PORT_FENCE() __threadfence_block()
 #define ACCEL_PORT_LOCAL_PTR
-#endif
+{native}#endif
 """
 
 
@@ -52,16 +57,21 @@ def _opencl_definition(name: str) -> str:
         return f"#define {name} {T.OPENCL_ATOMICS[name]}"
     if name in T.OPENCL_LOADS:
         return f"#define {name}(p) (*(p))"
-    if name == "__fdividef":
-        return "#define __fdividef(a, b) ((a) / (b))"
+    if name in T.OPENCL_TYPED:
+        template = T.OPENCL_TYPED[name][0]
+        params = [f"a{i}" for i in range(len(set(re.findall(r"\{(\d)\}", template))))]
+        return f"#define {name}({', '.join(params)}) {template.format(*params)}"
     return f"#define {name}(...) (({name[5:]})(__VA_ARGS__))"  # make_float4 and friends
 
 
 def translate_dialect(rw: Rewriter, root) -> str:
     tr = OpenCLTranslator(rw, root, DIALECT)
     body = tr.run()
-    defs = "".join(_opencl_definition(n) + "\n" for n in sorted(tr.kept_calls))
+    # helpers the code calls by name (compare-and-swap atomics, one per address space) are
+    # CUDA's own function on the CUDA and HIP side
+    native = "".join(f"#define {h} {cuda}\n" for h, cuda in sorted(tr.native_helpers.items()))
+    defs = tr.helper_text() + "".join(_opencl_definition(n) + "\n" for n in sorted(tr.kept_calls))
     fp64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if tr.uses_double else ""
     return ("// Translated from CUDA by accel port: accel's dialect (kernels/accel.h), for\n"
             "// accel.kernel(source, name) on the opencl, cuda and hip backends.\n"
-            + _PROLOGUE_HEAD + fp64 + defs + _PROLOGUE_TAIL + body)
+            + _PROLOGUE_HEAD + fp64 + defs + _PROLOGUE_TAIL.format(native=native) + body)

@@ -88,6 +88,8 @@ def _include(rw: Rewriter, node) -> bool:
     path = node.child_by_field_name("path")
     header = text(path).strip('<>"')
     target = T.HIP_INCLUDES.get(header, header)
+    if header in T.HIP_INCLUDES:
+        rw.note(f"#include <{header}>")
     if target in _RTC_BUILTIN:
         rw.replace(node, lambda _i: _RTC_GUARD.format(f"#include <{target}>") + "\n")
         return target == "hip/hip_runtime.h"
@@ -106,7 +108,14 @@ def _name(rw: Rewriter, node) -> None:
     if name in _MATH_MACROS and node.type == "identifier":
         rw.replace(node, _MATH_MACROS[name])
     elif name in T.HIP_RUNTIME:
+        rw.note(name)
         rw.replace(node, "hip" + name[4:])
+    elif (lib := next((p for p in T.HIP_LIBRARIES if name.startswith(p)), None)) is not None:
+        _library_name(rw, node, name, lib)
+    elif (lib := next((v for p, v in T.HIP_UNMAPPED_LIBRARIES.items() if name.startswith(p)),
+                      None)) is not None:
+        rw.error(node, name, f"a {lib} name: accel port maps no {lib} API to ROCm (its ROCm "
+                 "counterpart differs in API)", "port the library calls by hand")
     elif name.startswith("cuda") and name[4:5].isupper():
         rw.error(node, name, "a CUDA runtime name accel port has no verified HIP equivalent for",
                  f"look it up in the HIP runtime API (usually hip{name[4:]}) and check its semantics")
@@ -117,11 +126,29 @@ def _name(rw: Rewriter, node) -> None:
                 "keep it, or rewrite the kernel for 64-lane wavefronts for speed")
 
 
+def _library_name(rw: Rewriter, node, name: str, prefix: str) -> None:
+    """A cuBLAS/cuRAND name: the hipBLAS/hipRAND one where the table vouches for it."""
+    hip_prefix, lib, rocm, verified = T.HIP_LIBRARIES[prefix]
+    if name in verified:
+        rw.note(name)
+        rw.replace(node, hip_prefix + name[len(prefix):])
+        if prefix.lower() == "curand" and node.parent is not None and node.parent.type == "call_expression" \
+                and name.startswith(("curandGenerate", "curand_")) and name != "curand_init":
+            rw.warn(node, name, f"{rocm}'s generators draw from the same distribution as "
+                    f"{lib}'s but not the same sequence", "compare statistics, not values, "
+                    "against CUDA runs")
+    else:
+        rw.error(node, name, f"a {lib} name accel port has no verified {rocm} equivalent for",
+                 f"look it up in {rocm} (usually {hip_prefix}{name[len(prefix):]}) and check "
+                 "its arguments and semantics")
+
+
 def _call(rw: Rewriter, node) -> None:
     callee = node.child_by_field_name("function")
     name = text(callee)
     args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]
     if name in T.HIP_SHUFFLES and len(args) in (3, 4):
+        rw.note(name)
         mask, rest = args[0], args[1:]
         width = rest[2] if len(rest) == 3 else None
         rw.replace(node, lambda _i: f"{T.HIP_SHUFFLES[name]}({rw.render(rest[0])}, "

@@ -9,11 +9,14 @@ passing through to compute something else.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 from accel.port import tables as T
-from accel.port.syntax import Rewriter, text, walk
-from accel.port.symbols import Scope, Sym, declarator_parts, pointer_info, qualifiers, type_node
+from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
+from accel.port.syntax import Rewriter, parse, text, walk
+from accel.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, pointer_info, qualifiers,
+                                type_node)
 
 #: node types passed through as they are (their children are still visited)
 _PLAIN = frozenset((
@@ -26,8 +29,13 @@ _PLAIN = frozenset((
     "type_descriptor", "abstract_pointer_declarator", "abstract_array_declarator", "type_qualifier",
     "storage_class_specifier", "labeled_statement", "statement_identifier", "preproc_call",
     "preproc_directive", "preproc_arg", "escape_sequence", "field_identifier", "init_declarator",
-    "pointer_declarator", "array_declarator",
+    "pointer_declarator", "array_declarator", "goto_statement",
 ))
+
+#: a macro body is parsed as this declaration's initializer, to read it as an expression
+_MACRO_PREFIX = b"int accel_macro_value = ("
+#: ... and a body of statements as this function's, on the lines after the first
+_MACRO_STATEMENTS = b"void accel_macro_body(void) {\n"
 
 #: C++ constructs named in diagnostics (the rest of the unknown node types get a generic one)
 _CPP = {
@@ -84,6 +92,8 @@ class Spelling:
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
     #: translation's prologue defines them for OpenCL (see accel.port.dialect)
     rename_calls: bool = True
+    #: how a cast the translation inserts spells an OpenCL scalar type
+    cast_types: dict = field(default_factory=dict)
     dynamic_shared: bool = True  # extern __shared__ as a trailing __local argument
     name: str = "OpenCL C"
 
@@ -98,6 +108,7 @@ class _Function:
     kernel: bool
     params: list  # parameter_declaration nodes
     calls: set[str] = field(default_factory=set)
+    returns: str | None = None  # the return type, for the expression typer
     #: for device functions: the address spaces callers pass for each pointer parameter
     arg_spaces: dict[int, set[str]] = field(default_factory=dict)
 
@@ -111,6 +122,17 @@ class OpenCLTranslator:
         self.typedefs: dict[str, str] = {}
         self.globals = Scope()
         self.uses_double = False
+        #: the file's macros: function-like names, and the type of each named constant (an
+        #: object-like macro's value, an enumerator)
+        self.function_macros: set[str] = set()
+        self.macro_types: dict[str, str | None] = {}
+        #: macros refused on their #define: (construct, why, rewrite), reported at each use
+        self.refused_macros: dict[str, tuple[str, str, str]] = {}
+        #: OpenCL helper functions (T.OPENCL_HELPERS) the translation calls, and those called
+        #: by name in the code with the CUDA function each stands for (the dialect's CUDA side)
+        self.helpers: set[str] = set()
+        self.native_helpers: dict[str, str] = {}
+        self.typer = ExprTyper(self._normal, self._result, self.macro_types)
 
     # -- driver -------------------------------------------------------------------------------------
     def run(self) -> str:
@@ -128,14 +150,24 @@ class OpenCLTranslator:
                 "rounded by default.\n")
         if self.uses_double:
             head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-        return head + body
+        return head + self.helper_text() + body
+
+    def helper_text(self) -> str:
+        """Definitions of the helpers the translation calls, callees first."""
+        needed = set(self.helpers)
+        for h in list(needed):
+            needed.update(T.OPENCL_HELPER_NEEDS.get(h, ()))
+        return "".join(T.OPENCL_HELPERS[h] + "\n" for h in T.OPENCL_HELPERS if h in needed)
 
     def _rename_reserved(self) -> None:
         """CUDA names that are OpenCL C keywords (``local``, ``global``, ``kernel``...) get a
-        trailing underscore, everywhere, so every use still refers to the same variable."""
+        trailing underscore, everywhere, so every use still refers to the same variable; C++'s
+        ``constexpr`` on a variable becomes C's ``const`` (the value is the same constant)."""
         for n in walk(self.root):
             if n.type == "identifier" and text(n) in T.OPENCL_RESERVED:
                 self.rw.replace(n, text(n) + "_")
+            elif n.type == "type_qualifier" and text(n) == "constexpr":
+                self.rw.replace(n, "const")
 
     def _collect(self, node) -> None:
         """File-scope items: record functions, translate includes, macros and globals."""
@@ -170,6 +202,16 @@ class OpenCLTranslator:
             self._typedef(item)
         elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal"):
             pass
+        elif kind == "enum_specifier" and item.child_by_field_name("body") is not None:
+            self._enum(item)
+        elif kind == "static_assert_declaration":  # a compile-time check: results do not change
+            self.rw.warn(item, "static_assert", "OpenCL C 1.2 has no static assertions, so it is "
+                         "left out", "check the condition on the host")
+            self.rw.delete(item)
+        elif kind == "using_declaration" and item.named_children:  # using namespace nvcuda;
+            self._namespace_use(item, " ".join(text(item).rstrip(";").split()))
+        elif kind == "namespace_alias_definition":  # namespace cg = cooperative_groups;
+            self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
             self.rw.error(item, *_CPP[kind])
         elif kind == "ERROR":
@@ -178,6 +220,13 @@ class OpenCLTranslator:
         else:
             self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
                           "translates to OpenCL C", "plain C functions, arrays and scalars")
+
+    def _namespace_use(self, item, label: str) -> None:
+        """A using directive or namespace alias: refused as the feature its namespace is."""
+        target = text(item.named_children[-1]).split("::")[0]
+        construct, why, rewrite = T.NAMESPACE_FEATURES.get(
+            target, ("C++ namespace", "OpenCL C has no namespaces", "unqualified names"))
+        self.rw.error(item, f"{construct} ({label})", why, rewrite)
 
     def _register(self, node) -> None:
         q = qualifiers(node)
@@ -218,7 +267,8 @@ class OpenCLTranslator:
                           "array instead")
         params = [p for p in fdecl.child_by_field_name("parameters").named_children
                   if p.type != "comment"]
-        fn = _Function(node, name, "__global__" in q, params)
+        fn = _Function(node, name, "__global__" in q, params,
+                       returns=self._normal(" ".join(text(type_node(node)).split())))
         fn.calls = {text(c.child_by_field_name("function")) for c in walk(node)
                     if c.type == "call_expression" and c.child_by_field_name("function") is not None
                     and c.child_by_field_name("function").type == "identifier"}
@@ -258,28 +308,83 @@ class OpenCLTranslator:
                          "in a separate file")
             self.rw.delete(item)
         else:
-            self.rw.error(item, f"#include {text(path)}", "the header has no OpenCL C "
-                          "counterpart the translator knows", "inline the definitions you need "
-                          "(OpenCL C has the math library built in)")
+            why, rewrite = next((v for k, v in T.OPENCL_INCLUDE_WHY.items() if header.startswith(k)),
+                                ("the header has no OpenCL C counterpart the translator knows",
+                                 "copy the definitions you need into this file"))
+            self.rw.error(item, f"#include {text(path)}", why, rewrite)
 
     def _macro(self, item) -> None:
-        """Macro bodies are text to the parser: parse them as an expression and refuse any
-        CUDA name inside, since the translator cannot rewrite what a macro will expand to."""
+        """Macro bodies are text to the parser: a body that is one expression is parsed as such
+        and translated like code (``#define TID (blockIdx.x * blockDim.x + threadIdx.x)``);
+        any other body that uses a CUDA name is refused, with every use of the macro."""
         value = item.child_by_field_name("value")
+        name = text(item.child_by_field_name("name"))
+        if item.type == "preproc_function_def":
+            self.function_macros.add(name)
         if value is None:
             return
-        from accel.port.syntax import parse
+        wrapped = _MACRO_PREFIX + value.text + b");"
+        tree = parse(wrapped)
+        decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+        init = (decl.child_by_field_name("declarator")
+                if decl is not None and decl.type == "declaration" else None)
+        body = (init.child_by_field_name("value")
+                if init is not None and init.type == "init_declarator" and not tree.root_node.has_error
+                else None)
+        if item.type == "preproc_def":  # typed, so min/max/abs around it cast like CUDA
+            self.macro_types[name] = None if body is None else self.typer.of(body, Scope())
+        cuda = next((text(n) for n in walk(tree.root_node) if n.type == "identifier" and (
+            text(n) in T.OPENCL_INDEX or text(n) in T.OPENCL_MATH or text(n) in T.OPENCL_TYPED
+            or text(n) in T.OPENCL_UNSUPPORTED or text(n) in T.OPENCL_ATOMICS
+            or text(n).startswith("__"))), None)
+        keyword = re.search(rb"\b__(shared|global|device|constant|host|forceinline)__\b", value.text)
+        cuda = cuda or (keyword.group().decode() if keyword else None)
+        if cuda is None:
+            return
+        if body is not None:
+            self._macro_body(item, name, wrapped, [body], len(_MACRO_PREFIX), 0)
+            return
+        # a statement macro (``for (int i = ...threadIdx.x...; ...)``): parsed as a function body
+        wrapped = _MACRO_STATEMENTS + value.text + b"\n;}"
+        tree = parse(wrapped)
+        block = tree.root_node.named_children[0].child_by_field_name("body") \
+            if tree.root_node.named_children else None
+        if tree.root_node.has_error or block is None or b"__shared__" in value.text:
+            refusal = (f"macro {name}", f"its body uses the CUDA name {cuda} and is neither an "
+                       "expression nor plain statements, so accel port cannot rewrite it",
+                       "write the code out where the macro is used")
+            self.rw.error(item, *refusal)
+            self.refused_macros[name] = refusal
+            return
+        self._macro_body(item, name, wrapped, block.named_children, len(_MACRO_STATEMENTS), 1)
 
-        for n in walk(parse(value.text).root_node):
-            name = text(n)
-            if n.type == "identifier" and (name in T.OPENCL_INDEX or name in T.OPENCL_MATH
-                                           or name in T.OPENCL_UNSUPPORTED or name in T.OPENCL_ATOMICS
-                                           or name == "__syncthreads" or name.startswith("__")):
-                self.rw.error(item, f"macro {text(item.child_by_field_name('name'))}",
-                              f"its body uses the CUDA name {name}, which accel port cannot "
-                              "rewrite inside a macro", "write the expression out where the "
-                              "macro is used")
-                return
+    def _macro_body(self, item, name: str, wrapped: bytes, nodes, start: int, extra_lines: int) -> None:
+        """Translate a macro body parsed inside ``wrapped`` (``nodes``, from byte ``start``) into
+        the #define, or refuse the macro (at its definition and at each use)."""
+        value = item.child_by_field_name("value")
+        sub, main = Rewriter(wrapped, self.rw.filename), self.rw
+        self.rw = sub
+        try:
+            for n in nodes:
+                self._stmt(n, self.globals.child(), depth=2)
+        finally:
+            self.rw = main
+        row = value.start_point.row - extra_lines
+        main.diagnostics.extend(replace(d, line=d.line + row) for d in sub.diagnostics)
+        if sub.failed:
+            self.refused_macros[name] = (f"macro {name}", "its body cannot be translated (see "
+                                         f"line {value.start_point.row + 1})", "fix the macro's body")
+        else:
+            main.note("#define with CUDA names")
+            self.rw.replace(value, lambda _i: sub.render_range(start, start + len(value.text)))
+
+    def _enum(self, item) -> None:
+        """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int."""
+        for e in item.child_by_field_name("body").named_children:
+            if e.type == "enumerator":
+                self.macro_types[text(e.child_by_field_name("name"))] = "int"
+                if (value := e.child_by_field_name("value")) is not None:
+                    self._expr(value, self.globals)
 
     def _typedef(self, item) -> None:
         base = self._type(type_node(item))
@@ -318,7 +423,8 @@ class OpenCLTranslator:
                 name, ptr, arr = declarator_parts(d)
                 self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
             return
-        if "const" in q and "__device__" not in q and all(d.type == "init_declarator" for d in declarators):
+        if q & {"const", "constexpr"} and "__device__" not in q and all(
+                d.type == "init_declarator" for d in declarators):
             self.rw.replace(item, lambda inner: f"{constant} {inner}")
             base = self._type(type_node(item))
             for d in declarators:
@@ -439,6 +545,13 @@ class OpenCLTranslator:
 
     def _stmt(self, node, scope: Scope, depth: int) -> None:
         kind = node.type
+        if kind == "function_definition" and (use := self._macro_block(node)) is not None:
+            name, block = use  # LOOP(i, n) { ... }: a statement macro and the block it heads
+            if name in self.refused_macros:
+                self.rw.error(node, *self.refused_macros[name])
+            else:
+                self._stmt(block, scope, depth)
+            return
         if kind == "compound_statement":
             self._block(node, scope.child(), depth + 1)
         elif kind == "declaration":
@@ -451,6 +564,15 @@ class OpenCLTranslator:
         else:
             self._expr(node, scope)
 
+    def _macro_block(self, node):
+        """(macro name, block) when a "function definition" inside a function is really a use
+        of the file's function-like macro followed by a block: ``LOOP(i, n) { ... }``."""
+        decl = node.child_by_field_name("declarator")
+        if decl is None or decl.type != "function_declarator" or node.child_by_field_name("type"):
+            return None
+        name = text(decl.child_by_field_name("declarator"))
+        return (name, node.child_by_field_name("body")) if name in self.function_macros else None
+
     def _declaration(self, node, scope: Scope, depth: int) -> None:
         q = qualifiers(node)
         base = self._type(type_node(node))
@@ -460,6 +582,13 @@ class OpenCLTranslator:
             return
         if base == "half":
             self.rw.error(node, "half variable", *T.HALF_MATH)
+            return
+        if (feature := self._namespace_feature(node)) is not None:
+            for d in declarators:  # already refused; every later use is reported too
+                scope.names[text(declarator_parts(d)[0])] = Sym(base, refused=feature)
+            for d in declarators:
+                if d.type == "init_declarator":
+                    self._expr(d.child_by_field_name("value"), scope)
             return
         spaces = set()
         for d in declarators:
@@ -495,8 +624,25 @@ class OpenCLTranslator:
             else:
                 self.rw.replace(type_node(node), lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
 
+    def _namespace_feature(self, node) -> tuple[str, str, str] | None:
+        """(construct, why, rewrite) for a declaration whose type or initializer comes from an
+        untranslatable namespace (``cg::grid_group g = cg::this_grid();``), for its uses."""
+        for n in walk(node):
+            if n.type == "qualified_identifier":
+                ns = text(n).split("::")[0]
+                if ns in T.NAMESPACE_FEATURES:
+                    construct, why, rewrite = T.NAMESPACE_FEATURES[ns]
+                    decl = text(node)
+                    if "grid" in decl:
+                        rewrite = "split the kernel at this point into two launches"
+                    elif "thread_block" in decl and "tile" not in decl:
+                        rewrite = "__syncthreads() for the block's sync()"
+                    return construct, why, rewrite
+        return None
+
     def _shared(self, node, q, base, declarators, scope: Scope, depth: int) -> None:
         fn = self.current
+        self.rw.note("extern __shared__" if "extern" in q else "__shared__")
         for c in node.named_children:
             if c.type == "type_qualifier" and text(c) == "__shared__":
                 self.rw.replace(c, self.sp.shared)
@@ -531,13 +677,25 @@ class OpenCLTranslator:
         if kind == "field_expression":
             arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
             if arg.type == "identifier" and text(arg) in T.OPENCL_INDEX and text(fld) in T.AXES:
+                self.rw.note(text(arg))
                 self.rw.replace(node, self.sp.index.format(query=self.sp.queries[text(arg)],
                                                            axis=T.AXES[text(fld)]))
+                return
+            sym = scope.get(text(arg)) if arg.type == "identifier" else None
+            if sym is not None and sym.refused is not None:
+                construct, why, rewrite = sym.refused
+                self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
                 return
             self._expr(arg, scope)
         elif kind == "identifier":
             name = text(node)
-            if name in T.OPENCL_UNSUPPORTED:
+            sym = scope.get(name)
+            if sym is not None and sym.refused is not None:
+                construct, why, rewrite = sym.refused
+                self.rw.error(node, f"{construct} ({name})", why, rewrite)
+            elif sym is None and name in self.refused_macros:
+                self.rw.error(node, *self.refused_macros[name])
+            elif name in T.OPENCL_UNSUPPORTED:
                 self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
             elif name in T.OPENCL_INDEX:
                 self.rw.error(node, name, "only its .x, .y and .z components map to OpenCL "
@@ -601,7 +759,12 @@ class OpenCLTranslator:
         self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
 
     def _cast(self, node, scope: Scope) -> None:
-        tdesc, value = node.child_by_field_name("type"), node.child_by_field_name("value")
+        self._cast_parts(node, node.child_by_field_name("type"), node.child_by_field_name("value"),
+                         scope)
+
+    def _cast_parts(self, node, tdesc, value, scope: Scope) -> None:
+        """A C cast, or a C++ one (static_cast<T>(v) and friends, rewritten by the caller as a
+        C cast): the pointee's address space is inferred from the value."""
         self._expr(value, scope)
         self._type(type_node(tdesc))
         if not any(n.type == "abstract_pointer_declarator" for n in walk(tdesc)):
@@ -624,12 +787,11 @@ class OpenCLTranslator:
             name = text(callee.child_by_field_name("name"))
             self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
             return
-        if callee.type == "template_function" and text(callee.child_by_field_name("name")) == "static_cast":
-            tdesc = callee.child_by_field_name("arguments").named_children[0]
-            self._type(type_node(tdesc))
-            self.rw.replace(node, lambda _i: f"(({self.rw.render(tdesc)})({self.rw.render(args)[1:-1]}))")
-            for a in arg_nodes:
-                self._expr(a, scope)
+        if (cast := cxx_cast(node)) is not None:
+            tdesc, value = cast
+            self.rw.note(text(callee.child_by_field_name("name")))
+            self._cast_parts(node, tdesc, value, scope)
+            self.rw.replace(node, lambda _i: f"(({self.rw.render(tdesc)})({self.rw.render(value)}))")
             return
         if callee.type != "identifier":
             self._expr(callee, scope)
@@ -644,10 +806,25 @@ class OpenCLTranslator:
         elif name in T.OPENCL_UNSUPPORTED:
             self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
             return
-        elif name in T.OPENCL_MATH or name in T.OPENCL_LOADS or name == "__fdividef" or (
+        elif name in T.OPENCL_TYPED:
+            if not self._typed_call(node, name, arg_nodes):
+                return
+        elif name in ("min", "max"):
+            self._min_max(node, name, arg_nodes, scope)
+        elif name == "abs":
+            if not self._abs(node, arg_nodes, scope):
+                return
+        elif name in T.OPENCL_MATH or name in T.OPENCL_LOADS or (
                 name.startswith("make_") and name[5:] in T.VECTOR_TYPES | T.VECTOR3_TYPES):
             self._rename_call(node, name, arg_nodes)
-        elif name in T.OPENCL_ATOMICS:
+            if name in T.OPENCL_MATH:
+                self._cast_args(arg_nodes, "float", scope)
+                self._precision(node, name, T.OPENCL_MATH[name])
+        elif name in self.refused_macros:
+            self.rw.error(callee, *self.refused_macros[name])
+        elif name in self.function_macros:
+            pass  # the #define is copied; its arguments are translated where they stand
+        elif name in T.OPENCL_ATOMICS or name in ("atomicInc", "atomicDec"):
             if not self._atomic(node, name, arg_nodes, scope):
                 return
         elif name in _HALF_LOADS:
@@ -659,10 +836,14 @@ class OpenCLTranslator:
             return
         elif name in self.functions:
             self._record_call(self.functions[name], arg_nodes, scope)
-        elif name not in T.OPENCL_SAME:
+        elif name in T.OPENCL_SAME:
+            self._precision(node, name, name)
+        else:
             self.rw.error(callee, name, "not a function accel port knows to exist in OpenCL C "
                           "with the same meaning", "define it as a __device__ function in this file")
             return
+        if name not in self.functions and name not in self.function_macros:
+            self.rw.note(name)
         for a in arg_nodes:
             self._expr(a, scope)
 
@@ -677,11 +858,95 @@ class OpenCLTranslator:
             self.rw.replace(callee, T.OPENCL_MATH[name])
         elif name in T.OPENCL_LOADS:
             self.rw.replace(callee, "*")
-        elif name == "__fdividef" and len(arg_nodes) == 2:
-            a, b = arg_nodes
-            self.rw.replace(node, lambda _i: f"(({self.rw.render(a)}) / ({self.rw.render(b)}))")
         else:
             self.rw.replace(callee, f"({name[5:]})")
+
+    def _precision(self, node, name: str, opencl: str) -> None:
+        """Say so where OpenCL 1.2 allows a larger error than CUDA documents for the function
+        (not for CUDA's fast intrinsics, whose own bounds are looser than OpenCL's)."""
+        if name.startswith("__") or opencl not in T.ULP_BOUNDS:
+            return
+        cuda, ocl = T.ULP_BOUNDS[opencl]
+        bound = "no bound" if ocl is None else f"{ocl} ulp"
+        self.rw.warn(node, f"{name} precision", f"OpenCL 1.2 allows {bound} for {opencl} where "
+                     f"CUDA documents {cuda} ulp for {name} (single precision)",
+                     "accept the looser bound, or check the results against a tolerance of "
+                     f"{ocl or 'several'} ulp")
+
+    def _typed_call(self, node, name: str, arg_nodes) -> bool:
+        """An intrinsic whose OpenCL form needs CUDA's types spelled out (T.OPENCL_TYPED)."""
+        template = T.OPENCL_TYPED[name][0]
+        wanted = len(set(re.findall(r"\{(\d)\}", template)))
+        if len(arg_nodes) != wanted:
+            self.rw.error(node, name, f"CUDA's {name} takes {wanted} argument"
+                          f"{'s' * (wanted != 1)}, not {len(arg_nodes)}", "fix the call")
+            return False
+        self.helpers.update(re.findall(r"\baccel_\w+", template))
+        for called in re.findall(r"\b(\w+)\(", template):  # sincosf -> sincos
+            self._precision(node, name, called)
+        if not self.sp.rename_calls:
+            self.kept_calls.add(name)
+        else:
+            self.rw.replace(node, lambda _i: template.format(*(self.rw.render(a) for a in arg_nodes)))
+        return True
+
+    def _spell(self, t: str) -> str:
+        return self.sp.cast_types.get(t, t)
+
+    def _cast_args(self, arg_nodes, to: str, scope: Scope) -> None:
+        """Convert arguments to the parameter type CUDA's overload takes, where they differ:
+        OpenCL C's overloaded builtins refuse mixed or ambiguous argument types."""
+        for a in arg_nodes:
+            if self.typer.of(a, scope) != to:
+                self.rw.replace(a, lambda inner, t=self._spell(to): f"({t})({inner})")
+
+    def _min_max(self, node, name: str, arg_nodes, scope: Scope) -> None:
+        """CUDA's min/max overloads compute in the usual arithmetic conversion of the two
+        arguments (``min(uint, int)`` is unsigned), floats like fminf/fmaxf; OpenCL's
+        integer min/max refuse mixed types and its float min/max leave NaN undefined."""
+        types = [self.typer.of(a, scope) for a in arg_nodes]
+        common = arithmetic(*types) if len(types) == 2 else None
+        if common is None:  # vectors or unknown: OpenCL resolves alike, or refuses to build
+            return
+        if common in FLOATS:  # fmin/fmax: OpenCL builtins, and CUDA's float overloads
+            self.rw.replace(node.child_by_field_name("function"), "f" + name)
+        if any(t != common for t in types):
+            self._cast_args(arg_nodes, common, scope)
+
+    def _abs(self, node, arg_nodes, scope: Scope) -> bool:
+        """CUDA's integer abs returns the argument's signed type, OpenCL's the unsigned one;
+        CUDA's float abs is OpenCL's fabs."""
+        t = promote(self.typer.of(arg_nodes[0], scope)) if len(arg_nodes) == 1 else None
+        if t in ("int", "long"):
+            self.rw.replace(node, lambda inner, s=self._spell(t): f"(({s}){inner})")
+        elif t in FLOATS:
+            self.rw.replace(node.child_by_field_name("function"), "fabs")
+        else:
+            self.rw.error(node, "abs", "the type of its argument cannot be inferred, and OpenCL's "
+                          "abs differs by type (unsigned result for integers, none for floating "
+                          "point)", "(int)abs(x) for integers, fabsf(x) for float")
+            return False
+        return True
+
+    def _result(self, name: str, types: list) -> str | None:
+        """The type CUDA gives a call to ``name`` with arguments of ``types`` (None: unknown)."""
+        if name in T.OPENCL_TYPED:
+            return T.OPENCL_TYPED[name][1]
+        if name in T.OPENCL_MATH or name in _HALF_LOADS:
+            return "float"
+        if name in ("min", "max") and len(types) == 2:
+            return arithmetic(*types)
+        if name == "abs" and len(types) == 1:
+            return promote(types[0])
+        if name in ("isnan", "isinf", "isfinite", "signbit"):
+            return "int"
+        if name in T.OPENCL_SAME and types and types[0] in FLOATS:
+            return types[0]
+        if name in self.functions:
+            return self.functions[name].returns
+        if name.startswith("make_") and name[5:] in T.VECTOR_TYPES:
+            return name[5:]
+        return None
 
     def _record_call(self, callee: _Function, arg_nodes, scope: Scope) -> None:
         for i, a in enumerate(arg_nodes):
@@ -695,6 +960,12 @@ class OpenCLTranslator:
             self.rw.error(node, name, "the element type and address space of its target cannot "
                           "be inferred", f"{name}(&array[i], v) on a parameter or __shared__ array")
             return False
+        if (name, info.type) in T.OPENCL_CAS_ATOMICS:
+            return self._cas_atomic(node, name, arg_nodes, info)
+        if name in ("atomicInc", "atomicDec"):
+            self.rw.error(node, f"{name} on {info.type}", "CUDA defines it on a 32-bit unsigned "
+                          "counter", "an unsigned int counter")
+            return False
         if info.type in T.ATOMIC_INT_TYPES or (name == "atomicExch" and info.type == "float"):
             if self.sp.rename_calls:
                 self.rw.replace(node.child_by_field_name("function"), T.OPENCL_ATOMICS[name])
@@ -702,7 +973,7 @@ class OpenCLTranslator:
                 self.kept_calls.add(name)
             return True
         if info.type in ("float", "double", "half"):
-            why = f"{info.type} atomics beyond atomicExch are not in OpenCL 1.2"
+            why = f"OpenCL 1.2 has no {info.type} {name}: its atomics act on 32-bit words"
             rewrite = ("accumulate per block in __shared__ memory and write one partial per block, "
                        "or an atomic_cmpxchg loop on the value's bits")
         else:
@@ -710,6 +981,18 @@ class OpenCLTranslator:
             rewrite = "use a 32-bit counter"
         self.rw.error(node, f"{name} on {info.type}", why, rewrite)
         return False
+
+    def _cas_atomic(self, node, name: str, arg_nodes, info: Sym) -> bool:
+        """An atomic OpenCL 1.2 lacks (T.OPENCL_CAS_ATOMICS): a compare-and-swap helper."""
+        if len(arg_nodes) != 2 or info.space not in ("global", "local"):
+            self.rw.error(node, f"{name} on {info.type}", "CUDA's atomics act on global or shared "
+                          "memory", f"{name}(&array[i], v) on a parameter or __shared__ array")
+            return False
+        helper = f"accel_{name}_{info.type}_{info.space}"
+        self.helpers.add(helper)
+        self.native_helpers[helper] = name
+        self.rw.replace(node.child_by_field_name("function"), helper)
+        return True
 
     def _half_load(self, node, arg_nodes, scope: Scope) -> bool:
         """``__half2float(p[i])`` -> ``vload_half(i, p)``: the one way to read half memory
@@ -722,6 +1005,7 @@ class OpenCLTranslator:
                           "half pointer p")
             return False
         ptr, index = parts
+        self.rw.note("__half2float")
         self.rw.replace(node, lambda _i: self.sp.half_load.format(
             i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
         if index is not None:
@@ -743,6 +1027,7 @@ class OpenCLTranslator:
             self.rw.error(node, "half store", *T.HALF_MATH)
             return True
         value = right.child_by_field_name("arguments").named_children[0]
+        self.rw.note(text(right.child_by_field_name("function")))
         self.rw.replace(node, lambda _i: self.sp.half_store.format(
             v=self.rw.render(value), i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
         self._expr(value, scope)

@@ -18,6 +18,8 @@ class Sym:
     pointer: bool = False
     array: bool = False
     space: str = "private"  # of the pointee for pointers, of the storage otherwise
+    #: (construct, why, rewrite) when the declaration was refused: each use is reported too
+    refused: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -86,6 +88,11 @@ def pointer_info(node, scope: Scope, normal: Callable[[str], str]) -> Sym | None
         inner = pointer_info(node.child_by_field_name("value"), scope, normal)
         spelled = " ".join(text(type_node(node.child_by_field_name("type"))).split())
         return None if inner is None else replace(inner, type=normal(spelled))
+    if kind == "call_expression" and (cast := cxx_cast(node)) is not None:
+        tdesc, value = cast
+        inner = pointer_info(value, scope, normal)
+        spelled = " ".join(text(type_node(tdesc)).split())
+        return None if inner is None else replace(inner, type=normal(spelled))
     if kind == "assignment_expression":
         return pointer_info(node.child_by_field_name("left"), scope, normal)
     if kind == "update_expression":
@@ -95,6 +102,19 @@ def pointer_info(node, scope: Scope, normal: Callable[[str], str]) -> Sym | None
         b = pointer_info(node.child_by_field_name("alternative"), scope, normal)
         return a if a is not None and b is not None and a.space == b.space else None
     return None
+
+
+CXX_CASTS = frozenset(("static_cast", "reinterpret_cast", "const_cast"))
+
+
+def cxx_cast(node):
+    """(type_descriptor, value) of ``static_cast<T>(v)`` and its kin, or None for other calls."""
+    fn = node.child_by_field_name("function")
+    if fn is None or fn.type != "template_function" or text(fn.child_by_field_name("name")) not in CXX_CASTS:
+        return None
+    targs = fn.child_by_field_name("arguments").named_children
+    args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]
+    return (targs[0], args[0]) if len(targs) == 1 and len(args) == 1 else None
 
 
 def storage_info(node, scope: Scope, normal: Callable[[str], str]) -> Sym | None:

@@ -9,6 +9,7 @@ function of the node's already-rewritten inner text, so nested rewrites compose
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -73,6 +74,8 @@ class Rewriter:
         self.source, self.filename = source, filename
         self._edits: dict[tuple[int, int], list[Callable[[str], str]]] = {}
         self.diagnostics: list[Diagnostic] = []
+        #: CUDA construct -> uses translated (for ``accel port --stats``)
+        self.translated: Counter[str] = Counter()
 
     # -- recording --------------------------------------------------------------------------------
     def replace(self, node, new: str | Callable[[str], str]) -> None:
@@ -88,6 +91,10 @@ class Rewriter:
             if self.source[end - 1:end] == b"\n":
                 break
         self._edits.setdefault((node.start_byte, end), []).append(lambda _inner: "")
+
+    def note(self, construct: str) -> None:
+        """Count one use of ``construct`` translated."""
+        self.translated[construct] += 1
 
     def error(self, node, construct: str, why: str, rewrite: str) -> None:
         self.diagnostics.append(Diagnostic(self.filename, line(node), construct, why, rewrite))
@@ -106,6 +113,10 @@ class Rewriter:
         if node is None:
             return self._span(0, len(self.source), None)
         return self._apply((node.start_byte, node.end_byte))
+
+    def render_range(self, start: int, end: int) -> str:
+        """The rewritten text of source bytes [start, end) (edits inside it applied)."""
+        return self._span(start, end, None)
 
     def _apply(self, key: tuple[int, int]) -> str:
         out = self._span(key[0], key[1], key)

@@ -1,15 +1,17 @@
 """What ``accel port`` knows about CUDA names: the faithful equivalents on OpenCL C and HIP, and
 why the rest has none. Data only; the translators in opencl.py and hip.py apply it.
 
-A name appears in a "map" table only when the target computes the same thing (same result up to
-the precision CUDA itself documents for that function); everything else a CUDA program can call
-either appears in a "why not" table or is refused as unknown.
+A name appears in a "map" table only when the target computes the same thing: the same function,
+with CUDA's argument and result types (OPENCL_TYPED spells them out where OpenCL's overloads
+differ), within an error bound the translator states where OpenCL's is looser than CUDA's
+(ULP_BOUNDS); everything else a CUDA program can call either appears in a "why not" table or is
+refused as unknown.
 """
 from __future__ import annotations
 
 # -- OpenCL C ---------------------------------------------------------------------------------------
-#: CUDA float-suffixed math -> OpenCL's overloaded builtin (same accuracy class: OpenCL 1.2's
-#: full-profile ulp bounds are within CUDA's documented bounds for these)
+#: CUDA float-suffixed math -> OpenCL's overloaded builtin: the same function, but not always the
+#: same error bound: see ULP_BOUNDS, which the translator reports where OpenCL's is looser
 OPENCL_MATH = {
     "expf": "exp", "exp2f": "exp2", "exp10f": "exp10", "expm1f": "expm1", "logf": "log",
     "log2f": "log2", "log10f": "log10", "log1pf": "log1p", "powf": "pow", "sqrtf": "sqrt",
@@ -19,16 +21,134 @@ OPENCL_MATH = {
     "floorf": "floor", "ceilf": "ceil", "roundf": "round", "truncf": "trunc", "rintf": "rint",
     "fmodf": "fmod", "erff": "erf", "erfcf": "erfc", "fmaf": "fma", "copysignf": "copysign",
     "hypotf": "hypot", "lgammaf": "lgamma", "tgammaf": "tgamma",
-    # CUDA's fast intrinsics are approximations with a documented error bound; OpenCL's full
-    # builtins are at least that accurate, so mapping to them never loses precision
+    # CUDA's fast intrinsics are approximations with a documented error bound (in absolute
+    # terms or growing with |x|); OpenCL's full builtins are within it, so mapping to them
+    # never loses precision
     "__expf": "exp", "__exp10f": "exp10", "__logf": "log", "__log2f": "log2", "__log10f": "log10",
     "__powf": "pow", "__sinf": "sin", "__cosf": "cos", "__tanf": "tan", "__fmaf_rn": "fma",
-    "__popc": "popcount", "__clz": "clz", "__mul24": "mul24", "__umul24": "mul24",
+}
+
+#: the 64-bit value hi:lo of the funnel shifts (arguments lo, hi)
+_HI_LO = "(((ulong)(uint)({1})) << 32 | (uint)({0}))"
+
+#: CUDA integer, bit and reinterpretation intrinsics -> an OpenCL C expression with CUDA's
+#: parameter and result types spelled out: OpenCL's builtins are overloaded on their argument
+#: and return its (often unsigned) type, where CUDA's convert the argument and return int, so a
+#: bare rename (``__popc`` -> ``popcount``) changes the arithmetic around the call. Each
+#: argument ({0}, {1}, ...) appears exactly once, so the template is also a function-like macro
+#: (the dialect's prologue) without evaluating an argument twice. Value: (template, result type).
+OPENCL_TYPED = {
+    "__popc": ("((int)popcount((uint)({0})))", "int"),
+    "__popcll": ("((int)popcount((ulong)({0})))", "int"),
+    "__clz": ("((int)clz((int)({0})))", "int"),
+    "__clzll": ("((int)clz((long)({0})))", "int"),
+    "__ffs": ("accel_ffs((int)({0}))", "int"),
+    "__ffsll": ("accel_ffsll((long)({0}))", "int"),
+    "__brev": ("accel_brev((uint)({0}))", "uint"),
+    "__brevll": ("accel_brevll((ulong)({0}))", "ulong"),
+    "__mulhi": ("mul_hi((int)({0}), (int)({1}))", "int"),
+    "__umulhi": ("mul_hi((uint)({0}), (uint)({1}))", "uint"),
+    "__mul64hi": ("mul_hi((long)({0}), (long)({1}))", "long"),
+    "__umul64hi": ("mul_hi((ulong)({0}), (ulong)({1}))", "ulong"),
+    # CUDA multiplies the low 24 bits of any value; OpenCL's mul24 is defined only for values
+    # that fit in 24 bits, so the translation keeps just those bits (sign-extended for __mul24)
+    "__mul24": ("mul24(((int)({0}) << 8) >> 8, ((int)({1}) << 8) >> 8)", "int"),
+    "__umul24": ("mul24((uint)({0}) & 0xffffffu, (uint)({1}) & 0xffffffu)", "uint"),
+    "__rhadd": ("rhadd((int)({0}), (int)({1}))", "int"),
+    "__urhadd": ("rhadd((uint)({0}), (uint)({1}))", "uint"),
+    "__uhadd": ("hadd((uint)({0}), (uint)({1}))", "uint"),
+    "__sad": ("(abs_diff((int)({0}), (int)({1})) + (uint)({2}))", "uint"),
+    "__usad": ("(abs_diff((uint)({0}), (uint)({1})) + (uint)({2}))", "uint"),
+    "labs": ("((long)abs((long)({0})))", "long"),
+    "llabs": ("((long)abs((long)({0})))", "long"),
+    "__int_as_float": ("as_float((int)({0}))", "float"),
+    "__uint_as_float": ("as_float((uint)({0}))", "float"),
+    "__float_as_int": ("as_int((float)({0}))", "int"),
+    "__float_as_uint": ("as_uint((float)({0}))", "uint"),
+    "__longlong_as_double": ("as_double((long)({0}))", "double"),
+    "__double_as_longlong": ("as_long((double)({0}))", "long"),
+    # OpenCL's sincos returns the sine and stores the cosine through its pointer argument
+    "sincosf": ("(*({1}) = sincos((float)({0}), {2}))", "void"),
+    "__sincosf": ("(*({1}) = sincos((float)({0}), {2}))", "void"),
+    "__fdividef": ("((float)({0}) / (float)({1}))", "float"),
+    # the translation is built with -cl-fp32-correctly-rounded-divide-sqrt (BUILD_OPTIONS)
+    "__fdiv_rn": ("((float)({0}) / (float)({1}))", "float"),
+    "__frcp_rn": ("(1.0f / (float)({0}))", "float"),
+    "__fsqrt_rn": ("sqrt((float)({0}))", "float"),
+    # the _rn arithmetic intrinsics are never contracted into an fma: helpers with contraction off
+    "__fadd_rn": ("accel_fadd_rn((float)({0}), (float)({1}))", "float"),
+    "__fsub_rn": ("accel_fsub_rn((float)({0}), (float)({1}))", "float"),
+    "__fmul_rn": ("accel_fmul_rn((float)({0}), (float)({1}))", "float"),
+    "__saturatef": ("accel_saturatef((float)({0}))", "float"),
+    # CUDA's conversions saturate out-of-range values and map NaN to 0, as OpenCL's _sat ones do
+    "__float2int_rn": ("convert_int_sat_rte((float)({0}))", "int"),
+    "__float2int_rz": ("convert_int_sat_rtz((float)({0}))", "int"),
+    "__float2int_rd": ("convert_int_sat_rtn((float)({0}))", "int"),
+    "__float2int_ru": ("convert_int_sat_rtp((float)({0}))", "int"),
+    "__float2uint_rn": ("convert_uint_sat_rte((float)({0}))", "uint"),
+    "__float2uint_rz": ("convert_uint_sat_rtz((float)({0}))", "uint"),
+    "__float2ll_rn": ("convert_long_sat_rte((float)({0}))", "long"),
+    "__float2ll_rz": ("convert_long_sat_rtz((float)({0}))", "long"),
+    "__int2float_rn": ("convert_float_rte((int)({0}))", "float"),
+    "__int2float_rz": ("convert_float_rtz((int)({0}))", "float"),
+    "__uint2float_rn": ("convert_float_rte((uint)({0}))", "float"),
+    "__ll2float_rn": ("convert_float_rte((long)({0}))", "float"),
+    # (hi:lo) shifted as one 64-bit value; the plain forms take the shift mod 32, the c forms
+    # clamp it to 32
+    **{name: (f"((uint)(({_HI_LO} {op} {shift}){tail}))", "uint") for name, op, shift, tail in (
+        ("__funnelshift_l", "<<", "((uint)({2}) & 31u)", " >> 32"),
+        ("__funnelshift_r", ">>", "((uint)({2}) & 31u)", ""),
+        ("__funnelshift_lc", "<<", "min((uint)({2}), 32u)", " >> 32"),
+        ("__funnelshift_rc", ">>", "min((uint)({2}), 32u)", ""))},
+    "__byte_perm": ("accel_byte_perm((uint)({0}), (uint)({1}), (uint)({2}))", "uint"),
+}
+
+#: OpenCL C definitions of the helpers OPENCL_TYPED calls (OpenCL 1.2 has no find-first-set
+#: or bit reverse); emitted once each into a translation that uses them
+OPENCL_HELPERS = {
+    "accel_ffs": "int accel_ffs(int x) { uint u = (uint)x; "
+                 "return 32 - (int)clz(u & (0u - u)); }",
+    "accel_ffsll": "int accel_ffsll(long x) { ulong u = (ulong)x; "
+                   "return 64 - (int)clz(u & (0ul - u)); }",
+    "accel_brev": "uint accel_brev(uint x) { "
+                  "x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1); "
+                  "x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2); "
+                  "x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4); "
+                  "x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8); "
+                  "return (x >> 16) | (x << 16); }",
+    "accel_brevll": "ulong accel_brevll(ulong x) { "
+                    "return ((ulong)accel_brev((uint)x) << 32) | accel_brev((uint)(x >> 32)); }",
+    **{f"accel_f{op}_rn": f"float accel_f{op}_rn(float a, float b) {{\n#pragma OPENCL FP_CONTRACT "
+                          f"OFF\n  return a {sym} b;\n}}" for op, sym in (("add", "+"), ("sub", "-"),
+                                                                        ("mul", "*"))},
+    # CUDA's __saturatef maps NaN to 0, where OpenCL's clamp keeps it
+    "accel_saturatef": "float accel_saturatef(float x) { return x != x ? 0.0f : clamp(x, 0.0f, 1.0f); }",
+    # result byte n = byte (s >> 4n) & 7 of the 8 bytes y:x (CUDA's default mode)
+    "accel_byte_perm": "uint accel_byte_perm(uint x, uint y, uint s) { ulong v = ((ulong)y << 32) | x; "
+                       "uint r = 0u; for (uint n = 0u; n < 4u; ++n) { "
+                       "r |= (uint)((v >> (8u * ((s >> (4u * n)) & 7u))) & 0xffu) << (8u * n); } "
+                       "return r; }",
+}
+#: helpers a helper calls
+OPENCL_HELPER_NEEDS = {"accel_brevll": ("accel_brev",)}
+
+#: maximum error in ulp of single-precision math, (CUDA, OpenCL 1.2), for the functions whose
+#: OpenCL bound is looser. CUDA: CUDA C++ Programming Guide, appendix "Mathematical Functions",
+#: table "Single-Precision Mathematical Standard Library Functions with Maximum ULP Error" (full
+#: range). OpenCL: OpenCL 1.2 specification, section 7.4, table 7.1 "ULP values for single
+#: precision built-in math functions" (full profile); None where it specifies no bound.
+#: Keyed by OpenCL name; docs/porting.md carries the same table.
+ULP_BOUNDS = {
+    "exp": (2, 3), "exp2": (2, 3), "exp10": (2, 3), "expm1": (1, 3), "log": (1, 3),
+    "log2": (1, 3), "log10": (2, 3), "log1p": (1, 2), "pow": (4, 16), "cbrt": (1, 2),
+    "sin": (2, 4), "cos": (2, 4), "tan": (4, 5), "asin": (2, 4), "acos": (2, 4), "atan": (2, 5),
+    "atan2": (3, 6), "sinh": (3, 4), "cosh": (2, 4), "tanh": (2, 5), "erf": (2, 16),
+    "erfc": (4, 16), "hypot": (3, 4), "tgamma": (5, 16), "lgamma": (6, None), "sincos": (2, 4),
 }
 
 #: builtins with the same name and meaning in CUDA device code and OpenCL C
 OPENCL_SAME = frozenset((
-    "min", "max", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "rsqrt",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "rsqrt",
     "cbrt", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "fabs",
     "fmax", "fmin", "floor", "ceil", "round", "trunc", "rint", "fmod", "erf", "erfc", "fma",
     "copysign", "hypot", "isnan", "isinf", "isfinite", "signbit", "lgamma", "tgamma",
@@ -36,6 +156,23 @@ OPENCL_SAME = frozenset((
 
 #: CUDA cache-hinted loads: a plain load computes the same value
 OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
+
+#: CUDA atomics OpenCL 1.2 lacks, as an atomic_cmpxchg loop on the 32-bit word computing CUDA's
+#: new value from the word seen and the operand v (a helper per address space: OpenCL 1.2 has no
+#: generic pointers): CUDA's wrapping counters (OpenCL's atomic_inc/atomic_dec do not wrap at a
+#: limit) and float atomicAdd. (name, element type) -> the new word.
+OPENCL_CAS_ATOMICS = {
+    ("atomicInc", "uint"): "seen >= v ? 0u : seen + 1u",
+    ("atomicDec", "uint"): "(seen == 0u || seen > v) ? v : seen - 1u",
+    ("atomicAdd", "float"): "as_uint(as_float(seen) + v)",
+}
+OPENCL_HELPERS.update({
+    f"accel_{name}_{t}_{space}": (
+        f"{t} accel_{name}_{t}_{space}(volatile __{space} {t}* p, {t} v) {{ "
+        f"volatile __{space} uint* q = (volatile __{space} uint*)p; uint old = *q, seen; "
+        f"do {{ seen = old; old = atomic_cmpxchg(q, seen, {new}); }} while (old != seen); "
+        f"return {'as_float(old)' if t == 'float' else 'old'}; }}")
+    for (name, t), new in OPENCL_CAS_ATOMICS.items() for space in ("global", "local")})
 
 #: integer atomics on 32-bit int / unsigned int: OpenCL 1.2 core (global and local memory),
 #: returning the old value like CUDA's
@@ -81,26 +218,36 @@ AXES = {"x": 0, "y": 1, "z": 2}
 #: headers whose declarations OpenCL C has built in
 OPENCL_DROP_INCLUDES = frozenset(("cuda_runtime.h", "cuda.h", "math.h", "cmath", "stdint.h",
                                   "cstdint", "cuda_fp16.h", "float.h", "cfloat", "math_constants.h",
-                                  "device_launch_parameters.h"))
+                                  "device_launch_parameters.h", "limits.h", "climits"))
 
 #: host-side library headers: in an OpenCL C program they have nothing to declare
 HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h", "cstring",
                            "assert.h", "cassert", "iostream", "vector", "string", "algorithm",
                            "memory", "chrono", "numeric", "random"))
 
-_WARP = ("warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)",
-         "a __shared__ array reduced with a tree of __syncthreads() steps")
+_NO_WARPS = "warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)"
+#: the rewrite depends on what the warp primitive is used for
+_SHUFFLE = (_NO_WARPS, "a __shared__ array reduced with a tree of __syncthreads() steps")
+_BALLOT = (_NO_WARPS, "for stream compaction, an exclusive prefix scan of the predicate flags in "
+           "a __shared__ array (each item's output slot), __syncthreads() between steps; where "
+           "order does not matter, atomicAdd on a counter")
+_VOTE = (_NO_WARPS, "a __shared__ int flag set with atomicOr (any) or atomicAnd (all), then "
+         "__syncthreads()")
+_SYNCWARP = (_NO_WARPS, "__syncthreads() (every work-item of the block must reach it)")
 HALF_MATH = ("half arithmetic needs cl_khr_fp16, which the OpenCL devices here lack",
               "load with __half2float(p[i]), compute in float, store with p[i] = __float2half(v)")
 
 #: CUDA names with no faithful OpenCL C 1.2 translation: name -> (why, suggested rewrite)
 OPENCL_UNSUPPORTED = {
-    **{n: _WARP for n in (
+    **{n: _SHUFFLE for n in (
         "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__shfl",
-        "__shfl_up", "__shfl_down", "__shfl_xor", "__ballot_sync", "__ballot", "__any_sync",
-        "__all_sync", "__any", "__all", "__activemask", "__syncwarp", "__match_any_sync",
-        "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
-        "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "warpSize", "__lanemask_lt")},
+        "__shfl_up", "__shfl_down", "__shfl_xor", "__reduce_add_sync", "__reduce_min_sync",
+        "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+        "warpSize")},
+    **{n: _BALLOT for n in ("__ballot_sync", "__ballot", "__activemask", "__lanemask_lt",
+                            "__match_any_sync", "__match_all_sync")},
+    **{n: _VOTE for n in ("__any_sync", "__all_sync", "__any", "__all")},
+    "__syncwarp": _SYNCWARP,
     **{n: HALF_MATH for n in (
         "__hadd", "__hsub", "__hmul", "__hdiv", "__hfma", "__hmax", "__hmin", "__hneg", "__habs",
         "__hadd2", "__hmul2", "__hfma2", "__float2half2_rn", "__halves2half2", "__low2float",
@@ -123,19 +270,6 @@ OPENCL_UNSUPPORTED = {
                           "combine with atomic_and on a __shared__ int, then __syncthreads()"),
     "__syncthreads_or": ("OpenCL 1.2 barriers do not reduce a predicate",
                          "combine with atomic_or on a __shared__ int, then __syncthreads()"),
-    "atomicInc": ("CUDA's atomicInc wraps to 0 at a limit; OpenCL's atomic_inc does not",
-                  "an atomicCAS loop computing (old >= limit) ? 0 : old + 1"),
-    "atomicDec": ("CUDA's atomicDec wraps at a limit; OpenCL's atomic_dec does not",
-                  "an atomicCAS loop computing (old == 0 || old > limit) ? limit : old - 1"),
-    "__fdiv_rn": ("needs a correctly rounded division switch", "a / b built with "
-                  "-cl-fp32-correctly-rounded-divide-sqrt"),
-    "__saturatef": ("OpenCL's clamp keeps NaN where CUDA's __saturatef gives 0",
-                    "x != x ? 0.0f : clamp(x, 0.0f, 1.0f)"),
-    "abs": ("OpenCL's integer abs returns an unsigned type, changing the arithmetic around it",
-            "x < 0 ? -x : x (or fabs for floating point)"),
-    "__ffs": ("OpenCL 1.2 has no find-first-set", "32 - clz(x & -x) written out, with x == 0 -> 0"),
-    "__brev": ("OpenCL 1.2 has no bit reverse", "a shift-and-mask bit reversal"),
-    "__byte_perm": ("OpenCL 1.2 has no byte permute", "shifts and masks"),
     **{n: ("texture and surface objects have no OpenCL C 1.2 counterpart through accel's buffers",
            "read the array directly with an index (p[y * width + x])") for n in (
         "tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
@@ -145,6 +279,21 @@ OPENCL_UNSUPPORTED = {
                       "to float with as_float((uint)bits << 16)"),
     "nv_bfloat16": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen "
                     "to float with as_float((uint)bits << 16)"),
+}
+
+#: headers with no OpenCL C counterpart, and what to do instead of each
+OPENCL_INCLUDE_WHY = {
+    "cooperative_groups.h": ("cooperative groups have no OpenCL 1.2 form", "__syncthreads() for "
+                             "block groups; split grid-wide syncs into separate launches"),
+    "mma.h": ("wmma fragments map to NVIDIA tensor cores only", "a tiled __shared__ matmul (or "
+              "accel.matmul)"),
+    "cuda_bf16.h": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen to "
+                    "float with as_float((uint)bits << 16)"),
+    "cub/": ("CUB's block and warp primitives are C++ templates with no OpenCL C form",
+             "write the __shared__ reduction or scan out with __syncthreads() steps"),
+    "thrust/": ("Thrust is a host-side C++ template library", "accel ops, or a kernel written out"),
+    "curand_kernel.h": ("cuRAND's device generators have no OpenCL C counterpart",
+                        "a counter-based hash (e.g. of the global index) written in the file"),
 }
 
 #: C++ namespaces whose use means an untranslatable feature
@@ -175,7 +324,58 @@ HIP_RUNTIME = frozenset((
     "cudaFuncSetAttribute", "cudaFuncAttributeMaxDynamicSharedMemorySize", "cudaDeviceGetAttribute",
     "cudaLaunchKernel", "cudaMemGetInfo", "cudaErrorInvalidValue", "cudaStreamDefault",
     "cudaStreamNonBlocking", "cudaStreamCreateWithFlags", "cudaHostAllocDefault",
+    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpy2D",
+    "cudaMemcpy2DAsync", "cudaMallocPitch", "cudaMemcpyPeer", "cudaMemcpyPeerAsync",
+    "cudaStreamWaitEvent", "cudaStreamQuery", "cudaEventQuery", "cudaEventCreateWithFlags",
+    "cudaEventDisableTiming", "cudaEventBlockingSync", "cudaErrorNotReady", "cudaErrorMemoryAllocation",
+    "cudaDevAttrMultiProcessorCount", "cudaDevAttrMaxThreadsPerBlock", "cudaDeviceAttr",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxPotentialBlockSize",
+    "cudaFuncGetAttributes", "cudaFuncAttributes", "cudaPointerGetAttributes",
+    "cudaPointerAttributes", "cudaSetDeviceFlags", "cudaDeviceScheduleBlockingSync",
+    "cudaHostRegister", "cudaHostUnregister", "cudaHostRegisterDefault", "cudaHostGetDevicePointer",
+    "cudaMallocAsync", "cudaFreeAsync", "cudaMemPrefetchAsync", "cudaDeviceCanAccessPeer",
+    "cudaDeviceEnablePeerAccess", "cudaGetSymbolAddress", "cudaLaunchHostFunc",
+    "cudaStreamCreateWithPriority", "cudaDeviceGetStreamPriorityRange", "cudaMemsetD32",
 ))
+
+#: CUDA libraries whose ROCm counterpart mirrors the API name for name, only the prefix swapped:
+#: CUDA prefix -> (HIP prefix, library, ROCm library, the names verified to take the same
+#: arguments and mean the same). A name with the prefix outside the set is refused, never passed
+#: through. (hipRAND's generators give the same distributions as cuRAND's, not the same bits.)
+HIP_LIBRARIES = {
+    "cublas": ("hipblas", "cuBLAS", "hipBLAS", frozenset((
+        "cublasHandle_t", "cublasStatus_t", "cublasOperation_t", "cublasCreate", "cublasDestroy",
+        "cublasSetStream", "cublasGetStream", "cublasSetPointerMode", "cublasPointerMode_t",
+        "cublasSgemm", "cublasDgemm", "cublasSgemv", "cublasDgemv", "cublasSaxpy", "cublasDaxpy",
+        "cublasSdot", "cublasDdot", "cublasSscal", "cublasDscal", "cublasSnrm2", "cublasDnrm2",
+        "cublasScopy", "cublasDcopy", "cublasIsamax", "cublasSgemmBatched", "cublasDgemmBatched",
+        "cublasSgemmStridedBatched", "cublasDgemmStridedBatched", "cublasSgeam", "cublasDgeam",
+        "cublasStrsm", "cublasDtrsm", "cublasSger", "cublasDger", "cublasSsyrk", "cublasDsyrk"))),
+    "CUBLAS_": ("HIPBLAS_", "cuBLAS", "hipBLAS", frozenset((
+        "CUBLAS_STATUS_SUCCESS", "CUBLAS_STATUS_NOT_INITIALIZED", "CUBLAS_STATUS_ALLOC_FAILED",
+        "CUBLAS_STATUS_INVALID_VALUE", "CUBLAS_STATUS_EXECUTION_FAILED", "CUBLAS_OP_N",
+        "CUBLAS_OP_T", "CUBLAS_OP_C", "CUBLAS_POINTER_MODE_HOST", "CUBLAS_POINTER_MODE_DEVICE",
+        "CUBLAS_FILL_MODE_UPPER", "CUBLAS_FILL_MODE_LOWER", "CUBLAS_SIDE_LEFT", "CUBLAS_SIDE_RIGHT",
+        "CUBLAS_DIAG_UNIT", "CUBLAS_DIAG_NON_UNIT"))),
+    "curand": ("hiprand", "cuRAND", "hipRAND", frozenset((
+        "curandGenerator_t", "curandStatus_t", "curandRngType_t", "curandCreateGenerator",
+        "curandDestroyGenerator", "curandSetPseudoRandomGeneratorSeed", "curandSetStream",
+        "curandGenerateUniform", "curandGenerateUniformDouble", "curandGenerateNormal",
+        "curandGenerateNormalDouble", "curandGenerate", "curandState", "curandState_t",
+        "curandStateXORWOW_t", "curandStatePhilox4_32_10_t", "curand_init", "curand",
+        "curand_uniform", "curand_normal", "curand_uniform_double", "curand_normal_double",
+        "curand_uniform4", "curand_normal4", "curand_poisson"))),
+    "CURAND_": ("HIPRAND_", "cuRAND", "hipRAND", frozenset((
+        "CURAND_STATUS_SUCCESS", "CURAND_RNG_PSEUDO_DEFAULT", "CURAND_RNG_PSEUDO_XORWOW",
+        "CURAND_RNG_PSEUDO_PHILOX4_32_10", "CURAND_RNG_PSEUDO_MRG32K3A", "CURAND_RNG_QUASI_SOBOL32",
+        "CURAND_RNG_QUASI_DEFAULT"))),
+}
+
+#: prefixes of CUDA libraries with no table here (their ROCm counterparts differ in API): any
+#: name with one is refused, never passed through
+HIP_UNMAPPED_LIBRARIES = {"cufft": "cuFFT", "CUFFT_": "cuFFT", "cusparse": "cuSPARSE",
+                          "CUSPARSE_": "cuSPARSE", "cusolver": "cuSOLVER", "CUSOLVER_": "cuSOLVER",
+                          "cudnn": "cuDNN", "CUDNN_": "cuDNN", "nccl": "NCCL", "cutensor": "cuTENSOR"}
 
 #: headers: CUDA -> HIP (None: has no HIP counterpart)
 HIP_INCLUDES = {
@@ -183,6 +383,8 @@ HIP_INCLUDES = {
     "cuda_runtime_api.h": "hip/hip_runtime_api.h", "cuda_fp16.h": "hip/hip_fp16.h",
     "cuda_bf16.h": "hip/hip_bf16.h", "cooperative_groups.h": "hip/hip_cooperative_groups.h",
     "device_launch_parameters.h": "hip/hip_runtime.h",
+    "cublas_v2.h": "hipblas/hipblas.h", "curand.h": "hiprand/hiprand.h",
+    "curand_kernel.h": "hiprand/hiprand_kernel.h",
 }
 
 #: warp shuffles: HIP (ROCm 5) spells them without _sync and without the mask

@@ -1,0 +1,162 @@
+"""Function templates whose every use is an explicit instantiation
+(``template __global__ void scale<float>(float*, float, int);``) or a call naming the arguments
+(``reduce<256>(...)``): OpenCL C has no templates, but such a file names each instantiation it
+needs, so the template is expanded into one copy per instantiation before translation:
+``scale<float>`` becomes the function ``scale_float``, ``reduce<256, int>`` ``reduce_256_int``,
+with type parameters replaced by the types and value parameters (``int N``) by the constants,
+token by token (syntax nodes, not text).
+
+Templates without explicit instantiations are left to the translator, which refuses them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accel.port.syntax import text, walk
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """The expanded source and, for each of its lines, the line of the original it comes from."""
+
+    source: bytes
+    lines: list[int]
+    #: (template name, its arguments, name of the copy, line of the template) per copy made
+    copies: list[tuple[str, tuple[str, ...], str, int]]
+
+
+def _template(item):
+    """(name, parameters, function node) of a function template, each parameter (name, "type")
+    for ``typename T`` or (name, its type) for ``unsigned int N``; None for any other kind."""
+    params = []
+    for p in item.child_by_field_name("parameters").named_children:
+        if p.type == "type_parameter_declaration":
+            ids = [c for c in p.named_children if c.type == "type_identifier"]
+            kind = "type"
+        elif p.type == "parameter_declaration" and p.child_by_field_name("declarator") is not None:
+            ids = [p.child_by_field_name("declarator")]
+            # the constant keeps the parameter's type (unsigned stays unsigned)
+            kind = " ".join(text(p.child_by_field_name("type")).split())
+        else:
+            return None
+        if len(ids) != 1 or ids[0].type not in ("type_identifier", "identifier"):
+            return None
+        params.append((text(ids[0]), kind))
+    fn = next((c for c in item.named_children if c.type == "function_definition"), None)
+    decl = fn.child_by_field_name("declarator") if fn is not None else None
+    if decl is None or decl.type != "function_declarator":
+        return None
+    name = decl.child_by_field_name("declarator")
+    return (text(name), params, fn) if name.type == "identifier" else None
+
+
+def _arguments(tf, params) -> tuple[str, ...] | None:
+    """The spelled arguments of ``name<...>`` when they fit the template's parameters: a type
+    for each type parameter, a constant for each value parameter."""
+    args = tf.child_by_field_name("arguments").named_children
+    if len(args) != len(params):
+        return None
+    for a, (_name, kind) in zip(args, params):
+        if kind == "type" and a.type != "type_descriptor":
+            return None
+        if kind != "type" and a.type == "type_descriptor" and a.named_children[0].type != "type_identifier":
+            return None
+    return tuple(" ".join(text(a).split()) for a in args)
+
+
+def _instantiation(item, templates):
+    """(template name, argument spellings) of ``template void f<A, 4>(...);``."""
+    decl = item.child_by_field_name("declarator")
+    if decl is None or decl.type != "function_declarator":
+        return None
+    tf = decl.child_by_field_name("declarator")
+    if tf is None or tf.type != "template_function":
+        return None
+    name = text(tf.child_by_field_name("name"))
+    args = _arguments(tf, templates[name][1]) if name in templates else None
+    return None if args is None else (name, args)
+
+
+def copy_name(name: str, args: tuple[str, ...]) -> str:
+    """The OpenCL name of ``name<args...>``: ``scale<unsigned int>`` -> ``scale_unsigned_int``."""
+    return "_".join([name, *("".join(c if c.isalnum() else "_" for c in a).strip("_") for a in args)])
+
+
+def expand(source: bytes, root) -> Expansion | None:
+    """The source with every explicitly instantiated function template expanded (and calls
+    that name the template's arguments, ``sq<float>(v)``, pointed at the copy), or None when
+    there is nothing to expand."""
+    templates, wanted = {}, []
+    for item in root.named_children:
+        if item.type == "template_declaration" and (t := _template(item)) is not None:
+            templates[t[0]] = (item, t[1], t[2])
+    #: byte range -> replacement chunks, each (text, original line of its first byte)
+    edits: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
+    for item in root.named_children:
+        if item.type == "template_instantiation" and (i := _instantiation(item, templates)) is not None:
+            wanted.append(i)
+            edits[(item.start_byte, item.end_byte)] = []
+    inside = [(it.start_byte, it.end_byte) for it, _p, _f in templates.values()]
+    for n in walk(root):  # calls naming their template arguments
+        if n.type == "call_expression" and n.child_by_field_name("function").type == "template_function" \
+                and not any(a <= n.start_byte < b for a, b in inside):
+            tf = n.child_by_field_name("function")
+            name = text(tf.child_by_field_name("name"))
+            args = _arguments(tf, templates[name][1]) if name in templates else None
+            if args is not None:
+                call = (name, args)
+                wanted.append(call)
+                edits[(tf.start_byte, tf.end_byte)] = [(copy_name(*call).encode(), tf.start_point.row + 1)]
+    if not wanted:
+        return None
+    copies = []
+    for name, (item, params, fn) in templates.items():
+        args_list = list(dict.fromkeys(a for n, a in wanted if n == name))
+        if not args_list:
+            continue
+        row = fn.start_point.row + 1
+        # the first copy keeps the template header's lines (as blank lines); a later one starts
+        # with the newline that separates it, one line before the function
+        header_lines = source[item.start_byte:fn.start_byte].count(b"\n")
+        parts = []
+        for k, args in enumerate(args_list):
+            new_name = copy_name(name, args)
+            text_k = _substitute(source, fn, new_name, params, args)
+            parts.append((b"\n" + text_k, row - 1) if k else
+                         (b"\n" * header_lines + text_k, item.start_point.row + 1))
+            copies.append((name, args, new_name, item.start_point.row + 1))
+        edits[(item.start_byte, item.end_byte)] = parts
+    # a line that begins after a newline of a chunk comes from the chunk's origin plus the
+    # newlines up to it
+    chunks, pos = [], 0
+    for (start, end) in sorted(edits):
+        chunks.append((source[pos:start], source[:pos].count(b"\n") + 1))
+        chunks.extend(edits[(start, end)])
+        pos = end
+    chunks.append((source[pos:], source[:pos].count(b"\n") + 1))
+    lines = [1]
+    for data, origin in chunks:
+        lines.extend(origin + k + 1 for k in range(data.count(b"\n")))
+    return Expansion(b"".join(c[0] for c in chunks), lines, copies)
+
+
+def _substitute(source: bytes, fn, new_name: str, params, args) -> bytes:
+    """The function's text with its name replaced, each type parameter's tokens by the type and
+    each value parameter's by the constant cast to the parameter's type."""
+    types = {p: a for (p, kind), a in zip(params, args) if kind == "type"}
+    values = {p: f"(({kind})({a}))" for (p, kind), a in zip(params, args) if kind != "type"}
+    edits = []
+    decl = fn.child_by_field_name("declarator").child_by_field_name("declarator")
+    edits.append((decl.start_byte, decl.end_byte, new_name))
+    for n in walk(fn):
+        if n.type == "type_identifier" and text(n) in types:
+            edits.append((n.start_byte, n.end_byte, types[text(n)]))
+        elif n.type == "identifier" and text(n) in values:
+            edits.append((n.start_byte, n.end_byte, values[text(n)]))
+    out, pos = [], fn.start_byte
+    for start, end, new in sorted(edits):
+        out.append(source[pos:start])
+        out.append(new.encode())
+        pos = end
+    out.append(source[pos:fn.end_byte])
+    return b"".join(out)

@@ -1,0 +1,330 @@
+"""Translations that must compute what CUDA computes, one test per class of difference between
+CUDA's and OpenCL's builtins (result types, signedness, overload resolution, reinterpretation),
+run for real on PoCL against numpy values worked out here with CUDA's rules."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
+pytest.importorskip("pyopencl", reason="the OpenCL runs need pyopencl ([opencl] extra)")
+
+import accel  # noqa: E402
+from accel.kernel import kernel  # noqa: E402
+from accel.port import translate  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def backend(opencl_backend):
+    return opencl_backend
+
+
+@pytest.fixture(params=["opencl", "dialect"])
+def to(request):
+    return request.param
+
+
+def _run(backend, to: str, src: str, *arrays: np.ndarray, n: int) -> list[np.ndarray]:
+    """Translate ``src`` (kernel ``k``), launch it over ``n`` work-items with ``arrays`` (all
+    device buffers) followed by ``int n``, and return the arrays as the kernel left them."""
+    result = translate(src, to, filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    dev = [accel.asarray(a, backend=backend) for a in arrays]
+    kernel(result.text, "k", backend=backend, options=result.options)((n + 63) // 64, 64, *dev,
+                                                                      np.int32(n))
+    return [d.numpy() for d in dev]
+
+
+RNG = np.random.default_rng(24)
+
+
+def test_popc_and_clz_results_are_signed_int(backend, to):
+    """OpenCL's popcount/clz return the argument's (unsigned) type; CUDA's return int, so
+    ``32 - 2 * __popc(x)`` and ``(31 - __clz(x)) / 2`` go negative instead of wrapping."""
+    src = """__global__ void k(const unsigned* a, const unsigned* b, int* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[3 * i] = 32 - 2 * __popc(a[i] ^ b[i]);
+    out[3 * i + 1] = (15 - __clz(a[i])) / 2;
+    out[3 * i + 2] = (__popcll((unsigned long long)a[i] << 32) - 40) / 3;
+  }
+}"""
+    n = 100
+    a = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    a[:4] = [0, 1, 0xFFFFFFFF, 0x80000000]
+    b = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    (_, _, out) = _run(backend, to, src, a, b, np.zeros(3 * n, np.int32), n=n)
+    pop = np.array([bin(int(v)).count("1") for v in a ^ b])
+    popa = np.array([bin(int(v)).count("1") for v in a])
+    clz = np.array([32 - int(v).bit_length() for v in a])
+    expect = np.stack([32 - 2 * pop, np.trunc((15 - clz) / 2), np.trunc((popa - 40) / 3)], axis=1)
+    np.testing.assert_array_equal(out.reshape(n, 3), expect.astype(np.int32))
+
+
+def test_mixed_type_min_max_builds_and_picks_cuda_overload(backend, to):
+    """``min(uint, int)`` is ambiguous in OpenCL C; CUDA computes it unsigned (so -1 is the
+    largest value), and float min/max ignore NaN like fminf/fmaxf."""
+    src = """#define CAP 7
+__global__ void k(const int* s, const float* f, unsigned* u, float* g, int n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    u[2 * i] = min(blockIdx.x * blockDim.x + blockDim.x, s[i]);
+    u[2 * i + 1] = max(i, CAP);
+    g[i] = max(f[i], 0) + min(f[i], 1.0f);
+  }
+}"""
+    n = 70
+    s = RNG.integers(-5, 200, n).astype(np.int32)
+    f = RNG.standard_normal(n).astype(np.float32)
+    f[:2] = np.nan
+    _, _, u, g = _run(backend, to, src, s, f, np.zeros(2 * n, np.uint32), np.zeros(n, np.float32),
+                      n=n)
+    i = np.arange(n, dtype=np.uint32)
+    block_end = (i // 64 + 1) * 64
+    np.testing.assert_array_equal(u[0::2], np.minimum(block_end, s.astype(np.uint32)))
+    np.testing.assert_array_equal(u[1::2], np.maximum(i, 7))
+    np.testing.assert_array_equal(g, np.fmax(f, 0) + np.fmin(f, 1))
+
+
+def test_integer_abs_stays_signed_and_float_abs_is_fabs(backend, to):
+    src = """__global__ void k(const int* a, const float* f, int* out, float* g, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = (abs(a[i]) - 10) / 4 + (int)(labs((long long)a[i] * 3) > 30);
+    g[i] = abs(f[i]);
+  }
+}"""
+    n = 64
+    a = RNG.integers(-40, 40, n).astype(np.int32)
+    f = RNG.standard_normal(n).astype(np.float32)
+    *_, out, g = _run(backend, to, src, a, f, np.zeros(n, np.int32), np.zeros(n, np.float32), n=n)
+    expect = np.trunc((np.abs(a) - 10) / 4).astype(np.int32) + (np.abs(a.astype(np.int64) * 3) > 30)
+    np.testing.assert_array_equal(out, expect)
+    np.testing.assert_array_equal(g, np.abs(f))
+
+
+def test_bit_intrinsics_ffs_brev_mulhi_mul24(backend, to):
+    src = """__global__ void k(const unsigned* a, unsigned* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[5 * i] = __ffs((int)a[i]);
+    out[5 * i + 1] = __brev(a[i]);
+    out[5 * i + 2] = __umulhi(a[i], 0x9E3779B9u);
+    out[5 * i + 3] = __mulhi((int)a[i], -7);
+    out[5 * i + 4] = __umul24(a[i], a[i] >> 3);
+  }
+}"""
+    n = 80
+    a = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    a[:3] = [0, 0x80000000, 1]
+    _, out = _run(backend, to, src, a, np.zeros(5 * n, np.uint32), n=n)
+    out = out.reshape(n, 5)
+    ai = [int(v) for v in a]
+    ffs = [(v & -v).bit_length() for v in ai]
+    brev = [int(f"{v:032b}"[::-1], 2) for v in ai]
+    umulhi = [(v * 0x9E3779B9) >> 32 for v in ai]
+    mulhi = [((v - 2**32 if v >= 2**31 else v) * -7 >> 32) % 2**32 for v in ai]
+    umul24 = [((v & 0xFFFFFF) * ((v >> 3) & 0xFFFFFF)) % 2**32 for v in ai]
+    np.testing.assert_array_equal(out, np.array([ffs, brev, umulhi, mulhi, umul24], np.uint64).T)
+
+
+def test_reinterpretation_and_sincos(backend, to):
+    src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    bits[i] = __float_as_int(f[i]) >> 23;
+    back[i] = __uint_as_float(__float_as_uint(f[i]) ^ 0x80000000u);
+    float s, c;
+    sincosf(f[i], &s, &c);
+    sc[2 * i] = s;
+    __sincosf(f[i], &s, &sc[2 * i + 1]);
+  }
+}"""
+    n = 64
+    f = (RNG.standard_normal(n) * 3).astype(np.float32)
+    _, bits, back, sc = _run(backend, to, src, f, np.zeros(n, np.int32), np.zeros(n, np.float32),
+                             np.zeros(2 * n, np.float32), n=n)
+    np.testing.assert_array_equal(bits, f.view(np.int32) >> 23)  # arithmetic shift: signed
+    np.testing.assert_array_equal(back, -f)
+    np.testing.assert_allclose(sc[0::2], np.sin(f.astype(np.float64)), atol=2e-6)
+    np.testing.assert_allclose(sc[1::2], np.cos(f.astype(np.float64)), atol=2e-6)
+
+
+def test_cxx_casts_function_macros_and_restrict_ldg(backend, to):
+    src = """#define IDX(r, c, ld) ((r) * (ld) + (c))
+__global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n / 4) {
+    const float4* v = reinterpret_cast<const float4*>(x);
+    float4 q = __ldg(&v[i]);
+    float* out = const_cast<float*>(y);
+    out[IDX(i, 0, 4)] = q.w;
+    out[IDX(i, 1, 4)] = static_cast<float>(static_cast<int>(q.x * 10.0f));
+  }
+}"""
+    n = 128
+    x = RNG.standard_normal(n).astype(np.float32)
+    _, y = _run(backend, to, src, x, np.zeros(n, np.float32), n=n)
+    q = x.reshape(-1, 4)
+    np.testing.assert_array_equal(y.reshape(-1, 4)[:, 0], q[:, 3])
+    np.testing.assert_array_equal(y.reshape(-1, 4)[:, 1], np.trunc(q[:, 0] * np.float32(10)))
+
+
+def test_abs_of_an_untyped_argument_is_refused_not_guessed():
+    result = translate("#define F(x) (x)\n__global__ void k(int* c) {\n  c[0] = abs(F(c[1]));\n}",
+                       "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(3, "abs")]
+
+
+def test_a_looser_opencl_error_bound_is_reported_with_both_bounds():
+    src = ("__global__ void k(float* x) {\n  x[0] = expf(x[1]) + __expf(x[2]);\n"
+           "  x[3] = powf(x[4], 2.5f) + fabsf(x[5]);\n  float s, c;\n  sincosf(x[6], &s, &c);\n}")
+    result = translate(src, "opencl", filename="k.cu")
+    warned = {(d.line, d.construct): d.why for d in result.diagnostics if d.severity == "warning"}
+    assert set(warned) == {(2, "expf precision"), (3, "powf precision"), (5, "sincosf precision")}
+    assert warned[(3, "powf precision")] == ("OpenCL 1.2 allows 16 ulp for pow where CUDA "
+                                             "documents 4 ulp for powf (single precision)")
+
+
+def test_conversion_rounding_funnel_shift_byte_perm_and_saturate(backend, to):
+    src = """__global__ void k(const float* f, const unsigned* u, int* i, unsigned* o, float* g, int n) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n) {
+    i[2 * t] = __float2int_rn(f[t]);
+    i[2 * t + 1] = __float2int_rd(f[t]);
+    o[3 * t] = __funnelshift_l(u[t], u[t] * 7u, t);
+    o[3 * t + 1] = __funnelshift_rc(u[t], ~u[t], t);
+    o[3 * t + 2] = __byte_perm(u[t], ~u[t], 0x7531u + t);
+    g[2 * t] = __saturatef(f[t] / 4.0f);
+    float h = f[t] * 1e-9f, p = h * h;
+    g[2 * t + 1] = __fadd_rn(__fmul_rn(h, h), -p);  // 0 unless contracted into an fma
+  }
+}"""
+    n = 64
+    f = (RNG.standard_normal(n) * 1e9).astype(np.float32)
+    f[:6] = [2.5, -2.5, np.nan, 3e9, -3e9, np.inf]
+    f[6:12] = [0.5, 1.5, -0.5, 3.7, -3.7, 1e-3]
+    u = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    _, _, i, o, g = _run(backend, to, src, f, u, np.zeros(2 * n, np.int32), np.zeros(3 * n, np.uint32),
+                         np.zeros(2 * n, np.float32), n=n)
+    sat = lambda v: np.int32(0) if np.isnan(v) else np.int32(np.clip(v, -2**31, 2**31 - 1))  # noqa: E731
+    np.testing.assert_array_equal(i[0::2], [sat(np.rint(v)) for v in f.astype(np.float64)])
+    np.testing.assert_array_equal(i[1::2], [sat(np.floor(v)) for v in f.astype(np.float64)])
+    ui = [int(v) for v in u]
+    fl = [((((x * 7) % 2**32) << 32 | x) << (t & 31)) >> 32 & 0xFFFFFFFF for t, x in enumerate(ui)]
+    fr = [((((~x) % 2**32) << 32 | x) >> min(t, 32)) & 0xFFFFFFFF for t, x in enumerate(ui)]
+
+    def perm(x: int, y: int, s: int) -> int:
+        v = (y << 32) | x
+        return sum(((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k) for k in range(4))
+    bp = [perm(x, ~x % 2**32, 0x7531 + t) for t, x in enumerate(ui)]
+    np.testing.assert_array_equal(o.reshape(n, 3), np.array([fl, fr, bp], np.uint64).T)
+    with np.errstate(invalid="ignore"):
+        q = f / np.float32(4)
+        np.testing.assert_array_equal(g[0::2], np.where(np.isnan(q), 0, np.clip(q, 0, 1)))
+        h = f * np.float32(1e-9)
+        np.testing.assert_array_equal(g[1::2], np.where(np.isfinite(h * h), 0, np.nan))
+
+
+def test_unsigned_and_16_bit_buffers_reach_kernels_but_not_ops(backend):
+    src = """__global__ void k(unsigned int* u32, unsigned short* u16, short* i16,
+                  unsigned long long* u64, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    u32[i] = 0xFFFFFFF0u + i;
+    u16[i] = (unsigned short)(65530 + i);
+    i16[i] = (short)(-i);
+    u64[i] = 0xFFFFFFFFFFFFFFF0ull + i;
+  }
+}"""
+    n = 8
+    i = np.arange(n)
+    u32, u16, i16, u64 = _run(backend, "opencl", src, np.zeros(n, np.uint32), np.zeros(n, np.uint16),
+                              np.zeros(n, np.int16), np.zeros(n, np.uint64), n=n)
+    assert (u32.dtype, u16.dtype, i16.dtype, u64.dtype) == (np.uint32, np.uint16, np.int16, np.uint64)
+    np.testing.assert_array_equal(u32, (0xFFFFFFF0 + i) % 2**32)
+    np.testing.assert_array_equal(u16, (65530 + i) % 2**16)
+    np.testing.assert_array_equal(i16, -i)
+    np.testing.assert_array_equal(u64, np.uint64(0xFFFFFFFFFFFFFFF0) + i.astype(np.uint64))
+    with pytest.raises(accel.DTypeError, match="a.dtype"):
+        accel.matmul(np.ones((2, 2), np.uint32), np.ones((2, 2), np.uint32), backend="cpu")
+
+
+def test_constexpr_enum_goto_static_assert_and_limits_build_and_run(backend):
+    src = """#include <climits>
+enum { BLOCK = 64, HALF = BLOCK / 2 };
+constexpr int SHIFT = 3;
+static_assert(sizeof(float) == 4, "float is 32-bit");
+__global__ void k(int* x, int n) {
+  constexpr int scale = 1 << SHIFT;
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) goto done;
+  x[i] = i < HALF ? i * scale : INT_MAX;
+done:
+  return;
+}"""
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.diagnostics] == [(4, "static_assert")]
+    (x,) = _run(backend, "opencl", src, np.zeros(50, np.int32), n=40)
+    want = np.where(np.arange(50) < 32, np.arange(50) * 8, 2**31 - 1)
+    want[40:] = 0
+    np.testing.assert_array_equal(x, want)
+
+
+def test_float_atomic_add_is_a_compare_and_swap_loop(backend, to):
+    """Integer-valued floats: every order of the additions gives the same sums."""
+    src = """__global__ void k(const float* v, const int* bin, float* sums, int n) {
+  __shared__ float local[4];
+  if (threadIdx.x < 4) local[threadIdx.x] = 0.0f;
+  __syncthreads();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float old = -1.0f;
+  if (i < n) old = atomicAdd(&local[bin[i]], v[i]);
+  __syncthreads();
+  if (threadIdx.x < 4) atomicAdd(&sums[threadIdx.x], local[threadIdx.x]);
+  if (i < n && old < 0.0f) sums[4] = 1.0f;  // atomicAdd returns the old value, never negative here
+}"""
+    n = 500
+    v = RNG.integers(0, 9, n).astype(np.float32)
+    b = RNG.integers(0, 4, n).astype(np.int32)
+    _, _, sums = _run(backend, to, src, v, b, np.zeros(5, np.float32), n=n)
+    np.testing.assert_array_equal(sums, [*np.bincount(b, v, 4), 0])
+
+
+def test_atomic_inc_and_dec_wrap_at_the_limit_like_cuda(backend):
+    """OpenCL's atomic_inc/atomic_dec never wrap; CUDA's wrap at the limit, in global and shared
+    memory. Every work-item bumps the same counters, so the final values are known."""
+    src = """__global__ void k(unsigned int* g, unsigned int* seen, int n) {
+  __shared__ unsigned int s[2];
+  if (threadIdx.x == 0) { s[0] = 0u; s[1] = 0u; }
+  __syncthreads();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    seen[i] = atomicInc(&g[0], 9u);
+    atomicDec(&g[1], 4u);
+    atomicInc(&s[0], 6u);
+    atomicDec(&s[1], 2u);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) { g[2] = s[0]; g[3] = s[1]; }
+}"""
+    n = 64  # one block: the shared counters see all 64 updates
+    g, seen = _run(backend, "opencl", src, np.zeros(4, np.uint32), np.zeros(n, np.uint32), n=n)
+    assert sorted(seen) == sorted(k % 10 for k in range(n))  # 0..9 over and over, in some order
+    dec = lambda v, lim, k: [v := (lim if v == 0 or v > lim else v - 1) for _ in range(k)][-1]  # noqa: E731
+    assert list(g) == [n % 10, dec(0, 4, n), n % 7, dec(0, 2, n)]
+    (g_dialect, _) = _run(backend, "dialect", src, np.zeros(4, np.uint32), np.zeros(n, np.uint32), n=n)
+    np.testing.assert_array_equal(g_dialect, g)
+
+
+def test_min_of_size_t_and_int_builds_and_computes_in_64_bits(backend, to):
+    src = """__global__ void k(const int* lim, long long* out, int n) {
+  size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = (long long)min(i * 1000000000, lim[i]) - 1;
+}"""
+    n = 40
+    lim = RNG.integers(-5, 2**31 - 1, n).astype(np.int32)
+    _, out = _run(backend, to, src, lim, np.zeros(n, np.int64), n=n)
+    i = np.arange(n, dtype=np.uint64)
+    want = np.minimum(i * np.uint64(10**9), lim.astype(np.int64).astype(np.uint64)).astype(np.int64) - 1
+    np.testing.assert_array_equal(out, want)
