@@ -114,3 +114,16 @@ def test_the_package_is_typed_and_licensed():
     toml = (ROOT / "pyproject.toml").read_text()
     assert 'license = "MIT"' in toml and '"setuptools>=77"' in toml and '"py.typed"' in toml
     assert not re.search(r'^__version__ = ', (ROOT / "accel" / "__init__.py").read_text(), re.M)
+
+
+def test_a_missing_parser_is_one_line_with_one_prefix(tmp_path):
+    """Without tree-sitter-cuda (an optional extra), accel port says what to install, once
+    prefixed (it printed 'accel port: accel port: ...')."""
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
+    code = ("import sys; sys.modules['tree_sitter_cuda'] = None\n"  # as if the extra were absent
+            "from accel.cli import main\n"
+            f"sys.exit(main(['port', {str(src)!r}, '--to', 'opencl']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("accel port:") == 1 and "pip install 'accel-portable[port]'" in proc.stderr

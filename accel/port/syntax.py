@@ -23,8 +23,9 @@ def _parser():
         import tree_sitter
         import tree_sitter_cuda
     except ModuleNotFoundError as e:
-        raise ArgumentError(expected("accel port", "the tree-sitter parser "
-                                     "(pip install 'accel-portable[port]')",
+        # not "accel port" as the argument: the CLI prefixes every typed error with the command
+        raise ArgumentError(expected("CUDA parser", "tree-sitter and tree-sitter-cuda (pip "
+                                     "install 'accel-portable[port]')",
                                      f"missing module {e.name}")) from None
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
 
