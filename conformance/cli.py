@@ -3,7 +3,11 @@ files into docs/support.md). Heavy imports stay inside the command functions."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+from pathlib import Path
+from typing import Iterator
 
 from accel.argtypes import comma_list, dtype_names, int_at_least, names, output_file, split_names
 from accel.conformance.profiles import PROFILES  # the case lists only: no hypothesis
@@ -51,7 +55,6 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
     import time
 
     from rich.console import Console
@@ -61,9 +64,6 @@ def _run(args: argparse.Namespace) -> int:
     import accel
     from accel.diskcache import cache_root
 
-    # hypothesis keeps files under ./.hypothesis unless told otherwise: a conformance run writes
-    # nothing in the user's folder (read when hypothesis first touches its storage)
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache_root() / "hypothesis"))
     from accel.conformance import properties, results, suite
     from accel.conformance.case import Case
     from accel.conformance.runner import CaseResult, run_case
@@ -89,11 +89,12 @@ def _run(args: argparse.Namespace) -> int:
             progress.update(task, advance=1, description=result.case.op)
             return result
 
-        if args.case:  # the cases named, not a profile: outside what suite.run plans
-            got = [shown(run_case(backend, case)) for case in cases]
-        else:
-            got = suite.run(backend, profile=args.profile, seed=args.seed, ops=ops, dtypes=dtypes,
-                            on_result=shown)
+        with _hypothesis_storage(cache_root() / "hypothesis"):
+            if args.case:  # the cases named, not a profile: outside what suite.run plans
+                got = [shown(run_case(backend, case)) for case in cases]
+            else:
+                got = suite.run(backend, profile=args.profile, seed=args.seed, ops=ops,
+                                dtypes=dtypes, on_result=shown)
     report = results.make_report(backend, got, profile=args.profile, seed=args.seed,
                                  argv=sys.argv[2:], elapsed_s=time.perf_counter() - t0)
     _print_summary(Console(width=None if sys.stdout.isatty() else 120), report, got)
@@ -102,6 +103,20 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"results written to {args.json}")
     s = report["summary"]
     return 1 if s["failed"] or s["error"] else 0
+
+
+@contextlib.contextmanager
+def _hypothesis_storage(folder: Path) -> Iterator[None]:
+    """hypothesis keeps files under ./.hypothesis unless told otherwise (it reads the variable when
+    it first touches its storage): during the run it is told the cache root, so a conformance run
+    writes nothing in the user's folder; a value the user set wins; the variable is put back."""
+    before = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(folder))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
 
 
 def _print_summary(console, report: dict, got: list) -> None:
@@ -146,7 +161,6 @@ def budget_used(got: list) -> dict[str, float]:
 
 def _matrix(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from accel.errors import ArgumentError, expected
 

@@ -92,6 +92,14 @@ def test_conformance_accepts_aliases_and_writes_nothing_here(tmp_path):
     assert (tmp_path / "cache" / "hypothesis").is_dir()
 
 
+def test_an_in_process_run_leaves_the_environment_as_it_was(monkeypatch, tmp_path):
+    monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY", raising=False)
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    assert main(["conformance", "--backend", "cpu", "--ops", "dequantize", "--dtypes", "q8_0",
+                 "--no-progress"]) == 0
+    assert "HYPOTHESIS_STORAGE_DIRECTORY" not in __import__("os").environ
+
+
 def test_matrix_compiled_only_takes_spaces_or_commas(tmp_path, capsys):
     from accel.conformance import results, suite
 
