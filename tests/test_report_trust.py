@@ -192,3 +192,10 @@ def test_the_bench_summary_still_renders(capsys):
 
     print_summary(_bench_doc())
     assert "matmul" in capsys.readouterr().out
+
+
+def test_an_unwritable_output_is_a_typed_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(accel.ArgumentError, match="--out: expected a folder the report can be written into"):
+        report.write(report.Results(bench=[_bench_doc()]), blocker / "sub")

@@ -856,8 +856,12 @@ def write(res: Results, out_dir: str | Path) -> tuple[Path, Path]:
     res.warnings += [w for w in name_machines(res.bench + res.conformance) if w not in res.warnings]
     page, summary = render_html(res), render_markdown(res)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     html_path, md_path = out / "report.html", out / "summary.md"
-    html_path.write_text(page, encoding="utf-8")
-    md_path.write_text(summary, encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        html_path.write_text(page, encoding="utf-8")
+        md_path.write_text(summary, encoding="utf-8")
+    except OSError as e:  # -o is checked only for being a folder: say why writing failed
+        raise ArgumentError(expected("--out", "a folder the report can be written into",
+                                     f"{out}: {e.strerror}")) from None
     return html_path, md_path
