@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -61,6 +62,11 @@ def _new_or_folder(value: str) -> Path:
     path = Path(value)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"expected a folder, got the file {value}")
+    nearest = next(p for p in (path, *path.parents) if p.exists())  # "." at worst
+    if not nearest.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create the folder {value}: {nearest} is a file")
+    if not os.access(nearest, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write into {value}: permission denied")
     return path
 
 
