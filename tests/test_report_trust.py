@@ -199,3 +199,12 @@ def test_an_unwritable_output_is_a_typed_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(accel.ArgumentError, match="--out: expected a folder the report can be written into"):
         report.write(report.Results(bench=[_bench_doc()]), blocker / "sub")
+
+
+def test_times_in_the_throughput_table_have_no_exponents():
+    doc = _bench_doc()
+    case = next(c for c in doc["cases"] if c["status"] == "ok" and c["baselines"])
+    case["median_s"], case["baselines"][0]["median_s"] = 1.5107, 4.77  # 1,511 ms and 4,770 ms
+    page = report.render_html(report.Results(bench=[doc]))
+    assert ">1,511<" in page and f"{case['baselines'][0]['name']} 4,770" in page
+    assert "e+03" not in page

@@ -658,8 +658,8 @@ def throughput_section(res: Results) -> str:
             best = [b for b in c.get("baselines", []) if b.get("name") == c.get("best_baseline")]
             noisy = any(is_noisy(x) for x in [c] + best[:1])  # the two times the ratio rests on
             body.append([plat, c["op"], c["dtype"], case_label(c),
-                         (f"{c['median_s'] * 1e3:.3g}" + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
-                         f"{c['iqr_s'] * 1e3:.2g} / {c['min_s'] * 1e3:.3g}",
+                         (_num(c['median_s'] * 1e3) + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
+                         f"{_num(c['iqr_s'] * 1e3, 2)} / {_num(c['min_s'] * 1e3)}",
                          _num(c["gflops"]) if c["flops"] else "–", _num(c["gbs"]),
                          _num(c["intensity"]), _pct(c.get("roofline_efficiency")),
                          ratio_text(c), _baseline_times(c)])
@@ -677,7 +677,7 @@ def throughput_section(res: Results) -> str:
 def _baseline_times(case: Mapping) -> str:
     parts = []
     for b in case.get("baselines", []):
-        val = f"{b['median_s'] * 1e3:.3g}" if b.get("status") == "ok" else b.get("status", "?")
+        val = _num(b["median_s"] * 1e3) if b.get("status") == "ok" else b.get("status", "?")
         parts.append(f"{b['name']} {val}")
     return "; ".join(parts)
 
