@@ -191,11 +191,11 @@ def _device_name(doc: Mapping) -> str:
 
 
 # -- formatting -----------------------------------------------------------------------------
-def _num(x: float | None, digits: int = 3) -> str:
+def number(x: float | None, digits: int = 3) -> str:
     """A number as a reader reads it: '1,510' rather than '1.51e+03', 3 significant digits below
     1,000.
 
-    >>> _num(1510.7), _num(60947.6), _num(85.33), _num(0.00123), _num(None)
+    >>> number(1510.7), number(60947.6), number(85.33), number(0.00123), number(None)
     ('1,511', '60,948', '85.3', '0.00123', '–')
     """
     if x is None:
@@ -205,10 +205,10 @@ def _num(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.1e}"
 
 
-def _pct(x: float | None) -> str:
+def percent(x: float | None) -> str:
     """A percentage with 2 significant digits below 10%, so 0.4% does not read as 0%.
 
-    >>> _pct(0.87), _pct(0.0039), _pct(0.0), _pct(None)
+    >>> percent(0.87), percent(0.0039), percent(0.0), percent(None)
     ('87%', '0.39%', '0%', '–')
     """
     if x is None:
@@ -368,7 +368,7 @@ def roofline_plot(doc: Mapping) -> str | None:
     x = np.logspace(np.log10(min(min(xs) / 4, 0.1)), np.log10(max(max(xs) * 4, 100)), 200)
     roof = np.minimum(peaks["gflops"], x * peaks["gbs"])
     ax.plot(x, roof, color="black", lw=1.5,
-            label=f"roof: {_num(peaks['gflops'])} GFLOP/s, {_num(peaks['gbs'])} GB/s")
+            label=f"roof: {number(peaks['gflops'])} GFLOP/s, {number(peaks['gbs'])} GB/s")
     seen = set()
     for c in points:
         op = c["op"]
@@ -557,9 +557,9 @@ def machines_section(res: Results) -> str:
         dev, peaks = doc.get("device", {}), doc.get("peaks") or {}
         others = (doc.get("load") or {}).get("others_cores")
         prows.append([PP.platform_name(doc), dev.get("name", ""), dev.get("driver", ""),
-                      (_versions(doc), "wide"), _num(peaks.get("gflops")), _num(peaks.get("gbs")),
+                      (_versions(doc), "wide"), number(peaks.get("gflops")), number(peaks.get("gbs")),
                       ", ".join(f"{k} {v}" for k, v in doc.get("baselines", {}).items()),
-                      _num(others),
+                      number(others),
                       f"{doc.get('profile', '')}, {doc.get('created', '')}"])
     for doc in res.conformance:
         prows.append([PP.platform_name(doc) + " (conformance)", _device_name(doc),
@@ -658,10 +658,10 @@ def throughput_section(res: Results) -> str:
             best = [b for b in c.get("baselines", []) if b.get("name") == c.get("best_baseline")]
             noisy = any(is_noisy(x) for x in [c] + best[:1])  # the two times the ratio rests on
             body.append([plat, c["op"], c["dtype"], case_label(c),
-                         (_num(c['median_s'] * 1e3) + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
-                         f"{_num(c['iqr_s'] * 1e3, 2)} / {_num(c['min_s'] * 1e3)}",
-                         _num(c["gflops"]) if c["flops"] else "–", _num(c["gbs"]),
-                         _num(c["intensity"]), _pct(c.get("roofline_efficiency")),
+                         (number(c['median_s'] * 1e3) + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
+                         f"{number(c['iqr_s'] * 1e3, 2)} / {number(c['min_s'] * 1e3)}",
+                         number(c["gflops"]) if c["flops"] else "–", number(c["gbs"]),
+                         number(c["intensity"]), percent(c.get("roofline_efficiency")),
                          ratio_text(c), _baseline_times(c)])
     return ("<h2>Throughput, ratios and efficiencies</h2>"
             '<p class="note">Median of repeated device-timed calls; IQR and min in ms. Ratio = '
@@ -677,7 +677,7 @@ def throughput_section(res: Results) -> str:
 def _baseline_times(case: Mapping) -> str:
     parts = []
     for b in case.get("baselines", []):
-        val = _num(b["median_s"] * 1e3) if b.get("status") == "ok" else b.get("status", "?")
+        val = number(b["median_s"] * 1e3) if b.get("status") == "ok" else b.get("status", "?")
         parts.append(f"{b['name']} {val}")
     return "; ".join(parts)
 
@@ -693,7 +693,7 @@ def _short_why(why: str) -> str:
 def _eff_cell(row: PP.Row, plat: str) -> str:
     """'87% / 100%', with the reason in place of an unknown efficiency: '– (no peak) / 19%'."""
     arch, app = row.architectural.get(plat), row.application.get(plat)
-    return " / ".join(_pct(v) if v is not None else f"– ({_short_why(why.get(plat, ''))})"
+    return " / ".join(percent(v) if v is not None else f"– ({_short_why(why.get(plat, ''))})"
                       for v, why in ((arch, row.why_arch), (app, row.why_app)))
 
 
@@ -716,7 +716,7 @@ def portability_section(res: Results) -> str:
     others = [r for r in rows if not r.everywhere]
 
     def table(rs: list[PP.Row]) -> str:
-        body = [[r.problem, _num(r.pp_arch), _num(r.pp_app)] + [_eff_cell(r, p) for p in platforms]
+        body = [[r.problem, number(r.pp_arch), number(r.pp_app)] + [_eff_cell(r, p) for p in platforms]
                 for r in rs]
         return _table(["problem", "PP architectural", "PP application"]
                       + [f"{p} (arch / app)" for p in platforms], body, numeric=(1, 2))
@@ -834,11 +834,11 @@ def render_markdown(res: Results) -> str:
     ops = PP.per_op(PP.per_case(res.bench, res.conformance))
     out += ["## Performance portability per op", "",
             _md_table(["op", "PP architectural", "PP application"],
-                      [[r.problem, _num(r.pp_arch), _num(r.pp_app)] for r in ops]), ""]
+                      [[r.problem, number(r.pp_arch), number(r.pp_app)] for r in ops]), ""]
     if reasons := empty_reasons(ops):
         out += [f"- –: {why}" for why in reasons] + [""]
     out += ["## Ratios to the best baseline on the same device", ""]
-    out += [f"- {headline(d, c)} ({_pct(c.get('roofline_efficiency'))} of roofline)"
+    out += [f"- {headline(d, c)} ({percent(c.get('roofline_efficiency'))} of roofline)"
             for d in res.bench for c in d.get("cases", []) if c.get("status") == "ok"]
     skipped = [f"- {PP.platform_name(d)} {c['id']}: {c['status']} ({c.get('reason', '')})"
                for d in res.bench for c in d.get("cases", []) if c.get("status") != "ok"]
