@@ -9,6 +9,7 @@ import os
 import platform
 import socket
 import subprocess
+import uuid
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -61,12 +62,17 @@ def summarize(cases: list[dict]) -> dict:
             "by_op_dtype": {k: {s: v.get(s, 0) for s in STATUSES} for k, v in sorted(per.items())}}
 
 
+#: this process's run: every result file it writes carries it, so a report tells two machines
+#: (or two runs) with the same host name apart; ``ACCEL_RUN_ID`` lets several commands share one
+RUN_ID = os.environ.get("ACCEL_RUN_ID") or uuid.uuid4().hex[:12]
+
+
 def machine(label: str | None = None) -> dict[str, Any]:
     """The machine a result file comes from; ``label`` names it in merged reports."""
     host = socket.gethostname()
     return {"label": label or host, "hostname": host, "platform": platform.platform(),
             "cpu": get_backend("cpu").info.name, "cores": os.cpu_count(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "run_id": RUN_ID}
 
 
 def make_report(backend: Backend, results: list, *, profile: str, seed: int, argv: list[str],

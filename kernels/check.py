@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from accel.kernels import toolchains
 from accel.argtypes import comma_list, int_at_least, names, output_file
@@ -179,23 +180,35 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
     return job.outcome(target, "ok", log, toolchain=dev.platform_version, kernels=kernels)
 
 
-def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True) -> list[Outcome]:
-    """Compile every job for every target (GPU targets in parallel across toolchains)."""
+def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True,
+          on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Compile every job for every target (GPU targets in parallel across toolchains);
+    ``on_done`` is called with each outcome as it is known (the progress bar)."""
     from accel.kernels import toolchains
 
+    done = on_done or (lambda outcome: None)
     gpu_targets = [t for t in targets if t != "opencl"]
     for t in gpu_targets:
         toolchains.parse_target(t)  # a typo in --targets is an error, not an "unavailable" row
     with ThreadPoolExecutor(max_workers=2) as pool:  # one NVRTC and one hiprtc build at a time
         futures = [pool.submit(_gpu_compile, j, t, use_cache) for j in jobs for t in gpu_targets]
+        for f in futures:
+            f.add_done_callback(lambda f: done(f.result()))
         outcomes = [f.result() for f in futures]
     if "opencl" in targets:
         devices, why = opencl_devices()
         if not devices:
             outcomes += [j.outcome("opencl", "unavailable", why) for j in jobs]
         for i, dev in enumerate(devices):
-            outcomes += [_opencl_compile(j, i, dev) for j in jobs]
+            for j in jobs:
+                outcomes.append(_opencl_compile(j, i, dev))
+                done(outcomes[-1])
     return outcomes
+
+
+def total_builds(jobs: list[Job], targets: list[str]) -> int | None:
+    """How many outcomes check() will report (None while the OpenCL device count is unknown)."""
+    return None if "opencl" in targets else len(jobs) * len(targets)
 
 
 def exit_status(outcomes: list[Outcome], allow_unavailable: bool) -> int:
@@ -254,19 +267,39 @@ def render(outcomes: list[Outcome], console) -> None:
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()))
 
 
+#: table width when stdout is not a terminal: the widest row (variant id, target, kernel name,
+#: six numbers) on one line
+PIPED_WIDTH = 200
+
+
+def _check_with_progress(jobs: list[Job], targets: list[str], *, use_cache: bool) -> list[Outcome]:
+    """check() with a progress bar on stderr: compiling every variant takes a minute or more."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("compiling {task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(", ".join(targets), total=total_builds(jobs, targets))
+        return check(jobs, targets, use_cache=use_cache,
+                     on_done=lambda outcome: progress.advance(task))
+
+
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     targets = comma_list(args.targets)
     jobs = file_jobs(args.files) if args.files else shipped_jobs()
-    outcomes = check(jobs, targets, use_cache=not args.no_cache)
+    outcomes = _check_with_progress(jobs, targets, use_cache=not args.no_cache)
     if all(o.status == "n/a" for o in outcomes):  # nothing was compiled: not a pass
         from accel.errors import ArgumentError, expected
 
         why = "; ".join(sorted({o.log for o in outcomes}))
         raise ArgumentError(expected("--targets", "a target at least one source is built for",
                                      f"{args.targets} ({why})"))
-    render(outcomes, Console(width=args.width))
+    # piped to a file or a CI log, rich would fold the table into 80 columns (3,500 lines)
+    width = args.width or (None if sys.stdout.isatty() else PIPED_WIDTH)
+    render(outcomes, Console(width=width))
     if args.json:
         doc = {"schema": SCHEMA, "targets": targets, "results": [asdict(o) for o in outcomes]}
         Path(args.json).write_text(json.dumps(doc, indent=1))
@@ -294,5 +327,6 @@ def register(subparsers) -> None:
     c.add_argument("--allow-unavailable", action="store_true",
                    help="exit 0 when a target's toolchain is missing here (still reported)")
     c.add_argument("--width", type=int_at_least(1), default=None,
-                   help="table width in columns (default: the terminal's, or 80)")
+                   help=f"table width in columns (default: the terminal's; {PIPED_WIDTH} when "
+                        "the output is not a terminal)")
     c.set_defaults(func=_run)

@@ -6,6 +6,8 @@ from tolerance_checks import assert_within
 
 import accel
 from accel.conformance.bench import baselines as B
+from accel.conformance.bench import suite as bench
+from accel.conformance.bench import timing
 from accel.conformance.bench.suite import Case
 from accel.conformance import oracle, tolerance
 
@@ -106,3 +108,17 @@ def test_clblast_baseline_runs_on_the_backends_own_opencl_device():
     prepared = base.prepare(case.spec(), host, be)
     prepared.run()
     np.testing.assert_allclose(prepared.result(), host[0].astype(np.float64) @ host[1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("sq, sk, expected", [(64, 64, "is_causal"), (16, 64, "CausalBias"), (1, 64, "none")])
+def test_torch_attention_takes_its_causal_paths_not_a_dense_mask(sq, sk, expected):
+    pytest.importorskip("torch", reason="the torch baseline needs torch")
+    cpu = accel.get_backend("cpu")
+    case = Case.make("attention", "float32", B=1, Hq=4, Hkv=2, Sq=sq, Sk=sk, D=16, causal=True)
+    kwargs = B.torch_causal(case.spec())
+    mask = kwargs.get("attn_mask")
+    got = "is_causal" if kwargs.get("is_causal") else "none" if mask is None else type(mask).__name__
+    assert got == expected  # never a dense boolean mask: it knocks torch off its flash path
+    rec = bench.run_case(cpu, case, budget=timing.TINY,
+                         baselines=[b for b in B.for_backend(cpu) if b.name == "torch"])
+    assert [b["status"] for b in rec["baselines"]] == ["ok"]  # same output as accel's rule

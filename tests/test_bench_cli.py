@@ -77,3 +77,18 @@ def test_a_busy_run_prints_the_same_warning_as_the_report(capsys):
     assert report.busy_warnings(report.Results(bench=[report_doc])) == [
         f"Warning: box/cpu:0 was {busy_warning(report_doc)}."]
     assert busy_warning({**doc, "load": {"others_cores": 0.1}}) is None
+
+
+def test_the_summary_table_prints_readable_numbers(capsys):
+    # a GPU's peak and a slow case read as 60,948 GFLOP/s and 1,511 ms, never 6.09e+04 or 1.51e+03
+    from accel.conformance.bench.cli import print_summary
+
+    case = {"op": "matmul", "dtype": "float32", "params": {"N": 8}, "status": "ok", "flops": 1,
+            "median_s": 1.5107, "iqr_s": 0.01, "gflops": 2345.6, "gbs": 1.0,
+            "roofline_efficiency": 0.004, "baselines": []}
+    doc = {"backend": "cuda:0", "device": {"name": "H200"}, "machine": {},
+           "peaks": {"gflops": 60947.6, "gbs": 3971.9}, "cases": [case]}
+    print_summary(doc)
+    out = capsys.readouterr().out
+    assert "60,948 GFLOP/s" in out and "1,511" in out and "2,346" in out and "0.4%" in out
+    assert "e+0" not in out

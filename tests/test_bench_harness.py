@@ -259,3 +259,9 @@ def test_cpu_watch_separates_this_process_from_the_others():
     assert use["own_cores"] == pytest.approx(expected_own, abs=0.15)
     assert use["machine_cores"] >= use["own_cores"] - 0.1  # the machine's busy time includes ours
     assert use["others_cores"] == pytest.approx(max(0.0, use["machine_cores"] - use["own_cores"]), abs=0.02)
+
+
+def test_every_profile_includes_the_portability_set():
+    shared = {c.id for c in bench.portability_cases()}
+    assert shared <= {c.id for c in bench.cases("quick")} and shared <= {c.id for c in bench.cases("full")}
+    assert {c.op for c in bench.portability_cases()} == set(accel.spec.OPS)

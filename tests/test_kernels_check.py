@@ -142,3 +142,24 @@ def test_bad_arguments_are_typed_errors(tmp_path, capsys):
     assert "target: expected" in " ".join(capsys.readouterr().err.split())
     assert main(["kernels", "check", str(tmp_path / "missing.cu")]) == 2
     assert "FILE: expected a readable kernel source file" in " ".join(capsys.readouterr().err.split())
+
+
+def test_piped_output_gets_a_wide_table_not_80_folded_columns(tmp_path, capsys):
+    # under pytest stdout is not a terminal, as when piped to a file or a CI log
+    devices, why = KC.opencl_devices()
+    if not devices:
+        pytest.skip(f"no OpenCL device here: {why}")
+    assert main(["kernels", "check", str(DATA / "scale.cl"), "--targets", "opencl"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if "kernel variant" in line)
+    assert "MMA (SASS)" in header and "LDL/STL" in header  # one header line, not folded words
+    assert 80 < max(map(len, lines)) <= KC.PIPED_WIDTH
+
+
+def test_check_reports_each_outcome_as_it_is_known():
+    # what the progress bar of accel kernels check advances on
+    jobs = [KC.Job(f"k{i}.cl", "k.cl", "", ("opencl",)) for i in range(3)]
+    seen = []
+    outcomes = KC.check(jobs, ["sm_90", "gfx90a"], on_done=seen.append)
+    assert sorted(o.job + o.target for o in seen) == sorted(o.job + o.target for o in outcomes)
+    assert KC.total_builds(jobs, ["sm_90", "gfx90a"]) == len(outcomes) == 6

@@ -137,14 +137,23 @@ def test_headline_ratio_reads_like_the_issue(cpu_doc):
         "m/opencl:0 matmul float32 N=2048: 0.52x numpy"
 
 
-@pytest.mark.parametrize("content, match", [("not json", "JSON result file"),
-                                            ('{"schema": "other/1"}', "schema"),
-                                            ("[1, 2]", "schema")])
-def test_bad_result_files_are_typed_errors(tmp_path, content, match):
+def test_a_file_that_is_not_json_is_a_typed_error(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text("not json")
+    with pytest.raises(accel.ArgumentError, match="JSON result file"):
+        report.load([p])
+
+
+@pytest.mark.parametrize("content, why", [('{"schema": "other/1"}', "schema 'other/1'"),
+                                          ("[1, 2]", "no schema field")])
+def test_other_json_files_are_left_out_with_a_note(tmp_path, content, why):
     p = tmp_path / "r.json"
     p.write_text(content)
-    with pytest.raises(accel.ArgumentError, match=match):
-        report.load([p])
+    res = report.load([p])
+    assert res.notes == [f"{p} left out: {why} is not a result file the report renders "
+                         "(accel.bench/1, accel.conformance/1, accel.kernels_check/1)"]
+    with pytest.raises(accel.ArgumentError, match="at least one accel result file"):
+        report.write(res, tmp_path / "out")
 
 
 def test_a_missing_file_and_no_results_are_typed_errors(tmp_path):

@@ -74,10 +74,10 @@ def print_summary(doc: dict) -> None:
     from rich.table import Table
 
     from accel.conformance.bench.suite import busy_warning
-    from accel.conformance.report.render import case_label, ratio_text
+    from accel.conformance.report.render import case_label, number, percent, ratio_text
 
     peaks = doc.get("peaks")
-    roof = (f"peaks: {peaks['gflops']:.0f} GFLOP/s, {peaks['gbs']:.0f} GB/s" if peaks
+    roof = (f"peaks: {number(peaks['gflops'])} GFLOP/s, {number(peaks['gbs'])} GB/s" if peaks
             else f"no peaks: {doc.get('peaks_error') or 'not measurable on this backend'}")
     table = Table(title=f"{doc['backend']} on {doc['device']['name']} ({roof})")
     for col in ("op", "dtype", "params", "median ms", "IQR ms", "GFLOP/s", "GB/s", "roofline",
@@ -90,9 +90,9 @@ def print_summary(doc: dict) -> None:
                           c.get("reason", "")[:60])
             continue
         eff = c.get("roofline_efficiency")
-        table.add_row(c["op"], c["dtype"], case_label(c), f"{c['median_s'] * 1e3:.3g}",
-                      f"{c['iqr_s'] * 1e3:.2g}", f"{c['gflops']:.3g}" if c["flops"] else "–",
-                      f"{c['gbs']:.3g}", "–" if eff is None else f"{100 * eff:.0f}%", ratio_text(c))
+        table.add_row(c["op"], c["dtype"], case_label(c), number(c["median_s"] * 1e3),
+                      number(c["iqr_s"] * 1e3, 2), number(c["gflops"]) if c["flops"] else "–",
+                      number(c["gbs"]), percent(eff), ratio_text(c))
     # piped output (CI logs) gets a width that fits the table instead of rich's 80 columns
     console = Console(width=None if sys.stdout.isatty() else 150)
     console.print(table)

@@ -108,37 +108,62 @@ def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
     return quantize(x, fmt, backend="cpu").raw
 
 
+def portability_cases() -> list[Case]:
+    """The shared problem set every profile includes, so result files from machines run with
+    different profiles (a GPU box on quick, a laptop on full) have problems in common for the
+    performance-portability tables. Each op's largest case here is a representative size, not a
+    launch-bound one (a 512^3 matmul takes ~0.2 ms of launch overhead on a GPU), so headlines built
+    from it are comparable across devices; all of it runs in well under a minute on PoCL."""
+    make = Case.make
+    out = [make("matmul", "float32", M=n, N=n, K=n) for n in (512, 2048)]
+    out += [make("matmul", dt, M=1024, N=1024, K=1024) for dt in ("float16", "bfloat16", "int8")]
+    out.append(make("attention", "float32", B=1, Hq=8, Hkv=8, Sq=512, Sk=512, D=64, causal=False))
+    out.append(make("attention", "float16", B=1, Hq=8, Hkv=2, Sq=1024, Sk=1024, D=64, causal=True))
+    out.append(make("attention", "float32", B=1, Hq=32, Hkv=8, Sq=1, Sk=4096, D=128,
+                    causal=True))  # decode step with a KV cache
+    for op in ("quantize", "dequantize"):
+        dt = "float32" if op == "quantize" else "uint8"
+        out += [make(op, dt, rows=1024, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
+    out += [make("qmatmul", "float32", M=1, N=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
+    # the decode GEMV with GGML's semantics (x quantized to Q8_0, integer dot products)
+    out.append(make("qmatmul", "float32", M=1, N=4096, K=4096, fmt="q4_0", x_fmt="q8_0"))
+    return out
+
+
+def _profile_cases(sizes: str) -> list[Case]:
+    """What a profile adds to the portability set: small launch-bound probes (quick), or the
+    release sizes (full)."""
+    make = Case.make
+    if sizes == "quick":
+        return [make("matmul", "float32", M=256, N=256, K=256),
+                *(make("qmatmul", "float32", M=8, N=2048, K=2048, fmt=f) for f in ("q8_0", "q4_0"))]
+    out = [make("matmul", "float32", M=n, N=n, K=n) for n in (1024, 2048)]
+    out += [make("matmul", dt, M=n, N=n, K=n) for dt in ("float16", "bfloat16", "int8") for n in (1024, 2048)]
+    for dt in ("float32", "float16", "bfloat16"):
+        out += [make("attention", dt, B=1, Hq=8, Hkv=8, Sq=s, Sk=s, D=64, causal=False) for s in (512, 1024, 2048)]
+    out += [make("attention", "float16", B=1, Hq=8, Hkv=2, Sq=s, Sk=s, D=64, causal=True) for s in (512, 1024, 2048)]
+    # the OpenCL issue's attention goal is stated for this case (vs torch SDPA)
+    out.append(make("attention", "float32", B=1, Hq=8, Hkv=8, Sq=2048, Sk=2048, D=64, causal=True))
+    out.append(make("attention", "float32", B=1, Hq=32, Hkv=8, Sq=1, Sk=8192, D=128, causal=True))
+    for op in ("quantize", "dequantize"):
+        dt = "float32" if op == "quantize" else "uint8"
+        out += [make(op, dt, rows=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
+    out += [make("qmatmul", "float32", M=32, N=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
+    return out
+
+
 def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
-    """The benchmark cases of a profile. ``quick`` is sized so the whole run on OpenCL-on-PoCL
-    (10-50x slower than BLAS on 2 CPU cores) stays within a couple of minutes.
+    """The benchmark cases of a profile: the portability set (portability_cases) and the
+    profile's own sizes, each case once. ``quick`` stays within a couple of minutes on
+    OpenCL-on-PoCL (10-50x slower than BLAS on 2 CPU cores).
 
     >>> [c.id for c in cases("quick", ["quantize"])]
-    ['quantize float32 rows=256 K=4096 fmt=q8_0', 'quantize float32 rows=256 K=4096 fmt=q4_0']
+    ['quantize float32 rows=1024 K=4096 fmt=q8_0', 'quantize float32 rows=1024 K=4096 fmt=q4_0']
     """
     if sizes not in ("quick", "full"):
         raise ArgumentError(expected("sizes", "'quick' or 'full'", repr(sizes)))
-    quick = sizes == "quick"
-    mm = (256, 512) if quick else (512, 1024, 2048)
-    mm_low = (256,) if quick else (1024, 2048)
-    seqs = (256,) if quick else (512, 1024, 2048)
-    rows = 256 if quick else 4096
-    qm = ((1, 4096), (8, 2048)) if quick else ((1, 4096), (32, 4096))
-    make = Case.make
-    out = [make("matmul", "float32", M=n, N=n, K=n) for n in mm]
-    out += [make("matmul", dt, M=n, N=n, K=n) for dt in ("float16", "bfloat16", "int8") for n in mm_low]
-    for dt in ("float32",) if quick else ("float32", "float16", "bfloat16"):
-        out += [make("attention", dt, B=1, Hq=8, Hkv=8, Sq=s, Sk=s, D=64, causal=False) for s in seqs]
-    out += [make("attention", "float16", B=1, Hq=8, Hkv=2, Sq=s, Sk=s, D=64, causal=True) for s in seqs]
-    if not quick:  # the OpenCL issue's attention goal is stated for this case (vs torch SDPA)
-        out.append(make("attention", "float32", B=1, Hq=8, Hkv=8, Sq=2048, Sk=2048, D=64, causal=True))
-    out.append(make("attention", "float32", B=1, Hq=32, Hkv=8, Sq=1, Sk=1024 if quick else 8192,
-                    D=128, causal=True))  # decode step with a KV cache
-    for op in ("quantize", "dequantize"):
-        dt = "float32" if op == "quantize" else "uint8"
-        out += [make(op, dt, rows=rows, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
-    out += [make("qmatmul", "float32", M=m, N=n, K=n, fmt=f) for m, n in qm for f in ("q8_0", "q4_0")]
-    # the decode GEMV with GGML's semantics (x quantized to Q8_0, integer dot products)
-    out.append(make("qmatmul", "float32", M=1, N=qm[0][1], K=qm[0][1], fmt="q4_0", x_fmt="q8_0"))
+    unique = {c.id: c for c in portability_cases() + _profile_cases(sizes)}
+    out = sorted(unique.values(), key=lambda c: S.OPS.index(c.op))  # stable: by op, then as listed
     if ops is not None:
         wanted = set(ops)
         unknown = wanted - set(S.OPS)

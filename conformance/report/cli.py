@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -34,7 +35,8 @@ def register(subparsers) -> None:
     p.add_argument("results", nargs="+",
                    help="accel.bench/1, accel.conformance/1 and accel.kernels_check/1 JSON files "
                         "(from the --json of accel bench, accel conformance, accel kernels check)")
-    p.add_argument("-o", "--out", required=True, type=output_folder, help="output directory")
+    p.add_argument("-o", "--out", required=True, type=_new_or_folder,
+                   help="output directory (created once the report is rendered)")
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser(
@@ -52,6 +54,20 @@ def register(subparsers) -> None:
                    help="benchmark sizes, as for accel bench (default: %(default)s)")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
     p.set_defaults(func=_portability)
+
+
+def _new_or_folder(value: str) -> Path:
+    """argparse ``type`` of report's -o: a folder or a path to create one at, left uncreated until
+    the files are read and rendered (a refused file must not leave an empty folder)."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a folder, got the file {value}")
+    nearest = next(p for p in (path, *path.parents) if p.exists())  # "." at worst
+    if not nearest.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create the folder {value}: {nearest} is a file")
+    if not os.access(nearest, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write into {value}: permission denied")
+    return path
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -59,11 +59,14 @@ def application_efficiency(case: Mapping) -> float | None:
 
 @dataclass
 class Row:
-    """Performance portability of one problem (a case id, or an op) across platforms."""
+    """Performance portability of one problem (a case id, or an op) across platforms; ``why``
+    says, per platform, why an efficiency is unknown (None), so the report can say it."""
 
     problem: str
     architectural: dict[str, float | None] = field(default_factory=dict)
     application: dict[str, float | None] = field(default_factory=dict)
+    why_arch: dict[str, str] = field(default_factory=dict)
+    why_app: dict[str, str] = field(default_factory=dict)
 
     @property
     def pp_arch(self) -> float | None:
@@ -72,6 +75,15 @@ class Row:
     @property
     def pp_app(self) -> float | None:
         return performance_portability(self.application) if self.application else None
+
+    @property
+    def everywhere(self) -> bool:
+        """Whether every platform measured this problem (it is in the shared set)."""
+        return not any(why.startswith(NOT_MEASURED) for why in self.why_arch.values())
+
+
+#: why an efficiency is unknown: the case is not in that platform's file
+NOT_MEASURED = "not measured"
 
 
 def failed_in_conformance(conformance_docs: Iterable[Mapping]) -> set[tuple[str, str, str]]:
@@ -92,6 +104,10 @@ def _dtypes(case: Mapping) -> tuple[str, ...]:
     return (case["dtype"], fmt) if fmt else (case["dtype"],)
 
 
+def _no_peak(doc: Mapping) -> str:
+    return "no measured peak" + (f" ({doc['peaks_error']})" if doc.get("peaks_error") else "")
+
+
 def per_case(bench_docs: list[Mapping], conformance_docs: Iterable[Mapping] = ()) -> list[Row]:
     """One row per case id measured anywhere, over every platform in ``bench_docs``."""
     bad = failed_in_conformance(conformance_docs)
@@ -106,27 +122,44 @@ def per_case(bench_docs: list[Mapping], conformance_docs: Iterable[Mapping] = ()
             case = by_id.get(cid)
             if case is None:  # not measured there (another profile): unknown, not unsupported
                 row.architectural[plat] = row.application[plat] = None
+                row.why_arch[plat] = row.why_app[plat] = \
+                    f"{NOT_MEASURED} there (its profile, {doc.get('profile', '?')}, lacks this case)"
             elif case["status"] in _NOT_RUN or any((plat, case["op"], d) in bad for d in _dtypes(case)):
                 row.architectural[plat] = row.application[plat] = 0.0
             else:
                 row.architectural[plat] = case.get("roofline_efficiency")
                 row.application[plat] = application_efficiency(case)
+                if row.architectural[plat] is None:
+                    row.why_arch[plat] = _no_peak(doc)
+                if row.application[plat] is None:
+                    row.why_app[plat] = "no correct baseline ran beside it"
     return list(rows.values())
 
 
 def per_op(rows: list[Row]) -> list[Row]:
-    """Per op: each platform's efficiency is the harmonic mean over that op's cases, then PP
-    across platforms (equal to the harmonic mean over every case on every platform)."""
+    """Per op: each platform's efficiency is the harmonic mean over that op's cases measured on
+    every platform (the shared problems: a case only some platforms ran would make the op
+    unknown everywhere), then PP across platforms (equal to the harmonic mean over every shared
+    case on every platform)."""
     grouped: dict[str, list[Row]] = {}
     for row in rows:
         grouped.setdefault(row.problem.split(" ", 1)[0], []).append(row)
-    out = []
-    for op, group in grouped.items():
-        merged = Row(op)
-        for plat in group[0].architectural:
-            merged.architectural[plat] = performance_portability(
-                {r.problem: r.architectural.get(plat) for r in group})
-            merged.application[plat] = performance_portability(
-                {r.problem: r.application.get(plat) for r in group})
-        out.append(merged)
-    return out
+    return [_merged(op, group) for op, group in grouped.items()]
+
+
+def _merged(op: str, group: list[Row]) -> Row:
+    merged = Row(op)
+    shared = [r for r in group if r.everywhere]
+    for plat in group[0].architectural:
+        if not shared:
+            merged.architectural[plat] = merged.application[plat] = None
+            merged.why_arch[plat] = merged.why_app[plat] = \
+                f"{NOT_MEASURED}: no {op} case was measured on every platform"
+            continue
+        for kind, why in (("architectural", "why_arch"), ("application", "why_app")):
+            values = {r.problem: getattr(r, kind).get(plat) for r in shared}
+            getattr(merged, kind)[plat] = performance_portability(values)
+            reasons = [getattr(r, why)[plat] for r in shared if plat in getattr(r, why)]
+            if reasons:
+                getattr(merged, why)[plat] = reasons[0]
+    return merged

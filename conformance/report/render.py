@@ -18,14 +18,17 @@ import datetime as _dt
 import html
 import io
 import json
+import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from accel.conformance.report import portability as PP
+from accel.conformance.report.schemas import validate
 from accel.conformance.bench.suite import SCHEMA as BENCH_SCHEMA
-from accel.conformance.bench.suite import busy_warning
+from accel.conformance.bench.suite import busy_warning, portability_cases
 from accel.conformance.bench.suite import noisy as is_noisy
 from accel.conformance.matrix import BUILT, LEGEND, compile_verdict, merge_cases, verdict
 from accel.conformance.results import SCHEMA as CONFORMANCE_SCHEMA
@@ -35,11 +38,14 @@ from accel.kernels.check import SCHEMA as KERNELS_CHECK_SCHEMA  # compile-only e
 
 @dataclass
 class Results:
-    """Result documents to report on, by kind."""
+    """Result documents to report on, by kind, and what the reader must be told about them:
+    ``notes`` (files left out) and ``warnings`` (machines or runs that could be confused)."""
 
     bench: list[dict] = field(default_factory=list)
     conformance: list[dict] = field(default_factory=list)
     kernels: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def platforms(self) -> list[str]:
@@ -49,47 +55,122 @@ class Results:
         return list(seen)
 
 
+def _read(path: str | Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ArgumentError(expected("RESULTS", "a readable result file", f"{path}: {e.strerror}")) from None
+    except ValueError as e:
+        raise ArgumentError(expected("RESULTS", "a JSON result file", f"{path}: {e}")) from None
+
+
 def load(paths: Iterable[str | Path]) -> Results:
-    """Read result files of either schema; conformance files without a ``machine`` are attached
-    to the bench file of the same backend and device when exactly one matches."""
+    """Read result files, each validated against its published schema (schemas.py); JSON files
+    of other kinds (speed goals, anything without an accel result schema) are left out with a
+    note, so ``accel report docs/results/*.json`` works. Conformance files without a ``machine``
+    are attached to the bench file of the same backend and device when exactly one matches."""
     res = Results()
+    kinds = {BENCH_SCHEMA: res.bench, CONFORMANCE_SCHEMA: res.conformance, KERNELS_CHECK_SCHEMA: res.kernels}
     for path in paths:
-        try:
-            doc = json.loads(Path(path).read_text())
-        except OSError as e:
-            raise ArgumentError(expected("RESULTS", "a readable result file", f"{path}: {e.strerror}")) from None
-        except ValueError as e:
-            raise ArgumentError(expected("RESULTS", "a JSON result file", f"{path}: {e}")) from None
-        schema = doc.get("schema") if isinstance(doc, dict) else None
-        if schema == BENCH_SCHEMA:
-            res.bench.append(doc)
-        elif schema == CONFORMANCE_SCHEMA:
-            res.conformance.append(doc)
-        elif schema == KERNELS_CHECK_SCHEMA:
-            res.kernels.append(doc)
-        else:
-            known = (BENCH_SCHEMA, CONFORMANCE_SCHEMA, KERNELS_CHECK_SCHEMA)
-            raise ArgumentError(expected("RESULTS", f"files with a schema among {known}",
-                                         f"{path} with schema {schema!r}"))
+        doc = _read(path)
+        schema = validate(doc, path)
+        if schema is None:
+            found = doc.get("schema") if isinstance(doc, dict) else None
+            res.notes.append(f"{path} left out: {f'schema {found!r}' if found else 'no schema field'} "
+                             f"is not a result file the report renders ({', '.join(kinds)})")
+            continue
+        kinds[schema].append(doc)
     for doc in res.conformance:
         if not doc.get("machine"):
             same = [b for b in res.bench if b.get("backend") == doc.get("backend")
                     and _device_name(b) == _device_name(doc)]
             if len(same) == 1:
                 doc["machine"] = same[0]["machine"]
-    res.bench = _newest_per_platform(res.bench)
+    res.warnings += name_machines(res.bench + res.conformance)
+    res.bench = _newest_per_platform(res.bench, res.warnings)
     res.conformance = _merged_per_platform(res.conformance)
     return res
 
 
-def _newest_per_platform(docs: list[dict]) -> list[dict]:
-    """One file per platform: the newest by creation time (the later file given on a tie), so
-    re-running a machine's benchmark replaces its row instead of doubling it."""
-    newest: dict[str, dict] = {}
+# -- machine identity ------------------------------------------------------------------------
+#: what tells two machines apart when they carry the same label (hostname by default: every
+#: cloud VM may be "vm"); the OS string is left out, since a reboot into a new kernel does not
+#: make another machine
+_IDENTITY = ("hostname", "cpu", "cores")
+
+
+def _label(m: Mapping) -> str:
+    return m.get("label") or m.get("hostname") or "unknown"
+
+
+def _hardware(m: Mapping) -> str:
+    """'2-core AMD EPYC' from a machine record."""
+    cpu = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", str(m.get("cpu") or "")).split("@")[0]
+    cores = f"{m['cores']}-core " if m.get("cores") else ""
+    return (cores + " ".join(cpu.split())).strip()
+
+
+def name_machines(docs: list[dict]) -> list[str]:
+    """Give distinct machines that share a label distinct labels (in place: every table, chart
+    and platform name then tells them apart) and return a warning per such label. Before this,
+    a 2-core EPYC VM and a 16-core H200 VM, both hostname "vm", merged into one machine."""
+    by_label: dict[str, list[tuple[dict, list[dict]]]] = defaultdict(list)
     for doc in docs:
-        plat = PP.platform_name(doc)
-        if plat not in newest or str(doc.get("created", "")) >= str(newest[plat].get("created", "")):
-            newest[plat] = doc
+        m = doc.get("machine") or {}
+        ident = {k: str(m[k]) for k in _IDENTITY if m.get(k) not in (None, "")}
+        groups = by_label[_label(m)]
+        for known, members in groups:
+            # a record with only some fields (a hand-written {"label": ...}) joins any machine
+            # it does not contradict
+            if all(known.get(k, v) == v for k, v in ident.items()):
+                known.update(ident)
+                members.append(doc)
+                break
+        else:
+            groups.append((ident, [doc]))
+    warnings = []
+    for label, groups in by_label.items():
+        if len(groups) < 2:
+            continue
+        names = _distinct_names(label, [known for known, _ in groups])
+        for name, (_, members) in zip(names, groups):
+            for doc in members:
+                doc["machine"] = {**(doc.get("machine") or {}), "label": name}
+        warnings.append(f"{len(groups)} different machines are labelled {label!r}; shown as "
+                        f"{', '.join(repr(n) for n in names)}. Give each machine its own --label.")
+    return warnings
+
+
+def _distinct_names(label: str, machines: list[Mapping]) -> list[str]:
+    """'label (what differs)' for each machine: its cores and CPU, else its hostname, else its
+    position (``machines``: each one's identity fields)."""
+    for describe in (_hardware, lambda m: m.get("hostname", "")):
+        names = [f"{label} ({describe(m)})" for m in machines]
+        if len(set(names)) == len(names) and all(describe(m) for m in machines):
+            return names
+    return [f"{label} (#{i + 1})" for i in range(len(machines))]
+
+
+def _run_of(doc: Mapping) -> str:
+    """A file's run: its run id, or its creation time in files written before run ids."""
+    return (doc.get("machine") or {}).get("run_id") or str(doc.get("created", ""))
+
+
+def _newest_per_platform(docs: list[dict], warnings: list[str]) -> list[dict]:
+    """One file per platform (machine, backend and device): the newest by creation time (the
+    later file given on a tie), so re-running a machine's benchmark replaces its row instead of
+    doubling it; a file dropped for another run's is named in ``warnings``."""
+    newest: dict[tuple[str, str], dict] = {}
+    for doc in docs:
+        key = (PP.platform_name(doc), _device_name(doc))
+        old = newest.setdefault(key, doc)
+        if old is doc:
+            continue
+        keep, drop = (doc, old) if str(doc.get("created", "")) >= str(old.get("created", "")) else (old, doc)
+        newest[key] = keep
+        if _run_of(keep) != _run_of(drop):  # the same file given twice needs no word
+            warnings.append(f"{key[0]} ({key[1]}): benchmark files of two runs; showing the newest "
+                            f"({keep.get('created', '?')}), leaving out the one of {drop.get('created', '?')}.")
     return list(newest.values())
 
 
@@ -110,14 +191,29 @@ def _device_name(doc: Mapping) -> str:
 
 
 # -- formatting -----------------------------------------------------------------------------
-def _num(x: float | None, digits: int = 3) -> str:
+def number(x: float | None, digits: int = 3) -> str:
+    """A number as a reader reads it: '1,510' rather than '1.51e+03', 3 significant digits below
+    1,000.
+
+    >>> number(1510.7), number(60947.6), number(85.33), number(0.00123), number(None)
+    ('1,511', '60,948', '85.3', '0.00123', '–')
+    """
     if x is None:
         return "–"
-    return f"{x:.{digits}g}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.1e}"
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.0f}%"
+def percent(x: float | None) -> str:
+    """A percentage with 2 significant digits below 10%, so 0.4% does not read as 0%.
+
+    >>> percent(0.87), percent(0.0039), percent(0.0), percent(None)
+    ('87%', '0.39%', '0%', '–')
+    """
+    if x is None:
+        return "–"
+    return f"{100 * x:.0f}%" if x == 0 or x >= 0.1 else f"{100 * x:.2g}%"
 
 
 def case_label(case: Mapping) -> str:
@@ -135,7 +231,7 @@ def ratio_text(case: Mapping) -> str:
     """'0.52x numpy' (above 1: accel is faster than the best baseline)."""
     if case.get("ratio_to_best") is None:
         return "–"
-    return f"{case['ratio_to_best']:.2f}x {case['best_baseline']}"
+    return f"{case['ratio_to_best']:,.2f}x {case['best_baseline']}"
 
 
 def headline(doc: Mapping, case: Mapping) -> str:
@@ -187,9 +283,23 @@ def _legend_html() -> str:
 
 
 # -- plots --------------------------------------------------------------------------------------
+# Figures are drawn at 100 dpi and shown at their own size (the page is 1200 px wide, figures at
+# most 11 in), so a 10 pt label is about 14 px on screen, not shrunk below readability.
+_FIG_WIDTH_IN = 11.0
+_TICK_PT, _LABEL_PT, _TITLE_PT = 10, 11, 13
+#: bar groups per chart: more would squeeze their tick labels together
+_GROUPS_PER_CHART = 6
+#: a value axis goes logarithmic only when its values span more than this factor (decades); a
+#: log axis over 130..190 GB/s makes a 1.4x difference look like 10x
+_LOG_SPAN = 30.0
+
+_OP_COLORS = {"matmul": "tab:blue", "attention": "tab:orange", "qmatmul": "tab:green",
+              "quantize": "tab:red", "dequantize": "tab:purple"}
+
+
 def _png(fig) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=100)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -197,6 +307,8 @@ def _png(fig) -> str:
 
 
 def _pyplot():
+    """matplotlib's pyplot on the file-only backend; ImportError without the bench extra (the
+    report then leaves the charts out: plots_section)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -205,12 +317,45 @@ def _pyplot():
     return plt
 
 
-_OP_COLORS = {"matmul": "tab:blue", "attention": "tab:orange", "qmatmul": "tab:green",
-              "quantize": "tab:red", "dequantize": "tab:purple"}
+def _tick(v: float, _=None) -> str:
+    """Axis numbers with thousands separators: 60,000 rather than 6e4 or 60000."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:g}"
+
+
+def value_scale(values: Iterable[float]) -> str:
+    """'log' when the positive values span decades, else 'linear' (bars from zero).
+
+    >>> value_scale([130, 190]), value_scale([20, 60000]), value_scale([])
+    ('linear', 'log', 'linear')
+    """
+    pos = [v for v in values if v > 0]
+    return "log" if pos and max(pos) / min(pos) > _LOG_SPAN else "linear"
+
+
+def _style(ax, title: str, xlabel: str | None, ylabel: str) -> None:
+    ax.set_title(title, fontsize=_TITLE_PT)
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize=_LABEL_PT)
+    ax.set_ylabel(ylabel, fontsize=_LABEL_PT)
+    ax.tick_params(labelsize=_TICK_PT)
+
+
+def _set_value_scale(ax, scale: str) -> None:
+    """The y axis log, or linear from zero, with readable numbers on either."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale(scale)
+    if scale == "log":
+        _plain_ticks(ax.yaxis)
+    else:
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(_tick))
 
 
 def roofline_plot(doc: Mapping) -> str | None:
-    """Roofline of one platform: measured roof, accel's cases (filled) and baselines (hollow)."""
+    """Roofline of one platform: measured roof, accel's cases (filled) and baselines (hollow).
+    Both axes span decades (intensity 0.1..1000, rates from GB/s to TFLOP/s): log-log is the
+    roofline's own scale."""
     peaks = doc.get("peaks")
     points = [c for c in doc.get("cases", []) if c.get("status") == "ok" and c.get("flops")]
     if not peaks or not points:
@@ -218,12 +363,12 @@ def roofline_plot(doc: Mapping) -> str | None:
     import numpy as np
 
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    fig, ax = plt.subplots(figsize=(9, 5.2), layout="constrained")
     xs = [c["intensity"] for c in points]
     x = np.logspace(np.log10(min(min(xs) / 4, 0.1)), np.log10(max(max(xs) * 4, 100)), 200)
     roof = np.minimum(peaks["gflops"], x * peaks["gbs"])
     ax.plot(x, roof, color="black", lw=1.5,
-            label=f"roof: {peaks['gflops']:.0f} GFLOP/s, {peaks['gbs']:.0f} GB/s")
+            label=f"roof: {number(peaks['gflops'])} GFLOP/s, {number(peaks['gbs'])} GB/s")
     seen = set()
     for c in points:
         op = c["op"]
@@ -237,30 +382,35 @@ def roofline_plot(doc: Mapping) -> str | None:
     ax.scatter([], [], facecolors="none", edgecolors="gray", marker="s", label="baselines (best of)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("throughput (GFLOP/s)")
-    ax.set_title(f"Roofline: {PP.platform_name(doc)} ({_device_name(doc)})", fontsize=10)
     _plain_ticks(ax.xaxis)
     _plain_ticks(ax.yaxis)
+    _style(ax, f"Roofline: {PP.platform_name(doc)} ({_device_name(doc)})",
+           "arithmetic intensity (FLOP/byte)", "throughput (GFLOP/s)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, bbox_to_anchor=(1.01, 1), loc="upper left")
+    ax.legend(fontsize=_TICK_PT, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _png(fig)
 
 
 def _plain_ticks(axis) -> None:
-    """Log-axis tick labels as plain numbers (0.5, 2, 300) rather than 5x10^-1; minor ticks get
+    """Log-axis tick labels as plain numbers (0.5, 2, 3,000) rather than 5x10^-1; minor ticks get
     labels at 2 and 5, or all of them when the axis spans less than a decade."""
-    import math
-
     from matplotlib.ticker import FuncFormatter
 
     def minor(v: float, _) -> str:
         lo, hi = sorted(axis.get_view_interval())
         narrow = lo > 0 and math.log10(hi / lo) < 1
-        return f"{v:g}" if narrow or f"{v:.0e}"[0] in "25" else ""
+        return _tick(v) if narrow or f"{v:.0e}"[0] in "25" else ""
 
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_major_formatter(FuncFormatter(_tick))
     axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def _baseline_series(doc: Mapping, baseline: Mapping) -> str:
+    """A baseline's bar series: per machine and hardware ('torch on vm, cuda'), so torch on a
+    GPU box and torch on a laptop never share a bar or a colour."""
+    machine = PP.platform_name(doc).rsplit("/", 1)[0]
+    hardware = (doc.get("device") or {}).get("hardware") or doc.get("backend", "?")
+    return f"{baseline['name']} on {machine}, {hardware}"
 
 
 def series_colors(res: Results) -> dict[str, str]:
@@ -270,10 +420,9 @@ def series_colors(res: Results) -> dict[str, str]:
 
     names = set()
     for doc in res.bench:
-        plat = PP.platform_name(doc)
-        names.add(f"accel {plat}")
+        names.add(f"accel {PP.platform_name(doc)}")
         for c in doc.get("cases", []):
-            names.update(f"{b['name']} ({plat.split('/', 1)[0]})" for b in c.get("baselines", []))
+            names.update(_baseline_series(doc, b) for b in c.get("baselines", []))
     palette = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"].colors
     return {n: matplotlib.colors.to_hex(palette[i % len(palette)])
             for i, n in enumerate(sorted(names, key=_series_order))}
@@ -284,49 +433,60 @@ def _series_order(name: str) -> tuple[bool, str]:
     return not name.startswith("accel "), name
 
 
-def op_bars(res: Results, op: str, colors: dict[str, str]) -> str | None:
-    """Grouped bars for one op: each case, each platform's accel result and each machine's
-    baselines (the best run of a baseline per machine), on a log axis."""
-    series: dict[str, dict[str, float]] = defaultdict(dict)  # series -> case key -> rate
+def bar_series(res: Results, op: str) -> tuple[dict[str, dict[str, float]], bool]:
+    """(series -> case key -> rate, whether the rate is GFLOP/s rather than GB/s) for one op:
+    each platform's accel result and each machine's baselines (a baseline's best run there)."""
+    series: dict[str, dict[str, float]] = defaultdict(dict)
     unit_flops = True
-    keys: dict[str, None] = {}
     for doc in res.bench:
-        plat = PP.platform_name(doc)
-        machine = plat.split("/", 1)[0]
         for c in doc.get("cases", []):
             if c["op"] != op or c.get("status") != "ok":
                 continue
             unit_flops = bool(c["flops"])
-            key = f"{c['dtype']}\n{case_label(c)}"
-            keys[key] = None
             rate = "gflops" if unit_flops else "gbs"
-            series[f"accel {plat}"][key] = c[rate]
+            key = f"{c['dtype']}\n{case_label(c)}"
+            series[f"accel {PP.platform_name(doc)}"][key] = c[rate]
             for b in c.get("baselines", []):
                 if b.get("status") == "ok":
-                    name = f"{b['name']} ({machine})"
+                    name = _baseline_series(doc, b)
                     series[name][key] = max(series[name].get(key, 0.0), b[rate])
-    if not keys:
-        return None
+    return series, unit_flops
+
+
+def op_bars(res: Results, op: str, colors: dict[str, str]) -> list[str]:
+    """Grouped bars for one op, at most _GROUPS_PER_CHART cases per chart; the value axis is
+    linear from zero unless the values span decades."""
+    series, unit_flops = bar_series(res, op)
+    keys = list(dict.fromkeys(k for vals in series.values() for k in vals))
+    size = math.ceil(len(keys) / math.ceil(len(keys) / _GROUPS_PER_CHART)) if keys else 1
+    chunks = [keys[i:i + size] for i in range(0, len(keys), size)]  # even: no 1-case leftover chart
+    return [_bars(op, series, chunk, unit_flops, colors, f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else "")
+            for i, chunk in enumerate(chunks)]
+
+
+def _bars(op: str, series: dict[str, dict[str, float]], labels: list[str], unit_flops: bool,
+          colors: dict[str, str], part: str) -> str:
     plt = _pyplot()
-    labels = list(keys)
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.5 * len(labels) + 3), 4.2))
-    width = 0.8 / len(series)
-    for i, (name, vals) in enumerate(sorted(series.items(), key=lambda kv: _series_order(kv[0]))):
-        xs = [j + (i - (len(series) - 1) / 2) * width for j, k in enumerate(labels) if k in vals]
+    shown = {n: v for n, v in sorted(series.items(), key=lambda kv: _series_order(kv[0]))
+             if any(k in v for k in labels)}
+    fig, ax = plt.subplots(figsize=(_FIG_WIDTH_IN, 5.5), layout="constrained")
+    width = 0.8 / len(shown)
+    for i, (name, vals) in enumerate(shown.items()):
+        xs = [j + (i - (len(shown) - 1) / 2) * width for j, k in enumerate(labels) if k in vals]
         ax.bar(xs, [vals[k] for k in labels if k in vals], width, label=name, color=colors[name],
                hatch="" if name.startswith("accel") else "//", edgecolor="white")
     ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels([_wrap(k) for k in labels], fontsize=7)
-    ax.set_yscale("log")
-    _plain_ticks(ax.yaxis)
-    ax.set_ylabel("throughput (GFLOP/s)" if unit_flops else "bandwidth (GB/s)")
-    ax.set_title(f"{op}: accel backends and baselines (higher is better)", fontsize=10)
+    ax.set_xticklabels([_wrap(k) for k in labels])
+    scale = value_scale(v for vals in shown.values() for k, v in vals.items() if k in labels)
+    _set_value_scale(ax, scale)
+    _style(ax, f"{op}{part}: accel and baselines (higher is better; {scale} axis)", None,
+           "throughput (GFLOP/s)" if unit_flops else "bandwidth (GB/s)")
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
+    fig.legend(loc="outside lower center", ncols=min(3, len(shown)), fontsize=_TICK_PT, frameon=False)
     return _png(fig)
 
 
-def _wrap(label: str, width: int = 18) -> str:
+def _wrap(label: str, width: int = 14) -> str:
     """Break long parameter strings at spaces so tick labels do not overlap."""
     out, line = [], ""
     for word in label.replace("\n", " \n ").split(" "):
@@ -343,12 +503,13 @@ _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;
 color:#1b1f24;padding:0 16px;line-height:1.4}
 h1{font-size:1.6em}h2{border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-top:2em}
-table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
-th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px;max-width:100%}
+th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .passed,.partial{background:#dafbe1}.failed{background:#ffd7d5}.compiled{background:#fff1c2}
 .unsupported,.untested{background:#eef1f4;color:#57606a}
-.noisy{background:#fff1c2}.warn{background:#fff1c2;border:1px solid #d4a72c;padding:8px 12px}.scroll{overflow-x:auto}img{max-width:100%;height:auto}.note{color:#57606a;font-size:13px}
+.noisy{background:#fff1c2}.warn{background:#fff1c2;border:1px solid #d4a72c;padding:8px 12px}.scroll{overflow-x:auto}img{max-width:100%;height:auto}
+td.n{white-space:nowrap}td.wide{min-width:14em;overflow-wrap:anywhere}.note{color:#57606a;font-size:13px}
 figure{margin:12px 0}figcaption{font-size:13px;color:#57606a}
 """
 
@@ -373,31 +534,44 @@ def _versions(doc: Mapping) -> str:
     return ", ".join(f"{k} {v}" for k, v in doc.get("versions", {}).items())
 
 
-def machines_section(res: Results) -> str:
-    machines: dict[str, Mapping] = {}
+def machine_rows(res: Results) -> list[list[Any]]:
+    """One row per distinct machine record (name, host, OS, CPU, cores, python, run ids): a row
+    is never shared by two machines, and one machine's files from several runs list each run."""
+    rows: dict[tuple, set[str]] = {}
     for doc in res.bench + res.conformance:
         m = doc.get("machine") or {}
-        machines.setdefault(m.get("label") or "unknown", m)
-    mrows = [[label, m.get("hostname", ""), m.get("platform", ""), m.get("cpu", ""),
-              m.get("cores", ""), m.get("python", "")] for label, m in machines.items()]
+        key = (_label(m), m.get("hostname", ""), m.get("platform", ""), m.get("cpu", ""),
+               m.get("cores", ""), m.get("python", ""))
+        rows.setdefault(key, set()).add(m.get("run_id") or "")
+    return [[*key, ", ".join(sorted(r for r in runs if r)) or "–"] for key, runs in rows.items()]
+
+
+def _wide(rows: list[list[Any]], column: int) -> list[list[Any]]:
+    """``rows`` with one column's cells marked to wrap anywhere (long OS strings, version lists)."""
+    return [[(str(v), "wide") if i == column else v for i, v in enumerate(r)] for r in rows]
+
+
+def machines_section(res: Results) -> str:
     prows = []
     for doc in res.bench:
         dev, peaks = doc.get("device", {}), doc.get("peaks") or {}
         others = (doc.get("load") or {}).get("others_cores")
         prows.append([PP.platform_name(doc), dev.get("name", ""), dev.get("driver", ""),
-                      _versions(doc), _num(peaks.get("gflops"), 4), _num(peaks.get("gbs"), 3),
+                      (_versions(doc), "wide"), number(peaks.get("gflops")), number(peaks.get("gbs")),
                       ", ".join(f"{k} {v}" for k, v in doc.get("baselines", {}).items()),
-                      _num(others),
+                      number(others),
                       f"{doc.get('profile', '')}, {doc.get('created', '')}"])
     for doc in res.conformance:
         prows.append([PP.platform_name(doc) + " (conformance)", _device_name(doc),
                       (doc.get("device") or {}).get("driver", "") if isinstance(doc.get("device"), Mapping) else "",
-                      _versions(doc), "", "", "", "", f"{doc.get('profile', '')}, {doc.get('commit', '')}"])
+                      (_versions(doc), "wide"), "", "", "", "",
+                      f"{doc.get('profile', '')}, commit {str(doc.get('commit', ''))[:12] or '?'}"])
     return ("<h2>Machines, devices and versions</h2>"
-            + _table(["machine", "host", "OS", "CPU", "cores", "python"], mrows)
+            + _table(["machine", "host", "OS", "CPU", "cores", "python", "run ids"],
+                     _wide(machine_rows(res), 2), numeric=(4,))
             + _table(["platform", "device", "driver", "library versions", "peak GFLOP/s",
                       "peak GB/s", "baselines (versions)", "cores used by others", "profile, date"],
-                     prows, numeric=(4, 5))
+                     prows, numeric=(4, 5, 7))
             + '<p class="note">Peaks are measured on each device by accel.conformance.bench.peaks (a streaming copy '
               "and a float32 FMA-bound kernel), not taken from data sheets.</p>")
 
@@ -484,10 +658,10 @@ def throughput_section(res: Results) -> str:
             best = [b for b in c.get("baselines", []) if b.get("name") == c.get("best_baseline")]
             noisy = any(is_noisy(x) for x in [c] + best[:1])  # the two times the ratio rests on
             body.append([plat, c["op"], c["dtype"], case_label(c),
-                         (f"{c['median_s'] * 1e3:.3g}" + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
-                         f"{c['iqr_s'] * 1e3:.2g} / {c['min_s'] * 1e3:.3g}",
-                         _num(c["gflops"]) if c["flops"] else "–", _num(c["gbs"]),
-                         _num(c["intensity"]), _pct(c.get("roofline_efficiency")),
+                         (number(c['median_s'] * 1e3) + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
+                         f"{number(c['iqr_s'] * 1e3, 2)} / {number(c['min_s'] * 1e3)}",
+                         number(c["gflops"]) if c["flops"] else "–", number(c["gbs"]),
+                         number(c["intensity"]), percent(c.get("roofline_efficiency")),
                          ratio_text(c), _baseline_times(c)])
     return ("<h2>Throughput, ratios and efficiencies</h2>"
             '<p class="note">Median of repeated device-timed calls; IQR and min in ms. Ratio = '
@@ -503,32 +677,79 @@ def throughput_section(res: Results) -> str:
 def _baseline_times(case: Mapping) -> str:
     parts = []
     for b in case.get("baselines", []):
-        val = f"{b['median_s'] * 1e3:.3g}" if b.get("status") == "ok" else b.get("status", "?")
+        val = number(b["median_s"] * 1e3) if b.get("status") == "ok" else b.get("status", "?")
         parts.append(f"{b['name']} {val}")
     return "; ".join(parts)
+
+
+#: the short word a PP cell shows for why an efficiency is unknown (the note below the table
+#: gives each platform's full reason)
+def _short_why(why: str) -> str:
+    if why.startswith(PP.NOT_MEASURED):
+        return "not measured"
+    return "no peak" if why.startswith("no measured peak") else "no baseline"
+
+
+def _eff_cell(row: PP.Row, plat: str) -> str:
+    """'87% / 100%', with the reason in place of an unknown efficiency: '– (no peak) / 19%'."""
+    arch, app = row.architectural.get(plat), row.application.get(plat)
+    return " / ".join(percent(v) if v is not None else f"– ({_short_why(why.get(plat, ''))})"
+                      for v, why in ((arch, row.why_arch), (app, row.why_app)))
+
+
+def empty_reasons(rows: list[PP.Row]) -> list[str]:
+    """Every distinct reason a PP cell of these rows is empty, with its platforms."""
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        for why in (row.why_arch, row.why_app):
+            for plat, text in why.items():
+                if plat not in reasons[text]:
+                    reasons[text].append(plat)
+    return [f"{', '.join(plats)}: {text}" for text, plats in reasons.items()]
 
 
 def portability_section(res: Results) -> str:
     rows = PP.per_case(res.bench, res.conformance)
     ops = PP.per_op(rows)
     platforms = [PP.platform_name(d) for d in res.bench]
+    shared = [r for r in rows if r.everywhere]
+    others = [r for r in rows if not r.everywhere]
 
     def table(rs: list[PP.Row]) -> str:
-        body = [[r.problem, _num(r.pp_arch), _num(r.pp_app)]
-                + [f"{_pct(r.architectural.get(p))} / {_pct(r.application.get(p))}" for p in platforms]
+        body = [[r.problem, number(r.pp_arch), number(r.pp_app)] + [_eff_cell(r, p) for p in platforms]
                 for r in rs]
         return _table(["problem", "PP architectural", "PP application"]
                       + [f"{p} (arch / app)" for p in platforms], body, numeric=(1, 2))
-    return ("<h2>Performance portability (Pennycook)</h2>"
-            '<p class="note">PP = harmonic mean over the platforms of the efficiency, 0 when any '
-            "platform does not run the problem correctly (unsupported, failed conformance or "
-            "invalid result); – when an efficiency is unknown (no peak, or no baseline). "
-            "Architectural: vs the measured roofline; application: vs the best time observed on "
-            "that platform. See docs/portability.md (arXiv:1611.07409).</p>"
-            "<h3>Per op</h3>" + table(ops) + "<h3>Per case</h3>" + table(rows))
+
+    def why(rs: list[PP.Row]) -> str:
+        items = "".join(f"<li>{html.escape(r)}</li>" for r in empty_reasons(rs))
+        return f'<p class="note">Why a cell is empty (–):</p><ul class="note">{items}</ul>' if items else ""
+
+    parts = ["<h2>Performance portability (Pennycook)</h2>"
+             '<p class="note">PP = harmonic mean over the platforms of the efficiency, 0 when any '
+             "platform does not run the problem correctly (unsupported, failed conformance or "
+             "invalid result). Architectural: vs the measured roofline; application: vs the best "
+             "time observed on that platform. Per op, over the problems measured on every platform "
+             "(every profile includes the portability set, so runs of different profiles share it). "
+             "See docs/portability.md (arXiv:1611.07409).</p>",
+             "<h3>Per op</h3>", table(ops), why(ops),
+             f"<h3>Per case, measured on every platform ({len(shared)})</h3>", table(shared), why(shared)]
+    if others:
+        parts += [f"<h3>Per case, measured on some platforms only ({len(others)})</h3>",
+                  '<p class="note">Their PP is unknown: a platform did not measure them (its profile '
+                  "lacks them); each platform's own efficiencies still show.</p>", table(others), why(others)]
+    return "".join(parts)
+
+
+_NO_PLOTS = ("<h2>Charts</h2><p class=note>Charts left out: matplotlib is not installed here "
+             "(<code>pip install 'accel-portable[bench]'</code>); every number is in the tables above.</p>")
 
 
 def plots_section(res: Results) -> str:
+    try:
+        _pyplot()
+    except ImportError:  # the bench extra is optional: a report without charts, and why
+        return _NO_PLOTS
     parts = ["<h2>Rooflines</h2>"]
     for doc in res.bench:
         uri = roofline_plot(doc)
@@ -540,14 +761,16 @@ def plots_section(res: Results) -> str:
     ops = dict.fromkeys(c["op"] for d in res.bench for c in d.get("cases", []))
     colors = series_colors(res)
     for op in ops:
-        uri = op_bars(res, op, colors)
-        if uri:
+        for uri in op_bars(res, op, colors):
             parts.append(f'<figure><img alt="{html.escape(op)} bars" src="{uri}"></figure>')
     return "".join(parts)
 
 
 def headlines(res: Results) -> list[str]:
-    """One line per platform and op: its biggest case (most work) compared with a baseline."""
+    """One line per platform and op: its largest case (most work: the representative size, not a
+    launch-bound one) compared with a baseline, taken from the portability set when the file has
+    it, so every platform's headline is about the same problem."""
+    shared = {c.id for c in portability_cases()}
     out = []
     for doc in res.bench:
         biggest: dict[str, Mapping] = {}
@@ -555,27 +778,33 @@ def headlines(res: Results) -> list[str]:
             if c.get("ratio_to_best") is None:
                 continue
             prev = biggest.get(c["op"])
-            if prev is None or (c["flops"], c["bytes"]) > (prev["flops"], prev["bytes"]):
+            if prev is None or _headline_rank(c, shared) > _headline_rank(prev, shared):
                 biggest[c["op"]] = c
         out += [headline(doc, c) for c in biggest.values()]
     return out
 
 
+def _headline_rank(case: Mapping, shared: set[str]) -> tuple[bool, int, int]:
+    return case.get("id") in shared, case["flops"], case["bytes"]
+
+
 def busy_warnings(res: Results) -> list[str]:
-    """A warning per benchmark file measured while its machine was busy."""
+    """A warning per benchmark file measured while its machine was busy, and per machine or run
+    that load() found could be confused with another."""
     return [f"Warning: {PP.platform_name(doc)} was {warning}." for doc in res.bench
-            if (warning := busy_warning(doc))]
+            if (warning := busy_warning(doc))] + [f"Warning: {w}" for w in res.warnings]
 
 
 def render_html(res: Results) -> str:
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     summary = "".join(f"<li>{html.escape(h)}</li>" for h in headlines(res))
     warnings = "".join(f'<p class="warn">{html.escape(w)}</p>' for w in busy_warnings(res))
+    notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in res.notes)
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>accel portability report"
             f"</title><style>{_CSS}</style></head><body><h1>accel portability report</h1>"
             f'<p class="note">Generated {now} from {len(res.bench)} benchmark and '
             f"{len(res.conformance)} conformance and {len(res.kernels)} compile-check result files; "
-            f"{len(res.platforms)} platforms.</p>{warnings}"
+            f"{len(res.platforms)} platforms.</p>{warnings}{notes}"
             f"<h2>Headline ratios</h2><p class=note>Per platform and op, the largest case: accel's speed "
             f"relative to the best baseline on the same device (above 1x: accel is faster).</p><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
             + support_section(res) + compiled_section(res) + portability_section(res) + throughput_section(res)
@@ -591,6 +820,7 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def render_markdown(res: Results) -> str:
     out = ["# accel portability summary", ""] + [f"> {w}\n" for w in busy_warnings(res)]
+    out += [f"_{n}_\n" for n in res.notes]
     platforms, rows, cells = support_matrix(res)
     if rows:
         out += ["## Support matrix", "", _md_table(["op", "dtype"] + platforms, [
@@ -604,9 +834,11 @@ def render_markdown(res: Results) -> str:
     ops = PP.per_op(PP.per_case(res.bench, res.conformance))
     out += ["## Performance portability per op", "",
             _md_table(["op", "PP architectural", "PP application"],
-                      [[r.problem, _num(r.pp_arch), _num(r.pp_app)] for r in ops]), ""]
+                      [[r.problem, number(r.pp_arch), number(r.pp_app)] for r in ops]), ""]
+    if reasons := empty_reasons(ops):
+        out += [f"- –: {why}" for why in reasons] + [""]
     out += ["## Ratios to the best baseline on the same device", ""]
-    out += [f"- {headline(d, c)} ({_pct(c.get('roofline_efficiency'))} of roofline)"
+    out += [f"- {headline(d, c)} ({percent(c.get('roofline_efficiency'))} of roofline)"
             for d in res.bench for c in d.get("cases", []) if c.get("status") == "ok"]
     skipped = [f"- {PP.platform_name(d)} {c['id']}: {c['status']} ({c.get('reason', '')})"
                for d in res.bench for c in d.get("cases", []) if c.get("status") != "ok"]
@@ -616,12 +848,20 @@ def render_markdown(res: Results) -> str:
 
 
 def write(res: Results, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write report.html and summary.md into ``out_dir``; returns their paths."""
+    """Write report.html and summary.md into ``out_dir`` (created only once both are rendered,
+    so a failure leaves no empty folder behind); returns their paths."""
     if not (res.bench or res.conformance or res.kernels):
-        raise ArgumentError(expected("RESULTS", "at least one result file", "none"))
+        raise ArgumentError(expected("RESULTS", "at least one accel result file",
+                                     "none" + "".join(f"; {n}" for n in res.notes)))
+    res.warnings += [w for w in name_machines(res.bench + res.conformance) if w not in res.warnings]
+    page, summary = render_html(res), render_markdown(res)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     html_path, md_path = out / "report.html", out / "summary.md"
-    html_path.write_text(render_html(res), encoding="utf-8")
-    md_path.write_text(render_markdown(res), encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        html_path.write_text(page, encoding="utf-8")
+        md_path.write_text(summary, encoding="utf-8")
+    except OSError as e:  # -o is checked only for being a folder: say why writing failed
+        raise ArgumentError(expected("--out", "a folder the report can be written into",
+                                     f"{out}: {e.strerror}")) from None
     return html_path, md_path
