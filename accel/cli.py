@@ -34,6 +34,8 @@ ENVIRONMENT = {
     "ACCEL_CUDA_IMPL": "how the cuda backend computes: auto (default), kernels, vendor or tensorcore",
     "ACCEL_HIP_IMPL": "how the hip backend computes: auto (default), kernels or vendor",
     "ACCEL_COMMIT": "the commit recorded in result files when git cannot tell (e.g. a copied tree)",
+    "ACCEL_RUN_ID": "the run id result files carry (default: a new one per process), so that "
+                    "several commands' files read as one run in a report",
     "CUDA_HOME": "a CUDA toolkit whose headers NVRTC compiles with (also CUDA_PATH)",
     "CUDA_PATH": "as CUDA_HOME",
     "CUPY_TF32": "1 lets cuBLAS run float32 matmuls on tf32 tensor cores (the tolerance model is "

@@ -202,7 +202,8 @@ def test_every_quick_case_builds_a_valid_spec_and_inputs(case):
     spec = case.spec()
     host = case.host_inputs()
     assert spec.flops >= 0 and spec.bytes > 0
-    assert len(host) == {"matmul": 2, "attention": 4, "quantize": 1, "dequantize": 1, "qmatmul": 2}[case.op]
+    assert len(host) == {"matmul": 2, "attention": 4, "quantize": 1, "dequantize": 1, "qmatmul": 2,
+                         "scaled_matmul": 5}[case.op]
 
 
 def test_full_profile_cases_are_valid_specs_covering_every_op():

@@ -75,6 +75,11 @@ class Case:
             return S.quantize_spec((p["rows"], p["K"]), self.dtype, p["fmt"])
         if self.op == "dequantize":
             return S.dequantize_spec((p["rows"], p["K"]), get_format(p["fmt"]))
+        if self.op == "scaled_matmul":
+            shapes = _fp8_scale_shapes(p["scaling"], p["M"], p["K"], p["N"])
+            return S.scaled_matmul_spec((p["M"], p["K"]), self.dtype, (p["K"], p["N"]),
+                                        p.get("b_dtype", self.dtype), shapes[0], "float32",
+                                        shapes[1], "float32", p.get("out", "bfloat16"))
         return S.qmatmul_spec((p["M"], p["K"]), self.dtype, (p["N"], p["K"]), get_format(p["fmt"]),
                               p.get("x_fmt"))
 
@@ -98,8 +103,20 @@ class Case:
             return [normal(spec.shape, self.dtype)]
         if self.op == "dequantize":
             return [_quantized(normal(spec.shape, "float32"), spec.fmt.name)]
+        if self.op == "scaled_matmul":  # FP8 data and its scales, as quantize_fp8 makes them
+            from accel.ops import quantize_fp8
+
+            a = quantize_fp8(normal((spec.M, spec.K), "float32"), spec.a_dtype, spec.scaling)
+            b = quantize_fp8(normal((spec.K, spec.N), "float32"), spec.b_dtype, spec.scaling,
+                             operand_of="b")
+            return [a[0], b[0], a[1], b[1], None]
         return [normal(spec.x_shape, self.dtype),
                 _quantized(normal((spec.N, spec.K), "float32"), spec.fmt.name)]
+
+
+def _fp8_scale_shapes(scaling: str, M: int, K: int, N: int) -> tuple[tuple, tuple]:
+    kb, nb = -(-K // S.FP8_BLOCK), -(-N // S.FP8_BLOCK)
+    return {"tensor": ((), ()), "row": ((M, 1), (1, N)), "block": ((M, kb), (kb, nb))}[scaling]
 
 
 def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
@@ -127,6 +144,8 @@ def portability_cases() -> list[Case]:
     out += [make("qmatmul", "float32", M=1, N=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
     # the decode GEMV with GGML's semantics (x quantized to Q8_0, integer dot products)
     out.append(make("qmatmul", "float32", M=1, N=4096, K=4096, fmt="q4_0", x_fmt="q8_0"))
+    # FP8 GEMM with torch._scaled_mm's row-wise scales (backends without FP8 decline it)
+    out.append(make("scaled_matmul", "float8_e4m3fn", M=1024, N=1024, K=1024, scaling="row"))
     return out
 
 
@@ -149,6 +168,7 @@ def _profile_cases(sizes: str) -> list[Case]:
         dt = "float32" if op == "quantize" else "uint8"
         out += [make(op, dt, rows=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
     out += [make("qmatmul", "float32", M=32, N=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
+    out.append(make("scaled_matmul", "float8_e4m3fn", M=2048, N=2048, K=2048, scaling="block"))
     return out
 
 
