@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from accel.kernels import toolchains
-from accel.argtypes import comma_list, int_at_least, names, output_file
+from accel.argtypes import comma_list, int_at_least, names, output_file, split_names
 
 SCHEMA = "accel.kernels_check/1"
 DEFAULT_TARGETS = ",".join(toolchains.DEFAULT_TARGETS)
@@ -288,7 +288,7 @@ def _check_with_progress(jobs: list[Job], targets: list[str], *, use_cache: bool
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    targets = comma_list(args.targets)
+    targets = split_names(args.targets) or comma_list(DEFAULT_TARGETS)
     jobs = file_jobs(args.files) if args.files else shipped_jobs()
     outcomes = _check_with_progress(jobs, targets, use_cache=not args.no_cache)
     if all(o.status == "n/a" for o in outcomes):  # nothing was compiled: not a pass
@@ -296,7 +296,7 @@ def _run(args: argparse.Namespace) -> int:
 
         why = "; ".join(sorted({o.log for o in outcomes}))
         raise ArgumentError(expected("--targets", "a target at least one source is built for",
-                                     f"{args.targets} ({why})"))
+                                     f"{','.join(targets)} ({why})"))
     # piped to a file or a CI log, rich would fold the table into 80 columns (3,500 lines)
     width = args.width or (None if sys.stdout.isatty() else PIPED_WIDTH)
     render(outcomes, Console(width=width))
@@ -318,9 +318,9 @@ def register(subparsers) -> None:
     c.add_argument("files", nargs="*", metavar="FILE",
                    help="kernel sources (accel dialect, CUDA/HIP C++ or OpenCL C); default: "
                         "every shipped variant")
-    c.add_argument("--targets", default=DEFAULT_TARGETS, type=names,
-                   help=f"comma-separated sm_XY, gfx... and opencl (every OpenCL device present); "
-                        f"default {DEFAULT_TARGETS}")
+    c.add_argument("--targets", action="extend", nargs="+", metavar="TARGET", type=names,
+                   help=f"sm_XY, gfx... and opencl (every OpenCL device present), space or comma "
+                        f"separated; default {DEFAULT_TARGETS}")
     c.add_argument("--json", metavar="OUT", type=output_file,
                    help="write the results as JSON (accel.kernels_check/1)")
     c.add_argument("--no-cache", action="store_true", help="recompile even when cached")

@@ -135,3 +135,19 @@ def test_a_missing_parser_is_one_line_with_one_prefix(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.count("accel port:") == 1 and "pip install 'accel-portable[port]'" in proc.stderr
+
+
+@pytest.mark.parametrize("command, option, names", [
+    (["portability"], "--backends", ["cpu:0", "opencl:0"]),
+    (["kernels", "check"], "--targets", ["sm_80", "gfx90a"]),
+    (["conformance"], "--ops", ["matmul", "attention"]),
+    (["bench"], "--ops", ["matmul", "qmatmul"])])
+def test_every_list_option_takes_spaces_or_commas(command, option, names):
+    from accel.argtypes import split_names
+    from accel.cli import build_parser
+
+    parser = build_parser()
+    spaced = parser.parse_args([*command, option, *names])
+    commas = parser.parse_args([*command, option, ",".join(names)])
+    dest = option.lstrip("-")
+    assert split_names(getattr(spaced, dest)) == split_names(getattr(commas, dest)) == names

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from accel.argtypes import output_folder
+from accel.argtypes import names, output_folder, split_names
 from accel.conformance.bench.cli import console, print_summary, run_bench, write_json
 
 #: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
@@ -47,9 +47,10 @@ def register(subparsers) -> None:
                     "summary.md into OUT and prints the path of report.html last.")
     p.add_argument("-o", "--out", default="report", type=output_folder,
                    help="output directory (default: ./report)")
-    p.add_argument("--backends", nargs="+", default=None,
-                   help="devices to run, and nothing else (default: device 0 of every available "
-                        "built-in backend, plus a compile check for GPU targets without a device)")
+    p.add_argument("--backends", action="extend", nargs="+", metavar="DEVICE", type=names,
+                   help="devices to run, and nothing else, space or comma separated (default: "
+                        "device 0 of every available built-in backend, plus a compile check for "
+                        "GPU targets without a device)")
     p.add_argument("--sizes", choices=("quick", "full"), default="quick",
                    help="benchmark sizes, as for accel bench (default: %(default)s)")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
@@ -154,7 +155,7 @@ def _portability(args: argparse.Namespace) -> int:
     from accel.conformance.results import machine
 
     started = time.perf_counter()
-    devices = args.backends or portability_devices()
+    devices = split_names(args.backends) or portability_devices()
     for device in devices:  # a typo in the last name must not cost the runs before it
         accel.get_backend(device)
     out = args.out
