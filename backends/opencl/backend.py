@@ -12,7 +12,6 @@ import contextlib
 import math
 import threading
 import time as _time
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -291,9 +290,7 @@ class OpenCLBackend(Backend):
 
     # -- kernels of the ops -------------------------------------------------------------------------
     def _program(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", cl.CompilerWarning)  # PoCL's ABI notes on wide vectors
-            return self.programs.program(text, self.build_options + options, what)
+        return self.programs.program(text, self.build_options + options, what)
 
     def kernel(self, variant: K.Variant, name: str) -> cl.Kernel:
         """A fresh kernel object of a shipped variant (its own argument slots)."""
