@@ -26,7 +26,7 @@ from accel.spec import X_FORMATS
 from accel.tensor import Tensor
 
 from accel.backends.opencl.cache import ProgramCache
-from accel.backends.opencl.devices import CLDevice, enumerate_devices, skipped_devices
+from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
 from accel.backends.opencl.plan import (OPERANDS, DeviceFacts, Launch, Operand, Placeholder, Scratch,
                                         Upload, plan_for, support)
 from accel.backends.opencl.params import build_options, params_for
@@ -79,6 +79,8 @@ class OpenCLBackend(Backend):
 
     def __init__(self, index: int = 0):
         super().__init__(index)
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         self.dev: CLDevice = enumerate_devices()[index]
         self.alignment = self.dev.mem_align_bytes
         self.facts = DeviceFacts.of(self.dev)  # what plan.py reads of the device
@@ -92,6 +94,7 @@ class OpenCLBackend(Backend):
         self._launch_lock = threading.Lock()
         self._recording: list[cl.Event] | None = None
         self._placeholder = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, 16)
+        self._abandoned: list[cl.Event] = []  # waits interrupted before their event completed
 
     @property
     def params(self) -> dict[str, dict]:
@@ -141,7 +144,11 @@ class OpenCLBackend(Backend):
                               f"[{code or type(e).__name__}]: {e}") from None
 
     # -- memory ----------------------------------------------------------------------------------
+    # every op allocates its output and every host copy enters here or at a wait: where a forked
+    # child is stopped before it blocks (FORK_GUARD)
     def alloc(self, nbytes: int) -> cl.Buffer:
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         if nbytes > self.dev.max_alloc:
             raise DeviceError(expected("nbytes", f"at most {self.dev.max_alloc} bytes (the device's "
                                        "CL_DEVICE_MAX_MEM_ALLOC_SIZE)", nbytes))
@@ -153,6 +160,8 @@ class OpenCLBackend(Backend):
                 raise
 
     def upload(self, host: np.ndarray) -> cl.Buffer:
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         host = np.ascontiguousarray(host)
         if host.nbytes == 0:
             return self.alloc(0)
@@ -166,7 +175,8 @@ class OpenCLBackend(Backend):
         host = np.empty(nbytes, np.uint8)
         if nbytes:
             with self._device_errors(f"downloading {nbytes} bytes"):
-                cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
+                copied = cl.enqueue_copy(self.queue, host, buf, is_blocking=False)
+            self._wait(copied, f"downloading {nbytes} bytes")
         return host
 
     def view(self, buf: cl.Buffer, offset: int, nbytes: int) -> cl.Buffer:
@@ -180,7 +190,33 @@ class OpenCLBackend(Backend):
             return buf.get_sub_region(offset, max(1, nbytes))
 
     def synchronize(self) -> None:
-        self.queue.finish()
+        with self._device_errors("synchronizing"):
+            marker = cl.enqueue_marker(self.queue)  # completes when all work before it has
+        self._wait(marker, "synchronizing")
+
+    def _wait(self, event: cl.Event, what: str) -> None:
+        """Wait for ``event`` in short sleeps, not in one blocking call that never returns to
+        the interpreter: Ctrl-C (KeyboardInterrupt) then arrives within 20 ms however long the
+        device works. An interrupted wait keeps the event, and with it the host buffer a copy
+        writes into, until the device is done with them (pyopencl's copy events would otherwise
+        block in their destructor, and the device would write into freed memory)."""
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
+        if self._abandoned:
+            self._abandoned = [e for e in self._abandoned if e.command_execution_status > 0]
+        with self._device_errors(what):
+            self.queue.flush()  # polling alone does not submit queued work
+        delay = 0.0
+        try:
+            # COMPLETE is 0, RUNNING, SUBMITTED and QUEUED above it, failures below
+            while event.command_execution_status > 0:
+                _time.sleep(delay)
+                delay = min(2 * delay + 5e-5, 0.02)
+        except BaseException:
+            self._abandoned.append(event)
+            raise
+        with self._device_errors(what):
+            event.wait()  # returns at once; raises the failure of a failed command
 
     # -- timing ----------------------------------------------------------------------------------
     def time(self, fn: Callable[[], Any]) -> float:
@@ -243,6 +279,8 @@ class OpenCLBackend(Backend):
                args: list, shared_mem: int = 0) -> None:
         """Enqueue with CUDA semantics: global size = grid x block, local size = block; a
         ``shared_mem`` > 0 adds one trailing ``__local`` buffer of that many bytes."""
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         if not isinstance(kernel, CompiledKernel):
             raise ArgumentError(expected("kernel", "a kernel from OpenCLBackend.compile",
                                          type(kernel).__name__))
@@ -299,6 +337,8 @@ class OpenCLBackend(Backend):
         return cl.Kernel(prg, name)
 
     def _run(self, spec, *bufs) -> None:
+        if FORK_GUARD.forked_from is not None:  # a caller's own output tensor skips alloc()
+            raise FORK_GUARD.error()
         plan = self._plans.get(spec)
         if plan is None:
             if len(self._plans) >= _MAX_PLANS:  # bounded: a decode loop makes a new spec per step

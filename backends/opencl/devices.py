@@ -20,8 +20,12 @@ import pyopencl as cl
 
 from accel.backend import DeviceInfo
 from accel.errors import BackendUnavailable
+from accel.registry import ForkGuard
 
 from accel.backends.opencl.compiler_caches import place_runtime_caches, pyopencl_cache_dir
+
+#: OpenCL in a child forked after it started here blocks forever (PoCL's threads are gone)
+FORK_GUARD = ForkGuard("OpenCL")
 
 _KIND_RANK = {"gpu": 0, "accelerator": 1, "cpu": 2}
 
@@ -124,6 +128,7 @@ def build_failure(d: CLDevice, source: str = _PROBE) -> str | None:
 def _survey() -> tuple[tuple[CLDevice, ...], tuple[str, ...]]:
     """(usable devices in the documented order, why each other device was left out)."""
     place_runtime_caches()  # before PoCL and pyopencl first look for them
+    FORK_GUARD.started()
     try:
         platforms = cl.get_platforms()
     except cl.Error as e:
