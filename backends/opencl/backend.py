@@ -23,7 +23,7 @@ import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
 from accel.spec import X_FORMATS
-from accel.tensor import Tensor
+from accel.tensor import Tensor, host_bytes_free, host_memory_error
 
 from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
@@ -32,6 +32,9 @@ from accel.backends.opencl.plan import (OPERANDS, DeviceFacts, Launch, Operand, 
 from accel.backends.opencl.params import build_options, params_for
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
+# buffers from this size on are weighed against the memory left before they are made: a failed
+# allocation aborts the process inside PoCL (an assertion) instead of returning an error
+_CHECKED_BYTES = 1 << 26
 _RESOURCE_CODES = {
     "OUT_OF_RESOURCES": "the device ran out of resources (registers, private or local memory)",
     "OUT_OF_HOST_MEMORY": "the host ran out of memory",
@@ -149,9 +152,8 @@ class OpenCLBackend(Backend):
     def alloc(self, nbytes: int) -> cl.Buffer:
         if FORK_GUARD.forked_from is not None:
             raise FORK_GUARD.error()
-        if nbytes > self.dev.max_alloc:
-            raise DeviceError(expected("nbytes", f"at most {self.dev.max_alloc} bytes (the device's "
-                                       "CL_DEVICE_MAX_MEM_ALLOC_SIZE)", nbytes))
+        if nbytes >= _CHECKED_BYTES:
+            self._check_room(nbytes)
         try:  # the per-call path: no error message is built up front
             # pooled, so a result's buffer returns for reuse when its Tensor dies
             return self._pool.allocate(max(1, nbytes))
@@ -162,14 +164,33 @@ class OpenCLBackend(Backend):
     def upload(self, host: np.ndarray) -> cl.Buffer:
         if FORK_GUARD.forked_from is not None:
             raise FORK_GUARD.error()
-        host = np.ascontiguousarray(host)
         if host.nbytes == 0:
             return self.alloc(0)
-        if host.nbytes > self.dev.max_alloc:
-            return self.alloc(host.nbytes)  # raises the size error
+        if host.nbytes >= _CHECKED_BYTES:  # before any host copy of a strided view
+            self._check_room(host.nbytes)
+        host = np.ascontiguousarray(host)
         with self._device_errors(f"uploading {host.nbytes} bytes"):
             return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                              hostbuf=host)
+
+    def _check_room(self, nbytes: int) -> None:
+        """Refuse a buffer the device cannot hold, up front: larger than its largest allocation,
+        than its memory less the pool's live and held blocks (uploads are not counted: buffers
+        cannot be watched for their end), or, on a CPU device, than the host memory left."""
+        if nbytes > self.dev.max_alloc:
+            raise DeviceError(expected("nbytes", f"at most {self.dev.max_alloc} bytes (the device's "
+                                       "CL_DEVICE_MAX_MEM_ALLOC_SIZE)", nbytes))
+        if self._pool.managed_bytes + nbytes > self.dev.global_mem:
+            self._pool.free_held()  # blocks kept for reuse give way first
+            left = self.dev.global_mem - self._pool.active_bytes
+            if nbytes > left:
+                raise DeviceError(expected("nbytes", f"at most the {left} bytes {self.device_id} has "
+                                           "left (CL_DEVICE_GLOBAL_MEM_SIZE less live buffers)", nbytes))
+        if self.dev.kind == "cpu" and nbytes + _CHECKED_BYTES > host_bytes_free():
+            self._pool.free_held()
+            if nbytes + _CHECKED_BYTES > host_bytes_free():
+                raise host_memory_error("nbytes", nbytes, f"a buffer on {self.device_id}, a CPU "
+                                        "device, with room for the runtime")
 
     def download(self, buf: cl.Buffer, nbytes: int) -> np.ndarray:
         host = np.empty(nbytes, np.uint8)
