@@ -44,7 +44,7 @@ CONCURRENT_TUNERS = """
     from accel.backends.opencl.devices import enumerate_devices
     from accel.backends.opencl.params import TUNABLE, save_tuned, tuned
 
-    ROUNDS = 8
+    ROUNDS = 5
 
     def tuner(op, barrier):
         dev = enumerate_devices()[0]
@@ -77,7 +77,7 @@ def test_concurrent_tuners_of_different_ops_keep_every_result(tmp_path):
     script.write_text(__import__("textwrap").dedent(CONCURRENT_TUNERS))
     ran = child(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')",
                 env={"ACCEL_CACHE_DIR": str(tmp_path / "cache")}, timeout=180)
-    assert "rounds with a lost op: 0 of 8" in ran.stdout, ran.stdout + ran.stderr
+    assert "rounds with a lost op: 0 of 5" in ran.stdout, ran.stdout + ran.stderr
 
 
 def test_tune_on_a_read_only_cache_prints_its_result_and_one_line_naming_the_store(tmp_path):
