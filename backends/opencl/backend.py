@@ -276,6 +276,8 @@ class OpenCLBackend(Backend):
         ``dialect`` "accel" prepends the portability header (kernels/accel.h); "opencl" builds
         the text as it is. Build failures raise CompileError carrying the log and the name.
         """
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         if dialect not in ("accel", "opencl"):
             raise UnsupportedError(self.device_id, "kernel", "-", f"dialect {dialect!r}: the OpenCL "
                                    "backend builds 'accel' and 'opencl' sources (translate CUDA first)")
