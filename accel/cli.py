@@ -95,6 +95,7 @@ def _info(args: argparse.Namespace) -> int:
                           f"{d['memory_bytes'] / 2**30:.1f} GiB" if d["memory_bytes"] else "",
                           str(d["compute_units"] or ""), escape(s["origin"]))
     console.print(table)
+    console.print(_cache_line())
     if invalid:
         console.print(f"[red]device selection {escape(repr(chosen))} is invalid[/]: {escape(invalid)}")
     for s in record["backends"]:
@@ -107,6 +108,19 @@ def _info(args: argparse.Namespace) -> int:
     console.print("environment: " + (", ".join(f"{escape(k)}={escape(v)}" for k, v in settings.items())
                                      if settings else "no accel variable set (docs/environment.md)"))
     return 0
+
+
+def _cache_line() -> str:
+    """Where accel keeps what it learns, and whether it can (asked without writing anything)."""
+    from rich.markup import escape
+
+    from accel.diskcache import cache_root, writable_dir
+
+    root = cache_root()
+    if writable_dir(root, create=False):
+        return f"cache: {escape(str(root))} (pyopencl's build cache under it)"
+    return (f"cache: {escape(str(root))} [yellow](not writable: built kernels and tuned parameters "
+            "are not kept, pyopencl's build cache is off)[/]")
 
 
 def build_parser() -> argparse.ArgumentParser:

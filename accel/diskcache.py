@@ -1,11 +1,21 @@
 """Where accel keeps what it learns on disk (built kernels, tuned parameters, measured peaks), and
-the one way it writes there: atomically, so a concurrent or killed process never leaves half a file.
+the ways it touches it: writes are atomic, so a concurrent or killed process never leaves half a
+file; reads take only regular files, so a FIFO or device in an entry's place never blocks accel;
+read-modify-write cycles hold a file lock, so concurrent writers never lose each other's updates.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
+from typing import Iterator
+
+import filelock
+
+#: how long a writer waits for another process's lock before giving up (a hung holder)
+LOCK_TIMEOUT_S = 60.0
 
 
 def cache_root() -> Path:
@@ -14,6 +24,38 @@ def cache_root() -> Path:
     if env:
         return Path(env)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "accel"
+
+
+def writable_dir(path: Path, *, create: bool = True) -> bool:
+    """Whether ``path`` exists or can be made, and a file can be created in it: tried for real
+    (permission bits say nothing to root), or with ``create=False`` asked of the nearest existing
+    folder without writing anything (access() also knows read-only mounts)."""
+    if not create:
+        near = next(p for p in (path, *path.parents) if p.exists())
+        return near.is_dir() and os.access(near, os.W_OK | os.X_OK)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            return True
+    except OSError:
+        return False
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file; None when it is missing, unreadable or
+    anything else (a FIFO would block a plain read forever, a device never end)."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return f.read()
+        except OSError:
+            return None
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -27,3 +69,13 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock (``path.lock`` beside it) against every other process and thread, for a
+    read-modify-write of ``path``. Raises OSError when the directory is not writable, and
+    ``filelock.Timeout`` (an OSError too) after LOCK_TIMEOUT_S."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
+        yield

@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 from typing import Iterator
 
 from accel.backend import Backend, DeviceInfo
-from accel.errors import AccelError, ArgumentError, BackendUnavailable, expected
+from accel.errors import AccelError, ArgumentError, BackendUnavailable, DeviceError, expected
 
 ENTRY_POINT_GROUP = "accel.backends"
 
@@ -176,6 +176,35 @@ def get_backend(device: str | Backend | None = None) -> Backend:
             _instances[key] = cls(index)
         _instances[device] = _instances[key]
         return _instances[key]
+
+
+class ForkGuard:
+    """Refuses a device runtime in a process forked after the runtime started: the threads of
+    PoCL, CUDA and HIP do not survive fork(), and the child's first copy or wait would block
+    forever. Backends call :meth:`started` when their runtime starts and test ``forked_from``
+    (None, or the parent's pid) where work enters the runtime, raising :meth:`error`."""
+
+    def __init__(self, runtime: str):
+        self.runtime = runtime
+        self.forked_from: int | None = None
+        self._started_in: int | None = None
+
+    def started(self) -> None:
+        """The runtime started in this process: children forked from now on cannot use it."""
+        if self._started_in is None:
+            self._started_in = os.getpid()
+            os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        if self._started_in is not None and self.forked_from is None:
+            self.forked_from = self._started_in
+
+    def error(self) -> DeviceError:
+        return DeviceError(
+            f"{self.runtime} cannot be used in this process: it was forked from process "
+            f"{self.forked_from} after {self.runtime} started there, and {self.runtime}'s threads "
+            "do not survive fork(); start worker processes with the 'spawn' start method "
+            "(multiprocessing.get_context('spawn'), or ProcessPoolExecutor(mp_context=...))")
 
 
 # -- selection -------------------------------------------------------------------------------

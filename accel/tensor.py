@@ -7,6 +7,7 @@ itself: if a torch tensor exists, torch is already imported.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any, NamedTuple
 
@@ -14,7 +15,8 @@ import numpy as np
 
 from accel.backend import Backend
 from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
-from accel.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, expected
+from accel.errors import (ArgumentError, DeviceError, DeviceMismatchError, DTypeError, ShapeError,
+                          expected)
 from accel.formats import FORMATS, QuantFormat, check_quantizable_shape, get_format
 from accel.registry import backends as list_backends
 from accel.registry import get_backend
@@ -211,6 +213,56 @@ def device_backend(x: Any, kind: str) -> Backend | None:
     return None
 
 
+# -- host memory ----------------------------------------------------------------------------------
+def host_bytes_free() -> int:
+    """Bytes the host can still give this process: the kernel's MemAvailable, or less where an
+    address-space limit (``ulimit -v``, RLIMIT_AS) leaves less room."""
+    free = sys.maxsize
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            free = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith(b"MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:
+                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            free = min(free, limit - used)
+    except (ImportError, OSError, ValueError):
+        pass
+    return max(0, free)
+
+
+def host_memory_error(arg: str, nbytes: int, what: str) -> DeviceError:
+    """The error for host memory ``arg`` needs (``nbytes``, for ``what``) and cannot get."""
+    return DeviceError(expected(arg, f"at most the {host_bytes_free()} bytes of host memory left "
+                                f"for {what}", f"{nbytes} bytes"))
+
+
+def _host_copy(op: Operand, backend: Backend) -> np.ndarray | None:
+    """host_of(op), checked first where it copies: a broadcast or strided view can stand for far
+    more bytes than it holds, so its size is weighed against the host's free memory and the
+    device's before the copy is made."""
+    x = op.x
+    if op.kind == "numpy" and not x.flags.c_contiguous:
+        device = backend.info.memory_bytes
+        if device and x.nbytes > device:
+            raise DeviceError(expected(op.arg, f"at most the {device} bytes of memory "
+                                       f"{backend.device_id} has", f"a view of {x.nbytes} bytes"))
+        if x.nbytes > host_bytes_free():
+            raise host_memory_error(op.arg, x.nbytes, "its contiguous copy")
+    try:
+        return host_of(x, op.kind)
+    except MemoryError:
+        raise host_memory_error(op.arg, x.nbytes, "its contiguous copy") from None
+
+
 def to_tensor(op: Operand, backend: Backend) -> Tensor:
     """Make a checked operand an accel.Tensor on ``backend`` (copying host arrays; never moving
     device ones)."""
@@ -221,7 +273,7 @@ def to_tensor(op: Operand, backend: Backend) -> Tensor:
                                                "other operands (use Tensor.to() to move it)",
                                                f"a tensor on {x.backend.device_id}"))
         return x
-    host = host_of(x, kind)
+    host = _host_copy(op, backend)
     if host is None:
         buf = backend.import_array(x)
         if buf is None:

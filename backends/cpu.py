@@ -7,6 +7,7 @@ O(S x block); quantization follows the GGML reference quantizer bit for bit.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import platform
 
@@ -17,9 +18,13 @@ from accel.dtypes import to_numpy_dtype
 from accel.exact_int8 import exact_int8_matmul
 from accel.formats import BLOCK
 from accel.spec import FP8_BLOCK, X_FORMATS
+from accel.tensor import host_bytes_free, host_memory_error
 
 # attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
 _ATTN_SCRATCH = 1 << 24
+# results from this size on are weighed against free host memory first: numpy's allocation
+# succeeds under Linux's overcommit, and the out-of-memory killer ends the process as it is filled
+_CHECKED_BYTES = 1 << 26
 
 
 def _arr(t) -> np.ndarray:
@@ -153,13 +158,20 @@ class CPUBackend(Backend):
 
     def compute(self, spec, *arrays: np.ndarray | None) -> np.ndarray:
         """Compute ``spec`` on host arrays, returning a new array of ``spec.out_dtype``."""
-        if spec.op == "matmul" and spec.dtype == spec.out_dtype == "float32":
-            # the hot path of tiny calls: exactly numpy's own a @ b (its warnings included)
-            return np.matmul(*arrays)
-        with np.errstate(all="ignore"):  # NaN, inf, float16 overflow: IEEE's answers, not warnings
-            res = getattr(self, "_" + spec.op)(spec, *arrays)
-            target = to_numpy_dtype(spec.out_dtype)
-            return res if res.dtype == target else res.astype(target)
+        try:
+            if spec.op == "matmul" and spec.dtype == spec.out_dtype == "float32":
+                # the hot path of tiny calls: exactly numpy's own a @ b (its warnings included),
+                # weighed against free memory only by numpy's own allocation
+                return np.matmul(*arrays)
+            if _out_bytes(spec) >= _CHECKED_BYTES and _out_bytes(spec) > host_bytes_free():
+                raise MemoryError
+            with np.errstate(all="ignore"):  # NaN, inf, float16 overflow: IEEE's answers
+                res = getattr(self, "_" + spec.op)(spec, *arrays)
+                target = to_numpy_dtype(spec.out_dtype)
+                return res if res.dtype == target else res.astype(target)
+        except MemoryError:  # the result, or a float32 copy an op makes on the way
+            raise host_memory_error("out", _out_bytes(spec), f"the {spec.op} result on cpu:0 "
+                                    "and what computing it needs") from None
 
     def _matmul(self, spec, a, b) -> np.ndarray:
         if spec.dtype == "int8":
@@ -222,6 +234,10 @@ class CPUBackend(Backend):
         else:  # scalars, or [M, 1] and [1, N]
             out = np.matmul(af, bf) * sa.reshape(-1, 1) * sb.reshape(1, -1)
         return out if bias is None else out + bias.astype(np.float32)
+
+
+def _out_bytes(spec) -> int:
+    return math.prod(spec.out_shape) * to_numpy_dtype(spec.out_dtype).itemsize
 
 
 def _softmax_pv(s: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -203,10 +203,13 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
             }
         }
         UNROLL for (int iv = 0; iv < BQV; ++iv) l[iv] += psum[iv];
+        /* only the tile's real keys: a padding lane reads the last key's V row (clamped) with
+         * weight 0, and 0 x inf would turn an infinite value into NaN (uniform over the group) */
+        const int tile_keys = imin(BKV, Sk - k0);
         for (int i = 0; i < BQ; ++i) {
             vf_t o[DVV];
             UNROLL for (int dv = 0; dv < DVV; ++dv) o[dv] = acc[i][dv] * (vf_t)lanes[i];
-            for (int jj = 0; jj < BKV; ++jj) {
+            for (int jj = 0; jj < tile_keys; ++jj) {
                 vf_t p = (vf_t)pT[jj * BQ + i];
                 UNROLL for (int dv = 0; dv < DVV; ++dv) o[dv] = FMA(p, V_ROW(jj, dv), o[dv]);
             }

@@ -40,12 +40,17 @@ from accel.errors import (ArgumentError, BackendUnavailable, CompileError, Devic
                           DTypeError, UnsupportedError, expected)
 from accel.exact_int8 import exact_int8_matmul
 from accel.kernels import toolchains
+from accel.registry import ForkGuard
 from accel.spec import X_FORMATS
 from accel.tensor import Tensor
 
 from accel.backends.cupy.plan import (IMPLS, STATIC_SHARED_MAX, TENSORCORE_KERNEL, accumulator_for,
                                       build_kernel, build_variant, kernel_path, kernel_variant,
                                       launch_plan, support_for, tensorcore_kernel, tensorcore_reason)
+
+
+#: a CUDA or HIP context does not survive fork(): a forked child's first call would fail or hang
+FORK_GUARD = ForkGuard("CUDA/HIP")
 
 
 # -- availability -----------------------------------------------------------------------------
@@ -210,6 +215,9 @@ class CuPyBackend(Backend):
 
     def __init__(self, index: int = 0):
         super().__init__(index)
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
+        FORK_GUARD.started()
         self.cupy = _cupy()
         self.device = self.cupy.cuda.Device(index)
         self.arch: str = self.info.extra["arch"]
@@ -240,14 +248,20 @@ class CuPyBackend(Backend):
 
     # -- memory: a buffer is a 1-d uint8 cupy array ---------------------------------------------
     def alloc(self, nbytes: int) -> Any:
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         with self.device:
             return self.cupy.empty(nbytes, self.cupy.uint8)
 
     def upload(self, host: np.ndarray) -> Any:
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         with self.device:
             return self.cupy.asarray(np.ascontiguousarray(host).reshape(-1).view(np.uint8))
 
     def download(self, buf: Any, nbytes: int) -> np.ndarray:
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         with self.device:
             return self.cupy.asnumpy(buf[:nbytes])
 
@@ -255,6 +269,8 @@ class CuPyBackend(Backend):
         return buf[offset: offset + nbytes]
 
     def synchronize(self) -> None:
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         with self.device:
             self.cupy.cuda.get_current_stream().synchronize()
 

@@ -12,7 +12,6 @@ import contextlib
 import math
 import threading
 import time as _time
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -24,15 +23,18 @@ import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
 from accel.spec import X_FORMATS
-from accel.tensor import Tensor
+from accel.tensor import Tensor, host_bytes_free, host_memory_error
 
 from accel.backends.opencl.cache import ProgramCache
-from accel.backends.opencl.devices import CLDevice, enumerate_devices, skipped_devices
+from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
 from accel.backends.opencl.plan import (OPERANDS, DeviceFacts, Launch, Operand, Placeholder, Scratch,
                                         Upload, plan_for, support)
 from accel.backends.opencl.params import build_options, params_for
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
+# buffers from this size on are weighed against the memory left before they are made: a failed
+# allocation aborts the process inside PoCL (an assertion) instead of returning an error
+_CHECKED_BYTES = 1 << 26
 _RESOURCE_CODES = {
     "OUT_OF_RESOURCES": "the device ran out of resources (registers, private or local memory)",
     "OUT_OF_HOST_MEMORY": "the host ran out of memory",
@@ -80,6 +82,8 @@ class OpenCLBackend(Backend):
 
     def __init__(self, index: int = 0):
         super().__init__(index)
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         self.dev: CLDevice = enumerate_devices()[index]
         self.alignment = self.dev.mem_align_bytes
         self.facts = DeviceFacts.of(self.dev)  # what plan.py reads of the device
@@ -93,6 +97,7 @@ class OpenCLBackend(Backend):
         self._launch_lock = threading.Lock()
         self._recording: list[cl.Event] | None = None
         self._placeholder = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, 16)
+        self._abandoned: list[cl.Event] = []  # waits interrupted before their event completed
 
     @property
     def params(self) -> dict[str, dict]:
@@ -142,10 +147,13 @@ class OpenCLBackend(Backend):
                               f"[{code or type(e).__name__}]: {e}") from None
 
     # -- memory ----------------------------------------------------------------------------------
+    # every op allocates its output and every host copy enters here or at a wait: where a forked
+    # child is stopped before it blocks (FORK_GUARD)
     def alloc(self, nbytes: int) -> cl.Buffer:
-        if nbytes > self.dev.max_alloc:
-            raise DeviceError(expected("nbytes", f"at most {self.dev.max_alloc} bytes (the device's "
-                                       "CL_DEVICE_MAX_MEM_ALLOC_SIZE)", nbytes))
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
+        if nbytes >= _CHECKED_BYTES:
+            self._check_room(nbytes)
         try:  # the per-call path: no error message is built up front
             # pooled, so a result's buffer returns for reuse when its Tensor dies
             return self._pool.allocate(max(1, nbytes))
@@ -154,20 +162,42 @@ class OpenCLBackend(Backend):
                 raise
 
     def upload(self, host: np.ndarray) -> cl.Buffer:
-        host = np.ascontiguousarray(host)
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         if host.nbytes == 0:
             return self.alloc(0)
-        if host.nbytes > self.dev.max_alloc:
-            return self.alloc(host.nbytes)  # raises the size error
+        if host.nbytes >= _CHECKED_BYTES:  # before any host copy of a strided view
+            self._check_room(host.nbytes)
+        host = np.ascontiguousarray(host)
         with self._device_errors(f"uploading {host.nbytes} bytes"):
             return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                              hostbuf=host)
+
+    def _check_room(self, nbytes: int) -> None:
+        """Refuse a buffer the device cannot hold, up front: larger than its largest allocation,
+        than its memory less the pool's live and held blocks (uploads are not counted: buffers
+        cannot be watched for their end), or, on a CPU device, than the host memory left."""
+        if nbytes > self.dev.max_alloc:
+            raise DeviceError(expected("nbytes", f"at most {self.dev.max_alloc} bytes (the device's "
+                                       "CL_DEVICE_MAX_MEM_ALLOC_SIZE)", nbytes))
+        if self._pool.managed_bytes + nbytes > self.dev.global_mem:
+            self._pool.free_held()  # blocks kept for reuse give way first
+            left = self.dev.global_mem - self._pool.active_bytes
+            if nbytes > left:
+                raise DeviceError(expected("nbytes", f"at most the {left} bytes {self.device_id} has "
+                                           "left (CL_DEVICE_GLOBAL_MEM_SIZE less live buffers)", nbytes))
+        if self.dev.kind == "cpu" and nbytes + _CHECKED_BYTES > host_bytes_free():
+            self._pool.free_held()
+            if nbytes + _CHECKED_BYTES > host_bytes_free():
+                raise host_memory_error("nbytes", nbytes, f"a buffer on {self.device_id}, a CPU "
+                                        "device, with room for the runtime")
 
     def download(self, buf: cl.Buffer, nbytes: int) -> np.ndarray:
         host = np.empty(nbytes, np.uint8)
         if nbytes:
             with self._device_errors(f"downloading {nbytes} bytes"):
-                cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
+                copied = cl.enqueue_copy(self.queue, host, buf, is_blocking=False)
+            self._wait(copied, f"downloading {nbytes} bytes")
         return host
 
     def view(self, buf: cl.Buffer, offset: int, nbytes: int) -> cl.Buffer:
@@ -181,7 +211,33 @@ class OpenCLBackend(Backend):
             return buf.get_sub_region(offset, max(1, nbytes))
 
     def synchronize(self) -> None:
-        self.queue.finish()
+        with self._device_errors("synchronizing"):
+            marker = cl.enqueue_marker(self.queue)  # completes when all work before it has
+        self._wait(marker, "synchronizing")
+
+    def _wait(self, event: cl.Event, what: str) -> None:
+        """Wait for ``event`` in short sleeps, not in one blocking call that never returns to
+        the interpreter: Ctrl-C (KeyboardInterrupt) then arrives within 20 ms however long the
+        device works. An interrupted wait keeps the event, and with it the host buffer a copy
+        writes into, until the device is done with them (pyopencl's copy events would otherwise
+        block in their destructor, and the device would write into freed memory)."""
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
+        if self._abandoned:
+            self._abandoned = [e for e in self._abandoned if e.command_execution_status > 0]
+        with self._device_errors(what):
+            self.queue.flush()  # polling alone does not submit queued work
+        delay = 0.0
+        try:
+            # COMPLETE is 0, RUNNING, SUBMITTED and QUEUED above it, failures below
+            while event.command_execution_status > 0:
+                _time.sleep(delay)
+                delay = min(2 * delay + 5e-5, 0.02)
+        except BaseException:
+            self._abandoned.append(event)
+            raise
+        with self._device_errors(what):
+            event.wait()  # returns at once; raises the failure of a failed command
 
     # -- timing ----------------------------------------------------------------------------------
     def time(self, fn: Callable[[], Any]) -> float:
@@ -220,6 +276,8 @@ class OpenCLBackend(Backend):
         ``dialect`` "accel" prepends the portability header (kernels/accel.h); "opencl" builds
         the text as it is. Build failures raise CompileError carrying the log and the name.
         """
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         if dialect not in ("accel", "opencl"):
             raise UnsupportedError(self.device_id, "kernel", "-", f"dialect {dialect!r}: the OpenCL "
                                    "backend builds 'accel' and 'opencl' sources (translate CUDA first)")
@@ -244,6 +302,8 @@ class OpenCLBackend(Backend):
                args: list, shared_mem: int = 0) -> None:
         """Enqueue with CUDA semantics: global size = grid x block, local size = block; a
         ``shared_mem`` > 0 adds one trailing ``__local`` buffer of that many bytes."""
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
         if not isinstance(kernel, CompiledKernel):
             raise ArgumentError(expected("kernel", "a kernel from OpenCLBackend.compile",
                                          type(kernel).__name__))
@@ -291,9 +351,7 @@ class OpenCLBackend(Backend):
 
     # -- kernels of the ops -------------------------------------------------------------------------
     def _program(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", cl.CompilerWarning)  # PoCL's ABI notes on wide vectors
-            return self.programs.program(text, self.build_options + options, what)
+        return self.programs.program(text, self.build_options + options, what)
 
     def kernel(self, variant: K.Variant, name: str) -> cl.Kernel:
         """A fresh kernel object of a shipped variant (its own argument slots)."""
@@ -302,6 +360,8 @@ class OpenCLBackend(Backend):
         return cl.Kernel(prg, name)
 
     def _run(self, spec, *bufs) -> None:
+        if FORK_GUARD.forked_from is not None:  # a caller's own output tensor skips alloc()
+            raise FORK_GUARD.error()
         plan = self._plans.get(spec)
         if plan is None:
             if len(self._plans) >= _MAX_PLANS:  # bounded: a decode loop makes a new spec per step

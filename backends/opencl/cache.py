@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from accel.diskcache import atomic_write, cache_root
+from accel.diskcache import atomic_write, cache_root, read_regular
 from accel.errors import CompileError
 
+from accel.backends.opencl.compiler_caches import pyopencl_cache_dir
 from accel.backends.opencl.devices import CLDevice
 
 _MAGIC = b"ACCELCL2"
@@ -69,9 +70,8 @@ class ProgramCache:
         return prg
 
     def _load(self, path: Path, digest: str, options: tuple[str, ...]) -> cl.Program | None:
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        blob = read_regular(path)
+        if blob is None:
             return None
         binary = _unpack(digest, blob)
         if binary is not None:
@@ -90,7 +90,7 @@ class ProgramCache:
 
     def _build(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
         try:
-            prg = cl.Program(self.ctx, text).build(list(options))
+            prg = cl.Program(self.ctx, text).build(list(options), cache_dir=pyopencl_cache_dir())
         except cl.Error as e:
             raise CompileError(what, self.target, f"{e}\n(options: {' '.join(options)})") from None
         self.stats["built"] += 1

@@ -20,6 +20,12 @@ import pyopencl as cl
 
 from accel.backend import DeviceInfo
 from accel.errors import BackendUnavailable
+from accel.registry import ForkGuard
+
+from accel.backends.opencl.compiler_caches import place_runtime_caches, pyopencl_cache_dir
+
+#: OpenCL in a child forked after it started here blocks forever (PoCL's threads are gone)
+FORK_GUARD = ForkGuard("OpenCL")
 
 _KIND_RANK = {"gpu": 0, "accelerator": 1, "cpu": 2}
 
@@ -108,7 +114,7 @@ _PROBE = "__kernel void accel_probe(__global int* out) { out[0] = 1; }"
 def build_failure(d: CLDevice, source: str = _PROBE) -> str | None:
     """Why this device cannot build ``source`` (by default a one-line kernel), or None."""
     try:
-        cl.Program(cl.Context([d.device]), source).build()
+        cl.Program(cl.Context([d.device]), source).build(cache_dir=pyopencl_cache_dir())
     except cl.Error as e:
         lines = [ln.strip() for ln in str(e).splitlines()]
         detail = next((ln for ln in lines if "error" in ln.lower() and "clBuildProgram" not in ln),
@@ -121,6 +127,8 @@ def build_failure(d: CLDevice, source: str = _PROBE) -> str | None:
 @functools.cache
 def _survey() -> tuple[tuple[CLDevice, ...], tuple[str, ...]]:
     """(usable devices in the documented order, why each other device was left out)."""
+    place_runtime_caches()  # before PoCL and pyopencl first look for them
+    FORK_GUARD.started()
     try:
         platforms = cl.get_platforms()
     except cl.Error as e:

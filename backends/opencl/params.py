@@ -10,7 +10,9 @@ import os
 import accel.kernels as K
 from accel.errors import ArgumentError, expected
 
-from accel.backends.opencl.cache import atomic_write, device_dir
+from accel.diskcache import atomic_write, locked, read_regular
+
+from accel.backends.opencl.cache import device_dir
 from accel.backends.opencl.devices import CLDevice
 
 #: the ops whose parameters are tunable, and the default for each device kind
@@ -23,15 +25,18 @@ DEFAULTS = {
 TUNABLE = tuple(DEFAULTS["cpu"])
 
 
-def _store(dev: CLDevice):
+def store_path(dev: CLDevice):
+    """The file ``accel tune`` stores this device's parameters in."""
     return device_dir(dev, "tune") / "params.json"
 
 
 def tuned(dev: CLDevice) -> dict[str, dict]:
-    """What ``accel tune`` stored for this device ({} when nothing, or when unreadable)."""
+    """What ``accel tune`` stored for this device ({} when nothing, or when unreadable: not a
+    regular file, not JSON, or JSON nested past the parser's recursion limit)."""
+    blob = read_regular(store_path(dev))
     try:
-        data = json.loads(_store(dev).read_text())
-    except (OSError, ValueError):
+        data = json.loads(blob) if blob is not None else {}
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):  # valid JSON but not what tune writes: as unreadable
         return {}
@@ -63,9 +68,14 @@ def clang_builtins(dev: CLDevice) -> bool:
 
 
 def build_options(dev: CLDevice) -> tuple[str, ...]:
-    """The options every accel-dialect program on this device is built with: bit-exact division
-    where the device offers it (kernels/accel.h, FDIV_RN) and the math spelling above."""
-    options = ["-cl-fp32-correctly-rounded-divide-sqrt"] if dev.correctly_rounded_divide else []
+    """The options every program on this device is built with: no warnings in the log, bit-exact
+    division where the device offers it (kernels/accel.h, FDIV_RN) and the math spelling above."""
+    # -w: PoCL notes ABI changes of wide vectors in the build log, and pyopencl turns a non-empty
+    # log into a CompilerWarning; silencing them at the compiler keeps the process's warning
+    # filters untouched (warnings.catch_warnings() swaps them for every thread at once)
+    options = ["-w"]
+    if dev.correctly_rounded_divide:
+        options.append("-cl-fp32-correctly-rounded-divide-sqrt")
     if clang_builtins(dev):
         options.append("-DACCEL_CLANG_BUILTINS=1")
     return tuple(options)
@@ -113,6 +123,11 @@ def params_for(dev: CLDevice) -> dict[str, dict]:
 
 
 def save_tuned(dev: CLDevice, op: str, params: dict) -> None:
-    data = tuned(dev)
-    data[op] = params
-    atomic_write(_store(dev), json.dumps(data, indent=1, sort_keys=True).encode())
+    """Store ``params`` for ``op``, keeping what is stored for the other ops (under the store's
+    lock: concurrent tuners of other ops must not overwrite this with what they read before).
+    Raises OSError when the store cannot be written."""
+    store = store_path(dev)
+    with locked(store):
+        data = tuned(dev)
+        data[op] = params
+        atomic_write(store, json.dumps(data, indent=1, sort_keys=True).encode())

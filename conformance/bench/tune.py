@@ -61,7 +61,7 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
     """Search each op's candidates on backend ``be``; store and return the fastest per op."""
     from accel.errors import AccelError
 
-    from accel.backends.opencl.params import candidates, params_for, safe_lanes, save_tuned
+    from accel.backends.opencl.params import candidates, params_for, safe_lanes, save_tuned, store_path
 
     kind = "cpu" if be.dev.kind == "cpu" else "gpu"
     found = {}
@@ -85,7 +85,11 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
             found[op] = best
             echo(f"{op} ({PROBLEMS[op]}): best {best} at {seconds * 1e3:.2f} ms")
             if store:
-                save_tuned(be.dev, op, best)
+                try:
+                    save_tuned(be.dev, op, best)
+                except OSError as e:  # a read-only cache: the search's result is still printed above
+                    echo(f"{op}: not stored, {store_path(be.dev)} cannot be written: "
+                         f"{e.strerror or e}")
     be.params = params_for(be.dev)
     return found
 
