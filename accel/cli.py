@@ -36,6 +36,8 @@ ENVIRONMENT = {
     "ACCEL_COMMIT": "the commit recorded in result files when git cannot tell (e.g. a copied tree)",
     "ACCEL_RUN_ID": "the run id result files carry (default: a new one per process), so that "
                     "several commands' files read as one run in a report",
+    "POCL_CACHE_DIR": "PoCL's own kernel cache; when unset and PoCL's default folder cannot be "
+                      "written (a read-only home), accel sets it under its cache root",
     "CUDA_HOME": "a CUDA toolkit whose headers NVRTC compiles with (also CUDA_PATH)",
     "CUDA_PATH": "as CUDA_HOME",
     "CUPY_TF32": "1 lets cuBLAS run float32 matmuls on tf32 tensor cores (the tolerance model is "
