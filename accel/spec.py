@@ -208,6 +208,16 @@ SCALINGS = ("tensor", "row", "block")
 FP8_BLOCK = 128
 
 
+def fp8_scale_shapes(scaling: str, M: int, K: int, N: int) -> tuple[Shape, Shape]:
+    """(scale_a shape, scale_b shape) of an [M, K] @ [K, N] FP8 matmul at ``scaling``.
+
+    >>> fp8_scale_shapes("block", 4, 256, 130)
+    ((4, 2), (2, 2))
+    """
+    kb, nb = -(-K // FP8_BLOCK), -(-N // FP8_BLOCK)
+    return {"tensor": ((), ()), "row": ((M, 1), (1, N)), "block": ((M, kb), (kb, nb))}[scaling]
+
+
 @dataclass(frozen=True)
 class ScaledMatmulSpec:
     """``(a * scale_a) @ (b * scale_b) + bias`` for FP8 ``a [M, K]``, ``b [K, N]``: exact products,
@@ -230,9 +240,7 @@ class ScaledMatmulSpec:
     @property
     def scale_shapes(self) -> tuple[Shape, Shape]:
         """The shapes scale_a and scale_b have under this spec's scaling."""
-        kb, nb = -(-self.K // FP8_BLOCK), -(-self.N // FP8_BLOCK)
-        return {"tensor": ((), ()), "row": ((self.M, 1), (1, self.N)),
-                "block": ((self.M, kb), (kb, nb))}[self.scaling]
+        return fp8_scale_shapes(self.scaling, self.M, self.K, self.N)
     @property
     def in_dtypes(self) -> tuple[str, ...]: return (self.a_dtype, self.b_dtype)
     @property
@@ -456,22 +464,21 @@ def scaled_matmul_spec(a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: st
 
 def _scaling(sa: Shape, sb: Shape, M: int, K: int, N: int) -> str:
     """The granularity the scale shapes name, or a ShapeError saying what fits."""
-    kb, nb = -(-K // FP8_BLOCK), -(-N // FP8_BLOCK)
     if sa in ((), (1,)) and sb in ((), (1,)):
         return "tensor"
-    if sa == (M, 1) and sb == (1, N):
-        return "row"
-    if sa == (M, kb) and sb == (kb, nb):
-        if K % FP8_BLOCK:
-            raise ShapeError(expected("a.shape[1]", f"a multiple of {FP8_BLOCK} for block scaling "
-                                      "(1x128 blocks of a, 128x128 of b)", K))
-        return "block"
-    raise ShapeError(expected("scale_a.shape, scale_b.shape", f"() and () per tensor, ({M}, 1) and "
-                              f"(1, {N}) per row, or ({M}, {kb}) and ({kb}, {nb}) per block",
-                              f"{sa}, {sb}"))
+    for scaling in ("row", "block"):
+        if (sa, sb) == fp8_scale_shapes(scaling, M, K, N):
+            if scaling == "block" and K % FP8_BLOCK:
+                raise ShapeError(expected("a.shape[1]", f"a multiple of {FP8_BLOCK} for block "
+                                          "scaling (1x128 blocks of a, 128x128 of b)", K))
+            return scaling
+    fits = " per row, or ".join(" and ".join(map(str, fp8_scale_shapes(g, M, K, N)))
+                                for g in ("row", "block"))
+    raise ShapeError(expected("scale_a.shape, scale_b.shape", f"() and () per tensor, {fits} per "
+                              "block", f"{sa}, {sb}"))
 
 
 __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMatmulSpec", "Spec",
            "OPS", "BLOCK", "matmul_spec", "attention_spec", "quantize_spec", "dequantize_spec",
            "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS", "ScaledMatmulSpec", "scaled_matmul_spec",
-           "SCALINGS", "FP8_BLOCK"]
+           "SCALINGS", "FP8_BLOCK", "fp8_scale_shapes"]

@@ -298,9 +298,7 @@ def _scaled_matmul(case: Case, rng):
     if data == "zero_blocks":  # whole scale blocks of zeros: a's first 1 x 128 tiles, one of b's
         a[:, : S.FP8_BLOCK] = 0
         b[S.FP8_BLOCK: 2 * S.FP8_BLOCK, : S.FP8_BLOCK] = 0
-    kb, nb = -(-K // S.FP8_BLOCK), -(-N // S.FP8_BLOCK)
-    sa_shape, sb_shape = {"tensor": ((), ()), "row": ((M, 1), (1, N)),
-                          "block": ((M, kb), (kb, nb))}[scaling]
+    sa_shape, sb_shape = S.fp8_scale_shapes(scaling, M, K, N)
     scale_a = np.exp2(rng.integers(-6, 3, sa_shape)) * rng.uniform(0.5, 1, sa_shape)
     scale_b = np.exp2(rng.integers(-6, 3, sb_shape)) * rng.uniform(0.5, 1, sb_shape)
     inputs = [a, b, np.asarray(scale_a, np.float32), np.asarray(scale_b, np.float32)]

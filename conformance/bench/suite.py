@@ -76,7 +76,7 @@ class Case:
         if self.op == "dequantize":
             return S.dequantize_spec((p["rows"], p["K"]), get_format(p["fmt"]))
         if self.op == "scaled_matmul":
-            shapes = _fp8_scale_shapes(p["scaling"], p["M"], p["K"], p["N"])
+            shapes = S.fp8_scale_shapes(p["scaling"], p["M"], p["K"], p["N"])
             return S.scaled_matmul_spec((p["M"], p["K"]), self.dtype, (p["K"], p["N"]),
                                         p.get("b_dtype", self.dtype), shapes[0], "float32",
                                         shapes[1], "float32", p.get("out", "bfloat16"))
@@ -112,11 +112,6 @@ class Case:
             return [a[0], b[0], a[1], b[1], None]
         return [normal(spec.x_shape, self.dtype),
                 _quantized(normal((spec.N, spec.K), "float32"), spec.fmt.name)]
-
-
-def _fp8_scale_shapes(scaling: str, M: int, K: int, N: int) -> tuple[tuple, tuple]:
-    kb, nb = -(-K // S.FP8_BLOCK), -(-N // S.FP8_BLOCK)
-    return {"tensor": ((), ()), "row": ((M, 1), (1, N)), "block": ((M, kb), (kb, nb))}[scaling]
 
 
 def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
