@@ -143,7 +143,8 @@ def test_a_missing_parser_is_one_line_with_one_prefix(tmp_path):
     (["portability"], "--backends", ["cpu:0", "opencl:0"]),
     (["kernels", "check"], "--targets", ["sm_80", "gfx90a"]),
     (["conformance"], "--ops", ["matmul", "attention"]),
-    (["bench"], "--ops", ["matmul", "qmatmul"])])
+    (["bench"], "--ops", ["matmul", "qmatmul"]),
+    (["tune"], "--ops", ["matmul", "gemv"])])
 def test_every_list_option_takes_spaces_or_commas(command, option, names):
     from accel.argtypes import split_names
     from accel.cli import build_parser

@@ -42,7 +42,7 @@ def test_tune_stores_the_best_and_new_instances_use_it(tmp_path, monkeypatch):
 def test_tune_command_is_registered_and_validates_ops(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     args = build_parser().parse_args(["tune", "--backend", FIRST[0], "--ops", "gemv"])
-    assert args.ops == "gemv" and args.backend == FIRST[0]
+    assert args.ops == ["gemv"] and args.backend == FIRST[0]
     assert main(["tune", "--ops", "matmul,bogus"]) == 2  # a typed error, printed as one line
     assert "--ops" in capsys.readouterr().err
     assert main(["tune", "--backend", "cpu", "--ops", "gemv"]) == 2

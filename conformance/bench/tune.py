@@ -96,13 +96,13 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
 
 def _tune(args: argparse.Namespace) -> int:
     import accel
-    from accel.argtypes import comma_list
+    from accel.argtypes import split_names
     from accel.errors import ArgumentError, expected
 
-    ops = comma_list(args.ops)
+    ops = split_names(args.ops) or list(PROBLEMS)
     unknown = [o for o in ops if o not in PROBLEMS]
     if unknown:
-        raise ArgumentError(expected("--ops", f"a comma-separated subset of {list(PROBLEMS)}", unknown))
+        raise ArgumentError(expected("--ops", f"a subset of {list(PROBLEMS)}", unknown))
     be = accel.get_backend(args.backend)
     if be.name != "opencl":
         raise ArgumentError(expected("--backend", "an OpenCL device such as opencl:0", args.backend))
@@ -122,8 +122,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(nothing with --dry-run) and used automatically from then on.")
     p.add_argument("--backend", default="opencl:0",
                    help="OpenCL device to tune (default: %(default)s)")
-    p.add_argument("--ops", default=",".join(PROBLEMS), type=names,
-                   help=f"comma-separated ops to tune, from {','.join(PROBLEMS)} (default: all)")
+    p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
+                   help=f"ops to tune, space or comma separated, from {', '.join(PROBLEMS)} "
+                        "(default: all)")
     p.add_argument("--repeat", type=int_at_least(1), default=3,
                    help="timed runs per candidate, the fastest counts (default: %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="search and print, but store nothing")
