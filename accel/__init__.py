@@ -6,7 +6,12 @@
 array([[ 5., 14.],
        [14., 50.]], dtype=float32)
 """
-from accel import backends  # the package doubles as the listing function, see backends/__init__.py
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # type checkers see the function; at run time the package answers calls too
+    from accel.registry import backends as backends
+else:
+    from accel import backends  # the package doubles as the listing function (backends/__init__.py)
 from accel.backend import Backend, DeviceInfo, Support
 from accel.errors import (AccelError, ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DeviceMismatchError, DTypeError, ShapeError, UnsupportedError)
