@@ -17,8 +17,8 @@ DATA = Path(__file__).parent / "kernels_check_data"
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+def shared_binaries(gpu_build_cache, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(gpu_build_cache))
 
 
 def run(tmp_path, *args: str) -> tuple[int, dict]:
