@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, expected
 from accel.formats import BLOCK
 
@@ -47,7 +48,8 @@ def uses_header(text: str) -> bool:
 #: CUDA-only tensor-core variants (matmul, attention), still written against accel.h
 SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "quant.cl": ("quantize", "dequantize", "qmatmul"), "matmul_wmma.cu": ("matmul",),
-              "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",)}
+              "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",),
+              "copy.cl": ()}  # Tensor.contiguous() and astype(), no op
 SOURCES = tuple(SOURCE_OPS)
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
@@ -537,6 +539,94 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     return Variant("quant.cl", names, {**d, **p}, _dialects(p))
 
 
+#: dims the strided copy takes apart (kernels/copy.cl); views of more dims after merging go
+#: through the host
+COPY_DIMS = 6
+#: the bit widths the strided copy moves an element as, by its size in bytes
+_COPY_WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
+
+
+def copy(itemsize: int, in_dtype: str | None = None, out_dtype: str | None = None) -> Variant:
+    """The strided copy (kernels/copy.cl) of ``itemsize``-byte elements bit for bit, or, given
+    two float dtypes that differ, converting ``in_dtype`` to ``out_dtype``.
+
+    >>> copy(2).defines, copy(4, "float32", "bfloat16").defines
+    ({'COPY_BITS': 'u16'}, {'IN_DT': 'F32', 'OUT_DT': 'BF16'})
+    """
+    if in_dtype is not None and in_dtype != out_dtype:
+        d = {"IN_DT": _token(in_dtype, _FLOATS, "in_dtype"),
+             "OUT_DT": _token(str(out_dtype), _FLOATS, "out_dtype")}
+    elif itemsize in _COPY_WORD:
+        d = {"COPY_BITS": _COPY_WORD[itemsize]}
+    else:
+        raise ArgumentError(expected("itemsize", f"one of {tuple(_COPY_WORD)} bytes", itemsize))
+    return Variant("copy.cl", ("strided_copy",), d)
+
+
+def copy_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...],
+                                                                          tuple[int, ...]] | None:
+    """``shape`` and element ``strides`` with size-1 dims dropped and dims that step through
+    memory as one merged, padded in front to :data:`COPY_DIMS`; None where more dims remain.
+
+    >>> copy_layout((2, 3, 4), (12, 4, 1))  # contiguous: one dim of 24
+    ((1, 1, 1, 1, 1, 24), (0, 0, 0, 0, 0, 1))
+    >>> copy_layout((4, 1, 3), (1, 7, 4))[0][-2:]  # a transpose stays two dims
+    (4, 3)
+    """
+    dims: list[list[int]] = []
+    for n, s in zip(shape, strides):
+        if n == 1:
+            continue
+        if dims and dims[-1][1] == n * s:  # the outer dim steps exactly over this one
+            dims[-1] = [dims[-1][0] * n, s]
+        else:
+            dims.append([n, s])
+    if len(dims) > COPY_DIMS:
+        return None
+    dims = [[1, 0]] * (COPY_DIMS - len(dims)) + dims
+    return tuple(n for n, _ in dims), tuple(s for _, s in dims)
+
+
+def copy_args(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+              block: int = 256) -> tuple[int, int, tuple] | None:
+    """(grid, block, scalar arguments) of a strided copy of a view (sizes, strides and offset
+    in elements), in CUDA's launch semantics; None where the view has too many dims
+    (:func:`copy_layout`). The grid is capped: each work-item then copies several elements.
+
+    >>> grid, block, scalars = copy_args((3, 2), (1, 3), 0)
+    >>> grid, block, [int(s) for s in scalars]
+    (1, 256, [6, 0, 1, 1, 1, 3, 2, 0, 0, 0, 0, 1, 3])
+    """
+    layout = copy_layout(shape, strides)
+    if layout is None:
+        return None
+    sizes, steps = layout
+    n = math.prod(shape)
+    grid = max(1, min(ceil_div(n, block), 4096))
+    i64 = np.int64
+    return grid, block, (i64(n), i64(offset), *map(i64, sizes[1:]), *map(i64, steps))
+
+
+def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: str,
+              out_dtype: str) -> tuple[Variant, int, int, tuple] | None:
+    """(variant, grid, block, scalar arguments) that gather a view of ``dtype`` elements into
+    a C-contiguous ``out_dtype`` buffer; None where kernels/copy.cl does not apply (a
+    conversion other than between float formats, a view of too many dims): the backend's
+    ``gather`` then goes through the host.
+
+    >>> copy_plan((2, 2), (1, 2), 0, "float32", "float16")[0].defines
+    {'IN_DT': 'F32', 'OUT_DT': 'F16'}
+    >>> copy_plan((2,), (1,), 0, "int32", "float32") is None
+    True
+    """
+    if dtype != out_dtype and not (dtype in _FLOATS and out_dtype in _FLOATS):
+        return None
+    launch = copy_args(shape, strides, offset)
+    if launch is None:
+        return None
+    return (copy(to_numpy_dtype(dtype).itemsize, dtype, out_dtype), *launch)
+
+
 @cache
 def variants() -> tuple[Variant, ...]:
     """Every kernel variant accel ships: what ``accel kernels check`` compiles per target.
@@ -563,6 +653,8 @@ def variants() -> tuple[Variant, ...]:
     out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
+    out += [copy(n) for n in _COPY_WORD]
+    out += [copy(4, i, o) for i in _FLOATS for o in _FLOATS if i != o]
     return tuple(dict.fromkeys(out))
 
 
@@ -585,7 +677,7 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "quant", "copy", "copy_layout", "copy_args", "copy_plan", "COPY_DIMS", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
