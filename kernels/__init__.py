@@ -542,25 +542,11 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
 #: dims the strided copy takes apart (kernels/copy.cl); views of more dims after merging go
 #: through the host
 COPY_DIMS = 6
-#: the bit widths the strided copy moves an element as, by its size in bytes
-_COPY_WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
-
-
-def copy(itemsize: int, in_dtype: str | None = None, out_dtype: str | None = None) -> Variant:
-    """The strided copy (kernels/copy.cl) of ``itemsize``-byte elements bit for bit, or, given
-    two float dtypes that differ, converting ``in_dtype`` to ``out_dtype``.
-
-    >>> copy(2).defines, copy(4, "float32", "bfloat16").defines
-    ({'COPY_BITS': 'u16'}, {'IN_DT': 'F32', 'OUT_DT': 'BF16'})
-    """
-    if in_dtype is not None and in_dtype != out_dtype:
-        d = {"IN_DT": _token(in_dtype, _FLOATS, "in_dtype"),
-             "OUT_DT": _token(str(out_dtype), _FLOATS, "out_dtype")}
-    elif itemsize in _COPY_WORD:
-        d = {"COPY_BITS": _COPY_WORD[itemsize]}
-    else:
-        raise ArgumentError(expected("itemsize", f"one of {tuple(_COPY_WORD)} bytes", itemsize))
-    return Variant("copy.cl", ("strided_copy",), d)
+#: the element kinds kernels/copy.cl takes: a width in bytes (copied bit for bit) or a float
+#: format (converted); the numbers are its KIND_ defines
+COPY_KIND = {1: 0, 2: 1, 4: 2, 8: 3, "float32": 4, "float16": 5, "bfloat16": 6}
+#: the one build of kernels/copy.cl: every dtype comes as an argument
+COPY = Variant("copy.cl", ("strided_copy",), {})
 
 
 def copy_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...],
@@ -587,44 +573,35 @@ def copy_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple
     return tuple(n for n, _ in dims), tuple(s for _, s in dims)
 
 
-def copy_args(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
-              block: int = 256) -> tuple[int, int, tuple] | None:
-    """(grid, block, scalar arguments) of a strided copy of a view (sizes, strides and offset
-    in elements), in CUDA's launch semantics; None where the view has too many dims
-    (:func:`copy_layout`). The grid is capped: each work-item then copies several elements.
+def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: str,
+              out_dtype: str) -> tuple[int, int, tuple] | None:
+    """(grid, block, scalar arguments) of :data:`COPY` gathering a view of ``dtype`` elements
+    (sizes, strides and offset in elements) into a C-contiguous ``out_dtype`` buffer, in CUDA's
+    launch semantics; None where kernels/copy.cl does not apply (a conversion other than between
+    float formats, a view of more than :data:`COPY_DIMS` dims after merging): the backend's
+    ``gather`` then goes through the host. The grid is capped: a work-item copies several
+    elements.
 
-    >>> grid, block, scalars = copy_args((3, 2), (1, 3), 0)
+    >>> grid, block, scalars = copy_plan((3, 2), (1, 3), 0, "float32", "bfloat16")
     >>> grid, block, [int(s) for s in scalars]
-    (1, 256, [6, 0, 1, 1, 1, 3, 2, 0, 0, 0, 0, 1, 3])
+    (1, 256, [4, 6, 6, 0, 1, 1, 1, 3, 2, 0, 0, 0, 0, 1, 3])
+    >>> copy_plan((2,), (1,), 0, "int32", "float32") is None
+    True
     """
+    if dtype == out_dtype:
+        kinds = (COPY_KIND[to_numpy_dtype(dtype).itemsize],) * 2
+    elif dtype in _FLOATS and out_dtype in _FLOATS:
+        kinds = (COPY_KIND[dtype], COPY_KIND[out_dtype])
+    else:
+        return None
     layout = copy_layout(shape, strides)
     if layout is None:
         return None
     sizes, steps = layout
-    n = math.prod(shape)
-    grid = max(1, min(ceil_div(n, block), 4096))
+    n, block = math.prod(shape), 256
     i64 = np.int64
-    return grid, block, (i64(n), i64(offset), *map(i64, sizes[1:]), *map(i64, steps))
-
-
-def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: str,
-              out_dtype: str) -> tuple[Variant, int, int, tuple] | None:
-    """(variant, grid, block, scalar arguments) that gather a view of ``dtype`` elements into
-    a C-contiguous ``out_dtype`` buffer; None where kernels/copy.cl does not apply (a
-    conversion other than between float formats, a view of too many dims): the backend's
-    ``gather`` then goes through the host.
-
-    >>> copy_plan((2, 2), (1, 2), 0, "float32", "float16")[0].defines
-    {'IN_DT': 'F32', 'OUT_DT': 'F16'}
-    >>> copy_plan((2,), (1,), 0, "int32", "float32") is None
-    True
-    """
-    if dtype != out_dtype and not (dtype in _FLOATS and out_dtype in _FLOATS):
-        return None
-    launch = copy_args(shape, strides, offset)
-    if launch is None:
-        return None
-    return (copy(to_numpy_dtype(dtype).itemsize, dtype, out_dtype), *launch)
+    return (max(1, min(ceil_div(n, block), 4096)), block,
+            (*map(np.int32, kinds), i64(n), i64(offset), *map(i64, sizes[1:]), *map(i64, steps)))
 
 
 @cache
@@ -653,8 +630,7 @@ def variants() -> tuple[Variant, ...]:
     out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
-    out += [copy(n) for n in _COPY_WORD]
-    out += [copy(4, i, o) for i in _FLOATS for o in _FLOATS if i != o]
+    out.append(COPY)
     return tuple(dict.fromkeys(out))
 
 
@@ -677,7 +653,7 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "copy", "copy_layout", "copy_args", "copy_plan", "COPY_DIMS", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "quant", "COPY", "COPY_KIND", "copy_layout", "copy_plan", "COPY_DIMS", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]

@@ -1,26 +1,37 @@
 /* Strided gather: dst[i] = src[offset + sum_d index_d(i) * stride_d] for i in [0, n), where
- * index_d(i) takes i apart in C order over the view's sizes. Up to COPY_DIMS (6) dims, padded
- * in front with size-1 dims; sizes, strides and offset count elements of src, and strides may
- * be negative (a reversed slice). What reshape, transpose and slicing of an accel.Tensor cannot
+ * index_d(i) takes i apart in C order over the view's sizes. Up to 6 dims (COPY_DIMS), padded in
+ * front with size-1 dims; sizes, strides and offset count elements of src, and strides may be
+ * negative (a reversed slice). What reshape, transpose and slicing of an accel.Tensor cannot
  * express as a view over the same buffer is materialized here, on the device.
  *
- * Defines: COPY_BITS (u8, u16, u32 or u64) copies elements of that width bit for bit; else
- * IN_DT and OUT_DT (F32, F16, BF16) convert through float32, narrowing to nearest even
- * (astype between float formats).
+ * One build serves every dtype: the element kinds come as arguments (accel.kernels.COPY_KIND).
+ * Equal kinds copy elements of 1, 2, 4 or 8 bytes bit for bit; float32, float16 and bfloat16
+ * convert through float32, narrowing to nearest even (astype). The switches take the same branch
+ * in every work-item, and the copy is bound by memory, not by them.
  */
-#if defined(COPY_BITS)
-#define SRC_T COPY_BITS
-#define DST_T COPY_BITS
-#define COPY_ONE(src, at, dst, i) ((dst)[i] = (src)[at])
-#else
-#define SRC_T IN_T
-#define DST_T OUT_T
-#define COPY_ONE(src, at, dst, i) STORE_OUT(dst, i, LOAD_IN(src, at))
-#endif
+#define KIND_U8 0
+#define KIND_U16 1
+#define KIND_U32 2
+#define KIND_U64 3
+#define KIND_F32 4
+#define KIND_F16 5
+#define KIND_BF16 6
 
-KERNEL void strided_copy(GLOBAL const SRC_T* RESTRICT src, GLOBAL DST_T* RESTRICT dst, i64 n,
-                         i64 offset, i64 n1, i64 n2, i64 n3, i64 n4, i64 n5, i64 s0, i64 s1,
-                         i64 s2, i64 s3, i64 s4, i64 s5) {
+DEVICE float copy_load(GLOBAL const u8* RESTRICT src, i64 at, int kind) {
+    if (kind == KIND_F16) return LOAD_F16((GLOBAL const u16*)src, at);
+    if (kind == KIND_BF16) return LOAD_BF16((GLOBAL const u16*)src, at);
+    return ((GLOBAL const float*)src)[at];
+}
+
+DEVICE void copy_store(GLOBAL u8* RESTRICT dst, i64 i, int kind, float v) {
+    if (kind == KIND_F16) STORE_F16((GLOBAL u16*)dst, i, v);
+    else if (kind == KIND_BF16) STORE_BF16((GLOBAL u16*)dst, i, v);
+    else ((GLOBAL float*)dst)[i] = v;
+}
+
+KERNEL void strided_copy(GLOBAL const u8* RESTRICT src, GLOBAL u8* RESTRICT dst, int in_kind,
+                         int out_kind, i64 n, i64 offset, i64 n1, i64 n2, i64 n3, i64 n4, i64 n5,
+                         i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5) {
     const i64 step = (i64)LOCAL_SIZE(0) * NUM_GROUPS(0);
     for (i64 i = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0); i < n; i += step) {
         /* the innermost index first; what is left of i at the end is the outermost index */
@@ -31,6 +42,10 @@ KERNEL void strided_copy(GLOBAL const SRC_T* RESTRICT src, GLOBAL DST_T* RESTRIC
         at += (r % n2) * s2; r /= n2;
         at += (r % n1) * s1; r /= n1;
         at += r * s0;
-        COPY_ONE(src, at, dst, i);
+        if (in_kind != out_kind) copy_store(dst, i, out_kind, copy_load(src, at, in_kind));
+        else if (in_kind == KIND_U8) dst[i] = src[at];
+        else if (in_kind == KIND_U16) ((GLOBAL u16*)dst)[i] = ((GLOBAL const u16*)src)[at];
+        else if (in_kind == KIND_U32) ((GLOBAL u32*)dst)[i] = ((GLOBAL const u32*)src)[at];
+        else ((GLOBAL u64*)dst)[i] = ((GLOBAL const u64*)src)[at];
     }
 }

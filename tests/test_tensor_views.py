@@ -241,3 +241,11 @@ class _transfers:
     def __exit__(self, *exc):
         for name in self.moved:
             delattr(self.backend, name)  # back to the class's methods
+
+
+def test_views_of_more_dims_than_the_copy_kernel_takes_go_through_the_host(opencl_backend):
+    a = np.arange(2 ** 7, dtype=np.int8).reshape((2,) * 7)
+    t = accel.asarray(a, backend=opencl_backend)
+    # seven axes that no two merge into one: past kernels/copy.cl's six, the host copies
+    np.testing.assert_array_equal(t.T.contiguous().numpy(), a.T)
+    np.testing.assert_array_equal(t[:, :, :, :, :, :, ::-1].T.astype("int8").numpy(), a[..., ::-1].T)

@@ -100,7 +100,7 @@ class OpenCLBackend(Backend):
         self._recording: list[cl.Event] | None = None
         self._placeholder = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, 16)
         self._abandoned: list[cl.Event] = []  # waits interrupted before their event completed
-        self._copies: dict[K.Variant, cl.Kernel] = {}  # gather()'s kernels
+        self._copy: cl.Kernel | None = None  # gather()'s kernel, built on first use
 
     @property
     def params(self) -> dict[str, dict]:
@@ -220,13 +220,13 @@ class OpenCLBackend(Backend):
         plan = K.copy_plan(src.shape, src.strides, src.offset, src.dtype, dtype)
         if plan is None:
             return super().gather(src, dtype)
-        variant, grid, block, scalars = plan
+        grid, block, scalars = plan
         out = self.alloc(math.prod(src.shape) * to_numpy_dtype(dtype).itemsize)
         if not math.prod(src.shape):
             return out
-        kernel = self._copies.get(variant)
-        if kernel is None:
-            kernel = self._copies[variant] = self.kernel(variant, "strided_copy")
+        if self._copy is None:
+            self._copy = self.kernel(K.COPY, "strided_copy")
+        kernel = self._copy
         with self._launch_lock:
             kernel.set_args(src.buf, out, *scalars)
             self._enqueue(kernel, (grid * block,), (block,), "strided copy")
