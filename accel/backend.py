@@ -211,8 +211,9 @@ class Backend:
         return None
 
     def export_array(self, tensor: DeviceArray) -> Any | None:
-        """Optional: an object with ``__dlpack__`` viewing ``tensor``'s memory (zero-copy), or
-        None when the backend cannot export (``Tensor.__dlpack__`` then raises a clear error)."""
+        """Optional: the backend's native array viewing ``tensor``'s memory (zero-copy, strides
+        and offset included): what ``Tensor.__dlpack__`` exports where it has ``__dlpack__``
+        (``Tensor.__dlpack__`` raises a clear error where it has not, or for None)."""
         return None
 
     # -- ops ----------------------------------------------------------------------------------

@@ -259,7 +259,7 @@ class Tensor:
 
     def _exported(self):
         exported = self.backend.export_array(self)
-        if exported is None:
+        if not hasattr(exported, "__dlpack__"):
             raise ArgumentError(expected("tensor", "a backend that can export DLPack",
                                          f"backend {self.backend.device_id} (use .numpy())"))
         return exported
