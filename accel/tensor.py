@@ -376,21 +376,24 @@ def adopt(arg: str, x: Any) -> Any:
                                               f"{type(x).__name__} ({e})")) from None
                 return sys.modules["torch"].from_dlpack(x)
         if device in (_DL_CUDA, _DL_ROCM):
-            return _cupy_module(arg, x).from_dlpack(x)
+            return _on_gpu(arg, x, "from_dlpack")
         raise DeviceMismatchError(expected(arg, "a DLPack array in host, CUDA or ROCm memory",
                                            f"{type(x).__name__} on DLPack device type {device}"))
     if hasattr(x, "__cuda_array_interface__"):
-        return _cupy_module(arg, x).asarray(x)  # zero-copy: CuPy reads the interface
+        return _on_gpu(arg, x, "asarray")  # zero-copy: CuPy reads the interface
     return x
 
 
-def _cupy_module(arg: str, x: Any) -> Any:
+def _on_gpu(arg: str, x: Any, how: str) -> Any:
+    """GPU array ``x`` as a cupy array (``cupy.from_dlpack`` or ``cupy.asarray``), or a
+    BackendUnavailable saying why CuPy cannot take it (not installed, no GPU or driver)."""
     try:
         import cupy
-    except ImportError as e:
-        raise BackendUnavailable(expected(arg, "CuPy installed, to take a GPU array",
-                                          f"{type(x).__name__} ({e})")) from None
-    return cupy
+
+        return getattr(cupy, how)(x)
+    except Exception as e:  # ImportError, or CuPy's runtime errors: no device, no driver
+        raise BackendUnavailable(expected(arg, f"a GPU array CuPy can take (cupy.{how})",
+                                          f"{type(x).__name__}: {type(e).__name__}: {e}")) from None
 
 
 def check_array(arg: str, x: Any) -> str:

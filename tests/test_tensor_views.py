@@ -251,3 +251,31 @@ def test_views_of_more_dims_than_the_copy_kernel_takes_go_through_the_host(openc
     # seven axes that no two merge into one: past kernels/copy.cl's six, the host copies
     np.testing.assert_array_equal(t.T.contiguous().numpy(), a.T)
     np.testing.assert_array_equal(t[:, :, :, :, :, :, ::-1].T.astype("int8").numpy(), a[..., ::-1].T)
+
+
+def _gpu_count() -> int:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver
+        return 0
+
+
+class CUDAArrayOnly:
+    """A producer with only the CUDA array interface (as a Numba device array)."""
+
+    __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3}
+
+
+class DLPackOnGPU(DLPackOnly):
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0
+
+
+@pytest.mark.skipif(_gpu_count() > 0, reason="a GPU is here: the no-GPU path does not apply")
+@pytest.mark.parametrize("producer", [CUDAArrayOnly(), DLPackOnGPU(np.zeros(4, np.float32))])
+def test_gpu_producers_go_to_cupy_which_says_why_it_cannot_take_them(producer):
+    # no GPU on this machine: the array reaches CuPy, whose refusal becomes a typed error
+    with pytest.raises(accel.BackendUnavailable, match=r"cupy\.(asarray|from_dlpack)"):
+        accel.asarray(producer)
