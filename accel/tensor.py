@@ -7,7 +7,6 @@ itself: if a torch tensor exists, torch is already imported.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any, NamedTuple
 
@@ -17,6 +16,7 @@ from accel.backend import Backend
 from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
 from accel.errors import (ArgumentError, BackendUnavailable, DeviceError, DeviceMismatchError, DTypeError,
                           OutOfBoundsError, ShapeError, expected)
+from accel.hostmem import host_bytes_free, host_memory_error
 from accel.formats import FORMATS, QuantFormat, check_quantizable_shape, get_format
 from accel.registry import backends as list_backends
 from accel.registry import get_backend
@@ -187,9 +187,11 @@ class Tensor:
                 raise ArgumentError(expected("key", "ints, slices, ... or None (basic indexing; "
                                              "copy to the host with .numpy() for index arrays)",
                                              type(k).__name__))
+        if not any(k is Ellipsis for k in items):  # so that all-int keys give a 0-d view, not a scalar
+            items += (Ellipsis,)
         probe, origin = self._layout()
         try:
-            return self._view(probe[key], origin)
+            return self._view(probe[items], origin)
         except IndexError as e:
             raise OutOfBoundsError(expected("key", f"indices within shape {self.shape}",
                                             f"{key!r} ({e})")) from None
@@ -485,38 +487,7 @@ def device_backend(x: Any, kind: str) -> Backend | None:
     return None
 
 
-# -- host memory ----------------------------------------------------------------------------------
-def host_bytes_free() -> int:
-    """Bytes the host can still give this process: the kernel's MemAvailable, or less where an
-    address-space limit (``ulimit -v``, RLIMIT_AS) leaves less room."""
-    free = sys.maxsize
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            free = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith(b"MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            pass
-    try:
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if limit != resource.RLIM_INFINITY:
-            with open("/proc/self/statm") as f:
-                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-            free = min(free, limit - used)
-    except (ImportError, OSError, ValueError):
-        pass
-    return max(0, free)
-
-
-def host_memory_error(arg: str, nbytes: int, what: str) -> DeviceError:
-    """The error for host memory ``arg`` needs (``nbytes``, for ``what``) and cannot get."""
-    return DeviceError(expected(arg, f"at most the {host_bytes_free()} bytes of host memory left "
-                                f"for {what}", f"{nbytes} bytes"))
-
-
+# -- operands to tensors and back -----------------------------------------------------------
 def _host_copy(op: Operand, backend: Backend) -> np.ndarray | None:
     """host_of(op), checked first where it copies: a broadcast or strided view can stand for far
     more bytes than it holds, so its size is weighed against the host's free memory and the

@@ -25,7 +25,8 @@ from accel.backend import Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
 from accel.spec import X_FORMATS
-from accel.tensor import Tensor, host_bytes_free, host_memory_error
+from accel.hostmem import host_bytes_free, host_memory_error
+from accel.tensor import Tensor
 
 from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
