@@ -191,7 +191,13 @@ class Backend:
 
     def host_view(self, src: DeviceArray) -> np.ndarray:
         """View ``src`` as a host numpy array over a download of the bytes it reaches (a view of
-        the buffer itself where ``download`` returns one, as on the CPU backend)."""
+        the buffer itself where ``download`` returns one, as on the CPU backend).
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.arange(6, dtype=np.int32).reshape(2, 3), backend="cpu")
+        >>> t.backend.host_view(t[:, ::-2]).tolist()
+        [[2, 0], [5, 3]]
+        """
         item = to_numpy_dtype(src.dtype)
         reach = [(n - 1) * s for n, s in zip(src.shape, src.strides)]
         if 0 in src.shape:

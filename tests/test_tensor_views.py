@@ -280,3 +280,14 @@ def test_gpu_producers_go_to_cupy_which_says_why_it_cannot_take_them(producer):
     # no GPU on this machine: the array reaches CuPy, whose refusal becomes a typed error
     with pytest.raises(accel.BackendUnavailable, match=r"cupy\.(asarray|from_dlpack)"):
         accel.asarray(producer)
+
+
+def test_an_out_that_is_a_view_is_refused(rng):
+    from accel.dispatch import execute
+    from accel.spec import matmul_spec
+
+    be = accel.get_backend("cpu")
+    a = accel.asarray(rng.standard_normal((2, 2)).astype(np.float32), backend=be)
+    out = accel.Tensor.empty(be, (2, 2), "float32").T  # kernels would ignore its strides
+    with pytest.raises(accel.ArgumentError, match="contiguous"):
+        execute(be, matmul_spec((2, 2), "float32", (2, 2), "float32"), a, a, out=out)
