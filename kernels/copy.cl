@@ -7,7 +7,7 @@
  * One build serves every dtype: the element kinds come as arguments (accel.kernels.COPY_KIND).
  * Equal kinds copy elements of 1, 2, 4 or 8 bytes bit for bit; float32, float16 and bfloat16
  * convert through float32, narrowing to nearest even (astype). The switches take the same branch
- * in every work-item, and the copy is bound by memory, not by them.
+ * in every work-item and sit outside the copy loops.
  */
 #define KIND_U8 0
 #define KIND_U16 1
@@ -29,23 +29,40 @@ DEVICE void copy_store(GLOBAL u8* RESTRICT dst, i64 i, int kind, float v) {
     else ((GLOBAL float*)dst)[i] = v;
 }
 
+/* A 2-d launch: dimension 0 runs along the innermost dim (n5, stride s5), dimension 1 over the
+ * rows (every index of the outer dims, C order), each row's start found once. The element kind
+ * is chosen outside the loops, so that each loop is a plain strided copy for the compiler. */
+#define COPY_ROWS(ELEMENT)                                                                         \
+    for (i64 row = row0; row < rows; row += row_step) {                                            \
+        /* innermost outer index first (padding dims of 1 skipped); the rest: outermost */         \
+        i64 r = row, start = offset;                                                               \
+        if (n4 > 1) { start += (r % n4) * s4; r /= n4; }                                           \
+        if (n3 > 1) { start += (r % n3) * s3; r /= n3; }                                           \
+        if (n2 > 1) { start += (r % n2) * s2; r /= n2; }                                           \
+        if (n1 > 1) { start += (r % n1) * s1; r /= n1; }                                           \
+        start += r * s0;                                                                           \
+        for (i64 col = col0; col < n5; col += col_step) {                                          \
+            const i64 at = start + col * s5, i = row * n5 + col;                                   \
+            ELEMENT;                                                                               \
+        }                                                                                          \
+    }
+
 KERNEL void strided_copy(GLOBAL const u8* RESTRICT src, GLOBAL u8* RESTRICT dst, int in_kind,
-                         int out_kind, i64 n, i64 offset, i64 n1, i64 n2, i64 n3, i64 n4, i64 n5,
+                         int out_kind, i64 rows, i64 offset, i64 n1, i64 n2, i64 n3, i64 n4, i64 n5,
                          i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5) {
-    const i64 step = (i64)LOCAL_SIZE(0) * NUM_GROUPS(0);
-    for (i64 i = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0); i < n; i += step) {
-        /* the innermost index first; what is left of i at the end is the outermost index */
-        i64 r = i, at = offset;
-        at += (r % n5) * s5; r /= n5;
-        at += (r % n4) * s4; r /= n4;
-        at += (r % n3) * s3; r /= n3;
-        at += (r % n2) * s2; r /= n2;
-        at += (r % n1) * s1; r /= n1;
-        at += r * s0;
-        if (in_kind != out_kind) copy_store(dst, i, out_kind, copy_load(src, at, in_kind));
-        else if (in_kind == KIND_U8) dst[i] = src[at];
-        else if (in_kind == KIND_U16) ((GLOBAL u16*)dst)[i] = ((GLOBAL const u16*)src)[at];
-        else if (in_kind == KIND_U32) ((GLOBAL u32*)dst)[i] = ((GLOBAL const u32*)src)[at];
-        else ((GLOBAL u64*)dst)[i] = ((GLOBAL const u64*)src)[at];
+    const i64 col0 = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    const i64 col_step = (i64)LOCAL_SIZE(0) * NUM_GROUPS(0);
+    const i64 row0 = (i64)GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
+    const i64 row_step = (i64)LOCAL_SIZE(1) * NUM_GROUPS(1);
+    if (in_kind != out_kind) {
+        COPY_ROWS(copy_store(dst, i, out_kind, copy_load(src, at, in_kind)))
+    } else if (in_kind == KIND_U8) {
+        COPY_ROWS(dst[i] = src[at])
+    } else if (in_kind == KIND_U16) {
+        COPY_ROWS(((GLOBAL u16*)dst)[i] = ((GLOBAL const u16*)src)[at])
+    } else if (in_kind == KIND_U32) {
+        COPY_ROWS(((GLOBAL u32*)dst)[i] = ((GLOBAL const u32*)src)[at])
+    } else {
+        COPY_ROWS(((GLOBAL u64*)dst)[i] = ((GLOBAL const u64*)src)[at])
     }
 }

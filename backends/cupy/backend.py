@@ -362,7 +362,7 @@ class CuPyBackend(Backend):
         out = self.alloc(int(np.prod(src.shape)) * to_numpy_dtype(dtype).itemsize)
         if out.nbytes:
             with self.device, self.stream_of((src,)):
-                self.launch(self.shipped(kernels.COPY, "strided_copy"), (grid, 1, 1), (block, 1, 1),
+                self.launch(self.shipped(kernels.COPY, "strided_copy"), grid, block,
                             [src.buf, out, *scalars])
         return out
 

@@ -230,7 +230,7 @@ class OpenCLBackend(Backend):
         kernel = self._copy
         with self._launch_lock:
             kernel.set_args(src.buf, out, *scalars)
-            self._enqueue(kernel, (grid * block,), (block,), "strided copy")
+            self._enqueue(kernel, (grid[0] * block[0], grid[1] * block[1]), block[:2], "strided copy")
         return out
 
     def import_array(self, x: Any) -> Any | None:
