@@ -574,20 +574,25 @@ def copy_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple
 
 
 def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: str,
-              out_dtype: str) -> tuple[tuple[int, int, int], tuple[int, int, int], tuple] | None:
+              out_dtype: str, groups: int = 65535, lanes: int = 256) -> tuple[
+                  tuple[int, int, int], tuple[int, int, int], tuple] | None:
     """(grid, block, scalar arguments) of :data:`COPY` gathering a view of ``dtype`` elements
     (sizes, strides and offset in elements) into a C-contiguous ``out_dtype`` buffer, in CUDA's
     launch semantics; None where kernels/copy.cl does not apply (a conversion other than between
     float formats, a view of more than :data:`COPY_DIMS` dims after merging): the backend's
-    ``gather`` then goes through the host. Blocks are 256 work-items, as wide along the
-    innermost dim as it needs up to that; the grid is capped (CUDA's 65535 rows of blocks), and
-    each work-item then copies several elements.
+    ``gather`` then goes through the host. Blocks are 256 work-items, up to ``lanes`` of them
+    side by side along the innermost dim (as many as it needs: neighbours' loads coalesce on a
+    GPU; 1 on a CPU device, where each work-item then runs along whole rows itself); the grid has
+    at most ``groups`` blocks (a few per compute unit fill a device; on a CPU device each more
+    costs its scheduling), and each work-item copies several elements.
 
     >>> grid, block, scalars = copy_plan((3, 2), (1, 3), 0, "float32", "bfloat16")
     >>> grid, block, [int(s) for s in scalars]
     ((1, 1, 1), (2, 128, 1), [4, 6, 3, 0, 1, 1, 1, 3, 2, 0, 0, 0, 0, 1, 3])
     >>> copy_plan((2,), (1,), 0, "int32", "float32") is None
     True
+    >>> copy_plan((1024, 1023), (1024, 1), 0, "float32", "float32", groups=64)[:2]
+    ((4, 16, 1), (256, 1, 1))
     """
     if dtype == out_dtype:
         kinds = (COPY_KIND[to_numpy_dtype(dtype).itemsize],) * 2
@@ -601,9 +606,11 @@ def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dty
     sizes, steps = layout
     inner = sizes[-1]
     rows = math.prod(sizes[:-1])
-    wide = min(256, 1 << max(0, inner - 1).bit_length())
+    wide = min(lanes, 256, 1 << max(0, inner - 1).bit_length())
     block = (wide, 256 // wide, 1)
-    grid = (min(ceil_div(inner, wide), 1024), min(ceil_div(rows, block[1]), 65535), 1)
+    # most of the blocks go down the rows; at least one each way (an empty view launches none)
+    across = max(1, min(ceil_div(inner, wide), groups // 4))
+    grid = (across, max(1, min(ceil_div(rows, block[1]), groups // across, 65535)), 1)
     i64 = np.int64
     return grid, block, (*map(np.int32, kinds), i64(rows), i64(offset), *map(i64, sizes[1:]),
                          *map(i64, steps))

@@ -355,7 +355,8 @@ class CuPyBackend(Backend):
     def gather(self, src, dtype: str) -> Any:
         """The view's elements in C order as ``dtype``, copied by kernels/copy.cl (bit for bit,
         or converted between float formats); other conversions through the host."""
-        plan = kernels.copy_plan(src.shape, src.strides, src.offset, src.dtype, dtype)
+        plan = kernels.copy_plan(src.shape, src.strides, src.offset, src.dtype, dtype,
+                                 groups=32 * max(1, self.info.compute_units))
         if plan is None:
             return super().gather(src, dtype)
         grid, block, scalars = plan

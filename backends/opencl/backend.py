@@ -218,7 +218,11 @@ class OpenCLBackend(Backend):
         """The view's elements in C order as ``dtype``, copied by kernels/copy.cl on the device
         (bit for bit, or converted between float formats); other conversions, and views of more
         than ``COPY_DIMS`` dims after merging, through the host."""
-        plan = K.copy_plan(src.shape, src.strides, src.offset, src.dtype, dtype)
+        # a few groups per compute unit; on a CPU device each group more costs its scheduling,
+        # and a work-item copying along whole rows beats neighbours taking one element each
+        cpu = self.dev.kind == "cpu"
+        plan = K.copy_plan(src.shape, src.strides, src.offset, src.dtype, dtype,
+                           groups=8 * max(1, self.info.compute_units), lanes=1 if cpu else 256)
         if plan is None:
             return super().gather(src, dtype)
         grid, block, scalars = plan
