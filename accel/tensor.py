@@ -1,8 +1,9 @@
 """accel.Tensor and QTensor (GGUF blocks on a device), and the array-in/array-out bridge to
-numpy, torch and cupy.
+numpy, torch, cupy, pyopencl and any DLPack producer.
 
-Foreign arrays are recognised by their type's module, so accel never imports torch or cupy
-itself: if a torch tensor exists, torch is already imported.
+Foreign arrays are recognised by their type (checked only once its module is imported, so accel
+never imports torch or cupy itself: if a torch tensor exists, torch is already imported), other
+producers by the DLPack protocol or the CUDA array interface.
 """
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import numpy as np
 
 from accel.backend import Backend
 from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
-from accel.errors import (ArgumentError, BackendUnavailable, DeviceError, DeviceMismatchError, DTypeError,
-                          OutOfBoundsError, ShapeError, expected)
-from accel.hostmem import host_bytes_free, host_memory_error
+from accel.errors import (ArgumentError, BackendUnavailable, DeviceError, DeviceMismatchError,
+                          DTypeError, OutOfBoundsError, ShapeError, expected)
 from accel.formats import FORMATS, QuantFormat, check_quantizable_shape, get_format
+from accel.hostmem import host_bytes_free, host_memory_error
 from accel.registry import backends as list_backends
 from accel.registry import get_backend
 
@@ -104,7 +105,8 @@ class Tensor:
     def is_contiguous(self) -> bool:
         """Whether the elements lie in C order from the buffer's first byte: what the backends
         compute on (others are materialized by :meth:`contiguous`)."""
-        return self.offset == 0 and (self._strides is None or self._strides == _c_strides(self.shape))
+        return self.offset == 0 and (self._strides is None
+                                     or self._strides == _c_strides(self.shape))
 
     def numpy(self) -> np.ndarray:
         """A host copy (the CPU backend may return a view of its own memory)."""
@@ -187,7 +189,7 @@ class Tensor:
                 raise ArgumentError(expected("key", "ints, slices, ... or None (basic indexing; "
                                              "copy to the host with .numpy() for index arrays)",
                                              type(k).__name__))
-        if not any(k is Ellipsis for k in items):  # so that all-int keys give a 0-d view, not a scalar
+        if not any(k is Ellipsis for k in items):  # all-int keys then give a 0-d view, not a scalar
             items += (Ellipsis,)
         probe, origin = self._layout()
         try:
@@ -273,12 +275,15 @@ class Tensor:
 
         >>> import accel, numpy as np
         >>> t = accel.asarray(np.ones(2, np.float32), backend="cpu")
-        >>> np.asarray(t, dtype=np.float64).dtype, np.shares_memory(np.asarray(t, copy=False), t.buf)
-        (dtype('float64'), True)
+        >>> np.asarray(t, dtype=np.float64).dtype
+        dtype('float64')
+        >>> np.shares_memory(np.asarray(t, copy=False), t.buf)
+        True
         """
         if copy is False:
             host = self.backend.export_array(self)
-            if not isinstance(host, np.ndarray) or (dtype is not None and np.dtype(dtype) != host.dtype):
+            if not isinstance(host, np.ndarray) or (dtype is not None
+                                                    and np.dtype(dtype) != host.dtype):
                 raise ValueError(expected("copy", "True or None: a tensor on "
                                           f"{self.backend.device_id} cannot be viewed as a numpy "
                                           f"array of dtype {dtype or self.dtype} without a copy",
@@ -311,7 +316,8 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _reshape_target(shape: tuple[int, ...], want: Any) -> tuple[int, ...]:
     """``want`` checked as a reshape of ``shape`` (numpy's rules; one -1 is inferred)."""
     want = tuple(want)
-    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in want):
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
+               for s in want):
         raise ShapeError(expected("shape", "ints", repr(want)))
     size, known = math.prod(shape), math.prod(s for s in want if s != -1)
     if want.count(-1) > 1 or any(s < -1 for s in want):
@@ -319,7 +325,8 @@ def _reshape_target(shape: tuple[int, ...], want: Any) -> tuple[int, ...]:
     if -1 in want and known and size % known == 0:
         want = tuple(size // known if s == -1 else int(s) for s in want)
     if -1 in want or math.prod(want) != size:
-        raise ShapeError(expected("shape", f"{size} elements in all (from shape {shape})", repr(want)))
+        raise ShapeError(expected("shape", f"{size} elements in all (from shape {shape})",
+                                  repr(want)))
     return tuple(int(s) for s in want)
 
 
@@ -523,11 +530,12 @@ def to_tensor(op: Operand, backend: Backend) -> Tensor:
             where = getattr(x, "device", None) or getattr(x, "context", "?")
             raise DeviceMismatchError(expected(op.arg, f"an array on {backend.device_id}",
                                                f"{kind} array on {where}"))
-        if kind == "pyopencl":  # any strides and offset: a view over the buffer, copied on the device
+        if kind == "pyopencl":  # any strides and offset: a view of the buffer, copied on the device
             item = x.dtype.itemsize
             if x.offset % item or any(s % item for s in x.strides):
-                raise ArgumentError(expected(op.arg, "a pyopencl array whose offset and strides are "
-                                             "whole elements", f"offset {x.offset}, strides {x.strides}"))
+                raise ArgumentError(expected(op.arg, "a pyopencl array whose offset and strides "
+                                             "are whole elements",
+                                             f"offset {x.offset}, strides {x.strides}"))
             return Tensor(backend, buf, op.shape, op.dtype, tuple(s // item for s in x.strides),
                           x.offset // item, base=x).contiguous()
         return Tensor(backend, buf, op.shape, op.dtype, base=x)

@@ -665,7 +665,8 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "COPY", "COPY_KIND", "copy_layout", "copy_plan", "COPY_DIMS", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
-           "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+           "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS",
+           "COPY", "COPY_KIND", "COPY_DIMS", "copy_layout", "copy_plan"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import sys
 from typing import Any, ClassVar
@@ -299,7 +300,8 @@ class CuPyBackend(Backend):
         ml_dtypes.bfloat16, which CuPy >= 14 carries through DLPack)."""
         item = to_numpy_dtype(tensor.dtype)
         try:
-            return self.cupy.ndarray(tensor.shape, item, tensor.buf.data + tensor.offset * item.itemsize,
+            start = tensor.buf.data + tensor.offset * item.itemsize
+            return self.cupy.ndarray(tensor.shape, item, start,
                                      tuple(s * item.itemsize for s in tensor.strides))
         except TypeError as e:  # an older CuPy without ml_dtypes support
             raise DTypeError(expected("tensor.dtype", f"a dtype CuPy {self.cupy.__version__} can "
@@ -360,7 +362,7 @@ class CuPyBackend(Backend):
         if plan is None:
             return super().gather(src, dtype)
         grid, block, scalars = plan
-        out = self.alloc(int(np.prod(src.shape)) * to_numpy_dtype(dtype).itemsize)
+        out = self.alloc(math.prod(src.shape) * to_numpy_dtype(dtype).itemsize)
         if out.nbytes:
             with self.device, self.stream_of((src,)):
                 self.launch(self.shipped(kernels.COPY, "strided_copy"), grid, block,
@@ -376,7 +378,8 @@ class CuPyBackend(Backend):
                                     for t in tensors if t is not None):
             return contextlib.nullcontext()
         current = torch.cuda.current_stream(self.index)
-        if hasattr(self.cupy.cuda.Stream, "from_external"):  # CuPy 14 and later
+        # CuPy 14 takes the stream protocol (a torch stream speaks it); before, the raw handle
+        if hasattr(self.cupy.cuda.Stream, "from_external") and hasattr(current, "__cuda_stream__"):
             return self.cupy.cuda.Stream.from_external(current)
         return self.cupy.cuda.ExternalStream(current.cuda_stream, self.index)
 

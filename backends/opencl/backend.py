@@ -234,7 +234,8 @@ class OpenCLBackend(Backend):
         kernel = self._copy
         with self._launch_lock:
             kernel.set_args(src.buf, out, *scalars)
-            self._enqueue(kernel, (grid[0] * block[0], grid[1] * block[1]), block[:2], "strided copy")
+            self._enqueue(kernel, (grid[0] * block[0], grid[1] * block[1]), block[:2],
+                          "strided copy")
         return out
 
     def import_array(self, x: Any) -> Any | None:
