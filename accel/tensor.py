@@ -595,10 +595,7 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
     if host is not None:
         return Tensor._upload(target, host, dtype_name(host.dtype, "x.dtype"))
     t = to_tensor(operand("x", x), target)
-    if want and want != t.dtype:
-        raise DTypeError(expected("dtype", f"the array's own dtype {t.dtype} for a device array "
-                                  "(convert it first)", want))
-    return t
+    return t.astype(want, copy=False) if want else t  # a device array converts on its device
 
 
 class QTensor:

@@ -216,6 +216,8 @@ def test_pyopencl_arrays_are_zero_copy_operands(opencl_backend, rng):
     np.testing.assert_array_equal(sliced.get(), want[1])
     t = accel.asarray(xa, backend=opencl_backend)
     assert t.buf is xa.base_data  # the same memory
+    half = accel.asarray(xa[::2], dtype="float16")  # converted on the device
+    np.testing.assert_array_equal(half.numpy(), a[::2].astype(np.float16))
     with pytest.raises(accel.ArgumentError, match="DLPack"):  # OpenCL memory has no DLPack device
         torch.from_dlpack(t)
     other = cl.Context([opencl_backend.dev.device])
