@@ -14,14 +14,6 @@ CASES = {"transpose": lambda t: t.T, "row slice": lambda t: t[:, 1:],
          "transpose to bfloat16": lambda t: t.T}
 
 
-@pytest.fixture(scope="module")
-def opencl():
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
-    return accel.get_backend("opencl:0")
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_device_copy_vs_host_round_trip(benchmark, ratio_lines, opencl, case):
     a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
