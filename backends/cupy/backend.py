@@ -371,8 +371,8 @@ class CuPyBackend(Backend):
 
     def stream_of(self, tensors: tuple) -> Any:
         """Where work on ``tensors`` is enqueued: torch's current stream on this device when one
-        of them is torch memory (so accel's kernels are ordered with torch's work and captured
-        by torch's CUDA graphs), else CuPy's current stream. A context manager."""
+        of them is torch memory (so accel's kernels are ordered with torch's work on it), else
+        CuPy's current stream. A context manager."""
         torch = sys.modules.get("torch")
         if torch is None or not any(isinstance(getattr(t, "base", None), torch.Tensor)
                                     for t in tensors if t is not None):
