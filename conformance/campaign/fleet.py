@@ -107,6 +107,7 @@ class Worker:
     handle: Any
     device: str
     hostname: str
+    node_id: str
     platform: str
     in_flight: int = 0
     ready: bool = True  # False while a ping decides whether it came back from a crash
@@ -133,7 +134,7 @@ def start_workers(ray, use: list[tuple[dict, dict]]) -> tuple[list[Worker], dict
     for n, dev in use:
         handle = actor.options(resources={node.resource_name(dev["backend"]): 1},
                                **_pinned(ray, n["node_id"])).remote(dev["device"])
-        started.append((Worker(handle, dev["device"], n["hostname"], dev["platform"]),
+        started.append((Worker(handle, dev["device"], n["hostname"], n["node_id"], dev["platform"]),
                         handle.record.remote()))
     workers, records, warnings = [], {}, []
     for worker, ref in started:
@@ -189,7 +190,8 @@ def drive(ray, workers: list[Worker], pending: dict[str, deque], settings: Setti
             if shard is None:  # the ping failed: the worker is gone for good
                 alive.remove(w)
                 deaths.setdefault(w.platform, []).append(why)
-                out.workers_lost.append({"worker": f"{w.hostname}/{w.device}", "reason": why})
+                out.workers_lost.append({"worker": f"{w.hostname}/{w.device}", "node": w.node_id,
+                                         "reason": why})
             else:
                 w.in_flight -= 1
                 if w.ready:  # the first failure of this worker: ask whether Ray restarts it
@@ -199,13 +201,14 @@ def drive(ray, workers: list[Worker], pending: dict[str, deque], settings: Setti
                     lose(w.platform, shard, f"its worker died {MAX_ATTEMPTS} times, last {why}")
                 else:
                     pending[w.platform].appendleft(shard)
-                    out.retries.append({"platform": w.platform, "shard": shard.id, "reason": why})
+                    out.retries.append({"platform": w.platform, "shard": shard.id,
+                                        "node": w.node_id, "reason": why})
         else:
             if shard is None:
                 w.ready = True
             else:
                 w.in_flight -= 1
-                record = {"shard": shard.id, "platform": w.platform,
+                record = {"shard": shard.id, "platform": w.platform, "node": w.node_id,
                           "attempt": attempts[w.platform, shard.id], **result}
                 store.append(folder, w.platform, record)
                 out.done[w.platform] += 1

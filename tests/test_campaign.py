@@ -1,0 +1,168 @@
+"""accel campaign on a real Ray cluster of several nodes on this machine (ray.cluster_utils):
+placement by advertised device resources, results equal to a single-machine run, a killed node's
+shards retried elsewhere or reported lost, and --resume completing the campaign."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import accel
+from accel.cli import main
+from accel.conformance import suite
+from accel.conformance.campaign import node, plan, store
+
+ray = pytest.importorskip("ray", reason="Ray is the optional extra accel-portable[fleet]")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+FILTER = ["--ops", "dequantize", "--dtypes", "q8_0"]  # 14 cases: 4 fixed, 10 searched
+#: matmul float32 five times over, one case a shard: seconds of work, time to kill a node
+SLOW = ["--backends", "cpu", "--ops", "matmul", "--dtypes", "float32", "--shard-size", "1",
+        "--repeat", "5"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head node offering no device, one node offering cpu, one offering opencl; node deaths
+    are noticed within a second or two (Ray's default health check takes ~30 s)."""
+    config = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
+              "health_check_failure_threshold": 2}
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                      "_system_config": config})
+    nodes = {"cpu": c.add_node(num_cpus=1, resources={"accel_cpu": 1})}
+    if any(s.name == "opencl" and s.available for s in accel.backends()):
+        nodes["opencl"] = c.add_node(num_cpus=1, resources={"accel_opencl": 1})
+    yield c, nodes
+    if ray.is_initialized():
+        ray.shutdown()
+    c.shutdown()
+
+
+def _lines(folder: Path) -> dict[str, list[dict]]:
+    return {p.stem: [json.loads(line) for line in p.read_text().splitlines()]
+            for p in folder.glob("*.jsonl")}
+
+
+def _cases(doc: dict) -> list[tuple[str, str]]:
+    return [(c["id"], c["status"]) for c in doc["cases"]]
+
+
+def _single_machine(device: str, ops: list[str], dtypes: list[str], **kw) -> list[tuple[str, str]]:
+    return [(r.case.id, r.status) for r in suite.run(accel.get_backend(device), ops=ops,
+                                                     dtypes=dtypes, **kw)]
+
+
+def test_each_shard_lands_on_the_node_that_offers_its_device(cluster, tmp_path, capsys):
+    c, nodes = cluster
+    if "opencl" not in nodes:
+        pytest.skip("no OpenCL device here: the two-node placement needs cpu and opencl")
+    out = tmp_path / "campaign"
+    status = main(["campaign", "--cluster", c.address, "--backends", "cpu,opencl", *FILTER,
+                   "--shard-size", "2", "--out", str(out), "--no-progress"])
+    assert status == 0, capsys.readouterr()
+    doc = json.loads((out / "campaign.json").read_text())
+    assert doc["state"] == "complete" and doc["missing_shards"] == {}
+    by_backend = {p["device"]["backend_name"]: key for key, p in doc["platforms"].items()}
+    assert set(by_backend) == {"cpu", "opencl"}
+    lines = _lines(out)
+    for backend, key in by_backend.items():
+        # every shard of the platform ran on the one node advertising accel_<backend>
+        assert {r["node"] for r in lines[key]} == {nodes[backend].node_id}
+        assert sorted(r["shard"] for r in lines[key]) == sorted(
+            s.id for s in plan.shards(plan.Settings(("cpu",), ops=("dequantize",),
+                                                    dtypes=("q8_0",), shard_size=2)))
+        result = json.loads(store.result_path(out, key).read_text())
+        device = result["backend"]
+        assert _cases(result) == _single_machine(device, ["dequantize"], ["q8_0"])
+    # the per-platform files are what accel report reads
+    report = main(["report", *map(str, sorted(out.glob("*.json"))), "-o", str(tmp_path / "r")])
+    assert report == 0 and (tmp_path / "r" / "report.html").exists()
+
+
+def _start(args: list[str], cluster_address: str, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "accel", "campaign", "--cluster", cluster_address,
+                             *args, "--out", str(out), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_a_result(out: Path, proc: subprocess.Popen) -> int:
+    """Shards finished once the first result line is written (the campaign still running)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(p.read_text() for p in out.glob("*.jsonl")):
+            return sum(len(v) for v in _lines(out).values())
+        time.sleep(0.05)
+    raise AssertionError(f"no shard finished (exit {proc.poll()}): {proc.stdout.read() if proc.poll() is not None else ''}")
+
+
+def test_a_killed_node_is_retried_elsewhere_reported_lost_and_resumed(cluster, tmp_path):
+    c, nodes = cluster
+    matmul = _single_machine("cpu", ["matmul"], ["float32"])
+    # 1. two nodes offer cpu: the killed one's shards are retried on the other
+    victim = c.add_node(num_cpus=1, resources={"accel_cpu": 1})
+    out = tmp_path / "retried"
+    proc = _start(SLOW, c.address, out)
+    _wait_for_a_result(out, proc)
+    c.remove_node(victim, allow_graceful=False)
+    text, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, text
+    doc = json.loads((out / "campaign.json").read_text())
+    (key,) = doc["platforms"]
+    assert doc["runs"][0]["retries"] and all(r["node"] == victim.node_id
+                                             for r in doc["runs"][0]["retries"])
+    assert {r["node"] for r in _lines(out)[key]} >= {nodes["cpu"].node_id}
+    assert _cases(json.loads(store.result_path(out, key).read_text())) == matmul
+
+    # 2. the only node offering cpu dies: what it finished stays, the rest is lost, by name
+    out = tmp_path / "lost"
+    proc = _start(SLOW, c.address, out)
+    _wait_for_a_result(out, proc)
+    c.remove_node(nodes.pop("cpu"), allow_graceful=False)
+    text, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 1, text
+    doc = json.loads((out / "campaign.json").read_text())
+    finished = {r["shard"] for rs in _lines(out).values() for r in rs}
+    (key,) = doc["platforms"]
+    missing = doc["missing_shards"][key]
+    assert finished and missing and not finished & set(missing)
+    assert len(finished) + len(missing) == len(plan.shards(plan.Settings(
+        ("cpu",), ops=("matmul",), dtypes=("float32",), shard_size=1, repeat=5)))
+    assert f"MISSING {key} shard {missing[0]}: " in text and "--resume" in text
+    assert not store.result_path(out, key).exists()  # no file with a hole in it
+
+    # 3. a new node offers cpu: --resume runs only the missing shards and completes the campaign
+    nodes["cpu"] = c.add_node(num_cpus=1, resources={"accel_cpu": 1})
+    proc = _start(["--resume"], c.address, out)
+    text, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, text
+    doc = json.loads((out / "campaign.json").read_text())
+    assert doc["state"] == "complete" and doc["runs"][1]["resumed"]
+    assert doc["runs"][1]["shards_finished"] == len(missing)
+    result = json.loads(store.result_path(out, key).read_text())
+    assert _cases(result) == matmul
+    assert {c["repeat"]["runs"] for c in result["cases"]} == {5}
+
+
+def test_without_ray_the_command_names_the_extra(tmp_path):
+    # a Python where `import ray` fails, as on a machine without the extra
+    code = ("import sys; sys.modules['ray'] = None; from accel.cli import main; "
+            f"sys.exit(main(['campaign', '--cluster', 'local', '--out', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 2
+    assert "accel-portable[fleet]" in proc.stderr
+
+
+def test_ray_resources_offer_every_available_device():
+    resources = node.node_resources()
+    assert resources["accel_cpu"] == 1
+    for s in accel.backends():
+        assert resources.get(f"accel_{s.name}", 0) == (len(s.devices) if s.available else 0)
+    head, worker = node.ray_start_lines(resources)
+    assert head.startswith("ray start --head --resources=") and "--address=" in worker
+    assert json.loads(head.split("=", 1)[1].strip("'")) == resources
