@@ -104,3 +104,20 @@ def test_a_shard_record_survives_a_line_cut_short(tmp_path):
     with store.lines_path(tmp_path, "p").open("a") as f:
         f.write('{"shard": "fixed-0001", "cas')  # the driver killed mid-write
     assert list(store.finished(tmp_path, "p")) == ["fixed-0000"]
+
+
+def test_bitwise_results_reach_the_report(tmp_path):
+    from accel.conformance import results
+    from accel.conformance.report import render
+
+    settings = Settings(("cpu",), ops=("dequantize",), dtypes=("q8_0",), repeat=2, bitwise=True)
+    plan = shards(settings)
+    cpu = accel.get_backend("cpu")
+    done = {s.id: node.run_shard(cpu, s, settings.repeat) for s in plan}
+    worker = node.DeviceWorker("cpu").record()
+    doc = store.platform_document({"key": "cpu-x", **worker}, plan, done, settings, "accel campaign")
+    results.write(doc, tmp_path / "conformance-cpu-x.json")
+    text = render.render_markdown(render.load([tmp_path / "conformance-cpu-x.json"]))
+    assert f"| {doc['machine']['label']}/cpu:0 | dequantize/q8_0 | 2 | 14 | 14 | 0 |" in text
+    with pytest.raises(accel.ArgumentError, match="--repeat"):
+        settings_from(_campaign_args("--bitwise", "--repeat", "1"), None)

@@ -75,8 +75,11 @@ def settings_from(args: argparse.Namespace, previous: dict[str, Any] | None):
              "shard_size": args.shard_size}
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
     if previous is None:
-        if given.get("bitwise") and "repeat" not in given:
-            given["repeat"] = 2
+        if given.get("bitwise"):
+            given.setdefault("repeat", 2)
+            if given["repeat"] < 2:
+                raise ArgumentError(expected("--repeat", "2 or more with --bitwise (outputs of "
+                                             "repeated runs are compared)", given["repeat"]))
         return Settings(**{"backends": (), **given})
     settings = Settings.from_json(previous["settings"])
     for key, value in given.items():
