@@ -129,6 +129,9 @@ def _run(args: argparse.Namespace) -> int:
         use, warnings = fleet.offered(nodes, settings.backends)
         workers, records, failed_starts = fleet.start_workers(ray, use)
         warnings += failed_starts + [f"{n['hostname']}: {n['error']}" for n in nodes if "error" in n]
+        versions = sorted({n["accel"] for n in nodes if "accel" in n})
+        if len(versions) > 1:  # results would mix versions under one platform name
+            warnings.append(f"the nodes run different accel versions: {', '.join(versions)}")
         workers_s = time.perf_counter() - started - discovery_s
         platforms = dict((previous or {}).get("platforms", {}))
         for key, record in records.items():
