@@ -4,7 +4,6 @@ shards retried elsewhere or reported lost, and --resume completing the campaign.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pytest
 import accel
 from accel.cli import main
 from accel.conformance import suite
-from accel.conformance.campaign import node, plan, store
+from accel.conformance.campaign import plan, store
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra accel-portable[fleet]")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -144,23 +143,3 @@ def test_a_killed_node_is_retried_elsewhere_reported_lost_and_resumed(cluster, t
     result = json.loads(store.result_path(out, key).read_text())
     assert _cases(result) == matmul
     assert {c["repeat"]["runs"] for c in result["cases"]} == {REPEAT}
-
-
-def test_without_ray_the_command_names_the_extra(tmp_path):
-    # a Python where `import ray` fails, as on a machine without the extra
-    code = ("import sys; sys.modules['ray'] = None; from accel.cli import main; "
-            f"sys.exit(main(['campaign', '--cluster', 'local', '--out', {str(tmp_path)!r}]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"})
-    assert proc.returncode == 2
-    assert "accel-portable[fleet]" in proc.stderr
-
-
-def test_ray_resources_offer_every_available_device():
-    resources = node.node_resources()
-    assert resources["accel_cpu"] == 1
-    for s in accel.backends():
-        assert resources.get(f"accel_{s.name}", 0) == (len(s.devices) if s.available else 0)
-    head, worker = node.ray_start_lines(resources)
-    assert head.startswith("ray start --head --resources=") and "--address=" in worker
-    assert json.loads(head.split("=", 1)[1].strip("'")) == resources

@@ -4,6 +4,10 @@ scale and their failures reproduce from the printed line, repeats catch a flaky 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -84,19 +88,19 @@ def test_repeats_fail_a_case_whose_verdict_changes_and_record_bit_identity():
     assert table == {"cases": 2, "identical": 1, "flaky": 1, "bit_identical": False}
 
 
-def _campaign_args(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(["campaign", "--out", "unused", *argv])
+def _campaign_args(out, *argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["campaign", "--out", str(out), *argv])
 
 
 def test_resume_takes_the_campaigns_settings_and_refuses_different_ones(tmp_path):
     started = Settings(("cpu",), profile="fuzz", seeds=3, repeat=2)
     previous = {"settings": started.to_json()}
-    assert settings_from(_campaign_args("--resume"), previous) == started
-    assert settings_from(_campaign_args("--resume", "--seeds", "3"), previous) == started
+    assert settings_from(_campaign_args(tmp_path, "--resume"), previous) == started
+    assert settings_from(_campaign_args(tmp_path, "--resume", "--seeds", "3"), previous) == started
     with pytest.raises(accel.ArgumentError, match="--seeds.*3.*5"):
-        settings_from(_campaign_args("--resume", "--seeds", "5"), previous)
+        settings_from(_campaign_args(tmp_path, "--resume", "--seeds", "5"), previous)
     # --bitwise alone repeats each case twice
-    assert settings_from(_campaign_args("--bitwise"), None).repeat == 2
+    assert settings_from(_campaign_args(tmp_path, "--bitwise"), None).repeat == 2
 
 
 def test_a_shard_record_survives_a_line_cut_short(tmp_path):
@@ -120,4 +124,26 @@ def test_bitwise_results_reach_the_report(tmp_path):
     text = render.render_markdown(render.load([tmp_path / "conformance-cpu-x.json"]))
     assert f"| {doc['machine']['label']}/cpu:0 | dequantize/q8_0 | 2 | 14 | 14 | 0 |" in text
     with pytest.raises(accel.ArgumentError, match="--repeat"):
-        settings_from(_campaign_args("--bitwise", "--repeat", "1"), None)
+        settings_from(_campaign_args(tmp_path, "--bitwise", "--repeat", "1"), None)
+
+
+def test_without_ray_the_command_names_the_extra(tmp_path):
+    # a Python where `import ray` fails, as on a machine without the extra
+    code = ("import sys; sys.modules['ray'] = None; from accel.cli import main; "
+            f"sys.exit(main(['campaign', '--cluster', 'local', '--out', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 2
+    assert "accel-portable[fleet]" in proc.stderr
+
+
+def test_ray_resources_offer_every_available_device(capsys):
+    resources = node.node_resources()
+    assert resources["accel_cpu"] == 1
+    for s in accel.backends():
+        assert resources.get(f"accel_{s.name}", 0) == (len(s.devices) if s.available else 0)
+    head, worker = node.ray_start_lines(resources)
+    assert head.startswith("ray start --head --resources=") and "--address=" in worker
+    assert json.loads(head.split("=", 1)[1].strip("'")) == resources
+    assert main(["info", "--ray-resources"]) == 0
+    assert capsys.readouterr().out.splitlines() == [head, worker]

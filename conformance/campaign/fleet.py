@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from accel.errors import AccelError
+from accel.errors import AccelError, ArgumentError, expected
 
 from accel.conformance.campaign import node, store
 from accel.conformance.campaign.plan import Settings, Shard
@@ -52,8 +52,13 @@ def connect(ray, cluster: str) -> None:
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     if cluster == "local":
         ray.init(resources=node.node_resources(), include_dashboard=False, **quiet)
-    else:
+        return
+    try:
         ray.init(address=cluster, **quiet)
+    except (ConnectionError, ValueError, RuntimeError) as e:  # what ray.init raises for these
+        raise ArgumentError(expected("--cluster", "local, auto (a cluster this machine is part "
+                                     "of) or the address of a running Ray cluster",
+                                     f"{cluster!r}: {_first_line(e)}")) from None
 
 
 def _pinned(ray, node_id: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import socket
 import time
@@ -110,6 +111,10 @@ class DeviceWorker:
     kernels and the backend's caches stay warm from one shard to the next."""
 
     def __init__(self, device: str) -> None:
+        from accel.diskcache import cache_root
+
+        # as accel conformance does: hypothesis' files under the cache root, not the cwd
+        os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache_root() / "hypothesis"))
         self.backend = accel.get_backend(device)
 
     def record(self) -> dict[str, Any]:
