@@ -99,6 +99,8 @@ def test_resume_takes_the_campaigns_settings_and_refuses_different_ones(tmp_path
     assert settings_from(_campaign_args(tmp_path, "--resume", "--seeds", "3"), previous) == started
     with pytest.raises(accel.ArgumentError, match="--seeds.*3.*5"):
         settings_from(_campaign_args(tmp_path, "--resume", "--seeds", "5"), previous)
+    with pytest.raises(accel.ArgumentError, match="--seeds.*--profile fuzz"):
+        settings_from(_campaign_args(tmp_path, "--seeds", "5"), None)
     # --bitwise alone repeats each case twice
     assert settings_from(_campaign_args(tmp_path, "--bitwise"), None).repeat == 2
 

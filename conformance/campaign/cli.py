@@ -75,6 +75,11 @@ def settings_from(args: argparse.Namespace, previous: dict[str, Any] | None):
              "shard_size": args.shard_size}
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
     if previous is None:
+        fuzz_only = sorted(k for k in ("seeds", "examples") if k in given)
+        if fuzz_only and given.get("profile") != "fuzz":
+            raise ArgumentError(expected(f"--{fuzz_only[0]}", "--profile fuzz with it (the other "
+                                         "profiles run the suite's own plan)",
+                                         f"profile {given.get('profile', 'quick')}"))
         if given.get("bitwise"):
             given.setdefault("repeat", 2)
             if given["repeat"] < 2:

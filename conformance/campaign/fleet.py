@@ -35,7 +35,7 @@ IN_FLIGHT = 2
 DISCOVERY_TIMEOUT_S = 300.0
 
 
-def import_ray():
+def import_ray() -> Any:
     """The ``ray`` module, or an AccelError saying which extra installs it."""
     try:
         import ray
@@ -46,7 +46,7 @@ def import_ray():
     return ray
 
 
-def connect(ray, cluster: str) -> None:
+def connect(ray: Any, cluster: str) -> None:
     """``local`` starts Ray on this machine, offering this machine's devices; ``auto`` or an
     address (``HOST:PORT``, ``ray://HOST:PORT``) joins a running cluster."""
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
@@ -61,18 +61,18 @@ def connect(ray, cluster: str) -> None:
                                      f"{cluster!r}: {_first_line(e)}")) from None
 
 
-def _pinned(ray, node_id: str) -> dict[str, Any]:
+def _pinned(node_id: str) -> dict[str, Any]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
 
 
-def discover(ray) -> list[dict[str, Any]]:
+def discover(ray: Any) -> list[dict[str, Any]]:
     """Every live node, described by a task on it (``node.describe``), with the accel resources it
     advertises; a node where the task fails carries the ``error``."""
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     task = ray.remote(num_cpus=0)(node.describe)
-    refs = [task.options(**_pinned(ray, n["NodeID"])).remote() for n in nodes]
+    refs = [task.options(**_pinned(n["NodeID"])).remote() for n in nodes]
     out = []
     for n, ref in zip(nodes, refs):
         advertised = {k: int(v) for k, v in n.get("Resources", {}).items()
@@ -130,7 +130,7 @@ class Outcome:
     run_s: float = 0.0
 
 
-def start_workers(ray, use: list[tuple[dict, dict]]) -> tuple[list[Worker], dict[str, dict], list[str]]:
+def start_workers(ray: Any, use: list[tuple[dict, dict]]) -> tuple[list[Worker], dict[str, dict], list[str]]:
     """One worker per (node, device), pinned to its node and holding one unit of the device's
     resource; returns the workers, each platform's device and machine records, and a warning
     per worker that did not start."""
@@ -138,7 +138,7 @@ def start_workers(ray, use: list[tuple[dict, dict]]) -> tuple[list[Worker], dict
     started = []
     for n, dev in use:
         handle = actor.options(resources={node.resource_name(dev["backend"]): 1},
-                               **_pinned(ray, n["node_id"])).remote(dev["device"])
+                               **_pinned(n["node_id"])).remote(dev["device"])
         started.append((Worker(handle, dev["device"], n["hostname"], n["node_id"], dev["platform"]),
                         handle.record.remote()))
     workers, records, warnings = [], {}, []
@@ -155,7 +155,7 @@ def start_workers(ray, use: list[tuple[dict, dict]]) -> tuple[list[Worker], dict
     return workers, records, warnings
 
 
-def drive(ray, workers: list[Worker], pending: dict[str, deque], settings: Settings,
+def drive(ray: Any, workers: list[Worker], pending: dict[str, deque], settings: Settings,
           folder: Path, on_done: Callable[[str, dict], None]) -> Outcome:
     """Feed each platform's pending shards to its workers until none is left or no worker can
     take them; every finished shard is appended to its platform's file before anything else."""
