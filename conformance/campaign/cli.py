@@ -239,8 +239,9 @@ def _print_summary(console, doc, written, missing_shards, outcome, missing, fold
                       *([str(s["passed"]), f"[red]{s['failed']}[/]" if bad else "0", str(s["error"]),
                          str(s["unsupported"])] if s else ["-"] * 4),
                       f"[red]{len(missing_shards.get(key, []))}[/]" if key in missing_shards else "0")
-        if key in written:
-            failures += [(key, c) for c in written[key]["cases"] if c["status"] in ("failed", "error")]
+        if key in written:  # two fuzz searches may shrink to the same case: printed once
+            failures += list({c["id"]: (key, c) for c in written[key]["cases"]
+                              if c["status"] in ("failed", "error")}.values())
     console.print(table)
     for key, case in failures[:FAILURES_SHOWN]:
         host = case.get("where", "?").split("/")[0]
