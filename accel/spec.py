@@ -197,9 +197,13 @@ class QMatmulSpec:
     @property
     def flops(self) -> int: return 2 * self.M * self.N * self.K
     @property
+    def weight_bytes(self) -> int:
+        """Bytes of the quantized weight: what a memory-bound GEMV must stream per call."""
+        return self.N * self.fmt.row_bytes(self.K)
+    @property
     def bytes(self) -> int:
         e = itemsize(self.dtype)
-        return self.N * self.fmt.row_bytes(self.K) + (self.M * self.K + self.M * self.N) * e
+        return self.weight_bytes + (self.M * self.K + self.M * self.N) * e
 
 
 #: FP8 scaled matmul's scale granularities: one scale per tensor; per row of a and column of b

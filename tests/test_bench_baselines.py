@@ -25,10 +25,11 @@ def float64_attention(q, k, v, causal):
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
-def cpu_baseline(name: str):
-    """The named baseline for the cpu backend: skipped only when its library is missing, a
-    failure when the library is there but the baseline is not offered."""
-    pytest.importorskip(name)
+def cpu_baseline(name: str, module: str | None = None):
+    """The named baseline for the cpu backend: skipped only when its library (``module``,
+    default the name) is missing, a failure when the library is there but the baseline is not
+    offered."""
+    pytest.importorskip(module or name)
     offered = {b.name: b for b in B.for_backend(accel.get_backend("cpu"))}
     assert name in offered, f"{name} is installed but not offered as a baseline ({sorted(offered)})"
     return offered[name]
@@ -64,7 +65,7 @@ def test_matmul_baselines_match_float64(name, dtype):
 
 
 def test_gguf_quantizer_baseline_matches_accel_bytes():
-    base = cpu_baseline("gguf")
+    base = cpu_baseline("gguf-py (numpy reference)", "gguf")
     case = Case.make("quantize", "float32", rows=4, K=64, fmt="q4_0")
     host, got = run(base, case)
     # gguf's reference quantizer and accel's are independent implementations of GGML's rule

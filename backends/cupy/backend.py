@@ -205,6 +205,7 @@ class CuPyBackend(Backend):
     def _describe(cls, props: dict, facts: dict) -> DeviceInfo:
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         extra = {"arch": cls.arch_of(props), "warp_size": int(props["warpSize"]),
+                 "cache_bytes": int(props.get("l2CacheSize", 0)),
                  "runtime": format_version(cls.platform, facts["runtime_version"]),
                  "cupy": facts["cupy_version"]}
         driver = f"{cls.platform.upper()} driver {format_version(cls.platform, facts['driver_version'])}"

@@ -50,6 +50,7 @@ class CLDevice:
     fp64: bool
     correctly_rounded_divide: bool
     denormals: bool
+    cache_bytes: int = 0  # CL_DEVICE_GLOBAL_MEM_CACHE_SIZE: the cache global memory goes through
 
     @property
     def cache_key(self) -> str:
@@ -70,7 +71,8 @@ class CLDevice:
                            "max_work_group_size": self.max_work_group,
                            "correctly_rounded_divide": self.correctly_rounded_divide,
                            "denormals": self.denormals,
-                           "mem_base_addr_align_bytes": self.mem_align_bytes})
+                           "mem_base_addr_align_bytes": self.mem_align_bytes,
+                           "cache_bytes": self.cache_bytes})
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -94,6 +96,7 @@ def _describe(platform: cl.Platform, dev: cl.Device) -> CLDevice:
         device=dev, platform_name=platform.name.strip(), platform_version=platform.version.strip(),
         name=dev.name.strip(), driver_version=dev.driver_version.strip(), kind=_kind(dev),
         compute_units=dev.max_compute_units, global_mem=dev.global_mem_size,
+        cache_bytes=dev.global_mem_cache_size,
         max_alloc=dev.max_mem_alloc_size, local_mem=dev.local_mem_size,
         max_work_group=dev.max_work_group_size, mem_align_bytes=max(1, dev.mem_base_addr_align // 8),
         fp16="cl_khr_fp16" in ext, fp64="cl_khr_fp64" in ext,

@@ -1,7 +1,8 @@
 """What a user would run instead of accel, measured in the same run on the same hardware.
 
-CPU hardware (the CPU backend, and OpenCL devices that are CPUs): numpy, torch, and gguf's numpy
-quantizers. CUDA/ROCm GPUs: torch on the device and cuBLAS/hipBLAS through CuPy. An OpenCL device:
+CPU hardware (the CPU backend, and OpenCL devices that are CPUs): numpy, torch, ggml's own CPU
+kernels (llama.cpp's, through ggml-python) and gguf-py's numpy quantizers (a reference
+implementation, labelled so: not a kernel anyone decodes with). CUDA/ROCm GPUs: torch on the device and cuBLAS/hipBLAS through CuPy. An OpenCL device:
 CLBlast through pyclblast when installed. Each baseline carries its library version and computes
 the op's own semantics (dtype, causal alignment, GQA), so its result is validated like accel's.
 
@@ -12,7 +13,9 @@ True
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.util
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -21,17 +24,23 @@ import numpy as np
 from accel import spec as S
 from accel.backend import Backend
 from accel.dtypes import to_numpy_dtype
+from accel.formats import get_format
 from accel.conformance.bench.timing import Timer, host_timer
 
 
 @dataclass
 class Prepared:
     """A baseline ready to time: ``run`` enqueues the work, ``timer`` times it (device events
-    for device libraries), ``result`` returns the last output on the host for validation."""
+    for device libraries), ``result`` returns the last output on the host for validation.
+    ``computes`` is the spec the baseline really computes when it differs from the case's (ggml
+    quantizes float activations to Q8_0 itself): its result is validated against that spec's
+    reference, and ``note`` says so in the record."""
 
     run: Callable[[], Any]
     timer: Timer
     result: Callable[[], np.ndarray]
+    computes: S.Spec | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,15 @@ class Baseline:
     name: str
     version: str
     prepare: Callable[[S.Spec, list, Backend], Prepared | None]  # None: not applicable
+
+
+#: the CPU threads ggml computes with: every core this process may run on, as llama.cpp does
+GGML_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+#: the format ggml's CPU mul_mat quantizes float32 activations to before its dot products, per
+#: weight format (the ``vec_dot_type`` of ggml-cpu's type traits, which ggml-python does not
+#: expose); a weight format missing here gets no ggml baseline
+GGML_ACTIVATION_FORMAT = {"q4_0": "q8_0", "q8_0": "q8_0"}
 
 
 def hardware_of(backend: Backend) -> str:
@@ -65,11 +83,15 @@ def for_backend(backend: Backend) -> list[Baseline]:
         if _has("gguf"):
             from importlib.metadata import version
 
-            out.append(Baseline("gguf", version("gguf"), _gguf))
+            out.append(Baseline("gguf-py (numpy reference)", version("gguf"), _gguf))
+        out.append(ggml_baseline())
         if _has("torch"):
             import torch
 
             out.append(Baseline("torch", torch.__version__, _torch_on("cpu")))
+            if _has("gguf"):
+                out.append(Baseline("torch (weights dequantized at load)", torch.__version__,
+                                    _torch_dequantized))
     if hw in ("cuda", "rocm"):
         if _has("torch"):
             import torch
@@ -161,6 +183,77 @@ def _gguf(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
     return Prepared(fn, host_timer, lambda: fn.value)
 
 
+# -- ggml's CPU kernels through ggml-python -------------------------------------------------------
+def ggml_baseline() -> Baseline:
+    """ggml's CPU ``mul_mat`` (llama.cpp's kernels) on GGML_THREADS threads. Without ggml-python
+    the baseline still exists and every qmatmul record says why it has no number.
+
+    >>> ggml_baseline().name
+    'ggml'
+    """
+    if not _has("ggml"):
+        def missing(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+            if spec.op != "qmatmul":
+                return None
+            raise ModuleNotFoundError("ggml-python is not installed (pip install 'accel-portable[bench]')")
+        return Baseline("ggml", "not installed", missing)
+    from importlib.metadata import version
+
+    return Baseline("ggml", f"ggml-python {version('ggml-python')}, {GGML_THREADS} threads", _ggml)
+
+
+class _GgmlMatmul:
+    """One ggml context holding the weight (accel's bytes are GGML's blocks, copied as they
+    are), the activations, and the graph of ``mul_mat``; freed with this object."""
+
+    def __init__(self, spec: S.QMatmulSpec, x: np.ndarray, raw: np.ndarray):
+        import ggml
+
+        self.ggml, self.shape = ggml, (spec.M, spec.N)
+        wtype = getattr(ggml, f"GGML_TYPE_{spec.fmt.name.upper()}")
+        x = np.ascontiguousarray(x, np.float32).reshape(spec.M, spec.K)
+        graph_bytes = ggml.ggml_graph_overhead() + 8 * ggml.ggml_tensor_overhead()
+        # the work buffer ggml_graph_compute_with_ctx takes from the context holds x quantized
+        work = 2 * x.nbytes + (1 << 20) * GGML_THREADS
+        size = raw.nbytes + x.nbytes + spec.M * spec.N * 4 + graph_bytes + work
+        if hasattr(ggml, "ggml_cpu_init"):
+            ggml.ggml_cpu_init()
+        self.ctx = ggml.ggml_init(ggml.ggml_init_params(mem_size=size, mem_buffer=None, no_alloc=False))
+        w = ggml.ggml_new_tensor_2d(self.ctx, wtype, spec.K, spec.N)  # ne0: elements of one row
+        xt = ggml.ggml_new_tensor_2d(self.ctx, ggml.GGML_TYPE_F32, spec.K, spec.M)
+        if ggml.ggml_nbytes(w) != raw.nbytes:
+            raise ValueError(f"ggml's {spec.fmt.name} tensor takes {ggml.ggml_nbytes(w)} bytes, "
+                             f"accel's {raw.nbytes}: not the same block layout")
+        ctypes.memmove(ggml.ggml_get_data(w), raw.ctypes.data, raw.nbytes)
+        ctypes.memmove(ggml.ggml_get_data(xt), x.ctypes.data, x.nbytes)
+        self.y = ggml.ggml_mul_mat(self.ctx, w, xt)
+        self.graph = ggml.ggml_new_graph(self.ctx)
+        ggml.ggml_build_forward_expand(self.graph, self.y)
+
+    def run(self) -> None:
+        self.ggml.ggml_graph_compute_with_ctx(self.ctx, self.graph, GGML_THREADS)
+
+    def result(self) -> np.ndarray:
+        data = ctypes.cast(self.ggml.ggml_get_data(self.y), ctypes.POINTER(ctypes.c_float))
+        return np.ctypeslib.as_array(data, shape=self.shape).copy()
+
+    def __del__(self) -> None:
+        if getattr(self, "ctx", None):
+            self.ggml.ggml_free(self.ctx)
+
+
+def _ggml(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+    if spec.op != "qmatmul" or spec.dtype != "float32" or spec.fmt.name not in GGML_ACTIVATION_FORMAT:
+        return None
+    x_fmt = get_format(GGML_ACTIVATION_FORMAT[spec.fmt.name])
+    if spec.x_fmt is not None and spec.x_fmt != x_fmt:
+        return None  # other activation semantics than ggml's
+    mm = _GgmlMatmul(spec, *host)
+    computes = S.qmatmul_spec(spec.x_shape, spec.dtype, (spec.N, spec.K), spec.fmt, x_fmt.name)
+    note = "" if spec.x_fmt == x_fmt else f"ggml quantizes x to {x_fmt.name} itself (its own semantics)"
+    return Prepared(mm.run, host_timer, mm.result, computes=computes, note=note)
+
+
 # -- torch (CPU, CUDA, ROCm) ----------------------------------------------------------------------
 def _torch_on(device: str) -> Callable[[S.Spec, list, Backend], Prepared | None]:
     def prepare(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
@@ -193,6 +286,22 @@ def _torch_on(device: str) -> Callable[[S.Spec, list, Backend], Prepared | None]
             return fn.value.float().cpu().numpy()
         return Prepared(fn, timer, result)
     return prepare
+
+
+def _torch_dequantized(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
+    """What a torch user without quantized kernels runs: the weight dequantized once when the
+    model loads (gguf-py's dequantizer, as transformers does for GGUF files, outside the timing),
+    then a float32 matmul that streams 4 bytes per weight."""
+    import torch
+    from gguf import GGMLQuantizationType, quants
+
+    if spec.op != "qmatmul" or spec.x_fmt is not None:
+        return None
+    x, raw = host
+    w = torch.from_numpy(quants.dequantize(raw, GGMLQuantizationType[spec.fmt.name.upper()]))
+    xt = torch.from_numpy(np.asarray(x, np.float32))
+    fn = _Last(lambda: torch.matmul(xt, w.T))
+    return Prepared(fn, host_timer, lambda: fn.value.numpy())
 
 
 def torch_causal(spec: S.AttentionSpec) -> dict[str, Any]:

@@ -24,9 +24,10 @@ def register(subparsers) -> None:
     p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
     p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
                    help=f"ops to run, space or comma separated, from {', '.join(OPS)} (default: all)")
-    p.add_argument("--sizes", choices=("quick", "full"), default="quick",
-                   help="quick: small cases, short budgets (minutes on PoCL); full: release sizes "
-                        "(default: %(default)s)")
+    p.add_argument("--sizes", choices=("quick", "full", "decode"), default="quick",
+                   help="quick: small cases, short budgets (minutes on PoCL); full: release sizes; "
+                        "decode: the LLM decode sweep, quantized GEMV at M = 1..32, N = K = 4096, "
+                        "weights beyond the last-level cache (default: %(default)s)")
     p.add_argument("--json", default=None, type=output_file,
                    help="write the accel.bench/1 result file here")
     p.add_argument("--no-baselines", action="store_true", help="measure accel only")

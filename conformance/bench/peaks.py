@@ -93,6 +93,39 @@ def _write(path: Path, value: Peaks) -> None:
         pass
 
 
+def last_level_cache(backend: Backend) -> int | None:
+    """Bytes of the last-level cache the backend's kernels read through: the largest CPU cache
+    the OS lists (/sys/devices/system/cpu/cpu0/cache) for CPU hardware, at least what the device
+    reports itself (``info.extra["cache_bytes"]``: OpenCL's global memory cache, a GPU's L2).
+    None when neither is known.
+
+    >>> import accel
+    >>> last_level_cache(accel.get_backend("cpu")) is None or last_level_cache(accel.get_backend("cpu")) > 0
+    True
+    """
+    from accel.conformance.bench.baselines import hardware_of
+
+    sizes = [int(backend.info.extra.get("cache_bytes") or 0)]
+    if hardware_of(backend) == "cpu":
+        sizes += _os_cache_sizes()
+    return max(sizes) or None
+
+
+def _os_cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> list[int]:
+    """Every cache size cpu0's sysfs entries list ("32768K"), in bytes; none off Linux."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    out = []
+    for f in root.glob("index*/size"):
+        try:
+            text = f.read_text().strip()
+        except OSError:
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", text)
+        if m:
+            out.append(int(m.group(1)) * units.get(m.group(2), 1))
+    return out
+
+
 def measure_peaks(backend: Backend) -> Peaks:
     """Run both micro-benchmarks now (no cache)."""
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -167,17 +167,42 @@ def _profile_cases(sizes: str) -> list[Case]:
     return out
 
 
+#: the weight formats of the decode sweep (every format accel and ggml share)
+DECODE_FORMATS = ("q4_0", "q8_0")
+#: the decode sweep's batch sizes: one token, then batched decoding
+DECODE_M = (1, 2, 4, 8, 16, 32)
+#: the sweep's matrix: a 7-8B model's attention projection
+DECODE_NK = 4096
+
+
+def decode_cases() -> list[Case]:
+    """LLM decode: quantized weight [N, K] times M float32 activations, per format and M, all
+    memory-bound (the ``decode`` sizes; no portability set: it answers one question).
+
+    >>> [c.id for c in decode_cases()][:2]
+    ['qmatmul float32 M=1 N=4096 K=4096 fmt=q4_0', 'qmatmul float32 M=2 N=4096 K=4096 fmt=q4_0']
+    """
+    return [Case.make("qmatmul", "float32", M=m, N=DECODE_NK, K=DECODE_NK, fmt=f)
+            for f in DECODE_FORMATS for m in DECODE_M]
+
+
+#: the --sizes choices
+SIZES = ("quick", "full", "decode")
+
+
 def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
     """The benchmark cases of a profile: the portability set (portability_cases) and the
     profile's own sizes, each case once. ``quick`` stays within a couple of minutes on
-    OpenCL-on-PoCL (10-50x slower than BLAS on 2 CPU cores).
+    OpenCL-on-PoCL (10-50x slower than BLAS on 2 CPU cores); ``decode`` is the decode sweep
+    alone (decode_cases).
 
     >>> [c.id for c in cases("quick", ["quantize"])]
     ['quantize float32 rows=1024 K=4096 fmt=q8_0', 'quantize float32 rows=1024 K=4096 fmt=q4_0']
     """
-    if sizes not in ("quick", "full"):
-        raise ArgumentError(expected("sizes", "'quick' or 'full'", repr(sizes)))
-    unique = {c.id: c for c in portability_cases() + _profile_cases(sizes)}
+    if sizes not in SIZES:
+        raise ArgumentError(expected("sizes", f"one of {SIZES}", repr(sizes)))
+    chosen = decode_cases() if sizes == "decode" else portability_cases() + _profile_cases(sizes)
+    unique = {c.id: c for c in chosen}
     out = sorted(unique.values(), key=lambda c: S.OPS.index(c.op))  # stable: by op, then as listed
     if ops is not None:
         wanted = set(ops)
@@ -211,12 +236,13 @@ def check_result(got: np.ndarray, ref: np.ndarray, out_dtype: str) -> tuple[bool
     return err <= VALIDATION_TOL.get(out_dtype, 1e-4), err
 
 
-def reference(case: Case, host: list[np.ndarray | None]) -> np.ndarray:
-    """The op's result on the CPU reference backend (accel's semantics by definition)."""
+def reference(case: Case | S.Spec, host: list[np.ndarray | None]) -> np.ndarray:
+    """The op's result on the CPU reference backend (accel's semantics by definition), for a
+    case or a spec."""
     from accel.registry import get_backend
 
     cpu = get_backend("cpu")
-    spec = case.spec()
+    spec = case.spec() if isinstance(case, Case) else case
     ins = [None if h is None else Tensor.from_host(cpu, h) for h in host]
     return execute(cpu, spec, *ins).numpy()
 
@@ -226,6 +252,54 @@ def _sentinel(backend: Backend, spec: S.Spec) -> Tensor:
     dtype = to_numpy_dtype(spec.out_dtype)
     fill = np.full(math.prod(spec.out_shape) * dtype.itemsize, NAN_FILL, np.uint8)
     return Tensor.from_host(backend, fill.view(dtype).reshape(spec.out_shape))
+
+
+# -- memory-bound cases: weights rotated beyond the last-level cache ---------------------------------
+#: a weight-streaming case rotates among copies of its weight until they span this many times the
+#: device's last-level cache, so each call reads its weight from memory, not from cache
+CACHE_MULTIPLE = 4
+#: at most this many copies (a tiny weight then spans less, and the record says how much)
+MAX_COPIES = 64
+
+
+def streams_weights(spec: S.Spec) -> bool:
+    """Whether a case is a weight-streaming GEMV/GEMM (qmatmul), timed with a cold weight and
+    reported as GB/s of weight bytes."""
+    return spec.op == "qmatmul"
+
+
+def weight_copies(spec: S.Spec, cache_bytes: int | None) -> int:
+    """How many copies of the weight make a working set of CACHE_MULTIPLE x the cache.
+
+    >>> spec = S.qmatmul_spec((1, 4096), "float32", (4096, 4096), get_format("q4_0"))
+    >>> weight_copies(spec, 32 << 20), weight_copies(spec, None)
+    (15, 1)
+    """
+    if cache_bytes is None or not streams_weights(spec):
+        return 1
+    return max(1, min(MAX_COPIES, math.ceil(CACHE_MULTIPLE * cache_bytes / spec.weight_bytes)))
+
+
+class _Rotation:
+    """Calls one of several equivalent callables per call, in turn; ``last`` is the one that
+    ran last (its result is the one read back)."""
+
+    def __init__(self, items: list):
+        self.items, self.i = items, -1
+
+    def next(self):
+        self.i = (self.i + 1) % len(self.items)
+        return self.items[self.i]
+
+    @property
+    def last(self):
+        return self.items[max(self.i, 0)]
+
+
+def _weight_rates(spec: S.Spec, seconds: float, peaks: "Peaks | None") -> dict[str, float | None]:
+    """GB/s of weight bytes and its fraction of the device's measured copy bandwidth."""
+    gbs = spec.weight_bytes / seconds / 1e9
+    return {"weight_gbs": gbs, "copy_fraction": gbs / peaks.gbs if peaks and peaks.gbs > 0 else None}
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -249,33 +323,41 @@ def rates(spec: S.Spec, seconds: float, peaks: "Peaks | None") -> dict[str, floa
 
 
 def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines: list | None = None,
-             peaks: "Peaks | None" = None, flush: bool = False, seed: int = 0) -> dict[str, Any]:
+             peaks: "Peaks | None" = None, flush: bool = False, seed: int = 0,
+             cache_bytes: int | None = None) -> dict[str, Any]:
     """Measure one case on ``backend`` and, interleaved with it, on each applicable baseline;
     returns the result record (docs/benchmarks.md). Never raises for a case that fails: the
-    record says why."""
+    record says why. A weight-streaming case rotates accel and every baseline among copies of
+    its weight spanning CACHE_MULTIPLE x ``cache_bytes`` (the device's last-level cache)."""
     spec = case.spec()
     rec: dict[str, Any] = {"id": case.id, "op": case.op, "dtype": case.dtype, "params": case.p,
                            "flops": spec.flops, "bytes": spec.bytes,
                            "intensity": spec.flops / spec.bytes if spec.bytes else None,
                            "baselines": []}
+    copies = weight_copies(spec, cache_bytes)
+    if streams_weights(spec):
+        rec.update(weight_bytes=spec.weight_bytes, copies=copies, cache_bytes=cache_bytes,
+                   working_set_bytes=copies * spec.weight_bytes)
     verdict = backend.verdict(spec)
     if not verdict.ok:
         return {**rec, "status": "unsupported", "reason": verdict.reason}
     host = case.host_inputs(seed)
     ref = reference(case, host)
+    # each copy is its own memory (a baseline may wrap host arrays without copying them)
+    hosts = [host] + [[None if h is None else h.copy() for h in host] for _ in range(copies - 1)]
     try:
-        ins = [None if h is None else Tensor.from_host(backend, h) for h in host]
+        sets = _Rotation([[None if h is None else Tensor.from_host(backend, h) for h in hs] for hs in hosts])
         warm, out = _sentinel(backend, spec), _sentinel(backend, spec)
     except Exception as e:  # any device's allocation errors (a plugin's, CuPy's): this case fails,
         return {**rec, "status": "error", "reason": f"{type(e).__name__}: {e}"}
     # warm-up and calibration write `warm`; only the timed calls write `out`, so reading `out`
     # back afterwards proves the timed work ran
-    contenders = [Contender(backend.time, lambda: execute(backend, spec, *ins, out=out),
-                            lambda: execute(backend, spec, *ins, out=warm))]
+    contenders = [Contender(backend.time, lambda: execute(backend, spec, *sets.next(), out=out),
+                            lambda: execute(backend, spec, *sets.next(), out=warm))]
     prepared = []
     for base in baselines or []:
         try:
-            p = base.prepare(spec, host, backend)
+            p = _prepare_copies(base, spec, hosts, backend)
         except Exception as e:  # a third-party library failing must not stop the run
             rec["baselines"].append(_failed(base, e))
             continue
@@ -285,12 +367,14 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
     results = measure_all(contenders, budget=budget, work=spec.flops or spec.bytes,
                           flush=cache_flusher(backend) if flush else None)
     for (base, p), res in zip(prepared, results[1:]):
-        rec["baselines"].append(_baseline_record(base, p, res, spec, ref, peaks))
+        rec["baselines"].append(_baseline_record(base, p, res, spec, ref, host, peaks))
     stats = results[0]
     if isinstance(stats, BaseException):
         return {**rec, "status": "error", "reason": f"{type(stats).__name__}: {stats}"}
     ok, err = check_result(out.numpy(), ref, spec.out_dtype)
     rec.update(_timing(stats), **rates(spec, stats.median, peaks))
+    if streams_weights(spec):
+        rec.update(_weight_rates(spec, stats.median, peaks))
     rec["validation"] = {"rel_err": err, "tol": VALIDATION_TOL.get(spec.out_dtype, 1e-4)}
     if not ok:
         return {**rec, "status": "invalid", "reason": f"result read back after timing is wrong "
@@ -318,22 +402,42 @@ def noisy(record: dict) -> bool:
     return record.get("status") == "ok" and record["iqr_s"] > NOISY_IQR * record["median_s"]
 
 
+def _prepare_copies(base, spec: S.Spec, hosts: list[list], backend: Backend):
+    """``base`` prepared once per weight copy, run in turn (one Prepared for a single copy)."""
+    from accel.conformance.bench.baselines import Prepared
+
+    first = base.prepare(spec, hosts[0], backend)
+    if first is None or len(hosts) == 1:
+        return first
+    turn = _Rotation([first] + [base.prepare(spec, h, backend) for h in hosts[1:]])
+    return Prepared(lambda: turn.next().run(), first.timer, lambda: turn.last.result(),
+                    first.computes, first.note)
+
+
 def _failed(base, e: BaseException) -> dict[str, Any]:
     return {"name": base.name, "version": base.version, "status": "error",
             "reason": f"{type(e).__name__}: {e}"}
 
 
 def _baseline_record(base, prepared, res: "Stats | BaseException", spec: S.Spec, ref: np.ndarray,
-                     peaks: "Peaks | None") -> dict[str, Any]:
-    """A baseline's timing, validated against the same reference as accel's result."""
+                     host: list, peaks: "Peaks | None") -> dict[str, Any]:
+    """A baseline's timing, validated against the same reference as accel's result (or, for a
+    baseline that computes other semantics, its own spec's reference on the same inputs)."""
     if isinstance(res, BaseException):
         return _failed(base, res)
     try:
+        if prepared.computes is not None and prepared.computes != spec:
+            ref = reference(prepared.computes, host)
         ok, err = check_result(prepared.result(), ref, spec.out_dtype)
     except Exception as e:
         return _failed(base, e)
-    return {"name": base.name, "version": base.version, "status": "ok" if ok else "invalid",
-            **_timing(res), **rates(spec, res.median, peaks), "rel_err": err}
+    out = {"name": base.name, "version": base.version, "status": "ok" if ok else "invalid",
+           **_timing(res), **rates(spec, res.median, peaks), "rel_err": err}
+    if streams_weights(spec):
+        out.update(_weight_rates(spec, res.median, peaks))
+    if prepared.note:
+        out["note"] = prepared.note
+    return out
 
 
 class CPUWatch:
@@ -406,9 +510,11 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
     except AccelError as e:  # the report shows no roofline for this device, and says why
         device_peaks, peaks_error = None, f"{type(e).__name__}: {e}"
     bases = B.for_backend(backend) if with_baselines else []
+    cache_bytes = P.last_level_cache(backend)
     results = []
     for case in suite:
-        rec = run_case(backend, case, budget=budget, baselines=bases, peaks=device_peaks, flush=flush)
+        rec = run_case(backend, case, budget=budget, baselines=bases, peaks=device_peaks, flush=flush,
+                       cache_bytes=cache_bytes)
         results.append(rec)
         if on_case is not None:
             on_case(case, rec)
@@ -427,6 +533,7 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         "settings": {**asdict(budget), "flush": flush},
         "peaks": asdict(device_peaks) if device_peaks is not None else None,
         "peaks_error": peaks_error,
+        "cache_bytes": cache_bytes,
         "baselines": {b.name: b.version for b in bases},
         "cases": results,
     }

@@ -1,0 +1,87 @@
+"""ggml's own CPU kernels as the decode baseline, and weight-streaming cases timed from memory:
+real ggml-python (llama.cpp's kernels), no stand-ins."""
+import numpy as np
+import pytest
+
+import accel
+from accel.conformance import oracle, tolerance
+from accel.conformance.bench import baselines as B
+from accel.conformance.bench import peaks as P
+from accel.conformance.bench import suite as bench
+from accel.conformance.bench import timing
+from accel.conformance.bench.suite import Case
+
+FORMATS = sorted(B.GGML_ACTIVATION_FORMAT)
+
+
+@pytest.fixture(scope="module")
+def ggml_base():
+    pytest.importorskip("ggml", reason="ggml-python (the bench extra) is not installed")
+    return B.ggml_baseline()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("M", [1, 3])
+def test_ggml_agrees_with_accel_within_the_tolerance_model(ggml_base, fmt, M):
+    case = Case.make("qmatmul", "float32", M=M, N=29, K=256, fmt=fmt)
+    x, raw = case.host_inputs(seed=4)
+    prepared = ggml_base.prepare(case.spec(), [x, raw], accel.get_backend("cpu"))
+    prepared.run()
+    got = prepared.result().astype(np.float64)
+    # ggml quantizes float activations itself: it computes accel's x_format semantics
+    x_fmt = B.GGML_ACTIVATION_FORMAT[fmt]
+    assert prepared.computes.x_fmt.name == x_fmt and x_fmt in prepared.note
+    ref, mag = oracle.qmatmul_quantized_x(x, raw, fmt, 29, x_fmt)
+    bound = tolerance.matmul_bound(ref, mag, 256 // 32, "float32", "float32")
+    assert (np.abs(got - ref) <= bound).all(), np.max(np.abs(got - ref) / bound)
+
+
+def test_ggml_is_timed_beside_accel_and_validated_against_its_own_semantics(ggml_base):
+    cpu = accel.get_backend("cpu")
+    case = Case.make("qmatmul", "float32", M=2, N=64, K=128, fmt="q4_0")
+    rec = bench.run_case(cpu, case, budget=timing.TINY, baselines=[ggml_base])
+    (base,) = rec["baselines"]
+    assert rec["status"] == "ok" and base["status"] == "ok", base
+    assert base["name"] == "ggml" and f"{B.GGML_THREADS} threads" in base["version"]
+    assert "q8_0" in base["note"] and base["weight_gbs"] > 0
+    # the x_format case is ggml's semantics exactly: no note
+    x8 = Case.make("qmatmul", "float32", M=2, N=64, K=128, fmt="q4_0", x_fmt="q8_0")
+    (base8,) = bench.run_case(cpu, x8, budget=timing.TINY, baselines=[ggml_base])["baselines"]
+    assert base8["status"] == "ok" and "note" not in base8
+
+
+def test_activations_ggml_does_not_take_get_no_ggml_row(ggml_base):
+    case = Case.make("qmatmul", "float16", M=1, N=8, K=64, fmt="q8_0")
+    assert ggml_base.prepare(case.spec(), case.host_inputs(), accel.get_backend("cpu")) is None
+
+
+def test_weight_streaming_cases_rotate_copies_beyond_the_cache():
+    cpu = accel.get_backend("cpu")
+    case = Case.make("qmatmul", "float32", M=1, N=64, K=256, fmt="q8_0")
+    spec = case.spec()
+    cache = 3 * spec.weight_bytes
+    rec = bench.run_case(cpu, case, budget=timing.TINY, baselines=B.for_backend(cpu), cache_bytes=cache)
+    assert rec["status"] == "ok"  # the result read back after rotating copies is still right
+    assert rec["copies"] == 12 and rec["working_set_bytes"] >= bench.CACHE_MULTIPLE * cache
+    assert rec["weight_gbs"] == pytest.approx(spec.weight_bytes / rec["median_s"] / 1e9)
+    assert all(b["status"] == "ok" for b in rec["baselines"] if b["version"] != "not installed"), rec["baselines"]
+    # a dense matmul is not a weight-streaming case: one copy, no weight figures
+    mm = bench.run_case(cpu, Case.make("matmul", "float32", M=8, N=8, K=8), budget=timing.TINY,
+                        baselines=[], cache_bytes=cache)
+    assert "copies" not in mm and "weight_gbs" not in mm
+
+
+def test_last_level_cache_covers_what_the_device_reports():
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    if not status.available:
+        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
+    be = accel.get_backend("opencl:0")
+    reported = be.info.extra["cache_bytes"]
+    assert reported > 0 and P.last_level_cache(be) >= reported
+
+
+def test_decode_sizes_sweep_m_per_format():
+    ids = [c.id for c in bench.cases("decode", ["qmatmul"])]
+    assert len(ids) == len(bench.DECODE_FORMATS) * len(bench.DECODE_M)
+    assert "qmatmul float32 M=32 N=4096 K=4096 fmt=q8_0" in ids
+    assert bench.cases("decode", ["matmul"]) == []
