@@ -1,5 +1,7 @@
 """ggml's own CPU kernels as the decode baseline, and weight-streaming cases timed from memory:
 real ggml-python (llama.cpp's kernels), no stand-ins."""
+import json
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,18 @@ def test_decode_sizes_sweep_m_per_format():
     assert len(ids) == len(bench.DECODE_FORMATS) * len(bench.DECODE_M)
     assert "qmatmul float32 M=32 N=4096 K=4096 fmt=q8_0" in ids
     assert bench.cases("decode", ["matmul"]) == []
+
+
+def test_a_sweep_over_m_gets_a_decode_plot_in_the_report(tmp_path, monkeypatch):
+    from accel.conformance.report import render
+
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+    sweep = [Case.make("qmatmul", "float32", M=m, N=32, K=64, fmt=f) for f in ("q4_0", "q8_0") for m in (1, 2)]
+    doc = bench.run_suite(accel.get_backend("cpu"), sweep, budget=timing.TINY, label="laptop")
+    curves = render.decode_curves(doc)
+    assert sorted(curves) == ["q4_0 N=32 K=64", "q8_0 N=32 K=64"]
+    assert all(sorted(c["accel"]) == [1, 2] for c in curves.values())
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(doc))
+    html = render.render_html(render.load([path]))
+    assert '<img alt="decode laptop/cpu:0"' in html and ">Decode: laptop/cpu:0<" in html

@@ -97,8 +97,32 @@ def print_summary(doc: dict) -> None:
     # piped output (CI logs) gets a width that fits the table instead of rich's 80 columns
     console = Console(width=None if sys.stdout.isatty() else 150)
     console.print(table)
+    if streaming := [c for c in doc["cases"] if c["status"] == "ok" and c.get("weight_gbs") is not None]:
+        console.print(weight_table(doc, streaming))
     if warning := busy_warning(doc):
         console.print(f"[yellow]warning: {warning}[/]")
+
+
+def weight_table(doc: dict, cases: list[dict]):
+    """Weight-streaming cases (decode): GB/s of weight bytes for accel and each baseline, the
+    fraction of the measured copy bandwidth, and accel's speed over ggml's (the issue's ratios)."""
+    from rich.table import Table
+
+    from accel.conformance.report.render import case_label, number, percent
+
+    names = list(dict.fromkeys(b["name"] for c in cases for b in c["baselines"]))
+    table = Table(title="GB/s of weight bytes (weights beyond the last-level cache)")
+    for col in ("params", "working set MB", "accel", "of copy bw", *names, "accel / ggml"):
+        table.add_column(col, justify="left" if col == "params" else "right")
+    for c in cases:
+        by_name = {b["name"]: b for b in c["baselines"]}
+        cells = [number(b["weight_gbs"]) if b.get("status") == "ok" else b["status"]
+                 for b in (by_name.get(n, {"status": "–"}) for n in names)]
+        ggml = by_name.get("ggml", {})
+        ratio = f"{ggml['median_s'] / c['median_s']:.2f}x" if ggml.get("status") == "ok" else "–"
+        table.add_row(case_label(c), number(c["working_set_bytes"] / 1e6), number(c["weight_gbs"]),
+                      percent(c.get("copy_fraction")), *cells, ratio)
+    return table
 
 
 def write_json(doc: dict, path: str | Path) -> None:

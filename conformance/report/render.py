@@ -391,6 +391,62 @@ def roofline_plot(doc: Mapping) -> str | None:
     return _png(fig)
 
 
+def decode_curves(doc: Mapping) -> dict[str, dict[str, dict[int, float]]]:
+    """The decode sweep in one bench file: per weight format (and activation format, and N x K),
+    per series (accel, then each baseline), GB/s of weight bytes by M. Only groups with two or
+    more M values: a curve, not a point.
+
+    >>> case = lambda m, gbs: {"op": "qmatmul", "status": "ok", "params": {"M": m, "N": 8, "K": 32,
+    ...                        "fmt": "q4_0"}, "weight_gbs": gbs, "baselines": []}
+    >>> decode_curves({"cases": [case(1, 2.0), case(2, 3.0)]})
+    {'q4_0 N=8 K=32': {'accel': {1: 2.0, 2: 3.0}}}
+    """
+    groups: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for c in doc.get("cases", []):
+        if c["op"] != "qmatmul" or c.get("status") != "ok" or c.get("weight_gbs") is None:
+            continue
+        p = c["params"]
+        key = f"{p['fmt']}{' x ' + p['x_fmt'] if p.get('x_fmt') else ''} N={p['N']} K={p['K']}"
+        groups[key]["accel"][p["M"]] = c["weight_gbs"]
+        for b in c.get("baselines", []):
+            if b.get("status") == "ok" and b.get("weight_gbs") is not None:
+                groups[key][b["name"]][p["M"]] = b["weight_gbs"]
+    return {k: {n: dict(v) for n, v in g.items()} for k, g in groups.items() if len(g["accel"]) > 1}
+
+
+def decode_plot(doc: Mapping) -> str | None:
+    """GB/s of weight bytes against M, one panel per weight format: accel, each baseline, and the
+    device's measured copy bandwidth (the memory-bound roof). None without a sweep."""
+    curves = decode_curves(doc)
+    if not curves:
+        return None
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(_FIG_WIDTH_IN, 4.8), layout="constrained",
+                             squeeze=False, sharey=True)
+    peaks = doc.get("peaks")
+    for ax, (group, series) in zip(axes[0], curves.items()):
+        for name, by_m in sorted(series.items(), key=lambda kv: kv[0] != "accel"):
+            ms = sorted(by_m)
+            ax.plot(ms, [by_m[m] for m in ms], marker="o", lw=2.2 if name == "accel" else 1.2,
+                    ls="-" if name == "accel" else "--", label=name)
+        if peaks:
+            ax.axhline(peaks["gbs"], color="black", lw=1, ls=":",
+                       label=f"copy bandwidth {number(peaks['gbs'])} GB/s")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(_tick))
+        _set_value_scale(ax, "linear")
+        _style(ax, group, "M (tokens)", "GB/s of weight bytes")
+        ax.grid(True, alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)),
+               fontsize=_TICK_PT, frameon=False)
+    fig.suptitle(f"Decode: {PP.platform_name(doc)} ({_device_name(doc)}), weights beyond the "
+                 "last-level cache", fontsize=_TITLE_PT)
+    return _png(fig)
+
+
 def _plain_ticks(axis) -> None:
     """Log-axis tick labels as plain numbers (0.5, 2, 3,000) rather than 5x10^-1; minor ticks get
     labels at 2 and 5, or all of them when the axis spans less than a decade."""
@@ -781,6 +837,16 @@ def plots_section(res: Results) -> str:
             parts.append(f'<figure><img alt="roofline {html.escape(PP.platform_name(doc))}" src="{uri}">'
                          "<figcaption>Filled: accel; hollow squares: baselines on the same device. "
                          "FLOP-free ops (quantize, dequantize) are in the tables only.</figcaption></figure>")
+    for doc in res.bench:
+        uri = decode_plot(doc)
+        if uri:
+            parts.append(f'<h2>Decode: {html.escape(PP.platform_name(doc))}</h2><figure><img alt="decode '
+                         f'{html.escape(PP.platform_name(doc))}" src="{uri}"><figcaption>Quantized GEMV '
+                         "as LLM decode runs it: GB/s of quantized weight bytes per call (weights "
+                         "rotated among copies spanning 4x the last-level cache, so they come from "
+                         "memory) against M, the tokens per call. A baseline that streams other "
+                         "bytes (torch's float32 weights) is shown at the rate it consumes the "
+                         "quantized model.</figcaption></figure>")
     parts.append("<h2>Per op: backends and baselines</h2>")
     ops = dict.fromkeys(c["op"] for d in res.bench for c in d.get("cases", []))
     colors = series_colors(res)
