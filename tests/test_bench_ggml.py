@@ -84,8 +84,10 @@ def test_last_level_cache_covers_what_the_device_reports():
 
 def test_decode_sizes_sweep_m_per_format():
     ids = [c.id for c in bench.cases("decode", ["qmatmul"])]
-    assert len(ids) == len(bench.DECODE_FORMATS) * len(bench.DECODE_M)
+    # float activations, and ggml's own (x as q8_0) for the formats here
+    assert len(ids) == 2 * len(bench.DECODE_FORMATS) * len(bench.DECODE_M)
     assert "qmatmul float32 M=32 N=4096 K=4096 fmt=q8_0" in ids
+    assert "qmatmul float32 M=32 N=4096 K=4096 fmt=q4_0 x_fmt=q8_0" in ids
     assert bench.cases("decode", ["matmul"]) == []
 
 

@@ -177,13 +177,36 @@ DECODE_NK = 4096
 
 def decode_cases() -> list[Case]:
     """LLM decode: quantized weight [N, K] times M float32 activations, per format and M, all
-    memory-bound (the ``decode`` sizes; no portability set: it answers one question).
+    memory-bound (the ``decode`` sizes; no portability set: it answers one question). Each format
+    runs twice: with float activations, and with x quantized to the format ggml's CPU kernels
+    quantize it to (baselines.GGML_ACTIVATION_FORMAT), the semantics ggml itself computes, where
+    accel has that activation format.
 
     >>> [c.id for c in decode_cases()][:2]
     ['qmatmul float32 M=1 N=4096 K=4096 fmt=q4_0', 'qmatmul float32 M=2 N=4096 K=4096 fmt=q4_0']
+    >>> decode_cases()[len(DECODE_M)].id
+    'qmatmul float32 M=1 N=4096 K=4096 fmt=q4_0 x_fmt=q8_0'
     """
-    return [Case.make("qmatmul", "float32", M=m, N=DECODE_NK, K=DECODE_NK, fmt=f)
-            for f in DECODE_FORMATS for m in DECODE_M]
+    from accel.conformance.bench.baselines import GGML_ACTIVATION_FORMAT
+
+    out = []
+    for f in DECODE_FORMATS:
+        for x_fmt in (None, GGML_ACTIVATION_FORMAT.get(f)):
+            extra = {} if x_fmt is None else {"x_fmt": x_fmt}
+            sweep = [Case.make("qmatmul", "float32", M=m, N=DECODE_NK, K=DECODE_NK, fmt=f, **extra)
+                     for m in DECODE_M]
+            if x_fmt is None or _valid(sweep[0]):
+                out += sweep
+    return out
+
+
+def _valid(case: Case) -> bool:
+    """Whether accel's spec accepts the case (an activation format accel lacks is left out)."""
+    try:
+        case.spec()
+    except ArgumentError:
+        return False
+    return True
 
 
 #: the --sizes choices
