@@ -197,7 +197,8 @@ def ggml_baseline(threads: int = GGML_THREADS) -> Baseline:
     >>> ggml_baseline().name, ggml_baseline(1).name
     ('ggml', 'ggml, 1 thread')
     """
-    name = "ggml" if threads == GGML_THREADS else f"ggml, {threads} thread{'s' if threads > 1 else ''}"
+    count = f"{threads} thread{'s' if threads > 1 else ''}"
+    name = "ggml" if threads == GGML_THREADS else f"ggml, {count}"
     if not _has("ggml"):
         def missing(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
             if spec.op != "qmatmul":
@@ -208,7 +209,7 @@ def ggml_baseline(threads: int = GGML_THREADS) -> Baseline:
 
     def prepare(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
         return _ggml(spec, host, threads)
-    return Baseline(name, f"ggml-python {version('ggml-python')}, {threads} threads", prepare)
+    return Baseline(name, f"ggml-python {version('ggml-python')}, {count}", prepare)
 
 
 class _GgmlMatmul:
