@@ -142,6 +142,14 @@ def test_x_format_qmatmul_quantizes_x_into_words_then_multiplies_them(device, M)
                                                          K.ceil_div(M, p["RM"]))
 
 
+@pytest.mark.parametrize("M, rows", [(2, 2), (3, 4), (4, 4), (9, 4)])
+def test_qmatmul_takes_no_more_rows_per_work_item_than_x_has(M, rows):
+    spec = S.qmatmul_spec((M, 64), "float32", (8, 64), Q4)
+    [launch] = plan_for(spec, CPU, CPU_PARAMS)
+    assert launch.kernel == "qmatmul" and launch.variant.defines["RM"] == rows
+    assert _groups(launch)[1] == K.ceil_div(M, rows)
+
+
 def test_qmatmul_reads_x_directly_without_an_x_format():
     spec = S.qmatmul_spec((9, 64), "float16", (8, 64), Q8)
     [launch] = plan_for(spec, GPU, GPU_PARAMS)
