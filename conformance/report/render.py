@@ -415,33 +415,46 @@ def decode_curves(doc: Mapping) -> dict[str, dict[str, dict[int, float]]]:
 
 
 def decode_plot(doc: Mapping) -> str | None:
-    """GB/s of weight bytes against M, one panel per weight format: accel, each baseline, and the
-    device's measured copy bandwidth (the memory-bound roof). None without a sweep."""
+    """GB/s of weight bytes against M, one panel per weight format (two panels a row): accel,
+    each baseline (one colour per series in every panel), and the device's measured copy
+    bandwidth (the memory-bound roof). None without a sweep."""
     curves = decode_curves(doc)
     if not curves:
         return None
     plt = _pyplot()
-    from matplotlib.ticker import FuncFormatter
+    import matplotlib
 
-    fig, axes = plt.subplots(1, len(curves), figsize=(_FIG_WIDTH_IN, 4.8), layout="constrained",
+    names = sorted({n for series in curves.values() for n in series}, key=lambda n: (n != "accel", n))
+    palette = matplotlib.colormaps["tab10"].colors
+    color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
+    cols = min(2, len(curves))
+    rows = math.ceil(len(curves) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(_FIG_WIDTH_IN, 3.6 * rows + 1), layout="constrained",
                              squeeze=False, sharey=True)
     peaks = doc.get("peaks")
-    for ax, (group, series) in zip(axes[0], curves.items()):
-        for name, by_m in sorted(series.items(), key=lambda kv: kv[0] != "accel"):
-            ms = sorted(by_m)
-            ax.plot(ms, [by_m[m] for m in ms], marker="o", lw=2.2 if name == "accel" else 1.2,
-                    ls="-" if name == "accel" else "--", label=name)
+    handles: dict[str, Any] = {}
+    for ax, (group, series) in zip(axes.flat, curves.items()):
+        for name in names:
+            if name not in series:
+                continue
+            ms = sorted(series[name])
+            (line,) = ax.plot(ms, [series[name][m] for m in ms], marker="o", color=color[name],
+                              lw=2.2 if name == "accel" else 1.2, ls="-" if name == "accel" else "--")
+            handles.setdefault(name, line)
         if peaks:
-            ax.axhline(peaks["gbs"], color="black", lw=1, ls=":",
-                       label=f"copy bandwidth {number(peaks['gbs'])} GB/s")
+            handles.setdefault(f"copy bandwidth {number(peaks['gbs'])} GB/s",
+                               ax.axhline(peaks["gbs"], color="black", lw=1, ls=":"))
+        ms = sorted({m for by_m in series.values() for m in by_m})
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(_tick))
+        ax.set_xticks(ms, [str(m) for m in ms])
+        ax.minorticks_off()
         _set_value_scale(ax, "linear")
         _style(ax, group, "M (tokens)", "GB/s of weight bytes")
         ax.grid(True, alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)),
-               fontsize=_TICK_PT, frameon=False)
+    for ax in axes.flat[len(curves):]:
+        ax.set_visible(False)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+               ncols=min(3, len(handles)), fontsize=_TICK_PT, frameon=False)
     fig.suptitle(f"Decode: {PP.platform_name(doc)} ({_device_name(doc)}), weights beyond the "
                  "last-level cache", fontsize=_TITLE_PT)
     return _png(fig)
