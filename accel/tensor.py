@@ -501,10 +501,12 @@ def _host_copy(op: Operand, backend: Backend) -> np.ndarray | None:
     device's before the copy is made."""
     x = op.x
     if op.kind == "numpy" and not x.flags.c_contiguous:
-        device = backend.info.memory_bytes
-        if device and x.nbytes > device:
-            raise DeviceError(expected(op.arg, f"at most the {device} bytes of memory "
-                                       f"{backend.device_id} has", f"a view of {x.nbytes} bytes"))
+        info, device = backend.info, backend.device_id
+        for limit, what in ((info.max_buffer_bytes, f"the {info.max_buffer_bytes} bytes of the "
+                                                    f"largest buffer {device} can hold"),
+                            (info.memory_bytes, f"the {info.memory_bytes} bytes of memory {device} has")):
+            if limit and x.nbytes > limit:
+                raise DeviceError(expected(op.arg, f"at most {what}", f"a view of {x.nbytes} bytes"))
         if x.nbytes > host_bytes_free():
             raise host_memory_error(op.arg, x.nbytes, "its contiguous copy")
     try:
