@@ -3,8 +3,8 @@
  * are decoded in registers with integer operations, exactly: subnormals, e4m3fn's NaN S.1111.111,
  * e4m3fnuz's one NaN 0x80 (no negative zero, exponent bias 8), e5m2's infinities and NaNs. Every
  * product of two decoded values is exact in float32 (at most 8 significant bits, magnitudes
- * 2^-26 .. 2^25), so the sums are float32 accumulations of exact products; the scales multiply
- * each sum ((sum * sa) * sb), then the bias is added and the output rounded once (STORE_OUT).
+ * 2^-25 .. 2^25), so the sums are float32 accumulations of exact products; the scales multiply
+ * each sum ((sum * sa) * sb), then the bias is added and the output rounded once (smm_store).
  *
  * Defines: A_FP8, B_FP8 (e4m3fn, e5m2 or e4m3fnuz: the formats of A and B), TM x TN outputs per
  * work-item (TN dividing 128: a work-item's columns share one block of B), VW lanes (OpenCL only;
@@ -42,7 +42,7 @@ typedef ACCEL_CAT(uint, VW) vu_t;
 #define VU_TO_F(u) ACCEL_CAT(convert_float, VW)(u)
 #endif
 #define QNAN_BITS 0x7FC00000u
-/* Each store picks its dtypes at run time: unrolled over a CPU tile's 6 x 32 outputs, the three
+/* Each store picks its dtypes at run time: unrolled over a CPU tile's hundreds of outputs, the three
  * conversions made PoCL's compile take minutes; GPU tiles (VW 1) are small enough to keep the
  * tile in registers, which a loop over lanes would move to the stack. */
 #if VW == 1
@@ -118,7 +118,7 @@ DEVICE void smm_scales(GLOBAL const float* RESTRICT SA, GLOBAL const float* REST
         sa[i] = SA[scaling == SCALE_TENSOR ? 0 : scaling == SCALE_ROW ? (i64)m : (i64)m * (K / FP8_BLOCK) + s];
     }
     if (scaling != SCALE_ROW) {
-        const float v = SB[scaling == SCALE_TENSOR ? 0 : s * ((N + FP8_BLOCK - 1) / FP8_BLOCK) + n0 / FP8_BLOCK];
+        const float v = SB[scaling == SCALE_TENSOR ? 0 : (i64)s * ((N - 1) / FP8_BLOCK + 1) + n0 / FP8_BLOCK];
         UNROLL for (int j = 0; j < TNV; ++j) sb[j] = (vf_t)(v);
     } else if (full) {
         UNROLL for (int j = 0; j < TNV; ++j) sb[j] = VLOAD_F32(SB, n0 + j * VW);
