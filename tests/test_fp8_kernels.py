@@ -113,3 +113,19 @@ def test_the_suite_catches_e4m3fn_decoded_as_fnuz_on_opencl(monkeypatch):
     results = suite.run(OpenCLBackend(0), profile="quick", ops=["scaled_matmul"], dtypes=[E4])
     failed = [r for r in results if r.status == "failed"]
     assert len(failed) > len(results) // 2, [(r.case.id, r.status) for r in results]
+
+
+@needs_opencl
+def test_the_gpu_tiling_runs_correctly_on_pocl():
+    # CUDA and HIP run GPU_SCALED_MATMUL (one lane per work-item, 16 x 16 groups), which no GPU
+    # checks here: the same variant on the OpenCL device passes the quick profile
+    from accel.backends.opencl import OpenCLBackend
+    from accel.conformance import suite
+
+    be = OpenCLBackend(0)
+    be.params = {**be.params, "scaled_matmul": {**K.GPU_SCALED_MATMUL, "WG": K.SCALED_MATMUL_WG}}
+    results = suite.run(be, profile="quick", ops=["scaled_matmul"], dtypes=[E5])
+    assert results and all(r.status == "passed" for r in results), \
+        [(r.case.id, r.reason) for r in results if r.status != "passed"]
+    [launch] = plan_for(_spec(5, 33, 17), be.facts, be.params)  # what those cases ran
+    assert launch.lsize == (K.SCALED_MATMUL_WG,) * 2 and launch.variant.defines["VW"] == 1
