@@ -98,6 +98,7 @@ class DeviceInfo:
     memory_bytes: int = 0
     compute_units: int = 0
     extra: dict = field(default_factory=dict)
+    max_buffer_bytes: int = 0  # the largest single buffer, where smaller than memory_bytes
 
 
 class Backend:

@@ -90,11 +90,28 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * to_numpy_dtype(self.dtype).itemsize
+        return self.size * to_numpy_dtype(self.dtype).itemsize
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements, as numpy's ``size``."""
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        """The first dimension, as numpy's; a 0-d tensor has no length (TypeError, as numpy).
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.zeros((3, 4), np.float32), backend="cpu")
+        >>> len(t), t.size, [row.shape for row in t]
+        (3, 12, [(4,), (4,), (4,)])
+        """
+        if not self.shape:
+            raise TypeError("len() of a 0-d accel.Tensor")
+        return self.shape[0]
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -189,7 +206,10 @@ class Tensor:
                 raise ArgumentError(expected("key", "ints, slices, ... or None (basic indexing; "
                                              "copy to the host with .numpy() for index arrays)",
                                              type(k).__name__))
-        if not any(k is Ellipsis for k in items):  # all-int keys then give a 0-d view, not a scalar
+        ellipses = sum(k is Ellipsis for k in items)
+        if ellipses > 1:
+            raise ArgumentError(expected("key", "at most one ... (Ellipsis)", repr(key)))
+        if not ellipses:  # all-int keys then give a 0-d view, not a scalar
             items += (Ellipsis,)
         probe, origin = self._layout()
         try:
@@ -501,10 +521,12 @@ def _host_copy(op: Operand, backend: Backend) -> np.ndarray | None:
     device's before the copy is made."""
     x = op.x
     if op.kind == "numpy" and not x.flags.c_contiguous:
-        device = backend.info.memory_bytes
-        if device and x.nbytes > device:
-            raise DeviceError(expected(op.arg, f"at most the {device} bytes of memory "
-                                       f"{backend.device_id} has", f"a view of {x.nbytes} bytes"))
+        info, device = backend.info, backend.device_id
+        for limit, what in ((info.max_buffer_bytes, f"the {info.max_buffer_bytes} bytes of the "
+                                                    f"largest buffer {device} can hold"),
+                            (info.memory_bytes, f"the {info.memory_bytes} bytes of memory {device} has")):
+            if limit and x.nbytes > limit:
+                raise DeviceError(expected(op.arg, f"at most {what}", f"a view of {x.nbytes} bytes"))
         if x.nbytes > host_bytes_free():
             raise host_memory_error(op.arg, x.nbytes, "its contiguous copy")
     try:

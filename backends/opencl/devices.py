@@ -72,7 +72,8 @@ class CLDevice:
                            "correctly_rounded_divide": self.correctly_rounded_divide,
                            "denormals": self.denormals,
                            "mem_base_addr_align_bytes": self.mem_align_bytes,
-                           "cache_bytes": self.cache_bytes})
+                           "cache_bytes": self.cache_bytes},
+                          max_buffer_bytes=self.max_alloc)
 
 
 def _version(text: str) -> tuple[int, ...]:
