@@ -76,7 +76,7 @@ BENCH = {
                 "intensity": _MAYBE_NUMBER, "ratio_to_best": _NUMBER, "best_baseline": _TEXT,
                 "baselines": {"type": "array", "items": {
                     "type": "object", "required": ["name", "status"],
-                    "properties": {"name": _TEXT, "status": {"enum": ["ok", "invalid", "error"]}},
+                    "properties": {"name": _TEXT, "status": {"enum": ["ok", "invalid", "error", "unsupported"]}},
                     "allOf": [_when_ok(_TIMED)]}},
             },
             "allOf": [_when_ok(_TIMED)],
