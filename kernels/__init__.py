@@ -49,6 +49,10 @@ SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "quant.cl": ("quantize", "dequantize", "qmatmul"), "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",)}
 SOURCES = tuple(SOURCE_OPS)
+#: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
+#: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
+KERNEL_FORMATS = ("q8_0", "q4_0")
+KERNEL_X_FORMATS = ("q8_0",)
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
 #: the upper end of a variant's sm_range when it runs on every later NVIDIA arch too
@@ -524,8 +528,8 @@ def _attention_defines(dtype: str, dtypes: tuple[str, ...], head_dim: int, head_
 
 def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Variant:
     """The Q8_0/Q4_0 variant: ``quantize`` reads ``dtype``, ``qmatmul`` reads and writes it."""
-    if fmt not in ("q8_0", "q4_0"):
-        raise ArgumentError(expected("fmt", "'q8_0' or 'q4_0'", repr(fmt)))
+    if fmt not in KERNEL_FORMATS:
+        raise ArgumentError(expected("fmt", f"one of {KERNEL_FORMATS}", repr(fmt)))
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
@@ -562,7 +566,7 @@ def variants() -> tuple[Variant, ...]:
     out.append(attention_mma("bfloat16", 64, 64, "bool"))
     out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
-        out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
+        out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
     return tuple(dict.fromkeys(out))
 
 

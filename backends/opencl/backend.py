@@ -22,7 +22,6 @@ import pyopencl.tools as cl_tools
 import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
-from accel.spec import X_FORMATS
 from accel.tensor import Tensor, host_bytes_free, host_memory_error
 
 from accel.backends.opencl.cache import ProgramCache
@@ -75,7 +74,8 @@ class OpenCLBackend(Backend):
     >>> accel.matmul(a, a.T, backend=be).tolist()
     [[5.0, 14.0], [14.0, 50.0]]
     """
-    x_formats = X_FORMATS  # it computes every x_format accel defines
+    x_formats = K.KERNEL_X_FORMATS  # the x_formats and formats its kernels compute
+    formats = K.KERNEL_FORMATS
 
     name = "opencl"
     priority = 5
