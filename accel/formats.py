@@ -65,5 +65,5 @@ def check_quantizable_shape(shape: tuple[int, ...], fmt: QuantFormat, arg: str =
     """Raise a ShapeError unless the last axis holds a whole number of ``fmt``'s blocks."""
     if len(shape) < 1 or shape[-1] % fmt.block or shape[-1] == 0:
         k = shape[-1] if len(shape) else None
-        raise ShapeError(expected(f"{arg}.shape[-1]", f"a positive multiple of {fmt.name}'s block "
-                                  f"of {fmt.block}", f"K = {k} (shape {tuple(shape)})"))
+        raise ShapeError(expected(f"{arg}.shape[-1]", f"a positive multiple of {fmt.block} "
+                                  f"({fmt.name}'s block)", f"K = {k} (shape {tuple(shape)})"))
