@@ -1,6 +1,6 @@
 """The K-quants (q4_k, q5_k, q6_k, the activation format q8_k) and mxfp4 on the CPU reference,
-held byte for byte to ggml's own C reference quantizers (tests/ggml_oracle.py) and to gguf-py's
-dequantizers; other backends decline them with a reason until they have kernels."""
+held byte for byte to ggml's own C reference quantizers (accel.conformance.ggml_ref) and to
+gguf-py's dequantizers; other backends decline them with a reason until they have kernels."""
 from __future__ import annotations
 
 import gguf
@@ -13,7 +13,8 @@ from accel.backend import Backend
 from accel.formats import get_format
 from accel.kernels import KERNEL_FORMATS
 
-G = pytest.importorskip("ggml_oracle", reason="ggml-python (a test extra) is not installed")
+pytest.importorskip("ggml", reason="ggml-python (in the test extra) is not installed")
+from accel.conformance import ggml_ref as G  # noqa: E402 - only with ggml-python
 
 NEW = ["q4_k", "q5_k", "q6_k", "q8_k", "mxfp4"]
 WEIGHTS = ["q4_k", "q5_k", "q6_k", "mxfp4"]
