@@ -216,12 +216,12 @@ class Backend:
         except (KeyError, TypeError):  # not cached yet, or no cache yet (None)
             pass
         x_fmt, fmt = getattr(spec, "x_fmt", None), getattr(spec, "fmt", None)
-        if x_fmt is not None and x_fmt.name not in self.x_formats:
-            found = Support(False, f"x_format={x_fmt.name!r} is not among {self.name}'s "
-                                   f"x_formats {self.x_formats}")
-        elif fmt is not None and fmt.name not in self.formats:
+        if fmt is not None and fmt.name not in self.formats:
             found = Support(False, f"format {fmt.name!r} is not among {self.name}'s formats "
                                    f"{self.formats} (no kernels for it yet)")
+        elif x_fmt is not None and x_fmt.name not in self.x_formats:
+            found = Support(False, f"x_format={x_fmt.name!r} is not among {self.name}'s "
+                                   f"x_formats {self.x_formats}")
         else:
             found = self.supports(spec)
         if self._verdicts is None or len(self._verdicts) >= _VERDICTS_KEPT:

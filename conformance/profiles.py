@@ -123,8 +123,11 @@ def _quantize_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
         b = _NEW_BLOCK[fmt]
         for shape in [(1, b), (3, 2 * b), (2, 2, b)] + ([(64, 16 * b)] if profile == "full" else []):
             yield "grid", {"shape": shape, "fmt": fmt, "data": "normal"}
-        for data in ("zeros", "signs", "positive", "negative", "constant", "outliers", "nonfinite",
-                     "subnormal") + (("overflow", "tiny") if dtype != "float16" else ()):
+        specials = ("zeros", "signs", "positive", "negative", "constant", "outliers", "nonfinite",
+                    "subnormal", "overflow", "tiny")
+        if dtype != "float32":  # half inputs: their conversion, not the format, is what differs
+            specials = ("zeros", "nonfinite", "subnormal") + (("overflow",) if dtype == "bfloat16" else ())
+        for data in specials:
             yield "special", {"shape": (5, 2 * b), "fmt": fmt, "data": data}
 
 
