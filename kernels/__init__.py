@@ -46,13 +46,17 @@ def uses_header(text: str) -> bool:
 #: kernels-check result through this): one source per op family in the shared dialect, then
 #: CUDA-only tensor-core variants (matmul, attention), still written against accel.h
 SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
-              "quant.cl": ("quantize", "dequantize", "qmatmul"), "matmul_wmma.cu": ("matmul",),
+              "quant.cl": ("quantize", "dequantize", "qmatmul"), "kquant.cl": ("dequantize", "qmatmul"),
+              "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",)}
 SOURCES = tuple(SOURCE_OPS)
 #: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
 #: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
 KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
+#: the formats kquant.cl reads (dequantize, and qmatmul with float x; no quantize, no x_format),
+#: so far built for OpenCL only
+KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
 #: the upper end of a variant's sm_range when it runs on every later NVIDIA arch too
@@ -541,6 +545,20 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     return Variant("quant.cl", names, {**d, **p}, _dialects(p))
 
 
+def kquant(fmt: str, dtype: str = "float32") -> Variant:
+    """The kquant.cl variant of a K-quant / mxfp4 / q8_k format: ``qmatmul_k`` reads x and
+    writes its output in ``dtype``; ``dequantize_k`` writes float32 whatever it is.
+
+    >>> kquant("q4_k").kernels
+    ('dequantize_k', 'qmatmul_k')
+    """
+    if fmt not in KQUANT_FORMATS:
+        raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
+    t = _token(dtype, _FLOATS, "dtype")
+    return Variant("kquant.cl", ("dequantize_k", "qmatmul_k"),
+                   {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}, ("opencl",))
+
+
 @cache
 def variants() -> tuple[Variant, ...]:
     """Every kernel variant accel ships: what ``accel kernels check`` compiles per target.
@@ -567,6 +585,7 @@ def variants() -> tuple[Variant, ...]:
     out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
+    out += [kquant(f, dt) for f in KQUANT_FORMATS for dt in _FLOATS]
     return tuple(dict.fromkeys(out))
 
 

@@ -127,7 +127,8 @@ _C_SCALAR = {"int": "int32", "i64": "int64", "float": "float32"}
 _OP_OF_KERNEL = {"matmul": "matmul", "matmul_wmma": "matmul", "matmul_wmma_vec": "matmul",
                  "matmul_wgmma": "matmul", "attention": "attention", "attention_mma": "attention",
                  "quantize": "quantize", "dequantize": "dequantize", "qmatmul": "qmatmul",
-                 "qgemv": "qmatmul", "qgemv_stream": "qmatmul", "qgemv_runs": "qmatmul"}
+                 "qgemv": "qmatmul", "qgemv_stream": "qmatmul", "qgemv_runs": "qmatmul",
+                 "dequantize_k": "dequantize", "qmatmul_k": "qmatmul"}
 
 
 def _op_specs():

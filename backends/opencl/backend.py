@@ -75,7 +75,7 @@ class OpenCLBackend(Backend):
     [[5.0, 14.0], [14.0, 50.0]]
     """
     x_formats = K.KERNEL_X_FORMATS  # the x_formats and formats its kernels compute
-    formats = K.KERNEL_FORMATS
+    formats = K.KERNEL_FORMATS + K.KQUANT_FORMATS
 
     name = "opencl"
     priority = 5

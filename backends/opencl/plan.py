@@ -107,6 +107,16 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
             return Support(False, f"K/V tiles for D={spec.D}, Dv={spec.Dv} need {need} bytes of "
                            f"local memory; the device has {facts.local_mem}")
         return YES
+    kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
+    if kq and (isinstance(spec, QuantizeSpec) or getattr(spec, "x_fmt", None) is not None):
+        what = "quantize" if isinstance(spec, QuantizeSpec) else f"x_format={spec.x_fmt.name!r}"
+        return Support(False, f"{what} of {spec.fmt.name} has no OpenCL kernel yet (kquant.cl "
+                       "reads the format: dequantize and qmatmul with float x)")
+    if kq and spec.fmt.name == "mxfp4" and not facts.denormals:
+        return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); mxfp4's "
+                       "smallest scales (2^-128, 2^-127) are denormal")
+    if kq:
+        return YES
     if isinstance(spec, QuantizeSpec) or (isinstance(spec, QMatmulSpec) and spec.x_fmt is not None):
         # x_format quantizes x with the same functions: bit-exact only where quantize is
         if not facts.correctly_rounded_divide:
@@ -218,6 +228,9 @@ def _quantize(spec: QuantizeSpec, facts: DeviceFacts, params: dict) -> Plan:
 
 
 def _dequantize(spec: DequantizeSpec, facts: DeviceFacts, params: dict) -> Plan:
+    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per 32 values
+        return (_launch_1d(K.kquant(spec.fmt.name), "dequantize_k", math.prod(spec.shape) // 32,
+                           _operands("q", "out"), K.scalar_args(spec), "dequantize_k"),)
     v = _quant(spec.fmt.name, "float32", params["qmatmul"])
     return (_launch_1d(v, "dequantize", math.prod(spec.shape), _operands("q", "out"),
                        K.scalar_args(spec), "dequantize"),)
@@ -232,6 +245,11 @@ def _qmatmul_params(spec: QMatmulSpec, params: dict) -> str:
 
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
+    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per output, groups along N
+        lsize = (_LOCAL_1D, 1)
+        return (Launch(K.kquant(spec.fmt.name, spec.dtype), "qmatmul_k",
+                       (_padded(spec.N, _LOCAL_1D), spec.M), lsize, _operands("x", "w", "out"),
+                       K.scalar_args(spec), "qmatmul (qmatmul_k)"),)
     if spec.x_fmt is not None:
         name = K.x8_kernel(p)
     elif "GEMV_WG" in p:
