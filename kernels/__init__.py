@@ -46,7 +46,8 @@ def uses_header(text: str) -> bool:
 #: kernels-check result through this): one source per op family in the shared dialect, then
 #: CUDA-only tensor-core variants (matmul, attention), still written against accel.h
 SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
-              "quant.cl": ("quantize", "dequantize", "qmatmul"), "kquant.cl": ("dequantize", "qmatmul"),
+              "quant.cl": ("quantize", "dequantize", "qmatmul"),
+              "kquant.cl": ("quantize", "dequantize", "qmatmul"),
               "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",)}
 SOURCES = tuple(SOURCE_OPS)
@@ -54,8 +55,8 @@ SOURCES = tuple(SOURCE_OPS)
 #: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
 KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
-#: the formats kquant.cl reads (dequantize, and qmatmul with float x; no quantize, no x_format),
-#: so far built for OpenCL only
+#: the formats kquant.cl reads (dequantize, qmatmul with float x, quantize but for mxfp4; no
+#: x_format), so far built for OpenCL only
 KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
@@ -428,7 +429,7 @@ def scalar_args(spec) -> tuple:
         return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
                 i32(spec.causal), *(np.int64(s) for s in strides))
     values = math.prod(spec.shape)  # quantize takes its count of blocks
-    return (np.int64(values // BLOCK if spec.op == "quantize" else values),)
+    return (np.int64(values // spec.fmt.block if spec.op == "quantize" else values),)
 
 
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
@@ -546,16 +547,17 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
 
 
 def kquant(fmt: str, dtype: str = "float32") -> Variant:
-    """The kquant.cl variant of a K-quant / mxfp4 / q8_k format: ``qmatmul_k`` reads x and
-    writes its output in ``dtype``; ``dequantize_k`` writes float32 whatever it is.
+    """The kquant.cl variant of a K-quant / mxfp4 / q8_k format: ``quantize_k`` (not mxfp4) and
+    ``qmatmul_k`` read x in ``dtype``, ``qmatmul_k`` writes it; ``dequantize_k`` writes float32.
 
     >>> kquant("q4_k").kernels
-    ('dequantize_k', 'qmatmul_k')
+    ('dequantize_k', 'qmatmul_k', 'quantize_k')
     """
     if fmt not in KQUANT_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
     t = _token(dtype, _FLOATS, "dtype")
-    return Variant("kquant.cl", ("dequantize_k", "qmatmul_k"),
+    names = ("dequantize_k", "qmatmul_k") + (() if fmt == "mxfp4" else ("quantize_k",))
+    return Variant("kquant.cl", names,
                    {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}, ("opencl",))
 
 

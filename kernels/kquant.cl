@@ -1,10 +1,11 @@
-/* GGUF K-quant and MXFP4 weights: dequantize and the float-x quantized matmul for q4_k, q5_k,
- * q6_k, mxfp4 and q8_k blocks (layouts in docs/api.md, GGML's ggml-common.h). Every value is
+/* GGUF K-quant and MXFP4 weights: quantize (not mxfp4), dequantize and the float-x quantized
+ * matmul for q4_k, q5_k, q6_k, mxfp4 and q8_k blocks (layouts in docs/api.md, GGML's
+ * ggml-common.h). Every value is
  * decoded as GGML's dequantize_row_* rounds it: (d * sc) * q - dmin * m, each product and the
  * difference rounded on its own (no FMA contraction), so dequantize is bit-exact.
  *
- * Defines: one of FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_MXFP4, FMT_Q8_K; IN_DT and OUT_DT (F32,
- * F16, BF16) for qmatmul_k.
+ * Defines: one of FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_MXFP4, FMT_Q8_K; IN_DT (F32, F16, BF16)
+ * for quantize_k and qmatmul_k, OUT_DT for qmatmul_k.
  * Both kernels work in sub-blocks of 32 values (a K-quant super-block holds 8, an mxfp4 block 1).
  */
 #if FMT_Q4_K
@@ -114,3 +115,270 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
     }
     STORE_OUT(out, (i64)m * N + n, acc);
 }
+
+#if !FMT_MXFP4
+/* quantize_k: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_, _q6_K_, _q8_K_ref),
+ * one work-item per super-block of 256 values, bit-exact on a device that rounds division and
+ * square root correctly and keeps denormals (the backend's supports() asks for both): every
+ * product, sum and quotient is rounded on its own, in the C code's order, sums left to right.
+ * A super-block holding a NaN or an infinity stores a NaN scale and zero bytes (docs/api.md). */
+#define SQRT_RN(v) sqrt(v) /* correctly rounded: -cl-fp32-correctly-rounded-divide-sqrt */
+/* the NaN accel stores for a non-finite block: the quiet NaN 0x7FC00000 (float16 0x7E00), as
+ * numpy writes it (OpenCL's NAN may carry another payload) */
+#define QNAN AS_FLOAT(0x7fc00000u)
+
+/* GGML's nearest_int: the float32 sum with 1.5 * 2^23 read as an integer (round half even). */
+DEVICE int nearest_int(float f) {
+    return (int)(AS_UINT(FADD_RN(f, 12582912.0f)) & 0x007fffffu) - 0x00400000;
+}
+
+DEVICE int clampi(int v, int lo, int hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+DEVICE void put_f16(GLOBAL u8* RESTRICT o, float v) {
+    const u32 h = f32_to_f16(v);
+    o[0] = (u8)(h & 255u);
+    o[1] = (u8)(h >> 8);
+}
+
+DEVICE float get_f16(GLOBAL const u8* RESTRICT o) {
+    return f16_to_f32((u32)o[0] | ((u32)o[1] << 8));
+}
+#endif
+
+#if FMT_Q4_K || FMT_Q5_K
+/* make_qkx2_quants on one sub-block: the affine fit x ~ scale * L + min with the least weighted
+ * squared error over nstep + 1 trial scales (a trial taken when strictly better; the running
+ * min carries into the next trial's codes). Codes in L; returns scale, -min in *neg_min. */
+DEVICE float qkx2(const float* x, const float* w, int nmax, float rmin, float rdelta, int nstep,
+                  u8* L, float* neg_min) {
+    float mn = x[0], mx = x[0], sum_w = w[0], sum_x = FMUL_RN(w[0], x[0]);
+    for (int i = 1; i < 32; ++i) {
+        if (x[i] < mn) mn = x[i];
+        if (x[i] > mx) mx = x[i];
+        sum_w = FADD_RN(sum_w, w[i]);
+        sum_x = FADD_RN(sum_x, FMUL_RN(w[i], x[i]));
+    }
+    if (mn > 0.0f) mn = 0.0f;
+    if (mx == mn) {
+        for (int i = 0; i < 32; ++i) L[i] = 0;
+        *neg_min = -mn;
+        return 0.0f;
+    }
+    float iscale = FDIV_RN((float)nmax, FADD_RN(mx, -mn));
+    float scale = FDIV_RN(1.0f, iscale);
+    float best = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+        L[i] = (u8)clampi(nearest_int(FMUL_RN(iscale, FADD_RN(x[i], -mn))), 0, nmax);
+        const float diff = FADD_RN(FADD_RN(FMUL_RN(scale, (float)L[i]), mn), -x[i]);
+        best = FADD_RN(best, FMUL_RN(w[i], FMUL_RN(diff, diff)));
+    }
+    u8 La[32];
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = FDIV_RN(FADD_RN(FADD_RN(rmin, FMUL_RN(rdelta, (float)is)), (float)nmax),
+                         FADD_RN(mx, -mn));
+        float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
+        for (int i = 0; i < 32; ++i) {
+            const int l = clampi(nearest_int(FMUL_RN(iscale, FADD_RN(x[i], -mn))), 0, nmax);
+            La[i] = (u8)l;
+            const float wl = FMUL_RN(w[i], (float)l);
+            sl = FADD_RN(sl, wl);
+            sl2 = FADD_RN(sl2, FMUL_RN(wl, (float)l));
+            sxl = FADD_RN(sxl, FMUL_RN(wl, x[i]));
+        }
+        const float D = FADD_RN(FMUL_RN(sum_w, sl2), -FMUL_RN(sl, sl));
+        if (!(D > 0.0f)) continue;
+        float ts = FDIV_RN(FADD_RN(FMUL_RN(sum_w, sxl), -FMUL_RN(sum_x, sl)), D);
+        float tm = FDIV_RN(FADD_RN(FMUL_RN(sl2, sum_x), -FMUL_RN(sl, sxl)), D);
+        if (tm > 0.0f) {
+            tm = 0.0f;
+            ts = FDIV_RN(sxl, sl2);
+        }
+        float err = 0.0f;
+        for (int i = 0; i < 32; ++i) {
+            const float diff = FADD_RN(FADD_RN(FMUL_RN(ts, (float)La[i]), tm), -x[i]);
+            err = FADD_RN(err, FMUL_RN(w[i], FMUL_RN(diff, diff)));
+        }
+        if (err < best) {
+            for (int i = 0; i < 32; ++i) L[i] = La[i];
+            best = err;
+            scale = ts;
+            mn = tm;
+        }
+    }
+    *neg_min = -mn;
+    return scale;
+}
+#endif
+
+#if FMT_Q6_K
+/* make_qx_quants (rmse_type 1: weights x^2) on 16 values: the symmetric fit from -32 / max,
+ * then 18 trial scales -(32 + 0.1 i) / max, a trial taken when strictly better. Codes + 32 in
+ * L; returns the scale. */
+DEVICE float qx16(const float* x, u8* L) {
+    float mx = 0.0f, amax = 0.0f;
+    for (int i = 0; i < 16; ++i)
+        if (FABS(x[i]) > amax) {
+            amax = FABS(x[i]);
+            mx = x[i];
+        }
+    if (amax < 1e-15f) {
+        for (int i = 0; i < 16; ++i) L[i] = 0;
+        return 0.0f;
+    }
+    float scale = 0.0f, best = 0.0f;
+    for (int is = 0; is <= 18; ++is) {  /* trial 0: -32 / max; then i = -9..-1, 1..9 */
+        const int i10 = is == 0 ? 0 : (is <= 9 ? is - 10 : is - 9);
+        const float iscale = is == 0 ? FDIV_RN(-32.0f, mx)
+                                     : FDIV_RN(-FADD_RN(32.0f, FMUL_RN(0.1f, (float)i10)), mx);
+        float sumlx = 0.0f, suml2 = 0.0f;
+        for (int i = 0; i < 16; ++i) {
+            const float l = (float)clampi(nearest_int(FMUL_RN(iscale, x[i])), -32, 31);
+            const float w = FMUL_RN(x[i], x[i]);
+            sumlx = FADD_RN(sumlx, FMUL_RN(FMUL_RN(w, x[i]), l));
+            suml2 = FADD_RN(suml2, FMUL_RN(FMUL_RN(w, l), l));
+        }
+        const int take = is == 0 || (suml2 > 0.0f && FMUL_RN(sumlx, sumlx) > FMUL_RN(best, suml2));
+        if (take) {
+            for (int i = 0; i < 16; ++i)
+                L[i] = (u8)(32 + clampi(nearest_int(FMUL_RN(iscale, x[i])), -32, 31));
+            scale = is == 0 ? (suml2 != 0.0f ? FDIV_RN(sumlx, suml2) : 0.0f) : FDIV_RN(sumlx, suml2);
+            best = FMUL_RN(scale, sumlx);
+        }
+    }
+    return scale;
+}
+#endif
+
+#if !FMT_MXFP4
+KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
+    const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (b >= nblocks) return;
+    GLOBAL u8* o = out + b * BLOCK_BYTES;
+    float v[256];
+    int finite = 1;
+    for (int i = 0; i < 256; ++i) {
+        v[i] = LOAD_IN(x, b * 256 + i);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+    }
+    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+    u8 L[256];
+#if FMT_Q4_K || FMT_Q5_K
+#if FMT_Q4_K /* make_qkx2_quants' search: codes 0..NMAX, trial offsets RMIN + 0.1 i, i <= NSTEP */
+#define NMAX 15
+#define RMIN -1.0f
+#define NSTEP 20
+#else
+#define NMAX 31
+#define RMIN -0.5f
+#define NSTEP 15
+#endif
+    const int nmax = NMAX;
+    if (!finite) {
+        put_f16(o, QNAN);
+        return;
+    }
+    float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+        const float* xs = v + 32 * j;
+        float sum_x2 = 0.0f, w[32];
+        for (int l = 0; l < 32; ++l) sum_x2 = FADD_RN(sum_x2, FMUL_RN(xs[l], xs[l]));
+        const float av_x = SQRT_RN(FDIV_RN(sum_x2, 32.0f));
+        for (int l = 0; l < 32; ++l) w[l] = FADD_RN(av_x, FABS(xs[l]));
+        scales[j] = qkx2(xs, w, nmax, RMIN, 0.1f, NSTEP, L + 32 * j, mins + j);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0.0f ? FDIV_RN(63.0f, max_scale) : 0.0f;
+    const float inv_min = max_min > 0.0f ? FDIV_RN(63.0f, max_min) : 0.0f;
+    int ls[8], lm[8];
+    for (int j = 0; j < 8; ++j) {  /* stored in a uint8_t, then MIN(63, .) */
+        ls[j] = min(63, nearest_int(FMUL_RN(inv_scale, scales[j])) & 255);
+        lm[j] = min(63, nearest_int(FMUL_RN(inv_min, mins[j])) & 255);
+        if (j < 4) {
+            o[4 + j] |= (u8)ls[j];
+            o[8 + j] |= (u8)lm[j];
+        } else {
+            o[12 + j - 4] = (u8)((ls[j] & 15) | ((lm[j] & 15) << 4));
+            o[4 + j - 4] |= (u8)((ls[j] >> 4) << 6);
+            o[4 + j] |= (u8)((lm[j] >> 4) << 6);
+        }
+    }
+    put_f16(o, FDIV_RN(max_scale, 63.0f));
+    put_f16(o + 2, FDIV_RN(max_min, 63.0f));
+    for (int j = 0; j < 8; ++j) {
+        const float d = FMUL_RN(get_f16(o), (float)ls[j]);
+        if (d == 0.0f) continue;  /* the codes of the scale search stay */
+        const float dm = FMUL_RN(get_f16(o + 2), (float)lm[j]);
+        for (int l = 0; l < 32; ++l)
+            L[32 * j + l] = (u8)clampi(nearest_int(FDIV_RN(FADD_RN(v[32 * j + l], dm), d)), 0, nmax);
+    }
+    GLOBAL u8* qs = o + BLOCK_BYTES - 128;
+    for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+            const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+            qs[32 * c + l] = (u8)((lo & 15) | ((hi & 15) << 4));
+#if FMT_Q5_K
+            o[16 + l] |= (u8)(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+#endif
+        }
+#elif FMT_Q6_K
+    if (!finite) {
+        put_f16(o + 208, QNAN);
+        return;
+    }
+    float scales[16], max_scale = 0.0f, max_abs = 0.0f;
+    for (int g = 0; g < 16; ++g) {
+        scales[g] = qx16(v + 16 * g, L + 16 * g);
+        if (FABS(scales[g]) > max_abs) {
+            max_abs = FABS(scales[g]);
+            max_scale = scales[g];
+        }
+    }
+    if (max_abs < 1e-15f) return;  /* all zero bytes */
+    const float iscale = FDIV_RN(-128.0f, max_scale);
+    put_f16(o + 208, FDIV_RN(1.0f, iscale));
+    for (int g = 0; g < 16; ++g) o[192 + g] = (u8)min(127, nearest_int(FMUL_RN(iscale, scales[g])));
+    for (int g = 0; g < 16; ++g) {
+        const float d = FMUL_RN(get_f16(o + 208), (float)(i8)o[192 + g]);
+        if (d == 0.0f) continue;
+        for (int l = 0; l < 16; ++l)
+            L[16 * g + l] = (u8)(32 + clampi(nearest_int(FDIV_RN(v[16 * g + l], d)), -32, 31));
+    }
+    for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+            const int q1 = L[128 * h + l], q2 = L[128 * h + l + 32];
+            const int q3 = L[128 * h + l + 64], q4 = L[128 * h + l + 96];
+            o[64 * h + l] = (u8)((q1 & 15) | ((q3 & 15) << 4));
+            o[64 * h + l + 32] = (u8)((q2 & 15) | ((q4 & 15) << 4));
+            o[128 + 32 * h + l] = (u8)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+        }
+#else /* q8_k */
+    float mx = 0.0f, amax = 0.0f;
+    for (int i = 0; i < 256; ++i)
+        if (FABS(v[i]) > amax) {
+            amax = FABS(v[i]);
+            mx = v[i];
+        }
+    if (!finite || amax == 0.0f) {
+        const u32 d = finite ? 0u : AS_UINT(QNAN);
+        for (int k = 0; k < 4; ++k) o[k] = (u8)(d >> (8 * k));
+        return;
+    }
+    const float iscale = FDIV_RN(-127.0f, mx);
+    for (int g = 0; g < 16; ++g) {
+        int sum = 0;
+        for (int l = 0; l < 16; ++l) {
+            const int q = min(127, nearest_int(FMUL_RN(iscale, v[16 * g + l])));
+            o[4 + 16 * g + l] = (u8)q;
+            sum += q;
+        }
+        o[260 + 2 * g] = (u8)(sum & 255);
+        o[261 + 2 * g] = (u8)((sum >> 8) & 255);
+    }
+    const u32 d = AS_UINT(FDIV_RN(1.0f, iscale));
+    for (int k = 0; k < 4; ++k) o[k] = (u8)(d >> (8 * k));
+#endif
+}
+#endif

@@ -179,5 +179,17 @@ def test_backends_without_kernels_decline_the_new_formats():
         opencl = accel.get_backend("opencl")
     except accel.BackendUnavailable:
         return
-    with pytest.raises(accel.UnsupportedError, match="quantize of q4_k has no OpenCL kernel yet"):
-        accel.quantize(np.ones((1, 256), np.float32), "q4_k", backend=opencl)
+    with pytest.raises(accel.UnsupportedError, match="quantize of mxfp4 has no OpenCL kernel yet"):
+        accel.quantize(np.ones((1, 256), np.float32), "mxfp4", backend=opencl)
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k", "q8_k"])
+def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
+    """kquant.cl's quantize_k: GGML's scale searches on the device, bit for bit."""
+    if not opencl_backend.verdict(S.quantize_spec((1, 256), "float32", fmt)).ok:
+        pytest.skip(opencl_backend.verdict(S.quantize_spec((1, 256), "float32", fmt)).reason)
+    for kind in ("normal", "scaled", "outliers", "positive", "constant", "sparse", "ties", "tiny",
+                 "subnormal", "huge"):
+        x = rows(kind, 3, 512, np.random.default_rng(9))
+        got = np.asarray(accel.quantize(x, fmt, backend=opencl_backend).raw)
+        assert np.array_equal(got, G.quantize(x, fmt)), kind

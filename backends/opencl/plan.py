@@ -108,14 +108,15 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
                            f"local memory; the device has {facts.local_mem}")
         return YES
     kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
-    if kq and (isinstance(spec, QuantizeSpec) or getattr(spec, "x_fmt", None) is not None):
+    if kq and (getattr(spec, "x_fmt", None) is not None or (
+            isinstance(spec, QuantizeSpec) and spec.fmt.name == "mxfp4")):
         what = "quantize" if isinstance(spec, QuantizeSpec) else f"x_format={spec.x_fmt.name!r}"
         return Support(False, f"{what} of {spec.fmt.name} has no OpenCL kernel yet (kquant.cl "
-                       "reads the format: dequantize and qmatmul with float x)")
-    if kq and spec.fmt.name == "mxfp4" and not facts.denormals:
-        return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); mxfp4's "
-                       "smallest scales (2^-128, 2^-127) are denormal")
-    if kq:
+                       "computes dequantize, qmatmul with float x and the K-quants' quantize)")
+    if kq and not isinstance(spec, QuantizeSpec):  # quantize: the checks below, as for q8_0
+        if spec.fmt.name == "mxfp4" and not facts.denormals:
+            return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); "
+                           "mxfp4's smallest scales (2^-128, 2^-127) are denormal")
         return YES
     if isinstance(spec, QuantizeSpec) or (isinstance(spec, QMatmulSpec) and spec.x_fmt is not None):
         # x_format quantizes x with the same functions: bit-exact only where quantize is
@@ -222,6 +223,10 @@ def _quant(fmt: str, dtype: str, params: dict) -> K.Variant:
 
 
 def _quantize(spec: QuantizeSpec, facts: DeviceFacts, params: dict) -> Plan:
+    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per super-block
+        return (_launch_1d(K.kquant(spec.fmt.name, spec.dtype), "quantize_k",
+                           math.prod(spec.shape) // spec.fmt.block, _operands("x", "out"),
+                           K.scalar_args(spec), "quantize_k"),)
     v = _quant(spec.fmt.name, spec.dtype, params["qmatmul"])
     return (_launch_1d(v, "quantize", math.prod(spec.shape) // 32, _operands("x", "out"),
                        K.scalar_args(spec), "quantize"),)
