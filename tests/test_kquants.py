@@ -181,11 +181,13 @@ def test_backends_without_kernels_decline_the_new_formats():
         return
     with pytest.raises(accel.UnsupportedError, match="quantize of mxfp4 has no OpenCL kernel yet"):
         accel.quantize(np.ones((1, 256), np.float32), "mxfp4", backend=opencl)
+    assert opencl.verdict(S.dequantize_spec((2, 256), get_format("mxfp4"))).ok
 
 
 @pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k", "q8_k"])
 def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
-    """kquant.cl's quantize_k: GGML's scale searches on the device, bit for bit."""
+    """kquant.cl's quantize_k: GGML's scale searches on the device, bit for bit; and its
+    qmatmul_kx (x_format="q8_k") equal to the CPU reference's."""
     if not opencl_backend.verdict(S.quantize_spec((1, 256), "float32", fmt)).ok:
         pytest.skip(opencl_backend.verdict(S.quantize_spec((1, 256), "float32", fmt)).reason)
     for kind in ("normal", "scaled", "outliers", "positive", "constant", "sparse", "ties", "tiny",
@@ -193,3 +195,12 @@ def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
         x = rows(kind, 3, 512, np.random.default_rng(9))
         got = np.asarray(accel.quantize(x, fmt, backend=opencl_backend).raw)
         assert np.array_equal(got, G.quantize(x, fmt)), kind
+    if fmt == "q8_k":
+        return
+    # x_format="q8_k": x through the same quantizer, then integer sums scaled in the CPU
+    # reference's float32 order, so the results agree to the bit
+    x = rows("normal", 3, 512, np.random.default_rng(10))
+    w = accel.QTensor.from_raw(G.quantize(rows("scaled", 7, 512, np.random.default_rng(11)), fmt),
+                               fmt, (7, 512), backend=opencl_backend)
+    got = np.asarray(accel.qmatmul(x, w, x_format="q8_k", backend=opencl_backend))
+    assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format="q8_k", backend="cpu"))

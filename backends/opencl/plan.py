@@ -108,12 +108,13 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
                            f"local memory; the device has {facts.local_mem}")
         return YES
     kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
-    if kq and (getattr(spec, "x_fmt", None) is not None or (
-            isinstance(spec, QuantizeSpec) and spec.fmt.name == "mxfp4")):
+    if kq and spec.fmt.name == "mxfp4" and (
+            isinstance(spec, QuantizeSpec) or getattr(spec, "x_fmt", None) is not None):
         what = "quantize" if isinstance(spec, QuantizeSpec) else f"x_format={spec.x_fmt.name!r}"
         return Support(False, f"{what} of {spec.fmt.name} has no OpenCL kernel yet (kquant.cl "
-                       "computes dequantize, qmatmul with float x and the K-quants' quantize)")
-    if kq and not isinstance(spec, QuantizeSpec):  # quantize: the checks below, as for q8_0
+                       "computes its dequantize and qmatmul with float x)")
+    # their quantize and x_format take the checks below, as q8_0's and q4_0's do
+    if kq and not isinstance(spec, QuantizeSpec) and getattr(spec, "x_fmt", None) is None:
         if spec.fmt.name == "mxfp4" and not facts.denormals:
             return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); "
                            "mxfp4's smallest scales (2^-128, 2^-127) are denormal")
@@ -251,10 +252,17 @@ def _qmatmul_params(spec: QMatmulSpec, params: dict) -> str:
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
     if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per output, groups along N
-        lsize = (_LOCAL_1D, 1)
-        return (Launch(K.kquant(spec.fmt.name, spec.dtype), "qmatmul_k",
-                       (_padded(spec.N, _LOCAL_1D), spec.M), lsize, _operands("x", "w", "out"),
-                       K.scalar_args(spec), "qmatmul (qmatmul_k)"),)
+        grid, lsize = (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1)
+        v = K.kquant(spec.fmt.name, spec.dtype)
+        if spec.x_fmt is None:
+            return (Launch(v, "qmatmul_k", grid, lsize, _operands("x", "w", "out"),
+                           K.scalar_args(spec), "qmatmul (qmatmul_k)"),)
+        nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized to q8_k first
+        xq = Scratch("xq", nblocks * spec.x_fmt.block_bytes)
+        return (_launch_1d(K.kquant("q8_k", spec.dtype), "quantize_k", nblocks, (Operand("x"), xq),
+                           (np.int64(nblocks),), "quantize_k (x to q8_k)"),
+                Launch(v, "qmatmul_kx", grid, lsize, (xq, *_operands("w", "out")),
+                       K.scalar_args(spec), "qmatmul (qmatmul_kx)"))
     if spec.x_fmt is not None:
         name = K.x8_kernel(p)
     elif "GEMV_WG" in p:
