@@ -6,10 +6,16 @@
 array([[ 5., 14.],
        [14., 50.]], dtype=float32)
 """
-from accel import backends  # the package doubles as the listing function, see backends/__init__.py
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # type checkers see the function; at run time the package answers calls too
+    from accel.registry import backends as backends
+else:
+    from accel import backends  # the package doubles as the listing function (backends/__init__.py)
 from accel.backend import Backend, DeviceInfo, Support
 from accel.errors import (AccelError, ArgumentError, BackendUnavailable, CompileError, DeviceError,
-                          DeviceMismatchError, DTypeError, ShapeError, UnsupportedError)
+                          DeviceMismatchError, DTypeError, OutOfBoundsError, ShapeError,
+                          UnsupportedError)
 from accel.kernel import kernel  # the function; shadows the submodule name on purpose
 from accel.ops import (attention, dequantize, matmul, qmatmul, quantize, quantize_fp8,
                        scaled_matmul)
@@ -33,5 +39,5 @@ __all__ = [
     "asarray", "Tensor", "QTensor", "kernel",
     "backends", "get_backend", "set_backend", "use", "current_device", "Backend", "DeviceInfo",
     "Support", "AccelError", "ArgumentError", "ShapeError", "DTypeError", "BackendUnavailable",
-    "UnsupportedError", "DeviceMismatchError", "CompileError", "DeviceError",
+    "UnsupportedError", "DeviceMismatchError", "CompileError", "DeviceError", "OutOfBoundsError",
 ]

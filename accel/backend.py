@@ -13,20 +13,27 @@ from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
+from accel.dtypes import convert, to_numpy_dtype
 from accel.errors import UnsupportedError
 from accel.spec import Spec
 
 
 class DeviceArray(Protocol):
     """An ``accel.Tensor`` as a backend sees it: one of its buffers, with a shape and a dtype.
-    (A protocol, not the class: accel.tensor builds on this module.)"""
+    (A protocol, not the class: accel.tensor builds on this module.) Op methods only ever get
+    C-contiguous tensors starting at the buffer's first byte; a view (``strides`` and
+    ``offset`` in elements) reaches only :meth:`Backend.gather` and ``export_array``."""
 
     buf: Any
     shape: tuple[int, ...]
     dtype: str
+    offset: int
 
     @property
     def nbytes(self) -> int: ...
+
+    @property
+    def strides(self) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ class DeviceInfo:
     memory_bytes: int = 0
     compute_units: int = 0
     extra: dict = field(default_factory=dict)
+    max_buffer_bytes: int = 0  # the largest single buffer, where smaller than memory_bytes
 
 
 class Backend:
@@ -173,6 +181,38 @@ class Backend:
         (offset a multiple of alignment); the conformance suite's guard regions rely on it."""
         raise NotImplementedError
 
+    def gather(self, src: DeviceArray, dtype: str) -> Any:
+        """Optional: a new buffer holding the elements of view ``src`` (``src.strides`` and
+        ``src.offset`` in elements over ``src.buf``) in C order, as ``dtype``: what
+        ``Tensor.contiguous()`` and ``Tensor.astype()`` run. The default goes through the host
+        (download, numpy, upload); device backends override it with a copy kernel.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.arange(6, dtype=np.float32).reshape(2, 3), backend="cpu").T
+        >>> be = t.backend
+        >>> be.download(be.gather(t, "float16"), 12).view(np.float16).tolist()
+        [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+        """
+        return self.upload(np.ascontiguousarray(convert(self.host_view(src), dtype)))
+
+    def host_view(self, src: DeviceArray) -> np.ndarray:
+        """View ``src`` as a host numpy array over a download of the bytes it reaches (a view of
+        the buffer itself where ``download`` returns one, as on the CPU backend).
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.arange(6, dtype=np.int32).reshape(2, 3), backend="cpu")
+        >>> t.backend.host_view(t[:, ::-2]).tolist()
+        [[2, 0], [5, 3]]
+        """
+        item = to_numpy_dtype(src.dtype)
+        reach = [(n - 1) * s for n, s in zip(src.shape, src.strides)]
+        if 0 in src.shape:
+            return np.empty(src.shape, item)
+        end = (src.offset + sum(r for r in reach if r > 0) + 1) * item.itemsize
+        raw = self.download(src.buf, end)
+        return np.ndarray(src.shape, item, buffer=raw, offset=src.offset * item.itemsize,
+                          strides=tuple(s * item.itemsize for s in src.strides))
+
     def synchronize(self) -> None:
         """Optional (required where work runs asynchronously): wait until all work queued on
         the device has finished."""
@@ -183,8 +223,9 @@ class Backend:
         return None
 
     def export_array(self, tensor: DeviceArray) -> Any | None:
-        """Optional: an object with ``__dlpack__`` viewing ``tensor``'s memory (zero-copy), or
-        None when the backend cannot export (``Tensor.__dlpack__`` then raises a clear error)."""
+        """Optional: the backend's native array viewing ``tensor``'s memory (zero-copy, strides
+        and offset included): what ``Tensor.__dlpack__`` exports where it has ``__dlpack__``
+        (``Tensor.__dlpack__`` raises a clear error where it has not, or for None)."""
         return None
 
     # -- ops ----------------------------------------------------------------------------------

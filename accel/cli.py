@@ -12,6 +12,7 @@ from accel.argtypes import int_at_least
 #: the command functions so ``accel info`` stays fast
 _SUBCOMMAND_MODULES = (
     "accel.conformance.cli",   # accel conformance [matrix]
+    "accel.conformance.campaign.cli",  # accel campaign
     "accel.conformance.bench.cli",  # accel bench
     "accel.conformance.report.cli",  # accel report, accel portability
     "accel.conformance.bench.tune",  # accel tune
@@ -79,6 +80,11 @@ def _info(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    if args.ray_resources:
+        from accel.conformance.campaign.node import node_resources, ray_start_lines
+
+        print("\n".join(ray_start_lines(node_resources())))
+        return 0
     record = info_record()
     if args.json:
         print(json.dumps(record, indent=1, default=str))
@@ -141,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int_at_least(1), default=None,
                    help="table width in columns (default: the terminal's, or 80)")
     p.add_argument("--json", action="store_true", help="print the same as one JSON document")
+    p.add_argument("--ray-resources", action="store_true",
+                   help="print the `ray start` lines that offer this machine's devices to an "
+                        "accel campaign (docs/fleet.md)")
     p.set_defaults(func=_info)
     for module in _SUBCOMMAND_MODULES:
         try:

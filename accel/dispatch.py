@@ -64,9 +64,10 @@ def execute(backend: Backend, spec: S.Spec, *inputs: Tensor | None, out: Tensor 
     check_supported(backend, spec)
     if out is None:
         out = Tensor.empty(backend, spec.out_shape, spec.out_dtype)
-    elif (out.backend, out.shape, out.dtype) != (backend, spec.out_shape, spec.out_dtype):
-        raise ArgumentError(expected("out", f"a {spec.out_dtype} tensor of shape {spec.out_shape} on "
-                                     f"{backend.device_id}", repr(out)))
+    elif (out.backend, out.shape, out.dtype) != (backend, spec.out_shape, spec.out_dtype) or \
+            not out.is_contiguous:  # kernels write C order from the buffer's start
+        raise ArgumentError(expected("out", f"a contiguous {spec.out_dtype} tensor of shape "
+                                     f"{spec.out_shape} on {backend.device_id}", repr(out)))
     if math.prod(spec.out_shape):
         backend.run(spec, out, *inputs)
     return out

@@ -18,6 +18,10 @@ class ShapeError(ArgumentError):
     """Operand shapes do not fit the op (rank, mismatched K, non-broadcastable batches)."""
 
 
+class OutOfBoundsError(ArgumentError, IndexError):
+    """An index falls outside its axis (an IndexError, as numpy's)."""
+
+
 class DTypeError(AccelError, TypeError):
     """An operand has a dtype the op does not define, or operands' dtypes do not combine."""
 

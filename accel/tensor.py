@@ -1,13 +1,13 @@
 """accel.Tensor and QTensor (GGUF blocks on a device), and the array-in/array-out bridge to
-numpy, torch and cupy.
+numpy, torch, cupy, pyopencl and any DLPack producer.
 
-Foreign arrays are recognised by their type's module, so accel never imports torch or cupy
-itself: if a torch tensor exists, torch is already imported.
+Foreign arrays are recognised by their type (checked only once its module is imported, so accel
+never imports torch or cupy itself: if a torch tensor exists, torch is already imported), other
+producers by the DLPack protocol or the CUDA array interface.
 """
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any, NamedTuple
 
@@ -15,9 +15,10 @@ import numpy as np
 
 from accel.backend import Backend
 from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
-from accel.errors import (ArgumentError, DeviceError, DeviceMismatchError, DTypeError, ShapeError,
-                          expected)
+from accel.errors import (ArgumentError, BackendUnavailable, DeviceError, DeviceMismatchError,
+                          DTypeError, OutOfBoundsError, ShapeError, expected)
 from accel.formats import FORMATS, QuantFormat, check_quantizable_shape, get_format
+from accel.hostmem import host_bytes_free, host_memory_error
 from accel.registry import backends as list_backends
 from accel.registry import get_backend
 
@@ -27,18 +28,33 @@ NAN_FILL = 0xFF
 
 
 class Tensor:
-    """A C-contiguous array resident on one backend's device.
+    """An array resident on one backend's device: a buffer, and the shape, dtype, strides and
+    offset (in elements) it is read with.
+
+    ``reshape``, ``transpose``/``.T`` and basic indexing (ints, slices, ``...``, ``None``) are
+    views over the same buffer wherever numpy's would be (no copy, no host); ``contiguous()``
+    and ``astype()`` copy on the device. An op given a view materializes it with the same device
+    copy first: the backends compute on C-contiguous tensors only.
 
     >>> import accel, numpy as np
     >>> t = accel.asarray(np.arange(6, dtype=np.float32).reshape(2, 3), backend="cpu")
     >>> t.shape, t.dtype, t.numpy().sum()
     ((2, 3), 'float32', np.float32(15.0))
+    >>> v = t.T[1:]
+    >>> v.shape, v.strides, v.offset, v.is_contiguous, v.numpy().tolist()
+    ((2, 2), (1, 3), 1, False, [[1.0, 4.0], [2.0, 5.0]])
     """
 
-    __slots__ = ("backend", "buf", "shape", "dtype")
+    __slots__ = ("backend", "buf", "shape", "dtype", "_strides", "offset", "base")
 
-    def __init__(self, backend: Backend, buf: Any, shape: tuple[int, ...], dtype: str):
+    def __init__(self, backend: Backend, buf: Any, shape: tuple[int, ...], dtype: str,
+                 strides: tuple[int, ...] | None = None, offset: int = 0, base: Any = None):
         self.backend, self.buf, self.shape, self.dtype = backend, buf, tuple(shape), dtype
+        # None: C-contiguous (the per-call path builds outputs and stores no strides)
+        self._strides = None if strides is None else tuple(strides)
+        self.offset = offset
+        #: the foreign array (torch, cupy, pyopencl) whose memory ``buf`` is, kept alive with it
+        self.base = base
 
     @classmethod
     def empty(cls, backend: Backend, shape: tuple[int, ...], dtype: str) -> "Tensor":
@@ -80,10 +96,137 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Steps between neighbours along each axis, in elements (numpy's are in bytes)."""
+        return _c_strides(self.shape) if self._strides is None else self._strides
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether the elements lie in C order from the buffer's first byte: what the backends
+        compute on (others are materialized by :meth:`contiguous`)."""
+        return self.offset == 0 and (self._strides is None
+                                     or self._strides == _c_strides(self.shape))
+
     def numpy(self) -> np.ndarray:
         """A host copy (the CPU backend may return a view of its own memory)."""
-        raw = self.backend.download(self.buf, self.nbytes)
-        return raw.view(to_numpy_dtype(self.dtype)).reshape(self.shape)
+        t = self.contiguous()
+        raw = t.backend.download(t.buf, t.nbytes)
+        return raw.view(to_numpy_dtype(t.dtype)).reshape(t.shape)
+
+    # -- views and copies ----------------------------------------------------------------------
+    def _view(self, layout: np.ndarray, origin: int) -> "Tensor":
+        """The tensor numpy's ``layout`` (a view of :meth:`_layout`, whose first element was at
+        address ``origin``) describes over this tensor's buffer."""
+        item = layout.itemsize
+        start = (layout.__array_interface__["data"][0] - origin) // item
+        strides = tuple(s // item for s in layout.strides)
+        offset = self.offset + start
+        keep = None if offset == 0 and strides == _c_strides(layout.shape) else strides
+        return Tensor(self.backend, self.buf, layout.shape, self.dtype, keep, offset, self.base)
+
+    def _layout(self) -> tuple[np.ndarray, int]:
+        """A numpy array with this tensor's shape and strides over no memory of its own (never
+        read: numpy only computes the shapes, strides and offsets of views of it), and the
+        address of its first element."""
+        item = to_numpy_dtype(self.dtype).itemsize
+        probe = np.lib.stride_tricks.as_strided(
+            _PROBE[item], self.shape, tuple(s * item for s in self.strides), writeable=False)
+        return probe, probe.__array_interface__["data"][0]
+
+    def reshape(self, *shape: int | tuple[int, ...]) -> "Tensor":
+        """This tensor with another shape (one size may be -1): a view where numpy's reshape
+        would be one, else a device copy (:meth:`contiguous`) reshaped.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.arange(6, dtype=np.int32), backend="cpu")
+        >>> t.reshape(2, -1).numpy().tolist(), t.reshape((3, 2)).buf is t.buf
+        ([[0, 1, 2], [3, 4, 5]], True)
+        """
+        want = _reshape_target(self.shape, shape[0] if len(shape) == 1 and isinstance(
+            shape[0], (tuple, list)) else shape)
+        probe, origin = self._layout()
+        try:
+            return self._view(np.reshape(probe, want, copy=False), origin)
+        except ValueError:  # no view has this shape: copy on the device, then view the copy
+            flat = self.contiguous()
+            return Tensor(flat.backend, flat.buf, want, flat.dtype, base=flat.base)
+
+    def transpose(self, *axes: int) -> "Tensor":
+        """A view with the axes permuted (reversed when none are given), as numpy's.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.zeros((2, 3, 4), np.float32), backend="cpu")
+        >>> t.transpose(0, 2, 1).shape, t.transpose().shape, t.transpose().strides
+        ((2, 4, 3), (4, 3, 2), (1, 4, 12))
+        """
+        order = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        probe, origin = self._layout()
+        try:
+            return self._view(probe.transpose(order or None), origin)
+        except (ValueError, TypeError) as e:  # numpy's AxisError is a ValueError
+            raise ShapeError(expected("axes", f"a permutation of range({self.ndim})",
+                                      f"{order!r} ({e})")) from None
+
+    @property
+    def T(self) -> "Tensor":
+        """The axes reversed (a view), as numpy's ``.T``."""
+        return self.transpose()
+
+    def __getitem__(self, key: Any) -> "Tensor":
+        """Basic indexing as numpy's (ints, slices with any step, ``...``, ``None``): a view.
+        Index arrays and masks (numpy's advanced indexing, which copies) are refused.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.arange(12, dtype=np.float32).reshape(3, 4), backend="cpu")
+        >>> t[1].numpy().tolist(), t[::2, -1].numpy().tolist(), t[..., None, 0].shape
+        ([4.0, 5.0, 6.0, 7.0], [3.0, 11.0], (3, 1))
+        """
+        items = key if isinstance(key, tuple) else (key,)
+        for k in items:
+            if not (k is None or k is Ellipsis or isinstance(k, slice) or (
+                    isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))):
+                raise ArgumentError(expected("key", "ints, slices, ... or None (basic indexing; "
+                                             "copy to the host with .numpy() for index arrays)",
+                                             type(k).__name__))
+        if not any(k is Ellipsis for k in items):  # all-int keys then give a 0-d view, not a scalar
+            items += (Ellipsis,)
+        probe, origin = self._layout()
+        try:
+            return self._view(probe[items], origin)
+        except IndexError as e:
+            raise OutOfBoundsError(expected("key", f"indices within shape {self.shape}",
+                                            f"{key!r} ({e})")) from None
+
+    def contiguous(self) -> "Tensor":
+        """This tensor when it is C-contiguous from its buffer's start, else a copy that is,
+        made on the device (kernels/copy.cl on OpenCL, CUDA and HIP).
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.arange(4, dtype=np.float16).reshape(2, 2), backend="cpu")
+        >>> t.contiguous() is t, t.T.contiguous().is_contiguous
+        (True, True)
+        """
+        if self.is_contiguous:
+            return self
+        return Tensor(self.backend, self.backend.gather(self, self.dtype), self.shape, self.dtype,
+                      base=self.base)
+
+    def astype(self, dtype: object, *, copy: bool = True) -> "Tensor":
+        """A C-contiguous copy converted to ``dtype`` (to nearest even), as numpy's ``astype``;
+        this tensor itself for its own dtype when ``copy=False``. Conversions between float32,
+        float16 and bfloat16 run on the device; others go through the host.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.array([1.0, 2.5, 1e-8], np.float32), backend="cpu")
+        >>> t.astype("float16").numpy().tolist(), t.astype(np.float32, copy=False) is t
+        ([1.0, 2.5, 0.0], True)
+        """
+        want = dtype_name(dtype, "dtype")
+        if want == self.dtype and not copy:
+            return self
+        return Tensor(self.backend, self.backend.gather(self, want), self.shape, want,
+                      base=self.base)
 
     def to(self, backend: str | Backend) -> "Tensor":
         """An explicit copy to another backend (the only way data moves between backends); the
@@ -101,30 +244,100 @@ class Tensor:
             return self
         return Tensor.from_host(target, self.numpy())
 
+    # -- interchange ------------------------------------------------------------------------
     def __dlpack__(self, *args, **kwargs):
         return self._exported().__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
         return self._exported().__dlpack_device__()
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array interface of a tensor on a CUDA or HIP backend (zero-copy, for CuPy,
+        Numba and others); AttributeError elsewhere, so ``hasattr`` tells."""
+        exported = self.backend.export_array(self)
+        if exported is None or not hasattr(exported, "__cuda_array_interface__"):
+            raise AttributeError(f"__cuda_array_interface__: a tensor on {self.backend.device_id} "
+                                 "is not in CUDA memory")
+        return exported.__cuda_array_interface__
+
     def _exported(self):
         exported = self.backend.export_array(self)
-        if exported is None:
+        if not hasattr(exported, "__dlpack__"):
             raise ArgumentError(expected("tensor", "a backend that can export DLPack",
-                                         f"backend {self.backend.name}"))
+                                         f"backend {self.backend.device_id} (use .numpy())"))
         return exported
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """numpy's array protocol, with NumPy 2's ``copy``: False gives a view or raises
+        ValueError (only a tensor in host memory, on the CPU backend, has one), True always
+        copies, None copies where it must.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.ones(2, np.float32), backend="cpu")
+        >>> np.asarray(t, dtype=np.float64).dtype
+        dtype('float64')
+        >>> np.shares_memory(np.asarray(t, copy=False), t.buf)
+        True
+        """
+        if copy is False:
+            host = self.backend.export_array(self)
+            if not isinstance(host, np.ndarray) or (dtype is not None
+                                                    and np.dtype(dtype) != host.dtype):
+                raise ValueError(expected("copy", "True or None: a tensor on "
+                                          f"{self.backend.device_id} cannot be viewed as a numpy "
+                                          f"array of dtype {dtype or self.dtype} without a copy",
+                                          False))
+            return host
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        if dtype is not None:
+            return a.astype(dtype, copy=bool(copy))
+        return np.array(a, copy=True) if copy else a
 
     def __repr__(self) -> str:
-        return f"accel.Tensor(shape={self.shape}, dtype={self.dtype}, backend={self.backend.device_id!r})"
+        view = "" if self.is_contiguous else f", strides={self.strides}, offset={self.offset}"
+        return (f"accel.Tensor(shape={self.shape}, dtype={self.dtype}{view}, "
+                f"backend={self.backend.device_id!r})")
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """C-order strides in elements.
+
+    >>> _c_strides((2, 3, 4)), _c_strides(())
+    ((12, 4, 1), ())
+    """
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def _reshape_target(shape: tuple[int, ...], want: Any) -> tuple[int, ...]:
+    """``want`` checked as a reshape of ``shape`` (numpy's rules; one -1 is inferred)."""
+    want = tuple(want)
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
+               for s in want):
+        raise ShapeError(expected("shape", "ints", repr(want)))
+    size, known = math.prod(shape), math.prod(s for s in want if s != -1)
+    if want.count(-1) > 1 or any(s < -1 for s in want):
+        raise ShapeError(expected("shape", "non-negative sizes and at most one -1", repr(want)))
+    if -1 in want and known and size % known == 0:
+        want = tuple(size // known if s == -1 else int(s) for s in want)
+    if -1 in want or math.prod(want) != size:
+        raise ShapeError(expected("shape", f"{size} elements in all (from shape {shape})",
+                                  repr(want)))
+    return tuple(int(s) for s in want)
+
+
+#: one element of each width for :meth:`Tensor._layout` to stand its strides on
+_PROBE = {n: np.zeros(1, f"V{n}") for n in (1, 2, 4, 8, 16)}
 
 
 # -- array kinds --------------------------------------------------------------------------------
 def array_kind(x: Any) -> str | None:
-    """'accel', 'numpy', 'torch', 'cupy', or None for anything else."""
+    """'accel', 'numpy', 'torch', 'cupy', 'pyopencl', or None for anything else (objects that
+    only speak DLPack or the CUDA array interface are first made one of these by :func:`adopt`)."""
     if isinstance(x, np.ndarray):
         return "numpy"
     if isinstance(x, Tensor):
@@ -134,13 +347,69 @@ def array_kind(x: Any) -> str | None:
         return "torch"
     if mod.startswith("cupy") and "cupy" in sys.modules and isinstance(x, sys.modules["cupy"].ndarray):
         return "cupy"
+    if "pyopencl.array" in sys.modules and isinstance(x, sys.modules["pyopencl.array"].Array):
+        return "pyopencl"
     return None
+
+
+#: DLPack device types (dlpack.h's DLDeviceType) accel takes: host memory, and CUDA or ROCm memory
+_DL_CPU, _DL_CUDA, _DL_ROCM = 1, 2, 10
+
+
+def adopt(arg: str, x: Any) -> Any:
+    """``x`` as an array kind accel knows: itself where it is one; an object speaking DLPack
+    (``__dlpack__``, e.g. a JAX array) as a numpy array (host memory, zero-copy through
+    ``np.from_dlpack``; torch's where numpy lacks the dtype) or a cupy array (GPU memory); one
+    with only ``__cuda_array_interface__`` (Numba, ...) as a cupy array. Anything else is
+    returned unchanged for :func:`check_array` to refuse.
+
+    >>> class Producer:  # any DLPack producer, here wrapping numpy
+    ...     def __init__(self, a): self.a = a
+    ...     def __dlpack__(self, **kw): return self.a.__dlpack__(**kw)
+    ...     def __dlpack_device__(self): return self.a.__dlpack_device__()
+    >>> adopt("x", Producer(np.arange(3.0))).tolist()
+    [0.0, 1.0, 2.0]
+    """
+    if array_kind(x) is not None:
+        return x
+    kind = type(x)
+    if hasattr(kind, "__dlpack__") and hasattr(kind, "__dlpack_device__"):
+        device, _ = x.__dlpack_device__()
+        if device == _DL_CPU:
+            try:
+                return np.from_dlpack(x)
+            except (BufferError, TypeError, ValueError, RuntimeError) as e:
+                if "torch" not in sys.modules:  # bfloat16 and FP8 are not numpy dtypes
+                    raise DTypeError(expected(arg, "a DLPack array of a dtype numpy reads (or "
+                                              "import torch, whose from_dlpack reads bfloat16)",
+                                              f"{type(x).__name__} ({e})")) from None
+                return sys.modules["torch"].from_dlpack(x)
+        if device in (_DL_CUDA, _DL_ROCM):
+            return _on_gpu(arg, x, "from_dlpack")
+        raise DeviceMismatchError(expected(arg, "a DLPack array in host, CUDA or ROCm memory",
+                                           f"{type(x).__name__} on DLPack device type {device}"))
+    if hasattr(x, "__cuda_array_interface__"):
+        return _on_gpu(arg, x, "asarray")  # zero-copy: CuPy reads the interface
+    return x
+
+
+def _on_gpu(arg: str, x: Any, how: str) -> Any:
+    """GPU array ``x`` as a cupy array (``cupy.from_dlpack`` or ``cupy.asarray``), or a
+    BackendUnavailable saying why CuPy cannot take it (not installed, no GPU or driver)."""
+    try:
+        import cupy
+
+        return getattr(cupy, how)(x)
+    except Exception as e:  # ImportError, or CuPy's runtime errors: no device, no driver
+        raise BackendUnavailable(expected(arg, f"a GPU array CuPy can take (cupy.{how})",
+                                          f"{type(x).__name__}: {type(e).__name__}: {e}")) from None
 
 
 def check_array(arg: str, x: Any) -> str:
     kind = array_kind(x)
     if kind is None:
-        raise ArgumentError(expected(arg, "a numpy array, torch tensor, cupy array or accel.Tensor",
+        raise ArgumentError(expected(arg, "a numpy array, torch tensor, cupy array, pyopencl "
+                                     "array, accel.Tensor or an object with __dlpack__",
                                      type(x).__name__))
     # array types whose meaning the ops would silently drop: a mask, matrix semantics, sparsity
     if isinstance(x, (np.ma.MaskedArray, np.matrix)):
@@ -190,6 +459,7 @@ def operand(arg: str, x: Any) -> Operand:
             # tuple.__new__ skips the NamedTuple constructor's Python frame (a third of a
             # microsecond per operand, on calls whose whole budget is a few)
             return _new_tuple(Operand, (arg, x, "numpy", x.shape, name))
+    x = adopt(arg, x)
     kind = check_array(arg, x)
     return Operand(arg, x, kind, tuple(int(s) for s in x.shape), dtype_name(x.dtype, arg + ".dtype"))
 
@@ -210,51 +480,33 @@ def device_backend(x: Any, kind: str) -> Backend | None:
                     return b
         raise DeviceMismatchError(expected("array", "an array on a device accel has a backend for",
                                            f"{kind} array on {getattr(x, 'device', '?')}"))
+    if kind == "pyopencl":
+        for status in list_backends():
+            if status.available and status.name == "opencl":
+                for index in range(len(status.devices)):
+                    b = get_backend(f"opencl:{index}")
+                    if b.import_array(x) is not None:
+                        return b
+        raise DeviceMismatchError(expected("array", "a pyopencl array in the context of an accel "
+                                           "OpenCL backend (make it with accel.get_backend("
+                                           "'opencl').queue; or pass x.get(), a host copy)",
+                                           f"one in context {x.context}"))
     return None
 
 
-# -- host memory ----------------------------------------------------------------------------------
-def host_bytes_free() -> int:
-    """Bytes the host can still give this process: the kernel's MemAvailable, or less where an
-    address-space limit (``ulimit -v``, RLIMIT_AS) leaves less room."""
-    free = sys.maxsize
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            free = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith(b"MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            pass
-    try:
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if limit != resource.RLIM_INFINITY:
-            with open("/proc/self/statm") as f:
-                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-            free = min(free, limit - used)
-    except (ImportError, OSError, ValueError):
-        pass
-    return max(0, free)
-
-
-def host_memory_error(arg: str, nbytes: int, what: str) -> DeviceError:
-    """The error for host memory ``arg`` needs (``nbytes``, for ``what``) and cannot get."""
-    return DeviceError(expected(arg, f"at most the {host_bytes_free()} bytes of host memory left "
-                                f"for {what}", f"{nbytes} bytes"))
-
-
+# -- operands to tensors and back -----------------------------------------------------------
 def _host_copy(op: Operand, backend: Backend) -> np.ndarray | None:
     """host_of(op), checked first where it copies: a broadcast or strided view can stand for far
     more bytes than it holds, so its size is weighed against the host's free memory and the
     device's before the copy is made."""
     x = op.x
     if op.kind == "numpy" and not x.flags.c_contiguous:
-        device = backend.info.memory_bytes
-        if device and x.nbytes > device:
-            raise DeviceError(expected(op.arg, f"at most the {device} bytes of memory "
-                                       f"{backend.device_id} has", f"a view of {x.nbytes} bytes"))
+        info, device = backend.info, backend.device_id
+        for limit, what in ((info.max_buffer_bytes, f"the {info.max_buffer_bytes} bytes of the "
+                                                    f"largest buffer {device} can hold"),
+                            (info.memory_bytes, f"the {info.memory_bytes} bytes of memory {device} has")):
+            if limit and x.nbytes > limit:
+                raise DeviceError(expected(op.arg, f"at most {what}", f"a view of {x.nbytes} bytes"))
         if x.nbytes > host_bytes_free():
             raise host_memory_error(op.arg, x.nbytes, "its contiguous copy")
     try:
@@ -272,14 +524,23 @@ def to_tensor(op: Operand, backend: Backend) -> Tensor:
             raise DeviceMismatchError(expected(op.arg, f"a tensor on {backend.device_id} like the "
                                                "other operands (use Tensor.to() to move it)",
                                                f"a tensor on {x.backend.device_id}"))
-        return x
+        return x.contiguous()  # a view is copied on its device: backends read dense tensors
     host = _host_copy(op, backend)
     if host is None:
         buf = backend.import_array(x)
         if buf is None:
+            where = getattr(x, "device", None) or getattr(x, "context", "?")
             raise DeviceMismatchError(expected(op.arg, f"an array on {backend.device_id}",
-                                               f"{kind} array on {getattr(x, 'device', '?')}"))
-        return Tensor(backend, buf, op.shape, op.dtype)
+                                               f"{kind} array on {where}"))
+        if kind == "pyopencl":  # any strides and offset: a view of the buffer, copied on the device
+            item = x.dtype.itemsize
+            if x.offset % item or any(s % item for s in x.strides):
+                raise ArgumentError(expected(op.arg, "a pyopencl array whose offset and strides "
+                                             "are whole elements",
+                                             f"offset {x.offset}, strides {x.strides}"))
+            return Tensor(backend, buf, op.shape, op.dtype, tuple(s // item for s in x.strides),
+                          x.offset // item, base=x).contiguous()
+        return Tensor(backend, buf, op.shape, op.dtype, base=x)
     return Tensor._upload(backend, host, op.dtype)
 
 
@@ -302,6 +563,8 @@ def from_tensor(t: Tensor, kind: str, like: Any = None) -> Any:
         import cupy
 
         return cupy.from_dlpack(t)
+    if kind == "pyopencl":
+        return t.backend.export_array(t)  # a pyopencl array over the result's buffer
     raise ArgumentError(expected("kind", "an array kind", kind))
 
 
@@ -319,6 +582,7 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
             except ValueError as e:  # ragged nested lists
                 raise ArgumentError(expected("x", "a rectangular nested list", str(e))) from None
         else:
+            x = adopt("x", x)
             check_array("x", x)
     kind = array_kind(x)
     target = get_backend(backend) if backend is not None else (device_backend(x, kind) or get_backend())
@@ -326,19 +590,14 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
     if kind == "accel":
         if x.backend is not target:
             x = x.to(target)
-        if want and want != x.dtype:
-            return asarray(x.numpy().astype(to_numpy_dtype(want)), backend=target)
-        return x
+        return x.astype(want, copy=False) if want else x
     host = host_of(x, kind)
     if host is not None and want:
         host = convert(host, want)  # to nearest even; FP8 overflow as torch's Tensor.to
     if host is not None:
         return Tensor._upload(target, host, dtype_name(host.dtype, "x.dtype"))
     t = to_tensor(operand("x", x), target)
-    if want and want != t.dtype:
-        raise DTypeError(expected("dtype", f"the array's own dtype {t.dtype} for a device array "
-                                  "(convert it first)", want))
-    return t
+    return t.astype(want, copy=False) if want else t  # a device array converts on its device
 
 
 class QTensor:

@@ -18,7 +18,7 @@ from accel.dtypes import to_numpy_dtype
 from accel.exact_int8 import exact_int8_matmul
 from accel.formats import BLOCK, FORMATS
 from accel.spec import FP8_BLOCK, X_FORMATS
-from accel.tensor import host_bytes_free, host_memory_error
+from accel.hostmem import host_bytes_free, host_memory_error
 
 # attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
 _ATTN_SCRATCH = 1 << 24
@@ -483,7 +483,7 @@ class CPUBackend(Backend):
         return buf[offset: offset + nbytes]
 
     def export_array(self, tensor) -> np.ndarray:
-        return _arr(tensor)
+        return self.host_view(tensor)  # its own memory, strides and all: no copy
 
     def versions(self) -> dict[str, str]:
         import ml_dtypes

@@ -41,14 +41,14 @@ def _commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """JSON has no NaN/Infinity: non-finite statistics are written as the strings "inf"/"nan"."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 
@@ -77,28 +77,41 @@ def machine(label: str | None = None) -> dict[str, Any]:
 
 def make_report(backend: Backend, results: list, *, profile: str, seed: int, argv: list[str],
                 elapsed_s: float) -> dict:
+    return report_document(device_record(backend), [r.to_json() for r in results],
+                           profile=profile, seed=seed, command="accel conformance " + " ".join(argv),
+                           elapsed_s=elapsed_s, machine_record=machine())
+
+
+def device_record(backend: Backend) -> dict[str, Any]:
+    """What a result file says about the device: id, backend name, evidence, device facts and
+    versions, as plain data (a campaign's workers send it from other machines)."""
     import accel
 
-    cases = [r.to_json() for r in results]
-    versions = {"accel": accel.__version__, "python": platform.python_version(),
-                **backend.versions()}
-    return _finite({
+    return {"backend": backend.device_id, "backend_name": backend.name,
+            "evidence": backend.evidence, "device": asdict(backend.info),
+            "versions": {"accel": accel.__version__, "python": platform.python_version(),
+                         **backend.versions()}}
+
+
+def report_document(device: dict[str, Any], cases: list[dict], *, profile: str, seed: int,
+                    command: str, elapsed_s: float, machine_record: dict[str, Any],
+                    **extra: Any) -> dict:
+    """The ``accel.conformance/1`` document of ``cases`` (``CaseResult.to_json()`` records) run on
+    ``device`` (a ``device_record``); ``extra`` adds top-level fields."""
+    return finite({
         "schema": SCHEMA,
-        "backend": backend.device_id,
-        "backend_name": backend.name,
-        "evidence": backend.evidence,
-        "device": asdict(backend.info),
-        "versions": versions,
+        **device,
         "host": {"machine": platform.machine(), "system": platform.system(),
                  "node": platform.node()},
-        "machine": machine(),  # the same record bench files carry: reports pair files by it
+        "machine": machine_record,  # the same record bench files carry: reports pair files by it
         "commit": _commit(),
         "profile": profile,
         "seed": seed,
-        "command": "accel conformance " + " ".join(argv),
+        "command": command,
         "elapsed_s": round(elapsed_s, 3),
         "summary": summarize(cases),
         "cases": cases,
+        **extra,
     })
 
 

@@ -6,6 +6,7 @@ run through the public op, which must raise ``UnsupportedError`` (capability hon
 """
 from __future__ import annotations
 
+import hashlib
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class CaseResult:
     time_s: float = 0.0
     reason: str = ""
     repro: str = ""
+    #: BLAKE2b of the output's bytes ("" when nothing was computed): repeated runs compare it
+    digest: str = ""
 
     @property
     def ok(self) -> bool:
@@ -76,16 +79,16 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
         # cases feed NaN, infinities and overflow on purpose: numpy's floating-point warnings
         # about them (from the CPU reference, the oracle) are not findings
         with np.errstate(all="ignore"):
-            verdict, elapsed = _execute_and_judge(backend, case, spec, inputs)
+            verdict, elapsed, digest = _execute_and_judge(backend, case, spec, inputs)
     except UnsupportedError as e:
-        verdict, elapsed = Verdict(False, {}, f"supports() accepted the case, then the op raised "
-                                   f"UnsupportedError: {e.reason}"), time.perf_counter() - t0
+        verdict, elapsed, digest = Verdict(False, {}, f"supports() accepted the case, then the op "
+                                           f"raised UnsupportedError: {e.reason}"), time.perf_counter() - t0, ""
     except Exception as e:  # noqa: BLE001 - any crash of the backend is recorded as an error
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         return CaseResult(case, "error", backend.evidence, time_s=time.perf_counter() - t0,
                           reason=f"raised {tb}", repro=repro)
     return CaseResult(case, "passed" if verdict.ok else "failed", backend.evidence, verdict.stats,
-                      elapsed, verdict.reason, repro)
+                      elapsed, verdict.reason, repro, digest)
 
 
 def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray]):
@@ -99,14 +102,16 @@ def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarr
     dispatch.execute(backend, spec, *tensors, out=out.tensor)
     backend.synchronize()
     elapsed = time.perf_counter() - t0
+    got = out.values()
+    digest = hashlib.blake2b(got.tobytes(), digest_size=16).hexdigest()
     stray = out.check()
     if stray:
-        return Verdict(False, {}, f"guard region overwritten: {stray}"), elapsed
+        return Verdict(False, {}, f"guard region overwritten: {stray}"), elapsed, digest
     for i, (t, before) in enumerate(zip(tensors, kept)):
         if t is not None and not np.array_equal(t.numpy().reshape(-1).view(np.uint8),
                                                 before.reshape(-1).view(np.uint8)):  # 0-d too
-            return Verdict(False, {}, f"the op modified its input #{i}"), elapsed
-    return judge(backend, case, spec, kept, out.values()), elapsed
+            return Verdict(False, {}, f"the op modified its input #{i}"), elapsed, digest
+    return judge(backend, case, spec, kept, got), elapsed, digest
 
 
 def judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray], got: np.ndarray) -> Verdict:

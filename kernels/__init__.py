@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, expected
 from accel.formats import BLOCK
 
@@ -49,7 +50,8 @@ SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "quant.cl": ("quantize", "dequantize", "qmatmul"),
               "kquant.cl": ("quantize", "dequantize", "qmatmul"),
               "matmul_wmma.cu": ("matmul",),
-              "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",)}
+              "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",),
+              "copy.cl": ()}  # Tensor.contiguous() and astype(), no op
 SOURCES = tuple(SOURCE_OPS)
 #: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
 #: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
@@ -563,6 +565,83 @@ def kquant(fmt: str, dtype: str = "float32") -> Variant:
                    {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}, ("opencl",))
 
 
+#: dims the strided copy takes apart (kernels/copy.cl); views of more dims after merging go
+#: through the host
+COPY_DIMS = 6
+#: the element kinds kernels/copy.cl takes: a width in bytes (copied bit for bit) or a float
+#: format (converted); the numbers are its KIND_ defines
+COPY_KIND = {1: 0, 2: 1, 4: 2, 8: 3, "float32": 4, "float16": 5, "bfloat16": 6}
+#: the one build of kernels/copy.cl: every dtype comes as an argument
+COPY = Variant("copy.cl", ("strided_copy",), {})
+
+
+def copy_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...],
+                                                                          tuple[int, ...]] | None:
+    """``shape`` and element ``strides`` with size-1 dims dropped and dims that step through
+    memory as one merged, padded in front to :data:`COPY_DIMS`; None where more dims remain.
+
+    >>> copy_layout((2, 3, 4), (12, 4, 1))  # contiguous: one dim of 24
+    ((1, 1, 1, 1, 1, 24), (0, 0, 0, 0, 0, 1))
+    >>> copy_layout((4, 1, 3), (1, 7, 4))[0][-2:]  # a transpose stays two dims
+    (4, 3)
+    """
+    dims: list[list[int]] = []
+    for n, s in zip(shape, strides):
+        if n == 1:
+            continue
+        if dims and dims[-1][1] == n * s:  # the outer dim steps exactly over this one
+            dims[-1] = [dims[-1][0] * n, s]
+        else:
+            dims.append([n, s])
+    if len(dims) > COPY_DIMS:
+        return None
+    dims = [[1, 0]] * (COPY_DIMS - len(dims)) + dims
+    return tuple(n for n, _ in dims), tuple(s for _, s in dims)
+
+
+def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dtype: str,
+              out_dtype: str, groups: int = 65535, lanes: int = 256) -> tuple[
+                  tuple[int, int, int], tuple[int, int, int], tuple] | None:
+    """(grid, block, scalar arguments) of :data:`COPY` gathering a view of ``dtype`` elements
+    (sizes, strides and offset in elements) into a C-contiguous ``out_dtype`` buffer, in CUDA's
+    launch semantics; None where kernels/copy.cl does not apply (a conversion other than between
+    float formats, a view of more than :data:`COPY_DIMS` dims after merging): the backend's
+    ``gather`` then goes through the host. Blocks are 256 work-items, up to ``lanes`` of them
+    side by side along the innermost dim (as many as it needs: neighbours' loads coalesce on a
+    GPU; 1 on a CPU device, where each work-item then runs along whole rows itself); the grid has
+    at most ``groups`` blocks (a few per compute unit fill a device; on a CPU device each more
+    costs its scheduling), and each work-item copies several elements.
+
+    >>> grid, block, scalars = copy_plan((3, 2), (1, 3), 0, "float32", "bfloat16")
+    >>> grid, block, [int(s) for s in scalars]
+    ((1, 1, 1), (2, 128, 1), [4, 6, 3, 0, 1, 1, 1, 3, 2, 0, 0, 0, 0, 1, 3])
+    >>> copy_plan((2,), (1,), 0, "int32", "float32") is None
+    True
+    >>> copy_plan((1024, 1023), (1024, 1), 0, "float32", "float32", groups=64)[:2]
+    ((4, 16, 1), (256, 1, 1))
+    """
+    if dtype == out_dtype:
+        kinds = (COPY_KIND[to_numpy_dtype(dtype).itemsize],) * 2
+    elif dtype in _FLOATS and out_dtype in _FLOATS:
+        kinds = (COPY_KIND[dtype], COPY_KIND[out_dtype])
+    else:
+        return None
+    layout = copy_layout(shape, strides)
+    if layout is None:
+        return None
+    sizes, steps = layout
+    inner = sizes[-1]
+    rows = math.prod(sizes[:-1])
+    wide = min(lanes, 256, 1 << max(0, inner - 1).bit_length())
+    block = (wide, 256 // wide, 1)
+    # most of the blocks go down the rows; at least one each way (an empty view launches none)
+    across = max(1, min(ceil_div(inner, wide), groups // 4))
+    grid = (across, max(1, min(ceil_div(rows, block[1]), groups // across, 65535)), 1)
+    i64 = np.int64
+    return grid, block, (*map(np.int32, kinds), i64(rows), i64(offset), *map(i64, sizes[1:]),
+                         *map(i64, steps))
+
+
 @cache
 def variants() -> tuple[Variant, ...]:
     """Every kernel variant accel ships: what ``accel kernels check`` compiles per target.
@@ -590,6 +669,7 @@ def variants() -> tuple[Variant, ...]:
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
     out += [kquant(f, dt) for f in KQUANT_FORMATS for dt in _FLOATS]
+    out.append(COPY)
     return tuple(dict.fromkeys(out))
 
 
@@ -615,4 +695,5 @@ __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wm
            "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
-           "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS"]
+           "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS",
+           "COPY", "COPY_KIND", "COPY_DIMS", "copy_layout", "copy_plan"]

@@ -105,7 +105,7 @@ def file_jobs(paths: list[str]) -> list[Job]:
 
 
 # -- compiling ----------------------------------------------------------------------------------
-def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
+def _gpu_compile(job: Job, target: str, use_cache: bool, sass: bool) -> Outcome:
     from accel import kernels
     from accel.kernels import toolchains
 
@@ -125,7 +125,7 @@ def _gpu_compile(job: Job, target: str, use_cache: bool) -> Outcome:
         r = toolchains.compile_source(job.source, build_for, defines=defines,
                                       include_dirs=(str(_kernels_dir()),),
                                       filename=Path(job.file).name,
-                                      use_cache=use_cache)
+                                      use_cache=use_cache, sass=sass)
     except toolchains.ToolchainUnavailable as e:
         return job.outcome(target, "unavailable", str(e))
     note = r.resources_note if build_for == target else f"built as {build_for}. {r.resources_note}"
@@ -180,10 +180,12 @@ def _opencl_compile(job: Job, index: int, dev) -> Outcome:
     return job.outcome(target, "ok", log, toolchain=dev.platform_version, kernels=kernels)
 
 
-def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True,
+def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True, sass: bool = True,
           on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Compile every job for every target (GPU targets in parallel across toolchains);
-    ``on_done`` is called with each outcome as it is known (the progress bar)."""
+    ``on_done`` is called with each outcome as it is known (the progress bar). ``sass=False``
+    skips counting NVIDIA machine-code opcodes (the table's MMA and local-memory columns), which
+    costs about as much as compiling."""
     from accel.kernels import toolchains
 
     done = on_done or (lambda outcome: None)
@@ -191,7 +193,7 @@ def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True,
     for t in gpu_targets:
         toolchains.parse_target(t)  # a typo in --targets is an error, not an "unavailable" row
     with ThreadPoolExecutor(max_workers=2) as pool:  # one NVRTC and one hiprtc build at a time
-        futures = [pool.submit(_gpu_compile, j, t, use_cache) for j in jobs for t in gpu_targets]
+        futures = [pool.submit(_gpu_compile, j, t, use_cache, sass) for j in jobs for t in gpu_targets]
         for f in futures:
             f.add_done_callback(lambda f: done(f.result()))
         outcomes = [f.result() for f in futures]
@@ -272,7 +274,8 @@ def render(outcomes: list[Outcome], console) -> None:
 PIPED_WIDTH = 200
 
 
-def _check_with_progress(jobs: list[Job], targets: list[str], *, use_cache: bool) -> list[Outcome]:
+def _check_with_progress(jobs: list[Job], targets: list[str], *, use_cache: bool,
+                         sass: bool) -> list[Outcome]:
     """check() with a progress bar on stderr: compiling every variant takes a minute or more."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -281,7 +284,7 @@ def _check_with_progress(jobs: list[Job], targets: list[str], *, use_cache: bool
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task(", ".join(targets), total=total_builds(jobs, targets))
-        return check(jobs, targets, use_cache=use_cache,
+        return check(jobs, targets, use_cache=use_cache, sass=sass,
                      on_done=lambda outcome: progress.advance(task))
 
 
@@ -290,7 +293,8 @@ def _run(args: argparse.Namespace) -> int:
 
     targets = split_names(args.targets) or comma_list(DEFAULT_TARGETS)
     jobs = file_jobs(args.files) if args.files else shipped_jobs()
-    outcomes = _check_with_progress(jobs, targets, use_cache=not args.no_cache)
+    outcomes = _check_with_progress(jobs, targets, use_cache=not args.no_cache,
+                                    sass=not args.no_sass)
     if all(o.status == "n/a" for o in outcomes):  # nothing was compiled: not a pass
         from accel.errors import ArgumentError, expected
 
@@ -324,6 +328,9 @@ def register(subparsers) -> None:
     c.add_argument("--json", metavar="OUT", type=output_file,
                    help="write the results as JSON (accel.kernels_check/1)")
     c.add_argument("--no-cache", action="store_true", help="recompile even when cached")
+    c.add_argument("--no-sass", action="store_true",
+                   help="skip disassembling NVIDIA binaries (the MMA and local-memory columns); "
+                        "halves the time of an uncached check")
     c.add_argument("--allow-unavailable", action="store_true",
                    help="exit 0 when a target's toolchain is missing here (still reported)")
     c.add_argument("--width", type=int_at_least(1), default=None,

@@ -439,10 +439,15 @@ def _load_cached(key: str, meta_path: Path, bin_path: Path) -> dict | None:
 
 def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
                    defines: dict[str, object] | None = None, include_dirs: tuple[str, ...] = (),
-                   filename: str = "kernel.cu", use_cache: bool = True) -> CompileResult:
+                   filename: str = "kernel.cu", use_cache: bool = True,
+                   sass: bool = False) -> CompileResult:
     """Compile CUDA C++ / HIP source for one GPU target (no GPU needed); never raises for a
     compile error (``ok`` is False and ``log`` says why). Raises ToolchainUnavailable when the
     target's compiler library is missing, ArgumentError for a bad target or option.
+
+    ``sass=True`` also counts each NVIDIA kernel's machine-code opcodes (``detail["sass"]``,
+    read with cuobjdump, stored with the cached entry); off by default because disassembling
+    costs about as much as compiling, and running a kernel never needs it.
 
     Kernels meant to be looked up by name should be ``extern "C"``; otherwise their names in
     ``resources`` are the mangled ones.
@@ -469,32 +474,51 @@ def compile_source(source: str, target: str, *, options: tuple[str, ...] = (),
     folder = cache_dir()
     bin_path, meta_path = folder / f"{key}{tgt.binary_suffix}", folder / f"{key}.json"
     if use_cache and (hit := _load_cached(key, meta_path, bin_path)):
-        return CompileResult(tgt.name, True, hit["log"], rtc.ident, hit["binary"], bin_path,
-                             {k: KernelResources(**v) for k, v in hit["resources"].items()},
-                             hit["resources_note"], cached=True)
-    ok, log, binary = rtc.compile(source, filename, argv)
-    if not ok:
-        return CompileResult(tgt.name, False, log, rtc.ident)
-    try:
-        atomic_write(bin_path, binary)
-    except OSError:  # an unwritable cache must not stop compiling: keep this one in a temp dir
-        folder = Path(tempfile.mkdtemp(prefix="accel-binaries-"))
-        bin_path, meta_path = folder / bin_path.name, folder / meta_path.name
-        atomic_write(bin_path, binary)
-    if tgt.vendor == "nvidia":
-        resources, note = parse_ptxas_log(log), ("" if "ptxas" in log else
-                                                 "this NVRTC is older than 12.1: no ptxas report")
-        sass, sass_note = sass_counts(bin_path)
-        resources = {k: replace(v, detail={**v.detail, "sass": sass[k]}) if k in sass else v
-                     for k, v in resources.items()}
-        note = "; ".join(n for n in (note, sass_note) if n)
+        result = CompileResult(tgt.name, True, hit["log"], rtc.ident, hit["binary"], bin_path,
+                               {k: KernelResources(**v) for k, v in hit["resources"].items()},
+                               hit["resources_note"], cached=True)
+        if not (sass and tgt.vendor == "nvidia" and not _has_sass(result)):
+            return result
+        result = _with_sass(result)
     else:
-        resources, note = amd_code_object_resources(bin_path)
-    meta = {"log": log, "resources": {k: asdict(v) for k, v in resources.items()},
-            "resources_note": note, "sha256": hashlib.sha256(binary).hexdigest(), "key": key,
-            "toolchain": rtc.ident, "target": tgt.name, "options": argv}
-    atomic_write(meta_path, json.dumps(meta).encode())
-    return CompileResult(tgt.name, True, log, rtc.ident, binary, bin_path, resources, note)
+        ok, log, binary = rtc.compile(source, filename, argv)
+        if not ok:
+            return CompileResult(tgt.name, False, log, rtc.ident)
+        try:
+            atomic_write(bin_path, binary)
+        except OSError:  # an unwritable cache must not stop compiling: keep this one in a temp dir
+            folder = Path(tempfile.mkdtemp(prefix="accel-binaries-"))
+            bin_path, meta_path = folder / bin_path.name, folder / meta_path.name
+            atomic_write(bin_path, binary)
+        if tgt.vendor == "nvidia":
+            resources, note = parse_ptxas_log(log), ("" if "ptxas" in log else
+                                                     "this NVRTC is older than 12.1: no ptxas report")
+        else:
+            resources, note = amd_code_object_resources(bin_path)
+        result = CompileResult(tgt.name, True, log, rtc.ident, binary, bin_path, resources, note)
+        if sass and tgt.vendor == "nvidia":
+            result = _with_sass(result)
+    meta = {"log": result.log, "resources": {k: asdict(v) for k, v in result.resources.items()},
+            "resources_note": result.resources_note, "key": key, "toolchain": rtc.ident,
+            "sha256": hashlib.sha256(result.binary or b"").hexdigest(), "target": tgt.name,
+            "options": argv}
+    try:
+        atomic_write(meta_path, json.dumps(meta).encode())
+    except OSError:  # a read-only cache that already held the binary: the SASS is not kept
+        pass
+    return result
+
+
+def _has_sass(result: CompileResult) -> bool:
+    return any("sass" in r.detail for r in result.resources.values())
+
+
+def _with_sass(result: CompileResult) -> CompileResult:
+    counts, sass_note = sass_counts(result.path)
+    resources = {k: replace(v, detail={**v.detail, "sass": counts[k]}) if k in counts else v
+                 for k, v in result.resources.items()}
+    note = "; ".join(n for n in (result.resources_note, sass_note) if n)
+    return replace(result, resources=resources, resources_note=note)
 
 
 __all__ = ["DEFAULT_TARGETS", "Target", "parse_target", "cuda_arch", "hip_arch", "default_warp_size",

@@ -16,3 +16,15 @@ def opencl_backend():
         return accel.get_backend("opencl")
     except accel.BackendUnavailable as e:
         pytest.skip(f"no OpenCL device: {e}")
+
+
+@pytest.fixture(scope="session")
+def gpu_build_cache(tmp_path_factory):
+    """One kernel-binary cache for every GPU compile test of this run (xdist workers included):
+    entries are keyed by toolchain, target, options, source and headers, so a variant several
+    tests build is compiled once, while no run reuses another run's binaries."""
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return root / "gpu-build-cache"

@@ -73,11 +73,15 @@ def build_shipped(variant, kernel: str, arch: str) -> toolchains.CompileResult:
 
 
 def sass_of(result: toolchains.CompileResult, kernel: str) -> dict:
-    """The SASS opcode counts of ``kernel`` in an NVIDIA compile result."""
-    sass = result.resources[kernel].detail.get("sass")
-    if sass is None:
-        missing(result.resources_note)
-    return sass
+    """The SASS opcode counts of ``kernel`` in an NVIDIA compile result, read from its binary
+    when the build did not disassemble (the backend's own path never does)."""
+    counts = result.resources[kernel].detail.get("sass")
+    if counts is None:
+        found, note = kernel_resources.sass_counts(result.path)
+        if note:
+            missing(note)
+        counts = found[kernel]
+    return counts
 
 
 _INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", re.M)

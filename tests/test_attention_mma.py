@@ -23,8 +23,8 @@ def att(dtype="bfloat16", d=64, dv=64, sq=100, sk=300, hq=4, hkv=2):
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+def shared_binaries(gpu_build_cache, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(gpu_build_cache))
 
 
 # -- the variants -------------------------------------------------------------------------------

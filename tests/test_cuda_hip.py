@@ -25,8 +25,8 @@ from accel.exact_int8 import exact_int8_matmul
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+def shared_binaries(gpu_build_cache, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(gpu_build_cache))
 
 
 @pytest.fixture

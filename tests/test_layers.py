@@ -17,12 +17,12 @@ PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conforman
                 "accel.kernels": "kernels"}
 
 BASE = {"accel.errors", "accel.dtypes", "accel.formats", "accel.spec", "accel.diskcache",
-        "accel.exact_int8", "accel.argtypes"}
+        "accel.exact_int8", "accel.argtypes", "accel.hostmem"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends"}  # accel.backends itself is the listing function accel.backends()
 KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources"}
 TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
-         "accel.conformance.report", "accel.kernels.check")
+         "accel.conformance.report", "accel.conformance.campaign", "accel.kernels.check")
 #: what each layer may import (tools may import anything)
 ALLOWED = {"base": {"base"}, "runtime": {"base", "runtime"}, "kernels": {"base", "kernels"},
            "backends": {"base", "runtime", "kernels", "backends"},

@@ -226,3 +226,14 @@ def test_sass_counts_see_local_memory():
     assert counts["LDL"] >= 1 and counts["STL"] >= 1
     free = _sass(HEAVY, "heavy")
     assert free["LDL"] == free["STL"] == 0 and free["FFMA"] >= 24
+
+
+def test_sass_is_counted_when_asked_and_kept_with_the_cached_entry():
+    need("sm_90")
+    plain = T.compile_source(ONE_MMA, "sm_90")
+    assert plain.ok and "sass" not in plain.resources["mma"].detail  # running never needs it
+    asked = T.compile_source(ONE_MMA, "sm_90", sass=True)  # a cache hit, disassembled now
+    assert asked.cached and asked.resources["mma"].detail["sass"]["HMMA"] == 1
+    again = T.compile_source(ONE_MMA, "sm_90")  # the counts were stored with the entry
+    assert again.cached and again.resources["mma"].detail["sass"]["HMMA"] == 1
+    assert again.resources["mma"].registers == plain.resources["mma"].registers

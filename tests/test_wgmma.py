@@ -18,8 +18,8 @@ WGMMA_VARIANTS = [v for v in K.variants() if v.source == "matmul_wgmma.cu"]
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+def shared_binaries(gpu_build_cache, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(gpu_build_cache))
 
 
 def test_every_input_and_output_dtype_is_shipped_for_hopper_only():

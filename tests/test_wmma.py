@@ -27,8 +27,8 @@ I8 = S.matmul_spec((4, 8), "int8", (8, 4), "int8")
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+def shared_binaries(gpu_build_cache, monkeypatch):
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(gpu_build_cache))
 
 
 def need_wmma(*archs: str) -> None:

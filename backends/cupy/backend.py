@@ -27,8 +27,11 @@ memory, loading and launching kernels, timing, DLPack.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import os
+import sys
 from typing import Any, ClassVar
 
 import numpy as np
@@ -293,11 +296,13 @@ class CuPyBackend(Backend):
         return None
 
     def export_array(self, tensor) -> Any:
-        """A cupy array viewing ``tensor`` (bfloat16 as ml_dtypes.bfloat16, which CuPy >= 14
-        carries through DLPack)."""
-        raw = tensor.buf[: tensor.nbytes]
+        """A cupy array viewing ``tensor``, strides and offset included (bfloat16 as
+        ml_dtypes.bfloat16, which CuPy >= 14 carries through DLPack)."""
+        item = to_numpy_dtype(tensor.dtype)
         try:
-            return raw.view(to_numpy_dtype(tensor.dtype)).reshape(tensor.shape)
+            start = tensor.buf.data + tensor.offset * item.itemsize
+            return self.cupy.ndarray(tensor.shape, item, start,
+                                     tuple(s * item.itemsize for s in tensor.strides))
         except TypeError as e:  # an older CuPy without ml_dtypes support
             raise DTypeError(expected("tensor.dtype", f"a dtype CuPy {self.cupy.__version__} can "
                                       "export (bfloat16 needs CuPy >= 14)", tensor.dtype)) from e
@@ -336,6 +341,10 @@ class CuPyBackend(Backend):
     def launch(self, kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list, shared_mem: int = 0) -> None:
         """Enqueue with CUDA semantics; accel.Tensor arguments pass their device buffer."""
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor) and not a.is_contiguous:
+                raise ArgumentError(expected(f"args[{i}]", "a contiguous tensor (a view's "
+                                             ".contiguous())", repr(a)))
         raw = tuple(a.buf if isinstance(a, Tensor) else a for a in args)
         try:
             with self.device:
@@ -345,7 +354,40 @@ class CuPyBackend(Backend):
                               f"block {block}, shared_mem {shared_mem} on {self.device_id} failed: "
                               f"{type(e).__name__}: {e}") from e
 
+    def gather(self, src, dtype: str) -> Any:
+        """The view's elements in C order as ``dtype``, copied by kernels/copy.cl (bit for bit,
+        or converted between float formats); other conversions through the host."""
+        plan = kernels.copy_plan(src.shape, src.strides, src.offset, src.dtype, dtype,
+                                 groups=32 * max(1, self.info.compute_units))
+        if plan is None:
+            return super().gather(src, dtype)
+        grid, block, scalars = plan
+        out = self.alloc(math.prod(src.shape) * to_numpy_dtype(dtype).itemsize)
+        if out.nbytes:
+            with self.device, self.stream_of((src,)):
+                self.launch(self.shipped(kernels.COPY, "strided_copy"), grid, block,
+                            [src.buf, out, *scalars])
+        return out
+
+    def stream_of(self, tensors: tuple) -> Any:
+        """Where work on ``tensors`` is enqueued: torch's current stream on this device when one
+        of them is torch memory (so accel's kernels are ordered with torch's work on it), else
+        CuPy's current stream. A context manager."""
+        torch = sys.modules.get("torch")
+        if torch is None or not any(isinstance(getattr(t, "base", None), torch.Tensor)
+                                    for t in tensors if t is not None):
+            return contextlib.nullcontext()
+        current = torch.cuda.current_stream(self.index)
+        # CuPy 14 takes the stream protocol (a torch stream speaks it); before, the raw handle
+        if hasattr(self.cupy.cuda.Stream, "from_external") and hasattr(current, "__cuda_stream__"):
+            return self.cupy.cuda.Stream.from_external(current)
+        return self.cupy.cuda.ExternalStream(current.cuda_stream, self.index)
+
     # -- ops ------------------------------------------------------------------------------------
+    def run(self, spec, out, *inputs) -> None:
+        with self.device, self.stream_of(inputs):  # the stream is entered with its device current
+            super().run(spec, out, *inputs)
+
     def supports(self, spec) -> Support:
         return support_for(spec, self.impl, self.arch)
 
@@ -375,15 +417,20 @@ class CuPyBackend(Backend):
         on this device. The ops call it with the variant they choose; the speed-goal script
         (accel.conformance.bench.gpu_goals) with the alternatives it times."""
         planned, grid, block = launch_plan(spec, variant, name, chunks)
-        name = name or planned
+        self.launch(self.shipped(variant, name or planned), grid, block, args,
+                    variant.dynamic_local_bytes)
+
+    def shipped(self, variant, name: str) -> Any:
+        """Kernel ``name`` of shipped ``variant``, built and loaded once per variant (no source
+        reading or hashing on later calls)."""
         fn = self._shipped.get((variant, name))
-        if fn is None:  # built once per variant: no source reading or hashing on later calls
+        if fn is None:
             fn = self._load(build_variant(variant, name, self.arch, self.warp_size), name)
             if variant.dynamic_local_bytes > STATIC_SHARED_MAX:  # an opt-in above 48 KiB
                 with self.device:
                     fn.max_dynamic_shared_size_bytes = variant.dynamic_local_bytes
             self._shipped[(variant, name)] = fn
-        self.launch(fn, grid, block, args, variant.dynamic_local_bytes)
+        return fn
 
     def _compute(self, spec, *inputs: Any, out: Any, name: str | None = None) -> None:
         """Run ``spec``'s kernel on the path ``impl`` gives it: the tensor-core kernel chosen by

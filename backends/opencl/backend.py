@@ -17,12 +17,15 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cl_array
 import pyopencl.tools as cl_tools
 
 import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
+from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
-from accel.tensor import Tensor, host_bytes_free, host_memory_error
+from accel.hostmem import host_bytes_free, host_memory_error
+from accel.tensor import Tensor
 
 from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
@@ -98,6 +101,7 @@ class OpenCLBackend(Backend):
         self._recording: list[cl.Event] | None = None
         self._placeholder = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, 16)
         self._abandoned: list[cl.Event] = []  # waits interrupted before their event completed
+        self._copy: cl.Kernel | None = None  # gather()'s kernel, built on first use
 
     @property
     def params(self) -> dict[str, dict]:
@@ -210,6 +214,49 @@ class OpenCLBackend(Backend):
         with self._device_errors(f"viewing bytes [{offset}, {offset + nbytes})"):
             return buf.get_sub_region(offset, max(1, nbytes))
 
+    def gather(self, src, dtype: str) -> Any:
+        """The view's elements in C order as ``dtype``, copied by kernels/copy.cl on the device
+        (bit for bit, or converted between float formats); other conversions, and views of more
+        than ``COPY_DIMS`` dims after merging, through the host."""
+        # a few groups per compute unit; on a CPU device each group more costs its scheduling,
+        # and a work-item copying along whole rows beats neighbours taking one element each
+        cpu = self.dev.kind == "cpu"
+        plan = K.copy_plan(src.shape, src.strides, src.offset, src.dtype, dtype,
+                           groups=8 * max(1, self.info.compute_units), lanes=1 if cpu else 256)
+        if plan is None:
+            return super().gather(src, dtype)
+        grid, block, scalars = plan
+        out = self.alloc(math.prod(src.shape) * to_numpy_dtype(dtype).itemsize)
+        if not math.prod(src.shape):
+            return out
+        if self._copy is None:
+            self._copy = self.kernel(K.COPY, "strided_copy")
+        kernel = self._copy
+        with self._launch_lock:
+            kernel.set_args(src.buf, out, *scalars)
+            self._enqueue(kernel, (grid[0] * block[0], grid[1] * block[1]), block[:2],
+                          "strided copy")
+        return out
+
+    def import_array(self, x: Any) -> Any | None:
+        """The buffer of a ``pyopencl.array.Array`` made in this backend's context (zero-copy;
+        its strides and offset travel with the tensor); None for any other array. Work queued
+        on the array's own queue is finished first, so that accel's queue reads its data."""
+        if not isinstance(x, cl_array.Array) or x.context != self.ctx:
+            return None
+        if x.queue is not None and x.queue != self.queue:
+            x.queue.finish()
+        return x.base_data
+
+    def export_array(self, tensor) -> cl_array.Array:
+        """A ``pyopencl.array.Array`` on this backend's queue viewing ``tensor`` (zero-copy,
+        strides and offset included): what an op returns for pyopencl inputs. It has no
+        ``__dlpack__``: OpenCL memory has no DLPack device."""
+        item = to_numpy_dtype(tensor.dtype).itemsize
+        return cl_array.Array(self.queue, tensor.shape, to_numpy_dtype(tensor.dtype),
+                              data=tensor.buf, offset=tensor.offset * item,
+                              strides=tuple(s * item for s in tensor.strides))
+
     def synchronize(self) -> None:
         with self._device_errors("synchronizing"):
             marker = cl.enqueue_marker(self.queue)  # completes when all work before it has
@@ -314,9 +361,10 @@ class OpenCLBackend(Backend):
         values = []
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                if a.backend is not self:
-                    raise ArgumentError(expected(f"args[{i}]", f"a tensor on {self.device_id}",
-                                                 f"one on {a.backend.device_id}"))
+                if a.backend is not self or not a.is_contiguous:
+                    raise ArgumentError(expected(f"args[{i}]", f"a contiguous tensor on "
+                                                 f"{self.device_id} (a view's .contiguous())",
+                                                 repr(a)))
                 values.append(a.buf)
             elif isinstance(a, (np.generic, cl.MemoryObjectHolder, cl.LocalMemory)):
                 values.append(a)

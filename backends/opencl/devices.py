@@ -70,7 +70,8 @@ class CLDevice:
                            "max_work_group_size": self.max_work_group,
                            "correctly_rounded_divide": self.correctly_rounded_divide,
                            "denormals": self.denormals,
-                           "mem_base_addr_align_bytes": self.mem_align_bytes})
+                           "mem_base_addr_align_bytes": self.mem_align_bytes},
+                          max_buffer_bytes=self.max_alloc)
 
 
 def _version(text: str) -> tuple[int, ...]:

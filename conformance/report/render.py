@@ -591,6 +591,30 @@ def support_section(res: Results) -> str:
             + _table(["op", "dtype"] + platforms, body))
 
 
+def repeatability_rows(res: Results) -> list[list[Any]]:
+    """[platform, op/dtype, runs, cases, bit-identical cases, flaky cases] of every conformance
+    file a campaign ran with --bitwise (its ``repeatability`` record)."""
+    rows = []
+    for doc in res.conformance:
+        rep = doc.get("repeatability") or {}
+        for key, row in rep.get("by_op_dtype", {}).items():
+            rows.append([PP.platform_name(doc), key, rep["runs"], row["cases"], row["identical"],
+                         row["flaky"]])
+    return rows
+
+
+def repeatability_section(res: Results) -> str:
+    rows = repeatability_rows(res)
+    if not rows:
+        return ""
+    return ("<h2>Repeatability (accel campaign --bitwise)</h2>"
+            '<p class="note">Each case ran several times on the same device with the same inputs: '
+            "how many gave bit-identical outputs every time, and how many changed verdict (flaky: "
+            "those fail).</p>"
+            + _table(["platform", "op/dtype", "runs", "cases", "bit-identical", "flaky"], rows,
+                     numeric=(2, 3, 4, 5)))
+
+
 def _defines_of(row: Mapping) -> dict:
     """A kernels-check row's defines; rows written before they carried them have them only in
     their job id, ``source[NAME=VALUE,...]``, as accel kernels check names a shipped variant."""
@@ -807,7 +831,7 @@ def render_html(res: Results) -> str:
             f"{len(res.platforms)} platforms.</p>{warnings}{notes}"
             f"<h2>Headline ratios</h2><p class=note>Per platform and op, the largest case: accel's speed "
             f"relative to the best baseline on the same device (above 1x: accel is faster).</p><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
-            + support_section(res) + compiled_section(res) + portability_section(res) + throughput_section(res)
+            + support_section(res) + repeatability_section(res) + compiled_section(res) + portability_section(res) + throughput_section(res)
             + plots_section(res) + machines_section(res) + "</body></html>")
 
 
@@ -825,6 +849,10 @@ def render_markdown(res: Results) -> str:
     if rows:
         out += ["## Support matrix", "", _md_table(["op", "dtype"] + platforms, [
             [op, dt] + [cell_verdict(cells.get((p, op, dt)))[0] for p in platforms] for op, dt in rows]), ""]
+    if rep := repeatability_rows(res):
+        out += ["## Repeatability (bit-identical outputs over repeated runs)", "",
+                _md_table(["platform", "op/dtype", "runs", "cases", "bit-identical", "flaky"],
+                          [[str(v) for v in r] for r in rep]), ""]
     targets, compiled = compiled_matrix(res)
     if compiled:
         out += ["## GPU targets built without a GPU (compiled only)", "", _md_table(

@@ -99,6 +99,13 @@ CONFORMANCE = {
         "machine": {"oneOf": [{"type": "null"}, _MACHINE]},  # null: attach to a bench file
         "versions": {"type": "object"},
         "profile": _TEXT,
+        # accel campaign --bitwise: per "op/dtype", repeated outputs bit-identical or not
+        "repeatability": {"type": "object", "required": ["runs", "by_op_dtype"], "properties": {
+            "runs": {"type": "integer", "minimum": 2},
+            "by_op_dtype": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["cases", "identical", "flaky"],
+                "properties": {"cases": {"type": "integer"}, "identical": {"type": "integer"},
+                               "flaky": {"type": "integer"}}}}}},
         "cases": {"type": "array", "items": {
             "type": "object", "required": ["op", "dtype", "status"],
             "properties": {"id": _TEXT, "op": _TEXT, "dtype": _TEXT,

@@ -52,14 +52,6 @@ def test_matmul_4x4_numpy_overhead(benchmark, ratio_lines):
            per_call_us(accel_call), per_call_us(lambda: a @ b), goal_us=3)
 
 
-@pytest.fixture(scope="module")
-def opencl():
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
-    return accel.get_backend("opencl:0")
-
-
 def test_opencl_matmul_op_overhead_over_bare_enqueue(benchmark, ratio_lines, opencl):
     import pyopencl as cl
 

@@ -60,6 +60,17 @@ def bench_sizes() -> str:
 
 
 @pytest.fixture(scope="session")
+def opencl():
+    """opencl:0, or a skip saying why there is none."""
+    import accel
+
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    if not status.available:
+        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
+    return accel.get_backend("opencl:0")
+
+
+@pytest.fixture(scope="session")
 def ratio_lines(pytestconfig) -> list:
     """Lines printed in the terminal summary (ratios against the issues' goals)."""
     return pytestconfig.stash.setdefault(_LINES, [])

@@ -46,13 +46,20 @@ def test_opencl_refuses_huge_host_copies_and_buffers_before_making_them():
     attempt("mask", lambda: accel.attention(q, q, q, mask=mask, backend=be))
     view = np.broadcast_to(np.ones((1, 4096), np.float32), (1 << 19, 4096))  # an 8 GB view
     attempt("view", lambda: accel.matmul(view, np.ones((4096, 1), np.float32), backend=be))
+    # over the largest buffer (PoCL: 4 GiB here), under the device's memory: refused before the
+    # host copy, for the device's reason, not the host's
+    wide = np.broadcast_to(np.ones((1, 4096), np.float32), (be.dev.max_alloc // 16384 + 1, 4096))
+    attempt("wide", lambda: accel.matmul(wide, np.ones((4096, 1), np.float32), backend=be))
     # under the device's largest allocation, over what the address-space limit leaves
     attempt("buffer", lambda: accel.Tensor.empty(be, (2 << 30,), "int8"))
     attempt("after", lambda: accel.matmul(a, a, backend=be))
     """)
     out = ran.stdout
     assert ran.returncode == 0, out + ran.stderr  # PoCL used to abort (SIGABRT) at the buffer
-    assert "mask DeviceError mask: expected at most" in out and "got 10000000000 bytes" in out
-    assert "view DeviceError a: expected at most" in out and "got 8589934592 bytes" in out
+    # views over PoCL's largest buffer (4 GiB) are refused for that, before any host copy
+    assert "mask DeviceError mask: expected at most" in out and "got a view of 10000000000 bytes" in out
+    assert "view DeviceError a: expected at most" in out and "got a view of 8589934592 bytes" in out
+    assert ("wide DeviceError a: expected at most the" in out
+            and "bytes of the largest buffer opencl:0 can hold" in out), out
     assert "buffer DeviceError nbytes: expected at most the" in out and "got 2147483648 bytes" in out
     assert "after ran" in out
