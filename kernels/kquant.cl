@@ -440,3 +440,45 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 #endif
+
+#if FMT_MXFP4
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+/* quantize_row_mxfp4_ref, one work-item per block of 32: e = floor(log2f(max|x|)) - 2 + 127 kept
+ * to its low byte (C's float to uint8_t conversion on x86), then each value's code the first of
+ * least |k d - x| (d = 2^(e-128), k twice the FP4 value). log2f is taken as the float32 rounding
+ * of a double log2, which decides a maximum just below a power of two as a correctly rounded
+ * log2f does (the backend asks for fp64). A block holding a NaN or an infinity stores e = 0xFF
+ * and zero codes (docs/api.md). */
+KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
+    const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (b >= nblocks) return;
+    GLOBAL u8* o = out + b * BLOCK_BYTES;
+    float v[32], amax = 0.0f;
+    int finite = 1;
+    for (int i = 0; i < 32; ++i) {
+        v[i] = LOAD_IN(x, b * 32 + i);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+        if (amax < FABS(v[i])) amax = FABS(v[i]);
+    }
+    for (int i = 1; i < BLOCK_BYTES; ++i) o[i] = 0;
+    if (!finite) {
+        o[0] = 255;
+        return;
+    }
+    const int e = amax > 0.0f ? ((int)floor((float)log2((double)amax)) - 2 + 127) & 255 : 0;
+    o[0] = (u8)e;
+    const float d = e8m0_half(e);
+    for (int j = 0; j < 32; ++j) {
+        int best = 0;
+        float best_err = FABS(FADD_RN(FMUL_RN((float)e2m1_x2(0), d), -v[j]));
+        for (int c = 1; c < 16; ++c) {
+            const float err = FABS(FADD_RN(FMUL_RN((float)e2m1_x2(c), d), -v[j]));
+            if (err < best_err) {
+                best = c;
+                best_err = err;
+            }
+        }
+        o[1 + (j & 15)] |= (u8)(j < 16 ? best : best << 4);
+    }
+}
+#endif

@@ -1,7 +1,6 @@
 """The OpenCL backend passes the FULL conformance profile on every OpenCL device present (PyPI's
 PoCL 3.0 where it can build for the CPU, Debian's 3.1 where installed), with every case claimed
-but mxfp4's quantize and x_format cases, which no kernel computes yet (declined, with the
-reason): nothing else declined, nothing failed; and the float32 quick profile with PoCL 3.0's spelling of the math
+but mxfp4's x_format cases, which no kernel computes yet (declined, with the reason): nothing else declined, nothing failed; and the float32 quick profile with PoCL 3.0's spelling of the math
 (ACCEL_CLANG_BUILTINS) forced on the first device, so that spelling is checked where 3.0 cannot
 run."""
 import pytest
@@ -21,9 +20,9 @@ needs_opencl = pytest.mark.skipif(not _devices(), reason="no OpenCL device here 
 
 
 def _no_kernels(case) -> bool:
-    """A case that kquant.cl does not compute yet: mxfp4's quantize, and its qmatmul with x
-    quantized (every other K-quant and mxfp4 case runs)."""
-    return case.params.get("fmt") == "mxfp4" and (case.op == "quantize" or "x_fmt" in case.params)
+    """A case that kquant.cl does not compute yet: mxfp4's qmatmul with x quantized (every other
+    K-quant and mxfp4 case runs)."""
+    return case.params.get("fmt") == "mxfp4" and "x_fmt" in case.params
 
 
 def _assert_all_passed(results) -> None:

@@ -71,10 +71,21 @@ def test_quantize_matches_ggml_over_the_float32_range(fmt):
     assert np.array_equal(accel.quantize(x, fmt, backend="cpu").raw, G.quantize(x, fmt))
 
 
+def _below_powers_of_two() -> np.ndarray:
+    """Blocks whose largest magnitude is 1 to 4 ulps below 2**k, every normal k: log2f rounds
+    up to k where its ulp is coarse enough, and ggml's exponent follows it."""
+    x = np.random.default_rng(3).standard_normal((254 * 4, 32)).astype(np.float32) * 1e-3
+    for i, k in enumerate(range(-126, 128)):
+        top = np.float32(2.0) ** np.float32(k) if k < 128 else np.float32(np.inf)
+        for j in range(4):
+            top = np.nextafter(top, np.float32(0))
+            x[4 * i + j] *= top
+            x[4 * i + j, 0] = top
+    return x
+
+
 def test_mxfp4_exponent_just_below_a_power_of_two():
-    """amax = 2**k (1 - 2**-24): log2f rounds up to k for large |k|, and ggml's exponent follows."""
-    x = np.random.default_rng(3).standard_normal((40, 32)).astype(np.float32) * 0.1
-    x[:, 0] = np.float32(2.0) ** np.arange(-100, 100, 5) * np.float32(1 - 2**-24)
+    x = _below_powers_of_two()
     assert np.array_equal(accel.quantize(x, "mxfp4", backend="cpu").raw, G.quantize(x, "mxfp4"))
 
 
@@ -179,12 +190,13 @@ def test_backends_without_kernels_decline_the_new_formats():
         opencl = accel.get_backend("opencl")
     except accel.BackendUnavailable:
         return
-    with pytest.raises(accel.UnsupportedError, match="quantize of mxfp4 has no OpenCL kernel yet"):
-        accel.quantize(np.ones((1, 256), np.float32), "mxfp4", backend=opencl)
+    with pytest.raises(accel.UnsupportedError, match="x_format='q8_0' of mxfp4 has no OpenCL kernel"):
+        accel.qmatmul(np.ones((1, 32), np.float32), accel.quantize(np.ones((2, 32), np.float32),
+                      "mxfp4", backend=opencl), x_format="q8_0", backend=opencl)
     assert opencl.verdict(S.dequantize_spec((2, 256), get_format("mxfp4"))).ok
 
 
-@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k", "q8_k"])
+@pytest.mark.parametrize("fmt", NEW)
 def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
     """kquant.cl's quantize_k: GGML's scale searches on the device, bit for bit; and its
     qmatmul_kx (x_format="q8_k") equal to the CPU reference's."""
@@ -195,7 +207,11 @@ def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
         x = rows(kind, 3, 512, np.random.default_rng(9))
         got = np.asarray(accel.quantize(x, fmt, backend=opencl_backend).raw)
         assert np.array_equal(got, G.quantize(x, fmt)), kind
-    if fmt == "q8_k":
+    if fmt == "mxfp4":
+        x = _below_powers_of_two()
+        got = np.asarray(accel.quantize(x, fmt, backend=opencl_backend).raw)
+        assert np.array_equal(got, G.quantize(x, fmt))
+    if fmt in ("q8_k", "mxfp4"):
         return
     # x_format="q8_k": x through the same quantizer, then integer sums scaled in the CPU
     # reference's float32 order, so the results agree to the bit

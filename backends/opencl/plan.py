@@ -35,6 +35,7 @@ class DeviceFacts:
     mem_align_bytes: int  # every buffer and view starts at a multiple of it
     correctly_rounded_divide: bool
     denormals: bool
+    fp64: bool = False  # cl_khr_fp64 (mxfp4's quantize rounds log2 through double)
 
     @classmethod
     def of(cls, device: object) -> DeviceFacts:
@@ -108,11 +109,12 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
                            f"local memory; the device has {facts.local_mem}")
         return YES
     kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
-    if kq and spec.fmt.name == "mxfp4" and (
-            isinstance(spec, QuantizeSpec) or getattr(spec, "x_fmt", None) is not None):
-        what = "quantize" if isinstance(spec, QuantizeSpec) else f"x_format={spec.x_fmt.name!r}"
-        return Support(False, f"{what} of {spec.fmt.name} has no OpenCL kernel yet (kquant.cl "
-                       "computes its dequantize and qmatmul with float x)")
+    if kq and spec.fmt.name == "mxfp4" and getattr(spec, "x_fmt", None) is not None:
+        return Support(False, f"x_format={spec.x_fmt.name!r} of mxfp4 has no OpenCL kernel yet "
+                       "(kquant.cl computes its quantize, dequantize and qmatmul with float x)")
+    if kq and isinstance(spec, QuantizeSpec) and spec.fmt.name == "mxfp4" and not facts.fp64:
+        return Support(False, "the device has no cl_khr_fp64; mxfp4's quantize takes GGML's "
+                       "log2f rounding from a double log2")
     # their quantize and x_format take the checks below, as q8_0's and q4_0's do
     if kq and not isinstance(spec, QuantizeSpec) and getattr(spec, "x_fmt", None) is None:
         if spec.fmt.name == "mxfp4" and not facts.denormals:
