@@ -57,8 +57,8 @@ SOURCES = tuple(SOURCE_OPS)
 #: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
 KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
-#: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x, x_format q8_k for
-#: the K-quants), so far built for OpenCL only
+#: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
+#: so far built for OpenCL only
 KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
@@ -550,8 +550,8 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
 
 def kquant(fmt: str, dtype: str = "float32") -> Variant:
     """The kquant.cl variant of a K-quant / mxfp4 / q8_k format: ``quantize_k`` and
-    ``qmatmul_k`` read x in ``dtype``, ``qmatmul_k`` and ``qmatmul_kx`` (the K-quants, with x
-    quantized to q8_k first) write it; ``dequantize_k`` writes float32.
+    ``qmatmul_k`` read x in ``dtype``, ``qmatmul_k`` and ``qmatmul_kx`` (x quantized to the
+    format's vec_dot partner first; not q8_k) write it; ``dequantize_k`` writes float32.
 
     >>> kquant("q4_k").kernels
     ('dequantize_k', 'qmatmul_k', 'quantize_k', 'qmatmul_kx')
@@ -559,8 +559,7 @@ def kquant(fmt: str, dtype: str = "float32") -> Variant:
     if fmt not in KQUANT_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
     t = _token(dtype, _FLOATS, "dtype")
-    names = ("dequantize_k", "qmatmul_k", "quantize_k") + (
-        ("qmatmul_kx",) if fmt in ("q4_k", "q5_k", "q6_k") else ())
+    names = ("dequantize_k", "qmatmul_k", "quantize_k") + (() if fmt == "q8_k" else ("qmatmul_kx",))
     return Variant("kquant.cl", names,
                    {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}, ("opencl",))
 

@@ -482,3 +482,29 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     }
 }
 #endif
+
+#if FMT_MXFP4
+/* qmatmul(x_format="q8_0"), GGML's vec_dot_mxfp4_q8_0: xq holds x quantized to q8_0 (M rows of
+ * K / 32 blocks: float16 d, 32 int8 codes); each block adds (2^(e-128) d_x) s, s the exact
+ * integer dot of the codes (mxfp4's twice the FP4 values), in the CPU reference's order. */
+KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
+                       GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
+    if (n >= N || m >= M) return;
+    const int nb = K / 32;
+    float acc = 0.0f;
+    for (int b = 0; b < nb; ++b) {
+        GLOBAL const u8* xb = xq + ((i64)m * nb + b) * 34;
+        GLOBAL const u8* wb = w + ((i64)n * nb + b) * BLOCK_BYTES;
+        int s = 0;
+        for (int l = 0; l < 32; ++l) {
+            const int byte = wb[1 + (l & 15)];
+            s += e2m1_x2(l < 16 ? byte & 15 : byte >> 4) * (i8)xb[2 + l];
+        }
+        const float dx = f16_to_f32((u32)xb[0] | ((u32)xb[1] << 8));
+        acc = FADD_RN(acc, FMUL_RN(FMUL_RN(e8m0_half(wb[0]), dx), (float)s));
+    }
+    STORE_OUT(out, (i64)m * N + n, acc);
+}
+#endif

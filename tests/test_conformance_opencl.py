@@ -1,6 +1,6 @@
 """The OpenCL backend passes the FULL conformance profile on every OpenCL device present (PyPI's
-PoCL 3.0 where it can build for the CPU, Debian's 3.1 where installed), with every case claimed
-but mxfp4's x_format cases, which no kernel computes yet (declined, with the reason): nothing else declined, nothing failed; and the float32 quick profile with PoCL 3.0's spelling of the math
+PoCL 3.0 where it can build for the CPU, Debian's 3.1 where installed), with every case claimed:
+nothing declined, nothing failed; and the float32 quick profile with PoCL 3.0's spelling of the math
 (ACCEL_CLANG_BUILTINS) forced on the first device, so that spelling is checked where 3.0 cannot
 run."""
 import pytest
@@ -19,39 +19,17 @@ needs_opencl = pytest.mark.skipif(not _devices(), reason="no OpenCL device here 
                                   "(pip install pyopencl pocl-binary-distribution)")
 
 
-def _no_kernels(case) -> bool:
-    """A case that kquant.cl does not compute yet: mxfp4's qmatmul with x quantized (every other
-    K-quant and mxfp4 case runs)."""
-    return case.params.get("fmt") == "mxfp4" and "x_fmt" in case.params
-
-
 def _assert_all_passed(results) -> None:
-    wrong = [f"{r.case.id}: {r.status}: {r.reason}" for r in results if _no_kernels(r.case) and
-             not (r.status == "unsupported" and "has no OpenCL kernel yet" in r.reason)]
-    assert not wrong, "cases of formats without kernels not declined:\n" + "\n".join(wrong[:10])
-    bad = [f"{r.case.id}: {r.status}: {r.reason}" for r in results
-           if r.status != "passed" and not _no_kernels(r.case)]
+    bad = [f"{r.case.id}: {r.status}: {r.reason}" for r in results if r.status != "passed"]
     assert not bad, f"{len(bad)} of {len(results)} cases did not pass:\n" + "\n".join(bad[:10])
-
-
-#: ops the OpenCL backend does not implement yet: their cases must be declined, never computed
-NOT_YET = ("scaled_matmul",)
-OPENCL_OPS = [op for op in accel.spec.OPS if op not in NOT_YET]
 
 
 @needs_opencl
 @pytest.mark.parametrize("device", _devices())
 def test_full_profile_passes(device):
-    results = suite.run(accel.get_backend(device), profile="full", ops=OPENCL_OPS)
+    results = suite.run(accel.get_backend(device), profile="full")
     _assert_all_passed(results)
-    assert len(results) > 1500 and {r.case.op for r in results} == set(OPENCL_OPS)
-
-
-@needs_opencl
-def test_ops_not_implemented_yet_are_declined_with_the_reason():
-    results = suite.run(accel.get_backend("opencl:0"), profile="quick", ops=list(NOT_YET))
-    assert results and {r.status for r in results} == {"unsupported"}
-    assert all("not implemented by opencl" in r.reason for r in results)
+    assert len(results) > 1500 and {r.case.op for r in results} == set(accel.spec.OPS)
 
 
 @needs_opencl
@@ -59,6 +37,6 @@ def test_quick_profile_passes_with_clang_builtins(monkeypatch):
     monkeypatch.setenv("ACCEL_OPENCL_BUILTINS", "1")
     be = OpenCLBackend(0)  # a new instance: the build options are fixed when it is made
     assert "-DACCEL_CLANG_BUILTINS=1" in be.build_options
-    results = suite.run(be, profile="quick", dtypes=["float32", "q8_0", "q4_0"], ops=OPENCL_OPS)
+    results = suite.run(be, profile="quick", dtypes=["float32", "q8_0", "q4_0", "float8_e4m3fn"])
     _assert_all_passed(results)
-    assert {r.case.op for r in results} == set(OPENCL_OPS)
+    assert {r.case.op for r in results} == set(accel.spec.OPS)

@@ -1,6 +1,7 @@
-"""The K-quants (q4_k, q5_k, q6_k, the activation format q8_k) and mxfp4 on the CPU reference,
-held byte for byte to ggml's own C reference quantizers (accel.conformance.ggml_ref) and to
-gguf-py's dequantizers; other backends decline them with a reason until they have kernels."""
+"""The K-quants (q4_k, q5_k, q6_k, the activation format q8_k) and mxfp4 on the CPU reference and
+OpenCL (kernels/kquant.cl), held byte for byte to ggml's own C reference quantizers
+(accel.conformance.ggml_ref) and to gguf-py's dequantizers; CUDA and HIP decline them with a
+reason until they have kernels."""
 from __future__ import annotations
 
 import gguf
@@ -185,21 +186,20 @@ def test_backends_without_kernels_decline_the_new_formats():
     assert Old().verdict(spec).reason.startswith("format 'q6_k' is not among old's formats")
     assert Old().verdict(S.dequantize_spec((2, 256), get_format("q4_0"))).ok
     assert accel.get_backend("cpu").verdict(spec).ok
-    assert set(KERNEL_FORMATS) == {"q8_0", "q4_0"}
+    from accel.backends.cupy.backend import CuPyBackend  # imports without CuPy
+
+    assert CuPyBackend.formats == KERNEL_FORMATS and "q6_k" not in KERNEL_FORMATS
     try:
         opencl = accel.get_backend("opencl")
     except accel.BackendUnavailable:
         return
-    with pytest.raises(accel.UnsupportedError, match="x_format='q8_0' of mxfp4 has no OpenCL kernel"):
-        accel.qmatmul(np.ones((1, 32), np.float32), accel.quantize(np.ones((2, 32), np.float32),
-                      "mxfp4", backend=opencl), x_format="q8_0", backend=opencl)
-    assert opencl.verdict(S.dequantize_spec((2, 256), get_format("mxfp4"))).ok
+    assert opencl.verdict(spec).ok  # kquant.cl reads every new format
 
 
 @pytest.mark.parametrize("fmt", NEW)
 def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
     """kquant.cl's quantize_k: GGML's scale searches on the device, bit for bit; and its
-    qmatmul_kx (x_format="q8_k") equal to the CPU reference's."""
+    qmatmul_kx (x_format) equal to the CPU reference's."""
     if not opencl_backend.verdict(S.quantize_spec((1, 256), "float32", fmt)).ok:
         pytest.skip(opencl_backend.verdict(S.quantize_spec((1, 256), "float32", fmt)).reason)
     for kind in ("normal", "scaled", "outliers", "positive", "constant", "sparse", "ties", "tiny",
@@ -211,12 +211,13 @@ def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
         x = _below_powers_of_two()
         got = np.asarray(accel.quantize(x, fmt, backend=opencl_backend).raw)
         assert np.array_equal(got, G.quantize(x, fmt))
-    if fmt in ("q8_k", "mxfp4"):
+    if fmt == "q8_k":
         return
-    # x_format="q8_k": x through the same quantizer, then integer sums scaled in the CPU
-    # reference's float32 order, so the results agree to the bit
+    # x_format (q8_k; mxfp4: q8_0): x through the same quantizer, then integer sums scaled in the
+    # CPU reference's float32 order, so the results agree to the bit
     x = rows("normal", 3, 512, np.random.default_rng(10))
     w = accel.QTensor.from_raw(G.quantize(rows("scaled", 7, 512, np.random.default_rng(11)), fmt),
                                fmt, (7, 512), backend=opencl_backend)
-    got = np.asarray(accel.qmatmul(x, w, x_format="q8_k", backend=opencl_backend))
-    assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format="q8_k", backend="cpu"))
+    xf = get_format(fmt).vec_dot
+    got = np.asarray(accel.qmatmul(x, w, x_format=xf, backend=opencl_backend))
+    assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format=xf, backend="cpu"))

@@ -109,9 +109,6 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
                            f"local memory; the device has {facts.local_mem}")
         return YES
     kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
-    if kq and spec.fmt.name == "mxfp4" and getattr(spec, "x_fmt", None) is not None:
-        return Support(False, f"x_format={spec.x_fmt.name!r} of mxfp4 has no OpenCL kernel yet "
-                       "(kquant.cl computes its quantize, dequantize and qmatmul with float x)")
     if kq and isinstance(spec, QuantizeSpec) and spec.fmt.name == "mxfp4" and not facts.fp64:
         return Support(False, "the device has no cl_khr_fp64; mxfp4's quantize takes GGML's "
                        "log2f rounding from a double log2")
@@ -259,10 +256,12 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
         if spec.x_fmt is None:
             return (Launch(v, "qmatmul_k", grid, lsize, _operands("x", "w", "out"),
                            K.scalar_args(spec), "qmatmul (qmatmul_k)"),)
-        nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized to q8_k first
+        nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized first: q8_k, mxfp4's q8_0
         xq = Scratch("xq", nblocks * spec.x_fmt.block_bytes)
-        return (_launch_1d(K.kquant("q8_k", spec.dtype), "quantize_k", nblocks, (Operand("x"), xq),
-                           (np.int64(nblocks),), "quantize_k (x to q8_k)"),
+        quantizer = (K.kquant("q8_k", spec.dtype), "quantize_k") if spec.x_fmt.name == "q8_k" else \
+            (_quant("q8_0", spec.dtype, params["qmatmul"]), "quantize")
+        return (_launch_1d(*quantizer, nblocks, (Operand("x"), xq), (np.int64(nblocks),),
+                           f"{quantizer[1]} (x to {spec.x_fmt.name})"),
                 Launch(v, "qmatmul_kx", grid, lsize, (xq, *_operands("w", "out")),
                        K.scalar_args(spec), "qmatmul (qmatmul_kx)"))
     if spec.x_fmt is not None:
