@@ -90,11 +90,28 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * to_numpy_dtype(self.dtype).itemsize
+        return self.size * to_numpy_dtype(self.dtype).itemsize
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements, as numpy's ``size``."""
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        """The first dimension, as numpy's; a 0-d tensor has no length (TypeError, as numpy).
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.zeros((3, 4), np.float32), backend="cpu")
+        >>> len(t), t.size, [row.shape for row in t]
+        (3, 12, [(4,), (4,), (4,)])
+        """
+        if not self.shape:
+            raise TypeError("len() of a 0-d accel.Tensor")
+        return self.shape[0]
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -189,7 +206,10 @@ class Tensor:
                 raise ArgumentError(expected("key", "ints, slices, ... or None (basic indexing; "
                                              "copy to the host with .numpy() for index arrays)",
                                              type(k).__name__))
-        if not any(k is Ellipsis for k in items):  # all-int keys then give a 0-d view, not a scalar
+        ellipses = sum(k is Ellipsis for k in items)
+        if ellipses > 1:
+            raise ArgumentError(expected("key", "at most one ... (Ellipsis)", repr(key)))
+        if not ellipses:  # all-int keys then give a 0-d view, not a scalar
             items += (Ellipsis,)
         probe, origin = self._layout()
         try:

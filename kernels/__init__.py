@@ -51,6 +51,7 @@ SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "kquant.cl": ("quantize", "dequantize", "qmatmul"),
               "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",),
+              "scaled_matmul.cl": ("scaled_matmul",),
               "copy.cl": ()}  # Tensor.contiguous() and astype(), no op
 SOURCES = tuple(SOURCE_OPS)
 #: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
@@ -111,6 +112,14 @@ GPU_WGMMA = dict(BM=128, BN=256, BK=64, STAGES=4)
 #: block (on an H200, B=4 H=16 S=2048 D=64 bf16: 0.29 ms with 8 warps, 0.39 ms with 4); the
 #: keys per shared tile (BKV) follow from the head dims (attention_mma below)
 GPU_ATTENTION_MMA = dict(WARPS=8)
+#: the FP8 scaled matmul (kernels/scaled_matmul.cl): TM x TN outputs per work-item, on GPUs in
+#: work-groups of SCALED_MATMUL_WG x SCALED_MATMUL_WG (a warp reads 128 adjacent bytes of a row
+#: of b), on CPU devices one work-item per group with 16-lane vectors over 6 x 64 outputs (on a
+#: busy 2-core PoCL 3.1 at 512^3: 6 x 64 took 10-16 ms, 6 x 32 16-17 ms, 6 x 128 8-18 ms: each
+#: row's byte of a is decoded once per k for all its columns, so wide tiles pay off)
+GPU_SCALED_MATMUL = dict(TM=4, TN=4, VW=1)
+CPU_SCALED_MATMUL = dict(TM=6, TN=64, VW=16)
+SCALED_MATMUL_WG = 16
 #: head dims the tensor-core attention ships for (each pairing compiled and SASS-checked in CI)
 ATTENTION_MMA_HEAD_DIMS = (64, 128)
 
@@ -426,6 +435,9 @@ def scalar_args(spec) -> tuple:
     i32 = np.int32
     if spec.op in ("matmul", "qmatmul"):
         return i32(spec.M), i32(spec.N), i32(spec.K)
+    if spec.op == "scaled_matmul":
+        return (i32(spec.M), i32(spec.N), i32(spec.K), i32(SCALING_CODE[spec.scaling]),
+                i32(FLOAT_CODE[spec.out_dtype]), i32(FLOAT_CODE.get(spec.bias_dtype, -1)))
     if spec.op == "attention":
         strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)
         return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
@@ -641,6 +653,53 @@ def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dty
                          *map(i64, steps))
 
 
+#: the FP8 formats' names in scaled_matmul.cl's A_FP8 / B_FP8 defines (its decoders' suffixes)
+FP8_TOKEN = {"float8_e4m3fn": "e4m3fn", "float8_e5m2": "e5m2", "float8_e4m3fnuz": "e4m3fnuz"}
+#: scaled_matmul.cl's arguments: the scale granularity (accel.spec.SCALINGS), the output's and
+#: the bias's dtype (-1: no bias)
+SCALING_CODE = {"tensor": 0, "row": 1, "block": 2}
+FLOAT_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
+
+
+def scaled_matmul(a_dtype: str, b_dtype: str, params: dict | None = None) -> Variant:
+    """The FP8 scaled-matmul variant (kernels/scaled_matmul.cl) for a and b in FP8 formats
+    ``a_dtype`` and ``b_dtype``; the scaling, output and bias dtypes are kernel arguments
+    (:func:`scalar_args`), so one build per pair serves them all.
+
+    >>> v = scaled_matmul("float8_e4m3fn", "float8_e5m2")
+    >>> v.kernels, v.defines["A_FP8"], v.defines["B_FP8"]
+    (('scaled_matmul',), 'e4m3fn', 'e5m2')
+    """
+    p = dict(GPU_SCALED_MATMUL if params is None else params)
+    d = {"A_FP8": _token_of(a_dtype, FP8_TOKEN, "a_dtype"), "B_FP8": _token_of(b_dtype, FP8_TOKEN, "b_dtype")}
+    return Variant("scaled_matmul.cl", ("scaled_matmul",), {**d, **p}, _dialects(p))
+
+
+def scaled_matmul_groups(spec, defines: dict, wg: int) -> tuple[int, int]:
+    """scaled_matmul.cl's launch for ``spec`` with tiling ``defines`` in work-groups of
+    ``wg`` x ``wg``: (groups over column tiles, groups over row tiles).
+
+    >>> from accel.spec import scaled_matmul_spec
+    >>> s = scaled_matmul_spec((70, 256), "float8_e4m3fn", (256, 130), "float8_e4m3fn", (), "float32", (), "float32")
+    >>> scaled_matmul_groups(s, GPU_SCALED_MATMUL, SCALED_MATMUL_WG), scaled_matmul_groups(s, CPU_SCALED_MATMUL, 1)
+    ((3, 2), (3, 12))
+    """
+    return ceil_div(ceil_div(spec.N, defines["TN"]), wg), ceil_div(ceil_div(spec.M, defines["TM"]), wg)
+
+
+def _token_of(dtype: str, tokens: dict, arg: str) -> str:
+    if dtype not in tokens:
+        raise DTypeError(expected(arg, f"one of {tuple(tokens)}", repr(dtype)))
+    return tokens[dtype]
+
+
+def _scaled_matmul_variants() -> list[Variant]:
+    """Every format pair accel.spec allows, on GPU and on CPU parameters."""
+    e4, e5, fnuz = "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"
+    pairs = ((e4, e4), (e4, e5), (e5, e4), (fnuz, fnuz))
+    return [scaled_matmul(a, b, params) for params in (GPU_SCALED_MATMUL, CPU_SCALED_MATMUL) for a, b in pairs]
+
+
 @cache
 def variants() -> tuple[Variant, ...]:
     """Every kernel variant accel ships: what ``accel kernels check`` compiles per target.
@@ -668,6 +727,7 @@ def variants() -> tuple[Variant, ...]:
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
     out += [kquant(f, dt) for f in KQUANT_FORMATS for dt in _FLOATS]
+    out += _scaled_matmul_variants()
     out.append(COPY)
     return tuple(dict.fromkeys(out))
 
@@ -691,7 +751,7 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "quant", "scaled_matmul", "scaled_matmul_groups", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS",

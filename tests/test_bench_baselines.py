@@ -122,3 +122,32 @@ def test_torch_attention_takes_its_causal_paths_not_a_dense_mask(sq, sk, expecte
     rec = bench.run_case(cpu, case, budget=timing.TINY,
                          baselines=[b for b in B.for_backend(cpu) if b.name == "torch"])
     assert [b["status"] for b in rec["baselines"]] == ["ok"]  # same output as accel's rule
+
+
+@pytest.mark.parametrize("scaling", ["tensor", "row"])
+def test_torch_scaled_mm_baseline_matches_the_fp8_oracle(scaling):
+    base = cpu_baseline("torch")
+    case = Case.make("scaled_matmul", "float8_e4m3fn", M=24, N=40, K=136, scaling=scaling)
+    host, got = run(base, case)
+    want, magnitude = oracle.scaled_matmul(*host[:4], None, None)
+    bound = tolerance.matmul_bound(want, magnitude, 136, "bfloat16", "float32") + 2**-23 * np.abs(want)
+    assert_within(got, want, bound, "bfloat16")
+
+
+def test_a_scaling_torch_refuses_is_recorded_with_its_reason_not_timed():
+    base = cpu_baseline("torch")
+    import torch
+
+    case = Case.make("scaled_matmul", "float8_e4m3fn", M=8, N=128, K=256, scaling="block")
+    host = case.host_inputs(seed=1)
+    try:  # this torch build may take block scales (CUDA builds): then the baseline must run
+        prepared = base.prepare(case.spec(), host, accel.get_backend("cpu"))
+    except B.Unsupported as e:
+        assert "block" in str(e) and torch.__version__ in str(e)
+        rec = bench.run_case(accel.get_backend("cpu"), case, budget=timing.TINY, baselines=[base])
+        [entry] = rec["baselines"]
+        assert entry["status"] == "unsupported" and "median_s" not in entry
+        assert entry["reason"] == str(e) and rec["status"] == "ok"
+    else:
+        prepared.run()
+        assert prepared.result().shape == (8, 128)

@@ -149,7 +149,7 @@ def test_every_shipped_kernel_source_vouches_for_its_ops_in_the_matrix():
     ok = compile_verdicts({"results": [{"job": f"{s}[X=1]", "file": s, "target": "sm_90", "status": "ok"}
                                        for s in kernels.SOURCES]})
     assert set(ok.values()) == {"compiled only"} and {op for _, op in ok} == {
-        "matmul", "attention", "quantize", "dequantize", "qmatmul"}
+        "matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul"}
 
 
 def test_compile_verdicts_rest_on_builds_that_ran():

@@ -426,6 +426,8 @@ SHIPPED_SPECS = [
     S.attention_spec((1, 2, 5, 20), (1, 2, 9, 20), (1, 2, 9, 12), ("float32",) * 3, causal=True),
     S.quantize_spec((2, 64), "float16", "q8_0"), S.dequantize_spec((2, 64), get_format("q4_0")),
     S.qmatmul_spec((3, 64), "float32", (5, 64), get_format("q4_0")),
+    S.scaled_matmul_spec((3, 256), "float8_e4m3fnuz", (256, 5), "float8_e4m3fnuz", (3, 2), "float32",
+                         (2, 1), "float32", "float16", (5,), "float32"),
 ]
 
 

@@ -129,7 +129,7 @@ _OP_OF_KERNEL = {"matmul": "matmul", "matmul_wmma": "matmul", "matmul_wmma_vec":
                  "quantize": "quantize", "dequantize": "dequantize", "qmatmul": "qmatmul",
                  "qgemv": "qmatmul", "qgemv_stream": "qmatmul", "qgemv_runs": "qmatmul",
                  "dequantize_k": "dequantize", "qmatmul_k": "qmatmul", "quantize_k": "quantize",
-                 "qmatmul_kx": "qmatmul"}
+                 "qmatmul_kx": "qmatmul", "scaled_matmul": "scaled_matmul"}
 
 
 def _op_specs():
@@ -142,7 +142,9 @@ def _op_specs():
                                           mask_shape=(3, 5), mask_dtype="bool"),
             "quantize": S.quantize_spec((2, 64), "float32", "q4_0"),
             "dequantize": S.dequantize_spec((2, 64), q4),
-            "qmatmul": S.qmatmul_spec((1, 64), "float32", (3, 64), q4)}
+            "qmatmul": S.qmatmul_spec((1, 64), "float32", (3, 64), q4),
+            "scaled_matmul": S.scaled_matmul_spec((2, 8), "float8_e4m3fn", (8, 4), "float8_e5m2",
+                                                  (), "float32", (), "float32")}
 
 
 def test_every_kernel_signature_takes_the_scalar_args_the_backends_pass():

@@ -79,6 +79,17 @@ def test_bad_views_are_typed_errors():
         t.transpose(0, 0)
     with pytest.raises(accel.DTypeError, match="dtype"):
         t.astype("float31")
+    with pytest.raises(accel.ArgumentError, match=r"at most one \.\.\. \(Ellipsis\)"):
+        t[..., 0, ...]
+    with pytest.raises(TypeError, match="0-d"):
+        len(t[0, 0])
+
+
+def test_sizes_and_iteration_read_as_numpy():
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    t = accel.asarray(a, backend="cpu")
+    assert (len(t), t.size, t.ndim) == (3, 6, 2)
+    assert [row.numpy().tolist() for row in t] == a.tolist()
 
 
 FLOATS = ["float32", "float16", "bfloat16"]

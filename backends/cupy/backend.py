@@ -396,7 +396,8 @@ class CuPyBackend(Backend):
 
     def kernel_args(self, spec, out, *inputs, splits: Any = None) -> list:
         """The arguments every shipped kernel of ``spec``'s op takes: the op's inputs (tensors,
-        attention's mask after the output and a placeholder for none), the output, matmul's
+        attention's mask after the output and a placeholder for none; scaled_matmul's bias
+        before the output, a placeholder for none), the output, matmul's
         batch offsets, attention's key-chunk records (``splits``; a placeholder for one pass),
         then :func:`accel.kernels.scalar_args`."""
 
@@ -407,6 +408,9 @@ class CuPyBackend(Backend):
             *qkv, mask = inputs
             bufs = [*qkv, out, self._unused() if mask is None else mask,
                     self._unused() if splits is None else splits]
+        elif spec.op == "scaled_matmul":
+            *operands, bias = inputs
+            bufs = [*operands, self._unused() if bias is None else bias, out]
         else:
             bufs = [*inputs, out]
         return bufs + list(kernels.scalar_args(spec))
@@ -486,6 +490,9 @@ class CuPyBackend(Backend):
             name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,
                                        w_addr=w.buf.data.ptr, local_mem=STATIC_SHARED_MAX)
         self._compute(spec, x, w, out=out, name=name)
+
+    def scaled_matmul(self, spec, out, a, b, scale_a, scale_b, bias) -> None:
+        self._compute(spec, a, b, scale_a, scale_b, bias, out=out)
 
     def run_x8(self, spec, variant, out: Any, x: Any, w: Any) -> None:
         """A quantized matmul with ``x_fmt`` through shipped ``variant``: ``quantize_x8`` writes

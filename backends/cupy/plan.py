@@ -162,6 +162,8 @@ def kernel_variant(spec, path: str = "kernels"):
     if spec.op == "attention":
         build = kernels.attention_mma if path == "tensorcore" else kernels.attention
         return build(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
+    if spec.op == "scaled_matmul":  # FP8 decoded in registers, on every arch (no FP8 MMA yet)
+        return kernels.scaled_matmul(spec.a_dtype, spec.b_dtype)
     # quant.cl holds quantize, dequantize, qmatmul and qgemv; dequantize reads bytes, any dtype
     # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches
     if kernels.gemv_applies(spec, kernels.GPU_GEMV):
@@ -183,6 +185,9 @@ def launch_plan(spec, variant, name: str | None = None,
     if variant.source == "matmul_wmma.cu":  # the same grid; one block of warps per block tile
         return "matmul_wmma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), spec.batch), \
             (32 * d["WARPS_M"] * d["WARPS_N"], 1, 1)
+    if spec.op == "scaled_matmul":  # x over column tiles, y over row tiles
+        wg = kernels.SCALED_MATMUL_WG
+        return "scaled_matmul", (*kernels.scaled_matmul_groups(spec, d, wg), 1), (wg, wg, 1)
     if spec.op == "matmul":  # x over column tiles, y over row tiles, z over the batch
         return "matmul", (ceil_div(spec.N, d["WG_N"] * d["TN"]), ceil_div(spec.M, d["WG_M"] * d["TM"]),
                           spec.batch), (d["WG_N"], d["WG_M"], 1)

@@ -479,6 +479,10 @@ class OpenCLBackend(Backend):
     def qmatmul(self, spec, out, x, w) -> None:
         self._run(spec, x.buf, w.buf, out.buf)
 
+    def scaled_matmul(self, spec, out, a, b, scale_a, scale_b, bias) -> None:
+        self._run(spec, a.buf, b.buf, scale_a.buf, scale_b.buf, None if bias is None else bias.buf,
+                  out.buf)
+
     # -- the contract ----------------------------------------------------------------------------------
     def supports(self, spec) -> Support:
         """What this device computes correctly, with the reason when not."""

@@ -18,11 +18,13 @@ from accel.backends.opencl.devices import CLDevice
 #: the ops whose parameters are tunable, and the default for each device kind
 DEFAULTS = {
     "cpu": {"matmul": K.CPU_MATMUL, "attention": K.CPU_ATTENTION, "qmatmul": K.CPU_QMATMUL,
-            "gemv": K.CPU_GEMV},
+            "gemv": K.CPU_GEMV, "scaled_matmul": K.CPU_SCALED_MATMUL},
     "gpu": {"matmul": K.GPU_MATMUL, "attention": K.GPU_ATTENTION,
-            "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV},
+            "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV,
+            "scaled_matmul": {**K.GPU_SCALED_MATMUL, "WG": K.SCALED_MATMUL_WG}},
 }
-TUNABLE = tuple(DEFAULTS["cpu"])
+#: the ops ``accel tune`` searches (the FP8 scaled matmul has its defaults only, so far)
+TUNABLE = ("matmul", "attention", "qmatmul", "gemv")
 
 
 def store_path(dev: CLDevice):
@@ -113,12 +115,12 @@ def params_for(dev: CLDevice) -> dict[str, dict]:
     lanes = safe_lanes(dev)
     stored = tuned(dev)
     out = {}
-    for op in TUNABLE:
+    for op in base:
         default = dict(base[op], VW=min(base[op].get("VW", 1), lanes))
-        choice = stored.get(op)
+        choice = stored.get(op)  # tuned() keeps the TUNABLE ops only
         # only a parameter set tune itself could have chosen: a hand-edited or foreign store must
         # not crash the compiler or break a kernel's layout
-        out[op] = choice if choice in candidates(op, kind, lanes) else default
+        out[op] = choice if choice is not None and choice in candidates(op, kind, lanes) else default
     return out
 
 

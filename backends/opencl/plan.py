@@ -16,14 +16,16 @@ import numpy as np
 
 import accel.kernels as K
 from accel.backend import YES, Support, int32_sizes
-from accel.spec import AttentionSpec, DequantizeSpec, MatmulSpec, QMatmulSpec, QuantizeSpec, Spec
+from accel.spec import (AttentionSpec, DequantizeSpec, MatmulSpec, QMatmulSpec, QuantizeSpec,
+                        ScaledMatmulSpec, Spec)
 
 _MAX_HEAD_DIM = 256  # attention keeps per-query state in private arrays sized by the head dims
 _LOCAL_1D = 64  # work-group size of the one-dimensional kernels (quantize, attention_combine, ...)
 
 #: the buffers each op's backend method passes per call, in order: inputs, then the output
 OPERANDS = {"matmul": ("a", "b", "out"), "attention": ("q", "k", "v", "out", "mask"),
-            "quantize": ("x", "out"), "dequantize": ("q", "out"), "qmatmul": ("x", "w", "out")}
+            "quantize": ("x", "out"), "dequantize": ("q", "out"), "qmatmul": ("x", "w", "out"),
+            "scaled_matmul": ("a", "b", "scale_a", "scale_b", "bias", "out")}
 
 
 @dataclass(frozen=True)
@@ -135,13 +137,21 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
         return YES
     if isinstance(spec, DequantizeSpec):
         return YES
+    if isinstance(spec, ScaledMatmulSpec):
+        # FP8 decodes exactly whatever the device does with float32 subnormals, but the scaled
+        # sums may be subnormal: a flushing device would return zeros where the answer is not
+        if not facts.denormals:
+            return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); scaled "
+                           "FP8 sums can be subnormal")
+        return YES
     return Support(False, f"op {getattr(spec, 'op', spec)!r} is not implemented by opencl")
 
 
 def plan_for(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Plan:
     """The launches that compute ``spec``, in enqueue order."""
     planner = {MatmulSpec: _matmul, AttentionSpec: _attention, QuantizeSpec: _quantize,
-               DequantizeSpec: _dequantize, QMatmulSpec: _qmatmul}[type(spec)]
+               DequantizeSpec: _dequantize, QMatmulSpec: _qmatmul,
+               ScaledMatmulSpec: _scaled_matmul}[type(spec)]
     return planner(spec, facts, params)
 
 
@@ -288,3 +298,13 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     words = Scratch("words", nbytes)
     return (_launch_1d(v, "quantize_x8", int(count[0]), (Operand("x"), words), count, "quantize_x8"),
             dot(words))
+
+
+def _scaled_matmul(spec: ScaledMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
+    p, wg = _kernel_params(params["scaled_matmul"])
+    v = K.scaled_matmul(spec.a_dtype, spec.b_dtype, p)
+    groups_n, groups_m = K.scaled_matmul_groups(spec, p, wg)
+    bias = Operand("bias") if spec.bias_dtype is not None else Placeholder()
+    return (Launch(v, "scaled_matmul", (groups_n * wg, groups_m * wg), (wg, wg),
+                   (*_operands("a", "b", "scale_a", "scale_b"), bias, Operand("out")),
+                   K.scalar_args(spec), f"scaled_matmul {v.id}"),)

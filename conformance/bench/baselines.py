@@ -34,11 +34,17 @@ class Prepared:
     result: Callable[[], np.ndarray]
 
 
+class Unsupported(Exception):
+    """Raised by a baseline's ``prepare`` when its library refuses the case (torch._scaled_mm
+    without block scales, say): the record says why, and no number stands in for it."""
+
+
 @dataclass(frozen=True)
 class Baseline:
     name: str
     version: str
-    prepare: Callable[[S.Spec, list, Backend], Prepared | None]  # None: not applicable
+    #: None: the baseline does not compute this op; raises Unsupported for a case its library refuses
+    prepare: Callable[[S.Spec, list, Backend], Prepared | None]
 
 
 def hardware_of(backend: Backend) -> str:
@@ -187,6 +193,8 @@ def _torch_on(device: str) -> Callable[[S.Spec, list, Backend], Prepared | None]
                 fn = _Last(lambda: torch._int_mm(a, b))
             else:
                 fn = _Last(lambda: torch.matmul(a, b))
+        elif spec.op == "scaled_matmul":
+            fn = _Last(_torch_scaled_mm(torch, spec, host, device))
         elif spec.op == "attention":
             q, k, v = (dev(x) for x in host[:3])
             causal = torch_causal(spec)
@@ -200,6 +208,30 @@ def _torch_on(device: str) -> Callable[[S.Spec, list, Backend], Prepared | None]
             return fn.value.float().cpu().numpy()
         return Prepared(fn, timer, result)
     return prepare
+
+
+def _torch_scaled_mm(torch, spec: S.ScaledMatmulSpec, host: list, device: str) -> Callable[[], Any]:
+    """torch._scaled_mm on ``device`` with accel's operands (b column-major, as it requires),
+    tried once here: a scaling, dtype pair or bias this torch build refuses (the CPU build takes
+    no block scales) raises Unsupported with torch's own first line."""
+    a, b, scale_a, scale_b, bias = host
+
+    def fp8(x: np.ndarray, dtype: str):
+        return torch.from_numpy(x.view(np.uint8)).view(getattr(torch, dtype)).to(device)
+
+    args = (fp8(a, spec.a_dtype), fp8(np.ascontiguousarray(b.T), spec.b_dtype).t())
+    kwargs = dict(scale_a=torch.from_numpy(scale_a).to(device), scale_b=torch.from_numpy(scale_b).to(device),
+                  out_dtype=getattr(torch, spec.out_dtype))
+    if bias is not None:
+        kwargs["bias"] = torch.from_numpy(bias.view(np.int16)).view(torch.bfloat16).to(device) \
+            if spec.bias_dtype == "bfloat16" else torch.from_numpy(bias).to(device)
+    try:
+        torch._scaled_mm(*args, **kwargs)
+    except (RuntimeError, ValueError, TypeError) as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise Unsupported(f"torch {torch.__version__} _scaled_mm on {device} refuses {spec.scaling} "
+                          f"scaling of {spec.a_dtype} x {spec.b_dtype}: {reason}") from None
+    return lambda: torch._scaled_mm(*args, **kwargs)
 
 
 def torch_causal(spec: S.AttentionSpec) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from accel.formats import get_format
 from accel.dispatch import execute
 from accel.tensor import NAN_FILL, Tensor
 from accel.conformance.results import machine
+from accel.conformance.bench.baselines import Unsupported
 from accel.conformance.bench.timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all
 
 if TYPE_CHECKING:
@@ -296,6 +297,10 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
     for base in baselines or []:
         try:
             p = base.prepare(spec, host, backend)
+        except Unsupported as e:  # the library refuses this case: say why, time nothing
+            rec["baselines"].append({"name": base.name, "version": base.version,
+                                     "status": "unsupported", "reason": str(e)})
+            continue
         except Exception as e:  # a third-party library failing must not stop the run
             rec["baselines"].append(_failed(base, e))
             continue
