@@ -383,64 +383,6 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
 }
 #endif
 
-#if FMT_Q4_K || FMT_Q5_K || FMT_Q6_K
-/* qmatmul(x_format="q8_k"), GGML's vec_dot_q*_K_q8_K: xq holds x quantized to q8_k (M rows of
- * K / 256 blocks: float32 d, 256 int8 codes, 16 int16 sums of 16 codes). Per super-block the
- * sums are exact integers, S = sum_j sc_j (x codes . w codes of sub-block j) and (q4_k, q5_k)
- * Mn = sum_j m_j (x code sums of sub-block j), and the block adds (d_w d_x) S - (dmin_w d_x) Mn,
- * in that float32 order. One work-item per output; grid as qmatmul_k's. */
-KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
-                       GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
-    const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
-    const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
-    if (n >= N || m >= M) return;
-    const int nb = K / 256;
-    float acc = 0.0f;
-    for (int b = 0; b < nb; ++b) {
-        GLOBAL const u8* xb = xq + ((i64)m * nb + b) * 292;
-        GLOBAL const u8* wb = w + ((i64)n * nb + b) * BLOCK_BYTES;
-        const float dx = AS_FLOAT((u32)xb[0] | ((u32)xb[1] << 8) | ((u32)xb[2] << 16) | ((u32)xb[3] << 24));
-        int S = 0;  /* |S| < 2^28: 16 groups x 127 x 16 x 128 x 32 at most */
-#if FMT_Q6_K
-        for (int i = 0; i < 256; i += 16) {
-            int s = 0;
-            for (int l = i; l < i + 16; ++l) {
-                const int h = l / 128, k = l % 128;
-                const int lo = (wb[64 * h + k % 64] >> (4 * (k / 64))) & 15;
-                const int hi = (wb[128 + 32 * h + k % 32] >> (2 * (k / 32))) & 3;
-                s += (lo + 16 * hi - 32) * (i8)xb[4 + l];
-            }
-            S += (i8)wb[192 + i / 16] * s;
-        }
-        acc = FADD_RN(acc, FMUL_RN(FMUL_RN(get_f16(wb + 208), dx), (float)S));
-#else
-        int Mn = 0;
-        for (int j = 0; j < 8; ++j) {
-            int sc, mn, s = 0;
-            scale_min_k4(wb + 4, j, &sc, &mn);
-            GLOBAL const u8* qs = wb + BLOCK_BYTES - 128 + 32 * (j / 2);
-            for (int l = 0; l < 32; ++l) {
-                int q = (qs[l] >> (4 * (j % 2))) & 15;
-#if FMT_Q5_K
-                q |= ((wb[16 + l] >> j) & 1) << 4;
-#endif
-                s += q * (i8)xb[4 + 32 * j + l];
-            }
-            S += sc * s;
-            /* the block sums of sub-block j: int16 numbers 2j and 2j + 1 */
-            const int b0 = (short)((u32)xb[260 + 4 * j] | ((u32)xb[261 + 4 * j] << 8));
-            const int b1 = (short)((u32)xb[262 + 4 * j] | ((u32)xb[263 + 4 * j] << 8));
-            Mn += mn * (b0 + b1);
-        }
-        const float t = FADD_RN(FMUL_RN(FMUL_RN(get_f16(wb), dx), (float)S),
-                                -FMUL_RN(FMUL_RN(get_f16(wb + 2), dx), (float)Mn));
-        acc = FADD_RN(acc, t);
-#endif
-    }
-    STORE_OUT(out, (i64)m * N + n, acc);
-}
-#endif
-
 #if FMT_MXFP4
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 /* quantize_row_mxfp4_ref, one work-item per block of 32: e = floor(log2f(max|x|)) - 2 + 127 kept
@@ -483,28 +425,82 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
 }
 #endif
 
+#if !FMT_Q8_K
+/* qmatmul(x_format=...): xq holds x quantized to the format's vec_dot partner, M rows of K / XQB
+ * blocks of XQ_BYTES, and each block pair adds one float32 term (kx_term), added in order: GGML's
+ * exact integer sums scaled in the CPU reference's float32 order, so the results are its bits.
+ * One work-item per output; grid as qmatmul_k's. */
 #if FMT_MXFP4
-/* qmatmul(x_format="q8_0"), GGML's vec_dot_mxfp4_q8_0: xq holds x quantized to q8_0 (M rows of
- * K / 32 blocks: float16 d, 32 int8 codes); each block adds (2^(e-128) d_x) s, s the exact
- * integer dot of the codes (mxfp4's twice the FP4 values), in the CPU reference's order. */
+#define XQB 32 /* q8_0: float16 d, 32 int8 codes */
+#define XQ_BYTES 34
+#else
+#define XQB 256 /* q8_k: float32 d, 256 int8 codes, 16 int16 sums of 16 codes */
+#define XQ_BYTES 292
+#endif
+
+/* The term of one weight block wb and the x block xb. K-quants, GGML's vec_dot_q*_K_q8_K: S =
+ * sum_j sc_j (x codes . w codes of sub-block j) and (q4_k, q5_k) Mn = sum_j m_j (x code sums of
+ * sub-block j, q8_k's block sums), exact integers; the term (d_w d_x) S - (dmin_w d_x) Mn.
+ * mxfp4, vec_dot_mxfp4_q8_0: (2^(e-128) d_x) s, s the integer dot of the codes. */
+DEVICE float kx_term(GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb) {
+#if FMT_MXFP4
+    int s = 0;
+    for (int l = 0; l < 32; ++l) {
+        const int byte = wb[1 + (l & 15)];
+        s += e2m1_x2(l < 16 ? byte & 15 : byte >> 4) * (i8)xb[2 + l];
+    }
+    const float dx = f16_to_f32((u32)xb[0] | ((u32)xb[1] << 8));
+    return FMUL_RN(FMUL_RN(e8m0_half(wb[0]), dx), (float)s);
+#else
+    const float dx = AS_FLOAT((u32)xb[0] | ((u32)xb[1] << 8) | ((u32)xb[2] << 16) | ((u32)xb[3] << 24));
+    int S = 0;  /* |S| < 2^28: 16 groups x 127 x 16 x 128 x 32 at most */
+#if FMT_Q6_K
+    for (int i = 0; i < 256; i += 16) {
+        int s = 0;
+        for (int l = i; l < i + 16; ++l) {
+            const int h = l / 128, k = l % 128;
+            const int lo = (wb[64 * h + k % 64] >> (4 * (k / 64))) & 15;
+            const int hi = (wb[128 + 32 * h + k % 32] >> (2 * (k / 32))) & 3;
+            s += (lo + 16 * hi - 32) * (i8)xb[4 + l];
+        }
+        S += (i8)wb[192 + i / 16] * s;
+    }
+    return FMUL_RN(FMUL_RN(get_f16(wb + 208), dx), (float)S);
+#else
+    int Mn = 0;
+    for (int j = 0; j < 8; ++j) {
+        int sc, mn, s = 0;
+        scale_min_k4(wb + 4, j, &sc, &mn);
+        GLOBAL const u8* qs = wb + BLOCK_BYTES - 128 + 32 * (j / 2);
+        for (int l = 0; l < 32; ++l) {
+            int q = (qs[l] >> (4 * (j % 2))) & 15;
+#if FMT_Q5_K
+            q |= ((wb[16 + l] >> j) & 1) << 4;
+#endif
+            s += q * (i8)xb[4 + 32 * j + l];
+        }
+        S += sc * s;
+        /* the block sums of sub-block j: int16 numbers 2j and 2j + 1 */
+        const int b0 = (short)((u32)xb[260 + 4 * j] | ((u32)xb[261 + 4 * j] << 8));
+        const int b1 = (short)((u32)xb[262 + 4 * j] | ((u32)xb[263 + 4 * j] << 8));
+        Mn += mn * (b0 + b1);
+    }
+    return FADD_RN(FMUL_RN(FMUL_RN(get_f16(wb), dx), (float)S),
+                   -FMUL_RN(FMUL_RN(get_f16(wb + 2), dx), (float)Mn));
+#endif
+#endif
+}
+
 KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                        GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
     if (n >= N || m >= M) return;
-    const int nb = K / 32;
+    const int nb = K / XQB;
     float acc = 0.0f;
-    for (int b = 0; b < nb; ++b) {
-        GLOBAL const u8* xb = xq + ((i64)m * nb + b) * 34;
-        GLOBAL const u8* wb = w + ((i64)n * nb + b) * BLOCK_BYTES;
-        int s = 0;
-        for (int l = 0; l < 32; ++l) {
-            const int byte = wb[1 + (l & 15)];
-            s += e2m1_x2(l < 16 ? byte & 15 : byte >> 4) * (i8)xb[2 + l];
-        }
-        const float dx = f16_to_f32((u32)xb[0] | ((u32)xb[1] << 8));
-        acc = FADD_RN(acc, FMUL_RN(FMUL_RN(e8m0_half(wb[0]), dx), (float)s));
-    }
+    for (int b = 0; b < nb; ++b)
+        acc = FADD_RN(acc, kx_term(xq + ((i64)m * nb + b) * XQ_BYTES,
+                                   w + ((i64)n * nb + b) * BLOCK_BYTES));
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 #endif
