@@ -124,6 +124,11 @@ class Backend:
     #: the ``qmatmul(x_format=...)`` formats whose semantics the backend's qmatmul computes; a
     #: backend that does not list one is never asked to (see :meth:`verdict`)
     x_formats: ClassVar[tuple[str, ...]] = ()
+    #: the quantization formats whose quantize, dequantize and qmatmul the backend computes; ops on
+    #: any other format are declined before ``supports()`` is asked (see :meth:`verdict`). The
+    #: default is the formats accel had before the K-quants and mxfp4, so a backend written then
+    #: is never handed a layout it cannot read.
+    formats: ClassVar[tuple[str, ...]] = ("q8_0", "q4_0")
     #: whether :meth:`compute` takes host numpy arrays: dispatch then hands numpy operands to it
     #: directly, with no Tensor wrapping on the hot path (the CPU reference)
     host_compute: ClassVar[bool] = False
@@ -235,7 +240,8 @@ class Backend:
         """``supports(spec)`` as dispatch, the conformance suite and the benchmarks read it, cached
         per spec until :meth:`settings_changed`. A quantized matmul with an ``x_fmt`` the backend
         does not list in ``x_formats`` is declined first: a backend written before that option
-        would compute the float product instead.
+        would compute the float product instead; so is an op on a quantization format it does not
+        list in ``formats``.
 
         >>> from accel.spec import qmatmul_spec
         >>> from accel.formats import get_format
@@ -250,8 +256,11 @@ class Backend:
             return self._verdicts[spec]  # type: ignore[index]
         except (KeyError, TypeError):  # not cached yet, or no cache yet (None)
             pass
-        x_fmt = getattr(spec, "x_fmt", None)
-        if x_fmt is not None and x_fmt.name not in self.x_formats:
+        x_fmt, fmt = getattr(spec, "x_fmt", None), getattr(spec, "fmt", None)
+        if fmt is not None and fmt.name not in self.formats:
+            found = Support(False, f"format {fmt.name!r} is not among {self.name}'s formats "
+                                   f"{self.formats} (no kernels for it yet)")
+        elif x_fmt is not None and x_fmt.name not in self.x_formats:
             found = Support(False, f"x_format={x_fmt.name!r} is not among {self.name}'s "
                                    f"x_formats {self.x_formats}")
         else:

@@ -390,7 +390,7 @@ def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple
 def quantize_spec(shape: Shape, dtype: str, fmt: object) -> QuantizeSpec:
     f = get_format(fmt)
     _float_dtype("x", dtype)
-    check_quantizable_shape(tuple(shape))
+    check_quantizable_shape(tuple(shape), f)
     return QuantizeSpec(tuple(shape), dtype, f)
 
 
@@ -398,8 +398,9 @@ def dequantize_spec(shape: Shape, fmt: QuantFormat) -> DequantizeSpec:
     return DequantizeSpec(tuple(shape), fmt)
 
 
-#: formats ``qmatmul(x_format=...)`` quantizes x into (GGML's vec_dot_type for Q8_0 and Q4_0)
-X_FORMATS = ("q8_0",)
+#: formats ``qmatmul(x_format=...)`` quantizes x into: GGML's vec_dot_type of each weight format
+#: (q8_0 for q8_0, q4_0 and mxfp4; q8_k for the K-quants)
+X_FORMATS = ("q8_0", "q8_k")
 
 
 def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat,
@@ -416,6 +417,10 @@ def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat,
         if not isinstance(x_format, str) or x_format not in X_FORMATS:
             raise ArgumentError(expected("x_format", f"None or one of {X_FORMATS}", repr(x_format)))
         x_fmt = get_format(x_format)
+        if x_fmt.name != fmt.vec_dot:  # q8_k weights (an activation format) have none
+            want = f"None or {fmt.vec_dot!r}" if fmt.vec_dot else "None"
+            raise ArgumentError(expected("x_format", f"{want} (GGML's x format for {fmt.name} "
+                                         "weights)", repr(x_format)))
     if len(x_shape) < 1:
         raise ShapeError(expected("x.shape", "at least 1 dimension [..., K]", tuple(x_shape)))
     if len(w_shape) != 2:

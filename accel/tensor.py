@@ -623,7 +623,7 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
 class QTensor:
     """A tensor quantized along its last axis in a GGUF block format.
 
-    ``raw`` is a numpy uint8 array ``[..., K // 32 * block_bytes]`` in GGUF block layout, ``shape``
+    ``raw`` is a numpy uint8 array ``[..., K // block * block_bytes]`` in GGUF block layout, ``shape``
     the logical shape ``[..., K]``. ``data`` is the backend-resident copy the ops read.
 
     >>> import numpy as np, accel
@@ -675,7 +675,7 @@ class QTensor:
         shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             raise ShapeError(expected("shape", "non-negative sizes", repr(shape)))
-        check_quantizable_shape(shape, "shape")
+        check_quantizable_shape(shape, f, "shape")
         want = shape[:-1] + (f.row_bytes(shape[-1]),)
         if isinstance(raw, QTensor):
             raise ArgumentError(expected("raw", "GGUF block bytes as a uint8 array (a QTensor's "

@@ -26,7 +26,8 @@ def register(subparsers) -> None:
                    help="only these ops (space or comma separated)")
     p.add_argument("--dtypes", action="extend", nargs="+", metavar="DTYPE", type=names,
                    help="only these dtypes, space or comma separated (aliases: fp32, fp16, half, "
-                        "bf16; dequantize is listed by format: q8_0, q4_0)")
+                        "bf16; dequantize is listed by format: q8_0, q4_0, q4_k, q5_k, q6_k, "
+                        "mxfp4, q8_k)")
     p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="quick for CI or full for release checks (default: %(default)s)")
     p.add_argument("--seed", type=int_at_least(0), default=0,

@@ -170,6 +170,12 @@ def _quant_blocks(data: str, fmt: str, nblocks: int, rng) -> np.ndarray:
         x[1::2] = -0.0
         x[2::3, ::2] = -0.0
         return x
+    if data in ("positive", "negative"):  # one-signed blocks: K-quants' min of 0, or all of it
+        return np.abs(x) if data == "positive" else -np.abs(x)
+    if data == "constant":  # flat groups (K-quants' max == min), of either sign
+        return np.where(np.arange(nblocks)[:, None] % 2, -3.25, 0.7) * np.ones_like(x)
+    if data == "outliers":  # one element in 50 a thousand times the rest
+        return np.where(rng.random(x.shape) < 0.02, x * 1e3, x)
     if data == "signs":  # the extreme is negative, positive, or both with equal magnitude
         m = np.abs(x).max(axis=1) * 2
         x[0::3, 5] = -m[0::3]
@@ -199,7 +205,7 @@ def _quant_blocks(data: str, fmt: str, nblocks: int, rng) -> np.ndarray:
 def _quantize(case: Case, rng):
     p = case.params
     spec = S.quantize_spec(p["shape"], case.dtype, p["fmt"])
-    nblocks = math.prod(p["shape"]) // BLOCK
+    nblocks = math.prod(p["shape"]) // BLOCK  # generated in 32-element groups, all formats
     x = _quant_blocks(p["data"], p["fmt"], nblocks, rng)
     if p["data"] == "subnormal":
         _place(x, rng, [_subnormal(case.dtype), -_subnormal(case.dtype)])
@@ -207,10 +213,39 @@ def _quantize(case: Case, rng):
         return spec, [x.reshape(p["shape"]).astype(to_numpy_dtype(case.dtype))]
 
 
+#: where a format's float scales sit in its block: (byte offset, dtype) of d (and dmin)
+_SCALES = {"q4_k": [(0, np.float16), (2, np.float16)], "q5_k": [(0, np.float16), (2, np.float16)],
+           "q6_k": [(208, np.float16)], "q8_k": [(0, np.float32)]}
+
+
+def _random_super_blocks(fmt: str, nblocks: int, rng, data: str) -> np.ndarray:
+    """Random K-quant / mxfp4 / q8_k blocks: random codes, sub-scales and mins, float scales of
+    modest size (``special_d``: zero, signed zero, subnormal, largest, infinite and NaN ones)."""
+    f = get_format(fmt)
+    raw = rng.integers(0, 256, (nblocks, f.block_bytes), dtype=np.uint8)
+    if fmt == "mxfp4":  # every exponent byte is a finite scale; keep most near 1
+        raw[:, 0] = rng.integers(110, 140, nblocks)
+        if data == "special_d":
+            raw[: min(4, nblocks), 0] = np.array([0, 1, 254, 255], np.uint8)[:nblocks]
+        return raw
+    for off, dt in _SCALES[fmt]:
+        d = (rng.standard_normal(nblocks) * (0.05 if dt == np.float16 else 1e-3)).astype(dt)
+        if data == "special_d":
+            top = 65504.0 if dt == np.float16 else 3e38
+            specials = np.array([0.0, -0.0, 6e-8, -3e-6, top, np.inf, -np.inf, np.nan], dt)
+            d[: len(specials)] = specials[:nblocks]
+        raw[:, off: off + d.itemsize] = d.view(np.uint8).reshape(nblocks, -1)
+    return raw
+
+
 def random_blocks(fmt: str, nblocks: int, rng, data: str = "random") -> np.ndarray:
     """Raw GGUF blocks with random codes and scales d; ``data="special_d"`` puts zero, signed
     zero, subnormal, largest, infinite and NaN scales in the mix."""
     f = get_format(fmt)
+    if fmt not in ("q8_0", "q4_0"):
+        if data not in ("random", "special_d"):
+            raise ArgumentError(expected("data", f"'random' or 'special_d' blocks of {fmt}", repr(data)))
+        return _random_super_blocks(fmt, nblocks, rng, data)
     raw = rng.integers(0, 256, (nblocks, f.block_bytes), dtype=np.uint8)
     d = (rng.standard_normal(nblocks) * 0.05).astype(np.float16)
     if data == "special_d":
@@ -236,7 +271,7 @@ def _dequantize(case: Case, rng):
     f = get_format(case.dtype)
     shape = p["shape"]
     spec = S.dequantize_spec(shape, f)
-    raw = random_blocks(case.dtype, math.prod(shape) // BLOCK, rng, p["data"])
+    raw = random_blocks(case.dtype, math.prod(shape) // f.block, rng, p["data"])
     return spec, [raw.reshape(shape[:-1] + (f.row_bytes(shape[-1]),))]
 
 
@@ -248,7 +283,7 @@ def _qmatmul(case: Case, rng):
     spec = S.qmatmul_spec(x_shape, case.dtype, (N, K), f, p.get("x_fmt"))
     data = p["data"]
     exact_sums = data in ("ints", "rounding")
-    raw = random_blocks(p["fmt"], N * K // BLOCK, rng, "unit_d" if exact_sums else "random")
+    raw = random_blocks(p["fmt"], N * K // f.block, rng, "unit_d" if exact_sums else "random")
     if data == "ints":  # |x| <= r, |w| <= 8: every partial sum is an exact integer
         r = max(1, exact_int_range(case.dtype, K) ** 2 // 8)
         x = rng.integers(-r, r + 1, x_shape).astype(np.float64)

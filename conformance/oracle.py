@@ -12,6 +12,12 @@ import math
 import numpy as np
 
 BLOCK = 32  # GGML block length, restated here so the oracle depends on no accel module
+LEGACY = ("q8_0", "q4_0")  # the formats this module quantizes itself
+#: elements and bytes per block of the formats whose quantizer is ggml's search (ggml_ref)
+SUPER = {"q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210), "q8_k": (256, 292),
+         "mxfp4": (32, 17)}
+#: twice the FP4 (E2M1) value of each mxfp4 code
+_E2M1_X2 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12])
 _CHUNK_ELEMS = 1 << 22  # products held at once by the reduction: bounds the oracle's memory
 
 
@@ -119,6 +125,8 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     NaN gives d = NaN (0x7E00) and zero codes, else an infinity gives the reference's (infinite) d
     and zero codes; a d so small that 1/d overflows float32 gives zero codes.
     """
+    if fmt not in LEGACY:
+        return _quantize_super(x, fmt)
     blocks = x.astype(np.float32).reshape(-1, BLOCK)
     has_nan = np.isnan(blocks).any(axis=1)
     finite = np.isfinite(blocks).all(axis=1)
@@ -143,6 +151,82 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     return out.reshape(x.shape[:-1] + (-1,))
 
 
+def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
+    """ggml's own quantizer on the finite blocks; accel's definition on the others: a block with
+    a NaN or an infinity gets a NaN scale (mxfp4: e = 0xFF) and every other byte zero."""
+    from accel.conformance import ggml_ref
+
+    block, nbytes = SUPER[fmt]
+    blocks = x.astype(np.float32).reshape(-1, block)
+    finite = np.isfinite(blocks).all(axis=1)
+    out = np.zeros((len(blocks), nbytes), np.uint8)
+    if finite.any():
+        out[finite] = ggml_ref.quantize(blocks[finite], fmt)
+    scale_at = {"q6_k": (208, np.float16), "q8_k": (0, np.float32)}.get(fmt, (0, np.float16))
+    nan = np.full(1, 0xFF, np.uint8) if fmt == "mxfp4" else np.full(1, np.nan, scale_at[1]).view(np.uint8)
+    out[~finite, scale_at[0]:scale_at[0] + len(nan)] = nan
+    return out.reshape(x.shape[:-1] + (-1,))
+
+
+def super_parts(raw: np.ndarray, fmt: str) -> dict[str, np.ndarray]:
+    """The K-quant / mxfp4 / q8_k blocks of ``raw`` as w = a * c - b with integer codes c and
+    float64 scales, per group of elements sharing a scale: ``a`` and ``b`` [blocks, groups],
+    ``c`` [blocks, groups, group size] (int64); ``sc``/``m`` the integer sub-scales and mins
+    inside a, b (q4_k, q5_k: a = d sc, b = dmin m; q6_k: a = d sc, b = 0; q8_k, mxfp4: one group
+    per block, a = d)."""
+    block, nbytes = SUPER[fmt]
+    r = raw.reshape(-1, nbytes).astype(np.int64)
+    n = len(r)
+    f16 = lambda lo: raw.reshape(-1, nbytes)[:, lo:lo + 2].copy().view(np.float16)[:, 0].astype(np.float64)  # noqa: E731
+    if fmt in ("q4_k", "q5_k"):
+        d, dmin, s = f16(0), f16(2), r[:, 4:16]
+        sc, m = np.zeros((n, 8), np.int64), np.zeros((n, 8), np.int64)
+        for j in range(8):  # 6-bit scale and min of sub-block j
+            if j < 4:
+                sc[:, j], m[:, j] = s[:, j] % 64, s[:, j + 4] % 64
+            else:
+                sc[:, j] = s[:, j + 4] % 16 + (s[:, j - 4] // 64) * 16
+                m[:, j] = s[:, j + 4] // 16 + (s[:, j] // 64) * 16
+        c = np.zeros((n, 8, 32), np.int64)
+        qs = r[:, -128:]
+        for j in range(8):  # sub-block j: nibble j % 2 of bytes 32 (j // 2) .. + 31
+            c[:, j] = (qs[:, 32 * (j // 2): 32 * (j // 2) + 32] >> (4 * (j % 2))) % 16
+            if fmt == "q5_k":
+                c[:, j] += ((r[:, 16:48] >> j) % 2) * 16
+        return {"a": d[:, None] * sc, "b": dmin[:, None] * m, "c": c, "sc": sc, "m": m,
+                "d": d, "dmin": dmin}
+    if fmt == "q6_k":
+        d = f16(208)
+        sc = raw.reshape(-1, nbytes)[:, 192:208].view(np.int8).astype(np.int64)
+        c = np.zeros((n, 256), np.int64)
+        for i in range(256):  # element i of half h: its low nibble and high pair
+            h, k = divmod(i, 128)
+            lo = r[:, 64 * h + k % 64] >> (4 * (k // 64)) & 15
+            hi = r[:, 128 + 32 * h + k % 32] >> (2 * (k // 32)) & 3
+            c[:, i] = lo + 16 * hi - 32
+        return {"a": d[:, None] * sc, "b": np.zeros((n, 16)), "c": c.reshape(n, 16, 16), "sc": sc,
+                "m": np.zeros((n, 16), np.int64), "d": d, "dmin": np.zeros(n)}
+    if fmt == "q8_k":
+        d = raw.reshape(-1, nbytes)[:, :4].copy().view("<f4")[:, 0].astype(np.float64)
+        c = raw.reshape(-1, nbytes)[:, 4:260].view(np.int8).astype(np.int64)
+        return {"a": d[:, None], "b": np.zeros((n, 1)), "c": c[:, None, :]}
+    e = r[:, 0]
+    d = np.ldexp(1.0, e - 128)  # the E8M0 scale halved: the codes are twice the FP4 values
+    c = _E2M1_X2[np.concatenate([r[:, 1:] % 16, r[:, 1:] // 16], axis=1)]
+    return {"a": d[:, None], "b": np.zeros((n, 1)), "c": c[:, None, :]}
+
+
+def _dequantize_super(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
+    """GGML's float32 dequantization, its operation order kept: (a c) - b, a and b rounded to
+    float32 first (d * sc, dmin * m)."""
+    p = super_parts(raw, fmt)
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        a, b = p["a"].astype(f32)[..., None], p["b"].astype(f32)[..., None]
+        y = (a * p["c"].astype(f32)).astype(f32) - b
+    return y.astype(np.float64).reshape(shape)
+
+
 def _parts(raw: np.ndarray, fmt: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """(d float64 [rows, nb], codes int64 [rows, nb, 32]) of GGUF blocks (Q4_0 codes less 8)."""
     block_bytes = 2 + (BLOCK if fmt == "q8_0" else BLOCK // 2)
@@ -158,6 +242,8 @@ def _parts(raw: np.ndarray, fmt: str, rows: int) -> tuple[np.ndarray, np.ndarray
 
 def dequantize(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
     """float64 values of GGUF blocks (exactly representable in float32)."""
+    if fmt not in LEGACY:
+        return _dequantize_super(raw, fmt, shape)
     d, codes = _parts(raw, fmt, 1)
     with np.errstate(invalid="ignore"):
         return (codes * d[..., None]).reshape(shape)
@@ -181,6 +267,9 @@ def qmatmul_quantized_x(x: np.ndarray, raw: np.ndarray, fmt: str, N: int,
     terms' magnitudes. float64: every term is exact (22-bit scale product, 20-bit integer)."""
     K = x.shape[-1]
     M = x.size // K
+    if fmt not in LEGACY:
+        out, mag = _super_dot(quantize(x.reshape(M, K), x_fmt), x_fmt, raw, fmt, M, N, K)
+        return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))
     dx, cx = _parts(quantize(x.reshape(M, K), x_fmt), x_fmt, M)
     dw, cw = _parts(raw, fmt, N)
     s = np.einsum("mbi,nbi->mnb", cx, cw).astype(np.float64)  # exact in int64
@@ -188,3 +277,30 @@ def qmatmul_quantized_x(x: np.ndarray, raw: np.ndarray, fmt: str, N: int,
         terms = dx[:, None, :] * dw[None, :, :] * s
         out, mag = terms.sum(axis=-1), np.abs(terms).sum(axis=-1)
     return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))
+
+
+def _super_dot(x_raw: np.ndarray, x_fmt: str, raw: np.ndarray, fmt: str, M: int, N: int,
+               K: int) -> tuple[np.ndarray, np.ndarray]:
+    """GGML's integer dot products of K-quant (mxfp4) weights with q8_k (q8_0) rows: per weight
+    block, sum(a c x) - sum(b x) with the integer sums taken first, and the terms' magnitudes."""
+    if fmt == "mxfp4":
+        dx, cx = _parts(x_raw, x_fmt, M)  # q8_0: [M, nb], [M, nb, 32]
+        p = super_parts(raw, fmt)
+        dw, cw = p["a"][:, 0].reshape(N, -1), p["c"][:, 0].reshape(N, -1, BLOCK)
+        with np.errstate(invalid="ignore", over="ignore"):
+            terms = dx[:, None, :] * dw[None] * np.einsum("mbi,nbi->mnb", cx, cw)
+        return terms.sum(axis=-1), np.abs(terms).sum(axis=-1)
+    px, p = super_parts(x_raw, "q8_k"), super_parts(raw, fmt)
+    nb = K // 256
+    dx, cx = px["a"][:, 0].reshape(M, nb), px["c"].reshape(M, nb, 256)
+    G = p["sc"].shape[1]
+    cw = p["c"].reshape(N, nb, G, 256 // G)
+    sc, m = p["sc"].reshape(N, nb, G), p["m"].reshape(N, nb, G)
+    cxg = cx.reshape(M, nb, G, 256 // G)
+    S = np.einsum("mbgl,nbgl,nbg->mnb", cxg, cw, sc)  # exact int64
+    Mn = np.einsum("mbg,nbg->mnb", cxg.sum(axis=-1), m)
+    d, dmin = p["d"].reshape(N, nb), p["dmin"].reshape(N, nb)
+    with np.errstate(invalid="ignore", over="ignore"):
+        t1 = dx[:, None, :] * d[None] * S
+        t2 = dx[:, None, :] * dmin[None] * Mn
+    return (t1 - t2).sum(axis=-1), (np.abs(t1) + np.abs(t2)).sum(axis=-1)

@@ -14,6 +14,10 @@ from accel.dtypes import FP8_DTYPES
 PROFILES = ("quick", "full")
 FLOATS = ("float32", "float16", "bfloat16")
 FORMATS = ("q8_0", "q4_0")
+#: the K-quants, mxfp4 and q8_k: quantize judged against ggml's own quantizer (ggml_ref)
+NEW_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
+_WEIGHT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4")
+_NEW_BLOCK = {"q4_k": 256, "q5_k": 256, "q6_k": 256, "q8_k": 256, "mxfp4": 32}
 
 # (a shape, b shape): sizes 1/2/3, primes, 63/64/65, tall-skinny, decode GEMV, long K, broadcasts
 _MATMUL_QUICK = [
@@ -115,13 +119,25 @@ def _quantize_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
         for data in ("ties", "zeros", "signs", "nonfinite", "subnormal") + (
                 ("overflow", "tiny") if dtype != "float16" else ()):  # beyond float16's range
             yield "special", {"shape": (6, 64), "fmt": fmt, "data": data}
+    for fmt in NEW_FORMATS:  # one block, many blocks, ragged rows, leading dims
+        b = _NEW_BLOCK[fmt]
+        for shape in [(1, b), (3, 2 * b), (2, 2, b)] + ([(64, 16 * b)] if profile == "full" else []):
+            yield "grid", {"shape": shape, "fmt": fmt, "data": "normal"}
+        specials = ("zeros", "signs", "positive", "negative", "constant", "outliers", "nonfinite",
+                    "subnormal", "overflow", "tiny")
+        if dtype != "float32":  # half inputs: their conversion, not the format, is what differs
+            specials = ("zeros", "nonfinite", "subnormal") + (("overflow",) if dtype == "bfloat16" else ())
+        for data in specials:
+            yield "special", {"shape": (5, 2 * b), "fmt": fmt, "data": data}
 
 
 def _dequantize_cases(fmt: str, profile: str) -> Iterator[tuple[str, dict]]:
-    sizes = [(1, 32), (5, 160), (256, 1024)] + ([(256, 4096)] if profile == "full" else [])
+    b = _NEW_BLOCK.get(fmt, 32)
+    sizes = [(1, b), (5, 5 * b), (256, 1024 if b == 32 else 2048)] + (
+        [(256, 4096)] if profile == "full" else [])
     for shape in sizes:
         yield "exact", {"shape": shape, "data": "random"}
-    yield "special", {"shape": (2, 128), "data": "special_d"}
+    yield "special", {"shape": (2, 4 * b), "data": "special_d"}  # 8 blocks: every special scale
 
 
 def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
@@ -147,6 +163,16 @@ def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
             yield "grid", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": "normal"}
         for data, x, N in (("nan", (3, 64), 5), ("inf", (2, 256), 16)):  # a row of NaN (docs/api.md)
             yield "special", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": data}
+    for fmt in _WEIGHT_FORMATS:  # float x, then x in the format's vec_dot partner
+        b = _NEW_BLOCK[fmt]
+        x_fmt = "q8_0" if fmt == "mxfp4" else "q8_k"
+        shapes = [((1, b), 1), ((3, 2 * b), 17), ((2, 3, b), 5)] + (
+            [((8, 16 * b), 64), ((1, 16 * b), 4500)] if profile == "full" else [])
+        for xf in ({}, {"x_fmt": x_fmt}):
+            for x, N in shapes:
+                yield "grid", {"x": x, "N": N, "fmt": fmt, **xf, "data": "normal"}
+            for data in ("nan", "inf"):
+                yield "special", {"x": (3, 2 * b), "N": 5, "fmt": fmt, **xf, "data": data}
 
 
 #: (a dtype, b dtype) pairs of the FP8 cases: both OCP formats mixed as torch allows, fnuz alone
@@ -180,7 +206,7 @@ _OPS = {
     "matmul": (FLOATS + ("int8",), _matmul_cases),
     "attention": (FLOATS, _attention_cases),
     "quantize": (FLOATS, _quantize_cases),
-    "dequantize": (FORMATS, _dequantize_cases),
+    "dequantize": (FORMATS + NEW_FORMATS, _dequantize_cases),
     "qmatmul": (FLOATS, _qmatmul_cases),
     "scaled_matmul": (FP8_DTYPES, _scaled_matmul_cases),
 }

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from accel.backend import Backend
+from accel.formats import get_format
 
 from accel.conformance.case import Case
 from accel.conformance.runner import CaseResult, run_case
@@ -70,7 +71,8 @@ def _quantize(draw, dtype: str) -> dict:
 @st.composite
 def _dequantize(draw, dtype: str) -> dict:
     rows, blocks = draw(st.integers(1, 3)), draw(st.integers(1, 4))
-    return {"shape": (rows, 32 * blocks), "data": draw(st.sampled_from(["random", "special_d"])),
+    return {"shape": (rows, get_format(dtype).block * blocks),
+            "data": draw(st.sampled_from(["random", "special_d"])),
             "seed": draw(_seeds)}
 
 

@@ -47,11 +47,20 @@ def uses_header(text: str) -> bool:
 #: kernels-check result through this): one source per op family in the shared dialect, then
 #: CUDA-only tensor-core variants (matmul, attention), still written against accel.h
 SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
-              "quant.cl": ("quantize", "dequantize", "qmatmul"), "matmul_wmma.cu": ("matmul",),
+              "quant.cl": ("quantize", "dequantize", "qmatmul"),
+              "kquant.cl": ("quantize", "dequantize", "qmatmul"),
+              "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",),
               "scaled_matmul.cl": ("scaled_matmul",),
               "copy.cl": ()}  # Tensor.contiguous() and astype(), no op
 SOURCES = tuple(SOURCE_OPS)
+#: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
+#: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
+KERNEL_FORMATS = ("q8_0", "q4_0")
+KERNEL_X_FORMATS = ("q8_0",)
+#: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
+#: so far built for OpenCL only
+KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
 #: the upper end of a variant's sm_range when it runs on every later NVIDIA arch too
@@ -434,7 +443,7 @@ def scalar_args(spec) -> tuple:
         return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
                 i32(spec.causal), *(np.int64(s) for s in strides))
     values = math.prod(spec.shape)  # quantize takes its count of blocks
-    return (np.int64(values // BLOCK if spec.op == "quantize" else values),)
+    return (np.int64(values // spec.fmt.block if spec.op == "quantize" else values),)
 
 
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
@@ -538,8 +547,8 @@ def _attention_defines(dtype: str, dtypes: tuple[str, ...], head_dim: int, head_
 
 def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Variant:
     """The Q8_0/Q4_0 variant: ``quantize`` reads ``dtype``, ``qmatmul`` reads and writes it."""
-    if fmt not in ("q8_0", "q4_0"):
-        raise ArgumentError(expected("fmt", "'q8_0' or 'q4_0'", repr(fmt)))
+    if fmt not in KERNEL_FORMATS:
+        raise ArgumentError(expected("fmt", f"one of {KERNEL_FORMATS}", repr(fmt)))
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
@@ -549,6 +558,22 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     if "RUNS_WG" in p:
         names += ("qgemv_runs",)
     return Variant("quant.cl", names, {**d, **p}, _dialects(p))
+
+
+def kquant(fmt: str, dtype: str = "float32") -> Variant:
+    """The kquant.cl variant of a K-quant / mxfp4 / q8_k format: ``quantize_k`` and
+    ``qmatmul_k`` read x in ``dtype``, ``qmatmul_k`` and ``qmatmul_kx`` (x quantized to the
+    format's vec_dot partner first; not q8_k) write it; ``dequantize_k`` writes float32.
+
+    >>> kquant("q4_k").kernels
+    ('dequantize_k', 'qmatmul_k', 'quantize_k', 'qmatmul_kx')
+    """
+    if fmt not in KQUANT_FORMATS:
+        raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
+    t = _token(dtype, _FLOATS, "dtype")
+    names = ("dequantize_k", "qmatmul_k", "quantize_k") + (() if fmt == "q8_k" else ("qmatmul_kx",))
+    return Variant("kquant.cl", names,
+                   {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}, ("opencl",))
 
 
 #: dims the strided copy takes apart (kernels/copy.cl); views of more dims after merging go
@@ -700,7 +725,8 @@ def variants() -> tuple[Variant, ...]:
     out.append(attention_mma("bfloat16", 64, 64, "bool"))
     out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
-        out += [quant(f, dt, params) for f in ("q8_0", "q4_0") for dt in _FLOATS]
+        out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
+    out += [kquant(f, dt) for f in KQUANT_FORMATS for dt in _FLOATS]
     out += _scaled_matmul_variants()
     out.append(COPY)
     return tuple(dict.fromkeys(out))

@@ -21,6 +21,8 @@ PLANTED = {
     "planted_overclaims": lambda c: c.op == "attention" and c.params.get("mask"),
     "planted_bf16_truncation": lambda c: c.params["data"] == "rounding",
     "planted_fnuz_decoding": lambda c: c.op == "scaled_matmul" and c.dtype == "float8_e4m3fn",
+    "planted_k4_scale_swap": lambda c: (c.op == "dequantize" and c.dtype in ("q4_k", "q5_k")) or (
+        c.op == "qmatmul" and c.params["fmt"] in ("q4_k", "q5_k")),
     "planted_tail_race": lambda c: c.kind in ("grid", "exact") and c.params.get("data") in ("normal", "random"),
 }
 

@@ -17,7 +17,12 @@ def model(tmp_path_factory):
     rng = np.random.default_rng(0)
     weights = {"blk.0.attn_q.weight": ("q4_0", rng.standard_normal((48, 128)).astype(np.float32)),
                "blk.0.ffn_down.weight": ("q8_0", rng.standard_normal((32, 256)).astype(np.float32)),
-               "blk.0.experts.weight": ("q4_0", rng.standard_normal((2, 16, 64)).astype(np.float32))}
+               "blk.0.experts.weight": ("q4_0", rng.standard_normal((2, 16, 64)).astype(np.float32)),
+               # a Q4_K_M-style block: Q4_K everywhere, Q6_K for the sensitive tensors; Q5_K, MXFP4
+               "blk.1.attn_q.weight": ("q4_k", rng.standard_normal((24, 512)).astype(np.float32)),
+               "blk.1.ffn_down.weight": ("q6_k", rng.standard_normal((16, 256)).astype(np.float32)),
+               "blk.1.attn_v.weight": ("q5_k", rng.standard_normal((8, 256)).astype(np.float32)),
+               "blk.1.ffn_gate_exps.weight": ("mxfp4", rng.standard_normal((2, 4, 64)).astype(np.float32))}
     path = tmp_path_factory.mktemp("gguf") / "model.gguf"
     writer = gguf.GGUFWriter(str(path), "llama")
     quantized = {}
@@ -57,6 +62,23 @@ def test_qmatmul_on_weights_read_from_the_file(model, backend):
     got = accel.qmatmul(x, accel.QTensor.from_gguf(t, backend=backend), backend=backend)
     want = accel.qmatmul(x, quantized[t.name], backend="cpu")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["blk.1.attn_q.weight", "blk.1.ffn_down.weight"])
+def test_k_quant_weights_from_the_file_multiply_as_written(model, name):
+    """The Q4_K / Q6_K tensors read back compute, with float x and with x in q8_k (GGML's
+    integer dot products), what the dequantized weights they were written from do."""
+    reader, quantized = model
+    t = next(t for t in reader.tensors if t.name == name)
+    qt = accel.QTensor.from_gguf(t)
+    assert qt.fmt == quantized[name].fmt and qt.shape == quantized[name].shape
+    x = np.random.default_rng(2).standard_normal((3, qt.shape[1])).astype(np.float32)
+    w = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float64)
+    ref, mag = x.astype(np.float64) @ w.T, np.abs(x.astype(np.float64)) @ np.abs(w).T
+    assert np.all(np.abs(accel.qmatmul(x, qt) - ref) <= 1e-5 * mag)
+    # q8_k keeps x to 8 bits: within a percent of the float product, not equal to it
+    xq = accel.qmatmul(x, qt, x_format="q8_k")
+    assert np.all(np.abs(xq - ref) <= 0.02 * mag) and not np.array_equal(xq, accel.qmatmul(x, qt))
 
 
 def test_a_float_tensor_is_refused_with_what_to_do(model):

@@ -128,7 +128,8 @@ _OP_OF_KERNEL = {"matmul": "matmul", "matmul_wmma": "matmul", "matmul_wmma_vec":
                  "matmul_wgmma": "matmul", "attention": "attention", "attention_mma": "attention",
                  "quantize": "quantize", "dequantize": "dequantize", "qmatmul": "qmatmul",
                  "qgemv": "qmatmul", "qgemv_stream": "qmatmul", "qgemv_runs": "qmatmul",
-                 "scaled_matmul": "scaled_matmul"}
+                 "dequantize_k": "dequantize", "qmatmul_k": "qmatmul", "quantize_k": "quantize",
+                 "qmatmul_kx": "qmatmul", "scaled_matmul": "scaled_matmul"}
 
 
 def _op_specs():

@@ -228,9 +228,9 @@ def test_supports_declines_sizes_past_int32():
 def test_device_facts_are_read_by_attribute_name():
     class Device:  # as CLDevice: more attributes than planning reads
         name, compute_units, local_mem, mem_align_bytes = "d", 7, 1024, 64
-        correctly_rounded_divide, denormals = False, True
+        correctly_rounded_divide, denormals, fp64 = False, True, True
 
-    assert DeviceFacts.of(Device()) == DeviceFacts(7, 1024, 64, False, True)
+    assert DeviceFacts.of(Device()) == DeviceFacts(7, 1024, 64, False, True, True)
 
 
 def test_the_planner_never_imports_pyopencl_or_the_backend():

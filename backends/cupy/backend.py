@@ -44,7 +44,6 @@ from accel.errors import (ArgumentError, BackendUnavailable, CompileError, Devic
 from accel.exact_int8 import exact_int8_matmul
 from accel.kernels import toolchains
 from accel.registry import ForkGuard
-from accel.spec import X_FORMATS
 from accel.tensor import Tensor
 
 from accel.backends.cupy.plan import (IMPLS, STATIC_SHARED_MAX, TENSORCORE_KERNEL, accumulator_for,
@@ -149,7 +148,8 @@ def _storage_dtype(dtype: str):
 # -- the backend --------------------------------------------------------------------------------
 class CuPyBackend(Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
-    x_formats = X_FORMATS  # it computes every x_format accel defines
+    x_formats = kernels.KERNEL_X_FORMATS  # the x_formats and formats its kernels compute
+    formats = kernels.KERNEL_FORMATS
 
     platform: ClassVar[str]
     vendor: ClassVar[str]

@@ -24,7 +24,6 @@ import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
-from accel.spec import X_FORMATS
 from accel.hostmem import host_bytes_free, host_memory_error
 from accel.tensor import Tensor
 
@@ -78,7 +77,8 @@ class OpenCLBackend(Backend):
     >>> accel.matmul(a, a.T, backend=be).tolist()
     [[5.0, 14.0], [14.0, 50.0]]
     """
-    x_formats = X_FORMATS  # it computes every x_format accel defines
+    x_formats = K.KERNEL_X_FORMATS + ("q8_k",)  # the x_formats and formats its kernels compute
+    formats = K.KERNEL_FORMATS + K.KQUANT_FORMATS
 
     name = "opencl"
     priority = 5

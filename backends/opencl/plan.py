@@ -37,6 +37,7 @@ class DeviceFacts:
     mem_align_bytes: int  # every buffer and view starts at a multiple of it
     correctly_rounded_divide: bool
     denormals: bool
+    fp64: bool = False  # cl_khr_fp64 (mxfp4's quantize rounds log2 through double)
 
     @classmethod
     def of(cls, device: object) -> DeviceFacts:
@@ -108,6 +109,16 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
         if need > facts.local_mem:
             return Support(False, f"K/V tiles for D={spec.D}, Dv={spec.Dv} need {need} bytes of "
                            f"local memory; the device has {facts.local_mem}")
+        return YES
+    kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
+    if kq and isinstance(spec, QuantizeSpec) and spec.fmt.name == "mxfp4" and not facts.fp64:
+        return Support(False, "the device has no cl_khr_fp64; mxfp4's quantize takes GGML's "
+                       "log2f rounding from a double log2")
+    # their quantize and x_format take the checks below, as q8_0's and q4_0's do
+    if kq and not isinstance(spec, QuantizeSpec) and getattr(spec, "x_fmt", None) is None:
+        if spec.fmt.name == "mxfp4" and not facts.denormals:
+            return Support(False, "the device flushes float32 denormals (no CL_FP_DENORM); "
+                           "mxfp4's smallest scales (2^-128, 2^-127) are denormal")
         return YES
     if isinstance(spec, QuantizeSpec) or (isinstance(spec, QMatmulSpec) and spec.x_fmt is not None):
         # x_format quantizes x with the same functions: bit-exact only where quantize is
@@ -222,12 +233,19 @@ def _quant(fmt: str, dtype: str, params: dict) -> K.Variant:
 
 
 def _quantize(spec: QuantizeSpec, facts: DeviceFacts, params: dict) -> Plan:
+    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per super-block
+        return (_launch_1d(K.kquant(spec.fmt.name, spec.dtype), "quantize_k",
+                           math.prod(spec.shape) // spec.fmt.block, _operands("x", "out"),
+                           K.scalar_args(spec), "quantize_k"),)
     v = _quant(spec.fmt.name, spec.dtype, params["qmatmul"])
     return (_launch_1d(v, "quantize", math.prod(spec.shape) // 32, _operands("x", "out"),
                        K.scalar_args(spec), "quantize"),)
 
 
 def _dequantize(spec: DequantizeSpec, facts: DeviceFacts, params: dict) -> Plan:
+    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per 32 values
+        return (_launch_1d(K.kquant(spec.fmt.name), "dequantize_k", math.prod(spec.shape) // 32,
+                           _operands("q", "out"), K.scalar_args(spec), "dequantize_k"),)
     v = _quant(spec.fmt.name, "float32", params["qmatmul"])
     return (_launch_1d(v, "dequantize", math.prod(spec.shape), _operands("q", "out"),
                        K.scalar_args(spec), "dequantize"),)
@@ -256,6 +274,20 @@ def _rows_per_item(p: dict, M: int) -> dict:
 
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
+    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per output, groups along N
+        grid, lsize = (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1)
+        v = K.kquant(spec.fmt.name, spec.dtype)
+        if spec.x_fmt is None:
+            return (Launch(v, "qmatmul_k", grid, lsize, _operands("x", "w", "out"),
+                           K.scalar_args(spec), "qmatmul (qmatmul_k)"),)
+        nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized first: q8_k, mxfp4's q8_0
+        xq = Scratch("xq", nblocks * spec.x_fmt.block_bytes)
+        quantizer = (K.kquant("q8_k", spec.dtype), "quantize_k") if spec.x_fmt.name == "q8_k" else \
+            (_quant("q8_0", spec.dtype, params["qmatmul"]), "quantize")
+        return (_launch_1d(*quantizer, nblocks, (Operand("x"), xq), (np.int64(nblocks),),
+                           f"{quantizer[1]} (x to {spec.x_fmt.name})"),
+                Launch(v, "qmatmul_kx", grid, lsize, (xq, *_operands("w", "out")),
+                       K.scalar_args(spec), "qmatmul (qmatmul_kx)"))
     p = _rows_per_item(p, spec.M)
     if spec.x_fmt is not None:
         name = K.x8_kernel(p)

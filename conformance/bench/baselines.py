@@ -171,11 +171,18 @@ def _bottom_right(sq: int, sk: int) -> np.ndarray:
     return np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
 
 
+#: the formats gguf-py quantizes (it dequantizes every one accel has but q8_k)
+_GGUF_QUANTIZES = ("q8_0", "q4_0", "mxfp4")
+
+
 def _gguf(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
     from gguf import GGMLQuantizationType, quants
 
     if spec.op not in ("quantize", "dequantize", "qmatmul"):
         return None
+    needs = {spec.op == "quantize" and spec.fmt.name, getattr(spec, "x_fmt", None) and spec.x_fmt.name}
+    if needs - {False, None} - set(_GGUF_QUANTIZES):
+        return None  # gguf-py has no quantizer for the K-quants (nor for q8_k)
     qtype = GGMLQuantizationType[spec.fmt.name.upper()]
     if spec.op == "quantize":
         x = host[0].astype(np.float32)

@@ -151,7 +151,8 @@ def _profile_cases(sizes: str) -> list[Case]:
     make = Case.make
     if sizes == "quick":
         return [make("matmul", "float32", M=256, N=256, K=256),
-                *(make("qmatmul", "float32", M=8, N=2048, K=2048, fmt=f) for f in ("q8_0", "q4_0"))]
+                *(make("qmatmul", "float32", M=8, N=2048, K=2048, fmt=f) for f in ("q8_0", "q4_0")),
+                *_new_format_cases(rows=64, N=256, K=2048)]
     out = [make("matmul", "float32", M=n, N=n, K=n) for n in (1024, 2048)]
     out += [make("matmul", dt, M=n, N=n, K=n) for dt in ("float16", "bfloat16", "int8") for n in (1024, 2048)]
     for dt in ("float32", "float16", "bfloat16"):
@@ -165,6 +166,25 @@ def _profile_cases(sizes: str) -> list[Case]:
         out += [make(op, dt, rows=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
     out += [make("qmatmul", "float32", M=32, N=4096, K=4096, fmt=f) for f in ("q8_0", "q4_0")]
     out.append(make("scaled_matmul", "float8_e4m3fn", M=2048, N=2048, K=2048, scaling="block"))
+    return out + _new_format_cases(rows=1024, N=4096, K=4096)
+
+
+#: the K-quants and mxfp4 as weights (q8_k is an activation format: its own cases would time
+#: what the x_format cases already include)
+_NEW_WEIGHTS = ("q4_k", "q5_k", "q6_k", "mxfp4")
+
+
+def _new_format_cases(rows: int, N: int, K: int) -> list[Case]:
+    """quantize and dequantize of each K-quant and mxfp4, and its qmatmul at M = 1 and M = 8 with
+    float x and with x in the format's vec_dot partner (sizes small in quick: the CPU reference
+    quantizes the weights first, a scale search of about a microsecond per value)."""
+    make = Case.make
+    out = [make(op, "float32" if op == "quantize" else "uint8", rows=rows, K=K, fmt=f)
+           for op in ("quantize", "dequantize") for f in _NEW_WEIGHTS]
+    for f in _NEW_WEIGHTS:
+        x_fmt = get_format(f).vec_dot
+        out += [make("qmatmul", "float32", M=m, N=N, K=K, fmt=f, **x) for m in (1, 8)
+                for x in ({}, {"x_fmt": x_fmt})]
     return out
 
 
@@ -220,8 +240,8 @@ def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
     OpenCL-on-PoCL (10-50x slower than BLAS on 2 CPU cores); ``decode`` is the decode sweep
     alone (decode_cases).
 
-    >>> [c.id for c in cases("quick", ["quantize"])]
-    ['quantize float32 rows=1024 K=4096 fmt=q8_0', 'quantize float32 rows=1024 K=4096 fmt=q4_0']
+    >>> [c.id for c in cases("quick", ["quantize"])][1:3]
+    ['quantize float32 rows=1024 K=4096 fmt=q4_0', 'quantize float32 rows=64 K=2048 fmt=q4_k']
     """
     if sizes not in SIZES:
         raise ArgumentError(expected("sizes", f"one of {SIZES}", repr(sizes)))

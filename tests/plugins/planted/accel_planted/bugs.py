@@ -198,3 +198,22 @@ class FnuzDecoding(_Planted):
                 if spec.a_dtype == "float8_e4m3fn" else spec
         return super().compute(spec, *arrays)
 
+
+
+class SwappedK4ScaleBits(_Planted):
+    """q4_k / q5_k weights read with the top two bits of sub-blocks 4-7's 6-bit scale and min
+    swapped (bytes 0-3 give the mins' bits, bytes 4-7 the scales'): a slip in GGML's
+    get_scale_min_k4 unpacking that leaves sub-blocks 0-3 right."""
+
+    name = "planted_k4_scale_swap"
+
+    def compute(self, spec, *arrays):
+        fmt = getattr(spec, "fmt", None)
+        if spec.op in ("dequantize", "qmatmul") and fmt is not None and fmt.name in ("q4_k", "q5_k"):
+            at = 0 if spec.op == "dequantize" else 1
+            raw = arrays[at].reshape(-1, fmt.block_bytes).copy()
+            top_sc, top_m = raw[:, 0:4] & 0xC0, raw[:, 4:8] & 0xC0
+            raw[:, 0:4] = (raw[:, 0:4] & 0x3F) | top_m
+            raw[:, 4:8] = (raw[:, 4:8] & 0x3F) | top_sc
+            arrays = arrays[:at] + (raw.reshape(arrays[at].shape),) + arrays[at + 1:]
+        return super().compute(spec, *arrays)

@@ -1,0 +1,506 @@
+/* GGUF K-quant and MXFP4 weights: quantize (not mxfp4), dequantize and the float-x quantized
+ * matmul for q4_k, q5_k, q6_k, mxfp4 and q8_k blocks (layouts in docs/api.md, GGML's
+ * ggml-common.h). Every value is
+ * decoded as GGML's dequantize_row_* rounds it: (d * sc) * q - dmin * m, each product and the
+ * difference rounded on its own (no FMA contraction), so dequantize is bit-exact.
+ *
+ * Defines: one of FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_MXFP4, FMT_Q8_K; IN_DT (F32, F16, BF16)
+ * for quantize_k and qmatmul_k, OUT_DT for qmatmul_k.
+ * Both kernels work in sub-blocks of 32 values (a K-quant super-block holds 8, an mxfp4 block 1).
+ */
+#if FMT_Q4_K
+#define QB 256
+#define BLOCK_BYTES 144
+#elif FMT_Q5_K
+#define QB 256
+#define BLOCK_BYTES 176
+#elif FMT_Q6_K
+#define QB 256
+#define BLOCK_BYTES 210
+#elif FMT_Q8_K
+#define QB 256
+#define BLOCK_BYTES 292
+#else
+#define QB 32
+#define BLOCK_BYTES 17
+#endif
+#define SUBS (QB / 32)
+
+/* The 6-bit scale (*sc) and min (*m) of sub-block j from a q4_k/q5_k block's 12 scale bytes:
+ * sub-blocks 0-3 in the low 6 bits of bytes 0-3 and 4-7, 4-7 in the nibbles of bytes 8-11 with
+ * their top two bits in the top bits of bytes 0-3 (scales) and 4-7 (mins). */
+DEVICE void scale_min_k4(GLOBAL const u8* RESTRICT s, int j, int* sc, int* m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* GGML's E8M0 scale halved (mxfp4 codes are twice the FP4 values): 2^(e - 128), subnormal for
+ * e < 2. */
+DEVICE float e8m0_half(int e) {
+    return AS_FLOAT((u32)(e < 2 ? 0x00200000u << e : (u32)(e - 1) << 23));
+}
+
+/* Twice the FP4 (E2M1) value of mxfp4 code c (GGML's kvalues_mxfp4). */
+DEVICE int e2m1_x2(int c) {
+    const int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+    return (c & 8) ? -mag[c & 7] : mag[c & 7];
+}
+
+/* The 32 values of sub-block j of the block at blk, in v. */
+DEVICE void decode32(GLOBAL const u8* RESTRICT blk, int j, float* v) {
+#if FMT_Q4_K || FMT_Q5_K
+    int sc, m;
+    scale_min_k4(blk + 4, j, &sc, &m);
+    const float d = FMUL_RN(LOAD_F16((GLOBAL const T_F16*)blk, 0), (float)sc);
+    const float mn = FMUL_RN(LOAD_F16((GLOBAL const T_F16*)blk, 1), (float)m);
+    GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
+    for (int l = 0; l < 32; ++l) {
+        int q = (qs[l] >> (4 * (j % 2))) & 15;
+#if FMT_Q5_K
+        q |= ((blk[16 + l] >> j) & 1) << 4;  /* the fifth bit: bit j of qh[l] */
+#endif
+        v[l] = FADD_RN(FMUL_RN(d, (float)q), -mn);
+    }
+#elif FMT_Q6_K
+    const float d = LOAD_F16((GLOBAL const T_F16*)(blk + 208), 0);
+    for (int l = 0; l < 32; ++l) {
+        const int i = 32 * j + l, h = i / 128, k = i % 128;  /* half h, position k within it */
+        const int lo = (blk[64 * h + k % 64] >> (4 * (k / 64))) & 15;
+        const int hi = (blk[128 + 32 * h + k % 32] >> (2 * (k / 32))) & 3;
+        const float ds = FMUL_RN(d, (float)(i8)blk[192 + i / 16]);
+        v[l] = FMUL_RN(ds, (float)(lo + 16 * hi - 32));
+    }
+#elif FMT_Q8_K
+    const float d = AS_FLOAT((u32)blk[0] | ((u32)blk[1] << 8) | ((u32)blk[2] << 16) | ((u32)blk[3] << 24));
+    for (int l = 0; l < 32; ++l) v[l] = FMUL_RN(d, (float)(i8)blk[4 + 32 * j + l]);
+#else
+    const float d = e8m0_half(blk[0]);
+    for (int l = 0; l < 32; ++l) {
+        const int byte = blk[1 + (l & 15)];  /* element l: low nibble, l + 16: high */
+        v[l] = FMUL_RN((float)e2m1_x2(l < 16 ? byte & 15 : byte >> 4), d);
+    }
+#endif
+}
+
+/* One work-item per sub-block of 32 values: q holds n / QB blocks, out n values. */
+KERNEL void dequantize_k(GLOBAL const u8* RESTRICT q, GLOBAL float* RESTRICT out, i64 n) {
+    const i64 s = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (s >= n / 32) return;
+    float v[32];
+    decode32(q + (s / SUBS) * BLOCK_BYTES, (int)(s % SUBS), v);
+    for (int l = 0; l < 32; ++l) out[s * 32 + l] = v[l];
+}
+
+/* out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], float32 sums: one work-item per output.
+ * Grid: dim 0 over the N weight rows, dim 1 over the M rows of x. */
+KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+                      GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
+    if (n >= N || m >= M) return;
+    GLOBAL const IN_T* xr = x + (i64)m * K;
+    GLOBAL const u8* wr = w + (i64)n * (K / QB) * BLOCK_BYTES;
+    float acc = 0.0f;
+    for (int s = 0; s < K / 32; ++s) {
+        float v[32];
+        decode32(wr + (i64)(s / SUBS) * BLOCK_BYTES, s % SUBS, v);
+        float part = 0.0f;
+        for (int l = 0; l < 32; ++l) part = FMA(LOAD_IN(xr, s * 32 + l), v[l], part);
+        acc += part;
+    }
+    STORE_OUT(out, (i64)m * N + n, acc);
+}
+
+#if !FMT_MXFP4
+/* quantize_k: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_, _q6_K_, _q8_K_ref),
+ * one work-item per super-block of 256 values, bit-exact on a device that rounds division and
+ * square root correctly and keeps denormals (the backend's supports() asks for both): every
+ * product, sum and quotient is rounded on its own, in the C code's order, sums left to right.
+ * A super-block holding a NaN or an infinity stores a NaN scale and zero bytes (docs/api.md). */
+#define SQRT_RN(v) sqrt(v) /* correctly rounded: -cl-fp32-correctly-rounded-divide-sqrt */
+/* the NaN accel stores for a non-finite block: the quiet NaN 0x7FC00000 (float16 0x7E00), as
+ * numpy writes it (OpenCL's NAN may carry another payload) */
+#define QNAN AS_FLOAT(0x7fc00000u)
+
+/* GGML's nearest_int: the float32 sum with 1.5 * 2^23 read as an integer (round half even). */
+DEVICE int nearest_int(float f) {
+    return (int)(AS_UINT(FADD_RN(f, 12582912.0f)) & 0x007fffffu) - 0x00400000;
+}
+
+DEVICE int clampi(int v, int lo, int hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+DEVICE void put_f16(GLOBAL u8* RESTRICT o, float v) {
+    const u32 h = f32_to_f16(v);
+    o[0] = (u8)(h & 255u);
+    o[1] = (u8)(h >> 8);
+}
+
+DEVICE float get_f16(GLOBAL const u8* RESTRICT o) {
+    return f16_to_f32((u32)o[0] | ((u32)o[1] << 8));
+}
+#endif
+
+#if FMT_Q4_K || FMT_Q5_K
+/* make_qkx2_quants on one sub-block: the affine fit x ~ scale * L + min with the least weighted
+ * squared error over nstep + 1 trial scales (a trial taken when strictly better; the running
+ * min carries into the next trial's codes). Codes in L; returns scale, -min in *neg_min. */
+DEVICE float qkx2(const float* x, const float* w, int nmax, float rmin, float rdelta, int nstep,
+                  u8* L, float* neg_min) {
+    float mn = x[0], mx = x[0], sum_w = w[0], sum_x = FMUL_RN(w[0], x[0]);
+    for (int i = 1; i < 32; ++i) {
+        if (x[i] < mn) mn = x[i];
+        if (x[i] > mx) mx = x[i];
+        sum_w = FADD_RN(sum_w, w[i]);
+        sum_x = FADD_RN(sum_x, FMUL_RN(w[i], x[i]));
+    }
+    if (mn > 0.0f) mn = 0.0f;
+    if (mx == mn) {
+        for (int i = 0; i < 32; ++i) L[i] = 0;
+        *neg_min = -mn;
+        return 0.0f;
+    }
+    float iscale = FDIV_RN((float)nmax, FADD_RN(mx, -mn));
+    float scale = FDIV_RN(1.0f, iscale);
+    float best = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+        L[i] = (u8)clampi(nearest_int(FMUL_RN(iscale, FADD_RN(x[i], -mn))), 0, nmax);
+        const float diff = FADD_RN(FADD_RN(FMUL_RN(scale, (float)L[i]), mn), -x[i]);
+        best = FADD_RN(best, FMUL_RN(w[i], FMUL_RN(diff, diff)));
+    }
+    u8 La[32];
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = FDIV_RN(FADD_RN(FADD_RN(rmin, FMUL_RN(rdelta, (float)is)), (float)nmax),
+                         FADD_RN(mx, -mn));
+        float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
+        for (int i = 0; i < 32; ++i) {
+            const int l = clampi(nearest_int(FMUL_RN(iscale, FADD_RN(x[i], -mn))), 0, nmax);
+            La[i] = (u8)l;
+            const float wl = FMUL_RN(w[i], (float)l);
+            sl = FADD_RN(sl, wl);
+            sl2 = FADD_RN(sl2, FMUL_RN(wl, (float)l));
+            sxl = FADD_RN(sxl, FMUL_RN(wl, x[i]));
+        }
+        const float D = FADD_RN(FMUL_RN(sum_w, sl2), -FMUL_RN(sl, sl));
+        if (!(D > 0.0f)) continue;
+        float ts = FDIV_RN(FADD_RN(FMUL_RN(sum_w, sxl), -FMUL_RN(sum_x, sl)), D);
+        float tm = FDIV_RN(FADD_RN(FMUL_RN(sl2, sum_x), -FMUL_RN(sl, sxl)), D);
+        if (tm > 0.0f) {
+            tm = 0.0f;
+            ts = FDIV_RN(sxl, sl2);
+        }
+        float err = 0.0f;
+        for (int i = 0; i < 32; ++i) {
+            const float diff = FADD_RN(FADD_RN(FMUL_RN(ts, (float)La[i]), tm), -x[i]);
+            err = FADD_RN(err, FMUL_RN(w[i], FMUL_RN(diff, diff)));
+        }
+        if (err < best) {
+            for (int i = 0; i < 32; ++i) L[i] = La[i];
+            best = err;
+            scale = ts;
+            mn = tm;
+        }
+    }
+    *neg_min = -mn;
+    return scale;
+}
+#endif
+
+#if FMT_Q6_K
+/* make_qx_quants (rmse_type 1: weights x^2) on 16 values: the symmetric fit from -32 / max,
+ * then 18 trial scales -(32 + 0.1 i) / max, a trial taken when strictly better. Codes + 32 in
+ * L; returns the scale. */
+DEVICE float qx16(const float* x, u8* L) {
+    float mx = 0.0f, amax = 0.0f;
+    for (int i = 0; i < 16; ++i)
+        if (FABS(x[i]) > amax) {
+            amax = FABS(x[i]);
+            mx = x[i];
+        }
+    if (amax < 1e-15f) {
+        for (int i = 0; i < 16; ++i) L[i] = 0;
+        return 0.0f;
+    }
+    float scale = 0.0f, best = 0.0f;
+    for (int is = 0; is <= 18; ++is) {  /* trial 0: -32 / max; then i = -9..-1, 1..9 */
+        const int i10 = is == 0 ? 0 : (is <= 9 ? is - 10 : is - 9);
+        const float iscale = is == 0 ? FDIV_RN(-32.0f, mx)
+                                     : FDIV_RN(-FADD_RN(32.0f, FMUL_RN(0.1f, (float)i10)), mx);
+        float sumlx = 0.0f, suml2 = 0.0f;
+        for (int i = 0; i < 16; ++i) {
+            const float l = (float)clampi(nearest_int(FMUL_RN(iscale, x[i])), -32, 31);
+            const float w = FMUL_RN(x[i], x[i]);
+            sumlx = FADD_RN(sumlx, FMUL_RN(FMUL_RN(w, x[i]), l));
+            suml2 = FADD_RN(suml2, FMUL_RN(FMUL_RN(w, l), l));
+        }
+        const int take = is == 0 || (suml2 > 0.0f && FMUL_RN(sumlx, sumlx) > FMUL_RN(best, suml2));
+        if (take) {
+            for (int i = 0; i < 16; ++i)
+                L[i] = (u8)(32 + clampi(nearest_int(FMUL_RN(iscale, x[i])), -32, 31));
+            scale = is == 0 ? (suml2 != 0.0f ? FDIV_RN(sumlx, suml2) : 0.0f) : FDIV_RN(sumlx, suml2);
+            best = FMUL_RN(scale, sumlx);
+        }
+    }
+    return scale;
+}
+#endif
+
+#if !FMT_MXFP4
+KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
+    const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (b >= nblocks) return;
+    GLOBAL u8* o = out + b * BLOCK_BYTES;
+    float v[256];
+    int finite = 1;
+    for (int i = 0; i < 256; ++i) {
+        v[i] = LOAD_IN(x, b * 256 + i);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+    }
+    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+    u8 L[256];
+#if FMT_Q4_K || FMT_Q5_K
+#if FMT_Q4_K /* make_qkx2_quants' search: codes 0..NMAX, trial offsets RMIN + 0.1 i, i <= NSTEP */
+#define NMAX 15
+#define RMIN -1.0f
+#define NSTEP 20
+#else
+#define NMAX 31
+#define RMIN -0.5f
+#define NSTEP 15
+#endif
+    const int nmax = NMAX;
+    if (!finite) {
+        put_f16(o, QNAN);
+        return;
+    }
+    float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+        const float* xs = v + 32 * j;
+        float sum_x2 = 0.0f, w[32];
+        for (int l = 0; l < 32; ++l) sum_x2 = FADD_RN(sum_x2, FMUL_RN(xs[l], xs[l]));
+        const float av_x = SQRT_RN(FDIV_RN(sum_x2, 32.0f));
+        for (int l = 0; l < 32; ++l) w[l] = FADD_RN(av_x, FABS(xs[l]));
+        scales[j] = qkx2(xs, w, nmax, RMIN, 0.1f, NSTEP, L + 32 * j, mins + j);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0.0f ? FDIV_RN(63.0f, max_scale) : 0.0f;
+    const float inv_min = max_min > 0.0f ? FDIV_RN(63.0f, max_min) : 0.0f;
+    int ls[8], lm[8];
+    for (int j = 0; j < 8; ++j) {  /* stored in a uint8_t, then MIN(63, .) */
+        ls[j] = min(63, nearest_int(FMUL_RN(inv_scale, scales[j])) & 255);
+        lm[j] = min(63, nearest_int(FMUL_RN(inv_min, mins[j])) & 255);
+        if (j < 4) {
+            o[4 + j] |= (u8)ls[j];
+            o[8 + j] |= (u8)lm[j];
+        } else {
+            o[12 + j - 4] = (u8)((ls[j] & 15) | ((lm[j] & 15) << 4));
+            o[4 + j - 4] |= (u8)((ls[j] >> 4) << 6);
+            o[4 + j] |= (u8)((lm[j] >> 4) << 6);
+        }
+    }
+    put_f16(o, FDIV_RN(max_scale, 63.0f));
+    put_f16(o + 2, FDIV_RN(max_min, 63.0f));
+    for (int j = 0; j < 8; ++j) {
+        const float d = FMUL_RN(get_f16(o), (float)ls[j]);
+        if (d == 0.0f) continue;  /* the codes of the scale search stay */
+        const float dm = FMUL_RN(get_f16(o + 2), (float)lm[j]);
+        for (int l = 0; l < 32; ++l)
+            L[32 * j + l] = (u8)clampi(nearest_int(FDIV_RN(FADD_RN(v[32 * j + l], dm), d)), 0, nmax);
+    }
+    GLOBAL u8* qs = o + BLOCK_BYTES - 128;
+    for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+            const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+            qs[32 * c + l] = (u8)((lo & 15) | ((hi & 15) << 4));
+#if FMT_Q5_K
+            o[16 + l] |= (u8)(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+#endif
+        }
+#elif FMT_Q6_K
+    if (!finite) {
+        put_f16(o + 208, QNAN);
+        return;
+    }
+    float scales[16], max_scale = 0.0f, max_abs = 0.0f;
+    for (int g = 0; g < 16; ++g) {
+        scales[g] = qx16(v + 16 * g, L + 16 * g);
+        if (FABS(scales[g]) > max_abs) {
+            max_abs = FABS(scales[g]);
+            max_scale = scales[g];
+        }
+    }
+    if (max_abs < 1e-15f) return;  /* all zero bytes */
+    const float iscale = FDIV_RN(-128.0f, max_scale);
+    put_f16(o + 208, FDIV_RN(1.0f, iscale));
+    for (int g = 0; g < 16; ++g) o[192 + g] = (u8)min(127, nearest_int(FMUL_RN(iscale, scales[g])));
+    for (int g = 0; g < 16; ++g) {
+        const float d = FMUL_RN(get_f16(o + 208), (float)(i8)o[192 + g]);
+        if (d == 0.0f) continue;
+        for (int l = 0; l < 16; ++l)
+            L[16 * g + l] = (u8)(32 + clampi(nearest_int(FDIV_RN(v[16 * g + l], d)), -32, 31));
+    }
+    for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+            const int q1 = L[128 * h + l], q2 = L[128 * h + l + 32];
+            const int q3 = L[128 * h + l + 64], q4 = L[128 * h + l + 96];
+            o[64 * h + l] = (u8)((q1 & 15) | ((q3 & 15) << 4));
+            o[64 * h + l + 32] = (u8)((q2 & 15) | ((q4 & 15) << 4));
+            o[128 + 32 * h + l] = (u8)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+        }
+#else /* q8_k */
+    float mx = 0.0f, amax = 0.0f;
+    for (int i = 0; i < 256; ++i)
+        if (FABS(v[i]) > amax) {
+            amax = FABS(v[i]);
+            mx = v[i];
+        }
+    if (!finite || amax == 0.0f) {
+        const u32 d = finite ? 0u : AS_UINT(QNAN);
+        for (int k = 0; k < 4; ++k) o[k] = (u8)(d >> (8 * k));
+        return;
+    }
+    const float iscale = FDIV_RN(-127.0f, mx);
+    for (int g = 0; g < 16; ++g) {
+        int sum = 0;
+        for (int l = 0; l < 16; ++l) {
+            const int q = min(127, nearest_int(FMUL_RN(iscale, v[16 * g + l])));
+            o[4 + 16 * g + l] = (u8)q;
+            sum += q;
+        }
+        o[260 + 2 * g] = (u8)(sum & 255);
+        o[261 + 2 * g] = (u8)((sum >> 8) & 255);
+    }
+    const u32 d = AS_UINT(FDIV_RN(1.0f, iscale));
+    for (int k = 0; k < 4; ++k) o[k] = (u8)(d >> (8 * k));
+#endif
+}
+#endif
+
+#if FMT_MXFP4
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+/* quantize_row_mxfp4_ref, one work-item per block of 32: e = floor(log2f(max|x|)) - 2 + 127 kept
+ * to its low byte (C's float to uint8_t conversion on x86), then each value's code the first of
+ * least |k d - x| (d = 2^(e-128), k twice the FP4 value). log2f is taken as the float32 rounding
+ * of a double log2, which decides a maximum just below a power of two as a correctly rounded
+ * log2f does (the backend asks for fp64). A block holding a NaN or an infinity stores e = 0xFF
+ * and zero codes (docs/api.md). */
+KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
+    const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (b >= nblocks) return;
+    GLOBAL u8* o = out + b * BLOCK_BYTES;
+    float v[32], amax = 0.0f;
+    int finite = 1;
+    for (int i = 0; i < 32; ++i) {
+        v[i] = LOAD_IN(x, b * 32 + i);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+        if (amax < FABS(v[i])) amax = FABS(v[i]);
+    }
+    for (int i = 1; i < BLOCK_BYTES; ++i) o[i] = 0;
+    if (!finite) {
+        o[0] = 255;
+        return;
+    }
+    const int e = amax > 0.0f ? ((int)floor((float)log2((double)amax)) - 2 + 127) & 255 : 0;
+    o[0] = (u8)e;
+    const float d = e8m0_half(e);
+    for (int j = 0; j < 32; ++j) {
+        int best = 0;
+        float best_err = FABS(FADD_RN(FMUL_RN((float)e2m1_x2(0), d), -v[j]));
+        for (int c = 1; c < 16; ++c) {
+            const float err = FABS(FADD_RN(FMUL_RN((float)e2m1_x2(c), d), -v[j]));
+            if (err < best_err) {
+                best = c;
+                best_err = err;
+            }
+        }
+        o[1 + (j & 15)] |= (u8)(j < 16 ? best : best << 4);
+    }
+}
+#endif
+
+#if !FMT_Q8_K
+/* qmatmul(x_format=...): xq holds x quantized to the format's vec_dot partner, M rows of K / XQB
+ * blocks of XQ_BYTES, and each block pair adds one float32 term (kx_term), added in order: GGML's
+ * exact integer sums scaled in the CPU reference's float32 order, so the results are its bits.
+ * One work-item per output; grid as qmatmul_k's. */
+#if FMT_MXFP4
+#define XQB 32 /* q8_0: float16 d, 32 int8 codes */
+#define XQ_BYTES 34
+#else
+#define XQB 256 /* q8_k: float32 d, 256 int8 codes, 16 int16 sums of 16 codes */
+#define XQ_BYTES 292
+#endif
+
+/* The term of one weight block wb and the x block xb. K-quants, GGML's vec_dot_q*_K_q8_K: S =
+ * sum_j sc_j (x codes . w codes of sub-block j) and (q4_k, q5_k) Mn = sum_j m_j (x code sums of
+ * sub-block j, q8_k's block sums), exact integers; the term (d_w d_x) S - (dmin_w d_x) Mn.
+ * mxfp4, vec_dot_mxfp4_q8_0: (2^(e-128) d_x) s, s the integer dot of the codes. */
+DEVICE float kx_term(GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb) {
+#if FMT_MXFP4
+    int s = 0;
+    for (int l = 0; l < 32; ++l) {
+        const int byte = wb[1 + (l & 15)];
+        s += e2m1_x2(l < 16 ? byte & 15 : byte >> 4) * (i8)xb[2 + l];
+    }
+    const float dx = f16_to_f32((u32)xb[0] | ((u32)xb[1] << 8));
+    return FMUL_RN(FMUL_RN(e8m0_half(wb[0]), dx), (float)s);
+#else
+    const float dx = AS_FLOAT((u32)xb[0] | ((u32)xb[1] << 8) | ((u32)xb[2] << 16) | ((u32)xb[3] << 24));
+    int S = 0;  /* |S| < 2^28: 16 groups x 127 x 16 x 128 x 32 at most */
+#if FMT_Q6_K
+    for (int i = 0; i < 256; i += 16) {
+        int s = 0;
+        for (int l = i; l < i + 16; ++l) {
+            const int h = l / 128, k = l % 128;
+            const int lo = (wb[64 * h + k % 64] >> (4 * (k / 64))) & 15;
+            const int hi = (wb[128 + 32 * h + k % 32] >> (2 * (k / 32))) & 3;
+            s += (lo + 16 * hi - 32) * (i8)xb[4 + l];
+        }
+        S += (i8)wb[192 + i / 16] * s;
+    }
+    return FMUL_RN(FMUL_RN(get_f16(wb + 208), dx), (float)S);
+#else
+    int Mn = 0;
+    for (int j = 0; j < 8; ++j) {
+        int sc, mn, s = 0;
+        scale_min_k4(wb + 4, j, &sc, &mn);
+        GLOBAL const u8* qs = wb + BLOCK_BYTES - 128 + 32 * (j / 2);
+        for (int l = 0; l < 32; ++l) {
+            int q = (qs[l] >> (4 * (j % 2))) & 15;
+#if FMT_Q5_K
+            q |= ((wb[16 + l] >> j) & 1) << 4;
+#endif
+            s += q * (i8)xb[4 + 32 * j + l];
+        }
+        S += sc * s;
+        /* the block sums of sub-block j: int16 numbers 2j and 2j + 1 */
+        const int b0 = (short)((u32)xb[260 + 4 * j] | ((u32)xb[261 + 4 * j] << 8));
+        const int b1 = (short)((u32)xb[262 + 4 * j] | ((u32)xb[263 + 4 * j] << 8));
+        Mn += mn * (b0 + b1);
+    }
+    return FADD_RN(FMUL_RN(FMUL_RN(get_f16(wb), dx), (float)S),
+                   -FMUL_RN(FMUL_RN(get_f16(wb + 2), dx), (float)Mn));
+#endif
+#endif
+}
+
+KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
+                       GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
+    if (n >= N || m >= M) return;
+    const int nb = K / XQB;
+    float acc = 0.0f;
+    for (int b = 0; b < nb; ++b)
+        acc = FADD_RN(acc, kx_term(xq + ((i64)m * nb + b) * XQ_BYTES,
+                                   w + ((i64)n * nb + b) * BLOCK_BYTES));
+    STORE_OUT(out, (i64)m * N + n, acc);
+}
+#endif
