@@ -24,7 +24,7 @@ import numpy as np
 from accel import spec as S
 from accel.backend import Backend
 from accel.dtypes import to_numpy_dtype
-from accel.formats import get_format
+from accel.formats import FORMATS, get_format
 from accel.conformance.bench.timing import Timer, host_timer
 
 
@@ -59,10 +59,9 @@ class Baseline:
 #: the CPU threads ggml computes with: every core this process may run on, as llama.cpp does
 GGML_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-#: the format ggml's CPU mul_mat quantizes float32 activations to before its dot products, per
-#: weight format (the ``vec_dot_type`` of ggml-cpu's type traits, which ggml-python does not
-#: expose); a weight format missing here gets no ggml baseline
-GGML_ACTIVATION_FORMAT = {"q4_0": "q8_0", "q8_0": "q8_0"}
+#: the weight formats ggml's CPU mul_mat takes: each quantizes float32 activations to its
+#: ``vec_dot`` format (ggml-cpu's ``vec_dot_type``) before the integer block dot products
+GGML_WEIGHT_FORMATS = tuple(name for name, f in FORMATS.items() if f.vec_dot is not None)
 
 
 def hardware_of(backend: Backend) -> str:
@@ -266,9 +265,9 @@ class _GgmlMatmul:
 
 
 def _ggml(spec: S.Spec, host: list, threads: int) -> Prepared | None:
-    if spec.op != "qmatmul" or spec.dtype != "float32" or spec.fmt.name not in GGML_ACTIVATION_FORMAT:
+    if spec.op != "qmatmul" or spec.dtype != "float32" or spec.fmt.vec_dot is None:
         return None
-    x_fmt = get_format(GGML_ACTIVATION_FORMAT[spec.fmt.name])
+    x_fmt = get_format(spec.fmt.vec_dot)
     if spec.x_fmt is not None and spec.x_fmt != x_fmt:
         return None  # other activation semantics than ggml's
     mm = _GgmlMatmul(spec, *host, threads)

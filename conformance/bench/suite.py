@@ -188,8 +188,8 @@ def _new_format_cases(rows: int, N: int, K: int) -> list[Case]:
     return out
 
 
-#: the weight formats of the decode sweep (every format accel and ggml share)
-DECODE_FORMATS = ("q4_0", "q8_0")
+#: the weight formats of the decode sweep: the GGUF formats LLM weights ship in
+DECODE_FORMATS = ("q4_0", "q8_0", "q4_k", "q6_k", "mxfp4")
 #: the decode sweep's batch sizes: one token, then batched decoding
 DECODE_M = (1, 2, 4, 8, 16, 32)
 #: the sweep's matrix: a 7-8B model's attention projection
@@ -200,19 +200,16 @@ def decode_cases() -> list[Case]:
     """LLM decode: quantized weight [N, K] times M float32 activations, per format and M, all
     memory-bound (the ``decode`` sizes; no portability set: it answers one question). Each format
     runs twice: with float activations, and with x quantized to the format ggml's CPU kernels
-    quantize it to (baselines.GGML_ACTIVATION_FORMAT), the semantics ggml itself computes, where
-    accel has that activation format.
+    quantize it to (the format's ``vec_dot``), the semantics ggml itself computes.
 
     >>> [c.id for c in decode_cases()][:2]
     ['qmatmul float32 M=1 N=4096 K=4096 fmt=q4_0', 'qmatmul float32 M=2 N=4096 K=4096 fmt=q4_0']
     >>> decode_cases()[len(DECODE_M)].id
     'qmatmul float32 M=1 N=4096 K=4096 fmt=q4_0 x_fmt=q8_0'
     """
-    from accel.conformance.bench.baselines import GGML_ACTIVATION_FORMAT
-
     out = []
     for f in DECODE_FORMATS:
-        for x_fmt in (None, GGML_ACTIVATION_FORMAT.get(f)):
+        for x_fmt in (None, get_format(f).vec_dot):
             extra = {} if x_fmt is None else {"x_fmt": x_fmt}
             sweep = [Case.make("qmatmul", "float32", M=m, N=DECODE_NK, K=DECODE_NK, fmt=f, **extra)
                      for m in DECODE_M]
