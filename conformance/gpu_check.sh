@@ -12,6 +12,7 @@
 #                               (impl=tensorcore), full profile: multi-tile shapes, aligned and
 #                               unaligned operands, so every tensor-core kernel runs (wgmma on sm_90,
 #                               WMMA's cp.async and any-shape kernels, attention_mma.cu)
+#   (torch-streams step)        tests/test_torch_streams_gpu.py: accel ordered on torch's stream
 #   bench-cuda.json             `accel bench --backend cuda` (impl=auto: tensor cores for 16-bit ops)
 #   speed-goals-cuda.json       the speed goals as ratios measured in this run, with the
 #                               alternatives timed too (accel.conformance.bench.gpu_goals)
@@ -84,6 +85,7 @@ step conformance-vendor 45 env ACCEL_CUDA_IMPL=vendor "$PY" -m accel conformance
 step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel conformance --backend cuda \
     --profile full --ops matmul attention --dtypes float16 bfloat16 --no-progress \
     --json "$OUT/conformance-cuda-tensorcore.json"
+step torch-streams 60 "$PY" -m pytest -q -p no:cacheprovider tests/test_torch_streams_gpu.py
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
 step speed-goals 240 "$PY" -m accel.conformance.bench.gpu_goals "$OUT/speed-goals-cuda.json"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
