@@ -134,6 +134,26 @@ def test_matrix_gives_x_format_cases_rows_of_their_own():
                     "float16 x q4_0, x_format=q8_0": ["passed (2)", "-"]}
 
 
+def test_compiled_only_columns_leave_out_formats_the_backend_does_not_declare():
+    # cuda/hip compile quant.cl, which vouches for quantize; the K-quants they decline in
+    # supports() (no kernel yet) must not borrow that verdict
+    from accel.backends.cupy.hip import HIPBackend
+    from accel.conformance.matrix import render
+
+    assert "q4_k" not in HIPBackend.formats  # what makes the expected "-" below right
+    cases = [{"id": f"c{i}", "op": "quantize", "dtype": "float32", "status": "passed",
+              "params": {"fmt": f}} for i, f in enumerate(("q4_0", "q4_k"))]
+    cases.append({"id": "d", "op": "dequantize", "dtype": "q4_k", "status": "passed", "params": {}})
+    doc = {"backend": "cpu:0", "profile": "quick", "seed": 0, "cases": cases,
+           "summary": dict(passed=3, failed=0, error=0, unsupported=0)}
+    check = {"results": [{"job": "quant.cl", "file": "quant.cl", "target": "gfx90a", "status": "ok"}]}
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
+            for line in render([doc], ["r.json"], compiled_only=("hip",), kernels_check=check).splitlines()
+            if line.startswith(("| float32 ->", "| q4_k"))}
+    assert rows == {"float32 -> q4_0": ["passed (1)", "compiled only"],
+                    "float32 -> q4_k": ["passed (1)", "-"], "q4_k": ["passed (1)", "-"]}
+
+
 def test_every_shipped_kernel_source_vouches_for_its_ops_in_the_matrix():
     # a failed build of any shipped source (the CUDA-only tensor-core ones included) shows as
     # FAILED for the ops it computes on the vendor's backend, never as "compiled only"
