@@ -149,3 +149,21 @@ def test_ray_resources_offer_every_available_device(capsys):
     assert json.loads(head.split("=", 1)[1].strip("'")) == resources
     assert main(["info", "--ray-resources"]) == 0
     assert capsys.readouterr().out.splitlines() == [head, worker]
+
+
+@pytest.mark.parametrize("address,why", [("127.0.0.1:{port}", "nothing answers"),
+                                         ("ray://127.0.0.1:{port}", "nothing answers"),
+                                         ("no-port-here", "no HOST:PORT")])
+def test_a_cluster_address_nothing_answers_at_is_refused_at_once(tmp_path, address, why):
+    pytest.importorskip("ray", reason="Ray (the fleet extra) is not installed")
+    import socket
+
+    with socket.socket() as s:  # a port just freed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = ("import sys; from accel.cli import main; sys.exit(main(['campaign', '--cluster', "
+            f"{address.format(port=port)!r}, '--out', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 2, proc.stderr
+    assert "--cluster: expected" in proc.stderr and why in proc.stderr

@@ -15,6 +15,7 @@ platform has no worker left, is lost with the reason; a shard whose code raised 
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -53,12 +54,25 @@ def connect(ray: Any, cluster: str) -> None:
     if cluster == "local":
         ray.init(resources=node.node_resources(), include_dashboard=False, **quiet)
         return
+    what = "local, auto (a cluster this machine is part of) or the address of a running Ray cluster"
+    if cluster != "auto":
+        _check_reachable(cluster, what)
     try:
         ray.init(address=cluster, **quiet)
     except (ConnectionError, ValueError, RuntimeError) as e:  # what ray.init raises for these
-        raise ArgumentError(expected("--cluster", "local, auto (a cluster this machine is part "
-                                     "of) or the address of a running Ray cluster",
-                                     f"{cluster!r}: {_first_line(e)}")) from None
+        raise ArgumentError(expected("--cluster", what, f"{cluster!r}: {_first_line(e)}")) from None
+
+
+def _check_reachable(address: str, what: str, timeout_s: float = 10.0) -> None:
+    """Refuse an address nothing answers at, at once: ray.init keeps retrying one for minutes."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ArgumentError(expected("--cluster", what, f"{address!r} (no HOST:PORT in it)"))
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ArgumentError(expected("--cluster", what, f"{address!r}, where nothing answers "
+                                     f"({e.strerror or e})")) from None
 
 
 def _pinned(node_id: str) -> dict[str, Any]:
