@@ -84,7 +84,7 @@ def test_k_quant_weights_from_the_file_multiply_as_written(model, name):
 def test_a_float_tensor_is_refused_with_what_to_do(model):
     reader, _ = model
     t = next(t for t in reader.tensors if t.name == "output_norm.weight")
-    with pytest.raises(ArgumentError, match="use tensor.data\), got F32 tensor 'output_norm.weight'"):
+    with pytest.raises(ArgumentError, match=r"use tensor.data\), got F32 tensor 'output_norm.weight'"):
         accel.QTensor.from_gguf(t)
     with pytest.raises(ArgumentError, match="tensor: expected a tensor of gguf.GGUFReader"):
         accel.QTensor.from_gguf(np.zeros(4))
