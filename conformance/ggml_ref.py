@@ -1,4 +1,4 @@
-"""ggml's own C reference quantizers, through the ``ggml-python`` package (in the ``test`` extra):
+"""ggml's own C reference quantizers, through the ``ggml-python`` package (the ``ggml`` extra):
 the conformance oracle of quantize for the formats whose quantizer is a search (the K-quants,
 mxfp4, q8_k), which the plainest numpy cannot restate without becoming a second implementation.
 
@@ -29,7 +29,7 @@ def _lib() -> tuple[Any, ctypes.CDLL]:
     except ImportError as e:
         raise ImportError(f"ggml's reference quantizers (the oracle of K-quant and mxfp4 "
                                  f"quantization) need ggml-python: pip install "
-                                 f"'accel-portable[test]' ({e})") from None
+                                 f"'accel-portable[ggml]' ({e})") from None
     base = ctypes.CDLL(str(pathlib.Path(ggml.__file__).parent / "lib" / "libggml-base.so"))
     for name in ("quantize_row_q8_K_ref", "dequantize_row_q8_K"):  # not in ggml's type traits
         getattr(base, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]

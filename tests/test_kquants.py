@@ -14,7 +14,7 @@ from accel.backend import Backend
 from accel.formats import get_format
 from accel.kernels import KERNEL_FORMATS
 
-pytest.importorskip("ggml", reason="ggml-python (in the test extra) is not installed")
+pytest.importorskip("ggml", reason="ggml-python (the ggml extra) is not installed")
 from accel.conformance import ggml_ref as G  # noqa: E402 - only with ggml-python
 
 NEW = ["q4_k", "q5_k", "q6_k", "q8_k", "mxfp4"]

@@ -215,7 +215,7 @@ def ggml_baseline(threads: int = GGML_THREADS) -> Baseline:
         def missing(spec: S.Spec, host: list, backend: Backend) -> Prepared | None:
             if spec.op != "qmatmul":
                 return None
-            raise ModuleNotFoundError("ggml-python is not installed (pip install 'accel-portable[bench]')")
+            raise ModuleNotFoundError("ggml-python is not installed (pip install 'accel-portable[ggml]')")
         return Baseline(name, "not installed", missing)
     from importlib.metadata import version
 
