@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar, Protocol
 import numpy as np
 
 from accel.dtypes import convert, to_numpy_dtype
-from accel.errors import UnsupportedError
+from accel.errors import ArgumentError, UnsupportedError, expected
 from accel.spec import Spec
 
 
@@ -304,6 +304,14 @@ class Backend:
         """Optional, with ``compile``: enqueue a compiled kernel with CUDA launch semantics (grid
         counts blocks)."""
         raise UnsupportedError(self.name, "kernel", "-", "this backend does not launch kernels")
+
+    def launch_buffer(self, index: int, tensor: Any) -> Any:
+        """The buffer an accel.Tensor kernel argument ``args[index]`` passes to ``launch``: a
+        kernel sees raw memory, so a view (strides, offset) or another device's tensor is refused."""
+        if tensor.backend is not self or not tensor.is_contiguous:
+            raise ArgumentError(expected(f"args[{index}]", f"a contiguous tensor on {self.device_id} "
+                                         "(a view's .contiguous())", repr(tensor)))
+        return tensor.buf
 
     # -- timing ---------------------------------------------------------------------------------
     def time(self, fn: Callable[[], Any]) -> float:

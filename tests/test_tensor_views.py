@@ -304,3 +304,12 @@ def test_an_out_that_is_a_view_is_refused(rng):
     out = accel.Tensor.empty(be, (2, 2), "float32").T  # kernels would ignore its strides
     with pytest.raises(accel.ArgumentError, match="contiguous"):
         execute(be, matmul_spec((2, 2), "float32", (2, 2), "float32"), a, a, out=out)
+
+
+def test_a_kernel_argument_is_a_contiguous_tensor_of_the_launching_device(opencl_backend):
+    t = accel.asarray(np.zeros((4, 4), np.float32), backend=opencl_backend)
+    assert opencl_backend.launch_buffer(0, t) is t.buf
+    with pytest.raises(accel.ArgumentError, match=r"^args\[1\]: expected a contiguous tensor on opencl"):
+        opencl_backend.launch_buffer(1, t.T)  # a kernel would read the untransposed bytes
+    with pytest.raises(accel.ArgumentError, match=r"^args\[0\]: expected a contiguous tensor"):
+        opencl_backend.launch_buffer(0, accel.asarray(np.zeros(4, np.float32), backend="cpu"))

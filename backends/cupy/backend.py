@@ -342,11 +342,7 @@ class CuPyBackend(Backend):
     def launch(self, kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list, shared_mem: int = 0) -> None:
         """Enqueue with CUDA semantics; accel.Tensor arguments pass their device buffer."""
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor) and not a.is_contiguous:
-                raise ArgumentError(expected(f"args[{i}]", "a contiguous tensor (a view's "
-                                             ".contiguous())", repr(a)))
-        raw = tuple(a.buf if isinstance(a, Tensor) else a for a in args)
+        raw = tuple(self.launch_buffer(i, a) if isinstance(a, Tensor) else a for i, a in enumerate(args))
         try:
             with self.device:
                 kernel(tuple(grid), tuple(block), raw, shared_mem=int(shared_mem))

@@ -361,11 +361,7 @@ class OpenCLBackend(Backend):
         values = []
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                if a.backend is not self or not a.is_contiguous:
-                    raise ArgumentError(expected(f"args[{i}]", f"a contiguous tensor on "
-                                                 f"{self.device_id} (a view's .contiguous())",
-                                                 repr(a)))
-                values.append(a.buf)
+                values.append(self.launch_buffer(i, a))
             elif isinstance(a, (np.generic, cl.MemoryObjectHolder, cl.LocalMemory)):
                 values.append(a)
             else:
