@@ -10,7 +10,7 @@
  * tiles, y over BM-row tiles; block: 256 threads; dynamic shared memory SMEM_BYTES (above 48 KiB:
  * the launch raises the function's limit first).
  *
- * Defines: A_FP8, B_FP8 (e4m3fn or e5m2). Two kernels from one body:
+ * Defines: A_FP8, B_FP8 (e4m3fn or e5m2), BM, BN, BK (128 each). Two kernels from one body:
  *   scaled_matmul_mma       any M, N, K and alignment: tile bytes are loaded one by one, guarded;
  *   scaled_matmul_mma_vec   K % 16 == 0, N % 16 == 0, A and B 16-byte aligned (the host checks):
  *                           16-byte cp.async copies, each wholly inside or outside the matrix,
@@ -52,9 +52,11 @@
 #error "scaled_matmul_mma.cu needs sm_89 or later (mma.sync with FP8 operands)"
 #else
 
-#define BM 128
-#define BN 128
-#define BK 128 /* = the FP8 scale block (accel.spec.FP8_BLOCK): one block-scale step per tile */
+/* BK = the FP8 scale block (accel.spec.FP8_BLOCK): one block-scale step per K tile; BN = 128
+ * likewise gives a block tile one column block of b's scales */
+#if BM != 128 || BN != 128 || BK != 128
+#error "scaled_matmul_mma.cu supports BM = BN = BK = 128 (accel.kernels.GPU_SCALED_MATMUL_MMA)"
+#endif
 #define WARPS_M 2
 #define WARPS_N 4
 #define THREADS (32 * WARPS_M * WARPS_N)
@@ -68,6 +70,10 @@
 #define STAGE_BYTES (A_BYTES + BS_BYTES)
 #define BT_BYTES (BN * ROW)
 #define SMEM_BYTES (2 * STAGE_BYTES + BT_BYTES) /* 81920: fits sm_89's 99 KiB per block */
+/* the epilogue's float tile: rows 8 floats apart, so a half-warp's float2 stores (4 rows of 8
+ * columns) meet each bank once */
+#define OUT_LD (BN + 8)
+static_assert(BM * OUT_LD * 4 <= SMEM_BYTES, "the epilogue's tile must fit the shared memory");
 #define SCALE_TENSOR 0
 #define SCALE_ROW 1
 #define SCALE_BLOCK 2
@@ -116,8 +122,8 @@ DEVICE void bytes16(const u8* p, int valid, u32* w) {
     }
 }
 
-/* Stage the BK-deep slice at k0 of the block's A rows [m0, m0 + BM) and B columns [n0, n0 + BN)
- * at shared address s, zeros past M, N and K; 8 consecutive threads copy one 128-byte row piece. */
+/* One 16-byte chunk of a tile row into shared address dst: the `valid` bytes from src, then
+ * zeros */
 template <bool VEC>
 DEVICE void copy_chunk(u32 dst, const u8* src, const u8* base, int valid) {
     if (VEC) {  /* valid is 16 or <= 0 (K and N are multiples of 16); nothing is read for 0 */
@@ -131,6 +137,8 @@ DEVICE void copy_chunk(u32 dst, const u8* src, const u8* base, int valid) {
 
 constexpr int A_COPIES = BM * 8 / THREADS, B_COPIES = BK * 8 / THREADS; /* per thread, stage */
 
+/* Stage the BK-deep slice at k0 of the block's A rows [m0, m0 + BM) and B columns [n0, n0 + BN)
+ * at shared address s, zeros past M, N and K; 8 consecutive threads copy one 128-byte row piece. */
 template <bool VEC>
 DEVICE void load_stage(u32 s, const u8* A, const u8* B, int M, int N, int K, int m0, int n0, int k0,
                        int tid) {
@@ -245,20 +253,28 @@ DEVICE void smm_body(const u8* RESTRICT A, const u8* RESTRICT B, const float* RE
         }
     }
 
-    /* scales (tensor, row), bias, one rounding to out_dt; c0..c3 = (row g, g+8) x (cols 2t, 2t+1) */
-    UNROLL for (int i = 0; i < FM; ++i) UNROLL for (int h = 0; h < 2; ++h) {
-        const int gm = m0 + wm * WM + i * 16 + g + 8 * h;
-        if (gm >= M) continue;
-        const float sa = scaling == SCALE_TENSOR ? SA[0] : scaling == SCALE_ROW ? SA[gm] : 1.0f;
-        UNROLL for (int j = 0; j < FN; ++j) UNROLL for (int e = 0; e < 2; ++e) {
-            const int gn = n0 + wn * WN + j * 8 + 2 * t4 + e;
-            if (gn >= N) continue;
-            float v = tot[i][j][2 * h + e];
-            if (scaling != SCALE_BLOCK)
-                v = FMUL_RN(FMUL_RN(v, sa), scaling == SCALE_TENSOR ? SB[0] : SB[gn]);
-            if (bias_dt >= 0) v = FADD_RN(v, smm_load(bias, gn, bias_dt));
-            smm_store(C, (i64)gm * N + gn, out_dt, v);
+    /* The totals go through shared memory (free now: BM x BN floats fit in the stages), so that
+     * the scales, bias and dtype conversion run once per output in a loop that is not unrolled
+     * (unrolled over 64 outputs with three dtypes each, ptxas took over a minute) and each
+     * warp stores whole row pieces. c0..c3 = (row g, g + 8) x (cols 2t, 2t + 1). */
+    if (VEC) cp_async_wait<0>();  /* K == 0 committed an empty group; nothing may land later */
+    __syncthreads();  /* every warp is past its last reads of the stages and Bt */
+    float* out_tile = (float*)smem_raw;
+    UNROLL for (int i = 0; i < FM; ++i) UNROLL for (int h = 0; h < 2; ++h)
+        UNROLL for (int j = 0; j < FN; ++j) {
+            const int r = wm * WM + i * 16 + g + 8 * h, c = wn * WN + j * 8 + 2 * t4;
+            *(float2*)(out_tile + r * OUT_LD + c) = make_float2(tot[i][j][2 * h], tot[i][j][2 * h + 1]);
         }
+    __syncthreads();
+#pragma unroll 1
+    for (int q = tid; q < BM * BN; q += THREADS) {
+        const int r = q / BN, c = q % BN, gm = m0 + r, gn = n0 + c;
+        if (gm >= M || gn >= N) continue;
+        float v = out_tile[r * OUT_LD + c];
+        if (scaling == SCALE_TENSOR) v = FMUL_RN(FMUL_RN(v, SA[0]), SB[0]);
+        else if (scaling == SCALE_ROW) v = FMUL_RN(FMUL_RN(v, SA[gm]), SB[gn]);
+        if (bias_dt >= 0) v = FADD_RN(v, smm_load(bias, gn, bias_dt));
+        smm_store(C, (i64)gm * N + gn, out_dt, v);
     }
 }
 
