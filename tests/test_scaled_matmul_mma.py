@@ -151,3 +151,31 @@ def test_the_tensor_core_path_declares_its_reduced_accumulation():
     assert CP.accumulator_for(spec, "kernels", "sm_90") == "float32"
     fnuz = _spec(5, 64, 9, "tensor", (FNUZ, FNUZ), "float32")
     assert CP.accumulator_for(fnuz, "auto", "sm_90") == "float32"
+
+
+# -- what the GPU run checks --------------------------------------------------------------------
+def test_the_full_profile_reaches_both_kernels_for_every_pair():
+    from accel.conformance import suite
+    from accel.conformance.inputs import build
+
+    cases, _ = suite.planned("full", 0, ["scaled_matmul"], [E4, E5])
+    reached: dict[tuple[str, str], set[str]] = {}
+    for case in cases:
+        spec = build(case)[0]
+        # fresh device buffers are 256-byte aligned: the shapes decide
+        name = CP.tensorcore_kernel(spec, "sm_90", 256, 512)[1]
+        reached.setdefault((spec.a_dtype, spec.b_dtype), set()).add(f"{name} {spec.scaling}")
+    want = {f"{k} {g}" for k in ("scaled_matmul_mma", "scaled_matmul_mma_vec") for g in ("row", "block")}
+    assert set(reached) == {(E4, E4), (E4, E5), (E5, E4)}
+    assert all(want <= got for got in reached.values()), reached
+
+
+def test_the_gpu_run_checks_fp8_on_tensor_cores():
+    from pathlib import Path
+
+    script = (Path(__file__).parents[1] / "conformance" / "gpu_check.sh").read_text()
+    step = script[script.index("step conformance-fp8-tensorcore"):]
+    step = step[: step.index("\nstep ")]
+    for part in ("ACCEL_CUDA_IMPL=tensorcore", "--backend cuda", "--profile full", "--ops scaled_matmul",
+                 "--dtypes float8_e4m3fn float8_e5m2"):
+        assert part in step, part
