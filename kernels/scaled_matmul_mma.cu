@@ -10,7 +10,9 @@
  * tiles, y over BM-row tiles; block: 256 threads; dynamic shared memory SMEM_BYTES (above 48 KiB:
  * the launch raises the function's limit first).
  *
- * Defines: A_FP8, B_FP8 (e4m3fn or e5m2), BM, BN, BK (128 each). Two kernels from one body:
+ * Defines: A_FP8, B_FP8 (e4m3fn or e5m2), BM, BN, BK (128 each); WGMMA and STAGES build the
+ * sm_90a kernel scaled_matmul_wgmma instead (its comment below). Without WGMMA, two kernels from
+ * one body:
  *   scaled_matmul_mma       any M, N, K and alignment: tile bytes are loaded one by one, guarded;
  *   scaled_matmul_mma_vec   K % 16 == 0, N % 16 == 0, A and B 16-byte aligned (the host checks):
  *                           16-byte cp.async copies, each wholly inside or outside the matrix,
@@ -45,11 +47,13 @@
  *
  * Shared memory, rows of 128 bytes (8 16-byte chunks), swizzled so that the 8 rows an ldmatrix
  * phase reads, the cp.async chunks and the transpose's 32-bit reads and writes meet every bank
- * once: As [BM][BK] chunk c of row m at c ^ (m % 8); Bs [BK][BN] (B as it arrives) chunk c of row
- * k at c ^ (2 * (k / 4 % 4)); Bt [BN][BK] chunk c of row n at c ^ ((n ^ n / 8) % 8).
+ * once: As [BM][BK] and Bt [BN][BK] chunk c of row r at c ^ (r % 8) (wgmma's 128-byte swizzle);
+ * Bs [BK][BN] (B as it arrives) chunk c of row k at c ^ (2 * (k / 4 % 4)).
  */
 #if defined(ACCEL_HIP) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890)
 #error "scaled_matmul_mma.cu needs sm_89 or later (mma.sync with FP8 operands)"
+#elif defined(WGMMA) && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "scaled_matmul_wgmma needs sm_90a (wgmma.mma_async exists only on the arch-specific Hopper target)"
 #else
 
 /* BK = the FP8 scale block (accel.spec.FP8_BLOCK): one block-scale step per K tile; BN = 128
@@ -83,9 +87,10 @@ static_assert(BM * OUT_LD * 4 <= SMEM_BYTES, "the epilogue's tile must fit the s
 #define MMA_A ACCEL_CAT(MMA_, A_FP8)
 #define MMA_B ACCEL_CAT(MMA_, B_FP8)
 
+/* As and Bt: wgmma's canonical K-major layout with the 128-byte swizzle, which ldmatrix reads
+ * conflict-free too */
 DEVICE u32 swz_a(int m, int c) { return m * ROW + ((c ^ (m & 7)) << 4); }
 DEVICE u32 swz_bs(int k, int c) { return k * ROW + ((c ^ ((k >> 1) & 6)) << 4); }
-DEVICE u32 swz_bt(int n, int c) { return n * ROW + ((c ^ ((n ^ (n >> 3)) & 7)) << 4); }
 
 /* D += A B for one 16 x 8 x 32 block, float32 accumulators */
 DEVICE void mma16832(float* d, const u32* a, u32 b0, u32 b1) {
@@ -158,22 +163,29 @@ DEVICE void load_stage(u32 s, const u8* A, const u8* B, int M, int N, int K, int
 
 /* Bs (k rows of n bytes) -> Bt (n rows of k bytes). Each step moves a 4 x 4 byte block: rows
  * 4kb..4kb+3, bytes 4nb..4nb+3 of Bs become rows 4nb..4nb+3, bytes 4kb..4kb+3 of Bt. A warp's
- * 32 lanes take 8 nb by 4 kb, which the swizzles above make conflict-free both ways. */
+ * 32 lanes take 8 nb by 4 kb; the Bs swizzle makes the reads conflict-free, and each lane
+ * writing its 4 rows in a rotated order (starting at row (lane % 8) / 2) gives the 8 lanes of a
+ * kb 8 different rows modulo 8, so the writes are too. */
 DEVICE void transpose_b(u32 bs, u32 bt, int tid) {
-    const int lane = tid % 32;
-    UNROLL for (int i = 0; i < (BK / 4) * (BN / 4) / THREADS; ++i) {
+    const int lane = tid % 32, rot = lane % 8 / 2;
+    /* rolled: unrolled, the four steps' temporaries pushed the mma.sync kernel into spills */
+#pragma unroll 1
+    for (int i = 0; i < (BK / 4) * (BN / 4) / THREADS; ++i) {
         const int wq = tid / 32 + i * (THREADS / 32);
         const int nb = (wq % 4) * 8 + lane % 8, kb = (wq / 4) * 4 + lane / 8;
         u32 w[4];
         UNROLL for (int r = 0; r < 4; ++r)
             w[r] = lds32(bs + swz_bs(4 * kb + r, nb >> 2) + (nb & 3) * 4);
-        /* __byte_perm(x, y, s): byte i of the result is byte (s >> 4i) & 7 of y:x (x low) */
+        /* __byte_perm(x, y, s): byte i of the result is byte (s >> 4i) & 7 of y:x (x low);
+         * x0 = bytes 0, 1 of rows 0, 1 interleaved, x1 = bytes 2, 3; y0, y1 the same of rows
+         * 2, 3; column c of the block is then (x0, y0) or (x1, y1) low or high halves */
         const u32 x0 = __byte_perm(w[0], w[1], 0x5140), x1 = __byte_perm(w[0], w[1], 0x7362);
         const u32 y0 = __byte_perm(w[2], w[3], 0x5140), y1 = __byte_perm(w[2], w[3], 0x7362);
-        const u32 o[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
-                          __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
-        UNROLL for (int c = 0; c < 4; ++c)
-            sts32(bt + swz_bt(4 * nb + c, kb >> 2) + (kb & 3) * 4, o[c]);
+        UNROLL for (int c = 0; c < 4; ++c) {
+            const int cc = (c + rot) & 3;
+            const u32 v = __byte_perm(cc < 2 ? x0 : x1, cc < 2 ? y0 : y1, cc & 1 ? 0x7632 : 0x5410);
+            sts32(bt + swz_a(4 * nb + cc, kb >> 2) + (kb & 3) * 4, v);
+        }
     }
 }
 
@@ -187,6 +199,27 @@ DEVICE float smm_load(const u8* RESTRICT p, int i, int dt) {
     return dt == 0 ? ((const float*)p)[i] : dt == 1 ? LOAD_F16((const u16*)p, i) : LOAD_BF16((const u16*)p, i);
 }
 
+/* The rolled epilogue of both kernels over the block's float totals at out_tile (rows OUT_LD
+ * apart): the scales (tensor, row), the bias and one rounding to out_dt, each warp storing whole
+ * row pieces. The totals go through shared memory so that this runs once per output in a loop
+ * that is not unrolled: unrolled over a thread's 64 outputs with three dtypes each, ptxas took
+ * over a minute per build. */
+DEVICE void store_tile(const float* out_tile, const float* RESTRICT SA, const float* RESTRICT SB,
+                       const u8* RESTRICT bias, u8* RESTRICT C, int M, int N, int scaling,
+                       int out_dt, int bias_dt, int m0, int n0, int tid) {
+#pragma unroll 1
+    for (int q = tid; q < BM * BN; q += THREADS) {
+        const int r = q / BN, c = q % BN, gm = m0 + r, gn = n0 + c;
+        if (gm >= M || gn >= N) continue;
+        float v = out_tile[r * OUT_LD + c];
+        if (scaling == SCALE_TENSOR) v = FMUL_RN(FMUL_RN(v, SA[0]), SB[0]);
+        else if (scaling == SCALE_ROW) v = FMUL_RN(FMUL_RN(v, SA[gm]), SB[gn]);
+        if (bias_dt >= 0) v = FADD_RN(v, smm_load(bias, gn, bias_dt));
+        smm_store(C, (i64)gm * N + gn, out_dt, v);
+    }
+}
+
+#if !defined(WGMMA)
 template <bool VEC>
 DEVICE void smm_body(const u8* RESTRICT A, const u8* RESTRICT B, const float* RESTRICT SA,
                      const float* RESTRICT SB, const u8* RESTRICT bias, u8* RESTRICT C, int M,
@@ -219,7 +252,8 @@ DEVICE void smm_body(const u8* RESTRICT A, const u8* RESTRICT B, const float* RE
 
         UNROLL for (int i = 0; i < FM; ++i) UNROLL for (int j = 0; j < FN; ++j)
             UNROLL for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-        UNROLL for (int kk = 0; kk < BK / 32; ++kk) {
+#pragma unroll 1
+        for (int kk = 0; kk < BK / 32; ++kk) {
             u32 a[FM][4], b[FN][2];
             UNROLL for (int i = 0; i < FM; ++i) {  /* matrices: rows +0 / +8, k chunk 2kk / 2kk+1 */
                 const int r = wm * WM + i * 16 + lane % 8 + 8 * (lane / 8 % 2);
@@ -228,7 +262,7 @@ DEVICE void smm_body(const u8* RESTRICT A, const u8* RESTRICT B, const float* RE
             UNROLL for (int p = 0; p < FN / 2; ++p) {  /* n-tiles 2p, 2p+1; k chunk 2kk / 2kk+1 */
                 const int n = wn * WN + p * 16 + lane % 8 + 8 * (lane / 16);
                 u32 r[4];
-                ldsm_x4(r, bt + swz_bt(n, 2 * kk + lane / 8 % 2));
+                ldsm_x4(r, bt + swz_a(n, 2 * kk + lane / 8 % 2));
                 b[2 * p][0] = r[0];
                 b[2 * p][1] = r[1];
                 b[2 * p + 1][0] = r[2];
@@ -253,10 +287,7 @@ DEVICE void smm_body(const u8* RESTRICT A, const u8* RESTRICT B, const float* RE
         }
     }
 
-    /* The totals go through shared memory (free now: BM x BN floats fit in the stages), so that
-     * the scales, bias and dtype conversion run once per output in a loop that is not unrolled
-     * (unrolled over 64 outputs with three dtypes each, ptxas took over a minute) and each
-     * warp stores whole row pieces. c0..c3 = (row g, g + 8) x (cols 2t, 2t + 1). */
+    /* the totals into shared memory for store_tile; c0..c3 = (row g, g + 8) x (cols 2t, 2t + 1) */
     if (VEC) cp_async_wait<0>();  /* K == 0 committed an empty group; nothing may land later */
     __syncthreads();  /* every warp is past its last reads of the stages and Bt */
     float* out_tile = (float*)smem_raw;
@@ -266,16 +297,7 @@ DEVICE void smm_body(const u8* RESTRICT A, const u8* RESTRICT B, const float* RE
             *(float2*)(out_tile + r * OUT_LD + c) = make_float2(tot[i][j][2 * h], tot[i][j][2 * h + 1]);
         }
     __syncthreads();
-#pragma unroll 1
-    for (int q = tid; q < BM * BN; q += THREADS) {
-        const int r = q / BN, c = q % BN, gm = m0 + r, gn = n0 + c;
-        if (gm >= M || gn >= N) continue;
-        float v = out_tile[r * OUT_LD + c];
-        if (scaling == SCALE_TENSOR) v = FMUL_RN(FMUL_RN(v, SA[0]), SB[0]);
-        else if (scaling == SCALE_ROW) v = FMUL_RN(FMUL_RN(v, SA[gm]), SB[gn]);
-        if (bias_dt >= 0) v = FADD_RN(v, smm_load(bias, gn, bias_dt));
-        smm_store(C, (i64)gm * N + gn, out_dt, v);
-    }
+    store_tile(out_tile, SA, SB, bias, C, M, N, scaling, out_dt, bias_dt, m0, n0, tid);
 }
 
 KERNEL void __launch_bounds__(THREADS, 1)
@@ -291,4 +313,134 @@ scaled_matmul_mma_vec(const u8* RESTRICT A, const u8* RESTRICT B, const float* R
                       int N, int K, int scaling, int out_dt, int bias_dt) {
     smm_body<true>(A, B, SA, SB, bias, C, M, N, K, scaling, out_dt, bias_dt);
 }
+#else /* WGMMA: the sm_90a kernel */
+/* scaled_matmul_wgmma: the same block tile on Hopper's asynchronous warpgroup MMA
+ * (wgmma.mma_async m64n128k32 with .e4m3 / .e5m2 operands, sm_90a only), K % 16 == 0,
+ * N % 16 == 0, A and B 16-byte aligned (its loads are the cp.async copies above). Two warpgroups
+ * of 64 rows; STAGES cp.async stages of A and Bs, and two of Bt, all in the swizzled layouts
+ * above (wgmma's K-major canonical layout with the 128-byte swizzle: FP8 wgmma reads both
+ * operands K-major only, hence the transpose of B). In each K tile the warpgroups issue their 4
+ * wgmma on tile kt, then, while the tensor cores run, copy tile kt + STAGES - 1 and transpose
+ * tile kt + 1 into the other Bt; then wait, and promote the tile's sums into the float32 totals
+ * as the mma.sync kernel does. Dynamic shared memory: SMEM_BYTES + 1024 (aligned to 1024 in the
+ * kernel). */
+#if STAGES < 3
+#error "scaled_matmul_wgmma needs STAGES >= 3"
+#endif
+#undef SMEM_BYTES
+#define SMEM_BYTES (STAGES * STAGE_BYTES + 2 * BT_BYTES)
+static_assert(SMEM_BYTES + 1024 <= 227 * 1024, "more shared memory than an sm_90 block may opt in to");
+
+/* cp.async and st.shared write through the generic proxy, wgmma reads through the async proxy */
+DEVICE void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* a shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): K-major, 128-byte
+ * swizzle (mode 1, bits 62-63), 8-row groups 1024 bytes apart (stride byte offset), leading byte
+ * offset unused (1), base offset 0 (atoms start at multiples of 1024) */
+DEVICE u64 smem_desc(u32 addr) {
+    return (u64)((addr & 0x3FFFF) >> 4) | (u64)1 << 16 | (u64)(1024 >> 4) << 32 | 1ull << 62;
+}
+/* keeps the compiler from moving accumulator accesses across the asynchronous window */
+DEVICE void pin(float (&d)[64]) {
+    UNROLL for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#define ACC8(i)                                                                              \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+/* d = A (64 x 32) @ B (32 x 128) + (accumulate ? d : 0), both K-major in shared memory */
+DEVICE void wgmma_64x128x32(float (&d)[64], u64 da, u64 db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32." MMA_A "." MMA_B "\n"
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, \n"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, \n"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, \n"
+        " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"
+        "%64, %65, p, 1, 1;\n}\n"
+        : ACC8(0), ACC8(8), ACC8(16), ACC8(24), ACC8(32), ACC8(40), ACC8(48), ACC8(56)
+        : "l"(da), "l"(db), "r"(accumulate)
+        : "memory");
+}
+DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+DEVICE void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+KERNEL void __launch_bounds__(THREADS, 1)
+scaled_matmul_wgmma(const u8* RESTRICT A, const u8* RESTRICT B, const float* RESTRICT SA,
+                    const float* RESTRICT SB, const u8* RESTRICT bias, u8* RESTRICT C, int M,
+                    int N, int K, int scaling, int out_dt, int bias_dt) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    /* the swizzle repeats every 1024 bytes of the shared window: align the stages to it */
+    const u32 raw = (u32)__cvta_generic_to_shared(smem_raw), smem = (raw + 1023u) & ~1023u;
+    const u32 bt0 = smem + STAGES * STAGE_BYTES;
+    const int tid = threadIdx.x, wg = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+
+    /* this thread's piece of its warpgroup's 64 x 128 tile (PTX ISA, wgmma D fragment):
+     * d[4j + 2h + e] is row 16 warp + lane / 4 + 8h, column 8j + 2 (lane % 4) + e */
+    float d[64], tot[64];
+    UNROLL for (int i = 0; i < 64; ++i) d[i] = tot[i] = 0.0f;
+    pin(d);
+
+    const int tiles = (K + BK - 1) / BK;
+    /* one commit group per tile, empty past the last: group g holds tile g */
+    UNROLL for (int st = 0; st < STAGES - 1; ++st) {
+        if (st < tiles) load_stage<true>(smem + st * STAGE_BYTES, A, B, M, N, K, m0, n0, st * BK, tid);
+        cp_async_commit();
+    }
+    cp_async_wait<STAGES - 2>();  /* tile 0 */
+    proxy_fence();
+    __syncthreads();
+    if (tiles > 0) transpose_b(smem + A_BYTES, bt0, tid);
+    proxy_fence();
+    __syncthreads();
+
+    for (int kt = 0; kt < tiles; ++kt) {
+        const u32 s = smem + kt % STAGES * STAGE_BYTES, bt = bt0 + (kt & 1) * BT_BYTES;
+        const u64 da = smem_desc(s + wg * 64 * ROW), db = smem_desc(bt);
+        wgmma_fence();
+        UNROLL for (int kk = 0; kk < BK / 32; ++kk)  /* 32 bytes of K further along the rows */
+            wgmma_64x128x32(d, da + (u64)(kk * 32 >> 4), db + (u64)(kk * 32 >> 4), kk > 0);
+        wgmma_commit();
+        /* while the tensor cores run: tile kt + STAGES - 1 into the stage of tile kt - 1 (every
+         * warpgroup's wgmma on it completed before the last barrier), and tile kt + 1's B
+         * transposed into the Bt that tile kt - 1 used */
+        const int next = kt + STAGES - 1;
+        if (next < tiles)
+            load_stage<true>(smem + next % STAGES * STAGE_BYTES, A, B, M, N, K, m0, n0, next * BK, tid);
+        cp_async_commit();
+        cp_async_wait<STAGES - 2>();  /* this thread's copies of tile kt + 1 */
+        proxy_fence();
+        __syncthreads();
+        if (kt + 1 < tiles)
+            transpose_b(smem + (kt + 1) % STAGES * STAGE_BYTES + A_BYTES, bt0 + ((kt + 1) & 1) * BT_BYTES, tid);
+        proxy_fence();
+        wgmma_wait_all();
+        pin(d);  /* the sums are read only after the tile's wgmma completed */
+        if (scaling == SCALE_BLOCK) {
+            const float sb = SB[(i64)kt * ((N - 1) / BN + 1) + blockIdx.x];
+            UNROLL for (int h = 0; h < 2; ++h) {
+                const int gm = imin(m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h, M - 1);
+                const float sa = SA[(i64)gm * (K / BK) + kt];
+                UNROLL for (int j = 0; j < BN / 8; ++j) UNROLL for (int e = 0; e < 2; ++e)
+                    tot[4 * j + 2 * h + e] = FADD_RN(tot[4 * j + 2 * h + e],
+                                                     FMUL_RN(FMUL_RN(d[4 * j + 2 * h + e], sa), sb));
+            }
+        } else {
+            UNROLL for (int i = 0; i < 64; ++i) tot[i] = FADD_RN(tot[i], d[i]);
+        }
+        __syncthreads();  /* Bt of tile kt + 1 is whole; every warpgroup is done with tile kt */
+    }
+
+    cp_async_wait<0>();  /* nothing may land in the epilogue's tile (the empty groups included) */
+    __syncthreads();
+    float* out_tile = (float*)(smem_raw + (smem - raw));
+    UNROLL for (int h = 0; h < 2; ++h) UNROLL for (int j = 0; j < BN / 8; ++j) {
+        const int r = wg * 64 + warp * 16 + lane / 4 + 8 * h, c = 8 * j + 2 * (lane % 4);
+        *(float2*)(out_tile + r * OUT_LD + c) = make_float2(tot[4 * j + 2 * h], tot[4 * j + 2 * h + 1]);
+    }
+    __syncthreads();
+    store_tile(out_tile, SA, SB, bias, C, M, N, scaling, out_dt, bias_dt, m0, n0, tid);
+}
+#endif
 #endif

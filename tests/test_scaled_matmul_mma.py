@@ -1,6 +1,6 @@
 """The FP8 tensor-core scaled matmul (kernels/scaled_matmul_mma.cu) without a GPU: its variants
-compile with NVRTC for sm_89 and sm_90 without spills and really issue FP8 mma.sync (and
-cp.async where aligned); the cuda backend's choice of it from the device's arch and the format
+compile with NVRTC for sm_89 and sm_90 (the wgmma kernel for sm_90a) without spills and really
+issue FP8 mma.sync or wgmma (and cp.async where aligned); the cuda backend's choice of it from the device's arch and the format
 pair; supports() declining a forced "tensorcore" where the device has no FP8 tensor cores;
 launch geometry; the accumulator it declares. Whether it computes the right numbers is the GPU
 run's verdict (conformance/gpu_check.sh, step conformance-fp8-tensorcore)."""
@@ -20,7 +20,8 @@ from accel.kernels import check as KC
 from accel.kernels import toolchains
 
 E4, E5, FNUZ = FP8_DTYPES
-MMA_VARIANTS = [v for v in K.variants() if v.source == "scaled_matmul_mma.cu"]
+MMA_VARIANTS = [v for v in K.variants() if v.source == "scaled_matmul_mma.cu" and "WGMMA" not in v.defines]
+WGMMA_VARIANTS = [v for v in K.variants() if v.source == "scaled_matmul_mma.cu" and "WGMMA" in v.defines]
 #: sm_89's most dynamic shared memory per block (99 KiB; sm_90 allows 227 KiB)
 ADA_SHARED_MAX = 99 * 1024
 
@@ -46,9 +47,20 @@ def test_the_ocp_pairs_torch_allows_are_shipped_for_sm89_and_later():
         assert 48 * 1024 < v.dynamic_local_bytes <= ADA_SHARED_MAX
 
 
+def test_the_wgmma_kernel_is_shipped_for_the_same_pairs_on_sm90a_only():
+    pairs = {(v.defines["A_FP8"], v.defines["B_FP8"]) for v in WGMMA_VARIANTS}
+    assert pairs == {(v.defines["A_FP8"], v.defines["B_FP8"]) for v in MMA_VARIANTS}
+    for v in WGMMA_VARIANTS:
+        assert v.kernels == ("scaled_matmul_wgmma",) and v.dialects == ("cuda",)
+        assert v.nvidia_target("sm_90") == "sm_90a"
+        assert v.nvidia_target("sm_89") is None and v.nvidia_target("sm_100") is None
+        assert 48 * 1024 < v.dynamic_local_bytes <= 227 * 1024
+
+
 def test_fnuz_has_no_tensor_core_variant():
-    with pytest.raises(DTypeError, match=r"^a_dtype: expected one of \('float8_e4m3fn', 'float8_e5m2'\)"):
-        K.scaled_matmul_mma(FNUZ, FNUZ)
+    for build in (K.scaled_matmul_mma, K.scaled_matmul_wgmma):
+        with pytest.raises(DTypeError, match=r"^a_dtype: expected one of \('float8_e4m3fn', 'float8_e5m2'\)"):
+            build(FNUZ, FNUZ)
 
 
 # -- compiled for real targets ------------------------------------------------------------------
@@ -63,22 +75,32 @@ def test_every_variant_compiles_without_spills(arch):
             assert res.registers * 256 <= 65536, (v.id, name, res)  # one block of 256 per SM
 
 
+def test_the_wgmma_kernel_compiles_for_sm90a_without_spills():
+    need("sm_90")
+    for v in WGMMA_VARIANTS:
+        r = build_shipped(v, "scaled_matmul_wgmma", "sm_90")
+        assert r.target == "sm_90a"
+        res = r.resources["scaled_matmul_wgmma"]
+        assert res.spills == 0 and res.stack_bytes == 0 and res.registers * 256 <= 65536, (v.id, res)
+
+
 def test_kernels_check_builds_them_for_ada_and_hopper_only():
     need("sm_89", "sm_90")
     jobs = [j for j in KC.shipped_jobs() if j.file == "scaled_matmul_mma.cu"]
-    assert len(jobs) == len(MMA_VARIANTS)
+    assert len(jobs) == len(MMA_VARIANTS) + len(WGMMA_VARIANTS)
     outcomes = KC.check(jobs, ["sm_80", "sm_89", "sm_90", "gfx90a"], sass=False)
-    status = {t: {o.status for o in outcomes if o.target == t} for t in ("sm_80", "sm_89", "sm_90", "gfx90a")}
-    assert status == {"sm_80": {"n/a"}, "sm_89": {"ok"}, "sm_90": {"ok"}, "gfx90a": {"n/a"}}
+
+    def status(target, wgmma):
+        return {o.status for o in outcomes if o.target == target and ("WGMMA" in o.defines) == wgmma}
+    assert [status(t, False) for t in ("sm_80", "sm_89", "sm_90", "gfx90a")] == [{"n/a"}, {"ok"}, {"ok"}, {"n/a"}]
+    assert [status(t, True) for t in ("sm_80", "sm_89", "sm_90", "gfx90a")] == [{"n/a"}, {"n/a"}, {"ok"}, {"n/a"}]
 
 
-@pytest.mark.parametrize("pair,types", [((E4, E4), "e4m3.e4m3"), ((E4, E5), "e4m3.e5m2"),
-                                        ((E5, E4), "e5m2.e4m3")])
-def test_fp8_mma_and_async_copies_are_really_used(pair, types):
+def _ptx(v: K.Variant, arch: str) -> dict[str, str]:
+    """PTX per kernel entry, from NVRTC with the include path accel.kernels.toolchains uses."""
     nvrtc = nvrtc_binding()
-    v = K.scaled_matmul_mma(*pair)
     prog = nvrtc.createProgram(K.program_text(v.source), "scaled_matmul_mma.cu", [], [])
-    opts = ["--gpu-architecture=compute_89", "-std=c++17", "-DACCEL_WARP=32",
+    opts = [f"--gpu-architecture=compute_{arch[3:]}", "-std=c++17", "-DACCEL_WARP=32",
             *(f"-I{d}" for d in toolchains.cuda_include_dirs()), *v.options()]
     try:
         nvrtc.compileProgram(prog, opts)
@@ -86,7 +108,15 @@ def test_fp8_mma_and_async_copies_are_really_used(pair, types):
         pytest.fail(nvrtc.getProgramLog(prog))
     ptx = nvrtc.getPTX(prog)
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    entries = {e.split("(")[0]: e for e in ptx.split(".entry ")[1:]}
+    return {e.split("(")[0]: e for e in ptx.split(".entry ")[1:]}
+
+
+PAIR_TYPES = [((E4, E4), "e4m3.e4m3"), ((E4, E5), "e4m3.e5m2"), ((E5, E4), "e5m2.e4m3")]
+
+
+@pytest.mark.parametrize("pair,types", PAIR_TYPES)
+def test_fp8_mma_and_async_copies_are_really_used(pair, types):
+    entries = _ptx(K.scaled_matmul_mma(*pair), "sm_89")
     assert set(entries) == {"scaled_matmul_mma", "scaled_matmul_mma_vec"}
     for body in entries.values():
         mma = set(re.findall(r"mma\.sync\.aligned\.m16n8k32\.row\.col\.f32\.(\w+\.\w+)\.f32", body))
@@ -94,6 +124,15 @@ def test_fp8_mma_and_async_copies_are_really_used(pair, types):
         assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in body
     assert "cp.async.cg.shared.global" in entries["scaled_matmul_mma_vec"]
     assert "cp.async" not in entries["scaled_matmul_mma"]  # the any-shape kernel loads bytes
+
+
+@pytest.mark.parametrize("pair,types", PAIR_TYPES)
+def test_the_hopper_kernel_really_issues_fp8_wgmma(pair, types):
+    entries = _ptx(K.scaled_matmul_wgmma(*pair), "sm_90a")
+    assert set(entries) == {"scaled_matmul_wgmma"}
+    body = entries["scaled_matmul_wgmma"]
+    assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.(\w+\.\w+)", body)) == {types}
+    assert "cp.async.cg.shared.global" in body and "fence.proxy.async" in body
 
 
 # -- which implementation runs ------------------------------------------------------------------
@@ -124,21 +163,24 @@ def test_forced_tensorcore_is_declined_below_sm89_with_the_reason():
 
 
 def test_the_async_kernel_needs_whole_aligned_16_byte_chunks():
-    def pick(spec, a=256, b=512):
-        return CP.tensorcore_kernel(spec, "sm_90", a, b)[1]
+    for arch, fast in (("sm_89", "scaled_matmul_mma_vec"), ("sm_90", "scaled_matmul_wgmma"),
+                       ("sm_100", "scaled_matmul_mma_vec")):
+        def pick(spec, a=256, b=512, arch=arch):
+            return CP.tensorcore_kernel(spec, arch, a, b)[1]
 
-    assert pick(_spec(5, 64, 32)) == "scaled_matmul_mma_vec"
-    assert pick(_spec(5, 64, 32), a=264) == pick(_spec(5, 64, 32), b=520) == "scaled_matmul_mma"
-    assert pick(_spec(5, 72, 32)) == pick(_spec(5, 64, 40)) == "scaled_matmul_mma"
+        assert pick(_spec(5, 64, 32)) == fast
+        assert pick(_spec(5, 64, 32), a=264) == pick(_spec(5, 64, 32), b=520) == "scaled_matmul_mma"
+        assert pick(_spec(5, 72, 32)) == pick(_spec(5, 64, 40)) == "scaled_matmul_mma"
 
 
 @pytest.mark.parametrize("M,N", [(1, 1), (129, 257), (8192, 8192), (300, 7)])
-def test_grid_covers_the_output_once(M, N):
+@pytest.mark.parametrize("build", [K.scaled_matmul_mma, K.scaled_matmul_wgmma])
+def test_grid_covers_the_output_once(M, N, build):
     spec = _spec(M, 128, N, "block")
-    v = CP.kernel_variant(spec, "tensorcore")
-    name, grid, block = CP.launch_plan(spec, v, "scaled_matmul_mma_vec")
+    v = build(E4, E4)
+    name, grid, block = CP.launch_plan(spec, v)
     d = v.defines
-    assert name == "scaled_matmul_mma_vec" and block == (256, 1, 1) and grid[2] == 1
+    assert name == v.kernels[0] and block == (256, 1, 1) and grid[2] == 1
     assert grid[0] * d["BN"] >= N > (grid[0] - 1) * d["BN"]
     assert grid[1] * d["BM"] >= M > (grid[1] - 1) * d["BM"]
 
@@ -163,9 +205,11 @@ def test_the_full_profile_reaches_both_kernels_for_every_pair():
     for case in cases:
         spec = build(case)[0]
         # fresh device buffers are 256-byte aligned: the shapes decide
-        name = CP.tensorcore_kernel(spec, "sm_90", 256, 512)[1]
-        reached.setdefault((spec.a_dtype, spec.b_dtype), set()).add(f"{name} {spec.scaling}")
-    want = {f"{k} {g}" for k in ("scaled_matmul_mma", "scaled_matmul_mma_vec") for g in ("row", "block")}
+        for arch in ("sm_89", "sm_90"):
+            name = CP.tensorcore_kernel(spec, arch, 256, 512)[1]
+            reached.setdefault((spec.a_dtype, spec.b_dtype), set()).add(f"{name} {spec.scaling}")
+    want = {f"{k} {g}" for k in ("scaled_matmul_mma", "scaled_matmul_mma_vec", "scaled_matmul_wgmma")
+            for g in ("row", "block")}
     assert set(reached) == {(E4, E4), (E4, E5), (E5, E4)}
     assert all(want <= got for got in reached.values()), reached
 

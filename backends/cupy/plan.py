@@ -151,13 +151,14 @@ def tensorcore_kernel(spec, arch: str, *addresses: int):
     >>> tensorcore_kernel(att, "sm_80", 256, 512, 768)[1], tensorcore_kernel(att, "sm_80", 256, 520, 768)
     ('attention_mma', None)
 
-    FP8 scaled matmul always has one: its cp.async kernel where K and N are multiples of 16 and
-    a and b 16-byte aligned, else its any-shape kernel.
+    FP8 scaled matmul always has one: where K and N are multiples of 16 and a and b 16-byte
+    aligned (whole cp.async chunks), the wgmma kernel on sm_90 and mma.sync's cp.async kernel
+    elsewhere, else mma.sync's any-shape kernel.
 
     >>> from accel.spec import scaled_matmul_spec
-    >>> fp8 = scaled_matmul_spec((4, 32), "float8_e4m3fn", (32, 8), "float8_e4m3fn", (), "float32", (), "float32")
-    >>> tensorcore_kernel(fp8, "sm_90", 256, 512)[1]
-    'scaled_matmul_mma'
+    >>> fp8 = scaled_matmul_spec((4, 32), "float8_e4m3fn", (32, 16), "float8_e4m3fn", (), "float32", (), "float32")
+    >>> [tensorcore_kernel(fp8, arch, 256, a)[1] for arch, a in (("sm_90", 512), ("sm_89", 512), ("sm_90", 520))]
+    ['scaled_matmul_wgmma', 'scaled_matmul_mma_vec', 'scaled_matmul_mma']
     """
 
     if spec.op == "attention":
@@ -165,6 +166,9 @@ def tensorcore_kernel(spec, arch: str, *addresses: int):
         return (kernel_variant(spec, "tensorcore"), "attention_mma") if fits else None
     if spec.op == "scaled_matmul":  # 16-byte FP8 chunks: cp.async where rows are whole chunks
         vec = spec.K % 16 == 0 and spec.N % 16 == 0 and aligned16(*addresses[:2])
+        hopper = kernels.scaled_matmul_wgmma(spec.a_dtype, spec.b_dtype)
+        if vec and hopper.nvidia_target(arch):
+            return hopper, "scaled_matmul_wgmma"
         return kernel_variant(spec, "tensorcore"), "scaled_matmul_mma_vec" if vec else "scaled_matmul_mma"
     chunks = spec.K % 8 == 0 and spec.N % 8 == 0 and aligned16(*addresses)
     hopper = kernels.matmul_wgmma(spec.dtype, spec.out_dtype)
@@ -211,7 +215,7 @@ def launch_plan(spec, variant, name: str | None = None,
         return "matmul_wmma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), spec.batch), \
             (32 * d["WARPS_M"] * d["WARPS_N"], 1, 1)
     if variant.source == "scaled_matmul_mma.cu":  # x over BN-column tiles, y over BM-row tiles
-        return name or "scaled_matmul_mma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), 1), \
+        return name or variant.kernels[0], (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), 1), \
             (256, 1, 1)
     if spec.op == "scaled_matmul":  # x over column tiles, y over row tiles
         wg = kernels.SCALED_MATMUL_WG

@@ -315,8 +315,10 @@ def measure(be) -> list[dict]:
         ops = [adopt(a8, "float8_e4m3fn"), adopt(b8, "float8_e4m3fn"), adopt(sa, "float32"),
                adopt(sb, "float32"), None]
         auto = CP.tensorcore_kernel(spec, be.arch, a8.data_ptr(), b8.data_ptr())
+        mma = CP.kernel_variant(spec, "tensorcore")
         candidates = {f"tensor cores, impl=auto ({auto[1]})": auto,
-                      "tensor cores, any-shape kernel (scaled_matmul_mma)": (auto[0], "scaled_matmul_mma"),
+                      "mma.sync, cp.async kernel (scaled_matmul_mma_vec)": (mma, "scaled_matmul_mma_vec"),
+                      "mma.sync, any-shape kernel (scaled_matmul_mma)": (mma, "scaled_matmul_mma"),
                       "shared-dialect scaled_matmul.cl (impl=kernels)": (CP.kernel_variant(spec, "kernels"), None)}
         calls, outputs = {}, {}
         for label, (variant, kernel) in candidates.items():
