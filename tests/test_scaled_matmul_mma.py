@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from gpu_toolchains import build_shipped, need, nvrtc_binding
+from gpu_toolchains import build_shipped, need, ptx_entries
 
 import accel.kernels as K
 from accel import spec as S
@@ -17,7 +17,6 @@ from accel.backends.cupy import plan as CP
 from accel.dtypes import FP8_DTYPES
 from accel.errors import DTypeError
 from accel.kernels import check as KC
-from accel.kernels import toolchains
 
 E4, E5, FNUZ = FP8_DTYPES
 MMA_VARIANTS = [v for v in K.variants() if v.source == "scaled_matmul_mma.cu" and "WGMMA" not in v.defines]
@@ -96,27 +95,12 @@ def test_kernels_check_builds_them_for_ada_and_hopper_only():
     assert [status(t, True) for t in ("sm_80", "sm_89", "sm_90", "gfx90a")] == [{"n/a"}, {"n/a"}, {"ok"}, {"n/a"}]
 
 
-def _ptx(v: K.Variant, arch: str) -> dict[str, str]:
-    """PTX per kernel entry, from NVRTC with the include path accel.kernels.toolchains uses."""
-    nvrtc = nvrtc_binding()
-    prog = nvrtc.createProgram(K.program_text(v.source), "scaled_matmul_mma.cu", [], [])
-    opts = [f"--gpu-architecture=compute_{arch[3:]}", "-std=c++17", "-DACCEL_WARP=32",
-            *(f"-I{d}" for d in toolchains.cuda_include_dirs()), *v.options()]
-    try:
-        nvrtc.compileProgram(prog, opts)
-    except nvrtc.NVRTCError:
-        pytest.fail(nvrtc.getProgramLog(prog))
-    ptx = nvrtc.getPTX(prog)
-    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    return {e.split("(")[0]: e for e in ptx.split(".entry ")[1:]}
-
-
 PAIR_TYPES = [((E4, E4), "e4m3.e4m3"), ((E4, E5), "e4m3.e5m2"), ((E5, E4), "e5m2.e4m3")]
 
 
 @pytest.mark.parametrize("pair,types", PAIR_TYPES)
 def test_fp8_mma_and_async_copies_are_really_used(pair, types):
-    entries = _ptx(K.scaled_matmul_mma(*pair), "sm_89")
+    entries = ptx_entries(K.scaled_matmul_mma(*pair), "sm_89")
     assert set(entries) == {"scaled_matmul_mma", "scaled_matmul_mma_vec"}
     for body in entries.values():
         mma = set(re.findall(r"mma\.sync\.aligned\.m16n8k32\.row\.col\.f32\.(\w+\.\w+)\.f32", body))
@@ -128,7 +112,7 @@ def test_fp8_mma_and_async_copies_are_really_used(pair, types):
 
 @pytest.mark.parametrize("pair,types", PAIR_TYPES)
 def test_the_hopper_kernel_really_issues_fp8_wgmma(pair, types):
-    entries = _ptx(K.scaled_matmul_wgmma(*pair), "sm_90a")
+    entries = ptx_entries(K.scaled_matmul_wgmma(*pair), "sm_90a")
     assert set(entries) == {"scaled_matmul_wgmma"}
     body = entries["scaled_matmul_wgmma"]
     assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.(\w+\.\w+)", body)) == {types}
