@@ -1,5 +1,5 @@
 /* FP8 scaled matmul on NVIDIA tensor cores (mma.sync m16n8k32 with .e4m3 / .e5m2 operands,
- * PTX ISA 8.4+, sm_89 and later): C = (A * scale_a) @ (B * scale_b) + bias for row-major FP8
+ * sm_89 and later; wgmma on sm_90a, below): C = (A * scale_a) @ (B * scale_b) + bias for row-major FP8
  * A [M, K] and B [K, N], the semantics of kernels/scaled_matmul.cl (docs/api.md), built with
  * accel.h in front like every shipped source. The OCP formats only: AMD's e4m3fnuz has no NVIDIA
  * tensor-core type, and keeps scaled_matmul.cl.
