@@ -12,6 +12,11 @@
 #                               (impl=tensorcore), full profile: multi-tile shapes, aligned and
 #                               unaligned operands, so every tensor-core kernel runs (wgmma on sm_90,
 #                               WMMA's cp.async and any-shape kernels, attention_mma.cu)
+#   conformance-cuda-fp8-tensorcore.json  FP8 scaled_matmul of e4m3fn/e5m2 on tensor cores
+#                               (impl=tensorcore: kernels/scaled_matmul_mma.cu, sm_89 and later),
+#                               full profile: every pair and scale granularity, both its any-shape
+#                               and its cp.async kernel, special values; e4m3fnuz stays on
+#                               scaled_matmul.cl (the conformance-kernels step runs that)
 #   (torch-streams step)        tests/test_torch_streams_gpu.py: accel ordered on torch's stream
 #   bench-cuda.json             `accel bench --backend cuda` (impl=auto: tensor cores for 16-bit ops)
 #   speed-goals-cuda.json       the issue's speed goals as ratios measured in this run, with the
@@ -23,8 +28,8 @@
 #   profile-gemv-x8.log         the same for qgemv_x8 (qmatmul with x_format="q8_0")
 # The whole run took 149 s on an H200 before the speed goals timed their 21 GEMV alternatives
 # (qgemv, qgemv_stream, qgemv_runs, the x_format op and qgemv_x8), the 4 GEMV diagnostics and the
-# decode survey, and before the second and third profiles and the qgemv_runs conformance
-# (together about two minutes more, by estimate; the GEMV goal's 20 parameter sets and the decode
+# decode survey, and before the second and third profiles, the qgemv_runs conformance, the FP8
+# tensor-core conformance and the FP8 speed goal (together about three minutes more, by estimate; the GEMV goal's 20 parameter sets and the decode
 # survey's 5 are now compiled in parallel; the issue asks for 5 minutes); each step has
 # its own time limit so that a hung step cannot stall the rest, and a failed step is reported
 # while the others still run. Exit status: 0 when every step but the diagnostic profiles succeeded.
@@ -85,9 +90,12 @@ step conformance-vendor 45 env ACCEL_CUDA_IMPL=vendor "$PY" -m accel conformance
 step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel conformance --backend cuda \
     --profile full --ops matmul attention --dtypes float16 bfloat16 --no-progress \
     --json "$OUT/conformance-cuda-tensorcore.json"
+step conformance-fp8-tensorcore 60 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel conformance \
+    --backend cuda --profile full --ops scaled_matmul --dtypes float8_e4m3fn float8_e5m2 \
+    --no-progress --json "$OUT/conformance-cuda-fp8-tensorcore.json"
 step torch-streams 60 "$PY" -m pytest -q -p no:cacheprovider tests/test_torch_streams_gpu.py
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
-step speed-goals 240 "$PY" -m accel.conformance.bench.gpu_goals "$OUT/speed-goals-cuda.json"
+step speed-goals 270 "$PY" -m accel.conformance.bench.gpu_goals "$OUT/speed-goals-cuda.json"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 profile() {  # step NAME, KERNEL's second launch (the first loads it), caches flushed per pass,
              # with ACCEL_GEMV_KERNEL=GEMV (the float-x GEMV that impl=auto runs)

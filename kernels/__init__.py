@@ -51,7 +51,7 @@ SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "kquant.cl": ("quantize", "dequantize", "qmatmul"),
               "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",),
-              "scaled_matmul.cl": ("scaled_matmul",),
+              "scaled_matmul.cl": ("scaled_matmul",), "scaled_matmul_mma.cu": ("scaled_matmul",),
               "copy.cl": ()}  # Tensor.contiguous() and astype(), no op
 SOURCES = tuple(SOURCE_OPS)
 #: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
@@ -120,6 +120,16 @@ GPU_ATTENTION_MMA = dict(WARPS=8)
 GPU_SCALED_MATMUL = dict(TM=4, TN=4, VW=1)
 CPU_SCALED_MATMUL = dict(TM=6, TN=64, VW=16)
 SCALED_MATMUL_WG = 16
+#: the FP8 tensor-core scaled matmul's tiling (kernels/scaled_matmul_mma.cu, sm_89 and later):
+#: 128 x 128 outputs per block of 2 x 4 warps (64 x 32 each), K tiles of 128 (the FP8 scale
+#: block), two stages of A and B plus B's transpose in dynamic shared memory (80 KiB: sm_89
+#: allows a block 99 KiB)
+GPU_SCALED_MATMUL_MMA = dict(BM=128, BN=128, BK=128)
+#: its sm_90a wgmma kernel: the same block tile over 2 warpgroups, 4 cp.async stages of A and B
+#: and two of B's transpose (161 KiB)
+GPU_SCALED_MATMUL_WGMMA = dict(BM=128, BN=128, BK=128, STAGES=4)
+#: FP8 formats with NVIDIA tensor-core types (mma.sync .e4m3 / .e5m2); e4m3fnuz has none
+MMA_FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 #: head dims the tensor-core attention ships for (each pairing compiled and SASS-checked in CI)
 ATTENTION_MMA_HEAD_DIMS = (64, 128)
 
@@ -177,6 +187,10 @@ class Variant:
         d = self.defines
         if self.source == "matmul_wgmma.cu":
             return d["STAGES"] * (d["BM"] + d["BN"]) * d["BK"] * 2 + 1024
+        if self.source == "scaled_matmul_mma.cu" and "WGMMA" in d:  # + 1 KiB to align the stages
+            return d["STAGES"] * (d["BM"] + d["BK"]) * d["BK"] + 2 * d["BN"] * d["BK"] + 1024
+        if self.source == "scaled_matmul_mma.cu":  # 2 stages of A and B, and B transposed
+            return 2 * (d["BM"] + d["BK"]) * d["BK"] + d["BN"] * d["BK"]
         return 0
 
     @property
@@ -675,6 +689,42 @@ def scaled_matmul(a_dtype: str, b_dtype: str, params: dict | None = None) -> Var
     return Variant("scaled_matmul.cl", ("scaled_matmul",), {**d, **p}, _dialects(p))
 
 
+def scaled_matmul_mma(a_dtype: str, b_dtype: str) -> Variant:
+    """The FP8 tensor-core scaled matmul (kernels/scaled_matmul_mma.cu: mma.sync, sm_89 and
+    later) for a and b in e4m3fn or e5m2; the same arguments as :func:`scaled_matmul`, so the
+    scaling, output and bias dtypes are kernel arguments here too. Kernels:
+    ``scaled_matmul_mma`` (any shape) and ``scaled_matmul_mma_vec`` (K and N multiples of 16, a
+    and b 16-byte aligned).
+
+    >>> v = scaled_matmul_mma("float8_e5m2", "float8_e4m3fn")
+    >>> v.defines["A_FP8"], v.nvidia_target("sm_90"), v.nvidia_target("sm_86"), v.dynamic_local_bytes
+    ('e5m2', 'sm_90', None, 81920)
+    """
+    return Variant("scaled_matmul_mma.cu", ("scaled_matmul_mma", "scaled_matmul_mma_vec"),
+                   {**_mma_fp8(a_dtype, b_dtype), **GPU_SCALED_MATMUL_MMA}, ("cuda",),
+                   sm_range=(89, SM_ANY_LATER))
+
+
+def scaled_matmul_wgmma(a_dtype: str, b_dtype: str) -> Variant:
+    """The FP8 scaled matmul on Hopper's wgmma (``scaled_matmul_wgmma`` in
+    kernels/scaled_matmul_mma.cu, built for sm_90a; sm_90 devices only) for a and b in e4m3fn or
+    e5m2, K and N multiples of 16, a and b 16-byte aligned (the backend routes other cases to
+    :func:`scaled_matmul_mma`); the same arguments.
+
+    >>> v = scaled_matmul_wgmma("float8_e4m3fn", "float8_e4m3fn")
+    >>> v.nvidia_target("sm_90"), v.nvidia_target("sm_89"), v.dynamic_local_bytes
+    ('sm_90a', None, 164864)
+    """
+    return Variant("scaled_matmul_mma.cu", ("scaled_matmul_wgmma",),
+                   {**_mma_fp8(a_dtype, b_dtype), **GPU_SCALED_MATMUL_WGMMA, "WGMMA": 1}, ("cuda",),
+                   sm_range=(90, 90), arch_suffix="a")
+
+
+def _mma_fp8(a_dtype: str, b_dtype: str) -> dict:
+    tokens = {t: FP8_TOKEN[t] for t in MMA_FP8_DTYPES}
+    return {"A_FP8": _token_of(a_dtype, tokens, "a_dtype"), "B_FP8": _token_of(b_dtype, tokens, "b_dtype")}
+
+
 def scaled_matmul_groups(spec, defines: dict, wg: int) -> tuple[int, int]:
     """scaled_matmul.cl's launch for ``spec`` with tiling ``defines`` in work-groups of
     ``wg`` x ``wg``: (groups over column tiles, groups over row tiles).
@@ -697,7 +747,9 @@ def _scaled_matmul_variants() -> list[Variant]:
     """Every format pair accel.spec allows, on GPU and on CPU parameters."""
     e4, e5, fnuz = "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"
     pairs = ((e4, e4), (e4, e5), (e5, e4), (fnuz, fnuz))
-    return [scaled_matmul(a, b, params) for params in (GPU_SCALED_MATMUL, CPU_SCALED_MATMUL) for a, b in pairs]
+    return [scaled_matmul(a, b, params) for params in (GPU_SCALED_MATMUL, CPU_SCALED_MATMUL) for a, b in pairs] + \
+        [build(a, b) for build in (scaled_matmul_mma, scaled_matmul_wgmma) for a, b in pairs
+         if a in MMA_FP8_DTYPES]
 
 
 @cache
@@ -751,7 +803,7 @@ def program_text(name_or_text: str, filename: str | None = None) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "scaled_matmul", "scaled_matmul_groups", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "quant", "scaled_matmul", "scaled_matmul_mma", "scaled_matmul_wgmma", "scaled_matmul_groups", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS",

@@ -50,6 +50,24 @@ def nvrtc_binding():
     return nvrtc
 
 
+def ptx_entries(variant, arch: str) -> dict[str, str]:
+    """PTX per kernel entry of shipped ``variant`` for ``arch`` (``sm_90a`` too), from NVRTC with
+    the include path accel.kernels.toolchains uses (the machine-code builds keep no PTX)."""
+    from accel import kernels
+
+    nvrtc = nvrtc_binding()
+    prog = nvrtc.createProgram(kernels.program_text(variant.source), variant.source, [], [])
+    opts = [f"--gpu-architecture=compute_{arch[3:]}", "-std=c++17", "-DACCEL_WARP=32",
+            *(f"-I{d}" for d in toolchains.cuda_include_dirs()), *variant.options()]
+    try:
+        nvrtc.compileProgram(prog, opts)
+    except nvrtc.NVRTCError:
+        pytest.fail(nvrtc.getProgramLog(prog))
+    ptx = nvrtc.getPTX(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    return {e.split("(")[0]: e for e in ptx.split(".entry ")[1:]}
+
+
 def distinct(builds: list[tuple]) -> list[tuple]:
     """``builds`` (tuples whose last item is a dict of parameters) without repeats, in order:
     parameter lists shared by several GPU-run surveys name some sets twice."""

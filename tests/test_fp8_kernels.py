@@ -67,9 +67,13 @@ def test_cuda_and_hip_grids_cover_every_output(M, N):
 @pytest.mark.parametrize("pair", PAIRS)
 def test_every_pair_is_supported_on_every_path_and_opencl_declines_flushing_devices(pair):
     spec = _spec(5, 256, 9, "block", pair, "float16", "float32")
-    for impl in CP.IMPLS:  # no FP8 tensor-core or vendor path yet: all run the shared kernel
-        assert CP.kernel_path(spec, impl, "sm_90") == "kernels"
-        assert CP.support_for(spec, impl, "sm_90").ok and CP.support_for(spec, impl, "gfx90a").ok
+    for impl in CP.IMPLS:  # the shared kernel, or FP8 tensor cores (tests/test_scaled_matmul_mma.py)
+        tensorcore = impl in ("auto", "tensorcore") and FNUZ not in pair
+        assert CP.kernel_path(spec, impl, "sm_90") == ("tensorcore" if tensorcore else "kernels")
+        assert CP.kernel_path(spec, impl, "sm_80") == ("tensorcore" if impl == "tensorcore" and
+                                                       FNUZ not in pair else "kernels")
+        assert CP.support_for(spec, impl, "sm_90").ok and CP.support_for(spec, impl, "gfx90a").ok == (
+            not (impl == "tensorcore" and FNUZ not in pair))
     assert support(spec, FACTS["cpu"], PARAMS["cpu"]).ok
     flushing = dataclasses.replace(FACTS["cpu"], denormals=False)
     verdict = support(spec, flushing, PARAMS["cpu"])

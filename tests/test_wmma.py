@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gpu_toolchains import build_shipped, missing, need, nvrtc_binding
+from gpu_toolchains import build_shipped, missing, need, ptx_entries
 
 import accel.kernels as K
 from accel.kernels import check as KC
@@ -82,25 +82,10 @@ def test_kernels_check_builds_them_for_nvidia_and_skips_amd():
     assert {o.status for o in outcomes if o.target == "gfx90a"} == {"n/a"}
 
 
-def _ptx(variant: K.Variant, arch: str) -> dict[str, str]:
-    """PTX per kernel entry, from NVRTC with the include path accel.kernels.toolchains uses."""
-    nvrtc = nvrtc_binding()
-    prog = nvrtc.createProgram(K.program_text(variant.source), "matmul_wmma.cu", [], [])
-    opts = [f"--gpu-architecture=compute_{arch[3:]}", "-std=c++17", "-DACCEL_WARP=32",
-            *(f"-I{d}" for d in toolchains.cuda_include_dirs()), *variant.options()]
-    try:
-        nvrtc.compileProgram(prog, opts)
-    except nvrtc.NVRTCError:
-        pytest.fail(nvrtc.getProgramLog(prog))
-    ptx = nvrtc.getPTX(prog)
-    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    return {e.split("(")[0]: e for e in ptx.split(".entry ")[1:]}
-
-
 @pytest.mark.parametrize("dtype,token", [("bfloat16", "bf16"), ("float16", "f16")])
 def test_tensor_cores_and_async_copies_are_really_used(dtype, token):
     need_wmma("sm_80")
-    entries = _ptx(K.matmul_wmma(dtype, "float32"), "sm_80")
+    entries = ptx_entries(K.matmul_wmma(dtype, "float32"), "sm_80")
     assert set(entries) == {"matmul_wmma", "matmul_wmma_vec"}
     for body in entries.values():
         # fragments of a and b in the input type; the MMA's d and c are float32 (PTX spells

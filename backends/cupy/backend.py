@@ -16,7 +16,8 @@ environment variable ``ACCEL_CUDA_IMPL`` / ``ACCEL_HIP_IMPL``, else ``"auto"``):
 - ``"vendor"``: matmul through the vendor BLAS (cuBLAS / hipBLAS via ``cupy.matmul``), every
   other op still through the shared kernels;
 - ``"tensorcore"``: float16/bfloat16 matmul and attention (head dims 64 and 128) on NVIDIA
-  tensor cores (kernels/matmul_wgmma.cu, matmul_wmma.cu, attention_mma.cu; sm_80 and later,
+  tensor cores (kernels/matmul_wgmma.cu, matmul_wmma.cu, attention_mma.cu; sm_80 and later),
+  and FP8 scaled_matmul of e4m3fn/e5m2 (kernels/scaled_matmul_mma.cu; sm_89 and later);
   declined with the reason elsewhere; :func:`accel.backends.cupy.plan.tensorcore_kernel` picks
   one by the operands' addresses), everything else as ``"kernels"``;
 - ``"auto"``: ``"tensorcore"`` where the device has it, else ``"kernels"``.
@@ -240,7 +241,7 @@ class CuPyBackend(Backend):
     def impl(self) -> str:
         """"auto" (default: "tensorcore" where the device has it), "kernels" (shared-dialect
         kernels for every op), "vendor" (vendor BLAS for matmul) or "tensorcore" (float16/bfloat16
-        matmul and attention on tensor cores, sm_80+ CUDA only)."""
+        matmul and attention on tensor cores, sm_80+ CUDA only; e4m3fn/e5m2 scaled_matmul, sm_89+)."""
         return self._impl
 
     @impl.setter
@@ -389,7 +390,7 @@ class CuPyBackend(Backend):
         return support_for(spec, self.impl, self.arch)
 
     def accumulator(self, spec) -> str:
-        return accumulator_for(spec, self.impl)
+        return accumulator_for(spec, self.impl, self.arch)
 
     def kernel_args(self, spec, out, *inputs, splits: Any = None) -> list:
         """The arguments every shipped kernel of ``spec``'s op takes: the op's inputs (tensors,
@@ -439,7 +440,8 @@ class CuPyBackend(Backend):
         (kernel ``name``, else the one launch_plan names)."""
         args = self.kernel_args(spec, out, *inputs)
         if kernel_path(spec, self.impl, self.arch) == "tensorcore":
-            addresses = (t.buf.data.ptr for t in inputs[:3])  # matmul's a, b; attention's q, k, v
+            # matmul's a, b; attention's q, k, v; scaled_matmul's a, b (and scale_a, unused)
+            addresses = (t.buf.data.ptr for t in inputs[:3])
             chosen = tensorcore_kernel(spec, self.arch, *addresses)
             if chosen is not None:
                 self.run_variant(spec, chosen[0], args, chosen[1])

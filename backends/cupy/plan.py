@@ -27,6 +27,8 @@ STATIC_SHARED_MAX = 48 * 1024  # static __shared__ per block on CUDA (and HIP's 
 TENSORCORE_DTYPES = ("float16", "bfloat16")
 #: bfloat16 WMMA and cp.async arrive with Ampere
 TENSORCORE_MIN_SM = 80
+#: per op where it differs: mma.sync with FP8 (e4m3 / e5m2) operands arrives with Ada (sm_89)
+TENSORCORE_OP_MIN_SM = {"scaled_matmul": 89}
 
 #: CUDA's limits on gridDim (HIP has the same)
 _GRID_X_MAX, _GRID_YZ_MAX = 2**31 - 1, 65535
@@ -41,7 +43,8 @@ QMATMUL_BLOCK = 64
 # -- which implementation computes an op (pure: arch strings in, no device needed) --------------
 #: per op: what its tensor-core kernel is, for the reasons supports() gives
 TENSORCORE_KERNEL = {"matmul": "WMMA, kernels/matmul_wmma.cu",
-                      "attention": "mma.sync, kernels/attention_mma.cu"}
+                      "attention": "mma.sync, kernels/attention_mma.cu",
+                      "scaled_matmul": "FP8 mma.sync, kernels/scaled_matmul_mma.cu"}
 
 
 def tensorcore_reason(arch: str | None, op: str = "matmul") -> str | None:
@@ -51,6 +54,8 @@ def tensorcore_reason(arch: str | None, op: str = "matmul") -> str | None:
     (True, 'the tensor-core matmul needs sm_80 o')
     >>> tensorcore_reason("gfx90a", "attention")[:52]
     'the tensor-core attention (mma.sync, kernels/attenti'
+    >>> tensorcore_reason("sm_89", "scaled_matmul") is None, tensorcore_reason("sm_86", "scaled_matmul")[:45]
+    (True, 'the tensor-core scaled_matmul needs sm_89 or ')
     """
     if arch is None:
         return "no device arch is known"
@@ -58,9 +63,10 @@ def tensorcore_reason(arch: str | None, op: str = "matmul") -> str | None:
     if target.vendor != "nvidia":
         return f"the tensor-core {op} ({TENSORCORE_KERNEL[op]}) is CUDA-only; {arch} is AMD"
     sm = int(target.name.removeprefix("sm_").rstrip("a"))
-    if sm < TENSORCORE_MIN_SM:
-        return (f"the tensor-core {op} needs sm_{TENSORCORE_MIN_SM} or later (bfloat16 mma, "
-                f"cp.async); this device is {arch}")
+    least = TENSORCORE_OP_MIN_SM.get(op, TENSORCORE_MIN_SM)
+    if sm < least:
+        what = "FP8 mma" if op == "scaled_matmul" else "bfloat16 mma, cp.async"
+        return f"the tensor-core {op} needs sm_{least} or later ({what}); this device is {arch}"
     return _wmma_header_missing() if op == "matmul" else None  # attention is inline PTX
 
 
@@ -79,6 +85,8 @@ def _has_tensorcore_kernel(spec) -> bool:
 
     if spec.op == "matmul":
         return spec.dtype in TENSORCORE_DTYPES
+    if spec.op == "scaled_matmul":  # the OCP formats; e4m3fnuz has no NVIDIA tensor-core type
+        return spec.a_dtype in kernels.MMA_FP8_DTYPES and spec.b_dtype in kernels.MMA_FP8_DTYPES
     return (spec.op == "attention" and spec.dtype in TENSORCORE_DTYPES
             and spec.D in kernels.ATTENTION_MMA_HEAD_DIMS and spec.Dv in kernels.ATTENTION_MMA_HEAD_DIMS)
 
@@ -96,6 +104,10 @@ def kernel_path(spec, impl: str, arch: str | None) -> str:
     >>> att = attention_spec((1, 2, 8, 64), (1, 2, 8, 64), (1, 2, 8, 64), ("float16",) * 3)
     >>> kernel_path(att, "auto", "sm_80"), kernel_path(att, "vendor", "sm_80")
     ('tensorcore', 'kernels')
+    >>> from accel.spec import scaled_matmul_spec
+    >>> fp8 = scaled_matmul_spec((4, 32), "float8_e4m3fn", (32, 8), "float8_e5m2", (), "float32", (), "float32")
+    >>> [kernel_path(fp8, "auto", a) for a in ("sm_90", "sm_89", "sm_86")]
+    ['tensorcore', 'tensorcore', 'kernels']
     """
     if impl not in IMPLS:
         raise ArgumentError(expected("impl", f"one of {IMPLS}", repr(impl)))
@@ -138,11 +150,26 @@ def tensorcore_kernel(spec, arch: str, *addresses: int):
     >>> att = attention_spec((1, 2, 8, 64), (1, 2, 8, 64), (1, 2, 8, 64), ("float16",) * 3)
     >>> tensorcore_kernel(att, "sm_80", 256, 512, 768)[1], tensorcore_kernel(att, "sm_80", 256, 520, 768)
     ('attention_mma', None)
+
+    FP8 scaled matmul always has one: where K and N are multiples of 16 and a and b 16-byte
+    aligned (whole cp.async chunks), the wgmma kernel on sm_90 and mma.sync's cp.async kernel
+    elsewhere, else mma.sync's any-shape kernel.
+
+    >>> from accel.spec import scaled_matmul_spec
+    >>> fp8 = scaled_matmul_spec((4, 32), "float8_e4m3fn", (32, 16), "float8_e4m3fn", (), "float32", (), "float32")
+    >>> [tensorcore_kernel(fp8, arch, 256, a)[1] for arch, a in (("sm_90", 512), ("sm_89", 512), ("sm_90", 520))]
+    ['scaled_matmul_wgmma', 'scaled_matmul_mma_vec', 'scaled_matmul_mma']
     """
 
     if spec.op == "attention":
         fits = aligned16(*addresses) and abs(spec.scale) <= MMA_SCALE_MAX
         return (kernel_variant(spec, "tensorcore"), "attention_mma") if fits else None
+    if spec.op == "scaled_matmul":  # 16-byte FP8 chunks: cp.async where rows are whole chunks
+        vec = spec.K % 16 == 0 and spec.N % 16 == 0 and aligned16(*addresses[:2])
+        hopper = kernels.scaled_matmul_wgmma(spec.a_dtype, spec.b_dtype)
+        if vec and hopper.nvidia_target(arch):
+            return hopper, "scaled_matmul_wgmma"
+        return kernel_variant(spec, "tensorcore"), "scaled_matmul_mma_vec" if vec else "scaled_matmul_mma"
     chunks = spec.K % 8 == 0 and spec.N % 8 == 0 and aligned16(*addresses)
     hopper = kernels.matmul_wgmma(spec.dtype, spec.out_dtype)
     if chunks and hopper.nvidia_target(arch):
@@ -162,7 +189,9 @@ def kernel_variant(spec, path: str = "kernels"):
     if spec.op == "attention":
         build = kernels.attention_mma if path == "tensorcore" else kernels.attention
         return build(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
-    if spec.op == "scaled_matmul":  # FP8 decoded in registers, on every arch (no FP8 MMA yet)
+    if spec.op == "scaled_matmul":  # FP8 on tensor cores, else decoded in registers on any arch
+        if path == "tensorcore":
+            return kernels.scaled_matmul_mma(spec.a_dtype, spec.b_dtype)
         return kernels.scaled_matmul(spec.a_dtype, spec.b_dtype)
     # quant.cl holds quantize, dequantize, qmatmul and qgemv; dequantize reads bytes, any dtype
     # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches
@@ -185,6 +214,9 @@ def launch_plan(spec, variant, name: str | None = None,
     if variant.source == "matmul_wmma.cu":  # the same grid; one block of warps per block tile
         return "matmul_wmma", (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), spec.batch), \
             (32 * d["WARPS_M"] * d["WARPS_N"], 1, 1)
+    if variant.source == "scaled_matmul_mma.cu":  # x over BN-column tiles, y over BM-row tiles
+        return name or variant.kernels[0], (ceil_div(spec.N, d["BN"]), ceil_div(spec.M, d["BM"]), 1), \
+            (256, 1, 1)
     if spec.op == "scaled_matmul":  # x over column tiles, y over row tiles
         wg = kernels.SCALED_MATMUL_WG
         return "scaled_matmul", (*kernels.scaled_matmul_groups(spec, d, wg), 1), (wg, wg, 1)
@@ -223,7 +255,8 @@ def support_for(spec, impl: str, arch: str | None = None) -> Support:
     """What ``supports()`` answers on a device of ``arch``: every op and dtype the spec layer
     allows, within the grid limits of the launch (vendor matmul has none of its own); a forced
     ``impl="tensorcore"`` declines float16/bfloat16 matmul and attention where the device lacks
-    tensor cores."""
+    tensor cores (sm_80), and e4m3fn/e5m2 scaled_matmul where it lacks FP8 ones (sm_89), at
+    every scale granularity alike; e4m3fnuz scaled_matmul runs scaled_matmul.cl everywhere."""
     fits = int32_sizes(spec)  # the kernels take int sizes; nor is cuBLAS's 32-bit API verified
     if not fits.ok:
         return fits
@@ -244,13 +277,24 @@ def support_for(spec, impl: str, arch: str | None = None) -> Support:
     return YES
 
 
-def accumulator_for(spec, impl: str) -> str:
-    """The accumulation format actually used: int32 for int8, float32 for float ops (the kernels
-    widen every operand to float32; tensor cores multiply float16/bfloat16 exactly and add in
-    float32), tf32 only where the user asked CuPy for it (CUPY_TF32=1 makes cuBLAS run float32
-    GEMMs on tf32 tensor cores)."""
+def accumulator_for(spec, impl: str, arch: str | None = None) -> str:
+    """The accumulation format actually used on a device of ``arch``: int32 for int8, float32
+    for float ops (the kernels widen every operand to float32; tensor cores multiply
+    float16/bfloat16 exactly and add in float32), tf32 where the user asked CuPy for it
+    (CUPY_TF32=1 makes cuBLAS run float32 GEMMs on tf32 tensor cores) and for FP8 on tensor
+    cores: their FP8 accumulation keeps about 14 bits (DeepSeek-V3, section 3.3.2), and
+    kernels/scaled_matmul_mma.cu adds each 128-deep partial into float32, so tf32's unit
+    roundoff (2^-11) bounds it.
+
+    >>> from accel.spec import scaled_matmul_spec
+    >>> s = scaled_matmul_spec((4, 32), "float8_e4m3fn", (32, 8), "float8_e4m3fn", (), "float32", (), "float32")
+    >>> accumulator_for(s, "auto", "sm_90"), accumulator_for(s, "kernels", "sm_90"), accumulator_for(s, "auto", "sm_80")
+    ('tf32', 'float32', 'float32')
+    """
     if spec.in_dtypes[0] == "int8":
         return "int32"
+    if spec.op == "scaled_matmul" and kernel_path(spec, impl, arch) == "tensorcore":
+        return "tf32"
     if spec.op == "matmul" and impl == "vendor" and os.environ.get("CUPY_TF32") == "1":
         return "tf32"
     return "float32"
@@ -285,6 +329,6 @@ def build_variant(variant, name: str, arch: str, warp_size: int) -> "toolchains.
                         options=tuple(variant.options()))
 
 
-__all__ = ["IMPLS", "TENSORCORE_DTYPES", "TENSORCORE_KERNEL", "STATIC_SHARED_MAX", "tensorcore_reason", "kernel_path", "aligned16",
+__all__ = ["IMPLS", "TENSORCORE_DTYPES", "TENSORCORE_OP_MIN_SM", "TENSORCORE_KERNEL", "STATIC_SHARED_MAX", "tensorcore_reason", "kernel_path", "aligned16",
            "tensorcore_kernel", "kernel_variant", "launch_plan", "support_for", "accumulator_for",
            "build_kernel", "build_variant"]

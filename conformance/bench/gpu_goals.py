@@ -31,6 +31,8 @@ from accel.formats import get_format
 from accel.conformance.bench.timing import Budget, Contender, measure_all
 
 N_MATMUL = 4096
+#: the FP8 goal's M = N = K (issue 27: e4m3 row-wise scaled GEMM against torch._scaled_mm)
+N_FP8 = 8192
 ATTENTION = dict(B=4, H=16, S=2048, D=64)
 N_GEMV = 8192
 #: qgemv_stream's parameters timed beside its defaults: the two best of the six the H200 run of
@@ -294,6 +296,47 @@ def measure(be) -> list[dict]:
         return entry(f"bfloat16 attention B={B} H={H} S={Sq} D={D} vs torch SDPA", 0.4, 2e-2,
                      "torch scaled_dot_product_attention", t_base, runs)
 
+    def fp8_gemm():
+        """e4m3 x e4m3, row-wise scales (amax / 448 per row of a and column of b), bfloat16 out,
+        against torch._scaled_mm (cuBLASLt) given b column-major as it requires; accel gets b
+        row-major [K, N] as its op takes it."""
+        n, e4 = N_FP8, torch.float8_e4m3fn
+
+        def rowwise(x):  # per row of x: amax scaling to the format's largest finite, 448
+            scale = (x.abs().amax(dim=1, keepdim=True) / 448.0).clamp(min=2.0**-126)
+            return (x / scale).to(e4), scale.float()
+        a8, sa = rowwise(torch.randn(n, n, device="cuda"))
+        bt8, sbt = rowwise(torch.randn(n, n, device="cuda"))  # b^T's rows: b's columns
+        b8, sb = bt8.t().contiguous(), sbt.t().contiguous()  # b [K, N] row-major, sb [1, N]
+        b_cm = bt8.t()  # the same b, column-major, for torch._scaled_mm
+        ref = (a8.double() * sa.double()) @ (b8.double() * sb.double())
+        spec = S.scaled_matmul_spec(a8.shape, "float8_e4m3fn", b8.shape, "float8_e4m3fn",
+                                    sa.shape, "float32", sb.shape, "float32", "bfloat16")
+        ops = [adopt(a8, "float8_e4m3fn"), adopt(b8, "float8_e4m3fn"), adopt(sa, "float32"),
+               adopt(sb, "float32"), None]
+        auto = CP.tensorcore_kernel(spec, be.arch, a8.data_ptr(), b8.data_ptr())
+        mma = CP.kernel_variant(spec, "tensorcore")
+        candidates = {f"tensor cores, impl=auto ({auto[1]})": auto,
+                      "mma.sync, cp.async kernel (scaled_matmul_mma_vec)": (mma, "scaled_matmul_mma_vec"),
+                      "mma.sync, any-shape kernel (scaled_matmul_mma)": (mma, "scaled_matmul_mma"),
+                      "shared-dialect scaled_matmul.cl (impl=kernels)": (CP.kernel_variant(spec, "kernels"), None)}
+        calls, outputs = {}, {}
+        for label, (variant, kernel) in candidates.items():
+            outputs[label] = out = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+            args = be.kernel_args(spec, adopt(out, "bfloat16"), *ops)
+            calls[label] = lambda v=variant, k=kernel, args=args: be.run_variant(spec, v, args, k)
+        base = "torch._scaled_mm (cuBLASLt), row-wise scales"
+
+        def scaled_mm():
+            return torch._scaled_mm(a8, b_cm, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        t_base, runs = timed_runs(calls, outputs, ref, (base, scaled_mm))
+        e = entry(f"e4m3 row-wise scaled matmul M=N=K={n}, bfloat16 out: accel vs torch._scaled_mm",
+                  0.7, 1e-2, base, t_base, runs)
+        e["baseline_rel_err"] = _rel_err(scaled_mm(), ref)
+        e["tflops"] = {k: 2 * n**3 / r["seconds"] / 1e12 for k, r in e["alternatives"].items() if "seconds" in r}
+        e["tflops"][base] = 2 * n**3 / t_base / 1e12
+        return e
+
     def gemv_probes(spec, tx, copies, occupancy: dict) -> dict[str, Callable[[Any], None] | Exception]:
         """PROBES' calls on a weight copy (label -> call, or the error that building it raised:
         each probe stands alone); how each qgemv probe was held to qgemv's groups per
@@ -476,7 +519,7 @@ def measure(be) -> list[dict]:
         return {"method": method, "runs": records(runs, lambda s: spec.bytes / s / copy_bw)}
 
     goals = []
-    for fn in (sgemm, tensorcore_gemm, attention, gemv):
+    for fn in (sgemm, tensorcore_gemm, fp8_gemm, attention, gemv):
         try:
             e = fn()
             e["met"] = e["ratio"] >= e["goal"] and e["rel_err"] <= e["max_rel_err"]
