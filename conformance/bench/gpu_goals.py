@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from accel.formats import get_format
 from accel.conformance.bench.timing import Budget, Contender, measure_all
+from accel.conformance.bench.peaks import last_level_cache
 
 N_MATMUL = 4096
 #: the FP8 goal's M = N = K (issue 27: e4m3 row-wise scaled GEMM against torch._scaled_mm)
@@ -112,9 +113,23 @@ KERNEL void read_probe(GLOBAL const u32x4* RESTRICT a, GLOBAL u32* RESTRICT out,
 """
 #: the read probe's launch: work-items per group, and groups per multiprocessor
 READ_PROBE_LAUNCH = (256, 8)
-#: weight bytes the timed GEMV calls rotate over (4 copies at N_GEMV, 16 at N_DECODE: 151 MB,
-#: more than twice an H200's 60 MB L2)
-GEMV_ROTATION_BYTES = 4 * N_GEMV * get_format("q4_0").row_bytes(N_GEMV)
+#: the timed GEMV calls rotate over weight copies covering this many times the device's L2 (issue
+#: 22: a memory-bound kernel timed on less measures the cache), and at least GEMV_MIN_COPIES copies
+GEMV_ROTATION_L2 = 4
+GEMV_MIN_COPIES = 4
+
+
+def rotation_copies(be, matrix_bytes: int) -> int:
+    """How many copies of a ``matrix_bytes`` weight the GEMV timings rotate over on ``be``:
+    at least :data:`GEMV_ROTATION_L2` times its L2 (the last-level cache it reports), at least
+    :data:`GEMV_MIN_COPIES`; an H200 (60 MB L2) gets 7 copies of the 38 MB q4_0 8192^2 weight.
+
+    >>> import accel
+    >>> rotation_copies(accel.get_backend("cpu"), 1 << 40)
+    4
+    """
+    cache = last_level_cache(be) or 0
+    return max(GEMV_MIN_COPIES, -(-GEMV_ROTATION_L2 * cache // matrix_bytes))
 #: per contender: at least 0.3 s of samples, interleaved in blocks of 50 ms
 BUDGET = Budget(time_s=0.3, work=0, min_reps=5, max_reps=10_000, max_time_s=2.0, warmup=2)
 
@@ -399,10 +414,10 @@ def measure(be) -> list[dict]:
 
         One GEMV moves 38 MB in ~17 us at n = 8192: less than launching it from Python takes, so
         calls are captured in a CUDA graph and its replay is timed (device time only); the calls
-        rotate over enough weight copies (151 MB, more than the 60 MB L2 of an H200) that no call
-        finds its weight still cached."""
+        rotate over weight copies covering 4x the device's L2 (:func:`rotation_copies`: 264 MB on
+        an H200) so that no call finds its weight still cached."""
         rng = np.random.default_rng(0)
-        n_copies = max(4, -(-GEMV_ROTATION_BYTES // (n * get_format("q4_0").row_bytes(n))))
+        n_copies = rotation_copies(be, n * get_format("q4_0").row_bytes(n))
         copies = [accel.quantize(rng.standard_normal((n, n), dtype=np.float32), "q4_0",
                                  backend=be) for _ in range(n_copies)]  # quantized on the GPU by accel
         x = torch.randn(1, n, device="cuda", dtype=torch.float32)
