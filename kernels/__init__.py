@@ -59,7 +59,7 @@ SOURCES = tuple(SOURCE_OPS)
 KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
-#: so far built for OpenCL only
+#: on every dialect
 KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
@@ -586,8 +586,7 @@ def kquant(fmt: str, dtype: str = "float32") -> Variant:
         raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
     t = _token(dtype, _FLOATS, "dtype")
     names = ("dequantize_k", "qmatmul_k", "quantize_k") + (() if fmt == "q8_k" else ("qmatmul_kx",))
-    return Variant("kquant.cl", names,
-                   {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}, ("opencl",))
+    return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t})
 
 
 #: dims the strided copy takes apart (kernels/copy.cl); views of more dims after merging go

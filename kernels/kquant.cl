@@ -4,6 +4,15 @@
  * decoded as GGML's dequantize_row_* rounds it: (d * sc) * q - dmin * m, each product and the
  * difference rounded on its own (no FMA contraction), so dequantize is bit-exact.
  *
+ * Bit-exact on all three dialects: GGML's reference is plain C float math, each operation rounded
+ * once, while GPU compilers fuse a * b + c into an FMA by default (NVRTC --fmad=true, hip-clang
+ * -ffp-contract=fast) and may divide or take roots approximately. So every rounding that decides
+ * a quantized byte goes through accel.h's FMUL_RN / FADD_RN / FDIV_RN / SQRT_RN: on OpenCL plain
+ * operators with contraction off and correctly rounded divide/sqrt (a build option); on CUDA the
+ * __f*_rn intrinsics, which NVRTC never contracts; on HIP the operators under the header's
+ * fp contract(off), IEEE division (its default) and a root through double. tests/
+ * test_kernels_compile.py checks the GPU binaries for stray FMAs.
+ *
  * Defines: one of FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_MXFP4, FMT_Q8_K; IN_DT (F32, F16, BF16)
  * for quantize_k and qmatmul_k, OUT_DT for qmatmul_k.
  * Both kernels work in sub-blocks of 32 values (a K-quant super-block holds 8, an mxfp4 block 1).
@@ -122,7 +131,6 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
  * square root correctly and keeps denormals (the backend's supports() asks for both): every
  * product, sum and quotient is rounded on its own, in the C code's order, sums left to right.
  * A super-block holding a NaN or an infinity stores a NaN scale and zero bytes (docs/api.md). */
-#define SQRT_RN(v) sqrt(v) /* correctly rounded: -cl-fp32-correctly-rounded-divide-sqrt */
 /* the NaN accel stores for a non-finite block: the quiet NaN 0x7FC00000 (float16 0x7E00), as
  * numpy writes it (OpenCL's NAN may carry another payload) */
 #define QNAN AS_FLOAT(0x7fc00000u)
@@ -294,8 +302,8 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     const float inv_min = max_min > 0.0f ? FDIV_RN(63.0f, max_min) : 0.0f;
     int ls[8], lm[8];
     for (int j = 0; j < 8; ++j) {  /* stored in a uint8_t, then MIN(63, .) */
-        ls[j] = min(63, nearest_int(FMUL_RN(inv_scale, scales[j])) & 255);
-        lm[j] = min(63, nearest_int(FMUL_RN(inv_min, mins[j])) & 255);
+        ls[j] = imin(63, nearest_int(FMUL_RN(inv_scale, scales[j])) & 255);
+        lm[j] = imin(63, nearest_int(FMUL_RN(inv_min, mins[j])) & 255);
         if (j < 4) {
             o[4 + j] |= (u8)ls[j];
             o[8 + j] |= (u8)lm[j];
@@ -339,7 +347,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     if (max_abs < 1e-15f) return;  /* all zero bytes */
     const float iscale = FDIV_RN(-128.0f, max_scale);
     put_f16(o + 208, FDIV_RN(1.0f, iscale));
-    for (int g = 0; g < 16; ++g) o[192 + g] = (u8)min(127, nearest_int(FMUL_RN(iscale, scales[g])));
+    for (int g = 0; g < 16; ++g) o[192 + g] = (u8)imin(127, nearest_int(FMUL_RN(iscale, scales[g])));
     for (int g = 0; g < 16; ++g) {
         const float d = FMUL_RN(get_f16(o + 208), (float)(i8)o[192 + g]);
         if (d == 0.0f) continue;
@@ -370,7 +378,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     for (int g = 0; g < 16; ++g) {
         int sum = 0;
         for (int l = 0; l < 16; ++l) {
-            const int q = min(127, nearest_int(FMUL_RN(iscale, v[16 * g + l])));
+            const int q = imin(127, nearest_int(FMUL_RN(iscale, v[16 * g + l])));
             o[4 + 16 * g + l] = (u8)q;
             sum += q;
         }
@@ -384,7 +392,9 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
 #endif
 
 #if FMT_MXFP4
+#if defined(ACCEL_OPENCL) /* double is core in CUDA and HIP C++ */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
 /* quantize_row_mxfp4_ref, one work-item per block of 32: e = floor(log2f(max|x|)) - 2 + 127 kept
  * to its low byte (C's float to uint8_t conversion on x86), then each value's code the first of
  * least |k d - x| (d = 2^(e-128), k twice the FP4 value). log2f is taken as the float32 rounding
