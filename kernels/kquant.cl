@@ -125,6 +125,135 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 
+/* qgemv_k: the same product as qmatmul_k, for decode (M = 1..32) and beyond: a work-group of
+ * KWG work-items computes RN weight rows against RM rows of x, splitting K: work-item t takes
+ * units t, t + KWG, ... of USUB sub-blocks (32 values each; USUB divides the block's SUBS), and
+ * the group adds its KWG partial sums in local memory, in work-item order. A work-item holds
+ * 32 values as 32 / VW vectors of VW lanes: on CPU devices one work-item per group (KWG = 1)
+ * with 16-lane vectors and whole blocks per unit, so each byte load and nibble unpack is a
+ * vector op and the block's sub-block layout is known at compile time; on GPUs one lane per
+ * sub-block (VW = 1, USUB = 1) and a warp of them per row group. Each weight is the value
+ * dequantize gives, to the bit, and each product is added with one FMA, as qmatmul_k does.
+ * dequantize rounds a * q, then a * q - b; here a * q - b is one FMA, which is the same value
+ * because a * q is exact in float32: a and b are a float16 times a 6-bit integer (at most 17
+ * significant bits, no underflow: a float16's least is 2^-24), q has at most 5 bits (q5_k).
+ * q6_k's a * q (a = d s, 11 + 7 bits, q in [-32, 31]) and mxfp4's are one rounding as well.
+ *
+ * Launch contract: local size (KWG, 1); groups (ceil(N / RN), ceil(M / RM)); K a multiple of
+ * the block (the spec's rule). Rows past N or M are computed on the last row and not stored. */
+#ifndef KWG
+#define KWG 1
+#endif
+#ifndef USUB
+#define USUB 1
+#endif
+#ifndef RN
+#define RN 1
+#endif
+#ifndef RM
+#define RM 1
+#endif
+#define SV (32 / VW) /* vectors per sub-block */
+
+/* Sub-block j of the block at blk as integer codes q[SV] (VW lanes each), a scale a[v] per
+ * vector and an offset b: value = a * q - b (q4_k, q5_k), a * q (q6_k, mxfp4: b unused). */
+DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, float* b) {
+#if FMT_Q4_K || FMT_Q5_K
+    int sc, m;
+    scale_min_k4(blk + 4, j, &sc, &m);
+    const float d = FMUL_RN(LOAD_F16((GLOBAL const T_F16*)blk, 0), (float)sc);
+    *b = FMUL_RN(LOAD_F16((GLOBAL const T_F16*)blk, 1), (float)m);
+    GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = (VLOAD_U8(qs, v * VW) >> (4 * (j % 2))) & 15;
+#if FMT_Q5_K
+        q[v] |= ((VLOAD_U8(blk + 16, v * VW) >> j) & 1) << 4;  /* the fifth bit: bit j of qh */
+#endif
+        a[v] = d;
+    }
+#elif FMT_Q6_K
+    const float d = LOAD_F16((GLOBAL const T_F16*)(blk + 208), 0);
+    const int h = j / 4, jj = j % 4;  /* half h of the block, quarter jj of it */
+    GLOBAL const u8* ql = blk + 64 * h + 32 * (jj % 2);  /* low 4 bits: nibble jj / 2 */
+    GLOBAL const u8* qh = blk + 128 + 32 * h;            /* high 2 bits: bits 2 jj, 2 jj + 1 */
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = ((VLOAD_U8(ql, v * VW) >> (4 * (jj / 2))) & 15)
+             + 16 * ((VLOAD_U8(qh, v * VW) >> (2 * jj)) & 3) - 32;
+        a[v] = FMUL_RN(d, (float)(i8)blk[192 + (32 * j + v * VW) / 16]);  /* 16 values per scale */
+    }
+#elif FMT_MXFP4
+    const float d = e8m0_half(blk[0]);
+    UNROLL for (int v = 0; v < SV; ++v) {  /* element l: low nibble of byte l, l + 16: high */
+        const vi_t c = (VLOAD_U8(blk + 1, (v * VW) & 15) >> (4 * ((v * VW) >> 4))) & 15;
+        /* twice the E2M1 value: magnitudes 0 1 2 3 4 6 8 12 as nibbles of one word, sign bit 3 */
+        const vi_t mag = ((vi_t)(i32)0xC8643210u >> (4 * (c & 7))) & 15;
+        q[v] = mag * (1 - ((c >> 2) & 2));
+        a[v] = d;
+    }
+#else /* q8_k */
+    const float d = AS_FLOAT((u32)blk[0] | ((u32)blk[1] << 8) | ((u32)blk[2] << 16) | ((u32)blk[3] << 24));
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = VLOAD_I8((GLOBAL const i8*)blk + 4 + 32 * j, v * VW);
+        a[v] = d;
+    }
+#endif
+}
+
+KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+                    GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int t = LOCAL_ID(0);
+    const int n0 = GROUP_ID(0) * RN, m0 = GROUP_ID(1) * RM;
+    const i64 row_bytes = (i64)(K / QB) * BLOCK_BYTES;
+    GLOBAL const IN_T* xr[RM];
+    GLOBAL const u8* wr[RN];
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
+    UNROLL for (int r = 0; r < RN; ++r) wr[r] = w + (i64)imin(n0 + r, N - 1) * row_bytes;
+    vf_t acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = (vf_t)0.0f;
+    const int units = K / (32 * USUB);
+    for (int u = t; u < units; u += KWG) {
+        UNROLL for (int k = 0; k < USUB; ++k) {
+            const int s = u * USUB + k;                      /* sub-block s of the row */
+            const int j = USUB == SUBS ? k : s % SUBS;        /* ... j of its block */
+            vf_t xv[RM][SV];
+            UNROLL for (int i = 0; i < RM; ++i)
+                UNROLL for (int v = 0; v < SV; ++v) xv[i][v] = VLOAD_IN(xr[i], s * 32 + v * VW);
+            UNROLL for (int r = 0; r < RN; ++r) {
+                vi_t q[SV];
+                float a[SV], b = 0.0f;
+                sub_codes(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, q, a, &b);
+                UNROLL for (int v = 0; v < SV; ++v) {
+#if FMT_Q4_K || FMT_Q5_K /* a q is exact (see above), so one FMA rounds a q - b as dequantize does */
+                    const vf_t wv = FMA((vf_t)a[v], VCVT_F(q[v]), (vf_t)(-b));
+#else
+                    const vf_t wv = FMUL_RN((vf_t)a[v], VCVT_F(q[v]));
+#endif
+                    UNROLL for (int i = 0; i < RM; ++i) acc[i][r] = FMA(xv[i][v], wv, acc[i][r]);
+                }
+            }
+        }
+    }
+#if KWG > 1
+    LOCAL float part[RM * RN][KWG];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) {
+        const vf_t a = acc[i][r];
+        part[i * RN + r][t] = VSUM(a);
+    }
+    BARRIER();
+    for (int o = t; o < RM * RN; o += KWG) {
+        float sum = 0.0f;
+        for (int p = 0; p < KWG; ++p) sum += part[o][p];
+        const int m = m0 + o / RN, n = n0 + o % RN;
+        if (m < M && n < N) STORE_OUT(out, (i64)m * N + n, sum);
+    }
+#else
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) {
+        const vf_t a = acc[i][r];
+        if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, VSUM(a));
+    }
+#endif
+}
+
 #if !FMT_MXFP4
 /* quantize_k: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_, _q6_K_, _q8_K_ref),
  * one work-item per super-block of 256 values, bit-exact on a device that rounds division and

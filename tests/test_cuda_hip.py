@@ -231,8 +231,10 @@ def test_kquant_formats_plan_kquant_cl_covering_their_work(fmt):
     name, grid, block = CP.launch_plan(dq, CP.kernel_variant(dq))
     assert name == "dequantize_k" and grid[0] * block[0] >= 3 * 1024 // 32
     qm = S.qmatmul_spec((70, 512), "float16", (301, 512), f)
+    d = CP.kernel_variant(qm).defines
     name, grid, block = CP.launch_plan(qm, CP.kernel_variant(qm))
-    assert name == "qmatmul_k" and grid[0] * block[0] >= 301 and grid[1] * block[1] >= 70
+    assert name == "qgemv_k" and block == (d["KWG"], 1, 1)  # a warp per RN rows, split K
+    assert grid[0] * d["RN"] >= 301 > (grid[0] - 1) * d["RN"] and grid[1] * d["RM"] >= 70
     for arch in ("sm_90", "gfx90a"):
         assert CP.support_for(q, "auto", arch).ok and CP.support_for(qm, "auto", arch).ok
     if fmt != "q8_k":  # x quantized to the format's vec_dot partner, then qmatmul_kx

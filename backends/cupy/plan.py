@@ -236,7 +236,7 @@ def launch_plan(spec, variant, name: str | None = None,
         grid, items = kernels.attention_grid(spec, d, chunks)
         return "attention", grid, (items, 1, 1)
     if variant.source == "kquant.cl":
-        return _kquant_launch(spec, name)
+        return _kquant_launch(spec, variant, name)
     if spec.op == "quantize":  # one thread per block of 32 values
         return "quantize", (ceil_div(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
@@ -256,17 +256,21 @@ def launch_plan(spec, variant, name: str | None = None,
         (QMATMUL_BLOCK, 1, 1)
 
 
-def _kquant_launch(spec, name: str | None) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
+def _kquant_launch(spec, variant, name: str | None) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
     """kquant.cl's grids: quantize_k a thread per block (a super-block of 256, an mxfp4 block of
-    32), dequantize_k a thread per 32 values, qmatmul_k / qmatmul_kx (x quantized first, see
-    the backend's qmatmul) a thread per output, x over weight rows, y over rows of x."""
+    32), dequantize_k a thread per 32 values; with float x qgemv_k, a block of KWG threads per RN
+    weight rows and RM rows of x; qmatmul_k (named) and qmatmul_kx (x quantized first, see the
+    backend's qmatmul) a thread per output, x over weight rows, y over rows of x."""
     if spec.op == "quantize":
         return "quantize_k", (ceil_div(math.prod(spec.shape) // spec.fmt.block, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
     if spec.op == "dequantize":
         return "dequantize_k", (ceil_div(math.prod(spec.shape) // 32, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
-    name = name or ("qmatmul_k" if spec.x_fmt is None else "qmatmul_kx")
+    name = name or ("qgemv_k" if spec.x_fmt is None else "qmatmul_kx")
+    if name == "qgemv_k":
+        d = variant.defines
+        return name, (ceil_div(spec.N, d["RN"]), ceil_div(spec.M, d["RM"]), 1), (d["KWG"], 1, 1)
     return name, (ceil_div(spec.N, QMATMUL_BLOCK), spec.M, 1), (QMATMUL_BLOCK, 1, 1)
 
 

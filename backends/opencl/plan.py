@@ -274,12 +274,17 @@ def _rows_per_item(p: dict, M: int) -> dict:
 
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
-    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per output, groups along N
+    if spec.fmt.name in K.KQUANT_FORMATS:
+        if spec.x_fmt is None:  # qgemv_k: KWG work-items per group of RN rows, split K
+            kp, _ = _kernel_params(params["kgemv"])
+            kp = {**kp, "RM": _rows_per_item({"RM": kp["RM"]}, spec.M)["RM"]}
+            v = K.kquant(spec.fmt.name, spec.dtype, kp)
+            groups = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"]))
+            return (Launch(v, "qgemv_k", (groups[0] * kp["KWG"], groups[1]), (kp["KWG"], 1),
+                           _operands("x", "w", "out"), K.scalar_args(spec), f"qmatmul (qgemv_k {v.id})"),)
+        # qmatmul_kx: a work-item per output, groups along N
         grid, lsize = (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1)
         v = K.kquant(spec.fmt.name, spec.dtype)
-        if spec.x_fmt is None:
-            return (Launch(v, "qmatmul_k", grid, lsize, _operands("x", "w", "out"),
-                           K.scalar_args(spec), "qmatmul (qmatmul_k)"),)
         nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized first: q8_k, mxfp4's q8_0
         xq = Scratch("xq", nblocks * spec.x_fmt.block_bytes)
         quantizer = (K.kquant("q8_k", spec.dtype), "quantize_k") if spec.x_fmt.name == "q8_k" else \
