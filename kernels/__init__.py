@@ -587,7 +587,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     at the format's sub-blocks per block.
 
     >>> kquant("q4_k").kernels
-    ('dequantize_k', 'qmatmul_k', 'qgemv_k', 'quantize_k', 'qmatmul_kx')
+    ('dequantize_k', 'qmatmul_k', 'qgemv_k', 'quantize_k', 'qmatmul_kx', 'qgemv_kx')
     >>> kquant("mxfp4", params=CPU_KGEMV).defines["USUB"]  # a block of 32 is one sub-block
     1
     """
@@ -597,7 +597,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     p = dict(GPU_KGEMV if params is None else params)
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
-        () if fmt == "q8_k" else ("qmatmul_kx",))
+        () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt == "q4_k" else ())
     return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},
                    _dialects(p))
 

@@ -642,4 +642,74 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
                                    w + ((i64)n * nb + b) * BLOCK_BYTES));
     STORE_OUT(out, (i64)m * N + n, acc);
 }
+
+#if FMT_Q4_K
+/* qgemv_kx: qmatmul_kx for q4_k on CPU devices, one work-item per RN weight rows and RM rows of
+ * x, with the same float32 terms added in the same order (each output's blocks in turn, so the
+ * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
+ * A sub-block's 32 code products, at most 15 x 128 each, are added two per lane in 16-bit
+ * lanes (VW of them; |sum| <= 3840), widened to int32 for the lane sum; x's codes of a block
+ * are loaded once for all RN rows. Launch: local size (1, 1); groups (ceil(N / RN),
+ * ceil(M / RM)). */
+#if defined(ACCEL_OPENCL) && VW > 1
+typedef ACCEL_CAT(short, VW) vs_t;
+#define VLOAD_U8S(p, i) ACCEL_CAT(convert_short, VW)(VGATHER(ACCEL_CAT(uchar, VW), p, i))
+#define VLOAD_I8S(p, i) ACCEL_CAT(convert_short, VW)(VGATHER(ACCEL_CAT(char, VW), p, i))
+#define WIDEN_S(v) ACCEL_CAT(convert_int, VW)(v)
+#else
+typedef i32 vs_t;
+#define VLOAD_U8S(p, i) ((i32)(p)[i])
+#define VLOAD_I8S(p, i) ((i32)(p)[i])
+#define WIDEN_S(v) (v)
+#endif
+
+KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
+                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n0 = GROUP_ID(0) * RN, m0 = GROUP_ID(1) * RM;
+    const int nb = K / XQB;
+    GLOBAL const u8* xr[RM];
+    GLOBAL const u8* wr[RN];
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = xq + (i64)imin(m0 + i, M - 1) * nb * XQ_BYTES;
+    UNROLL for (int r = 0; r < RN; ++r) wr[r] = w + (i64)imin(n0 + r, N - 1) * nb * BLOCK_BYTES;
+    float acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
+    for (int b = 0; b < nb; ++b) {
+        vs_t xs[RM][256 / VW];
+        int bsum[RM][8];  /* sub-block j's code sum: q8_k's int16 sums 2j and 2j + 1 */
+        float dx[RM];
+        UNROLL for (int i = 0; i < RM; ++i) {
+            GLOBAL const u8* xb = xr[i] + (i64)b * XQ_BYTES;
+            dx[i] = AS_FLOAT((u32)xb[0] | ((u32)xb[1] << 8) | ((u32)xb[2] << 16) | ((u32)xb[3] << 24));
+            UNROLL for (int v = 0; v < 256 / VW; ++v) xs[i][v] = VLOAD_I8S((GLOBAL const i8*)xb + 4, v * VW);
+            UNROLL for (int j = 0; j < 8; ++j)
+                bsum[i][j] = (short)((u32)xb[260 + 4 * j] | ((u32)xb[261 + 4 * j] << 8))
+                           + (short)((u32)xb[262 + 4 * j] | ((u32)xb[263 + 4 * j] << 8));
+        }
+        UNROLL for (int r = 0; r < RN; ++r) {
+            GLOBAL const u8* wb = wr[r] + (i64)b * BLOCK_BYTES;
+            const float d = get_f16(wb), dmin = get_f16(wb + 2);
+            int sc[8], mn[8];
+            UNROLL for (int j = 0; j < 8; ++j) scale_min_k4(wb + 4, j, sc + j, mn + j);
+            vs_t q[256 / VW];  /* codes in x's order: sub-block j is nibble j % 2 of 32 bytes */
+            UNROLL for (int j = 0; j < 8; ++j)
+                UNROLL for (int v = 0; v < 32 / VW; ++v)
+                    q[j * (32 / VW) + v] = (VLOAD_U8S(wb + 16 + 32 * (j / 2), v * VW) >> (short)(4 * (j % 2))) & (short)15;
+            UNROLL for (int i = 0; i < RM; ++i) {
+                int S = 0, Mn = 0;
+                UNROLL for (int j = 0; j < 8; ++j) {
+                    vs_t p = q[j * (32 / VW)] * xs[i][j * (32 / VW)];
+                    UNROLL for (int v = 1; v < 32 / VW; ++v) p += q[j * (32 / VW) + v] * xs[i][j * (32 / VW) + v];
+                    const vi_t pw = WIDEN_S(p);
+                    S += sc[j] * VSUM(pw);
+                    Mn += mn[j] * bsum[i][j];
+                }
+                acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d, dx[i]), (float)S),
+                                                       -FMUL_RN(FMUL_RN(dmin, dx[i]), (float)Mn)));
+            }
+        }
+    }
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r)
+        if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, acc[i][r]);
+}
+#endif
 #endif

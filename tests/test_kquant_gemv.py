@@ -91,3 +91,20 @@ def test_tune_searches_valid_kgemv_sets():
         sets = P.candidates("kgemv", kind, 8)
         assert P.DEFAULTS[kind]["kgemv"] in sets or kind == "cpu"  # cpu sets take the device's lanes
         assert all(K.kquant("q4_k", params=p).defines["USUB"] in (1, 8) for p in sets)
+
+
+@pytest.mark.parametrize("name", ["cpu", "cpu-tall", "gpu"])
+def test_q4_k_x_format_is_the_cpu_references_bits(cl, name):
+    """qmatmul(x_format="q8_k"): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets) add the same
+    float32 block terms in the same order as the CPU reference, so the results are its bits."""
+    kp = _set(cl, name)
+    rng = np.random.default_rng(6)
+    n, k = 37, 1024
+    w = accel.QTensor.from_raw(_weight("q4_k", n, k, rng), "q4_k", (n, k), backend=cl)
+    for m in (1, 5):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format("q4_k"), "q8_k"),
+                            cl.facts, cl.params)
+        assert launches[-1].kernel == ("qgemv_kx" if kp["KWG"] == 1 else "qmatmul_kx")
+        got = np.asarray(accel.qmatmul(x, w, x_format="q8_k"))
+        assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format="q8_k", backend="cpu"))

@@ -282,17 +282,23 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
             groups = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"]))
             return (Launch(v, "qgemv_k", (groups[0] * kp["KWG"], groups[1]), (kp["KWG"], 1),
                            _operands("x", "w", "out"), K.scalar_args(spec), f"qmatmul (qgemv_k {v.id})"),)
-        # qmatmul_kx: a work-item per output, groups along N
+        # qmatmul_kx: a work-item per output, groups along N; q4_k on CPU devices (one
+        # work-item per group): qgemv_kx, its vectorized integer sums over RN x RM outputs
         grid, lsize = (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1)
-        v = K.kquant(spec.fmt.name, spec.dtype)
+        v, name = K.kquant(spec.fmt.name, spec.dtype), "qmatmul_kx"
+        kp, _ = _kernel_params(params["kgemv"])
+        if spec.fmt.name == "q4_k" and kp["KWG"] == 1:
+            kp = {**kp, "RM": _rows_per_item({"RM": kp["RM"]}, spec.M)["RM"]}
+            v, name = K.kquant(spec.fmt.name, spec.dtype, kp), "qgemv_kx"
+            grid, lsize = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"])), (1, 1)
         nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized first: q8_k, mxfp4's q8_0
         xq = Scratch("xq", nblocks * spec.x_fmt.block_bytes)
         quantizer = (K.kquant("q8_k", spec.dtype), "quantize_k") if spec.x_fmt.name == "q8_k" else \
             (_quant("q8_0", spec.dtype, params["qmatmul"]), "quantize")
         return (_launch_1d(*quantizer, nblocks, (Operand("x"), xq), (np.int64(nblocks),),
                            f"{quantizer[1]} (x to {spec.x_fmt.name})"),
-                Launch(v, "qmatmul_kx", grid, lsize, (xq, *_operands("w", "out")),
-                       K.scalar_args(spec), "qmatmul (qmatmul_kx)"))
+                Launch(v, name, grid, lsize, (xq, *_operands("w", "out")),
+                       K.scalar_args(spec), f"qmatmul ({name})"))
     p = _rows_per_item(p, spec.M)
     if spec.x_fmt is not None:
         name = K.x8_kernel(p)
