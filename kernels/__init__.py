@@ -101,9 +101,10 @@ GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 #: kquant.cl's qgemv_k: on GPUs a team of KWG work-items (a warp) per RN weight rows, one
 #: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
-#: with 16-lane vectors, RN rows sharing each load of x
+#: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
+#: decoded weight (the OpenCL planner trades RN for RM as M grows)
 GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
-CPU_KGEMV = dict(KWG=1, USUB=8, RN=4, RM=1, VW=16)
+CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
