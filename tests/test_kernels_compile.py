@@ -139,7 +139,8 @@ _OP_OF_KERNEL = {"matmul": "matmul", "matmul_wmma": "matmul", "matmul_wmma_vec":
                  "quantize": "quantize", "dequantize": "dequantize", "qmatmul": "qmatmul",
                  "qgemv": "qmatmul", "qgemv_stream": "qmatmul", "qgemv_runs": "qmatmul",
                  "dequantize_k": "dequantize", "qmatmul_k": "qmatmul", "quantize_k": "quantize",
-                 "qmatmul_kx": "qmatmul", "scaled_matmul": "scaled_matmul"}
+                 "qmatmul_kx": "qmatmul", "qgemv_k": "qmatmul", "qgemv_kx": "qmatmul",
+                 "scaled_matmul": "scaled_matmul"}
 
 
 def _op_specs():
