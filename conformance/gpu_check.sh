@@ -3,7 +3,9 @@
 # image usually has (CuPy, torch, numpy, pytest, hypothesis; no network), install accel without
 # dependencies, then write into OUTDIR:
 #   kernels-check.json          every shipped kernel variant compiled for this GPU's arch
-#   conformance-cuda.json       quick conformance profile, shared-dialect kernels (impl=kernels)
+#   conformance-cuda.json       quick conformance profile, shared-dialect kernels (impl=kernels),
+#                               the K-quants and mxfp4 included (their quantize bytes judged by
+#                               the CPU reference's quantizer where ggml-python is absent)
 #   conformance-cuda-vendor.json  the same for matmul through cuBLAS (impl=vendor)
 #   conformance-cuda-gemv-stream.json  quantized matmul (full profile) with the streaming GEMV
 #                               kernel (ACCEL_GEMV_KERNEL=qgemv_stream) where it applies

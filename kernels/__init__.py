@@ -27,7 +27,7 @@ import numpy as np
 
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, expected
-from accel.formats import BLOCK
+from accel.formats import BLOCK, get_format
 
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
@@ -59,7 +59,7 @@ SOURCES = tuple(SOURCE_OPS)
 KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
-#: so far built for OpenCL only
+#: on every dialect
 KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
@@ -99,6 +99,12 @@ GEMV_MAX_M = 8
 #: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
 GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
+#: kquant.cl's qgemv_k: on GPUs a team of KWG work-items (a warp) per RN weight rows, one
+#: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
+#: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
+#: decoded weight (the OpenCL planner trades RN for RM as M grows)
+GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
+CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16)
 CPU_GEMV = dict(RM=1, RN=4, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
@@ -574,20 +580,27 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     return Variant("quant.cl", names, {**d, **p}, _dialects(p))
 
 
-def kquant(fmt: str, dtype: str = "float32") -> Variant:
-    """The kquant.cl variant of a K-quant / mxfp4 / q8_k format: ``quantize_k`` and
-    ``qmatmul_k`` read x in ``dtype``, ``qmatmul_k`` and ``qmatmul_kx`` (x quantized to the
-    format's vec_dot partner first; not q8_k) write it; ``dequantize_k`` writes float32.
+def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Variant:
+    """The kquant.cl variant of a K-quant / mxfp4 / q8_k format: ``quantize_k``, ``qmatmul_k``
+    and ``qgemv_k`` read x in ``dtype``, ``qmatmul_k``, ``qgemv_k`` and ``qmatmul_kx`` (x
+    quantized to the format's vec_dot partner first; not q8_k) write it; ``dequantize_k`` writes
+    float32. ``params`` tile ``qgemv_k`` (GPU_KGEMV's keys; default GPU_KGEMV), its USUB capped
+    at the format's sub-blocks per block.
 
     >>> kquant("q4_k").kernels
-    ('dequantize_k', 'qmatmul_k', 'quantize_k', 'qmatmul_kx')
+    ('dequantize_k', 'qmatmul_k', 'qgemv_k', 'quantize_k', 'qmatmul_kx', 'qgemv_kx')
+    >>> kquant("mxfp4", params=CPU_KGEMV).defines["USUB"]  # a block of 32 is one sub-block
+    1
     """
     if fmt not in KQUANT_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
     t = _token(dtype, _FLOATS, "dtype")
-    names = ("dequantize_k", "qmatmul_k", "quantize_k") + (() if fmt == "q8_k" else ("qmatmul_kx",))
-    return Variant("kquant.cl", names,
-                   {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}, ("opencl",))
+    p = dict(GPU_KGEMV if params is None else params)
+    p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
+    names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
+        () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt == "q4_k" else ())
+    return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},
+                   _dialects(p))
 
 
 #: dims the strided copy takes apart (kernels/copy.cl); views of more dims after merging go
@@ -778,7 +791,7 @@ def variants() -> tuple[Variant, ...]:
     out += [attention_mma("float16", 64, 64, "additive", m) for m in _FLOATS]
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
-    out += [kquant(f, dt) for f in KQUANT_FORMATS for dt in _FLOATS]
+    out += [kquant(f, dt, p) for p in (GPU_KGEMV, CPU_KGEMV) for f in KQUANT_FORMATS for dt in _FLOATS]
     out += _scaled_matmul_variants()
     out.append(COPY)
     return tuple(dict.fromkeys(out))

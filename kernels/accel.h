@@ -87,33 +87,17 @@ ACCEL_OVERLOAD float16 accel_fma(float16 a, float16 b, float16 c) {
 #define EXP(x) exp(x)
 #define INF_F (INFINITY)
 #define NAN_F (NAN)
-/* Exact float ops: contraction is off above; division is correctly rounded only when the program
- * is built with -cl-fp32-correctly-rounded-divide-sqrt (the backend passes it). */
+/* Exact float ops: contraction is off above; division and SQRT_RN are correctly rounded only
+ * when the program is built with -cl-fp32-correctly-rounded-divide-sqrt (the backend passes it).
+ * The same names on CUDA and HIP round every operation on its own too (see there). */
 #define FMUL_RN(a, b) ((a) * (b))
 #define FADD_RN(a, b) ((a) + (b))
 #define FDIV_RN(a, b) ((a) / (b))
+#define SQRT_RN(x) sqrt(x)
 /* float16 without cl_khr_fp16 lives in memory as its 16 bits, as on CUDA and HIP, and converts
- * in integer code: vload_half and vstore_half_rte are library calls on PyPI's PoCL 3.0 (see FMA),
- * and these vectorize. Both are IEEE conversions (narrowing rounds to nearest even). */
+ * in integer code (f16_to_f32 / f32_to_f16, below): vload_half and vstore_half_rte are library
+ * calls on PyPI's PoCL 3.0 (see FMA), and these vectorize. */
 typedef u16 T_F16;
-DEVICE float f16_to_f32(u32 h) {
-    const u32 em = h & 0x7FFFu;                /* exponent and mantissa */
-    const float tiny = (float)em * 0x1p-24f;   /* zero and subnormals: em units of 2^-24 */
-    const u32 big = em >= 0x7C00u ? (em << 13) | 0x7F800000u /* infinities and NaNs */
-                                  : (em << 13) + (112u << 23); /* normals, exponent rebiased */
-    return AS_FLOAT((em < 0x0400u ? AS_UINT(tiny) : big) | ((h & 0x8000u) << 16));
-}
-DEVICE u16 f32_to_f16(float v) {
-    const u32 x = AS_UINT(v), ax = x & 0x7FFFFFFFu;
-    u32 h;
-    if (ax > 0x7F800000u) h = 0x7E00u | (ax >> 13 & 0x1FFu);       /* NaN stays a quiet NaN */
-    else if (ax >= 0x477FF000u) h = 0x7C00u;   /* 65520 and above round to infinity */
-    else if (ax >= 0x38800000u)                /* normal halves: round the 13 dropped bits */
-        h = (ax + 0xFFFu + (ax >> 13 & 1u) - 0x38000000u) >> 13;
-    else                                       /* subnormals: adding 0.5 rounds to 2^-24 units */
-        h = AS_UINT(AS_FLOAT(ax) + 0.5f) - 0x3F000000u;
-    return (u16)(h | (x >> 16 & 0x8000u));
-}
 #define LOAD_F16(p, i) f16_to_f32((p)[i])
 #define STORE_F16(p, i, v) ((p)[i] = f32_to_f16(v))
 /* No subgroups on OpenCL 1.2 devices such as PoCL: reductions go through local memory. */
@@ -191,6 +175,16 @@ typedef unsigned long long u64;
 #define FADD_RN(a, b) __fadd_rn((a), (b))
 #endif
 #define FDIV_RN(a, b) __fdiv_rn((a), (b))
+/* Correctly rounded square root. CUDA's __fsqrt_rn is; ROCm's __fsqrt_rn is the native
+ * (approximate) one and its sqrtf is exact only where the device library says so, so HIP takes
+ * the float32 rounding of the float64 root: the root of a float32 is never within 2^-49 (relative)
+ * of a float32 rounding midpoint, and float64's root is far closer than that, so the double
+ * rounding lands where the exact root's rounding does. */
+#if defined(ACCEL_HIP)
+#define SQRT_RN(x) ((float)sqrt((double)(x)))
+#else
+#define SQRT_RN(x) __fsqrt_rn(x)
+#endif
 typedef unsigned short T_F16;
 #define LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))
 #define STORE_F16(p, i, v) ((p)[i] = __half_as_ushort(__float2half_rn(v)))
@@ -246,6 +240,29 @@ DEVICE u16 f32_to_bf16(float f) {
     u32 u = AS_UINT(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
     return (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* float16 bits <-> float32 in integer code, the same bits on every dialect (CUDA's
+ * __float2half_rn turns every NaN into 0x7FFF; here a NaN keeps its top payload bits, so the
+ * quiet NaN 0x7FC00000 becomes 0x7E00 as numpy writes it). Both are IEEE conversions (narrowing
+ * rounds to nearest even); OpenCL's LOAD_F16 / STORE_F16 are these. */
+DEVICE float f16_to_f32(u32 h) {
+    const u32 em = h & 0x7FFFu;                /* exponent and mantissa */
+    const float tiny = (float)em * 0x1p-24f;   /* zero and subnormals: em units of 2^-24 */
+    const u32 big = em >= 0x7C00u ? (em << 13) | 0x7F800000u /* infinities and NaNs */
+                                  : (em << 13) + (112u << 23); /* normals, exponent rebiased */
+    return AS_FLOAT((em < 0x0400u ? AS_UINT(tiny) : big) | ((h & 0x8000u) << 16));
+}
+DEVICE u16 f32_to_f16(float v) {
+    const u32 x = AS_UINT(v), ax = x & 0x7FFFFFFFu;
+    u32 h;
+    if (ax > 0x7F800000u) h = 0x7E00u | (ax >> 13 & 0x1FFu);       /* NaN stays a quiet NaN */
+    else if (ax >= 0x477FF000u) h = 0x7C00u;   /* 65520 and above round to infinity */
+    else if (ax >= 0x38800000u)                /* normal halves: round the 13 dropped bits */
+        h = (ax + 0xFFFu + (ax >> 13 & 1u) - 0x38000000u) >> 13;
+    else                                       /* subnormals: adding 0.5 rounds to 2^-24 units */
+        h = AS_UINT(AS_FLOAT(ax) + 0.5f) - 0x3F000000u;
+    return (u16)(h | (x >> 16 & 0x8000u));
 }
 
 typedef float T_F32;

@@ -4,6 +4,15 @@
  * decoded as GGML's dequantize_row_* rounds it: (d * sc) * q - dmin * m, each product and the
  * difference rounded on its own (no FMA contraction), so dequantize is bit-exact.
  *
+ * Bit-exact on all three dialects: GGML's reference is plain C float math, each operation rounded
+ * once, while GPU compilers fuse a * b + c into an FMA by default (NVRTC --fmad=true, hip-clang
+ * -ffp-contract=fast) and may divide or take roots approximately. So every rounding that decides
+ * a quantized byte goes through accel.h's FMUL_RN / FADD_RN / FDIV_RN / SQRT_RN: on OpenCL plain
+ * operators with contraction off and correctly rounded divide/sqrt (a build option); on CUDA the
+ * __f*_rn intrinsics, which NVRTC never contracts; on HIP the operators under the header's
+ * fp contract(off), IEEE division (its default) and a root through double. tests/
+ * test_kernels_compile.py checks the GPU binaries for stray FMAs.
+ *
  * Defines: one of FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_MXFP4, FMT_Q8_K; IN_DT (F32, F16, BF16)
  * for quantize_k and qmatmul_k, OUT_DT for qmatmul_k.
  * Both kernels work in sub-blocks of 32 values (a K-quant super-block holds 8, an mxfp4 block 1).
@@ -116,13 +125,141 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 
+/* qgemv_k: the same product as qmatmul_k, for decode (M = 1..32) and beyond: a work-group of
+ * KWG work-items computes RN weight rows against RM rows of x, splitting K: work-item t takes
+ * units t, t + KWG, ... of USUB sub-blocks (32 values each; USUB divides the block's SUBS), and
+ * the group adds its KWG partial sums in local memory, in work-item order. A work-item holds
+ * 32 values as 32 / VW vectors of VW lanes: on CPU devices one work-item per group (KWG = 1)
+ * with 16-lane vectors and whole blocks per unit, so each byte load and nibble unpack is a
+ * vector op and the block's sub-block layout is known at compile time; on GPUs one lane per
+ * sub-block (VW = 1, USUB = 1) and a warp of them per row group. Each weight is the value
+ * dequantize gives, to the bit, and each product is added with one FMA, as qmatmul_k does.
+ * dequantize rounds a * q, then a * q - b; here a * q - b is one FMA, which is the same value
+ * because a * q is exact in float32: a and b are a float16 times a 6-bit integer (at most 17
+ * significant bits, no underflow: a float16's least is 2^-24), q has at most 5 bits (q5_k).
+ * q6_k's a * q (a = d s, 11 + 7 bits, q in [-32, 31]) and mxfp4's are one rounding as well.
+ *
+ * Launch contract: local size (KWG, 1); groups (ceil(N / RN), ceil(M / RM)); K a multiple of
+ * the block (the spec's rule). Rows past N or M are computed on the last row and not stored. */
+#ifndef KWG
+#define KWG 1
+#endif
+#ifndef USUB
+#define USUB 1
+#endif
+#ifndef RN
+#define RN 1
+#endif
+#ifndef RM
+#define RM 1
+#endif
+#define SV (32 / VW) /* vectors per sub-block */
+
+/* Sub-block j of the block at blk as integer codes q[SV] (VW lanes each), a scale a[v] per
+ * vector and an offset b: value = a * q - b (q4_k, q5_k), a * q (q6_k, mxfp4: b unused). */
+DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, float* b) {
+#if FMT_Q4_K || FMT_Q5_K
+    int sc, m;
+    scale_min_k4(blk + 4, j, &sc, &m);
+    const float d = FMUL_RN(LOAD_F16((GLOBAL const T_F16*)blk, 0), (float)sc);
+    *b = FMUL_RN(LOAD_F16((GLOBAL const T_F16*)blk, 1), (float)m);
+    GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = (VLOAD_U8(qs, v * VW) >> (4 * (j % 2))) & 15;
+#if FMT_Q5_K
+        q[v] |= ((VLOAD_U8(blk + 16, v * VW) >> j) & 1) << 4;  /* the fifth bit: bit j of qh */
+#endif
+        a[v] = d;
+    }
+#elif FMT_Q6_K
+    const float d = LOAD_F16((GLOBAL const T_F16*)(blk + 208), 0);
+    const int h = j / 4, jj = j % 4;  /* half h of the block, quarter jj of it */
+    GLOBAL const u8* ql = blk + 64 * h + 32 * (jj % 2);  /* low 4 bits: nibble jj / 2 */
+    GLOBAL const u8* qh = blk + 128 + 32 * h;            /* high 2 bits: bits 2 jj, 2 jj + 1 */
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = ((VLOAD_U8(ql, v * VW) >> (4 * (jj / 2))) & 15)
+             + 16 * ((VLOAD_U8(qh, v * VW) >> (2 * jj)) & 3) - 32;
+        a[v] = FMUL_RN(d, (float)(i8)blk[192 + (32 * j + v * VW) / 16]);  /* 16 values per scale */
+    }
+#elif FMT_MXFP4
+    const float d = e8m0_half(blk[0]);
+    UNROLL for (int v = 0; v < SV; ++v) {  /* element l: low nibble of byte l, l + 16: high */
+        const vi_t c = (VLOAD_U8(blk + 1, (v * VW) & 15) >> (4 * ((v * VW) >> 4))) & 15;
+        /* twice the E2M1 value: magnitudes 0 1 2 3 4 6 8 12 as nibbles of one word, sign bit 3 */
+        const vi_t mag = ((vi_t)(i32)0xC8643210u >> (4 * (c & 7))) & 15;
+        q[v] = mag * (1 - ((c >> 2) & 2));
+        a[v] = d;
+    }
+#else /* q8_k */
+    const float d = AS_FLOAT((u32)blk[0] | ((u32)blk[1] << 8) | ((u32)blk[2] << 16) | ((u32)blk[3] << 24));
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = VLOAD_I8((GLOBAL const i8*)blk + 4 + 32 * j, v * VW);
+        a[v] = d;
+    }
+#endif
+}
+
+KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+                    GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int t = LOCAL_ID(0);
+    const int n0 = GROUP_ID(0) * RN, m0 = GROUP_ID(1) * RM;
+    const i64 row_bytes = (i64)(K / QB) * BLOCK_BYTES;
+    GLOBAL const IN_T* xr[RM];
+    GLOBAL const u8* wr[RN];
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
+    UNROLL for (int r = 0; r < RN; ++r) wr[r] = w + (i64)imin(n0 + r, N - 1) * row_bytes;
+    vf_t acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = (vf_t)0.0f;
+    const int units = K / (32 * USUB);
+    for (int u = t; u < units; u += KWG) {
+        UNROLL for (int k = 0; k < USUB; ++k) {
+            const int s = u * USUB + k;                      /* sub-block s of the row */
+            const int j = USUB == SUBS ? k : s % SUBS;        /* ... j of its block */
+            vf_t xv[RM][SV];
+            UNROLL for (int i = 0; i < RM; ++i)
+                UNROLL for (int v = 0; v < SV; ++v) xv[i][v] = VLOAD_IN(xr[i], s * 32 + v * VW);
+            UNROLL for (int r = 0; r < RN; ++r) {
+                vi_t q[SV];
+                float a[SV], b = 0.0f;
+                sub_codes(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, q, a, &b);
+                UNROLL for (int v = 0; v < SV; ++v) {
+#if FMT_Q4_K || FMT_Q5_K /* a q is exact (see above), so one FMA rounds a q - b as dequantize does */
+                    const vf_t wv = FMA((vf_t)a[v], VCVT_F(q[v]), (vf_t)(-b));
+#else
+                    const vf_t wv = FMUL_RN((vf_t)a[v], VCVT_F(q[v]));
+#endif
+                    UNROLL for (int i = 0; i < RM; ++i) acc[i][r] = FMA(xv[i][v], wv, acc[i][r]);
+                }
+            }
+        }
+    }
+#if KWG > 1
+    LOCAL float part[RM * RN][KWG];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) {
+        const vf_t a = acc[i][r];
+        part[i * RN + r][t] = VSUM(a);
+    }
+    BARRIER();
+    for (int o = t; o < RM * RN; o += KWG) {
+        float sum = 0.0f;
+        for (int p = 0; p < KWG; ++p) sum += part[o][p];
+        const int m = m0 + o / RN, n = n0 + o % RN;
+        if (m < M && n < N) STORE_OUT(out, (i64)m * N + n, sum);
+    }
+#else
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) {
+        const vf_t a = acc[i][r];
+        if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, VSUM(a));
+    }
+#endif
+}
+
 #if !FMT_MXFP4
 /* quantize_k: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_, _q6_K_, _q8_K_ref),
  * one work-item per super-block of 256 values, bit-exact on a device that rounds division and
  * square root correctly and keeps denormals (the backend's supports() asks for both): every
  * product, sum and quotient is rounded on its own, in the C code's order, sums left to right.
  * A super-block holding a NaN or an infinity stores a NaN scale and zero bytes (docs/api.md). */
-#define SQRT_RN(v) sqrt(v) /* correctly rounded: -cl-fp32-correctly-rounded-divide-sqrt */
 /* the NaN accel stores for a non-finite block: the quiet NaN 0x7FC00000 (float16 0x7E00), as
  * numpy writes it (OpenCL's NAN may carry another payload) */
 #define QNAN AS_FLOAT(0x7fc00000u)
@@ -294,8 +431,8 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     const float inv_min = max_min > 0.0f ? FDIV_RN(63.0f, max_min) : 0.0f;
     int ls[8], lm[8];
     for (int j = 0; j < 8; ++j) {  /* stored in a uint8_t, then MIN(63, .) */
-        ls[j] = min(63, nearest_int(FMUL_RN(inv_scale, scales[j])) & 255);
-        lm[j] = min(63, nearest_int(FMUL_RN(inv_min, mins[j])) & 255);
+        ls[j] = imin(63, nearest_int(FMUL_RN(inv_scale, scales[j])) & 255);
+        lm[j] = imin(63, nearest_int(FMUL_RN(inv_min, mins[j])) & 255);
         if (j < 4) {
             o[4 + j] |= (u8)ls[j];
             o[8 + j] |= (u8)lm[j];
@@ -339,7 +476,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     if (max_abs < 1e-15f) return;  /* all zero bytes */
     const float iscale = FDIV_RN(-128.0f, max_scale);
     put_f16(o + 208, FDIV_RN(1.0f, iscale));
-    for (int g = 0; g < 16; ++g) o[192 + g] = (u8)min(127, nearest_int(FMUL_RN(iscale, scales[g])));
+    for (int g = 0; g < 16; ++g) o[192 + g] = (u8)imin(127, nearest_int(FMUL_RN(iscale, scales[g])));
     for (int g = 0; g < 16; ++g) {
         const float d = FMUL_RN(get_f16(o + 208), (float)(i8)o[192 + g]);
         if (d == 0.0f) continue;
@@ -370,7 +507,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     for (int g = 0; g < 16; ++g) {
         int sum = 0;
         for (int l = 0; l < 16; ++l) {
-            const int q = min(127, nearest_int(FMUL_RN(iscale, v[16 * g + l])));
+            const int q = imin(127, nearest_int(FMUL_RN(iscale, v[16 * g + l])));
             o[4 + 16 * g + l] = (u8)q;
             sum += q;
         }
@@ -384,7 +521,9 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
 #endif
 
 #if FMT_MXFP4
+#if defined(ACCEL_OPENCL) /* double is core in CUDA and HIP C++ */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
 /* quantize_row_mxfp4_ref, one work-item per block of 32: e = floor(log2f(max|x|)) - 2 + 127 kept
  * to its low byte (C's float to uint8_t conversion on x86), then each value's code the first of
  * least |k d - x| (d = 2^(e-128), k twice the FP4 value). log2f is taken as the float32 rounding
@@ -503,4 +642,74 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
                                    w + ((i64)n * nb + b) * BLOCK_BYTES));
     STORE_OUT(out, (i64)m * N + n, acc);
 }
+
+#if FMT_Q4_K
+/* qgemv_kx: qmatmul_kx for q4_k on CPU devices, one work-item per RN weight rows and RM rows of
+ * x, with the same float32 terms added in the same order (each output's blocks in turn, so the
+ * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
+ * A sub-block's 32 code products, at most 15 x 128 each, are added two per lane in 16-bit
+ * lanes (VW of them; |sum| <= 3840), widened to int32 for the lane sum; x's codes of a block
+ * are loaded once for all RN rows. Launch: local size (1, 1); groups (ceil(N / RN),
+ * ceil(M / RM)). */
+#if defined(ACCEL_OPENCL) && VW > 1
+typedef ACCEL_CAT(short, VW) vs_t;
+#define VLOAD_U8S(p, i) ACCEL_CAT(convert_short, VW)(VGATHER(ACCEL_CAT(uchar, VW), p, i))
+#define VLOAD_I8S(p, i) ACCEL_CAT(convert_short, VW)(VGATHER(ACCEL_CAT(char, VW), p, i))
+#define WIDEN_S(v) ACCEL_CAT(convert_int, VW)(v)
+#else
+typedef i32 vs_t;
+#define VLOAD_U8S(p, i) ((i32)(p)[i])
+#define VLOAD_I8S(p, i) ((i32)(p)[i])
+#define WIDEN_S(v) (v)
+#endif
+
+KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
+                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n0 = GROUP_ID(0) * RN, m0 = GROUP_ID(1) * RM;
+    const int nb = K / XQB;
+    GLOBAL const u8* xr[RM];
+    GLOBAL const u8* wr[RN];
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = xq + (i64)imin(m0 + i, M - 1) * nb * XQ_BYTES;
+    UNROLL for (int r = 0; r < RN; ++r) wr[r] = w + (i64)imin(n0 + r, N - 1) * nb * BLOCK_BYTES;
+    float acc[RM][RN];
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
+    for (int b = 0; b < nb; ++b) {
+        vs_t xs[RM][256 / VW];
+        int bsum[RM][8];  /* sub-block j's code sum: q8_k's int16 sums 2j and 2j + 1 */
+        float dx[RM];
+        UNROLL for (int i = 0; i < RM; ++i) {
+            GLOBAL const u8* xb = xr[i] + (i64)b * XQ_BYTES;
+            dx[i] = AS_FLOAT((u32)xb[0] | ((u32)xb[1] << 8) | ((u32)xb[2] << 16) | ((u32)xb[3] << 24));
+            UNROLL for (int v = 0; v < 256 / VW; ++v) xs[i][v] = VLOAD_I8S((GLOBAL const i8*)xb + 4, v * VW);
+            UNROLL for (int j = 0; j < 8; ++j)
+                bsum[i][j] = (short)((u32)xb[260 + 4 * j] | ((u32)xb[261 + 4 * j] << 8))
+                           + (short)((u32)xb[262 + 4 * j] | ((u32)xb[263 + 4 * j] << 8));
+        }
+        UNROLL for (int r = 0; r < RN; ++r) {
+            GLOBAL const u8* wb = wr[r] + (i64)b * BLOCK_BYTES;
+            const float d = get_f16(wb), dmin = get_f16(wb + 2);
+            int sc[8], mn[8];
+            UNROLL for (int j = 0; j < 8; ++j) scale_min_k4(wb + 4, j, sc + j, mn + j);
+            vs_t q[256 / VW];  /* codes in x's order: sub-block j is nibble j % 2 of 32 bytes */
+            UNROLL for (int j = 0; j < 8; ++j)
+                UNROLL for (int v = 0; v < 32 / VW; ++v)
+                    q[j * (32 / VW) + v] = (VLOAD_U8S(wb + 16 + 32 * (j / 2), v * VW) >> (short)(4 * (j % 2))) & (short)15;
+            UNROLL for (int i = 0; i < RM; ++i) {
+                int S = 0, Mn = 0;
+                UNROLL for (int j = 0; j < 8; ++j) {
+                    vs_t p = q[j * (32 / VW)] * xs[i][j * (32 / VW)];
+                    UNROLL for (int v = 1; v < 32 / VW; ++v) p += q[j * (32 / VW) + v] * xs[i][j * (32 / VW) + v];
+                    const vi_t pw = WIDEN_S(p);
+                    S += sc[j] * VSUM(pw);
+                    Mn += mn[j] * bsum[i][j];
+                }
+                acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d, dx[i]), (float)S),
+                                                       -FMUL_RN(FMUL_RN(dmin, dx[i]), (float)Mn)));
+            }
+        }
+    }
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r)
+        if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, acc[i][r]);
+}
+#endif
 #endif

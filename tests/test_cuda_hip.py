@@ -217,6 +217,35 @@ def test_other_ops_cover_their_work():
     assert grid[1] * v.defines["RM"] >= 70
 
 
+@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k", "mxfp4", "q8_k"])
+def test_kquant_formats_plan_kquant_cl_covering_their_work(fmt):
+    from accel import kernels as K
+
+    f = get_format(fmt)
+    q = S.quantize_spec((3, 1024), "bfloat16", fmt)
+    v = CP.kernel_variant(q)
+    name, grid, block = CP.launch_plan(q, v)
+    assert v == K.kquant(fmt, "bfloat16") and name == "quantize_k"
+    assert grid[0] * block[0] >= 3 * 1024 // f.block  # a thread per block
+    dq = S.dequantize_spec((3, 1024), f)
+    name, grid, block = CP.launch_plan(dq, CP.kernel_variant(dq))
+    assert name == "dequantize_k" and grid[0] * block[0] >= 3 * 1024 // 32
+    qm = S.qmatmul_spec((70, 512), "float16", (301, 512), f)
+    d = CP.kernel_variant(qm).defines
+    name, grid, block = CP.launch_plan(qm, CP.kernel_variant(qm))
+    assert name == "qgemv_k" and block == (d["KWG"], 1, 1)  # a warp per RN rows, split K
+    assert grid[0] * d["RN"] >= 301 > (grid[0] - 1) * d["RN"] and grid[1] * d["RM"] >= 70
+    for arch in ("sm_90", "gfx90a"):
+        assert CP.support_for(q, "auto", arch).ok and CP.support_for(qm, "auto", arch).ok
+    if fmt != "q8_k":  # x quantized to the format's vec_dot partner, then qmatmul_kx
+        qx = S.qmatmul_spec((5, 512), "float32", (301, 512), f, f.vec_dot)
+        name, grid, block = CP.launch_plan(qx, CP.kernel_variant(qx))
+        assert name == "qmatmul_kx" and grid[0] * block[0] >= 301 and grid[1] * block[1] >= 5
+        xq = S.quantize_spec((5, 512), "float32", f.vec_dot)
+        assert CP.kernel_variant(xq).source == ("kquant.cl" if f.vec_dot == "q8_k" else "quant.cl")
+        assert CP.support_for(qx, "auto", "sm_80").ok
+
+
 @pytest.mark.parametrize("m", [1, 7, 8])
 def test_gemv_and_decode_batches_run_qgemv_covering_every_output(m):
     qm = S.qmatmul_spec((m, 256), "bfloat16", (301, 256), get_format("q4_0"))
@@ -426,6 +455,8 @@ SHIPPED_SPECS = [
     S.attention_spec((1, 2, 5, 20), (1, 2, 9, 20), (1, 2, 9, 12), ("float32",) * 3, causal=True),
     S.quantize_spec((2, 64), "float16", "q8_0"), S.dequantize_spec((2, 64), get_format("q4_0")),
     S.qmatmul_spec((3, 64), "float32", (5, 64), get_format("q4_0")),
+    S.quantize_spec((2, 256), "float32", "q4_k"), S.dequantize_spec((2, 256), get_format("q6_k")),
+    S.qmatmul_spec((3, 256), "bfloat16", (5, 256), get_format("q5_k")),
     S.scaled_matmul_spec((3, 256), "float8_e4m3fnuz", (256, 5), "float8_e4m3fnuz", (3, 2), "float32",
                          (2, 1), "float32", "float16", (5,), "float32"),
 ]

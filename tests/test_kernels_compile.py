@@ -81,16 +81,22 @@ def _nvrtc(text: str, name: str, options: list[str]):
     return nvrtc, prog
 
 
-@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q8_k", "mxfp4"])
 def test_cuda_quantizer_rounds_every_operation(fmt):
-    v = K.quant(fmt, "float32")
-    nvrtc, prog = _nvrtc(K.program_text(v.source), "quant.cu",
+    v = K.quant(fmt, "float32") if fmt in K.KERNEL_FORMATS else K.kquant(fmt, "float32")
+    entry = "quantize(" if fmt in K.KERNEL_FORMATS else "quantize_k("
+    nvrtc, prog = _nvrtc(K.program_text(v.source), f"{v.source}.cu",
                          ["--gpu-architecture=compute_90", *v.options()])
     ptx = nvrtc.getPTX(prog)
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    body = next(e for e in ptx.split(".entry ")[1:] if e.startswith("quantize("))
-    assert "fma" not in body
-    assert "div.rn.f32" in body  # 1/d correctly rounded (and amax / 127 for q8_0)
+    body = next(e for e in ptx.split(".entry ")[1:] if e.startswith(entry))
+    # GGML's reference rounds every product and sum: NVRTC's default --fmad=true must find none
+    # to fuse (mxfp4's exact log2 through double may use fma.rn.f64 inside the library call)
+    assert not re.search(r"\bfma\.\w*\.f32", body)
+    if fmt != "mxfp4":  # 1/d correctly rounded (mxfp4 only compares products)
+        assert "div.rn.f32" in body
+    if fmt in ("q4_k", "q5_k"):  # the sub-block weights' sqrt(mean x^2)
+        assert "sqrt.rn.f32" in body
 
 
 def _hipcc(tmp_path: Path, variant: K.Variant, *flags: str) -> Path:
@@ -112,15 +118,19 @@ def test_gpu_variant_compiles_with_hipcc_for_gfx90a(tmp_path, variant):
     assert _hipcc(tmp_path, variant, "--genco").stat().st_size > 1000
 
 
-def test_hip_quantizer_fmas_only_inside_correctly_rounded_division(tmp_path):
-    asm = _hipcc(tmp_path, K.quant("q4_0", "float32"), "-S", "--cuda-device-only").read_text()
-    body = asm[asm.index("quantize:"):]
+@pytest.mark.parametrize("fmt", ["q4_0", "q4_k"])
+def test_hip_quantizer_fmas_only_inside_correctly_rounded_division(tmp_path, fmt):
+    v = K.quant(fmt, "float32") if fmt in K.KERNEL_FORMATS else K.kquant(fmt, "float32")
+    entry = "quantize" if fmt in K.KERNEL_FORMATS else "quantize_k"
+    asm = _hipcc(tmp_path, v, "-S", "--cuda-device-only").read_text()
+    body = asm[re.search(rf"^{entry}:", asm, re.M).start():]
     body = body[: body.index("s_endpgm")]
-    # AMDGPU expands a correctly rounded division into div_scale .. fma refinement .. div_fixup;
-    # any fma outside such a sequence would be a contracted x * id + 8.5
-    outside = re.sub(r"v_div_scale_f32.*?v_div_fixup_f32[^\n]*", "", body, flags=re.S)
-    assert "v_div_fixup_f32" in body
-    assert not re.search(r"v_(fma|fmac|mad|mac)_f32|v_pk_fma", outside)
+    # AMDGPU expands a correctly rounded division into div_scale, rcp, five fma / fmac steps,
+    # div_fmas and div_fixup (the scheduler interleaves neighbouring divisions, so count rather
+    # than cut them out); any other fma would be a contracted product and sum, such as x * id + 8.5
+    divisions = len(re.findall(r"v_div_fixup_f32", body))
+    assert divisions > 0 and divisions == len(re.findall(r"v_div_fmas_f32", body))
+    assert len(re.findall(r"v_(fma|fmac|mad|mac)_f32|v_pk_fma", body)) == 5 * divisions
 
 
 _C_SCALAR = {"int": "int32", "i64": "int64", "float": "float32"}
@@ -129,7 +139,8 @@ _OP_OF_KERNEL = {"matmul": "matmul", "matmul_wmma": "matmul", "matmul_wmma_vec":
                  "quantize": "quantize", "dequantize": "dequantize", "qmatmul": "qmatmul",
                  "qgemv": "qmatmul", "qgemv_stream": "qmatmul", "qgemv_runs": "qmatmul",
                  "dequantize_k": "dequantize", "qmatmul_k": "qmatmul", "quantize_k": "quantize",
-                 "qmatmul_kx": "qmatmul", "scaled_matmul": "scaled_matmul"}
+                 "qmatmul_kx": "qmatmul", "qgemv_k": "qmatmul", "qgemv_kx": "qmatmul",
+                 "scaled_matmul": "scaled_matmul"}
 
 
 def _op_specs():

@@ -1,7 +1,7 @@
 """The K-quants (q4_k, q5_k, q6_k, the activation format q8_k) and mxfp4 on the CPU reference and
 OpenCL (kernels/kquant.cl), held byte for byte to ggml's own C reference quantizers
-(accel.conformance.ggml_ref) and to gguf-py's dequantizers; CUDA and HIP decline them with a
-reason until they have kernels."""
+(accel.conformance.ggml_ref) and to gguf-py's dequantizers; CUDA and HIP run the same kernels
+(their plans: tests/test_cuda_hip.py)."""
 from __future__ import annotations
 
 import gguf
@@ -12,7 +12,7 @@ import accel
 import accel.spec as S
 from accel.backend import Backend
 from accel.formats import get_format
-from accel.kernels import KERNEL_FORMATS
+from accel.kernels import KERNEL_FORMATS, KQUANT_FORMATS
 
 pytest.importorskip("ggml", reason="ggml-python (the ggml extra) is not installed")
 from accel.conformance import ggml_ref as G  # noqa: E402 - only with ggml-python
@@ -188,7 +188,7 @@ def test_backends_without_kernels_decline_the_new_formats():
     assert accel.get_backend("cpu").verdict(spec).ok
     from accel.backends.cupy.backend import CuPyBackend  # imports without CuPy
 
-    assert CuPyBackend.formats == KERNEL_FORMATS and "q6_k" not in KERNEL_FORMATS
+    assert set(CuPyBackend.formats) == set(KERNEL_FORMATS + KQUANT_FORMATS)  # kquant.cl on GPUs
     try:
         opencl = accel.get_backend("opencl")
     except accel.BackendUnavailable:
@@ -221,3 +221,24 @@ def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
     xf = get_format(fmt).vec_dot
     got = np.asarray(accel.qmatmul(x, w, x_format=xf, backend=opencl_backend))
     assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format=xf, backend="cpu"))
+
+
+def test_without_ggml_the_quantize_oracle_is_the_cpu_reference_never_judging_itself(monkeypatch):
+    """GPU images have no ggml-python: their K-quant quantize cases still compare bytes, with
+    the CPU reference's quantizer (byte-identical to ggml's, above); the CPU reference itself
+    is then left without an oracle and fails with the reason rather than passing by fiat."""
+    from accel.conformance import oracle, runner
+    from accel.conformance.case import Case
+
+    x = np.concatenate([rows(k, 2, 512, np.random.default_rng(5)) for k in ("normal", "outliers")])
+    x[0, 3] = np.nan  # accel's rule for a non-finite block, as the ggml-backed oracle applies it
+    with_ggml = {f: oracle.quantize(x, f) for f in NEW}
+    monkeypatch.setattr(G, "available", lambda: False)
+    assert oracle.super_quantizer() == "cpu"
+    for f in NEW:
+        assert np.array_equal(oracle.quantize(x, f), with_ggml[f]), f
+    spec = S.quantize_spec(x.shape, "float32", "q4_k")
+    case = Case("quantize", "float32", "grid", {"shape": x.shape, "fmt": "q4_k"})
+    got = np.asarray(accel.quantize(x, "q4_k", backend="cpu").raw)
+    verdict = runner.judge(accel.get_backend("cpu"), case, spec, [x], got)
+    assert not verdict.ok and "judged by itself" in verdict.reason

@@ -45,6 +45,7 @@ from accel.errors import (ArgumentError, BackendUnavailable, CompileError, Devic
 from accel.exact_int8 import exact_int8_matmul
 from accel.kernels import toolchains
 from accel.registry import ForkGuard
+from accel.spec import quantize_spec
 from accel.tensor import Tensor
 
 from accel.backends.cupy.plan import (IMPLS, STATIC_SHARED_MAX, TENSORCORE_KERNEL, accumulator_for,
@@ -149,8 +150,9 @@ def _storage_dtype(dtype: str):
 # -- the backend --------------------------------------------------------------------------------
 class CuPyBackend(Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
-    x_formats = kernels.KERNEL_X_FORMATS  # the x_formats and formats its kernels compute
-    formats = kernels.KERNEL_FORMATS
+    # the x_formats and formats its kernels compute (quant.cl's and kquant.cl's)
+    x_formats = kernels.KERNEL_X_FORMATS + ("q8_k",)
+    formats = kernels.KERNEL_FORMATS + kernels.KQUANT_FORMATS
 
     platform: ClassVar[str]
     vendor: ClassVar[str]
@@ -481,6 +483,9 @@ class CuPyBackend(Backend):
 
     def qmatmul(self, spec, out, x, w) -> None:
 
+        if spec.fmt.name in kernels.KQUANT_FORMATS:
+            self._kquant_matmul(spec, out, x, w)
+            return
         if spec.x_fmt is not None:
             self.run_x8(spec, kernel_variant(spec), out, x, w)
             return
@@ -503,6 +508,19 @@ class CuPyBackend(Backend):
         words = self.scratch(nbytes)
         self.run_variant(spec, variant, [x, words, *count], "quantize_x8")
         self.run_variant(spec, variant, self.kernel_args(spec, out, words, w))
+
+    def _kquant_matmul(self, spec, out: Any, x: Any, w: Any) -> None:
+        """A K-quant / mxfp4 quantized matmul: with float x, kquant.cl's qmatmul_k; with an
+        ``x_fmt``, x quantized to it first (q8_k by kquant.cl, mxfp4's q8_0 by quant.cl: the
+        quantize op's own kernels) into :meth:`scratch`, then qmatmul_kx."""
+        variant = kernel_variant(spec)
+        if spec.x_fmt is None:
+            self.run_variant(spec, variant, self.kernel_args(spec, out, x, w))
+            return
+        xspec = quantize_spec((spec.M, spec.K), spec.dtype, spec.x_fmt)
+        xq = self.scratch(spec.M * spec.K // spec.x_fmt.block * spec.x_fmt.block_bytes)
+        self.run_variant(xspec, kernel_variant(xspec), self.kernel_args(xspec, xq, x))
+        self.run_variant(spec, variant, self.kernel_args(spec, out, xq, w))
 
     def scratch(self, nbytes: int) -> Any:
         """At least ``nbytes`` of device memory owned by the backend for the current stream (its

@@ -194,7 +194,10 @@ def kernel_variant(spec, path: str = "kernels"):
             return kernels.scaled_matmul_mma(spec.a_dtype, spec.b_dtype)
         return kernels.scaled_matmul(spec.a_dtype, spec.b_dtype)
     # quant.cl holds quantize, dequantize, qmatmul and qgemv; dequantize reads bytes, any dtype
-    # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches
+    # will do; qgemv (coalesced 16-byte weight loads) serves GEMV and small decode batches.
+    # The K-quants, mxfp4 and q8_k are kquant.cl's, on the same terms.
+    if spec.fmt.name in kernels.KQUANT_FORMATS:
+        return kernels.kquant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
     if kernels.gemv_applies(spec, kernels.GPU_GEMV):
         return kernels.quant(spec.fmt.name, spec.dtype, kernels.GPU_GEMV)
     return kernels.quant(spec.fmt.name, "float32" if spec.op == "dequantize" else spec.dtype)
@@ -232,6 +235,8 @@ def launch_plan(spec, variant, name: str | None = None,
     if spec.op == "attention":  # x over tiles of a kv head's query rows (per key chunk), y over kv heads
         grid, items = kernels.attention_grid(spec, d, chunks)
         return "attention", grid, (items, 1, 1)
+    if variant.source == "kquant.cl":
+        return _kquant_launch(spec, variant, name)
     if spec.op == "quantize":  # one thread per block of 32 values
         return "quantize", (ceil_div(math.prod(spec.shape) // BLOCK, ELEMENTWISE_BLOCK), 1, 1), \
             (ELEMENTWISE_BLOCK, 1, 1)
@@ -249,6 +254,24 @@ def launch_plan(spec, variant, name: str | None = None,
     # qmatmul(_x8): x over groups of RN weight rows, y over groups of RM rows of x
     return name or "qmatmul", (ceil_div(spec.N, QMATMUL_BLOCK * d["RN"]), ceil_div(spec.M, d["RM"]), 1), \
         (QMATMUL_BLOCK, 1, 1)
+
+
+def _kquant_launch(spec, variant, name: str | None) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
+    """kquant.cl's grids: quantize_k a thread per block (a super-block of 256, an mxfp4 block of
+    32), dequantize_k a thread per 32 values; with float x qgemv_k, a block of KWG threads per RN
+    weight rows and RM rows of x; qmatmul_k (named) and qmatmul_kx (x quantized first, see the
+    backend's qmatmul) a thread per output, x over weight rows, y over rows of x."""
+    if spec.op == "quantize":
+        return "quantize_k", (ceil_div(math.prod(spec.shape) // spec.fmt.block, ELEMENTWISE_BLOCK), 1, 1), \
+            (ELEMENTWISE_BLOCK, 1, 1)
+    if spec.op == "dequantize":
+        return "dequantize_k", (ceil_div(math.prod(spec.shape) // 32, ELEMENTWISE_BLOCK), 1, 1), \
+            (ELEMENTWISE_BLOCK, 1, 1)
+    name = name or ("qgemv_k" if spec.x_fmt is None else "qmatmul_kx")
+    if name == "qgemv_k":
+        d = variant.defines
+        return name, (ceil_div(spec.N, d["RN"]), ceil_div(spec.M, d["RM"]), 1), (d["KWG"], 1, 1)
+    return name, (ceil_div(spec.N, QMATMUL_BLOCK), spec.M, 1), (QMATMUL_BLOCK, 1, 1)
 
 
 def support_for(spec, impl: str, arch: str | None = None) -> Support:

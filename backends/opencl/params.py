@@ -18,13 +18,13 @@ from accel.backends.opencl.devices import CLDevice
 #: the ops whose parameters are tunable, and the default for each device kind
 DEFAULTS = {
     "cpu": {"matmul": K.CPU_MATMUL, "attention": K.CPU_ATTENTION, "qmatmul": K.CPU_QMATMUL,
-            "gemv": K.CPU_GEMV, "scaled_matmul": K.CPU_SCALED_MATMUL},
+            "gemv": K.CPU_GEMV, "kgemv": K.CPU_KGEMV, "scaled_matmul": K.CPU_SCALED_MATMUL},
     "gpu": {"matmul": K.GPU_MATMUL, "attention": K.GPU_ATTENTION,
-            "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV,
+            "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV, "kgemv": K.GPU_KGEMV,
             "scaled_matmul": {**K.GPU_SCALED_MATMUL, "WG": K.SCALED_MATMUL_WG}},
 }
 #: the ops ``accel tune`` searches (the FP8 scaled matmul has its defaults only, so far)
-TUNABLE = ("matmul", "attention", "qmatmul", "gemv")
+TUNABLE = ("matmul", "attention", "qmatmul", "gemv", "kgemv")
 
 
 def store_path(dev: CLDevice):
@@ -94,6 +94,9 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
                     for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
         if op == "qmatmul":
             return [dict(RM=rm, RN=rn, VW=lanes) for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
+        if op == "kgemv":  # kquant.cl's qgemv_k: one work-item per group, whole blocks
+            return [{**K.CPU_KGEMV, "RM": rm, "RN": rn, "VW": lanes}
+                    for rm, rn in itertools.product((1, 2, 4), (1, 2, 4, 8))]
         return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
     if op == "matmul":
         return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
@@ -101,6 +104,8 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
     if op == "attention":
         return [{**K.GPU_ATTENTION, "BKV": bkv, "TEAM": team, "QSPLIT": qsplit}
                 for bkv, team, qsplit in itertools.product((16, 32), (64, 128), (2, 4))]
+    if op == "kgemv":
+        return [{**K.GPU_KGEMV, "KWG": kwg, "RN": rn} for kwg, rn in itertools.product((16, 32, 64), (1, 2, 4))]
     if op == "gemv":  # qgemv's tiling; qgemv_stream's parameters ride along unchanged
         return [{**K.GPU_GEMV, "RN": rn, "GEMV_WG": wg, "GEMV_TEAMS": teams}
                 for wg, teams, rn in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 4))]

@@ -272,22 +272,46 @@ def _rows_per_item(p: dict, M: int) -> dict:
     return {**p, "RM": 1 << (M - 1).bit_length()}
 
 
+def _kgemv_tile(params: dict, M: int) -> dict:
+    """qgemv_k's tiling for M rows of x: RM no taller than M needs (as _rows_per_item), and RN
+    weight rows shrinking as RM grows, RN x RM at most the set's RN (the set's RN is its M = 1
+    tile): each output holds a vector accumulator, and on PoCL M = 8 took 6.9 ms at RN = 1,
+    RM = 8 but 9.4 at RN = 2 (q4_k 4096 x 4096; 26 ms at RM = 1, each group decoding the
+    weights again).
+
+    >>> [tuple(_kgemv_tile(dict(KWG=1, RN=2, RM=8), m)[k] for k in ("RN", "RM")) for m in (1, 3, 32)]
+    [(2, 1), (1, 4), (1, 8)]
+    """
+    kp, _ = _kernel_params(params)
+    rm = _rows_per_item({"RM": kp["RM"]}, M)["RM"]
+    return {**kp, "RM": rm, "RN": max(1, kp["RN"] // rm)}
+
+
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
-    if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per output, groups along N
+    if spec.fmt.name in K.KQUANT_FORMATS:
+        if spec.x_fmt is None:  # qgemv_k: KWG work-items per group of RN rows, split K
+            kp = _kgemv_tile(params["kgemv"], spec.M)
+            v = K.kquant(spec.fmt.name, spec.dtype, kp)
+            groups = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"]))
+            return (Launch(v, "qgemv_k", (groups[0] * kp["KWG"], groups[1]), (kp["KWG"], 1),
+                           _operands("x", "w", "out"), K.scalar_args(spec), f"qmatmul (qgemv_k {v.id})"),)
+        # qmatmul_kx: a work-item per output, groups along N; q4_k on CPU devices (one
+        # work-item per group): qgemv_kx, its vectorized integer sums over RN x RM outputs
         grid, lsize = (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1)
-        v = K.kquant(spec.fmt.name, spec.dtype)
-        if spec.x_fmt is None:
-            return (Launch(v, "qmatmul_k", grid, lsize, _operands("x", "w", "out"),
-                           K.scalar_args(spec), "qmatmul (qmatmul_k)"),)
+        v, name = K.kquant(spec.fmt.name, spec.dtype), "qmatmul_kx"
+        kp = _kgemv_tile(params["kgemv"], spec.M)
+        if spec.fmt.name == "q4_k" and kp["KWG"] == 1:
+            v, name = K.kquant(spec.fmt.name, spec.dtype, kp), "qgemv_kx"
+            grid, lsize = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"])), (1, 1)
         nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized first: q8_k, mxfp4's q8_0
         xq = Scratch("xq", nblocks * spec.x_fmt.block_bytes)
         quantizer = (K.kquant("q8_k", spec.dtype), "quantize_k") if spec.x_fmt.name == "q8_k" else \
             (_quant("q8_0", spec.dtype, params["qmatmul"]), "quantize")
         return (_launch_1d(*quantizer, nblocks, (Operand("x"), xq), (np.int64(nblocks),),
                            f"{quantizer[1]} (x to {spec.x_fmt.name})"),
-                Launch(v, "qmatmul_kx", grid, lsize, (xq, *_operands("w", "out")),
-                       K.scalar_args(spec), "qmatmul (qmatmul_kx)"))
+                Launch(v, name, grid, lsize, (xq, *_operands("w", "out")),
+                       K.scalar_args(spec), f"qmatmul ({name})"))
     p = _rows_per_item(p, spec.M)
     if spec.x_fmt is not None:
         name = K.x8_kernel(p)

@@ -18,7 +18,8 @@ from accel.tensor import Tensor
 PROBLEMS = {"matmul": "float32 matmul M=1024 N=1025 K=1027",
             "attention": "float32 causal attention B=1 H=4 S=1024 D=64",
             "qmatmul": "q8_0 qmatmul M=64 N=K=2048",
-            "gemv": "q8_0 qmatmul M=1 N=K=4096"}
+            "gemv": "q8_0 qmatmul M=1 N=K=4096",
+            "kgemv": "q4_k qmatmul M=1 N=K=4096"}
 
 
 def _case(op: str, small: bool) -> Case:
@@ -30,6 +31,9 @@ def _case(op: str, small: bool) -> Case:
     if op == "attention":
         s = 45 if small else 1024
         return Case.make("attention", "float32", B=1, Hq=4, Hkv=4, Sq=s, Sk=s, D=64, causal=True)
+    if op == "kgemv":  # kquant.cl's qgemv_k, for the K-quants and mxfp4
+        return Case.make("qmatmul", "float32", M=3 if small else 1, N=97 if small else 4096,
+                         K=512 if small else 4096, fmt="q4_k")
     m = 1 if op == "gemv" else (5 if small else 64)
     n = 96 if small else (4096 if op == "gemv" else 2048)
     return Case.make("qmatmul", "float32", M=m, N=n, K=n, fmt="q8_0")

@@ -1,0 +1,110 @@
+"""kquant.cl's qgemv_k, the K-quant / mxfp4 GEMV (float x): every parameter set the planners and
+``accel tune`` use computes x @ dequantize(w).T within the tolerance model on OpenCL, the GPU
+sets (a warp per row group, split K, local-memory sums) included, since PoCL runs them too; the
+weights it multiplies are dequantize's to the bit (a zero x row but one element reads one weight
+exactly)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import accel
+import accel.kernels as K
+import accel.spec as S
+from accel.backends.opencl import params as P
+from accel.backends.opencl.plan import plan_for
+from accel.conformance import oracle, tolerance
+from accel.conformance.compare import compare_values
+from accel.formats import get_format
+
+WEIGHTS = ["q4_k", "q5_k", "q6_k", "mxfp4"]
+SETS = {"cpu": K.CPU_KGEMV, "gpu": K.GPU_KGEMV,
+        "cpu-tall": {**K.CPU_KGEMV, "RN": 3, "RM": 2, "VW": 8},  # RN 3 at M = 1, 1 beyond
+        "gpu-rows": {**K.GPU_KGEMV, "KWG": 8, "RN": 2, "RM": 2}}
+#: every set on q4_k; the device's default (CPU) set and the GPU set on the other formats (each
+#: pairing is a program build, seconds on PoCL)
+CASES = [("q4_k", name) for name in SETS] + [(f, name) for f in WEIGHTS[1:] for name in ("cpu", "gpu")]
+
+
+@pytest.fixture
+def cl(opencl_backend):
+    saved = opencl_backend.params
+    yield opencl_backend
+    opencl_backend.params = saved
+
+
+def _set(be, name: str) -> dict:
+    """Use parameter set ``name`` (the CPU set at the device's safe vector width) for qgemv_k."""
+    kp = dict(SETS[name])
+    if kp["VW"] > 1:
+        kp["VW"] = min(kp["VW"], P.safe_lanes(be.dev))
+    be.params = {**be.params, "kgemv": kp}
+    return kp
+
+
+def _weight(fmt: str, n: int, k: int, rng) -> np.ndarray:
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    w[0, : k // 2] = -np.abs(w[0, : k // 2]) - 3  # negative-only blocks: large mins (q4_k's b)
+    return np.asarray(accel.quantize(w, fmt, backend="cpu").raw)
+
+
+@pytest.mark.parametrize("fmt,name", CASES)
+def test_qgemv_k_is_within_the_tolerance_model(cl, fmt, name):
+    kp = _set(cl, name)
+    rng = np.random.default_rng(3)
+    n, k = 37, 2 * get_format(fmt).block * (4 if fmt == "mxfp4" else 1)  # ragged rows, 2+ blocks
+    raw = _weight(fmt, n, k, rng)
+    halves = fmt == "q4_k" and name == "cpu"  # x in bfloat16 on one pairing
+    for m, dtype in ((1, "float32"), (32, "float32")) + (((5, "bfloat16"),) if halves else ()):
+        x = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+        w = accel.QTensor.from_raw(raw, fmt, (n, k), backend=cl)
+        got = np.asarray(accel.qmatmul(x, w))
+        (launch,) = plan_for(S.qmatmul_spec(x.shape, dtype, (n, k), get_format(fmt)), cl.facts, cl.params)
+        assert launch.kernel == "qgemv_k" and launch.variant.defines["KWG"] == kp["KWG"]
+        ref, mag = oracle.qmatmul(x.astype(np.float64), raw, fmt, n)
+        bound = tolerance.matmul_bound(ref, mag, k, dtype, "float32")
+        verdict = compare_values(got, ref, bound, dtype)
+        assert verdict.ok, (m, dtype, verdict.reason)
+
+
+@pytest.mark.parametrize("fmt", WEIGHTS)
+def test_qgemv_k_reads_dequantizes_weights_to_the_bit(cl, fmt):
+    """x one-hot: each output is one weight, so any rounding of a * q - b other than
+    dequantize's (two roundings, or one exact FMA) shows as a differing bit."""
+    rng = np.random.default_rng(4)
+    n, k = 9, get_format(fmt).block * 8
+    raw = _weight(fmt, n, k, rng)
+    w = accel.QTensor.from_raw(raw, fmt, (n, k), backend=cl)
+    cols = np.arange(0, k, 7)
+    x = np.zeros((len(cols), k), np.float32)
+    x[np.arange(len(cols)), cols] = 1.0
+    want = oracle.dequantize(raw, fmt, (n, k))[:, cols].T
+    for name in ("cpu", "gpu"):
+        _set(cl, name)
+        assert np.array_equal(np.asarray(accel.qmatmul(x, w)), want.astype(np.float32)), name
+
+
+def test_tune_searches_valid_kgemv_sets():
+    assert "kgemv" in P.TUNABLE
+    for kind in ("cpu", "gpu"):
+        sets = P.candidates("kgemv", kind, 8)
+        assert P.DEFAULTS[kind]["kgemv"] in sets or kind == "cpu"  # cpu sets take the device's lanes
+        assert all(K.kquant("q4_k", params=p).defines["USUB"] in (1, 8) for p in sets)
+
+
+@pytest.mark.parametrize("name", ["cpu", "cpu-tall", "gpu"])
+def test_q4_k_x_format_is_the_cpu_references_bits(cl, name):
+    """qmatmul(x_format="q8_k"): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets) add the same
+    float32 block terms in the same order as the CPU reference, so the results are its bits."""
+    kp = _set(cl, name)
+    rng = np.random.default_rng(6)
+    n, k = 37, 1024
+    w = accel.QTensor.from_raw(_weight("q4_k", n, k, rng), "q4_k", (n, k), backend=cl)
+    for m in (1, 5):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format("q4_k"), "q8_k"),
+                            cl.facts, cl.params)
+        assert launches[-1].kernel == ("qgemv_kx" if kp["KWG"] == 1 else "qmatmul_kx")
+        got = np.asarray(accel.qmatmul(x, w, x_format="q8_k"))
+        assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format="q8_k", backend="cpu"))
