@@ -206,6 +206,30 @@ DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "mem
 template <int PENDING> DEVICE void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
+/* Four 8 x 8 16-bit matrices from shared address `a` (this lane's row; sm_75 and later), plain or
+ * transposed. asm volatile with a memory clobber: they read shared memory that cp.async and other
+ * warps wrote, so they must stay between the barriers that order those writes. */
+DEVICE void ldsm_x4(u32* r, u32 a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+DEVICE void ldsm_x4_trans(u32* r, u32 a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+/* sm_90a's warpgroup MMA (the wgmma kernels): cp.async and st.shared write shared memory through
+ * the generic proxy and wgmma reads it through the async proxy, so each thread fences its writes
+ * (proxy_fence) before the barrier that publishes them; fence / commit / wait bracket the
+ * asynchronous MMAs; WGMMA_ACC8(i) is eight accumulator operands d[i..i+7] of the asm. */
+DEVICE void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int PENDING> DEVICE void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+}
+#define WGMMA_ACC8(i)                                                                        \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
 #endif
 #endif
 

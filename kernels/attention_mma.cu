@@ -69,17 +69,6 @@ DEVICE void mma16816(float* d, const u32* a, u32 b0, u32 b1) {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Four 8 x 8 matrices from shared address `a` (this lane's row). asm volatile with a memory
- * clobber: they read shared memory that cp.async and other warps wrote, so they must stay
- * between the barriers that order those writes. */
-DEVICE void ldsm_x4(u32* r, u32 a) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
-}
-DEVICE void ldsm_x4_trans(u32* r, u32 a) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
-}
 
 /* Two floats rounded to nearest even into one IN_DT pair, lo in the low half (the A-fragment
  * order): cvt's first source goes to the upper half. */

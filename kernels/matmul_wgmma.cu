@@ -51,10 +51,6 @@ static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than an sm_90 block 
 #define WGMMA_F16 "f16"
 #define WGMMA_BF16 "bf16"
 
-/* cp.async writes through the generic proxy and wgmma reads through the async proxy: each
- * thread orders its landed copies before later async-proxy reads, then a barrier publishes them */
-DEVICE void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 /* Stage the BK-deep slice at k0 of the block's A rows [m0, m0 + BM) and B columns [n0, n0 + BN)
  * into the stage at shared address s, zero-filling past M, N and K. */
 DEVICE void load_stage(u32 s, const u16* A, const u16* B, int M, int N, int K, int m0, int n0,
@@ -89,10 +85,6 @@ DEVICE void pin(float (&d)[128]) {
     UNROLL for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-#define ACC8(i)                                                                              \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
-
 /* d += A (64 x 16, K-major) @ B (16 x 256, N-major: imm-trans-b = 1), both from shared memory;
  * scale-d = 1 (accumulate), no negation, A not transposed. */
 DEVICE void wgmma_64x256x16(float (&d)[128], u64 da, u64 db) {
@@ -108,15 +100,10 @@ DEVICE void wgmma_64x256x16(float (&d)[128], u64 da, u64 db) {
         " %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124,\n"
         " %125, %126, %127},\n"
         "%128, %129, 1, 1, 1, 0, 1;\n"
-        : ACC8(0), ACC8(8), ACC8(16), ACC8(24), ACC8(32), ACC8(40), ACC8(48), ACC8(56), ACC8(64),
-          ACC8(72), ACC8(80), ACC8(88), ACC8(96), ACC8(104), ACC8(112), ACC8(120)
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56), WGMMA_ACC8(64),
+          WGMMA_ACC8(72), WGMMA_ACC8(80), WGMMA_ACC8(88), WGMMA_ACC8(96), WGMMA_ACC8(104), WGMMA_ACC8(112), WGMMA_ACC8(120)
         : "l"(da), "l"(db)
         : "memory");
-}
-DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int PENDING> DEVICE void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
 }
 
 KERNEL void __launch_bounds__(THREADS, 1)

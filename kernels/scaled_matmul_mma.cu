@@ -100,12 +100,6 @@ DEVICE void mma16832(float* d, const u32* a, u32 b0, u32 b1) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* four 8 x 8 16-bit matrices from shared memory; volatile with a memory clobber so the loads
- * stay between the barriers that order the writes they read */
-DEVICE void ldsm_x4(u32* r, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
-}
 DEVICE u32 lds32(u32 addr) {
     u32 v;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
@@ -331,8 +325,6 @@ scaled_matmul_mma_vec(const u8* RESTRICT A, const u8* RESTRICT B, const float* R
 #define SMEM_BYTES (STAGES * STAGE_BYTES + 2 * BT_BYTES)
 static_assert(SMEM_BYTES + 1024 <= 227 * 1024, "more shared memory than an sm_90 block may opt in to");
 
-/* cp.async and st.shared write through the generic proxy, wgmma reads through the async proxy */
-DEVICE void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* a shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): K-major, 128-byte
  * swizzle (mode 1, bits 62-63), 8-row groups 1024 bytes apart (stride byte offset), leading byte
  * offset unused (1), base offset 0 (atoms start at multiples of 1024) */
@@ -343,9 +335,6 @@ DEVICE u64 smem_desc(u32 addr) {
 DEVICE void pin(float (&d)[64]) {
     UNROLL for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-#define ACC8(i)                                                                              \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
 /* d = A (64 x 32) @ B (32 x 128) + (accumulate ? d : 0), both K-major in shared memory */
 DEVICE void wgmma_64x128x32(float (&d)[64], u64 da, u64 db, int accumulate) {
     asm volatile(
@@ -357,13 +346,10 @@ DEVICE void wgmma_64x128x32(float (&d)[64], u64 da, u64 db, int accumulate) {
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, \n"
         " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"
         "%64, %65, p, 1, 1;\n}\n"
-        : ACC8(0), ACC8(8), ACC8(16), ACC8(24), ACC8(32), ACC8(40), ACC8(48), ACC8(56)
+        : WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24), WGMMA_ACC8(32), WGMMA_ACC8(40), WGMMA_ACC8(48), WGMMA_ACC8(56)
         : "l"(da), "l"(db), "r"(accumulate)
         : "memory");
 }
-DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-DEVICE void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 
 KERNEL void __launch_bounds__(THREADS, 1)
 scaled_matmul_wgmma(const u8* RESTRICT A, const u8* RESTRICT B, const float* RESTRICT SA,
@@ -415,7 +401,7 @@ scaled_matmul_wgmma(const u8* RESTRICT A, const u8* RESTRICT B, const float* RES
         if (kt + 1 < tiles)
             transpose_b(smem + (kt + 1) % STAGES * STAGE_BYTES + A_BYTES, bt0 + ((kt + 1) & 1) * BT_BYTES, tid);
         proxy_fence();
-        wgmma_wait_all();
+        wgmma_wait<0>();
         pin(d);  /* the sums are read only after the tile's wgmma completed */
         if (scaling == SCALE_BLOCK) {
             const float sb = SB[(i64)kt * ((N - 1) / BN + 1) + blockIdx.x];
