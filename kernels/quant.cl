@@ -143,12 +143,49 @@ DEVICE void block_codes(GLOBAL const u8* RESTRICT blk, vi_t* wv) {
     }
 }
 
+/* VW consecutive blocks' scales as float32 lanes: the float16 bits of the block at p and its
+ * VW - 1 successors (BLOCK_BYTES apart), converted as f16_to_f32 does, all lanes at once: a
+ * block's share of the scalar conversion's ~15 instructions drops to two (CPU devices). */
+#define SCALE_BITS(p, j) ((i32)*(GLOBAL const u16*)((p) + (j) * BLOCK_BYTES))
+#if VW == 1
+#define RUN_SCALE_BITS(p) SCALE_BITS(p, 0)
+#define VAS_FLOAT(v) AS_FLOAT((u32)(v))
+#define VAS_INT(v) ((i32)AS_UINT(v))
+#else
+#define RUN_SCALE_BITS(p) ((vi_t)(ACCEL_LANES(SCALE_BITS, p, 0)))
+#define VAS_FLOAT(v) ACCEL_CAT(as_float, VW)(v)
+#define VAS_INT(v) ACCEL_CAT(as_int, VW)(v)
+#endif
+DEVICE vf_t run_scales(GLOBAL const u8* RESTRICT p) {
+    const vi_t h = RUN_SCALE_BITS(p), em = h & 0x7FFF;
+    const vi_t tiny = VAS_INT(VCVT_F(em) * 0x1p-24f);    /* zero and subnormals */
+    const vi_t big = (em << 13) + (em >= 0x7C00 ? (vi_t)0x70000000 : (vi_t)(112 << 23));
+    return VAS_FLOAT((em < 0x0400 ? tiny : big) | ((h & 0x8000) << 16));
+}
+
+/* One weight block's share of qmatmul: acc[i][j] += d * (x row i's values of block bk) . codes. */
+#define QMATMUL_BLOCK(blk, d)                                                                    \
+    do {                                                                                       \
+        vi_t codes_[QKV];                                                                      \
+        block_codes(blk, codes_);                                                              \
+        vf_t wv_[QKV];                                                                         \
+        UNROLL for (int t = 0; t < QKV; ++t) wv_[t] = VCVT_F(codes_[t]);                       \
+        UNROLL for (int i = 0; i < RM; ++i) {                                                  \
+            /* x's block by a pointer and constant offsets: lanes indexed from an int sum      \
+             * were not always merged into one vector load (PoCL 3.1) */                       \
+            GLOBAL const IN_T* xb_ = xr[i] + (i64)bk * QK;                                     \
+            vf_t part = VLOAD_IN(xb_, 0) * wv_[0];                                             \
+            UNROLL for (int t = 1; t < QKV; ++t) part = FMA(VLOAD_IN(xb_, t * VW), wv_[t], part); \
+            acc[i][j] = FMA((vf_t)(d), part, acc[i][j]);                                       \
+        }                                                                                      \
+    } while (0)
+
 KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
     const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * RM;
     if (n0 >= N || m0 >= M) return;
-    const int nblk = K / QK;
+    const int nblk = K / QK, runs_end = nblk - nblk % VW;
     const i64 row_bytes = (i64)nblk * BLOCK_BYTES;
     GLOBAL const IN_T* xr[RM];
     GLOBAL const u8* wr[RN];
@@ -156,24 +193,24 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
     UNROLL for (int j = 0; j < RN; ++j) wr[j] = w + (i64)imin(n0 + j, N - 1) * row_bytes;
     vf_t acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = (vf_t)0;
-    for (int bk = 0; bk < nblk; ++bk) {
-        vf_t xv[RM][QKV];
-        UNROLL for (int i = 0; i < RM; ++i)
-            UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VLOAD_IN(xr[i], bk * QK + t * VW);
+    /* runs of VW blocks, a weight row at a time: one vector conversion gives the run's scales,
+     * and each row's accumulators are touched once per run (where they do not all fit in
+     * registers, a run pays one spill and reload for VW blocks); x comes from the L1 cache */
+    for (int b0 = 0; b0 < runs_end; b0 += VW) {
         UNROLL for (int j = 0; j < RN; ++j) {
-            GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
-            vf_t d = (vf_t)block_scale(blk);
-            vi_t codes[QKV];
-            block_codes(blk, codes);
-            vf_t wv[QKV];
-            UNROLL for (int t = 0; t < QKV; ++t) wv[t] = VCVT_F(codes[t]);
-            UNROLL for (int i = 0; i < RM; ++i) {
-                vf_t part = xv[i][0] * wv[0];
-                UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
-                acc[i][j] = FMA(d, part, acc[i][j]);
+            GLOBAL const u8* run = wr[j] + (i64)b0 * BLOCK_BYTES;
+            const vf_t d = run_scales(run);
+            UNROLL for (int b = 0; b < VW; ++b) {
+                const int bk = b0 + b;
+                QMATMUL_BLOCK(run + b * BLOCK_BYTES, VGET(float, d, b));
             }
         }
     }
+    for (int bk = runs_end; bk < nblk; ++bk) /* the last nblk % VW blocks */
+        UNROLL for (int j = 0; j < RN; ++j) {
+            GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
+            QMATMUL_BLOCK(blk, block_scale(blk));
+        }
     UNROLL for (int i = 0; i < RM; ++i) {
         if (m0 + i >= M) break;
         UNROLL for (int j = 0; j < RN; ++j) {
