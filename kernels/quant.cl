@@ -163,23 +163,6 @@ DEVICE vf_t run_scales(GLOBAL const u8* RESTRICT p) {
     return VAS_FLOAT((em < 0x0400 ? tiny : big) | ((h & 0x8000) << 16));
 }
 
-/* One weight block's share of qmatmul: acc[i][j] += d * (x row i's values of block bk) . codes. */
-#define QMATMUL_BLOCK(blk, d)                                                                    \
-    do {                                                                                       \
-        vi_t codes_[QKV];                                                                      \
-        block_codes(blk, codes_);                                                              \
-        vf_t wv_[QKV];                                                                         \
-        UNROLL for (int t = 0; t < QKV; ++t) wv_[t] = VCVT_F(codes_[t]);                       \
-        UNROLL for (int i = 0; i < RM; ++i) {                                                  \
-            /* x's block by a pointer and constant offsets: lanes indexed from an int sum      \
-             * were not always merged into one vector load (PoCL 3.1) */                       \
-            GLOBAL const IN_T* xb_ = xr[i] + (i64)bk * QK;                                     \
-            vf_t part = VLOAD_IN(xb_, 0) * wv_[0];                                             \
-            UNROLL for (int t = 1; t < QKV; ++t) part = FMA(VLOAD_IN(xb_, t * VW), wv_[t], part); \
-            acc[i][j] = FMA((vf_t)(d), part, acc[i][j]);                                       \
-        }                                                                                      \
-    } while (0)
-
 KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
@@ -193,24 +176,35 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
     UNROLL for (int j = 0; j < RN; ++j) wr[j] = w + (i64)imin(n0 + j, N - 1) * row_bytes;
     vf_t acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = (vf_t)0;
-    /* runs of VW blocks, a weight row at a time: one vector conversion gives the run's scales,
-     * and each row's accumulators are touched once per run (where they do not all fit in
-     * registers, a run pays one spill and reload for VW blocks); x comes from the L1 cache */
-    for (int b0 = 0; b0 < runs_end; b0 += VW) {
+    float ds[RN][VW]; /* the scales of a run of VW blocks per weight row */
+    for (int bk = 0; bk < nblk; ++bk) {
+        const int b = bk % VW;
+        if (b == 0 && bk < runs_end) /* a run: each row's VW scales converted as one vector */
+            UNROLL for (int j = 0; j < RN; ++j) VSTORE_ARR(run_scales(wr[j] + (i64)bk * BLOCK_BYTES), ds[j], 0);
+        else if (b == 0) /* the last nblk % VW blocks, one by one */
+            UNROLL for (int j = 0; j < RN; ++j)
+                for (int t = 0; t < nblk - bk; ++t) ds[j][t] = block_scale(wr[j] + (i64)(bk + t) * BLOCK_BYTES);
+        /* x's block by a pointer and constant offsets: lanes indexed from an int sum were not
+         * always merged into one vector load (PoCL 3.1) */
+        vf_t xv[RM][QKV];
+        UNROLL for (int i = 0; i < RM; ++i) {
+            GLOBAL const IN_T* xb = xr[i] + (i64)bk * QK;
+            UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VLOAD_IN(xb, t * VW);
+        }
         UNROLL for (int j = 0; j < RN; ++j) {
-            GLOBAL const u8* run = wr[j] + (i64)b0 * BLOCK_BYTES;
-            const vf_t d = run_scales(run);
-            UNROLL for (int b = 0; b < VW; ++b) {
-                const int bk = b0 + b;
-                QMATMUL_BLOCK(run + b * BLOCK_BYTES, VGET(float, d, b));
+            GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
+            const vf_t d = (vf_t)ds[j][b];
+            vi_t codes[QKV];
+            block_codes(blk, codes);
+            vf_t wv[QKV];
+            UNROLL for (int t = 0; t < QKV; ++t) wv[t] = VCVT_F(codes[t]);
+            UNROLL for (int i = 0; i < RM; ++i) {
+                vf_t part = xv[i][0] * wv[0];
+                UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
+                acc[i][j] = FMA(d, part, acc[i][j]);
             }
         }
     }
-    for (int bk = runs_end; bk < nblk; ++bk) /* the last nblk % VW blocks */
-        UNROLL for (int j = 0; j < RN; ++j) {
-            GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
-            QMATMUL_BLOCK(blk, block_scale(blk));
-        }
     UNROLL for (int i = 0; i < RM; ++i) {
         if (m0 + i >= M) break;
         UNROLL for (int j = 0; j < RN; ++j) {
