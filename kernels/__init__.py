@@ -99,9 +99,9 @@ GEMV_MAX_M = 8
 #: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
 GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
 CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
-#: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: with more, PoCL 3.1 keeps
-#: the run's x vectors for every row in registers and spills them (q4_0 4096 x 4096 on 2 cores:
-#: RN = 1 took half the time of RN = 2 or 4)
+#: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
+#: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
+#: hand search too); `accel tune --ops gemv` searches RN per device
 CPU_GEMV = dict(RM=1, RN=1, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
