@@ -105,7 +105,10 @@ CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 #: decoded weight (the OpenCL planner trades RN for RM as M grows)
 GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
 CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16)
-CPU_GEMV = dict(RM=1, RN=4, VW=16)
+#: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
+#: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
+#: hand search too); `accel tune --ops gemv` searches RN per device
+CPU_GEMV = dict(RM=1, RN=1, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
 #: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles
