@@ -90,6 +90,19 @@ def build_shipped(variant, kernel: str, arch: str) -> toolchains.CompileResult:
     return cupy_plan.build_variant(variant, kernel, arch, toolchains.default_warp_size(arch))
 
 
+def built_without_spills(variant, kernel: str, arch: str, threads: int | None = None,
+                         blocks_per_sm: int = 1) -> toolchains.CompileResult:
+    """:func:`build_shipped`, checked: no entry of the result spills or uses a stack, and, given
+    the ``threads`` of a block, ``blocks_per_sm`` such blocks fit one multiprocessor's 64K
+    registers (the occupancy the kernel's design counts on)."""
+    r = build_shipped(variant, kernel, arch)
+    for name, res in r.resources.items():
+        assert res.spills == 0 and res.stack_bytes == 0, (variant.id, name, res)
+        if threads is not None:
+            assert blocks_per_sm * res.registers * threads <= 65536, (variant.id, name, res)
+    return r
+
+
 def sass_of(result: toolchains.CompileResult, kernel: str) -> dict:
     """The SASS opcode counts of ``kernel`` in an NVIDIA compile result, read from its binary
     when the build did not disassemble (the backend's own path never does)."""
