@@ -683,10 +683,11 @@ DEVICE short16 load_s16x16(GLOBAL const u8* RESTRICT p) {
 }
 #undef KX_LANE
 
-DEVICE int sum8(int8 v) {
-    const int4 h = v.lo + v.hi;
-    const int2 q = h.lo + h.hi;
-    return q.x + q.y;
+/* The lane sums of a and b together, (sum a, sum b), as one tree of halves and adjacent pairs. */
+DEVICE int2 sum8x2(int8 a, int8 b) {
+    const int8 c = (int8)(a.lo, b.lo) + (int8)(a.hi, b.hi);
+    const int4 e = (int4)(c.lo.even + c.lo.odd, c.hi.even + c.hi.odd);
+    return e.even + e.odd;
 }
 
 /* A q4_k block's 8 scales (first 8 bytes) and 8 mins (last 8) from its 12 scale bytes, 6 bits
@@ -723,7 +724,7 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                 xo[i][j] = v >> (short)8;
             }
             const short16 bs = load_s16x16(xb + 260);
-            bsum[i] = convert_int8(bs.even) + convert_int8(bs.odd);
+            bsum[i] = convert_int8(bs.even + bs.odd);  /* |.| <= 32 x 128 */
         }
         UNROLL for (int r = 0; r < RN; ++r) {
             GLOBAL const u8* wb = wr[r] + (i64)b * BLOCK_BYTES;
@@ -747,9 +748,9 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                 const short16 h = hadd16(hadd16(hadd16(t[0], t[1]), hadd16(t[2], t[3])),
                                          hadd16(hadd16(t[4], t[5]), hadd16(t[6], t[7])));
                 const int8 s = pmadd16(h, sc);
-                const int S = sum8(s), Mn = sum8(mn * bsum[i]);
-                acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d, dx[i]), (float)S),
-                                                       -FMUL_RN(FMUL_RN(dmin, dx[i]), (float)Mn)));
+                const int2 SM = sum8x2(s, mn * bsum[i]);  /* S and Mn of kx_term */
+                acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d, dx[i]), (float)SM.x),
+                                                       -FMUL_RN(FMUL_RN(dmin, dx[i]), (float)SM.y)));
             }
         }
     }
