@@ -655,9 +655,11 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
  * 16 codes takes out the codes of the even bytes and of the odd bytes in separate vectors, and
  * x's codes are split alike (sign-extended low and high bytes of 16-bit lanes, once per block
  * and row of x, shared by the RN weight rows). A sub-block's 32 products, at most 15 x 128
- * each, sum two per lane in 16 bits (|sum| <= 3840); pmadd16 with the sub-block's 6-bit scale
- * widens them to 32 bits. The mins' term takes q8_k's block sums (sum_j m_j (x codes of j)), so
- * the per-weight work is the code product alone. */
+ * each, sum two per lane in 16 bits (|sum| <= 3840); a tree of adjacent-pair sums (hadd16) takes
+ * the 8 sub-blocks' vectors to one with two lanes per sub-block (|.| <= 30720), and pmadd16 with
+ * the 6-bit scales widens that to 32 bits. (A product with each sub-block's scale as a splat,
+ * the obvious spelling, LLVM refactored into more horizontal adds.) The mins' term takes q8_k's
+ * block sums (sum_j m_j (x codes of j)), so the per-weight work is the code product alone. */
 #if defined(ACCEL_OPENCL)
 /* Adjacent lanes added, per 128-bit half: (pairs of a.lo, of b.lo, of a.hi, of b.hi), the lane
  * order of AVX2's vphaddw, so that it is one instruction. */
@@ -666,22 +668,20 @@ DEVICE short16 hadd16(short16 a, short16 b) {
                      b.hi.even + b.hi.odd);
 }
 
-/* Lanes 2k and 2k + 1 of a and b multiplied and added in 32 bits: AVX2's vpmaddwd. */
+/* Lanes 2k and 2k + 1 of a and b multiplied and added in 32 bits: AVX2's vpmaddwd (LLVM 15
+ * makes two of it, and a shift, when it knows b non-negative, as for the scales here). */
 DEVICE int8 pmadd16(short16 a, short16 b) {
     return convert_int8(a.even) * convert_int8(b.even) + convert_int8(a.odd) * convert_int8(b.odd);
 }
 
-/* 32 bytes from p as 16 little-endian 16-bit lanes, built lane by lane (vload16 is a library
- * call on PyPI's PoCL 3.0; a vector pointer would demand 32-byte alignment): compilers merge the
- * lanes into one load. */
-#define KX_LANE(k) (q[k])
+/* 32 bytes from p (2-byte aligned: every offset here is even) as 16 little-endian 16-bit lanes,
+ * built lane by lane (vload16 is a library call on PyPI's PoCL 3.0; a vector pointer would
+ * demand 32-byte alignment): compilers merge the lanes into one load. */
 DEVICE short16 load_s16x16(GLOBAL const u8* RESTRICT p) {
     GLOBAL const short* q = (GLOBAL const short*)p;
-    return (short16)(KX_LANE(0), KX_LANE(1), KX_LANE(2), KX_LANE(3), KX_LANE(4), KX_LANE(5),
-                     KX_LANE(6), KX_LANE(7), KX_LANE(8), KX_LANE(9), KX_LANE(10), KX_LANE(11),
-                     KX_LANE(12), KX_LANE(13), KX_LANE(14), KX_LANE(15));
+    return (short16)(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11],
+                     q[12], q[13], q[14], q[15]);
 }
-#undef KX_LANE
 
 /* The lane sums of a and b together, (sum a, sum b), as one tree of halves and adjacent pairs. */
 DEVICE int2 sum8x2(int8 a, int8 b) {
