@@ -102,9 +102,10 @@ CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 #: kquant.cl's qgemv_k: on GPUs a team of KWG work-items (a warp) per RN weight rows, one
 #: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
 #: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
-#: decoded weight (the OpenCL planner trades RN for RM as M grows)
+#: decoded weight (the OpenCL planner trades RN for RM as M grows); XRN: the RN of qgemv_kx (x as
+#: q8_k) at M = 1, a planner parameter, not a define
 GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
-CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16)
+CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1)
 #: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
 #: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
 #: hand search too); `accel tune --ops gemv` searches RN per device
@@ -599,6 +600,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
         raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
     t = _token(dtype, _FLOATS, "dtype")
     p = dict(GPU_KGEMV if params is None else params)
+    p.pop("XRN", None)  # the planner's
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
         () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt == "q4_k" else ())

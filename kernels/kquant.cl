@@ -647,21 +647,59 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
 /* qgemv_kx: qmatmul_kx for q4_k on CPU devices, one work-item per RN weight rows and RM rows of
  * x, with the same float32 terms added in the same order (each output's blocks in turn, so the
  * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
- * A sub-block's 32 code products, at most 15 x 128 each, are added two per lane in 16-bit
- * lanes (VW of them; |sum| <= 3840), widened to int32 for the lane sum; x's codes of a block
- * are loaded once for all RN rows. Launch: local size (1, 1); groups (ceil(N / RN),
- * ceil(M / RM)). */
-#if defined(ACCEL_OPENCL) && VW > 1
-typedef ACCEL_CAT(short, VW) vs_t;
-#define VLOAD_U8S(p, i) ACCEL_CAT(convert_short, VW)(VGATHER(ACCEL_CAT(uchar, VW), p, i))
-#define VLOAD_I8S(p, i) ACCEL_CAT(convert_short, VW)(VGATHER(ACCEL_CAT(char, VW), p, i))
-#define WIDEN_S(v) ACCEL_CAT(convert_int, VW)(v)
-#else
-typedef i32 vs_t;
-#define VLOAD_U8S(p, i) ((i32)(p)[i])
-#define VLOAD_I8S(p, i) ((i32)(p)[i])
-#define WIDEN_S(v) (v)
-#endif
+ * Launch: local size (1, 1); groups (ceil(N / RN), ceil(M / RM)).
+ *
+ * On OpenCL the sums run in 16-lane vectors of 16 bits, shaped for what LLVM turns into AVX2's
+ * vpmaddwd (s16 x s16 pairs added into s32: pmadd16): 32 bytes of codes read as 16 ushorts hold
+ * 64 codes, sub-block 2p in the low nibbles and 2p + 1 in the high ones, so one and / shift per
+ * 16 codes takes out the codes of the even bytes and of the odd bytes in separate vectors, and
+ * x's codes are split alike (sign-extended low and high bytes of 16-bit lanes, once per block
+ * and row of x, shared by the RN weight rows). A sub-block's 32 products, at most 15 x 128
+ * each, sum two per lane in 16 bits (|sum| <= 3840); a tree of adjacent-pair sums (hadd16) takes
+ * the 8 sub-blocks' vectors to one with two lanes per sub-block (|.| <= 30720), and pmadd16 with
+ * the 6-bit scales widens that to 32 bits. (A product with each sub-block's scale as a splat,
+ * the obvious spelling, LLVM refactored into more horizontal adds.) The mins' term takes q8_k's
+ * block sums (sum_j m_j (x codes of j)), so the per-weight work is the code product alone. */
+#if defined(ACCEL_OPENCL)
+/* Adjacent lanes added, per 128-bit half: (pairs of a.lo, of b.lo, of a.hi, of b.hi), the lane
+ * order of AVX2's vphaddw, so that it is one instruction. */
+DEVICE short16 hadd16(short16 a, short16 b) {
+    return (short16)(a.lo.even + a.lo.odd, b.lo.even + b.lo.odd, a.hi.even + a.hi.odd,
+                     b.hi.even + b.hi.odd);
+}
+
+/* Lanes 2k and 2k + 1 of a and b multiplied and added in 32 bits: AVX2's vpmaddwd (LLVM 15
+ * makes two of it, and a shift, when it knows b non-negative, as for the scales here). */
+DEVICE int8 pmadd16(short16 a, short16 b) {
+    return convert_int8(a.even) * convert_int8(b.even) + convert_int8(a.odd) * convert_int8(b.odd);
+}
+
+/* 32 bytes from p (2-byte aligned: every offset here is even) as 16 little-endian 16-bit lanes,
+ * built lane by lane (vload16 is a library call on PyPI's PoCL 3.0; a vector pointer would
+ * demand 32-byte alignment): compilers merge the lanes into one load. */
+DEVICE short16 load_s16x16(GLOBAL const u8* RESTRICT p) {
+    GLOBAL const short* q = (GLOBAL const short*)p;
+    return (short16)(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11],
+                     q[12], q[13], q[14], q[15]);
+}
+
+/* The lane sums of a and b together, (sum a, sum b), as one tree of halves and adjacent pairs. */
+DEVICE int2 sum8x2(int8 a, int8 b) {
+    const int8 c = (int8)(a.lo, b.lo) + (int8)(a.hi, b.hi);
+    const int4 e = (int4)(c.lo.even + c.lo.odd, c.hi.even + c.hi.odd);
+    return e.even + e.odd;
+}
+
+/* A q4_k block's 8 scales (first 8 bytes) and 8 mins (last 8) from its 12 scale bytes, 6 bits
+ * each (scale_min_k4's layout), four sub-blocks per 32-bit word at a time. */
+DEVICE uchar16 scales_mins_k4(GLOBAL const u8* RESTRICT s) {
+    const u32 a = (u32)s[0] | ((u32)s[1] << 8) | ((u32)s[2] << 16) | ((u32)s[3] << 24);
+    const u32 b = (u32)s[4] | ((u32)s[5] << 8) | ((u32)s[6] << 16) | ((u32)s[7] << 24);
+    const u32 c = (u32)s[8] | ((u32)s[9] << 8) | ((u32)s[10] << 16) | ((u32)s[11] << 24);
+    const uint4 w = (uint4)(a & 0x3F3F3F3Fu, (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u),
+                            b & 0x3F3F3F3Fu, ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u));
+    return as_uchar16(w);
+}
 
 KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                      GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
@@ -674,42 +712,67 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
     for (int b = 0; b < nb; ++b) {
-        vs_t xs[RM][256 / VW];
-        int bsum[RM][8];  /* sub-block j's code sum: q8_k's int16 sums 2j and 2j + 1 */
+        short16 xe[RM][8], xo[RM][8];  /* sub-block j's x codes of even and of odd positions */
+        int8 bsum[RM];  /* sub-block j's code sum: q8_k's int16 sums 2j and 2j + 1 */
         float dx[RM];
         UNROLL for (int i = 0; i < RM; ++i) {
             GLOBAL const u8* xb = xr[i] + (i64)b * XQ_BYTES;
             dx[i] = AS_FLOAT((u32)xb[0] | ((u32)xb[1] << 8) | ((u32)xb[2] << 16) | ((u32)xb[3] << 24));
-            UNROLL for (int v = 0; v < 256 / VW; ++v) xs[i][v] = VLOAD_I8S((GLOBAL const i8*)xb + 4, v * VW);
-            UNROLL for (int j = 0; j < 8; ++j)
-                bsum[i][j] = (short)((u32)xb[260 + 4 * j] | ((u32)xb[261 + 4 * j] << 8))
-                           + (short)((u32)xb[262 + 4 * j] | ((u32)xb[263 + 4 * j] << 8));
+            UNROLL for (int j = 0; j < 8; ++j) {
+                const short16 v = load_s16x16(xb + 4 + 32 * j);
+                xe[i][j] = (v << (short)8) >> (short)8;
+                xo[i][j] = v >> (short)8;
+            }
+            const short16 bs = load_s16x16(xb + 260);
+            bsum[i] = convert_int8(bs.even + bs.odd);  /* |.| <= 32 x 128 */
         }
         UNROLL for (int r = 0; r < RN; ++r) {
             GLOBAL const u8* wb = wr[r] + (i64)b * BLOCK_BYTES;
             const float d = get_f16(wb), dmin = get_f16(wb + 2);
-            int sc[8], mn[8];
-            UNROLL for (int j = 0; j < 8; ++j) scale_min_k4(wb + 4, j, sc + j, mn + j);
-            vs_t q[256 / VW];  /* codes in x's order: sub-block j is nibble j % 2 of 32 bytes */
-            UNROLL for (int j = 0; j < 8; ++j)
-                UNROLL for (int v = 0; v < 32 / VW; ++v)
-                    q[j * (32 / VW) + v] = (VLOAD_U8S(wb + 16 + 32 * (j / 2), v * VW) >> (short)(4 * (j % 2))) & (short)15;
+            const uchar16 sm = scales_mins_k4(wb + 4);
+            const short16 sc = convert_short16(sm.s0123456701234567);
+            const int8 mn = convert_int8(sm.hi);
+            short16 qe[8], qo[8];  /* sub-block j's codes of even and odd bytes */
+            UNROLL for (int p = 0; p < 4; ++p) {
+                const short16 v = load_s16x16(wb + 16 + 32 * p);
+                qe[2 * p] = v & (short)15;
+                qo[2 * p] = (v >> (short)8) & (short)15;
+                qe[2 * p + 1] = (v >> (short)4) & (short)15;
+                qo[2 * p + 1] = as_short16(as_ushort16(v) >> (ushort)12);
+            }
             UNROLL for (int i = 0; i < RM; ++i) {
-                int S = 0, Mn = 0;
-                UNROLL for (int j = 0; j < 8; ++j) {
-                    vs_t p = q[j * (32 / VW)] * xs[i][j * (32 / VW)];
-                    UNROLL for (int v = 1; v < 32 / VW; ++v) p += q[j * (32 / VW) + v] * xs[i][j * (32 / VW) + v];
-                    const vi_t pw = WIDEN_S(p);
-                    S += sc[j] * VSUM(pw);
-                    Mn += mn[j] * bsum[i][j];
-                }
-                acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d, dx[i]), (float)S),
-                                                       -FMUL_RN(FMUL_RN(dmin, dx[i]), (float)Mn)));
+                short16 t[8];  /* sub-block j's products, two per lane */
+                UNROLL for (int j = 0; j < 8; ++j) t[j] = qe[j] * xe[i][j] + qo[j] * xo[i][j];
+                /* added in adjacent pairs three times: sub-blocks 0-7 in each half's lanes, each
+                 * the sum of 8 (|.| <= 30720), then times the scales in 32 bits */
+                const short16 h = hadd16(hadd16(hadd16(t[0], t[1]), hadd16(t[2], t[3])),
+                                         hadd16(hadd16(t[4], t[5]), hadd16(t[6], t[7])));
+                const int8 s = pmadd16(h, sc);
+                const int2 SM = sum8x2(s, mn * bsum[i]);  /* S and Mn of kx_term */
+                acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d, dx[i]), (float)SM.x),
+                                                       -FMUL_RN(FMUL_RN(dmin, dx[i]), (float)SM.y)));
             }
         }
     }
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r)
         if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, acc[i][r]);
 }
+#else
+/* CUDA and HIP plan qmatmul_kx (GPU parameter sets); this build only keeps the kernel set
+ * uniform: kx_term per block, the same terms in the same order. */
+KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
+                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
+    const int n0 = GROUP_ID(0) * RN, m0 = GROUP_ID(1) * RM;
+    const int nb = K / XQB;
+    for (int i = m0; i < imin(m0 + RM, M); ++i)
+        for (int n = n0; n < imin(n0 + RN, N); ++n) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; ++b)
+                acc = FADD_RN(acc, kx_term(xq + ((i64)i * nb + b) * XQ_BYTES,
+                                           w + ((i64)n * nb + b) * BLOCK_BYTES));
+            STORE_OUT(out, (i64)i * N + n, acc);
+        }
+}
+#endif
 #endif
 #endif

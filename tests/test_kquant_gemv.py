@@ -20,7 +20,7 @@ from accel.formats import get_format
 
 WEIGHTS = ["q4_k", "q5_k", "q6_k", "mxfp4"]
 SETS = {"cpu": K.CPU_KGEMV, "gpu": K.GPU_KGEMV,
-        "cpu-tall": {**K.CPU_KGEMV, "RN": 3, "RM": 2, "VW": 8},  # RN 3 at M = 1, 1 beyond
+        "cpu-tall": {**K.CPU_KGEMV, "RN": 3, "XRN": 3, "RM": 2, "VW": 8},  # RN 3 at M = 1, 1 beyond
         "gpu-rows": {**K.GPU_KGEMV, "KWG": 8, "RN": 2, "RM": 2}}
 #: every set on q4_k; the device's default (CPU) set and the GPU set on the other formats (each
 #: pairing is a program build, seconds on PoCL)

@@ -272,19 +272,23 @@ def _rows_per_item(p: dict, M: int) -> dict:
     return {**p, "RM": 1 << (M - 1).bit_length()}
 
 
-def _kgemv_tile(params: dict, M: int) -> dict:
+def _kgemv_tile(params: dict, M: int, x_format: bool = False) -> dict:
     """qgemv_k's tiling for M rows of x: RM no taller than M needs (as _rows_per_item), and RN
     weight rows shrinking as RM grows, RN x RM at most the set's RN (the set's RN is its M = 1
     tile): each output holds a vector accumulator, and on PoCL M = 8 took 6.9 ms at RN = 1,
     RM = 8 but 9.4 at RN = 2 (q4_k 4096 x 4096; 26 ms at RM = 1, each group decoding the
-    weights again).
+    weights again). ``x_format``: qgemv_kx's, whose M = 1 tile is the set's XRN (where it has
+    one): on PoCL, weights rotated beyond the L3, RN = 1 took about half the time of RN = 2.
 
     >>> [tuple(_kgemv_tile(dict(KWG=1, RN=2, RM=8), m)[k] for k in ("RN", "RM")) for m in (1, 3, 32)]
     [(2, 1), (1, 4), (1, 8)]
+    >>> _kgemv_tile(dict(KWG=1, RN=2, RM=8, XRN=1), 1, x_format=True)["RN"]
+    1
     """
     kp, _ = _kernel_params(params)
+    xrn = kp.pop("XRN", kp["RN"])
     rm = _rows_per_item({"RM": kp["RM"]}, M)["RM"]
-    return {**kp, "RM": rm, "RN": max(1, kp["RN"] // rm)}
+    return {**kp, "RM": rm, "RN": max(1, (xrn if x_format else kp["RN"]) // rm)}
 
 
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
@@ -300,7 +304,7 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
         # work-item per group): qgemv_kx, its vectorized integer sums over RN x RM outputs
         grid, lsize = (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1)
         v, name = K.kquant(spec.fmt.name, spec.dtype), "qmatmul_kx"
-        kp = _kgemv_tile(params["kgemv"], spec.M)
+        kp = _kgemv_tile(params["kgemv"], spec.M, x_format=True)
         if spec.fmt.name == "q4_k" and kp["KWG"] == 1:
             v, name = K.kquant(spec.fmt.name, spec.dtype, kp), "qgemv_kx"
             grid, lsize = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"])), (1, 1)
