@@ -130,15 +130,17 @@ KERNEL void dequantize(GLOBAL const u8* RESTRICT q, GLOBAL float* RESTRICT out, 
  * Grid: dim 0 over weight-row groups (N / RN), dim 1 over x-row groups (M / RM). */
 #define QKV (QK / VW)
 
-/* The codes of the weight block at blk as QKV integer vectors. */
-DEVICE void block_codes(GLOBAL const u8* RESTRICT blk, vi_t* wv) {
+/* The codes of the weight block at blk as QKV integer vectors; Q4_0 nibbles less 8 where
+ * offset is 8, as they are where it is 0. */
+DEVICE void block_codes(GLOBAL const u8* RESTRICT blk, vi_t* wv, int offset) {
     UNROLL for (int t = 0; t < QKV; ++t) {
 #if FMT_Q8_0
+        (void)offset;
         wv[t] = VLOAD_I8((GLOBAL const i8*)blk, 2 + t * VW);
 #else
         int e = t * VW;  /* elements e..e+VW-1: low nibbles below 16, high nibbles above */
         vi_t bytes = VLOAD_U8(blk, 2 + (e & 15));
-        wv[t] = (e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)8;
+        wv[t] = (e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)offset;
 #endif
     }
 }
@@ -163,53 +165,125 @@ DEVICE vf_t run_scales(GLOBAL const u8* RESTRICT p) {
     return VAS_FLOAT((em < 0x0400 ? tiny : big) | ((h & 0x8000) << 16));
 }
 
-KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+/* Block bk of each of the RM x RN row pairs: acc[i][j] += d[j] (x_i's block . w_j's codes), the
+ * Q4_0 codes less offset. */
+DEVICE void qmatmul_block(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL const u8* const* wr,
+                          int bk, const float* d, int offset) {
+    /* x's block by a pointer and constant offsets: lanes indexed from an int sum were not
+     * always merged into one vector load (PoCL 3.1) */
+    vf_t xv[RM][QKV];
+    UNROLL for (int i = 0; i < RM; ++i) {
+        GLOBAL const IN_T* xb = xr[i] + (i64)bk * QK;
+        UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VLOAD_IN(xb, t * VW);
+    }
+    UNROLL for (int j = 0; j < RN; ++j) {
+        vi_t codes[QKV];
+        block_codes(wr[j] + (i64)bk * BLOCK_BYTES, codes, offset);
+        vf_t wv[QKV];
+        UNROLL for (int t = 0; t < QKV; ++t) wv[t] = VCVT_F(codes[t]);
+        UNROLL for (int i = 0; i < RM; ++i) {
+            vf_t part = xv[i][0] * wv[0];
+            UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
+            acc[i][j] = FMA((vf_t)d[j], part, acc[i][j]);
+        }
+    }
+}
+
+/* The sum of each block of 32 values of x (x holds nblocks * 32), in float32: qmatmul's XSUMS
+ * input. One work-item per block. */
+KERNEL void block_sums(GLOBAL const IN_T* RESTRICT x, GLOBAL float* RESTRICT sums, i64 nblocks) {
+    const i64 blk = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (blk >= nblocks) return;
+    float s = 0.0f;
+    for (int j = 0; j < QK; ++j) s += LOAD_IN(x, blk * QK + j);
+    sums[blk] = s;
+}
+
+/* XSUMS (Q4_0; CPU parameter sets): qmatmul takes x's block sums (block_sums) after x and
+ * multiplies the nibbles n as they are, taking the offset of 8 off once per run of VW blocks and
+ * weight row: lane b of the run's accumulator gets -8 d_b (x's sum over block b), one FMA for
+ * the run where the codes n - 8 took a subtraction per VW weights (4 of PoCL 3.1's 25
+ * instructions per block). The running sums swing by up to 15 |x| per value between those FMAs
+ * where n - 8 adds at most 8 |x|. An infinite or huge x can make the two parts inf - inf or
+ * overflow where the codes n - 8 would not: an output that comes out non-finite is summed again
+ * with the codes n - 8 (after the loop: nothing is added to it). */
+#ifndef XSUMS
+#define XSUMS 0
+#endif
+#define USE_XSUMS (XSUMS && !FMT_Q8_0)
+#if USE_XSUMS
+#define XSUMS_ARG GLOBAL const float* RESTRICT xs,
+#define RUN_OFFSET 0
+#else
+#define XSUMS_ARG
+#define RUN_OFFSET 8
+#endif
+
+/* acc[i][j] = the (exact-code, offset 8) dot products of RM rows of x and RN weight rows, in
+ * runs of VW blocks: each weight row's VW scales converted as one vector and the run's blocks
+ * unrolled (a loop over them spent 11 of its 38 instructions per block on the count and on
+ * finding the run's start, PoCL 3.1), then the last nblk % VW blocks one by one. */
+DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL const u8* const* wr,
+                         int nblk, int run_offset, GLOBAL const float* const* xsr) {
+    const int runs_end = nblk - nblk % VW;
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = (vf_t)0;
+    float d[RN];
+    for (int b0 = 0; b0 < runs_end; b0 += VW) {
+        vf_t ds[RN];
+        UNROLL for (int j = 0; j < RN; ++j) ds[j] = run_scales(wr[j] + (i64)b0 * BLOCK_BYTES);
+        UNROLL for (int b = 0; b < VW; ++b) {
+            UNROLL for (int j = 0; j < RN; ++j) d[j] = VGET(float, ds[j], b);
+            qmatmul_block(acc, xr, wr, b0 + b, d, run_offset);
+        }
+        if (run_offset == 0) /* lane b: -8 d_b (x's sum over block b) */
+            UNROLL for (int i = 0; i < RM; ++i) {
+                const vf_t s = VLOAD_F32(xsr[i], b0);
+                UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = FMA(ds[j] * -8.0f, s, acc[i][j]);
+            }
+    }
+    for (int bk = runs_end; bk < nblk; ++bk) {
+        UNROLL for (int j = 0; j < RN; ++j) d[j] = block_scale(wr[j] + (i64)bk * BLOCK_BYTES);
+        qmatmul_block(acc, xr, wr, bk, d, 8);
+    }
+}
+
+KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, XSUMS_ARG GLOBAL const u8* RESTRICT w,
                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
     const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * RM;
     if (n0 >= N || m0 >= M) return;
-    const int nblk = K / QK, runs_end = nblk - nblk % VW;
+    const int nblk = K / QK;
     const i64 row_bytes = (i64)nblk * BLOCK_BYTES;
     GLOBAL const IN_T* xr[RM];
+    GLOBAL const float* xsr[RM];
     GLOBAL const u8* wr[RN];
-    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
+    UNROLL for (int i = 0; i < RM; ++i) {
+        const i64 row = imin(m0 + i, M - 1);
+        xr[i] = x + row * K;
+#if USE_XSUMS
+        xsr[i] = xs + row * nblk;
+#else
+        xsr[i] = 0;
+#endif
+    }
     UNROLL for (int j = 0; j < RN; ++j) wr[j] = w + (i64)imin(n0 + j, N - 1) * row_bytes;
     vf_t acc[RM][RN];
-    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = (vf_t)0;
-    float ds[RN][VW]; /* the scales of a run of VW blocks per weight row */
-    for (int bk = 0; bk < nblk; ++bk) {
-        const int b = bk % VW;
-        if (b == 0 && bk < runs_end) /* a run: each row's VW scales converted as one vector */
-            UNROLL for (int j = 0; j < RN; ++j) VSTORE_ARR(run_scales(wr[j] + (i64)bk * BLOCK_BYTES), ds[j], 0);
-        else if (b == 0) /* the last nblk % VW blocks, one by one */
-            UNROLL for (int j = 0; j < RN; ++j)
-                for (int t = 0; t < nblk - bk; ++t) ds[j][t] = block_scale(wr[j] + (i64)(bk + t) * BLOCK_BYTES);
-        /* x's block by a pointer and constant offsets: lanes indexed from an int sum were not
-         * always merged into one vector load (PoCL 3.1) */
-        vf_t xv[RM][QKV];
-        UNROLL for (int i = 0; i < RM; ++i) {
-            GLOBAL const IN_T* xb = xr[i] + (i64)bk * QK;
-            UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VLOAD_IN(xb, t * VW);
-        }
-        UNROLL for (int j = 0; j < RN; ++j) {
-            GLOBAL const u8* blk = wr[j] + (i64)bk * BLOCK_BYTES;
-            const vf_t d = (vf_t)ds[j][b];
-            vi_t codes[QKV];
-            block_codes(blk, codes);
-            vf_t wv[QKV];
-            UNROLL for (int t = 0; t < QKV; ++t) wv[t] = VCVT_F(codes[t]);
-            UNROLL for (int i = 0; i < RM; ++i) {
-                vf_t part = xv[i][0] * wv[0];
-                UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
-                acc[i][j] = FMA(d, part, acc[i][j]);
-            }
-        }
+    float sums[RM][RN];
+    int finite = 1;
+    qmatmul_tile(acc, xr, wr, nblk, RUN_OFFSET, xsr);
+    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) {
+        sums[i][j] = VSUM(acc[i][j]);
+        finite &= !(IS_NAN(sums[i][j]) || IS_INF(sums[i][j]));
+    }
+    if (RUN_OFFSET == 0 && !finite) {
+        qmatmul_tile(acc, xr, wr, nblk, 8, xsr);
+        UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) sums[i][j] = VSUM(acc[i][j]);
     }
     UNROLL for (int i = 0; i < RM; ++i) {
         if (m0 + i >= M) break;
         UNROLL for (int j = 0; j < RN; ++j) {
             if (n0 + j >= N) break;
-            STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, VSUM(acc[i][j]));
+            STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, sums[i][j]);
         }
     }
 }
