@@ -1206,16 +1206,14 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
 /* (a0 + a1, a2 + a3, a4 + a5, a6 + a7, b0 + b1, ..., b6 + b7) */
 #define PAIR_SUMS(a, b) ((int8)((a).even + (a).odd, (b).even + (b).odd))
 DEVICE int8 block_dot_lanes(GLOBAL const u8* RESTRICT blk, GLOBAL const i8* RESTRICT xc) {
+    const char16 xlo = (char16)(BYTES16(xc, 0)), xhi = (char16)(BYTES16(xc, 16));
 #if FMT_Q8_0
-    const short16 lo = convert_short16((char16)(BYTES16((GLOBAL const i8*)blk, 2)));
-    const short16 hi = convert_short16((char16)(BYTES16((GLOBAL const i8*)blk, 18)));
+    return DOT32_S8((char16)(BYTES16((GLOBAL const i8*)blk, 2)),
+                    (char16)(BYTES16((GLOBAL const i8*)blk, 18)), xlo, xhi);
 #else
     const uchar16 bytes = (uchar16)(BYTES16(blk, 2));
-    const short16 lo = convert_short16(bytes & (uchar16)15), hi = convert_short16(bytes >> (uchar16)4);
+    return DOT32_U8(bytes & (uchar16)15, bytes >> (uchar16)4, xlo, xhi);
 #endif
-    const short16 t = lo * convert_short16((char16)(BYTES16(xc, 0))) +
-                      hi * convert_short16((char16)(BYTES16(xc, 16)));
-    return convert_int8(t.even) + convert_int8(t.odd);
 }
 DEVICE int block_dot_i8(GLOBAL const u8* RESTRICT blk, GLOBAL const i8* RESTRICT xc) {
     const int8 p = block_dot_lanes(blk, xc);
