@@ -1192,12 +1192,12 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
 
 /* The exact integer dot product of the codes of the weight block at blk and the 32 X8 codes
  * at xc (Q4_0: the nibbles, without the offset of 8, which the caller takes off with the code
- * sum). On CPU devices (VW 8 or 16, X8_LANES8) as 8 partial sums (block_dot_lanes): products
- * and pairs of them in 16-bit lanes (exact: X8 codes are at most 127 in magnitude, weight codes
- * 128, so |n c + n' c'| <= 32512), which x86 compilers turn into pmullw and paddw, and the
- * partial sums of a run's VW blocks are added up by one tree for all of them (run_sums), where
- * a sum per block took 7 instructions. PoCL 3.1 (AVX2): 26 instructions per Q4_0 block, 52
- * with 32-bit products (pmulld) and a sum per block. */
+ * sum). On CPU devices (VW 8 or 16, X8_LANES8) as 8 partial sums (block_dot_lanes, accel.h's
+ * DOT32_U8 / DOT32_S8: exact, X8 codes are at most 127 in magnitude and weight codes 128, so
+ * every product is below 2^14), and the partial sums of a run's VW blocks are added up by one
+ * tree for all of them (run_sums), where a sum per block took 7 instructions. PoCL 3.1 (AVX2),
+ * instructions per block at M = 1: Q4_0 15.6, Q8_0 13.1 with vpmaddubsw; 22.6 and 24.3 with
+ * 16-bit products in OpenCL C (pmullw, paddw); 52 (Q4_0) with 32-bit ones and a sum per block. */
 #define X8_LANES8 (VW == 8 || VW == 16)
 #if X8_LANES8
 #define BYTES16(p, o) (p)[(o) + 0], (p)[(o) + 1], (p)[(o) + 2], (p)[(o) + 3], (p)[(o) + 4],    \
