@@ -206,7 +206,11 @@ KERNEL void block_sums(GLOBAL const IN_T* RESTRICT x, GLOBAL float* RESTRICT sum
  * instructions per block). The running sums swing by up to 15 |x| per value between those FMAs
  * where n - 8 adds at most 8 |x|. An infinite or huge x can make the two parts inf - inf or
  * overflow where the codes n - 8 would not: an output that comes out non-finite is summed again
- * with the codes n - 8 (after the loop: nothing is added to it). */
+ * with the codes n - 8 (after the loop: nothing is added to it). Measured on PoCL 3.1 (q4_0
+ * 4096 x 4096, interleaved in one process): 1.5x slower than XSUMS = 0 at M = 1 and 8 although
+ * its loop is shorter (172 against 205 instructions per run of 8); with the fallback compiled
+ * out it was as fast or faster, so the fallback's mere presence costs, for reasons not found:
+ * off by default, a candidate `accel tune` times. */
 #ifndef XSUMS
 #define XSUMS 0
 #endif
@@ -219,10 +223,23 @@ KERNEL void block_sums(GLOBAL const IN_T* RESTRICT x, GLOBAL float* RESTRICT sum
 #define RUN_OFFSET 8
 #endif
 
+/* The blocks of a run are unrolled for tiles of at most RUN_UNROLL_TILE outputs (the GEMV's
+ * RM x RN): at RM = RN = 4 the unrolled run (1800 instructions) was no faster for q8_0 and 1.3x
+ * slower for q4_0 with XSUMS (M = 8, PoCL 3.1, interleaved in one process with
+ * RUN_UNROLL_TILE = 16, the override that A/B takes). */
+#ifndef RUN_UNROLL_TILE
+#define RUN_UNROLL_TILE 2
+#endif
+#if RM * RN <= RUN_UNROLL_TILE
+#define RUN_UNROLL UNROLL
+#else
+#define RUN_UNROLL _Pragma("unroll 1")
+#endif
 /* acc[i][j] = the (exact-code, offset 8) dot products of RM rows of x and RN weight rows, in
- * runs of VW blocks: each weight row's VW scales converted as one vector and the run's blocks
- * unrolled (a loop over them spent 11 of its 38 instructions per block on the count and on
- * finding the run's start, PoCL 3.1), then the last nblk % VW blocks one by one. */
+ * runs of VW blocks: each weight row's VW scales converted as one vector and, for small tiles,
+ * the run's blocks unrolled (a loop over blocks spent 11 of its 38 instructions per block on the
+ * count and on finding the run's start at M = 1, PoCL 3.1), then the last nblk % VW blocks one
+ * by one. */
 DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL const u8* const* wr,
                          int nblk, int run_offset, GLOBAL const float* const* xsr) {
     const int runs_end = nblk - nblk % VW;
@@ -231,7 +248,7 @@ DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL 
     for (int b0 = 0; b0 < runs_end; b0 += VW) {
         vf_t ds[RN];
         UNROLL for (int j = 0; j < RN; ++j) ds[j] = run_scales(wr[j] + (i64)b0 * BLOCK_BYTES);
-        UNROLL for (int b = 0; b < VW; ++b) {
+        RUN_UNROLL for (int b = 0; b < VW; ++b) {
             UNROLL for (int j = 0; j < RN; ++j) d[j] = VGET(float, ds[j], b);
             qmatmul_block(acc, xr, wr, b0 + b, d, run_offset);
         }
@@ -245,6 +262,22 @@ DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL 
         UNROLL for (int j = 0; j < RN; ++j) d[j] = block_scale(wr[j] + (i64)bk * BLOCK_BYTES);
         qmatmul_block(acc, xr, wr, bk, d, 8);
     }
+}
+
+/* One row pair's sum with the codes n - 8, lane by lane in qmatmul_tile's order (so equal to
+ * what XSUMS = 0 computes, bit for bit). */
+DEVICE float row_dot_codes(GLOBAL const IN_T* xr, GLOBAL const u8* wr, int nblk) {
+    vf_t acc = (vf_t)0;
+    for (int bk = 0; bk < nblk; ++bk) {
+        GLOBAL const u8* blk = wr + (i64)bk * BLOCK_BYTES;
+        GLOBAL const IN_T* xb = xr + (i64)bk * QK;
+        vi_t codes[QKV];
+        block_codes(blk, codes, 8);
+        vf_t part = VLOAD_IN(xb, 0) * VCVT_F(codes[0]);
+        UNROLL for (int t = 1; t < QKV; ++t) part = FMA(VLOAD_IN(xb, t * VW), VCVT_F(codes[t]), part);
+        acc = FMA((vf_t)block_scale(blk), part, acc);
+    }
+    return VSUM(acc);
 }
 
 KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, XSUMS_ARG GLOBAL const u8* RESTRICT w,
@@ -275,10 +308,10 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, XSUMS_ARG GLOBAL const u8* RE
         sums[i][j] = VSUM(acc[i][j]);
         finite &= !(IS_NAN(sums[i][j]) || IS_INF(sums[i][j]));
     }
-    if (RUN_OFFSET == 0 && !finite) {
-        qmatmul_tile(acc, xr, wr, nblk, 8, xsr);
-        UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) sums[i][j] = VSUM(acc[i][j]);
-    }
+    if (RUN_OFFSET == 0 && !finite) /* a loop, not unrolled: a second qmatmul_tile, never run
+                                        * with finite data, took 1.5x the time (PoCL 3.1) */
+        for (int ij = 0; ij < RM * RN; ++ij)
+            sums[ij / RN][ij % RN] = row_dot_codes(xr[ij / RN], wr[ij % RN], nblk);
     UNROLL for (int i = 0; i < RM; ++i) {
         if (m0 + i >= M) break;
         UNROLL for (int j = 0; j < RN; ++j) {
