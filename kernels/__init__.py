@@ -98,11 +98,7 @@ GEMV_MAX_M = 8
 #: weight), which the environment variable ACCEL_GEMV_KERNEL selects where they apply; on an H200
 #: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
 GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
-#: CPU qmatmul: RM rows of x by RN weight rows per work-item; XSUMS = 1 (a tune candidate): Q4_0
-#: takes its offset of 8 off with x's block sums (a block_sums launch first), once per run of VW
-#: blocks, 21.5 instead of 25.6 instructions per block on PoCL 3.1 (M = 1), yet 1.5x slower
-#: there, interleaved in one process (docs/benchmarks.md, third round)
-CPU_QMATMUL = dict(RM=4, RN=4, VW=16, XSUMS=0)
+CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 #: kquant.cl's qgemv_k: on GPUs a team of KWG work-items (a warp) per RN weight rows, one
 #: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
 #: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
@@ -112,8 +108,8 @@ GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
 CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1)
 #: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
 #: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
-#: hand search too); `accel tune --ops gemv` searches RN and XSUMS per device
-CPU_GEMV = dict(RM=1, RN=1, VW=16, XSUMS=0)
+#: hand search too); `accel tune --ops gemv` searches RN per device
+CPU_GEMV = dict(RM=1, RN=1, VW=16)
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
 #: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles
@@ -437,17 +433,6 @@ def x8_kernel(params: dict) -> str:
     return "qgemv_x8" if "GEMV_WG" in params else "qmatmul_x8"
 
 
-def uses_xsums(fmt: str, params: dict, kernel: str) -> bool:
-    """Whether ``kernel`` of quant.cl built with ``params`` for ``fmt`` takes x's block sums
-    (``block_sums``) after x: ``qmatmul`` with XSUMS, for Q4_0 (Q8_0 has no offset to take off).
-
-    >>> p = {**CPU_GEMV, "XSUMS": 1}
-    >>> uses_xsums("q4_0", p, "qmatmul"), uses_xsums("q8_0", p, "qmatmul"), uses_xsums("q4_0", CPU_GEMV, "qmatmul")
-    (True, False, False)
-    """
-    return kernel == "qmatmul" and fmt == "q4_0" and bool(params.get("XSUMS", 0))
-
-
 def x8_words(spec) -> tuple[int, tuple]:
     """(bytes, scalar arguments of ``quantize_x8``) of the X8 words quant.cl's ``quantize_x8``
     writes for quantized-matmul ``spec`` with an ``x_fmt``: per block of x, 32 code bytes, then
@@ -591,8 +576,7 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     p = dict(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
-    names = ("quantize", "dequantize", "block_sums", "qmatmul", "qgemv", "quantize_x8", "qmatmul_x8",
-             "qgemv_x8")
+    names = ("quantize", "dequantize", "qmatmul", "qgemv", "quantize_x8", "qmatmul_x8", "qgemv_x8")
     if "STREAM_ROWS" in p:
         names += ("qgemv_stream",)
     if "RUNS_WG" in p:

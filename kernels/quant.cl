@@ -130,17 +130,15 @@ KERNEL void dequantize(GLOBAL const u8* RESTRICT q, GLOBAL float* RESTRICT out, 
  * Grid: dim 0 over weight-row groups (N / RN), dim 1 over x-row groups (M / RM). */
 #define QKV (QK / VW)
 
-/* The codes of the weight block at blk as QKV integer vectors; Q4_0 nibbles less 8 where
- * offset is 8, as they are where it is 0. */
-DEVICE void block_codes(GLOBAL const u8* RESTRICT blk, vi_t* wv, int offset) {
+/* The codes of the weight block at blk as QKV integer vectors. */
+DEVICE void block_codes(GLOBAL const u8* RESTRICT blk, vi_t* wv) {
     UNROLL for (int t = 0; t < QKV; ++t) {
 #if FMT_Q8_0
-        (void)offset;
         wv[t] = VLOAD_I8((GLOBAL const i8*)blk, 2 + t * VW);
 #else
         int e = t * VW;  /* elements e..e+VW-1: low nibbles below 16, high nibbles above */
         vi_t bytes = VLOAD_U8(blk, 2 + (e & 15));
-        wv[t] = (e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)offset;
+        wv[t] = (e < QK / 2 ? (bytes & (vi_t)15) : (bytes >> (vi_t)4)) - (vi_t)8;
 #endif
     }
 }
@@ -165,10 +163,9 @@ DEVICE vf_t run_scales(GLOBAL const u8* RESTRICT p) {
     return VAS_FLOAT((em < 0x0400 ? tiny : big) | ((h & 0x8000) << 16));
 }
 
-/* Block bk of each of the RM x RN row pairs: acc[i][j] += d[j] (x_i's block . w_j's codes), the
- * Q4_0 codes less offset. */
+/* Block bk of each of the RM x RN row pairs: acc[i][j] += d[j] (x_i's block . w_j's codes). */
 DEVICE void qmatmul_block(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL const u8* const* wr,
-                          int bk, const float* d, int offset) {
+                          int bk, const float* d) {
     /* x's block by a pointer and constant offsets: lanes indexed from an int sum were not
      * always merged into one vector load (PoCL 3.1) */
     vf_t xv[RM][QKV];
@@ -178,7 +175,7 @@ DEVICE void qmatmul_block(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL
     }
     UNROLL for (int j = 0; j < RN; ++j) {
         vi_t codes[QKV];
-        block_codes(wr[j] + (i64)bk * BLOCK_BYTES, codes, offset);
+        block_codes(wr[j] + (i64)bk * BLOCK_BYTES, codes);
         vf_t wv[QKV];
         UNROLL for (int t = 0; t < QKV; ++t) wv[t] = VCVT_F(codes[t]);
         UNROLL for (int i = 0; i < RM; ++i) {
@@ -189,44 +186,9 @@ DEVICE void qmatmul_block(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL
     }
 }
 
-/* The sum of each block of 32 values of x (x holds nblocks * 32), in float32: qmatmul's XSUMS
- * input. One work-item per block. */
-KERNEL void block_sums(GLOBAL const IN_T* RESTRICT x, GLOBAL float* RESTRICT sums, i64 nblocks) {
-    const i64 blk = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
-    if (blk >= nblocks) return;
-    float s = 0.0f;
-    for (int j = 0; j < QK; ++j) s += LOAD_IN(x, blk * QK + j);
-    sums[blk] = s;
-}
-
-/* XSUMS (Q4_0; CPU parameter sets): qmatmul takes x's block sums (block_sums) after x and
- * multiplies the nibbles n as they are, taking the offset of 8 off once per run of VW blocks and
- * weight row: lane b of the run's accumulator gets -8 d_b (x's sum over block b), one FMA for
- * the run where the codes n - 8 took a subtraction per VW weights (4 of PoCL 3.1's 25
- * instructions per block). The running sums swing by up to 15 |x| per value between those FMAs
- * where n - 8 adds at most 8 |x|. An infinite or huge x can make the two parts inf - inf or
- * overflow where the codes n - 8 would not: an output that comes out non-finite is summed again
- * with the codes n - 8 (after the loop: nothing is added to it). Measured on PoCL 3.1 (q4_0
- * 4096 x 4096, interleaved in one process): 1.5x slower than XSUMS = 0 at M = 1 and 8 although
- * its loop is shorter (172 against 205 instructions per run of 8); with the fallback compiled
- * out it was as fast or faster, so the fallback's mere presence costs, for reasons not found:
- * off by default, a candidate `accel tune` times. */
-#ifndef XSUMS
-#define XSUMS 0
-#endif
-#define USE_XSUMS (XSUMS && !FMT_Q8_0)
-#if USE_XSUMS
-#define XSUMS_ARG GLOBAL const float* RESTRICT xs,
-#define RUN_OFFSET 0
-#else
-#define XSUMS_ARG
-#define RUN_OFFSET 8
-#endif
-
 /* The blocks of a run are unrolled for tiles of at most RUN_UNROLL_TILE outputs (the GEMV's
- * RM x RN): at RM = RN = 4 the unrolled run (1800 instructions) was no faster for q8_0 and 1.3x
- * slower for q4_0 with XSUMS (M = 8, PoCL 3.1, interleaved in one process with
- * RUN_UNROLL_TILE = 16, the override that A/B takes). */
+ * RM x RN): at RM = RN = 4 the unrolled run (1800 instructions) was no faster (M = 8, PoCL 3.1,
+ * interleaved in one process with RUN_UNROLL_TILE = 16, the override that A/B takes). */
 #ifndef RUN_UNROLL_TILE
 #define RUN_UNROLL_TILE 2
 #endif
@@ -235,13 +197,12 @@ KERNEL void block_sums(GLOBAL const IN_T* RESTRICT x, GLOBAL float* RESTRICT sum
 #else
 #define RUN_UNROLL _Pragma("unroll 1")
 #endif
-/* acc[i][j] = the (exact-code, offset 8) dot products of RM rows of x and RN weight rows, in
- * runs of VW blocks: each weight row's VW scales converted as one vector and, for small tiles,
- * the run's blocks unrolled (a loop over blocks spent 11 of its 38 instructions per block on the
- * count and on finding the run's start at M = 1, PoCL 3.1), then the last nblk % VW blocks one
- * by one. */
+/* acc[i][j] = the dot products of RM rows of x and RN weight rows, in runs of VW blocks: each
+ * weight row's VW scales converted as one vector and, for small tiles, the run's blocks unrolled
+ * (a loop over blocks spent 11 of its 38 instructions per block on the count and on finding the
+ * run's start at M = 1, PoCL 3.1), then the last nblk % VW blocks one by one. */
 DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL const u8* const* wr,
-                         int nblk, int run_offset, GLOBAL const float* const* xsr) {
+                         int nblk) {
     const int runs_end = nblk - nblk % VW;
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = (vf_t)0;
     float d[RN];
@@ -250,37 +211,16 @@ DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL 
         UNROLL for (int j = 0; j < RN; ++j) ds[j] = run_scales(wr[j] + (i64)b0 * BLOCK_BYTES);
         RUN_UNROLL for (int b = 0; b < VW; ++b) {
             UNROLL for (int j = 0; j < RN; ++j) d[j] = VGET(float, ds[j], b);
-            qmatmul_block(acc, xr, wr, b0 + b, d, run_offset);
+            qmatmul_block(acc, xr, wr, b0 + b, d);
         }
-        if (run_offset == 0) /* lane b: -8 d_b (x's sum over block b) */
-            UNROLL for (int i = 0; i < RM; ++i) {
-                const vf_t s = VLOAD_F32(xsr[i], b0);
-                UNROLL for (int j = 0; j < RN; ++j) acc[i][j] = FMA(ds[j] * -8.0f, s, acc[i][j]);
-            }
     }
     for (int bk = runs_end; bk < nblk; ++bk) {
         UNROLL for (int j = 0; j < RN; ++j) d[j] = block_scale(wr[j] + (i64)bk * BLOCK_BYTES);
-        qmatmul_block(acc, xr, wr, bk, d, 8);
+        qmatmul_block(acc, xr, wr, bk, d);
     }
 }
 
-/* One row pair's sum with the codes n - 8, lane by lane in qmatmul_tile's order (so equal to
- * what XSUMS = 0 computes, bit for bit). */
-DEVICE float row_dot_codes(GLOBAL const IN_T* xr, GLOBAL const u8* wr, int nblk) {
-    vf_t acc = (vf_t)0;
-    for (int bk = 0; bk < nblk; ++bk) {
-        GLOBAL const u8* blk = wr + (i64)bk * BLOCK_BYTES;
-        GLOBAL const IN_T* xb = xr + (i64)bk * QK;
-        vi_t codes[QKV];
-        block_codes(blk, codes, 8);
-        vf_t part = VLOAD_IN(xb, 0) * VCVT_F(codes[0]);
-        UNROLL for (int t = 1; t < QKV; ++t) part = FMA(VLOAD_IN(xb, t * VW), VCVT_F(codes[t]), part);
-        acc = FMA((vf_t)block_scale(blk), part, acc);
-    }
-    return VSUM(acc);
-}
-
-KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, XSUMS_ARG GLOBAL const u8* RESTRICT w,
+KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = (GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0)) * RN;
     const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * RM;
@@ -288,35 +228,16 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, XSUMS_ARG GLOBAL const u8* RE
     const int nblk = K / QK;
     const i64 row_bytes = (i64)nblk * BLOCK_BYTES;
     GLOBAL const IN_T* xr[RM];
-    GLOBAL const float* xsr[RM];
     GLOBAL const u8* wr[RN];
-    UNROLL for (int i = 0; i < RM; ++i) {
-        const i64 row = imin(m0 + i, M - 1);
-        xr[i] = x + row * K;
-#if USE_XSUMS
-        xsr[i] = xs + row * nblk;
-#else
-        xsr[i] = 0;
-#endif
-    }
+    UNROLL for (int i = 0; i < RM; ++i) xr[i] = x + (i64)imin(m0 + i, M - 1) * K;
     UNROLL for (int j = 0; j < RN; ++j) wr[j] = w + (i64)imin(n0 + j, N - 1) * row_bytes;
     vf_t acc[RM][RN];
-    float sums[RM][RN];
-    int finite = 1;
-    qmatmul_tile(acc, xr, wr, nblk, RUN_OFFSET, xsr);
-    UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int j = 0; j < RN; ++j) {
-        sums[i][j] = VSUM(acc[i][j]);
-        finite &= !(IS_NAN(sums[i][j]) || IS_INF(sums[i][j]));
-    }
-    if (RUN_OFFSET == 0 && !finite) /* a loop, not unrolled: a second qmatmul_tile, never run
-                                        * with finite data, took 1.5x the time (PoCL 3.1) */
-        for (int ij = 0; ij < RM * RN; ++ij)
-            sums[ij / RN][ij % RN] = row_dot_codes(xr[ij / RN], wr[ij % RN], nblk);
+    qmatmul_tile(acc, xr, wr, nblk);
     UNROLL for (int i = 0; i < RM; ++i) {
         if (m0 + i >= M) break;
         UNROLL for (int j = 0; j < RN; ++j) {
             if (n0 + j >= N) break;
-            STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, sums[i][j]);
+            STORE_OUT(out, (i64)(m0 + i) * N + n0 + j, VSUM(acc[i][j]));
         }
     }
 }

@@ -92,13 +92,12 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
         if op == "attention":
             return [dict(LOCAL_TILE=0, BQ=bq, BKV=bkv, VW=lanes)
                     for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
-        if op == "qmatmul":  # XSUMS: quant.cl's qmatmul takes Q4_0's offset off by x's block sums
-            return [dict(RM=rm, RN=rn, VW=lanes, XSUMS=xs)
-                    for rm, rn, xs in itertools.product((2, 4, 8), (2, 4, 8), (0, 1))]
+        if op == "qmatmul":
+            return [dict(RM=rm, RN=rn, VW=lanes) for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
         if op == "kgemv":  # kquant.cl's qgemv_k: one work-item per group, whole blocks
             return [{**K.CPU_KGEMV, "RM": rm, "RN": rn, "VW": lanes}
                     for rm, rn in itertools.product((1, 2, 4), (1, 2, 4, 8))]
-        return [dict(RM=1, RN=rn, VW=lanes, XSUMS=xs) for rn, xs in itertools.product((1, 2, 4, 8, 16), (0, 1))]
+        return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
     if op == "matmul":
         return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
                 for wg, t, tk in itertools.product((8, 16), (2, 4, 8), (8, 16))]

@@ -335,13 +335,6 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
         return Launch(v, name, gsize, lsize, (x, *_operands("w", "out")), K.scalar_args(spec),
                       f"qmatmul ({name})")
 
-    if spec.x_fmt is None and K.uses_xsums(spec.fmt.name, p, name):
-        nblocks = spec.M * spec.K // K.BLOCK  # x's block sums first (quant.cl, XSUMS)
-        sums = Scratch("sums", 4 * nblocks)
-        return (_launch_1d(v, "block_sums", nblocks, (Operand("x"), sums), (np.int64(nblocks),),
-                           "block_sums"),
-                Launch(v, name, gsize, lsize, (Operand("x"), sums, *_operands("w", "out")),
-                       K.scalar_args(spec), f"qmatmul ({name})"))
     if spec.x_fmt is None:
         return (dot(Operand("x")),)
     nbytes, count = K.x8_words(spec)  # x quantized into X8 words first

@@ -36,7 +36,7 @@ def _case(op: str, small: bool) -> Case:
                          K=512 if small else 4096, fmt="q4_k")
     m = 1 if op == "gemv" else (5 if small else 64)
     n = 96 if small else (4096 if op == "gemv" else 2048)
-    # q4_0: the format whose kernels the CPU sets' XSUMS changes (q8_0's are the same code)
+    # q4_0: the format decode runs most, and the one with more work per byte
     return Case.make("qmatmul", "float32", M=m, N=n, K=n, fmt="q4_0")
 
 
