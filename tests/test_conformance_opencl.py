@@ -1,8 +1,10 @@
-"""The OpenCL backend passes the FULL conformance profile on every OpenCL device present (PyPI's
-PoCL 3.0 where it can build for the CPU, Debian's 3.1 where installed), with every case claimed:
-nothing declined, nothing failed; and the float32 quick profile with PoCL 3.0's spelling of the math
-(ACCEL_CLANG_BUILTINS) forced on the first device, so that spelling is checked where 3.0 cannot
-run."""
+"""The OpenCL backend passes the FULL conformance profile on the first OpenCL device (Debian's
+PoCL 3.1 where installed, else PyPI's 3.0), one op per test so that the suite's workers share it,
+and the quick profile (every op and dtype, fewer and smaller cases) on every other device (PyPI's
+PoCL 3.0 where it can build for the CPU), with every case claimed: nothing declined, nothing
+failed; and the float32 quick profile with PoCL 3.0's spelling of the math (ACCEL_CLANG_BUILTINS)
+forced on the first device, so that spelling is checked where 3.0 cannot run. The full profile on
+every device is `accel conformance --backend opencl:N --profile full` (docs/results)."""
 import pytest
 
 import accel
@@ -25,11 +27,20 @@ def _assert_all_passed(results) -> None:
 
 
 @needs_opencl
-@pytest.mark.parametrize("device", _devices())
-def test_full_profile_passes(device):
-    results = suite.run(accel.get_backend(device), profile="full")
+@pytest.mark.parametrize("op", accel.spec.OPS)
+def test_full_profile_passes_on_the_first_device(op):
+    results = suite.run(accel.get_backend(_devices()[0]), profile="full", ops=[op])
     _assert_all_passed(results)
-    assert len(results) > 1500 and {r.case.op for r in results} == set(accel.spec.OPS)
+    assert len(results) > len(suite.planned("quick", 0, [op])[0]) and {r.case.op for r in results} == {op}
+
+
+@needs_opencl
+@pytest.mark.parametrize("device", _devices()[1:] or [pytest.param("opencl:1", marks=pytest.mark.skip(
+    reason="one OpenCL device here: the first runs the full profile above"))])
+def test_quick_profile_passes_on_every_other_device(device):
+    results = suite.run(accel.get_backend(device), profile="quick")
+    _assert_all_passed(results)
+    assert {r.case.op for r in results} == set(accel.spec.OPS)
 
 
 @needs_opencl

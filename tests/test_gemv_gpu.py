@@ -79,31 +79,35 @@ def _check(be, rng, fmt, dtype, M, N, Kd, raw_wd=None):
     assert not bad.any(), f"{bad.sum()} of {bad.size} out of bound, first {np.argwhere(bad)[0]}"
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+#: (format, x dtype) pairs the GEMV tests build: each is a program PoCL compiles for the GPU
+#: parameters (the slow part of these tests, cold), so the 16-bit x types take one format each
+FMT_DTYPES = [("q4_0", "float32"), ("q8_0", "float32"), ("q4_0", "float16"), ("q8_0", "bfloat16")]
+
+
+@pytest.mark.parametrize("fmt,dtype", FMT_DTYPES)
 @pytest.mark.parametrize("M,N,Kd", [(1, 37, 32), (3, 37, 32), (1, 45, 8192), (3, 29, 32 * 125)])
 def test_qgemv_within_bound_of_float64(gpu_be, rng, fmt, dtype, M, N, Kd):
     _check(gpu_be, rng, fmt, dtype, M, N, Kd)
 
 
-@pytest.mark.parametrize("params", [
-    dict(RM=1, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=16),  # more work-items than x float4s to stage
-    dict(RM=1, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=3),  # work-items do not divide the x tile
-    dict(RM=2, RN=2, VW=1, GEMV_WG=32, GEMV_TEAMS=2),  # two rows of x per group, M = 3 odd
-    dict(RM=1, RN=4, VW=1, GEMV_WG=64, GEMV_TEAMS=1),
-    dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4, GEMV_OFFSET_PER_TILE=1),  # as HIP builds it
-    dict(RM=1, RN=2, VW=1, GEMV_WG=16, GEMV_TEAMS=4, GEMV_KSPLIT=2),  # pairs of teams split K
-    dict(RM=2, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=4, GEMV_KSPLIT=4,  # 45 blocks: uneven shares
-         GEMV_OFFSET_PER_TILE=1),
-], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items() if k != "VW"))
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
-def test_qgemv_parameter_sets(rng, params, fmt):
+@pytest.mark.parametrize("fmt,params", [
+    # each set on one format (a program build each), the formats alternating
+    ("q4_0", dict(RM=1, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=16)),  # more work-items than x float4s
+    ("q8_0", dict(RM=1, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=3)),  # work-items do not divide the x tile
+    ("q4_0", dict(RM=2, RN=2, VW=1, GEMV_WG=32, GEMV_TEAMS=2)),  # two rows of x per group, M = 3 odd
+    ("q8_0", dict(RM=1, RN=4, VW=1, GEMV_WG=64, GEMV_TEAMS=1)),
+    ("q4_0", dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4, GEMV_OFFSET_PER_TILE=1)),  # as HIP builds it
+    ("q8_0", dict(RM=1, RN=2, VW=1, GEMV_WG=16, GEMV_TEAMS=4, GEMV_KSPLIT=2)),  # pairs of teams split K
+    ("q4_0", dict(RM=2, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=4, GEMV_KSPLIT=4,  # 45 blocks: uneven shares
+                  GEMV_OFFSET_PER_TILE=1)),
+], ids=lambda p: p if isinstance(p, str) else "-".join(f"{k}{v}" for k, v in p.items() if k != "VW"))
+def test_qgemv_parameter_sets(rng, fmt, params):
     be = _backend(params)
     for M, N, Kd in [(3, 23, 32 * 45), (1, 7, 32)]:
         _check(be, rng, fmt, "float32", M, N, Kd)
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("fmt", ["q4_0"])  # Q4_0: its doubled sums (two program builds a format)
 def test_qgemv_probes_compute_what_they_say(rng, fmt):
     # the GPU run's diagnostics (kernels/quant.cl, GEMV_PROBE): 2 is qgemv's product with every
     # tile's weight taken from the row's first tile (block b reads block b mod 32: K = 32 * 70
@@ -146,20 +150,18 @@ def streaming(monkeypatch):
 STREAM_SHAPES = [(1, 37, 64), (3, 37, 64 * 33), (1, 45, 8192), (2, 19, 64 * 300)]
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("fmt,dtype", FMT_DTYPES)
 @pytest.mark.parametrize("M,N,Kd", STREAM_SHAPES)
 def test_qgemv_stream_within_bound_of_float64(streaming, rng, fmt, dtype, M, N, Kd):
     _check(_backend(K.GPU_GEMV), rng, fmt, dtype, M, N, Kd)
 
 
-@pytest.mark.parametrize("params", [
-    dict(STREAM_WARPS=1, STREAM_ROWS=3, STREAM_STAGES=2),  # one team: every slice is a pass
-    dict(STREAM_WARPS=2, STREAM_ROWS=6, STREAM_STAGES=3),
-    dict(STREAM_WARPS=8, STREAM_ROWS=8, STREAM_STAGES=5),  # more stages than some teams' rows
-], ids=lambda p: "-".join(f"{k.removeprefix('STREAM_')}{v}" for k, v in p.items()))
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
-def test_qgemv_stream_parameter_sets(streaming, rng, params, fmt):
+@pytest.mark.parametrize("fmt,params", [  # each set on one format, as qgemv's sets
+    ("q4_0", dict(STREAM_WARPS=1, STREAM_ROWS=3, STREAM_STAGES=2)),  # one team: every slice a pass
+    ("q8_0", dict(STREAM_WARPS=2, STREAM_ROWS=6, STREAM_STAGES=3)),
+    ("q4_0", dict(STREAM_WARPS=8, STREAM_ROWS=8, STREAM_STAGES=5)),  # more stages than some teams' rows
+], ids=lambda p: p if isinstance(p, str) else "-".join(f"{k.removeprefix('STREAM_')}{v}" for k, v in p.items()))
+def test_qgemv_stream_parameter_sets(streaming, rng, fmt, params):
     be = _backend({**K.GPU_GEMV, **params})
     for M, N, Kd in [(3, 23, 64 * 45), (1, 7, 64), (1, 5, 64 * 300)]:
         _check(be, rng, fmt, "float32", M, N, Kd)
@@ -196,23 +198,22 @@ def runs(monkeypatch):
     monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv_runs")
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
-@pytest.mark.parametrize("dtype,M,N,Kd", [("float32", 1, 37, 256), ("float32", 3, 37, 256 * 33),
-                                          ("float32", 1, 45, 8192), ("float16", 2, 19, 256 * 17),
-                                          ("bfloat16", 2, 19, 256 * 17)])
+@pytest.mark.parametrize("fmt,dtype,M,N,Kd", [
+    (f, "float32", *shape) for f in ("q4_0", "q8_0")
+    for shape in [(1, 37, 256), (3, 37, 256 * 33), (1, 45, 8192)]] + [
+    (f, d, 2, 19, 256 * 17) for f, d in FMT_DTYPES if d != "float32"])
 def test_qgemv_runs_within_bound_of_float64(runs, rng, fmt, dtype, M, N, Kd):
     # K = 256: one run per row, 15 of the 16 work-items of a team idle; 33 runs: a second step
     # with one; 8192: two full steps
     _check(_backend(K.GPU_GEMV), rng, fmt, dtype, M, N, Kd)
 
 
-@pytest.mark.parametrize("params", [
-    dict(RUNS_WG=8, RUNS_TEAMS=2, RUNS_RN=3),  # rows per group do not divide N
-    dict(RUNS_WG=4, RUNS_TEAMS=16, RUNS_RN=1, RM=2),  # two rows of x per group, M = 3 odd
-    dict(RUNS_WG=32, RUNS_TEAMS=1, RUNS_RN=1),  # more work-items than float4s of x to stage
-], ids=lambda p: "-".join(f"{k.removeprefix('RUNS_')}{v}" for k, v in p.items()))
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
-def test_qgemv_runs_parameter_sets(runs, rng, params, fmt):
+@pytest.mark.parametrize("fmt,params", [  # each set on one format, as qgemv's sets
+    ("q4_0", dict(RUNS_WG=8, RUNS_TEAMS=2, RUNS_RN=3)),  # rows per group do not divide N
+    ("q8_0", dict(RUNS_WG=4, RUNS_TEAMS=16, RUNS_RN=1, RM=2)),  # two rows of x per group, M = 3 odd
+    ("q4_0", dict(RUNS_WG=32, RUNS_TEAMS=1, RUNS_RN=1)),  # more work-items than float4s of x to stage
+], ids=lambda p: p if isinstance(p, str) else "-".join(f"{k.removeprefix('RUNS_')}{v}" for k, v in p.items()))
+def test_qgemv_runs_parameter_sets(runs, rng, fmt, params):
     be = _backend({**K.GPU_GEMV, **params})
     for M, N, Kd in [(3, 23, 256 * 45), (1, 7, 256)]:
         _check(be, rng, fmt, "float32", M, N, Kd)
