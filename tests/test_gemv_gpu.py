@@ -262,22 +262,24 @@ def test_qgemv_runs_launch_contract(runs, rng, monkeypatch):
     assert "qgemv_runs" not in what_odd and "qgemv" in what_odd
 
 
-@pytest.mark.parametrize("kernel,params", [(k, {}) for k in K.GEMV_KERNELS] + [("qgemv", {"GEMV_KSPLIT": 2})],
+@pytest.mark.parametrize("kernel,params,profile", [("qgemv", {}, "full")] + [
+    (k, {}, "quick") for k in K.GEMV_KERNELS if k != "qgemv"] + [("qgemv", {"GEMV_KSPLIT": 2}, "quick")],
                          ids=str)
-def test_full_conformance_profile_passes_through_each_gpu_gemv(rng, monkeypatch, kernel, params):
-    # every quantized-matmul case of the full profile in the formats the GEMVs serve (NaN and
+def test_conformance_profile_passes_through_each_gpu_gemv(rng, monkeypatch, kernel, params, profile):
+    # every quantized-matmul case of the profile in the formats the GEMVs serve (NaN and
     # infinite blocks, long K, odd shapes; x_format's through qgemv_x8), and its property search,
     # on the GPU parameters, M <= GEMV_MAX_M through the GEMV kernel asked for (the K-quants
-    # have kernels of their own: running them here would only rebuild those per parameter set)
+    # have kernels of their own: running them here would only rebuild those per parameter set);
+    # the full profile through the default kernel, the quick one through the others (CI time)
     from accel.conformance import properties, suite
 
     monkeypatch.setenv("ACCEL_GEMV_KERNEL", kernel)
     be = _backend({**K.GPU_GEMV, **params})
     seen = _launches(be, monkeypatch)
-    cases, targets = suite.planned("full", 0, ["qmatmul"])
+    cases, targets = suite.planned(profile, 0, ["qmatmul"])
     results = [suite.run_case(be, c) for c in cases if c.params["fmt"] in ("q4_0", "q8_0")]
     for op, dtype in targets:
-        properties.search(be, op, dtype, properties.EXAMPLES["full"], 0, results.append)
+        properties.search(be, op, dtype, properties.EXAMPLES[profile], 0, results.append)
     bad = [f"{r.case.id}: {r.status}: {r.reason}" for r in results if r.status != "passed"]
     assert not bad, f"{len(bad)} of {len(results)} cases did not pass:\n" + "\n".join(bad[:10])
     assert f"qmatmul ({kernel})" in {what for what, _, _ in seen}  # some cases ran it
