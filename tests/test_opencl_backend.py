@@ -33,9 +33,26 @@ KERNEL void add_one(GLOBAL float* x, int n) {
 
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
-    """A new backend instance on opencl:0 with an empty, private disk cache."""
+    """A new backend instance on opencl:0 with an empty, private disk cache, which accel keeps
+    where the driver keeps none: here PoCL with its own cache off (POCL_KERNEL_CACHE=0)."""
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
-    return OpenCLBackend(0)
+    monkeypatch.setenv("POCL_KERNEL_CACHE", "0")
+    be = OpenCLBackend(0)
+    if not be.programs.on_disk:
+        pytest.skip(f"{be.dev.platform_name} keeps its builds itself: accel keeps no copy on disk")
+    return be
+
+
+def test_no_copy_on_disk_where_pocl_keeps_its_own_builds(tmp_path, monkeypatch):
+    # asking PoCL for a binary compiles every kernel of the program (docs/opencl.md)
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("POCL_KERNEL_CACHE", raising=False)
+    be = OpenCLBackend(0)
+    if be.dev.platform_name != "Portable Computing Language":
+        pytest.skip(f"opencl:0 is {be.dev.platform_name}, not PoCL")
+    k = be.compile(ADD, "add_one")
+    assert not be.programs.on_disk and not list(tmp_path.rglob("*.bin"))
+    assert be.programs.stats["built"] == 1 and k.name == "add_one"
 
 
 def test_the_device_order_is_the_documented_one():
@@ -324,7 +341,7 @@ def test_concurrent_processes_share_the_disk_cache_safely(tmp_path):
         "assert (x.numpy() == 1).all()\n"
         "print(be.programs.stats)\n"
     )
-    env = dict(os.environ, ACCEL_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, ACCEL_CACHE_DIR=str(tmp_path), POCL_KERNEL_CACHE="0")  # see fresh()
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]

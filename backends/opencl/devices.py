@@ -13,10 +13,12 @@ not know, such as AMD's Zen 5 ("unknown target CPU 'generic'"), where Debian's P
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass
 
 import pyopencl as cl
+from pyopencl.characterize import has_src_build_cache
 
 from accel.backend import DeviceInfo
 from accel.errors import BackendUnavailable
@@ -62,6 +64,15 @@ class CLDevice:
     def driver(self) -> str:
         """E.g. "OpenCL 3.0 PoCL 3.1+debian": the platform string up to its build details."""
         return " ".join(self.platform_version.split()[:4])
+
+    @property
+    def driver_caches_builds(self) -> bool:
+        """Whether the driver keeps builds from source on disk itself (pyopencl's judgement:
+        PoCL, NVIDIA), so that a second process's build of the same program is a cache hit.
+        PoCL's cache is off under POCL_KERNEL_CACHE=0."""
+        if self.platform_name == "Portable Computing Language":
+            return os.environ.get("POCL_KERNEL_CACHE", "1") != "0"
+        return bool(has_src_build_cache(self.device))
 
     def info(self) -> DeviceInfo:
         return DeviceInfo(self.name, self.platform_name, self.driver,
