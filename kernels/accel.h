@@ -459,41 +459,52 @@ typedef float4 f32x4;
     + (int)(i8)((a) >> 16) * (int)(i8)((b) >> 16) + (int)(i8)((a) >> 24) * (int)(i8)((b) >> 24))
 #endif
 
-/* DOT32_U8(ulo, uhi, slo, shi) and DOT32_S8(alo, ahi, slo, shi): the 32 products of the bytes of
- * ulo, uhi (uchar16, unsigned) or alo, ahi (char16, signed) with the signed bytes of slo, shi
- * (char16, none of them -128) as an int8 whose lanes add up to their dot product (which products
- * each lane holds is the helper's own), exact where every product is below 2^14 in magnitude.
- * OpenCL only (CPU devices' 16-byte vectors). On x86 with AVX2 vpmaddubsw (byte pairs, 16-bit
- * sums) then vpmaddwd by 1 (16-bit pairs, 32-bit sums), the signed one with vpabsb and vpsignb
- * first (|a| and s with a's signs), as ggml's kernels do: LLVM 15 (PoCL 3.1) does not find these instructions in the
- * equivalent OpenCL C; elsewhere 16-bit products and pairs of them. */
+/* Byte dot products on CPU devices (OpenCL only: their 16-byte vectors), exact where every
+ * product of two bytes is below 2^14 in magnitude, with the lane sums of the helper's own choice:
+ * - ACCEL_PAIRS_U8(ulo, uhi, slo, shi): the 32 products of the unsigned bytes ulo, uhi (uchar16)
+ *   and the signed bytes slo, shi (char16) as a short16 whose lanes add up to their dot product;
+ * - ACCEL_MADD16(a, b): lanes 2k and 2k + 1 of the short16s a and b multiplied and added in 32
+ *   bits (int8);
+ * - DOT32_U8(ulo, uhi, slo, shi) and DOT32_S8(alo, ahi, slo, shi): the dot product as an int8,
+ *   for unsigned bytes ulo, uhi or signed ones alo, ahi (char16), with none of slo, shi -128.
+ * On x86 with AVX2 ACCEL_PAIRS_U8 is vpmaddubsw (byte pairs, 16-bit sums) and ACCEL_MADD16 is
+ * vpmaddwd; the signed dot takes vpabsb and vpsignb first (|a|, and s with a's signs), as
+ * ggml's kernels do. LLVM 15 (PoCL 3.1) does not find vpmaddubsw in equivalent OpenCL C; elsewhere
+ * they are 16-bit products and pairs of them. ACCEL_BYTES16(p, o): the 16 bytes p[o], ...,
+ * p[o + 15] as a vector literal's lanes (compilers merge them into one load; vload16 is a library
+ * call on PyPI's PoCL 3.0, and a vector pointer would demand alignment). */
 #if defined(ACCEL_OPENCL)
+#define ACCEL_BYTES16(p, o) (p)[(o) + 0], (p)[(o) + 1], (p)[(o) + 2], (p)[(o) + 3], (p)[(o) + 4], \
+    (p)[(o) + 5], (p)[(o) + 6], (p)[(o) + 7], (p)[(o) + 8], (p)[(o) + 9], (p)[(o) + 10],            \
+    (p)[(o) + 11], (p)[(o) + 12], (p)[(o) + 13], (p)[(o) + 14], (p)[(o) + 15]
 #if defined(__AVX2__)
 typedef char accel_i8x32 __attribute__((ext_vector_type(32)));
 #define ACCEL_CAT32(a, b) __builtin_shufflevector((a), (b), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, \
     13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31)
-DEVICE int8 accel_pair_sums(accel_i8x32 u, accel_i8x32 s) {
-    return as_int8(__builtin_ia32_pmaddwd256(__builtin_ia32_pmaddubsw256(u, s), (short16)1));
+DEVICE short16 ACCEL_PAIRS_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
+    return __builtin_ia32_pmaddubsw256(ACCEL_CAT32(as_char16(ulo), as_char16(uhi)), ACCEL_CAT32(slo, shi));
 }
-DEVICE int8 DOT32_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
-    return accel_pair_sums(ACCEL_CAT32(as_char16(ulo), as_char16(uhi)), ACCEL_CAT32(slo, shi));
-}
+DEVICE int8 ACCEL_MADD16(short16 a, short16 b) { return as_int8(__builtin_ia32_pmaddwd256(a, b)); }
 DEVICE int8 DOT32_S8(char16 alo, char16 ahi, char16 slo, char16 shi) {
     const accel_i8x32 a = ACCEL_CAT32(alo, ahi);
-    return accel_pair_sums(__builtin_ia32_psignb256(a, a), __builtin_ia32_psignb256(ACCEL_CAT32(slo, shi), a));
+    const accel_i8x32 u = __builtin_ia32_psignb256(a, a), s = __builtin_ia32_psignb256(ACCEL_CAT32(slo, shi), a);
+    return ACCEL_MADD16(__builtin_ia32_pmaddubsw256(u, s), (short16)1);
 }
 #else
-DEVICE int8 accel_pair_sums(short16 lo, short16 hi, char16 slo, char16 shi) {
-    const short16 t = lo * convert_short16(slo) + hi * convert_short16(shi);
-    return convert_int8(t.even) + convert_int8(t.odd);
+DEVICE short16 ACCEL_PAIRS_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
+    return convert_short16(ulo) * convert_short16(slo) + convert_short16(uhi) * convert_short16(shi);
 }
-DEVICE int8 DOT32_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
-    return accel_pair_sums(convert_short16(ulo), convert_short16(uhi), slo, shi);
+DEVICE int8 ACCEL_MADD16(short16 a, short16 b) {
+    return convert_int8(a.even) * convert_int8(b.even) + convert_int8(a.odd) * convert_int8(b.odd);
 }
 DEVICE int8 DOT32_S8(char16 alo, char16 ahi, char16 slo, char16 shi) {
-    return accel_pair_sums(convert_short16(alo), convert_short16(ahi), slo, shi);
+    const short16 t = convert_short16(alo) * convert_short16(slo) + convert_short16(ahi) * convert_short16(shi);
+    return convert_int8(t.even) + convert_int8(t.odd);
 }
 #endif
+DEVICE int8 DOT32_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
+    return ACCEL_MADD16(ACCEL_PAIRS_U8(ulo, uhi, slo, shi), (short16)1);
+}
 #endif
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }

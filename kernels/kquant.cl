@@ -649,17 +649,14 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
  * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
  * Launch: local size (1, 1); groups (ceil(N / RN), ceil(M / RM)).
  *
- * On OpenCL the sums run in 16-lane vectors of 16 bits, shaped for what LLVM turns into AVX2's
- * vpmaddwd (s16 x s16 pairs added into s32: pmadd16): 32 bytes of codes read as 16 ushorts hold
- * 64 codes, sub-block 2p in the low nibbles and 2p + 1 in the high ones, so one and / shift per
- * 16 codes takes out the codes of the even bytes and of the odd bytes in separate vectors, and
- * x's codes are split alike (sign-extended low and high bytes of 16-bit lanes, once per block
- * and row of x, shared by the RN weight rows). A sub-block's 32 products, at most 15 x 128
- * each, sum two per lane in 16 bits (|sum| <= 3840); a tree of adjacent-pair sums (hadd16) takes
- * the 8 sub-blocks' vectors to one with two lanes per sub-block (|.| <= 30720), and pmadd16 with
- * the 6-bit scales widens that to 32 bits. (A product with each sub-block's scale as a splat,
- * the obvious spelling, LLVM refactored into more horizontal adds.) The mins' term takes q8_k's
- * block sums (sum_j m_j (x codes of j)), so the per-weight work is the code product alone. */
+ * On OpenCL the sums run in 16-lane vectors of 16 bits: a sub-block's 32 code products (at most
+ * 15 x 128 each) are a short16 of pair sums (accel.h's ACCEL_PAIRS_U8: vpmaddubsw on AVX2; the
+ * codes of sub-blocks 2p and 2p + 1 are the low and the high nibbles of the same 32 bytes, x's
+ * are its bytes as they are); a tree of adjacent-pair sums (hadd16) takes the 8 sub-blocks'
+ * vectors to one with two lanes per sub-block (|.| <= 30720), and ACCEL_MADD16 with the 6-bit
+ * scales widens that to 32 bits. (A product with each sub-block's scale as a splat, the obvious
+ * spelling, LLVM refactored into more horizontal adds.) The mins' term takes q8_k's block sums
+ * (sum_j m_j (x codes of j)), so the per-weight work is the code product alone. */
 #if defined(ACCEL_OPENCL)
 /* Adjacent lanes added, per 128-bit half: (pairs of a.lo, of b.lo, of a.hi, of b.hi), the lane
  * order of AVX2's vphaddw, so that it is one instruction. */
@@ -668,15 +665,8 @@ DEVICE short16 hadd16(short16 a, short16 b) {
                      b.hi.even + b.hi.odd);
 }
 
-/* Lanes 2k and 2k + 1 of a and b multiplied and added in 32 bits: AVX2's vpmaddwd (LLVM 15
- * makes two of it, and a shift, when it knows b non-negative, as for the scales here). */
-DEVICE int8 pmadd16(short16 a, short16 b) {
-    return convert_int8(a.even) * convert_int8(b.even) + convert_int8(a.odd) * convert_int8(b.odd);
-}
-
-/* 32 bytes from p (2-byte aligned: every offset here is even) as 16 little-endian 16-bit lanes,
- * built lane by lane (vload16 is a library call on PyPI's PoCL 3.0; a vector pointer would
- * demand 32-byte alignment): compilers merge the lanes into one load. */
+/* 32 bytes from p (2-byte aligned) as 16 little-endian 16-bit lanes, lane by lane as
+ * ACCEL_BYTES16 does for bytes. */
 DEVICE short16 load_s16x16(GLOBAL const u8* RESTRICT p) {
     GLOBAL const short* q = (GLOBAL const short*)p;
     return (short16)(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11],
@@ -712,19 +702,14 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
     for (int b = 0; b < nb; ++b) {
-        short16 xe[RM][8], xo[RM][8];  /* sub-block j's x codes of even and of odd positions */
+        GLOBAL const i8* xc[RM];  /* row i's 256 codes */
         int8 bsum[RM];  /* sub-block j's code sum: q8_k's int16 sums 2j and 2j + 1 */
         float dx[RM];
         UNROLL for (int i = 0; i < RM; ++i) {
             GLOBAL const u8* xb = xr[i] + (i64)b * XQ_BYTES;
             dx[i] = AS_FLOAT((u32)xb[0] | ((u32)xb[1] << 8) | ((u32)xb[2] << 16) | ((u32)xb[3] << 24));
-            UNROLL for (int j = 0; j < 8; ++j) {
-                const short16 v = load_s16x16(xb + 4 + 32 * j);
-                xe[i][j] = (v << (short)8) >> (short)8;
-                xo[i][j] = v >> (short)8;
-            }
-            const short16 bs = load_s16x16(xb + 260);
-            bsum[i] = convert_int8(bs.even + bs.odd);  /* |.| <= 32 x 128 */
+            xc[i] = (GLOBAL const i8*)(xb + 4);
+            bsum[i] = ACCEL_MADD16(load_s16x16(xb + 260), (short16)1);  /* |.| <= 32 x 128 */
         }
         UNROLL for (int r = 0; r < RN; ++r) {
             GLOBAL const u8* wb = wr[r] + (i64)b * BLOCK_BYTES;
@@ -732,23 +717,25 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
             const uchar16 sm = scales_mins_k4(wb + 4);
             const short16 sc = convert_short16(sm.s0123456701234567);
             const int8 mn = convert_int8(sm.hi);
-            short16 qe[8], qo[8];  /* sub-block j's codes of even and odd bytes */
+            uchar16 q[8][2];  /* sub-block j's codes: those of bytes 0-15 and of bytes 16-31 */
             UNROLL for (int p = 0; p < 4; ++p) {
-                const short16 v = load_s16x16(wb + 16 + 32 * p);
-                qe[2 * p] = v & (short)15;
-                qo[2 * p] = (v >> (short)8) & (short)15;
-                qe[2 * p + 1] = (v >> (short)4) & (short)15;
-                qo[2 * p + 1] = as_short16(as_ushort16(v) >> (ushort)12);
+                const uchar16 lo = (uchar16)(ACCEL_BYTES16(wb, 16 + 32 * p));
+                const uchar16 hi = (uchar16)(ACCEL_BYTES16(wb, 32 + 32 * p));
+                q[2 * p][0] = lo & (uchar)15;
+                q[2 * p][1] = hi & (uchar)15;
+                q[2 * p + 1][0] = lo >> (uchar)4;
+                q[2 * p + 1][1] = hi >> (uchar)4;
             }
             UNROLL for (int i = 0; i < RM; ++i) {
                 short16 t[8];  /* sub-block j's products, two per lane */
-                UNROLL for (int j = 0; j < 8; ++j) t[j] = qe[j] * xe[i][j] + qo[j] * xo[i][j];
+                UNROLL for (int j = 0; j < 8; ++j)
+                    t[j] = ACCEL_PAIRS_U8(q[j][0], q[j][1], (char16)(ACCEL_BYTES16(xc[i], 32 * j)),
+                                          (char16)(ACCEL_BYTES16(xc[i], 32 * j + 16)));
                 /* added in adjacent pairs three times: sub-blocks 0-7 in each half's lanes, each
                  * the sum of 8 (|.| <= 30720), then times the scales in 32 bits */
                 const short16 h = hadd16(hadd16(hadd16(t[0], t[1]), hadd16(t[2], t[3])),
                                          hadd16(hadd16(t[4], t[5]), hadd16(t[6], t[7])));
-                const int8 s = pmadd16(h, sc);
-                const int2 SM = sum8x2(s, mn * bsum[i]);  /* S and Mn of kx_term */
+                const int2 SM = sum8x2(ACCEL_MADD16(h, sc), mn * bsum[i]);  /* S and Mn of kx_term */
                 acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d, dx[i]), (float)SM.x),
                                                        -FMUL_RN(FMUL_RN(dmin, dx[i]), (float)SM.y)));
             }

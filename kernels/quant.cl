@@ -1154,18 +1154,15 @@ KERNEL LAUNCH_BOUNDS(GEMV_ITEMS, 1, GEMV_MIN_GROUPS) void qgemv_x8(GLOBAL const 
  * 16-bit products in OpenCL C (pmullw, paddw); 52 (Q4_0) with 32-bit ones and a sum per block. */
 #define X8_LANES8 (VW == 8 || VW == 16)
 #if X8_LANES8
-#define BYTES16(p, o) (p)[(o) + 0], (p)[(o) + 1], (p)[(o) + 2], (p)[(o) + 3], (p)[(o) + 4],    \
-    (p)[(o) + 5], (p)[(o) + 6], (p)[(o) + 7], (p)[(o) + 8], (p)[(o) + 9], (p)[(o) + 10],        \
-    (p)[(o) + 11], (p)[(o) + 12], (p)[(o) + 13], (p)[(o) + 14], (p)[(o) + 15]
 /* (a0 + a1, a2 + a3, a4 + a5, a6 + a7, b0 + b1, ..., b6 + b7) */
 #define PAIR_SUMS(a, b) ((int8)((a).even + (a).odd, (b).even + (b).odd))
 DEVICE int8 block_dot_lanes(GLOBAL const u8* RESTRICT blk, GLOBAL const i8* RESTRICT xc) {
-    const char16 xlo = (char16)(BYTES16(xc, 0)), xhi = (char16)(BYTES16(xc, 16));
+    const char16 xlo = (char16)(ACCEL_BYTES16(xc, 0)), xhi = (char16)(ACCEL_BYTES16(xc, 16));
 #if FMT_Q8_0
-    return DOT32_S8((char16)(BYTES16((GLOBAL const i8*)blk, 2)),
-                    (char16)(BYTES16((GLOBAL const i8*)blk, 18)), xlo, xhi);
+    return DOT32_S8((char16)(ACCEL_BYTES16((GLOBAL const i8*)blk, 2)),
+                    (char16)(ACCEL_BYTES16((GLOBAL const i8*)blk, 18)), xlo, xhi);
 #else
-    const uchar16 bytes = (uchar16)(BYTES16(blk, 2));
+    const uchar16 bytes = (uchar16)(ACCEL_BYTES16(blk, 2));
     return DOT32_U8(bytes & (uchar16)15, bytes >> (uchar16)4, xlo, xhi);
 #endif
 }
