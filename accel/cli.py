@@ -39,6 +39,8 @@ ENVIRONMENT = {
                     "several commands' files read as one run in a report",
     "POCL_CACHE_DIR": "PoCL's own kernel cache; when unset and PoCL's default folder cannot be "
                       "written (a read-only home), accel sets it under its cache root",
+    "POCL_KERNEL_CACHE": "0 turns PoCL's own kernel cache off; accel then keeps its own disk copy "
+                         "of built OpenCL programs (otherwise it leaves that to PoCL)",
     "CUDA_HOME": "a CUDA toolkit whose headers NVRTC compiles with (also CUDA_PATH)",
     "CUDA_PATH": "as CUDA_HOME",
     "CUPY_TF32": "1 lets cuBLAS run float32 matmuls on tf32 tensor cores (the tolerance model is "
