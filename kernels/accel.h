@@ -277,6 +277,22 @@ DEVICE float f16_to_f32(u32 h) {
                                   : (em << 13) + (112u << 23); /* normals, exponent rebiased */
     return AS_FLOAT((em < 0x0400u ? AS_UINT(tiny) : big) | ((h & 0x8000u) << 16));
 }
+#if defined(ACCEL_OPENCL)
+/* Two float16s (the low 16 bits of h first) as f16_to_f32 converts them, in one vector (a
+ * block's two scales): F16C's vcvtph2ps where there is one (a signaling NaN comes back quiet, as
+ * any float op on it would make it), else the integer code lane by lane. */
+DEVICE float2 f16x2_to_f32(u32 h) {
+#if defined(__F16C__)
+    const float4 f = __builtin_ia32_vcvtph2ps(as_short8((uint4)(h, 0u, 0u, 0u)));
+    return f.lo;
+#else
+    const uint2 v = (uint2)(h & 0xFFFFu, h >> 16), em = v & 0x7FFFu;
+    const uint2 tiny = as_uint2(convert_float2(em) * 0x1p-24f);
+    const uint2 big = select((em << 13) + (112u << 23), (em << 13) | 0x7F800000u, em >= 0x7C00u);
+    return as_float2(select(big, tiny, em < 0x0400u) | ((v & 0x8000u) << 16));
+#endif
+}
+#endif
 DEVICE u16 f32_to_f16(float v) {
     const u32 x = AS_UINT(v), ax = x & 0x7FFFFFFFu;
     u32 h;
@@ -463,12 +479,17 @@ typedef float4 f32x4;
  * product of two bytes is below 2^14 in magnitude, with the lane sums of the helper's own choice:
  * - ACCEL_PAIRS_U8(ulo, uhi, slo, shi): the 32 products of the unsigned bytes ulo, uhi (uchar16)
  *   and the signed bytes slo, shi (char16) as a short16 whose lanes add up to their dot product;
+ * - ACCEL_PAIRS_U4(lo, hi, high, slo, shi): ACCEL_PAIRS_U8 of the low nibbles of the 32 bytes lo,
+ *   hi (high = 0) or of their high nibbles (high = 1): a 4-bit format's codes, unpacked in place;
  * - ACCEL_MADD16(a, b): lanes 2k and 2k + 1 of the short16s a and b multiplied and added in 32
  *   bits (int8);
+ * - ACCEL_HADD16(a, b), ACCEL_HADD8(a, b): the adjacent lanes of the short16s (int8s) a and b
+ *   added, per 128-bit half: (pairs of a.lo, of b.lo, of a.hi, of b.hi);
  * - DOT32_U8(ulo, uhi, slo, shi) and DOT32_S8(alo, ahi, slo, shi): the dot product as an int8,
  *   for unsigned bytes ulo, uhi or signed ones alo, ahi (char16), with none of slo, shi -128.
  * On x86 with AVX2 ACCEL_PAIRS_U8 is vpmaddubsw (byte pairs, 16-bit sums) and ACCEL_MADD16 is
- * vpmaddwd; the signed dot takes vpabsb and vpsignb first (|a|, and s with a's signs), as
+ * vpmaddwd, ACCEL_HADD16 / ACCEL_HADD8 are vphaddw / vphaddd (spelled as shuffles, LLVM 15 adds
+ * cross-lane shuffles around them: a q4_k GEMV took a fifth longer); the signed dot takes vpabsb and vpsignb first (|a|, and s with a's signs), as
  * ggml's kernels do. LLVM 15 (PoCL 3.1) does not find vpmaddubsw in equivalent OpenCL C; elsewhere
  * they are 16-bit products and pairs of them. ACCEL_BYTES16(p, o): the 16 bytes p[o], ...,
  * p[o + 15] as a vector literal's lanes (compilers merge them into one load; vload16 is a library
@@ -485,6 +506,14 @@ DEVICE short16 ACCEL_PAIRS_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) 
     return __builtin_ia32_pmaddubsw256(ACCEL_CAT32(as_char16(ulo), as_char16(uhi)), ACCEL_CAT32(slo, shi));
 }
 DEVICE int8 ACCEL_MADD16(short16 a, short16 b) { return as_int8(__builtin_ia32_pmaddwd256(a, b)); }
+DEVICE short16 ACCEL_HADD16(short16 a, short16 b) { return __builtin_ia32_phaddw256(a, b); }
+DEVICE int8 ACCEL_HADD8(int8 a, int8 b) { return __builtin_ia32_phaddd256(a, b); }
+/* the nibble codes as one 32-byte vector: one load, one mask (and shift) for both halves */
+DEVICE short16 ACCEL_PAIRS_U4(uchar16 lo, uchar16 hi, int high, char16 slo, char16 shi) {
+    const accel_i8x32 b = ACCEL_CAT32(as_char16(lo), as_char16(hi));
+    const accel_i8x32 q = (high ? b >> (char)4 : b) & (char)15;  /* bits 4-7 whatever the sign fill */
+    return __builtin_ia32_pmaddubsw256(q, ACCEL_CAT32(slo, shi));
+}
 DEVICE int8 DOT32_S8(char16 alo, char16 ahi, char16 slo, char16 shi) {
     const accel_i8x32 a = ACCEL_CAT32(alo, ahi);
     const accel_i8x32 u = __builtin_ia32_psignb256(a, a), s = __builtin_ia32_psignb256(ACCEL_CAT32(slo, shi), a);
@@ -494,8 +523,20 @@ DEVICE int8 DOT32_S8(char16 alo, char16 ahi, char16 slo, char16 shi) {
 DEVICE short16 ACCEL_PAIRS_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
     return convert_short16(ulo) * convert_short16(slo) + convert_short16(uhi) * convert_short16(shi);
 }
+DEVICE short16 ACCEL_PAIRS_U4(uchar16 lo, uchar16 hi, int high, char16 slo, char16 shi) {
+    const uchar s = high ? 4 : 0;
+    return ACCEL_PAIRS_U8((lo >> s) & (uchar)15, (hi >> s) & (uchar)15, slo, shi);
+}
 DEVICE int8 ACCEL_MADD16(short16 a, short16 b) {
     return convert_int8(a.even) * convert_int8(b.even) + convert_int8(a.odd) * convert_int8(b.odd);
+}
+DEVICE short16 ACCEL_HADD16(short16 a, short16 b) {
+    return (short16)(a.lo.even + a.lo.odd, b.lo.even + b.lo.odd, a.hi.even + a.hi.odd,
+                     b.hi.even + b.hi.odd);
+}
+DEVICE int8 ACCEL_HADD8(int8 a, int8 b) {
+    return (int8)(a.lo.even + a.lo.odd, b.lo.even + b.lo.odd, a.hi.even + a.hi.odd,
+                  b.hi.even + b.hi.odd);
 }
 DEVICE int8 DOT32_S8(char16 alo, char16 ahi, char16 slo, char16 shi) {
     const short16 t = convert_short16(alo) * convert_short16(slo) + convert_short16(ahi) * convert_short16(shi);

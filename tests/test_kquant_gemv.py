@@ -99,9 +99,10 @@ def test_q4_k_x_format_is_the_cpu_references_bits(cl, name):
     float32 block terms in the same order as the CPU reference, so the results are its bits."""
     kp = _set(cl, name)
     rng = np.random.default_rng(6)
-    n, k = 37, 1024
-    w = accel.QTensor.from_raw(_weight("q4_k", n, k, rng), "q4_k", (n, k), backend=cl)
-    for m in (1, 5):
+    n = 37
+    # 2 blocks per row (fewer than a group of 4 at M = 1), 7 (a group and a partial one)
+    for m, k in ((1, 512), (1, 1792), (5, 1792)):
+        w = accel.QTensor.from_raw(_weight("q4_k", n, k, rng), "q4_k", (n, k), backend=cl)
         x = rng.standard_normal((m, k)).astype(np.float32)
         launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format("q4_k"), "q8_k"),
                             cl.facts, cl.params)
