@@ -101,6 +101,48 @@ def test_fast_contenders_sample_in_blocks_between_switches():
     assert (sa.n, sb.n) == (5, 1)
 
 
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        sum(range(1000))
+
+
+def test_settle_waits_for_a_spinning_worker_thread():
+    import threading
+
+    spinner = threading.Thread(target=_spin, args=(0.3,))
+    spinner.start()
+    waited = timing.settle(5.0)
+    assert not spinner.is_alive() or waited >= 5.0, f"returned after {waited:.2f} s, spinner still busy"
+    spinner.join()
+    assert timing.settle(5.0) < 1.0  # quiet now: one or a few windows
+
+
+def test_each_contenders_block_starts_after_the_previous_ones_threads_went_quiet():
+    """A contender whose library leaves a worker thread spinning (numpy's OpenBLAS does, ~0.1 s)
+    must not have that thread's CPU use land on the next contender's samples."""
+    import threading
+
+    spinners, overlaps = [], []
+
+    def leaves_a_spinner():
+        t = threading.Thread(target=_spin, args=(0.15,))
+        t.start()
+        spinners.append(t)
+
+    def next_one():
+        overlaps.append(any(t.is_alive() for t in spinners))
+
+    a = timing.Contender(lambda f: (f(), 0.1)[1], leaves_a_spinner)
+    b = timing.Contender(lambda f: (f(), 0.1)[1], next_one)
+    budget = Budget(time_s=0.2, work=0, min_reps=2, max_reps=4, max_time_s=10, warmup=0)
+    timing.measure_all([a, b], budget=budget)
+    for t in spinners:
+        t.join()
+    samples = overlaps[2:]  # after b's own warm-up and calibration, which run back to back with a's
+    assert samples and not any(samples)
+
+
 def test_a_failing_contender_gets_its_exception_and_the_others_still_run():
     def boom():
         raise RuntimeError("library broke")

@@ -75,9 +75,10 @@ class Budget:
     min_sample_s: float = 2e-4  # calls are batched so one sample is at least this long
     warmup: int = 1
     block_s: float = 0.05  # with several contenders, each samples this long before the next
+    settle_s: float = 0.5  # before a contender's block, at most this long waiting for quiet (settle)
 
 
-TINY = Budget(time_s=0.0, work=0, min_reps=3, max_reps=3, max_time_s=1.0)  # tests and doctests
+TINY = Budget(time_s=0.0, work=0, min_reps=3, max_reps=3, max_time_s=1.0, settle_s=0.0)  # tests
 QUICK = Budget(time_s=0.15, work=0, min_reps=3, max_reps=200, max_time_s=1.0)
 FULL = Budget(time_s=1.0, work=1e10, min_reps=5, max_reps=10_000, max_time_s=3.0, warmup=2)
 BUDGETS = {"tiny": TINY, "quick": QUICK, "full": FULL, "decode": QUICK}
@@ -92,6 +93,24 @@ class Contender:
     timer: Timer
     fn: Callable[[], Any]
     warmup: Callable[[], Any] | None = None
+
+
+def settle(max_s: float, window_s: float = 0.01) -> float:
+    """Wait (at most ``max_s`` seconds) until no thread of this process burns CPU, and return the
+    seconds waited: a library's worker threads can spin after its call returns (numpy's OpenBLAS
+    for about 0.1 s, measured here), taking a core from whatever is timed next. Quiet means the
+    process used under a quarter of the CPU time of a ``window_s`` sleep.
+
+    >>> 0 <= settle(0.2) <= 0.3
+    True
+    """
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_s:
+        cpu = time.process_time()
+        time.sleep(window_s)
+        if time.process_time() - cpu < 0.25 * window_s:
+            break
+    return time.perf_counter() - start
 
 
 class _Run:
@@ -132,6 +151,9 @@ def measure_all(contenders: list[Contender], *, budget: Budget = QUICK, work: fl
     budget is spent: blocks rather than single samples, so only a block's first sample finds
     caches holding the previous contender's data (the others run warm, as in a loop).
 
+    Each block starts on a quiet process (``settle``): the previous contender's spinning worker
+    threads would otherwise be timed as this one's.
+
     Short calls are batched ``inner`` times per sample (calibrated on one call after warm-up) so
     timer resolution and launch latency do not dominate; with ``flush`` every sample is one call
     preceded by a cache flush. A contender that raises gets its exception instead of Stats.
@@ -152,6 +174,8 @@ def measure_all(contenders: list[Contender], *, budget: Budget = QUICK, work: fl
             if r.done(budget, work):
                 continue
             try:
+                if len(runs) > 1:
+                    settle(budget.settle_s)
                 r.block(budget, work, flush)
             except Exception as e:
                 r.error = e
