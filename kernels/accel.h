@@ -278,20 +278,25 @@ DEVICE float f16_to_f32(u32 h) {
     return AS_FLOAT((em < 0x0400u ? AS_UINT(tiny) : big) | ((h & 0x8000u) << 16));
 }
 #if defined(ACCEL_OPENCL)
-/* Two float16s (the low 16 bits of h first) as f16_to_f32 converts them, in one vector (a
- * block's two scales): F16C's vcvtph2ps where there is one (a signaling NaN comes back quiet, as
- * any float op on it would make it), else the integer code lane by lane. */
-DEVICE float2 f16x2_to_f32(u32 h) {
+/* Float16 bits to float32 several at a time, the values f16_to_f32 gives: F16C's vcvtph2ps where
+ * the target has it (ACCEL_F16C; a signaling NaN comes back quiet, as any float op on it would
+ * make it), else the integer code lane by lane. f16x2_to_f32: the two halves of h, low first
+ * (a block's two scales); f16x8_to_f32 (F16C only): eight. */
 #if defined(__F16C__)
+#define ACCEL_F16C 1
+DEVICE float8 f16x8_to_f32(ushort8 h) { return __builtin_ia32_vcvtph2ps256(as_short8(h)); }
+DEVICE float2 f16x2_to_f32(u32 h) {
     const float4 f = __builtin_ia32_vcvtph2ps(as_short8((uint4)(h, 0u, 0u, 0u)));
     return f.lo;
+}
 #else
+DEVICE float2 f16x2_to_f32(u32 h) {
     const uint2 v = (uint2)(h & 0xFFFFu, h >> 16), em = v & 0x7FFFu;
     const uint2 tiny = as_uint2(convert_float2(em) * 0x1p-24f);
     const uint2 big = select((em << 13) + (112u << 23), (em << 13) | 0x7F800000u, em >= 0x7C00u);
     return as_float2(select(big, tiny, em < 0x0400u) | ((v & 0x8000u) << 16));
-#endif
 }
+#endif
 #endif
 DEVICE u16 f32_to_f16(float v) {
     const u32 x = AS_UINT(v), ax = x & 0x7FFFFFFFu;
