@@ -483,7 +483,8 @@ typedef float4 f32x4;
 /* Byte dot products on CPU devices (OpenCL only: their 16-byte vectors), exact where every
  * product of two bytes is below 2^14 in magnitude, with the lane sums of the helper's own choice:
  * - ACCEL_PAIRS_U8(ulo, uhi, slo, shi): the 32 products of the unsigned bytes ulo, uhi (uchar16)
- *   and the signed bytes slo, shi (char16) as a short16 whose lanes add up to their dot product;
+ *   and the signed bytes slo, shi (char16) in adjacent pairs: lane k < 8 is ulo's and slo's
+ *   bytes 2k and 2k + 1, lane 8 + k uhi's and shi's (so a group of 16 bytes stays in its lanes);
  * - ACCEL_PAIRS_U4(lo, hi, high, slo, shi): ACCEL_PAIRS_U8 of the low nibbles of the 32 bytes lo,
  *   hi (high = 0) or of their high nibbles (high = 1): a 4-bit format's codes, unpacked in place;
  * - ACCEL_MADD16(a, b): lanes 2k and 2k + 1 of the short16s a and b multiplied and added in 32
@@ -526,7 +527,10 @@ DEVICE int8 DOT32_S8(char16 alo, char16 ahi, char16 slo, char16 shi) {
 }
 #else
 DEVICE short16 ACCEL_PAIRS_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
-    return convert_short16(ulo) * convert_short16(slo) + convert_short16(uhi) * convert_short16(shi);
+    return (short16)(convert_short8(ulo.even) * convert_short8(slo.even) +
+                         convert_short8(ulo.odd) * convert_short8(slo.odd),
+                     convert_short8(uhi.even) * convert_short8(shi.even) +
+                         convert_short8(uhi.odd) * convert_short8(shi.odd));
 }
 DEVICE short16 ACCEL_PAIRS_U4(uchar16 lo, uchar16 hi, int high, char16 slo, char16 shi) {
     const uchar s = high ? 4 : 0;

@@ -643,8 +643,8 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 
-#if FMT_Q4_K
-/* qgemv_kx: qmatmul_kx for q4_k on CPU devices, one work-item per RN weight rows and RM rows of
+#if FMT_Q4_K || FMT_Q6_K
+/* qgemv_kx: qmatmul_kx for q4_k and q6_k on CPU devices, one work-item per RN weight rows and RM rows of
  * x, with the same float32 terms added in the same order (each output's blocks in turn, so the
  * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
  * Launch: local size (1, 1); groups (ceil(N / RN), ceil(M / RM)).
@@ -700,6 +700,7 @@ DEVICE int8 sum4x2(const int8* P, const int8* Q) {
     return (int8)(p.lo + p.hi, q.lo + q.hi);
 }
 
+#if FMT_Q4_K
 /* kx_term's S for weight block wb (scales sc, each twice) and x codes xc, as an int8 whose lanes
  * add up to it: the code products by sub-block, added in adjacent pairs three times (sub-blocks
  * 0-7 in each half's lanes, each the sum of 8, |.| <= 30720), then times the scales in 32 bits. */
@@ -717,6 +718,32 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, short16 sc, GLOBAL const i8* R
                                    ACCEL_HADD16(ACCEL_HADD16(t[4], t[5]), ACCEL_HADD16(t[6], t[7])));
     return ACCEL_MADD16(h, sc);
 }
+#else
+/* q6_k: sum over the 16 groups of 16 of scale x (6-bit code . x codes), as an int8 whose lanes
+ * add up to it (kx_term's S is that minus 32 sum_g scale x (x code sum of g)). Chunk c of 32
+ * values is groups 2c and 2c + 1: their codes' products pair up in lanes 0-7 and 8-15 of
+ * ACCEL_PAIRS_U8 (|.| <= 2 x 63 x 128), widened to 32 bits by ACCEL_MADD16 with ones; two levels
+ * of ACCEL_HADD8 leave groups (0 2 4 6 | 1 3 5 7) of chunks 0-3 and (8 10 12 14 | 9 11 13 15) of
+ * chunks 4-7 (|.| <= 16 x 63 x 128), which the scales, so arranged, multiply. */
+DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, char16 sc, GLOBAL const i8* RESTRICT xc) {
+    int8 u[8];
+    UNROLL for (int c = 0; c < 8; ++c) {
+        const int h = c / 4, q = c % 4;  /* half h of the block; quarter q of it */
+        GLOBAL const u8* ql = wb + 64 * h + 32 * (q % 2);  /* low 4 bits: nibble q / 2 */
+        GLOBAL const u8* qh = wb + 128 + 32 * h;           /* high 2 bits: bits 2q, 2q + 1 */
+        const uchar s1 = 4 * (q / 2), s2 = 2 * q;
+        const uchar16 c0 = (((uchar16)(ACCEL_BYTES16(ql, 0)) >> s1) & (uchar)15) |
+                           ((((uchar16)(ACCEL_BYTES16(qh, 0)) >> s2) & (uchar)3) << (uchar)4);
+        const uchar16 c1 = (((uchar16)(ACCEL_BYTES16(ql, 16)) >> s1) & (uchar)15) |
+                           ((((uchar16)(ACCEL_BYTES16(qh, 16)) >> s2) & (uchar)3) << (uchar)4);
+        u[c] = ACCEL_MADD16(ACCEL_PAIRS_U8(c0, c1, (char16)(ACCEL_BYTES16(xc, 32 * c)),
+                                           (char16)(ACCEL_BYTES16(xc, 32 * c + 16))), (short16)1);
+    }
+    const int8 a = ACCEL_HADD8(ACCEL_HADD8(u[0], u[1]), ACCEL_HADD8(u[2], u[3]));
+    const int8 b = ACCEL_HADD8(ACCEL_HADD8(u[4], u[5]), ACCEL_HADD8(u[6], u[7]));
+    return a * convert_int8(sc.s02461357) + b * convert_int8(sc.s8ACE9BDF);
+}
+#endif
 
 /* Blocks whose integer sums share one horizontal tree: 4 at one output per work-item, where a
  * tree per block (its latency on every block's float term) held the loop back; 1 over several
@@ -731,23 +758,31 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, short16 sc, GLOBAL const i8* R
 DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const u8* const* wr,
                       int b, int n) {
     UNROLL for (int r = 0; r < RN; ++r) {
-        int8 P[RM][KXG], Q[RM][KXG];  /* block b + g's S and Mn (kx_term's) as lane sums */
+        /* block b + g's integer sums as lanes: q4_k, kx_term's S and Mn; q6_k, its S + 32 Q
+         * and Q (the scales times q8_k's 16 x code sums) */
+        int8 P[RM][KXG], Q[RM][KXG];
         float d[KXG], dmin[KXG], dx[RM][KXG];
         UNROLL for (int g = 0; g < KXG; ++g) {
             const int bg = b + imin(g, n - 1);  /* past n: block n - 1 again, not added */
             GLOBAL const u8* wb = wr[r] + (i64)bg * BLOCK_BYTES;
+#if FMT_Q4_K
             const float2 dm = f16x2_to_f32(load_u32(wb));
             const uchar16 sm = scales_mins_k4(wb + 4);
             const short16 sc = convert_short16(sm.s0123456701234567);
-            const short16 mn = convert_short16(sm.s8899aabbccddeeff);  /* each min twice */
+            /* sub-block j's x code sum is q8_k's int16 sums 2j and 2j + 1 (|.| <= 16 x 128) */
+            const short16 qw = convert_short16(sm.s8899aabbccddeeff);  /* each min twice */
+#else
+            const float2 dm = f16x2_to_f32((u32)wb[208] | ((u32)wb[209] << 8));
+            const char16 sc = (char16)(ACCEL_BYTES16((GLOBAL const i8*)wb, 192));
+            const short16 qw = convert_short16(sc);  /* group g's x code sum: q8_k's sum g */
+#endif
             d[g] = dm.x;
             dmin[g] = dm.y;
             UNROLL for (int i = 0; i < RM; ++i) {
                 GLOBAL const u8* xb = xr[i] + (i64)bg * XQ_BYTES;
                 dx[i][g] = AS_FLOAT(load_u32(xb));
                 P[i][g] = kx_sums(wb, sc, (GLOBAL const i8*)(xb + 4));
-                /* sub-block j's x code sum is q8_k's int16 sums 2j and 2j + 1 (|.| <= 16 x 128) */
-                Q[i][g] = ACCEL_MADD16(load_s16x16(xb + 260), mn);
+                Q[i][g] = ACCEL_MADD16(load_s16x16(xb + 260), qw);
             }
         }
         UNROLL for (int i = 0; i < RM; ++i) {
@@ -760,9 +795,14 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
 #endif
             UNROLL for (int g = 0; g < KXG; ++g)
                 if (g < n)
+#if FMT_Q4_K
                     acc[i][r] = FADD_RN(acc[i][r],
                                         FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]),
                                                 -FMUL_RN(FMUL_RN(dmin[g], dx[i][g]), (float)Mn[g])));
+#else
+                    acc[i][r] = FADD_RN(acc[i][r], FMUL_RN(FMUL_RN(d[g], dx[i][g]),
+                                                           (float)(S[g] - 32 * Mn[g])));
+#endif
         }
     }
 }

@@ -93,8 +93,9 @@ def test_tune_searches_valid_kgemv_sets():
         assert all(K.kquant("q4_k", params=p).defines["USUB"] in (1, 8) for p in sets)
 
 
-@pytest.mark.parametrize("name", ["cpu", "cpu-tall", "gpu"])
-def test_q4_k_x_format_is_the_cpu_references_bits(cl, name):
+@pytest.mark.parametrize("fmt,name", [("q4_k", "cpu"), ("q4_k", "cpu-tall"), ("q4_k", "gpu"),
+                                      ("q6_k", "cpu"), ("q6_k", "cpu-tall")])
+def test_x_format_q8_k_is_the_cpu_references_bits(cl, fmt, name):
     """qmatmul(x_format="q8_k"): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets) add the same
     float32 block terms in the same order as the CPU reference, so the results are its bits."""
     kp = _set(cl, name)
@@ -102,9 +103,9 @@ def test_q4_k_x_format_is_the_cpu_references_bits(cl, name):
     n = 37
     # 2 blocks per row (fewer than a group of 4 at M = 1), 7 (a group and a partial one)
     for m, k in ((1, 512), (1, 1792), (5, 1792)):
-        w = accel.QTensor.from_raw(_weight("q4_k", n, k, rng), "q4_k", (n, k), backend=cl)
+        w = accel.QTensor.from_raw(_weight(fmt, n, k, rng), fmt, (n, k), backend=cl)
         x = rng.standard_normal((m, k)).astype(np.float32)
-        launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format("q4_k"), "q8_k"),
+        launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format(fmt), "q8_k"),
                             cl.facts, cl.params)
         assert launches[-1].kernel == ("qgemv_kx" if kp["KWG"] == 1 else "qmatmul_kx")
         got = np.asarray(accel.qmatmul(x, w, x_format="q8_k"))
