@@ -603,7 +603,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     p.pop("XRN", None)  # the planner's
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
-        () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt in ("q4_k", "q6_k") else ())
+        () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())
     return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},
                    _dialects(p))
 

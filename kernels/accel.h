@@ -489,6 +489,7 @@ typedef float4 f32x4;
  *   hi (high = 0) or of their high nibbles (high = 1): a 4-bit format's codes, unpacked in place;
  * - ACCEL_MADD16(a, b): lanes 2k and 2k + 1 of the short16s a and b multiplied and added in 32
  *   bits (int8);
+ * - ACCEL_LOOKUP16(table, i): lane k is table[i[k]], each i[k] below 16 (vpshufb on AVX2);
  * - ACCEL_HADD16(a, b), ACCEL_HADD8(a, b): the adjacent lanes of the short16s (int8s) a and b
  *   added, per 128-bit half: (pairs of a.lo, of b.lo, of a.hi, of b.hi);
  * - DOT32_U8(ulo, uhi, slo, shi) and DOT32_S8(alo, ahi, slo, shi): the dot product as an int8,
@@ -512,6 +513,7 @@ DEVICE short16 ACCEL_PAIRS_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) 
     return __builtin_ia32_pmaddubsw256(ACCEL_CAT32(as_char16(ulo), as_char16(uhi)), ACCEL_CAT32(slo, shi));
 }
 DEVICE int8 ACCEL_MADD16(short16 a, short16 b) { return as_int8(__builtin_ia32_pmaddwd256(a, b)); }
+DEVICE char16 ACCEL_LOOKUP16(char16 table, uchar16 i) { return __builtin_ia32_pshufb128(table, as_char16(i)); }
 DEVICE short16 ACCEL_HADD16(short16 a, short16 b) { return __builtin_ia32_phaddw256(a, b); }
 DEVICE int8 ACCEL_HADD8(int8 a, int8 b) { return __builtin_ia32_phaddd256(a, b); }
 /* the nibble codes as one 32-byte vector: one load, one mask (and shift) for both halves */
@@ -539,6 +541,7 @@ DEVICE short16 ACCEL_PAIRS_U4(uchar16 lo, uchar16 hi, int high, char16 slo, char
 DEVICE int8 ACCEL_MADD16(short16 a, short16 b) {
     return convert_int8(a.even) * convert_int8(b.even) + convert_int8(a.odd) * convert_int8(b.odd);
 }
+DEVICE char16 ACCEL_LOOKUP16(char16 table, uchar16 i) { return shuffle(table, i); }
 DEVICE short16 ACCEL_HADD16(short16 a, short16 b) {
     return (short16)(a.lo.even + a.lo.odd, b.lo.even + b.lo.odd, a.hi.even + a.hi.odd,
                      b.hi.even + b.hi.odd);

@@ -643,9 +643,9 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 
-#if FMT_Q4_K || FMT_Q6_K
-/* qgemv_kx: qmatmul_kx for q4_k and q6_k on CPU devices, one work-item per RN weight rows and RM rows of
- * x, with the same float32 terms added in the same order (each output's blocks in turn, so the
+#if FMT_Q4_K || FMT_Q6_K || FMT_MXFP4
+/* qgemv_kx: qmatmul_kx for q4_k, q6_k and mxfp4 on CPU devices, one work-item per RN weight rows
+ * and RM rows of x, with the same float32 terms added in the same order (each output's blocks in turn, so the
  * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
  * Launch: local size (1, 1); groups (ceil(N / RN), ceil(M / RM)).
  *
@@ -718,7 +718,7 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, short16 sc, GLOBAL const i8* R
                                    ACCEL_HADD16(ACCEL_HADD16(t[4], t[5]), ACCEL_HADD16(t[6], t[7])));
     return ACCEL_MADD16(h, sc);
 }
-#else
+#elif FMT_Q6_K
 /* q6_k: sum over the 16 groups of 16 of scale x (6-bit code . x codes), as an int8 whose lanes
  * add up to it (kx_term's S is that minus 32 sum_g scale x (x code sum of g)). Chunk c of 32
  * values is groups 2c and 2c + 1: their codes' products pair up in lanes 0-7 and 8-15 of
@@ -745,10 +745,24 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, char16 sc, GLOBAL const i8* RE
 }
 #endif
 
-/* Blocks whose integer sums share one horizontal tree: 4 at one output per work-item, where a
- * tree per block (its latency on every block's float term) held the loop back; 1 over several
- * outputs, whose 4 x RM x RN partial vectors would not stay in registers. */
-#if RM * RN == 1
+#if FMT_MXFP4
+/* mxfp4 x q8_0: s of kx_term as an int8 whose lanes add up to it: twice each E2M1 value as a
+ * signed byte (a table lookup by nibble, vpshufb on x86), dotted with the 32 x codes. */
+DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, GLOBAL const i8* RESTRICT xc) {
+    const char16 twice_e2m1 = (char16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const uchar16 b = (uchar16)(ACCEL_BYTES16(wb, 1));  /* element l: low nibble of byte l, l + 16: high */
+    return DOT32_S8(ACCEL_LOOKUP16(twice_e2m1, b & (uchar)15), ACCEL_LOOKUP16(twice_e2m1, b >> (uchar)4),
+                    (char16)(ACCEL_BYTES16(xc, 0)), (char16)(ACCEL_BYTES16(xc, 16)));
+}
+#endif
+
+/* Blocks whose integer sums share one horizontal tree: 4 at one output per work-item (8 of
+ * mxfp4's 32-value blocks, which have no second sum), where a tree per block (its latency on
+ * every block's float term) held the loop back; 1 over several outputs, whose 4 x RM x RN
+ * partial vectors would not stay in registers. */
+#if RM * RN == 1 && FMT_MXFP4
+#define KXG 8
+#elif RM * RN == 1
 #define KXG 4
 #else
 #define KXG 1
@@ -765,6 +779,16 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
         UNROLL for (int g = 0; g < KXG; ++g) {
             const int bg = b + imin(g, n - 1);  /* past n: block n - 1 again, not added */
             GLOBAL const u8* wb = wr[r] + (i64)bg * BLOCK_BYTES;
+#if FMT_MXFP4
+            d[g] = e8m0_half(wb[0]);
+            UNROLL for (int i = 0; i < RM; ++i) {
+                GLOBAL const u8* xb = xr[i] + (i64)bg * XQ_BYTES;
+                dx[i][g] = f16x2_to_f32((u32)xb[0] | ((u32)xb[1] << 8)).x;
+                P[i][g] = kx_sums(wb, (GLOBAL const i8*)(xb + 2));
+                Q[i][g] = (int8)0;
+            }
+        }
+#else
 #if FMT_Q4_K
             const float2 dm = f16x2_to_f32(load_u32(wb));
             const uchar16 sm = scales_mins_k4(wb + 4);
@@ -785,8 +809,12 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
                 Q[i][g] = ACCEL_MADD16(load_s16x16(xb + 260), qw);
             }
         }
+#endif
         UNROLL for (int i = 0; i < RM; ++i) {
-#if KXG == 4
+#if KXG == 8  /* mxfp4: blocks 0-3 and 4-7 through sum4x2's two trees */
+            const int8 s = sum4x2(P[i], P[i] + 4);
+            const int S[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7}, Mn[8] = {0};
+#elif KXG == 4
             const int8 s = sum4x2(P[i], Q[i]);
             const int S[4] = {s.s0, s.s1, s.s2, s.s3}, Mn[4] = {s.s4, s.s5, s.s6, s.s7};
 #else
@@ -799,9 +827,11 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
                     acc[i][r] = FADD_RN(acc[i][r],
                                         FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]),
                                                 -FMUL_RN(FMUL_RN(dmin[g], dx[i][g]), (float)Mn[g])));
-#else
+#elif FMT_Q6_K
                     acc[i][r] = FADD_RN(acc[i][r], FMUL_RN(FMUL_RN(d[g], dx[i][g]),
                                                            (float)(S[g] - 32 * Mn[g])));
+#else
+                    acc[i][r] = FADD_RN(acc[i][r], FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]));
 #endif
         }
     }

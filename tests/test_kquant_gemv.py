@@ -94,19 +94,23 @@ def test_tune_searches_valid_kgemv_sets():
 
 
 @pytest.mark.parametrize("fmt,name", [("q4_k", "cpu"), ("q4_k", "cpu-tall"), ("q4_k", "gpu"),
-                                      ("q6_k", "cpu"), ("q6_k", "cpu-tall")])
-def test_x_format_q8_k_is_the_cpu_references_bits(cl, fmt, name):
-    """qmatmul(x_format="q8_k"): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets) add the same
-    float32 block terms in the same order as the CPU reference, so the results are its bits."""
+                                      ("q6_k", "cpu"), ("q6_k", "cpu-tall"),
+                                      ("mxfp4", "cpu"), ("mxfp4", "cpu-tall")])
+def test_quantized_x_is_the_cpu_references_bits(cl, fmt, name):
+    """qmatmul(x_format=q8_k, or q8_0 for mxfp4): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets)
+    add the same float32 block terms in the same order as the CPU reference: its bits."""
     kp = _set(cl, name)
+    x_fmt = "q8_0" if fmt == "mxfp4" else "q8_k"
     rng = np.random.default_rng(6)
-    n = 37
-    # 2 blocks per row (fewer than a group of 4 at M = 1), 7 (a group and a partial one)
-    for m, k in ((1, 512), (1, 1792), (5, 1792)):
+    n, block = 37, get_format(fmt).block
+    # at M = 1 blocks go in groups of 4 (mxfp4: 8): 2 blocks per row (less than a group), 19
+    # (groups and a partial one)
+    for m, blocks in ((1, 2), (1, 19), (5, 19)):
+        k = blocks * block
         w = accel.QTensor.from_raw(_weight(fmt, n, k, rng), fmt, (n, k), backend=cl)
         x = rng.standard_normal((m, k)).astype(np.float32)
-        launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format(fmt), "q8_k"),
+        launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format(fmt), x_fmt),
                             cl.facts, cl.params)
         assert launches[-1].kernel == ("qgemv_kx" if kp["KWG"] == 1 else "qmatmul_kx")
-        got = np.asarray(accel.qmatmul(x, w, x_format="q8_k"))
-        assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format="q8_k", backend="cpu"))
+        got = np.asarray(accel.qmatmul(x, w, x_format=x_fmt))
+        assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format=x_fmt, backend="cpu"))

@@ -300,12 +300,12 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
             groups = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"]))
             return (Launch(v, "qgemv_k", (groups[0] * kp["KWG"], groups[1]), (kp["KWG"], 1),
                            _operands("x", "w", "out"), K.scalar_args(spec), f"qmatmul (qgemv_k {v.id})"),)
-        # qmatmul_kx: a work-item per output, groups along N; q4_k and q6_k on CPU devices (one
+        # qmatmul_kx: a work-item per output, groups along N; q4_k, q6_k, mxfp4 on CPU devices (one
         # work-item per group): qgemv_kx, its vectorized integer sums over RN x RM outputs
         grid, lsize = (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1)
         v, name = K.kquant(spec.fmt.name, spec.dtype), "qmatmul_kx"
         kp = _kgemv_tile(params["kgemv"], spec.M, x_format=True)
-        if spec.fmt.name in ("q4_k", "q6_k") and kp["KWG"] == 1:
+        if spec.fmt.name in ("q4_k", "q6_k", "mxfp4") and kp["KWG"] == 1:
             v, name = K.kquant(spec.fmt.name, spec.dtype, kp), "qgemv_kx"
             grid, lsize = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"])), (1, 1)
         nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized first: q8_k, mxfp4's q8_0
