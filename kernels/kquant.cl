@@ -663,8 +663,9 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
  * sub-blocks' vectors to one with two lanes per sub-block (|.| <= 30720), and ACCEL_MADD16 with
  * the 6-bit scales widens that to 32 bits. (A product with each sub-block's scale as a splat, the
  * obvious spelling, LLVM refactored into more horizontal adds.) The mins' term takes q8_k's block
- * sums (sum_j m_j (x codes of j)), so the per-weight work is the code product alone. At one
- * output per work-item, four blocks share one tree of horizontal sums (KXG). On PoCL 3.1, 2-core
+ * sums (sum_j m_j (x codes of j)), so the per-weight work is the code product alone (q6_k and
+ * mxfp4: see their kx_sums). At one output per work-item, four blocks share one tree of
+ * horizontal sums (KXG). On PoCL 3.1, 2-core
  * EPYC (Zen 3), q4_k 4096 x 4096 at M = 1: 0.55 ms with a tree per block and the float16 scales
  * in integer code; 0.45 with F16C; 0.39 with the four-block groups; 0.30 with vphaddw/vphaddd as
  * builtins (kernel time, weights in the L3). */
@@ -780,7 +781,7 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
                       int b, int n) {
     UNROLL for (int r = 0; r < RN; ++r) {
         /* block b + g's integer sums as lanes: q4_k, kx_term's S and Mn; q6_k, its S + 32 Q
-         * and Q (the scales times q8_k's 16 x code sums) */
+         * and Q (the scales times q8_k's 16 x code sums); mxfp4, its s (Q unused) */
         int8 P[RM][KXG], Q[RM][KXG];
         float d[KXG], dmin[KXG], dx[RM][KXG];
         UNROLL for (int g = 0; g < KXG; ++g) {
