@@ -103,9 +103,9 @@ def test_quantized_x_is_the_cpu_references_bits(cl, fmt, name):
     x_fmt = "q8_0" if fmt == "mxfp4" else "q8_k"
     rng = np.random.default_rng(6)
     n, block = 37, get_format(fmt).block
-    # at M = 1 blocks go in groups of 4 (mxfp4: 8): 2 blocks per row (less than a group), 19
+    # at M <= 2 blocks go in groups of 4 (mxfp4: 8): 2 blocks per row (less than a group), 19
     # (groups and a partial one)
-    for m, blocks in ((1, 2), (1, 19), (5, 19)):
+    for m, blocks in ((1, 2), (1, 19), (2, 19), (5, 19)):
         k = blocks * block
         w = accel.QTensor.from_raw(_weight(fmt, n, k, rng), fmt, (n, k), backend=cl)
         x = rng.standard_normal((m, k)).astype(np.float32)
