@@ -68,3 +68,47 @@ def test_stored_parameters_the_device_cannot_take_fall_back_to_defaults(tmp_path
     other = next(c for c in candidates("matmul", "cpu", safe_lanes(dev)) if c != default)
     save_tuned(dev, "matmul", other)  # what tune itself stores is used
     assert params_for(dev)["matmul"] == other
+
+
+def test_gemv_problems_cover_float_and_quantized_x():
+    from accel.conformance.bench.tune import _cases
+
+    for op, x_fmt in (("gemv", "q8_0"), ("kgemv", "q8_k")):
+        for small in (True, False):
+            specs = [c.spec() for c in _cases(op, small)]
+            assert [s.x_fmt.name if s.x_fmt else None for s in specs] == [None, x_fmt]
+            assert {s.M for s in specs} == ({3} if small and op == "kgemv" else {1})
+
+
+def test_cpu_kgemv_candidates_keep_the_default_rows_of_x():
+    """RM only matters at M > 1, which the M = 1 timing cannot see: tune keeps the default."""
+    cands = candidates("kgemv", "cpu", 16)
+    assert {c["RM"] for c in cands} == {DEFAULTS["cpu"]["kgemv"]["RM"]}
+    assert len({c["XRN"] for c in cands}) > 1 and len({c["RN"] for c in cands}) > 1
+
+
+@needs_device
+def test_tune_kgemv_chooses_qgemv_kx_rows_and_the_planner_uses_them(tmp_path, monkeypatch):
+    """Two candidates that differ only in XRN (qgemv_kx's rows at M = 1): the stored winner's
+    XRN is the M = 1 tile of the x_format plan on a new backend instance."""
+    import accel.spec as S
+    from accel.backends.opencl import params as P
+    from accel.backends.opencl.plan import plan_for
+    from accel.formats import get_format
+
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    be = OpenCLBackend(0)
+    if be.dev.kind != "cpu":
+        pytest.skip("XRN is a CPU-device parameter (GPUs plan qmatmul_kx)")
+    full = P.candidates
+    pair = [c for c in full("kgemv", "cpu", P.safe_lanes(be.dev)) if c["RN"] == 2][:2]
+    assert len(pair) == 2 and pair[0]["XRN"] != pair[1]["XRN"]
+    monkeypatch.setattr(P, "candidates", lambda op, kind, lanes: pair if op == "kgemv" else full(op, kind, lanes))
+    lines = []
+    found = tune(be, ["kgemv"], repeat=1, echo=lines.append)
+    assert found["kgemv"] in pair and sum(ln.startswith("  kgemv {") and ln.endswith(" ms") for ln in lines) == 2
+    fresh = OpenCLBackend(0)
+    assert fresh.params["kgemv"] == found["kgemv"]
+    spec = S.qmatmul_spec((1, 4096), "float32", (64, 4096), get_format("q4_k"), "q8_k")
+    launch = plan_for(spec, fresh.facts, fresh.params)[-1]
+    assert launch.kernel == "qgemv_kx" and launch.variant.defines["RN"] == found["kgemv"]["XRN"]

@@ -94,9 +94,11 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
                     for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
         if op == "qmatmul":
             return [dict(RM=rm, RN=rn, VW=lanes) for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
-        if op == "kgemv":  # kquant.cl's qgemv_k: one work-item per group, whole blocks
-            return [{**K.CPU_KGEMV, "RM": rm, "RN": rn, "VW": lanes}
-                    for rm, rn in itertools.product((1, 2, 4), (1, 2, 4, 8))]
+        if op == "kgemv":  # qgemv_k's and qgemv_kx's rows at M = 1; RM stays the default, which
+            # only M > 1 uses (tuned at M = 1 it would be chosen by noise, and M = 8 took 26 ms at
+            # RM = 1 against 6.9 at RM = 8: docs of plan._kgemv_tile)
+            return [{**K.CPU_KGEMV, "RN": rn, "XRN": xrn, "VW": lanes}
+                    for rn, xrn in itertools.product((1, 2, 4, 8), (1, 2, 4))]
         return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
     if op == "matmul":
         return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)

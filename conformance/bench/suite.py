@@ -14,6 +14,7 @@ The result file format (``accel.bench/1``) is documented in docs/benchmarks.md.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import os
 import time
@@ -111,14 +112,27 @@ class Case:
             b = quantize_fp8(normal((spec.K, spec.N), "float32"), spec.b_dtype, spec.scaling,
                              operand_of="b")
             return [a[0], b[0], a[1], b[1], None]
-        return [normal(spec.x_shape, self.dtype),
-                _quantized(normal((spec.N, spec.K), "float32"), spec.fmt.name)]
+        return [normal(spec.x_shape, self.dtype), _quantized_weight(spec.N, spec.K, spec.fmt.name, seed)]
 
 
 def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
     from accel.ops import quantize
 
     return quantize(x, fmt, backend="cpu").raw
+
+
+@functools.lru_cache(maxsize=2)
+def _seeded_weight(n: int, k: int, fmt: str, seed: int) -> np.ndarray:
+    w = _quantized(np.random.default_rng([seed, n, k]).standard_normal((n, k), np.float32), fmt)
+    w.flags.writeable = False
+    return w
+
+
+def _quantized_weight(n: int, k: int, fmt: str, seed: int) -> np.ndarray:
+    """A seeded random [n, k] weight quantized to ``fmt``, the same for every M and x_format (the
+    CPU reference quantizes a 4096 x 4096 K-quant weight in about 25 s: a decode sweep's cases
+    share one); a fresh copy each call, so no caller can change another's."""
+    return _seeded_weight(n, k, fmt, seed).copy()
 
 
 def portability_cases() -> list[Case]:

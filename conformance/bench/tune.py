@@ -1,9 +1,11 @@
 """``accel tune``: search the OpenCL kernels' tile parameters on a device and store the fastest
 per device; ``params.params_for`` applies them automatically from then on.
 
-Each candidate is first checked against the CPU reference on a small problem (a parameter set
-that computes wrong answers is never stored), then timed with profiling events on a
-representative problem; the fastest of ``--repeat`` runs counts.
+Each candidate is first checked against the CPU reference on small problems (a parameter set
+that computes wrong answers is never stored), then timed with profiling events on the op's
+representative problems; per problem the fastest of ``--repeat`` runs counts, and a candidate's
+time is the sum over its problems (the GEMVs: x in float and x quantized, ggml's semantics, whose
+kernels share one parameter set).
 """
 from __future__ import annotations
 
@@ -18,26 +20,30 @@ from accel.tensor import Tensor
 PROBLEMS = {"matmul": "float32 matmul M=1024 N=1025 K=1027",
             "attention": "float32 causal attention B=1 H=4 S=1024 D=64",
             "qmatmul": "q4_0 qmatmul M=64 N=K=2048",
-            "gemv": "q4_0 qmatmul M=1 N=K=4096",
-            "kgemv": "q4_k qmatmul M=1 N=K=4096"}
+            "gemv": "q4_0 qmatmul M=1 N=K=4096, x float32 and x_format=q8_0",
+            "kgemv": "q4_k qmatmul M=1 N=K=4096, x float32 and x_format=q8_k"}
 
 
-def _case(op: str, small: bool) -> Case:
-    """The problem ``op`` is tuned on: a small ragged one checks a candidate's results, a large
-    one (PROBLEMS) is timed."""
+def _cases(op: str, small: bool) -> list[Case]:
+    """The problems ``op`` is tuned on: small ragged ones check a candidate's results, large
+    ones (PROBLEMS) are timed. The GEMVs run decode's M = 1 with x in float32 and x quantized
+    (qgemv_k's RN and qgemv_kx's XRN, qmatmul's and qmatmul_x8's RN on CPU devices); qgemv_k's
+    small checks take M = 3, so the rows of x a work-item shares are checked too (the "gemv" set
+    computes M = 1 only on CPU devices)."""
     if op == "matmul":
         n = 67 if small else 1024
-        return Case.make("matmul", "float32", M=n, N=n + 1, K=n + 3)
+        return [Case.make("matmul", "float32", M=n, N=n + 1, K=n + 3)]
     if op == "attention":
         s = 45 if small else 1024
-        return Case.make("attention", "float32", B=1, Hq=4, Hkv=4, Sq=s, Sk=s, D=64, causal=True)
-    if op == "kgemv":  # kquant.cl's qgemv_k, for the K-quants and mxfp4
-        return Case.make("qmatmul", "float32", M=3 if small else 1, N=97 if small else 4096,
-                         K=512 if small else 4096, fmt="q4_k")
-    m = 1 if op == "gemv" else (5 if small else 64)
-    n = 96 if small else (4096 if op == "gemv" else 2048)
+        return [Case.make("attention", "float32", B=1, Hq=4, Hkv=4, Sq=s, Sk=s, D=64, causal=True)]
+    if op in ("gemv", "kgemv"):  # q4_k: kquant.cl's qgemv_k / qgemv_kx, K-quants and mxfp4
+        fmt, x_fmt = ("q4_k", "q8_k") if op == "kgemv" else ("q4_0", "q8_0")
+        m, n, k = (3 if op == "kgemv" else 1, 97, 512) if small else (1, 4096, 4096)
+        return [Case.make("qmatmul", "float32", M=m, N=n, K=k, fmt=fmt, **x)
+                for x in ({}, {"x_fmt": x_fmt})]
+    m, n = (5, 96) if small else (64, 2048)
     # q4_0: the format decode runs most, and the one with more work per byte
-    return Case.make("qmatmul", "float32", M=m, N=n, K=n, fmt="q4_0")
+    return [Case.make("qmatmul", "float32", M=m, N=n, K=n, fmt="q4_0")]
 
 
 def _run(be, spec, hosts, params: dict, op: str, repeat: int):
@@ -52,14 +58,16 @@ def _run(be, spec, hosts, params: dict, op: str, repeat: int):
 
 
 def _correct(be, op: str, params: dict) -> bool:
-    """The candidate agrees with the CPU reference (the benchmarks' own) on a small ragged
-    problem, element by element: stricter than the benchmarks' normwise check, since a stored
+    """The candidate agrees with the CPU reference (the benchmarks' own) on small ragged
+    problems, element by element: stricter than the benchmarks' normwise check, since a stored
     parameter set is trusted from then on."""
-    case = _case(op, small=True)
-    hosts = case.host_inputs()
-    got, _ = _run(be, case.spec(), hosts, params, op, 1)
-    want = reference(case, hosts)
-    return bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))))
+    for case in _cases(op, small=True):
+        hosts = case.host_inputs()
+        got, _ = _run(be, case.spec(), hosts, params, op, 1)
+        want = reference(case, hosts)
+        if not np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))):
+            return False
+    return True
 
 
 def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) -> dict[str, dict]:
@@ -71,15 +79,14 @@ def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) ->
     kind = "cpu" if be.dev.kind == "cpu" else "gpu"
     found = {}
     for op in ops:
-        case = _case(op, small=False)
-        spec, hosts = case.spec(), case.host_inputs()
+        timed = [(case.spec(), case.host_inputs()) for case in _cases(op, small=False)]
         results = []
         for cand in candidates(op, kind, safe_lanes(be.dev)):
             try:
                 if not _correct(be, op, cand):
                     echo(f"  {op} {cand}: WRONG RESULTS, skipped")
                     continue
-                _, seconds = _run(be, spec, hosts, cand, op, repeat)
+                seconds = sum(_run(be, spec, hosts, cand, op, repeat)[1] for spec, hosts in timed)
             except AccelError as e:  # e.g. a work-group too large for this device
                 echo(f"  {op} {cand}: {type(e).__name__}: {str(e).splitlines()[0]}")
                 continue
