@@ -492,6 +492,9 @@ typedef float4 f32x4;
  * - ACCEL_LOOKUP16(table, i): lane k is table[i[k]], each i[k] below 16 (vpshufb on AVX2);
  * - ACCEL_HADD16(a, b), ACCEL_HADD8(a, b): the adjacent lanes of the short16s (int8s) a and b
  *   added, per 128-bit half: (pairs of a.lo, of b.lo, of a.hi, of b.hi);
+ * - ACCEL_LOOKUP16F(table, i) (AVX-512 only, where ACCEL_LOOKUP16F is defined): lane k is
+ *   table[i[k] mod 16] of the float16 table (vpermps, which reads the low 4 bits of each index,
+ *   as OpenCL's shuffle does);
  * - DOT32_U8(ulo, uhi, slo, shi) and DOT32_S8(alo, ahi, slo, shi): the dot product as an int8,
  *   for unsigned bytes ulo, uhi or signed ones alo, ahi (char16), with none of slo, shi -128.
  * On x86 with AVX2 ACCEL_PAIRS_U8 is vpmaddubsw (byte pairs, 16-bit sums) and ACCEL_MADD16 is
@@ -505,6 +508,10 @@ typedef float4 f32x4;
 #define ACCEL_BYTES16(p, o) (p)[(o) + 0], (p)[(o) + 1], (p)[(o) + 2], (p)[(o) + 3], (p)[(o) + 4], \
     (p)[(o) + 5], (p)[(o) + 6], (p)[(o) + 7], (p)[(o) + 8], (p)[(o) + 9], (p)[(o) + 10],            \
     (p)[(o) + 11], (p)[(o) + 12], (p)[(o) + 13], (p)[(o) + 14], (p)[(o) + 15]
+#if defined(__AVX512F__)
+#define ACCEL_LOOKUP16F ACCEL_LOOKUP16F
+DEVICE float16 ACCEL_LOOKUP16F(float16 table, int16 i) { return __builtin_ia32_permvarsf512(table, i); }
+#endif
 #if defined(__AVX2__)
 typedef char accel_i8x32 __attribute__((ext_vector_type(32)));
 #define ACCEL_CAT32(a, b) __builtin_shufflevector((a), (b), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, \

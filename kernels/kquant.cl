@@ -48,6 +48,22 @@ DEVICE void scale_min_k4(GLOBAL const u8* RESTRICT s, int j, int* sc, int* m) {
     }
 }
 
+DEVICE u32 load_u32(GLOBAL const u8* RESTRICT p) {
+    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+}
+
+#if defined(ACCEL_OPENCL)
+/* A q4_k block's 8 scales (first 8 bytes) and 8 mins (last 8) from its 12 scale bytes, 6 bits
+ * each (scale_min_k4's layout), four sub-blocks per 32-bit lane, all four lanes at once. */
+DEVICE uchar16 scales_mins_k4(GLOBAL const u8* RESTRICT s) {
+    const uint4 ab = (uint2)(load_u32(s), load_u32(s + 4)).xxyy, c = (uint4)(load_u32(s + 8));
+    const uint4 w = ((ab >> (uint4)(0, 2, 0, 2)) &
+                     (uint4)(0x3F3F3F3Fu, 0x30303030u, 0x3F3F3F3Fu, 0x30303030u)) |
+                    ((c >> (uint4)(0, 0, 0, 4)) & (uint4)(0, 0x0F0F0F0Fu, 0, 0x0F0F0F0Fu));
+    return as_uchar16(w);
+}
+#endif
+
 /* GGML's E8M0 scale halved (mxfp4 codes are twice the FP4 values): 2^(e - 128), subnormal for
  * e < 2. */
 DEVICE float e8m0_half(int e) {
@@ -155,10 +171,32 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
 #endif
 #define SV (32 / VW) /* vectors per sub-block */
 
+/* On CPU devices (whole blocks per unit) a block's scales come as one vector per block and
+ * weight row (BLOCK_SCALES): sub-block by sub-block, q4_k's 6-bit fields and float16 pair took
+ * more instructions than the 32 weights' own work (q4_k 4096 x 4096, M = 1: 1.89 -> 1.52 ms,
+ * AVX-512, PoCL 3.1). q4_k, q5_k: lane j < 8 is sub-block j's a, lane 8 + j its b; q6_k: lane g
+ * is group g's a (16 values a group). Each is rounded once, as sub_codes rounds it. */
+#if (FMT_Q4_K || FMT_Q5_K || FMT_Q6_K) && USUB == SUBS && defined(ACCEL_OPENCL)
+#define BLOCK_SCALES 1
+DEVICE float16 block_scales(GLOBAL const u8* RESTRICT blk) {
+#if FMT_Q6_K
+    const float d = f16x2_to_f32(load_u32(blk + 206) >> 16).x;  /* d: bytes 208, 209 */
+    GLOBAL const i8* sc = (GLOBAL const i8*)blk + 192;
+    return FMUL_RN((float16)d, convert_float16((char16)(ACCEL_BYTES16(sc, 0))));
+#else
+    const float2 dm = f16x2_to_f32(load_u32(blk));
+    return FMUL_RN((float16)((float8)dm.x, (float8)dm.y), convert_float16(scales_mins_k4(blk + 4)));
+#endif
+}
+#else
+#define BLOCK_SCALES 0
+#endif
+
 /* Sub-block j of the block at blk as integer codes q[SV] (VW lanes each), a scale a[v] per
- * vector and an offset b: value = a * q - b (q4_k, q5_k), a * q (q6_k, mxfp4: b unused). */
+ * vector and an offset b: value = a * q - b (q4_k, q5_k), a * q (q6_k, mxfp4: b unused); with
+ * BLOCK_SCALES the caller's a and b. */
 DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, float* b) {
-#if FMT_Q4_K || FMT_Q5_K
+#if (FMT_Q4_K || FMT_Q5_K) && !BLOCK_SCALES
     int sc, m;
     scale_min_k4(blk + 4, j, &sc, &m);
 #if defined(ACCEL_F16C)  /* one vcvtph2ps for both: q4_k GEMV 1.87 -> 1.46 ms (PoCL 3.1) */
@@ -170,23 +208,31 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
 #endif
     const float d = FMUL_RN(d0, (float)sc);
     *b = FMUL_RN(m0, (float)m);
+#endif
+#if FMT_Q4_K || FMT_Q5_K
     GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
     UNROLL for (int v = 0; v < SV; ++v) {
         q[v] = (VLOAD_U8(qs, v * VW) >> (4 * (j % 2))) & 15;
 #if FMT_Q5_K
         q[v] |= ((VLOAD_U8(blk + 16, v * VW) >> j) & 1) << 4;  /* the fifth bit: bit j of qh */
 #endif
+#if !BLOCK_SCALES
         a[v] = d;
+#endif
     }
 #elif FMT_Q6_K
+#if !BLOCK_SCALES
     const float d = LOAD_F16((GLOBAL const T_F16*)(blk + 208), 0);
+#endif
     const int h = j / 4, jj = j % 4;  /* half h of the block, quarter jj of it */
     GLOBAL const u8* ql = blk + 64 * h + 32 * (jj % 2);  /* low 4 bits: nibble jj / 2 */
     GLOBAL const u8* qh = blk + 128 + 32 * h;            /* high 2 bits: bits 2 jj, 2 jj + 1 */
     UNROLL for (int v = 0; v < SV; ++v) {
         q[v] = ((VLOAD_U8(ql, v * VW) >> (4 * (jj / 2))) & 15)
              + 16 * ((VLOAD_U8(qh, v * VW) >> (2 * jj)) & 3) - 32;
+#if !BLOCK_SCALES
         a[v] = FMUL_RN(d, (float)(i8)blk[192 + (32 * j + v * VW) / 16]);  /* 16 values per scale */
+#endif
     }
 #elif FMT_MXFP4
     const float d = e8m0_half(blk[0]);
@@ -206,6 +252,31 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
 #endif
 }
 
+/* q4_k and mxfp4 on AVX-512 (KQ_LUT): a sub-block's weights looked up by code in a table of the
+ * 16 values its codes stand for, each dequantize's to the bit (a i - b by one FMA, a i exact; d
+ * times an E2M1 value, exact), one vpermps per 16 weights in place of a convert and a product;
+ * the lookup reads the low 4 bits, so a low nibble needs no mask. 4096 x 4096, M = 1, RN = 4,
+ * PoCL 3.1, weights in cache: mxfp4 0.87 -> 0.35 ms, q4_k 0.59 -> 0.55 (min of 150). */
+#if (FMT_Q4_K && BLOCK_SCALES || FMT_MXFP4) && VW == 16 && defined(ACCEL_LOOKUP16F)
+#define KQ_LUT 1
+DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, float a, float b, float16* wv) {
+#if FMT_Q4_K
+    const float16 table = FMA((float16)a, (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              (float16)(-b));
+    GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
+    UNROLL for (int v = 0; v < 2; ++v) wv[v] = ACCEL_LOOKUP16F(table, VLOAD_U8(qs, 16 * v) >> (4 * (j % 2)));
+#else /* element l: low nibble of byte l, l + 16: high */
+    const float16 table = FMUL_RN((float16)e8m0_half(blk[0]),
+                                  (float16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+    const int16 bytes = VLOAD_U8(blk + 1, 0);
+    wv[0] = ACCEL_LOOKUP16F(table, bytes);
+    wv[1] = ACCEL_LOOKUP16F(table, bytes >> 4);
+#endif
+}
+#else
+#define KQ_LUT 0
+#endif
+
 KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                     GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int t = LOCAL_ID(0);
@@ -219,24 +290,47 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = (vf_t)0.0f;
     const int units = K / (32 * USUB);
     for (int u = t; u < units; u += KWG) {
+#if BLOCK_SCALES
+        float16 bs[RN];  /* unit u is block u */
+        UNROLL for (int r = 0; r < RN; ++r) bs[r] = block_scales(wr[r] + (i64)u * BLOCK_BYTES);
+#endif
         UNROLL for (int k = 0; k < USUB; ++k) {
             const int s = u * USUB + k;                      /* sub-block s of the row */
             const int j = USUB == SUBS ? k : s % SUBS;        /* ... j of its block */
+            /* x by a pointer and constant offsets: from an int index PoCL 3.1 gathered the lanes
+             * (vgatherdps; q4_k 4096 x 4096, M = 1, AVX-512: 1.52 -> 1.08 ms) */
             vf_t xv[RM][SV];
-            UNROLL for (int i = 0; i < RM; ++i)
-                UNROLL for (int v = 0; v < SV; ++v) xv[i][v] = VLOAD_IN(xr[i], s * 32 + v * VW);
+            UNROLL for (int i = 0; i < RM; ++i) {
+                GLOBAL const IN_T* xs = xr[i] + (i64)s * 32;
+                UNROLL for (int v = 0; v < SV; ++v) xv[i][v] = VLOAD_IN(xs, v * VW);
+            }
             UNROLL for (int r = 0; r < RN; ++r) {
-                vi_t q[SV];
                 float a[SV], b = 0.0f;
+#if BLOCK_SCALES
+                __private const float* sr = (__private const float*)&bs[r];
+#if FMT_Q6_K
+                UNROLL for (int v = 0; v < SV; ++v) a[v] = sr[(32 * k + v * VW) / 16];
+#else
+                UNROLL for (int v = 0; v < SV; ++v) a[v] = sr[k];
+                b = sr[8 + k];
+#endif
+#endif
+                vf_t wv[SV];
+#if KQ_LUT
+                lut_weights(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, a[0], b, wv);
+#else
+                vi_t q[SV];
                 sub_codes(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, q, a, &b);
                 UNROLL for (int v = 0; v < SV; ++v) {
 #if FMT_Q4_K || FMT_Q5_K /* a q is exact (see above), so one FMA rounds a q - b as dequantize does */
-                    const vf_t wv = FMA((vf_t)a[v], VCVT_F(q[v]), (vf_t)(-b));
+                    wv[v] = FMA((vf_t)a[v], VCVT_F(q[v]), (vf_t)(-b));
 #else
-                    const vf_t wv = FMUL_RN((vf_t)a[v], VCVT_F(q[v]));
+                    wv[v] = FMUL_RN((vf_t)a[v], VCVT_F(q[v]));
 #endif
-                    UNROLL for (int i = 0; i < RM; ++i) acc[i][r] = FMA(xv[i][v], wv, acc[i][r]);
                 }
+#endif
+                UNROLL for (int v = 0; v < SV; ++v)
+                    UNROLL for (int i = 0; i < RM; ++i) acc[i][r] = FMA(xv[i][v], wv[v], acc[i][r]);
             }
         }
     }
@@ -685,22 +779,8 @@ DEVICE int2 sum8x2(int8 a, int8 b) {
     return e.even + e.odd;
 }
 
-DEVICE u32 load_u32(GLOBAL const u8* RESTRICT p) {
-    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
-}
-
 /* A q4_k block's 8 scales (first 8 bytes) and 8 mins (last 8) from its 12 scale bytes, 6 bits
- * each (scale_min_k4's layout), four sub-blocks per 32-bit lane, all four lanes at once. */
-DEVICE uchar16 scales_mins_k4(GLOBAL const u8* RESTRICT s) {
-    const uint4 ab = (uint2)(load_u32(s), load_u32(s + 4)).xxyy, c = (uint4)(load_u32(s + 8));
-    const uint4 w = ((ab >> (uint4)(0, 2, 0, 2)) &
-                     (uint4)(0x3F3F3F3Fu, 0x30303030u, 0x3F3F3F3Fu, 0x30303030u)) |
-                    ((c >> (uint4)(0, 0, 0, 4)) & (uint4)(0, 0x0F0F0F0Fu, 0, 0x0F0F0F0Fu));
-    return as_uchar16(w);
-}
-
-/* The lane sums of P[0..3] and Q[0..3] as (sum P[0], ..., sum P[3], sum Q[0], ..., sum Q[3]):
- * four blocks' horizontal sums in one tree. */
+ * each (scale_min_k4's layout), four suree. */
 DEVICE int8 sum4x2(const int8* P, const int8* Q) {
     /* per half: blocks 0-3 */
     const int8 p = ACCEL_HADD8(ACCEL_HADD8(P[0], P[1]), ACCEL_HADD8(P[2], P[3]));
