@@ -103,16 +103,21 @@ CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
 #: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
 #: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
 #: decoded weight (the OpenCL planner trades RN for RM as M grows); XRN: the RN of qgemv_kx (x as
-#: q8_k) at M = 1, a planner parameter, not a define. RN = 4: on PoCL 3.1 (2-core AVX-512 VM,
-#: 4096 x 4096, weights rotated over 600 MB) q4_k took 0.95 ms at M = 1 against 1.14 at RN = 2,
-#: and 1.31 against 2.05 at M = 2 (RN 2 x RM 2 against 1 x 2); q6_k 1.26 against 1.66, mxfp4
-#: 1.18 against 1.63 at M = 1; XRN = 1 beat 2 and 4 (0.56, 0.70, 0.80 ms)
+#: q8_k) at M = 1, a planner parameter, not a define
 GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
-CPU_KGEMV = dict(KWG=1, USUB=8, RN=4, RM=8, VW=16, XRN=1)
+CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1)
 #: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
 #: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
 #: hand search too); `accel tune --ops gemv` searches RN per device
 CPU_GEMV = dict(RM=1, RN=1, VW=16)
+#: what changes in the CPU sets where the device takes 16-lane vectors (PoCL names an AVX-512
+#: target; 32 vector registers): more weight rows per work-item in the GEMVs. On a 2-core
+#: AVX-512 VM (PoCL 3.1, 4096 x 4096, weights rotated over 600 MB, kernel time, 2026-12-03) at
+#: M = 1: q8_0 0.86 ms at RN = 4 against 1.44 at RN = 1, q4_0 0.73 against 1.24 (x as q8_0: 0.69
+#: to 0.80 ms at RN = 1, 2 and 4 alike); qgemv_k q4_k 0.95 against 1.14 at RN = 2, q6_k 1.26
+#: against 1.66, mxfp4 1.18 against 1.63, and q4_k at M = 2 1.31 against 2.05 (the planner's RN
+#: 2 x RM 2 against 1 x 2); qgemv_kx's XRN = 1 still beat 2 and 4 (0.56, 0.70, 0.80 ms)
+CPU_WIDE = {"gemv": dict(RN=4), "kgemv": dict(RN=4)}
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
 #: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles

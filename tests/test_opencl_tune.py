@@ -112,3 +112,21 @@ def test_tune_kgemv_chooses_qgemv_kx_rows_and_the_planner_uses_them(tmp_path, mo
     spec = S.qmatmul_spec((1, 4096), "float32", (64, 4096), get_format("q4_k"), "q8_k")
     launch = plan_for(spec, fresh.facts, fresh.params)[-1]
     assert launch.kernel == "qgemv_kx" and launch.variant.defines["RN"] == found["kgemv"]["XRN"]
+
+
+@needs_device
+def test_cpu_devices_with_16_lanes_take_more_gemv_rows(tmp_path, monkeypatch):
+    """Untuned, a CPU device PoCL builds 16-lane vectors for (AVX-512) takes CPU_WIDE's rows per
+    work-item in the GEMVs; other CPU devices keep the CPU defaults."""
+    import accel.kernels as K
+    from accel.backends.opencl.devices import enumerate_devices
+    from accel.backends.opencl.params import safe_lanes
+
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))  # nothing tuned
+    for dev in [d for d in enumerate_devices() if d.kind == "cpu"]:
+        wide = safe_lanes(dev) == 16
+        p = params_for(dev)
+        for op, changes in K.CPU_WIDE.items():
+            base = DEFAULTS["cpu"][op]
+            assert all(base[k] != v for k, v in changes.items())  # a change, so the check can fail
+            assert all((p[op][k] == v) == wide for k, v in changes.items()), (dev.name, op, p[op])

@@ -115,15 +115,16 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
 
 
 def params_for(dev: CLDevice) -> dict[str, dict]:
-    """Default parameters for the device's kind, with tuned values on top (vector widths never
-    above ``safe_lanes``)."""
+    """Default parameters for the device's kind (on CPU devices with 16-lane vectors, with
+    ``CPU_WIDE``'s changes), with tuned values on top (vector widths never above ``safe_lanes``)."""
     kind = "cpu" if dev.kind == "cpu" else "gpu"
     base = DEFAULTS[kind]
     lanes = safe_lanes(dev)
+    wide = K.CPU_WIDE if kind == "cpu" and lanes >= 16 else {}
     stored = tuned(dev)
     out = {}
     for op in base:
-        default = dict(base[op], VW=min(base[op].get("VW", 1), lanes))
+        default = dict(base[op], **wide.get(op, {}), VW=min(base[op].get("VW", 1), lanes))
         choice = stored.get(op)  # tuned() keeps the TUNABLE ops only
         # only a parameter set tune itself could have chosen: a hand-edited or foreign store must
         # not crash the compiler or break a kernel's layout
