@@ -62,7 +62,7 @@ def test_every_option_with_a_default_shows_it(command):
     ("info", "--width", "(default: the terminal's"),  # None: rich measures the terminal
     ("kernels check", "--width", "(default: the terminal's"),
     ("tune", "--ops", "(default: all)"),
-    ("tune", "--repeat", "(default: 3)"),
+    ("tune", "--repeat", "(default: 10)"),
 ])
 def test_the_defaults_asked_for_are_shown(command, option, shown):
     if command not in COMMANDS:

@@ -130,3 +130,19 @@ def test_cpu_devices_with_16_lanes_take_more_gemv_rows(tmp_path, monkeypatch):
             base = DEFAULTS["cpu"][op]
             assert all(base[k] != v for k, v in changes.items())  # a change, so the check can fail
             assert all((p[op][k] == v) == wide for k, v in changes.items()), (dev.name, op, p[op])
+
+
+@needs_device
+def test_gemv_operands_are_rotated_beyond_the_cache_as_the_benchmarks_do():
+    from accel.conformance.bench.suite import CACHE_MULTIPLE, MAX_COPIES
+    from accel.conformance.bench.tune import _cases, operand_sets
+
+    be = OpenCLBackend(0)
+    case = _cases("gemv", small=False)[0]
+    cache = 8 << 20
+    sets = operand_sets(be, case, cache)
+    weights = {id(s[1]) for s in sets}  # each set its own weight
+    assert len(weights) == len(sets)
+    weight_bytes = case.spec().weight_bytes
+    assert len(sets) * weight_bytes >= min(CACHE_MULTIPLE * cache, MAX_COPIES * weight_bytes)
+    assert len(operand_sets(be, case, None)) == 1  # no cache known: one copy

@@ -3,17 +3,20 @@ per device; ``params.params_for`` applies them automatically from then on.
 
 Each candidate is first checked against the CPU reference on small problems (a parameter set
 that computes wrong answers is never stored), then timed with profiling events on the op's
-representative problems; per problem the fastest of ``--repeat`` runs counts, and a candidate's
-time is the sum over its problems (the GEMVs: x in float and x quantized, ggml's semantics, whose
-kernels share one parameter set).
+representative problems, each call on the next of several copies of its operands as the
+benchmarks rotate a weight (beyond the last-level cache, as decode reads it); per problem the
+fastest of ``--repeat`` runs counts, and a candidate's time is the sum over its problems (the
+GEMVs: x in float and x quantized, ggml's semantics, whose kernels share one parameter set).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import numpy as np
 
-from accel.conformance.bench.suite import Case, reference
+from accel.conformance.bench.peaks import last_level_cache
+from accel.conformance.bench.suite import Case, reference, weight_copies
 from accel.tensor import Tensor
 
 #: representative problems (timed) per tunable op
@@ -46,12 +49,27 @@ def _cases(op: str, small: bool) -> list[Case]:
     return [Case.make("qmatmul", "float32", M=m, N=n, K=n, fmt="q4_0")]
 
 
-def _run(be, spec, hosts, params: dict, op: str, repeat: int):
-    """(output, best seconds) of ``spec`` with ``params`` for ``op`` on backend ``be``."""
+def operand_sets(be, case: Case, cache_bytes: int | None) -> list[list]:
+    """``case``'s operands on ``be``, in as many copies as the benchmarks rotate a weight among
+    (suite.weight_copies: CACHE_MULTIPLE x the last-level cache), so a GEMV is timed reading its
+    weight from memory as decode does, not from the cache a lone copy sits in. Warm, the choice
+    differed: kgemv's XRN 2 won by 1% in cache where XRN 1 had taken 0.56 ms against 0.70
+    rotated (2-core AVX-512 VM)."""
+    hosts = case.host_inputs()
+    return [_upload(be, hosts) for _ in range(weight_copies(case.spec(), cache_bytes))]
+
+
+def _upload(be, hosts: list) -> list:
+    return [None if h is None else Tensor.from_host(be, h) for h in hosts]
+
+
+def _run(be, spec, sets: list[list], params: dict, op: str, repeat: int):
+    """(output, best seconds) of ``spec`` with ``params`` for ``op`` on backend ``be``, each call
+    on the next of the operand ``sets``."""
     be.params = {**be.params, op: params}
-    tensors = [None if h is None else Tensor.from_host(be, h) for h in hosts]
     out = Tensor.empty(be, spec.out_shape, spec.out_dtype)
-    go = lambda: be.run(spec, out, *tensors)  # noqa: E731
+    turn = itertools.cycle(sets)
+    go = lambda: be.run(spec, out, *next(turn))  # noqa: E731
     go()
     best = min(be.time(go) for _ in range(max(1, repeat)))
     return out.numpy(), best
@@ -63,30 +81,33 @@ def _correct(be, op: str, params: dict) -> bool:
     parameter set is trusted from then on."""
     for case in _cases(op, small=True):
         hosts = case.host_inputs()
-        got, _ = _run(be, case.spec(), hosts, params, op, 1)
+        got, _ = _run(be, case.spec(), [_upload(be, hosts)], params, op, 1)
         want = reference(case, hosts)
         if not np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))):
             return False
     return True
 
 
-def tune(be, ops: list[str], repeat: int = 3, store: bool = True, echo=print) -> dict[str, dict]:
+def tune(be, ops: list[str], repeat: int = 10, store: bool = True, echo=print) -> dict[str, dict]:
     """Search each op's candidates on backend ``be``; store and return the fastest per op."""
     from accel.errors import AccelError
 
     from accel.backends.opencl.params import candidates, params_for, safe_lanes, save_tuned, store_path
 
     kind = "cpu" if be.dev.kind == "cpu" else "gpu"
+    cache_bytes = last_level_cache(be)
     found = {}
     for op in ops:
-        timed = [(case.spec(), case.host_inputs()) for case in _cases(op, small=False)]
+        cases = _cases(op, small=False)
+        sets = operand_sets(be, cases[0], cache_bytes)  # an op's problems differ in x_format only
+        timed = [(case.spec(), sets) for case in cases]
         results = []
         for cand in candidates(op, kind, safe_lanes(be.dev)):
             try:
                 if not _correct(be, op, cand):
                     echo(f"  {op} {cand}: WRONG RESULTS, skipped")
                     continue
-                seconds = sum(_run(be, spec, hosts, cand, op, repeat)[1] for spec, hosts in timed)
+                seconds = sum(_run(be, spec, op_sets, cand, op, repeat)[1] for spec, op_sets in timed)
             except AccelError as e:  # e.g. a work-group too large for this device
                 echo(f"  {op} {cand}: {type(e).__name__}: {str(e).splitlines()[0]}")
                 continue
@@ -137,7 +158,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
                    help=f"ops to tune, space or comma separated, from {', '.join(PROBLEMS)} "
                         "(default: all)")
-    p.add_argument("--repeat", type=int_at_least(1), default=3,
+    p.add_argument("--repeat", type=int_at_least(1), default=10,
                    help="timed runs per candidate, the fastest counts (default: %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="search and print, but store nothing")
     p.set_defaults(func=_tune)
