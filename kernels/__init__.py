@@ -98,7 +98,13 @@ GEMV_MAX_M = 8
 #: weight), which the environment variable ACCEL_GEMV_KERNEL selects where they apply; on an H200
 #: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
 GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
-CPU_QMATMUL = dict(RM=4, RN=4, VW=16)
+#: X8RN: the weight rows per work-item of qmatmul_x8 (x as q8_0, M > 1), a planner parameter:
+#: its integer sums hold more registers than the float kernel's, and on a 2-core AVX-512 VM (PoCL
+#: 3.1, 4096 x 4096, weights rotated over 1.1 GB, RM = 4) q8_0 x q8_0 took 1.57 ms at RN = 2
+#: against 1.95 at RN = 4 for M = 4, 2.77 against 3.79 at M = 8, 9.2 against 11.8 at M = 32; q4_0
+#: 1.31 against 1.67 at M = 4 and 9.5 against 10.5 at M = 32 (1.04 against 0.98 at M = 2); the
+#: float kernel was faster at RN = 4 (q8_0 M = 4: 1.22 against 1.37)
+CPU_QMATMUL = dict(RM=4, RN=4, VW=16, X8RN=2)
 #: kquant.cl's qgemv_k: on GPUs a team of KWG work-items (a warp) per RN weight rows, one
 #: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
 #: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
@@ -582,6 +588,7 @@ def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Varia
     if fmt not in KERNEL_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {KERNEL_FORMATS}", repr(fmt)))
     p = dict(GPU_QMATMUL if params is None else params)
+    p.pop("X8RN", None)  # the planner's
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
     names = ("quantize", "dequantize", "qmatmul", "qgemv", "quantize_x8", "qmatmul_x8", "qgemv_x8")

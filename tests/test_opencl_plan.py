@@ -132,13 +132,15 @@ def test_x_format_qmatmul_quantizes_x_into_words_then_multiplies_them(device, M)
     gemv = device == "gpu" and M <= K.GEMV_MAX_M
     assert dot.kernel == ("qgemv_x8" if gemv else "qmatmul_x8") and dot.what == f"qmatmul ({dot.kernel})"
     p = params["gemv" if gemv or M == 1 else "qmatmul"]  # GEMV parameters for one row, on CPUs too
-    assert dot.variant == K.quant("q4_0", "float32", _defines(p))
+    # qmatmul_x8 takes its own weight rows where the set names them (CPU_QMATMUL's X8RN)
+    assert dot.variant == K.quant("q4_0", "float32", {**_defines(p), "RN": p.get("X8RN", p["RN"])})
     if gemv:  # quant.cl's GEMV launch contract
         (groups_n, groups_m), items = K.gemv_launch("qgemv_x8", p, spec.N, M)
         assert _groups(dot) == (groups_n, groups_m) and dot.lsize == (items, 1)
     else:  # a work-item per RM rows of x by RN weight rows, WG per group along N
         wg = p.get("WG", 1)
-        assert dot.lsize == (wg, 1) and _groups(dot) == (K.ceil_div(K.ceil_div(spec.N, p["RN"]), wg),
+        rn = p.get("X8RN", p["RN"])
+        assert dot.lsize == (wg, 1) and _groups(dot) == (K.ceil_div(K.ceil_div(spec.N, rn), wg),
                                                          K.ceil_div(M, p["RM"]))
 
 

@@ -93,7 +93,8 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
             return [dict(LOCAL_TILE=0, BQ=bq, BKV=bkv, VW=lanes)
                     for bq, bkv in itertools.product((lanes, 2 * lanes, 4 * lanes), (16, 32, 64))]
         if op == "qmatmul":
-            return [dict(RM=rm, RN=rn, VW=lanes) for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
+            return [{**K.CPU_QMATMUL, "RM": rm, "RN": rn, "VW": lanes}  # X8RN: the default
+                    for rm, rn in itertools.product((2, 4, 8), (2, 4, 8))]
         if op == "kgemv":  # qgemv_k's and qgemv_kx's rows at M = 1; RM stays the default, which
             # only M > 1 uses (tuned at M = 1 it would be chosen by noise, and M = 8 took 26 ms at
             # RM = 1 against 6.9 at RM = 8: docs of plan._kgemv_tile)

@@ -293,6 +293,7 @@ def _kgemv_tile(params: dict, M: int, x_format: bool = False) -> dict:
 
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
+    x8_rows = p.pop("X8RN", None)  # qmatmul_x8's RN where the set has its own (CPU_QMATMUL)
     if spec.fmt.name in K.KQUANT_FORMATS:
         if spec.x_fmt is None:  # qgemv_k: KWG work-items per group of RN rows, split K
             kp = _kgemv_tile(params["kgemv"], spec.M)
@@ -322,6 +323,7 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
                        K.scalar_args(spec), f"qmatmul ({name})"))
     p = _rows_per_item(p, spec.M)
     if spec.x_fmt is not None:
+        p["RN"] = x8_rows or p["RN"]
         name = K.x8_kernel(p)
     elif "GEMV_WG" in p:
         name = K.gemv_kernel(spec.fmt.name, spec.K, p, x_addr=facts.mem_align_bytes,
