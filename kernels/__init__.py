@@ -122,8 +122,10 @@ CPU_GEMV = dict(RM=1, RN=1, VW=16)
 #: M = 1: q8_0 0.86 ms at RN = 4 against 1.44 at RN = 1, q4_0 0.73 against 1.24 (x as q8_0: 0.69
 #: to 0.80 ms at RN = 1, 2 and 4 alike); qgemv_k q4_k 0.95 against 1.14 at RN = 2, q6_k 1.26
 #: against 1.66, mxfp4 1.18 against 1.63, and q4_k at M = 2 1.31 against 2.05 (the planner's RN
-#: 2 x RM 2 against 1 x 2); qgemv_kx's XRN = 1 still beat 2 and 4 (0.56, 0.70, 0.80 ms)
-CPU_WIDE = {"gemv": dict(RN=4), "kgemv": dict(RN=4)}
+#: 2 x RM 2 against 1 x 2); qgemv_kx's XRN = 1 still beat 2 and 4 (0.56, 0.70, 0.80 ms). TILE 8
+#: (RN x RM at M > 1, the planner's): at M = 2 q4_k 1.00 ms against 1.31 at TILE 4 (RN 4 x RM 2
+#: against 2 x 2), q6_k 1.21 against 1.42, mxfp4 1.04 against 1.26; at M = 4 alike or better
+CPU_WIDE = {"gemv": dict(RN=4), "kgemv": dict(RN=4, TILE=8)}
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
 #: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles
@@ -615,7 +617,8 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
         raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
     t = _token(dtype, _FLOATS, "dtype")
     p = dict(GPU_KGEMV if params is None else params)
-    p.pop("XRN", None)  # the planner's
+    p.pop("XRN", None)  # the planner's, as TILE
+    p.pop("TILE", None)
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
         () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())

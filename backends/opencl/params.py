@@ -98,7 +98,8 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
         if op == "kgemv":  # qgemv_k's and qgemv_kx's rows at M = 1; RM stays the default, which
             # only M > 1 uses (tuned at M = 1 it would be chosen by noise, and M = 8 took 26 ms at
             # RM = 1 against 6.9 at RM = 8: docs of plan._kgemv_tile)
-            return [{**K.CPU_KGEMV, "RN": rn, "XRN": xrn, "VW": lanes}
+            base = {**K.CPU_KGEMV, **(K.CPU_WIDE["kgemv"] if lanes >= 16 else {})}
+            return [{**base, "RN": rn, "XRN": xrn, "VW": lanes}
                     for rn, xrn in itertools.product((1, 2, 4, 8), (1, 2, 4))]
         return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
     if op == "matmul":

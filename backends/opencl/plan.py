@@ -277,18 +277,24 @@ def _kgemv_tile(params: dict, M: int, x_format: bool = False) -> dict:
     weight rows shrinking as RM grows, RN x RM at most the set's RN (the set's RN is its M = 1
     tile): each output holds a vector accumulator, and on PoCL M = 8 took 6.9 ms at RN = 1,
     RM = 8 but 9.4 at RN = 2 (q4_k 4096 x 4096; 26 ms at RM = 1, each group decoding the
-    weights again). ``x_format``: qgemv_kx's, whose M = 1 tile is the set's XRN (where it has
-    one): on PoCL, weights rotated beyond the L3, RN = 1 took about half the time of RN = 2.
+    weights again). A set's TILE, where it has one, bounds RN x RM at M > 1 in place of its RN
+    (AVX-512's 32 registers hold more accumulators: ``CPU_WIDE``). ``x_format``: qgemv_kx's,
+    whose M = 1 tile is the set's XRN (where it has one): on PoCL, weights rotated beyond the
+    L3, RN = 1 took about half the time of RN = 2.
 
     >>> [tuple(_kgemv_tile(dict(KWG=1, RN=2, RM=8), m)[k] for k in ("RN", "RM")) for m in (1, 3, 32)]
     [(2, 1), (1, 4), (1, 8)]
+    >>> [_kgemv_tile(dict(KWG=1, RN=4, RM=8, TILE=8), m)["RN"] for m in (1, 2, 4, 8)]
+    [4, 4, 2, 1]
     >>> _kgemv_tile(dict(KWG=1, RN=2, RM=8, XRN=1), 1, x_format=True)["RN"]
     1
     """
     kp, _ = _kernel_params(params)
     xrn = kp.pop("XRN", kp["RN"])
+    tile = kp.pop("TILE", kp["RN"])
     rm = _rows_per_item({"RM": kp["RM"]}, M)["RM"]
-    return {**kp, "RM": rm, "RN": max(1, (xrn if x_format else kp["RN"]) // rm)}
+    rn = xrn // rm if x_format else (kp["RN"] if rm == 1 else tile // rm)
+    return {**kp, "RM": rm, "RN": max(1, rn)}
 
 
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
