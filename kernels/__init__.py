@@ -585,12 +585,21 @@ def _attention_defines(dtype: str, dtypes: tuple[str, ...], head_dim: int, head_
     return d
 
 
+#: keys of a parameter set the OpenCL planner reads and no kernel does: XRN (qgemv_kx's rows at
+#: M = 1), TILE (qgemv_k's RN x RM bound at M > 1), X8RN (qmatmul_x8's rows)
+PLANNER_KEYS = ("XRN", "TILE", "X8RN")
+
+
+def _without_planner_keys(params: dict) -> dict:
+    """``params`` without the planner's keys: what a variant is built with."""
+    return {k: v for k, v in params.items() if k not in PLANNER_KEYS}
+
+
 def quant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Variant:
     """The Q8_0/Q4_0 variant: ``quantize`` reads ``dtype``, ``qmatmul`` reads and writes it."""
     if fmt not in KERNEL_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {KERNEL_FORMATS}", repr(fmt)))
-    p = dict(GPU_QMATMUL if params is None else params)
-    p.pop("X8RN", None)  # the planner's
+    p = _without_planner_keys(GPU_QMATMUL if params is None else params)
     t = _token(dtype, _FLOATS, "dtype")
     d = {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t}
     names = ("quantize", "dequantize", "qmatmul", "qgemv", "quantize_x8", "qmatmul_x8", "qgemv_x8")
@@ -616,9 +625,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     if fmt not in KQUANT_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {KQUANT_FORMATS}", repr(fmt)))
     t = _token(dtype, _FLOATS, "dtype")
-    p = dict(GPU_KGEMV if params is None else params)
-    p.pop("XRN", None)  # the planner's, as TILE
-    p.pop("TILE", None)
+    p = _without_planner_keys(GPU_KGEMV if params is None else params)
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
         () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())

@@ -200,8 +200,7 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
     int sc, m;
     scale_min_k4(blk + 4, j, &sc, &m);
 #if defined(ACCEL_F16C)  /* one vcvtph2ps for both: q4_k GEMV 1.87 -> 1.46 ms (PoCL 3.1) */
-    const float2 dm = f16x2_to_f32((u32)blk[0] | ((u32)blk[1] << 8) | ((u32)blk[2] << 16) |
-                                   ((u32)blk[3] << 24));
+    const float2 dm = f16x2_to_f32(load_u32(blk));
     const float d0 = dm.x, m0 = dm.y;
 #else
     const float d0 = LOAD_F16((GLOBAL const T_F16*)blk, 0), m0 = LOAD_F16((GLOBAL const T_F16*)blk, 1);
@@ -779,8 +778,8 @@ DEVICE int2 sum8x2(int8 a, int8 b) {
     return e.even + e.odd;
 }
 
-/* A q4_k block's 8 scales (first 8 bytes) and 8 mins (last 8) from its 12 scale bytes, 6 bits
- * each (scale_min_k4's layout), four suree. */
+/* The lane sums of P[0..3] and Q[0..3] as (sum P[0], ..., sum P[3], sum Q[0], ..., sum Q[3]):
+ * four blocks' horizontal sums in one tree. */
 DEVICE int8 sum4x2(const int8* P, const int8* Q) {
     /* per half: blocks 0-3 */
     const int8 p = ACCEL_HADD8(ACCEL_HADD8(P[0], P[1]), ACCEL_HADD8(P[2], P[3]));
