@@ -43,6 +43,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     (1, 4, 1, 8)
     """
     if _torch_tensors(q, k, v, *(() if mask is None else (mask,))):
+        S.check_attention_flags(causal, scale)  # torch's schema would cast them with its own error
         return _torch_op("attention")(q, k, v, mask, causal, scale, _device(backend))
     ops = (operand("q", q), operand("k", k), operand("v", v),
            None if mask is None else operand("mask", mask))

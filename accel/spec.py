@@ -332,6 +332,24 @@ def _finite_in_float32(x: int | float | np.number) -> bool:
     return abs(float(min(max(value, -2 * _FLOAT32_MAX), 2 * _FLOAT32_MAX))) <= _FLOAT32_MAX
 
 
+def check_attention_flags(causal: object, scale: object) -> None:
+    """``causal`` a bool and ``scale`` a real number finite in float32, or None; raises
+    ArgumentError naming the argument otherwise (also before torch's operator schema would cast
+    them with an error of its own).
+
+    >>> check_attention_flags(True, "x")
+    Traceback (most recent call last):
+    ...
+    accel.errors.ArgumentError: scale: expected a real number or None, finite in float32, got 'x'
+    """
+    if not isinstance(causal, (bool, np.bool_)):
+        raise ArgumentError(expected("causal", "a bool", repr(causal)))
+    if scale is not None and (not isinstance(scale, (int, float, np.floating, np.integer))
+                              or isinstance(scale, bool) or not _finite_in_float32(scale)):
+        raise ArgumentError(expected("scale", "a real number or None, finite in float32",
+                                     repr(scale)))
+
+
 def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple[str, str, str],
                    causal: bool = False, scale: float | None = None,
                    mask_shape: Shape | None = None, mask_dtype: str | None = None) -> AttentionSpec:
@@ -359,14 +377,9 @@ def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple
         raise ShapeError(expected("v.shape[1:3]", f"(Hkv, Sk) = {(Hkv, Sk)} as in k", (Hv, Sv)))
     if Hq % Hkv:
         raise ShapeError(expected("q.shape[1]", f"a multiple of the kv heads Hkv = {Hkv}", Hq))
-    if not isinstance(causal, (bool, np.bool_)):
-        raise ArgumentError(expected("causal", "a bool", repr(causal)))
+    check_attention_flags(causal, scale)
     if scale is None:
         scale = 1.0 / math.sqrt(D)
-    elif not isinstance(scale, (int, float, np.floating, np.integer)) or isinstance(scale, bool) \
-            or not _finite_in_float32(scale):
-        raise ArgumentError(expected("scale", "a real number or None, finite in float32",
-                                     repr(scale)))
     mask_kind = None
     if mask_shape is not None:
         if mask_dtype == "bool":

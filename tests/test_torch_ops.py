@@ -164,3 +164,13 @@ def test_the_docs_model_runs_eager_with_gradients_and_compiled():
     scope: dict = {}
     exec(compile(code, "docs/torch.md", "exec"), scope)
     assert scope["x"].grad is not None and torch.isfinite(scope["x"].grad).all()
+
+
+@pytest.mark.parametrize("flags,name", [({"scale": "x"}, "scale"), ({"causal": None}, "causal"),
+                                        ({"scale": float("inf")}, "scale")])
+def test_attention_on_torch_tensors_names_a_bad_scale_or_causal(flags, name):
+    """Found by tests/test_fuzz.py: torch's operator schema turned scale='x' into its own
+    RuntimeError; accel's typed error names the argument first."""
+    q = torch.ones(1, 1, 1, 4)
+    with pytest.raises(ArgumentError, match=f"^{name}: expected"):
+        accel.attention(q, q, q, **flags)
