@@ -1,6 +1,7 @@
 """ggml's own CPU kernels as the decode baseline, and weight-streaming cases timed from memory:
 real ggml-python (llama.cpp's kernels), no stand-ins."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -74,10 +75,30 @@ def test_weight_streaming_cases_rotate_copies_beyond_the_cache():
     assert rec["copies"] == 12 and rec["working_set_bytes"] >= bench.CACHE_MULTIPLE * cache
     assert rec["weight_gbs"] == pytest.approx(spec.weight_bytes / rec["median_s"] / 1e9)
     assert all(b["status"] == "ok" for b in rec["baselines"] if b["version"] != "not installed"), rec["baselines"]
+    # every baseline rotates its own copies over the same multiple of the cache; torch's copies,
+    # dequantized at load to 4 bytes a weight, are fewer
+    timed = {b["name"]: b for b in rec["baselines"] if b["status"] == "ok"}
+    assert all(b["working_set_bytes"] >= bench.CACHE_MULTIPLE * cache for b in timed.values()), timed
+    dequantized = timed.get("torch (weights dequantized at load)")
+    if dequantized is not None:
+        assert dequantized["copies"] == math.ceil(bench.CACHE_MULTIPLE * cache / (4 * spec.N * spec.K))
     # a dense matmul is not a weight-streaming case: one copy, no weight figures
     mm = bench.run_case(cpu, Case.make("matmul", "float32", M=8, N=8, K=8), budget=timing.TINY,
                         baselines=[], cache_bytes=cache)
     assert "copies" not in mm and "weight_gbs" not in mm
+
+
+def test_weight_copies_stay_within_a_share_of_available_memory(monkeypatch):
+    case = Case.make("qmatmul", "float32", M=1, N=64, K=256, fmt="q8_0")
+    spec = case.spec()
+    assert bench.weight_copies(spec, 100 * spec.weight_bytes) == 4 * 100
+    # a machine with room for 5 copies in its share: 5, though the cache would want 400
+    room = 5 * spec.weight_bytes / bench.MEMORY_SHARE
+    monkeypatch.setattr(bench, "available_memory", lambda: int(room))
+    assert bench.weight_copies(spec, 100 * spec.weight_bytes) == 5
+    rec = bench.run_case(accel.get_backend("cpu"), case, budget=timing.TINY, baselines=[],
+                         cache_bytes=100 * spec.weight_bytes)
+    assert rec["status"] == "ok" and rec["copies"] == 5
 
 
 def test_last_level_cache_covers_what_the_device_reports():
@@ -111,3 +132,14 @@ def test_a_sweep_over_m_gets_a_decode_plot_in_the_report(tmp_path, monkeypatch):
     path.write_text(json.dumps(doc))
     html = render.render_html(render.load([path]))
     assert '<img alt="decode laptop/cpu:0"' in html and ">Decode: laptop/cpu:0<" in html
+
+
+def test_copy_peak_buffers_span_the_working_set_the_rotation_uses():
+    """The copy bandwidth that copy_fraction divides by is measured beyond the cache too: its two
+    buffers span CACHE_MULTIPLE x the last-level cache (or all the memory share allows)."""
+    be = accel.get_backend("cpu")
+    nbytes = P._copy_bytes(be)
+    assert nbytes >= P._COPY_BYTES and nbytes % 4096 == 0
+    want = bench.CACHE_MULTIPLE * (P.last_level_cache(be) or 0)
+    room = 2 * bench.available_memory() * bench.MEMORY_SHARE
+    assert 2 * nbytes >= min(want, room) - 2 * 4096

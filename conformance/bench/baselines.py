@@ -34,13 +34,16 @@ class Prepared:
     for device libraries), ``result`` returns the last output on the host for validation.
     ``computes`` is the spec the baseline really computes when it differs from the case's (ggml
     quantizes float activations to Q8_0 itself): its result is validated against that spec's
-    reference, and ``note`` says so in the record."""
+    reference, and ``note`` says so in the record. ``weight_bytes``: the bytes of weight one
+    call streams when the baseline keeps the weight in another form than accel's (dequantized
+    at load); the benchmark sizes its weight copies by it."""
 
     run: Callable[[], Any]
     timer: Timer
     result: Callable[[], np.ndarray]
     computes: S.Spec | None = None
     note: str = ""
+    weight_bytes: int | None = None
 
 
 class Unsupported(Exception):
@@ -325,7 +328,7 @@ def _torch_dequantized(spec: S.Spec, host: list, backend: Backend) -> Prepared |
     w = torch.from_numpy(quants.dequantize(raw, GGMLQuantizationType[spec.fmt.name.upper()]))
     xt = torch.from_numpy(np.asarray(x, np.float32))
     fn = _Last(lambda: torch.matmul(xt, w.T))
-    return Prepared(fn, host_timer, lambda: fn.value.numpy())
+    return Prepared(fn, host_timer, lambda: fn.value.numpy(), weight_bytes=w.nbytes)
 
 
 def _torch_scaled_mm(torch, spec: S.ScaledMatmulSpec, host: list, device: str) -> Callable[[], Any]:

@@ -313,8 +313,13 @@ def _sentinel(backend: Backend, spec: S.Spec) -> Tensor:
 #: a weight-streaming case rotates among copies of its weight until they span this many times the
 #: device's last-level cache, so each call reads its weight from memory, not from cache
 CACHE_MULTIPLE = 4
-#: at most this many copies (a tiny weight then spans less, and the record says how much)
-MAX_COPIES = 64
+#: at most this many copies: a tiny weight then spans less (its calls time launches, not memory)
+#: and the record says how much
+MAX_COPIES = 1024
+#: and each contender's copies take at most this share of the memory available when the case
+#: starts: accel's host and device copies and each baseline's own (ggml copies the bytes into its
+#: context, torch dequantizes them) all live at once
+MEMORY_SHARE = 1 / 8
 
 
 def streams_weights(spec: S.Spec) -> bool:
@@ -323,16 +328,39 @@ def streams_weights(spec: S.Spec) -> bool:
     return spec.op == "qmatmul"
 
 
-def weight_copies(spec: S.Spec, cache_bytes: int | None) -> int:
-    """How many copies of the weight make a working set of CACHE_MULTIPLE x the cache.
+def weight_copies(spec: S.Spec, cache_bytes: int | None, copy_bytes: int | None = None,
+                  memory: int | None = None) -> int:
+    """How many copies of the weight make a working set of CACHE_MULTIPLE x the cache, for a
+    contender that keeps ``copy_bytes`` per copy (default: the quantized weight's bytes; a
+    baseline that dequantizes at load keeps more, so needs fewer), within MAX_COPIES and
+    MEMORY_SHARE of ``memory`` (default: what is available now).
 
     >>> spec = S.qmatmul_spec((1, 4096), "float32", (4096, 4096), get_format("q4_0"))
-    >>> weight_copies(spec, 32 << 20), weight_copies(spec, None)
-    (15, 1)
+    >>> weight_copies(spec, 32 << 20), weight_copies(spec, 32 << 20, 4096 * 4096 * 4), weight_copies(spec, None)
+    (15, 2, 1)
     """
     if cache_bytes is None or not streams_weights(spec):
         return 1
-    return max(1, min(MAX_COPIES, math.ceil(CACHE_MULTIPLE * cache_bytes / spec.weight_bytes)))
+    per_copy = copy_bytes or spec.weight_bytes
+    room = int((available_memory() if memory is None else memory) * MEMORY_SHARE) // per_copy
+    return max(1, min(MAX_COPIES, room, math.ceil(CACHE_MULTIPLE * cache_bytes / per_copy)))
+
+
+def available_memory() -> int:
+    """Bytes of memory the OS can give this process now without swapping: MemAvailable from
+    /proc/meminfo (free pages plus reclaimable cache), else the free pages sysconf counts.
+
+    >>> available_memory() > 0
+    True
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 class _Rotation:
@@ -389,7 +417,8 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
                            "flops": spec.flops, "bytes": spec.bytes,
                            "intensity": spec.flops / spec.bytes if spec.bytes else None,
                            "baselines": []}
-    copies = weight_copies(spec, cache_bytes)
+    memory = available_memory()  # before any contender takes its copies
+    copies = weight_copies(spec, cache_bytes, memory=memory)
     if streams_weights(spec):
         rec.update(weight_bytes=spec.weight_bytes, copies=copies, cache_bytes=cache_bytes,
                    working_set_bytes=copies * spec.weight_bytes)
@@ -412,7 +441,7 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
     prepared = []
     for base in baselines or []:
         try:
-            p = _prepare_copies(base, spec, hosts, backend)
+            ready = _prepare_copies(base, spec, hosts, backend, cache_bytes, memory)
         except Unsupported as e:  # the library refuses this case: say why, time nothing
             rec["baselines"].append({"name": base.name, "version": base.version,
                                      "status": "unsupported", "reason": str(e)})
@@ -420,13 +449,14 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
         except Exception as e:  # a third-party library failing must not stop the run
             rec["baselines"].append(_failed(base, e))
             continue
-        if p is not None:  # None: the baseline does not compute this op
-            prepared.append((base, p))
+        if ready is not None:  # None: the baseline does not compute this op
+            p, n = ready
+            prepared.append((base, p, n))
             contenders.append(Contender(p.timer, p.run))
     results = measure_all(contenders, budget=budget, work=spec.flops or spec.bytes,
                           flush=cache_flusher(backend) if flush else None)
-    for (base, p), res in zip(prepared, results[1:]):
-        rec["baselines"].append(_baseline_record(base, p, res, spec, ref, host, peaks))
+    for (base, p, n), res in zip(prepared, results[1:]):
+        rec["baselines"].append(_baseline_record(base, p, res, spec, ref, host, peaks, n))
     stats = results[0]
     if isinstance(stats, BaseException):
         return {**rec, "status": "error", "reason": f"{type(stats).__name__}: {stats}"}
@@ -461,16 +491,21 @@ def noisy(record: dict) -> bool:
     return record.get("status") == "ok" and record["iqr_s"] > NOISY_IQR * record["median_s"]
 
 
-def _prepare_copies(base, spec: S.Spec, hosts: list[list], backend: Backend):
-    """``base`` prepared once per weight copy, run in turn (one Prepared for a single copy)."""
+def _prepare_copies(base, spec: S.Spec, hosts: list[list], backend: Backend,
+                    cache_bytes: int | None, memory: int) -> "tuple[Prepared, int] | None":
+    """``base`` prepared once per weight copy it needs (weight_copies for the bytes one of its
+    copies keeps, at most one per host copy), run in turn; with the number of copies."""
     from accel.conformance.bench.baselines import Prepared
 
     first = base.prepare(spec, hosts[0], backend)
-    if first is None or len(hosts) == 1:
-        return first
-    turn = _Rotation([first] + [base.prepare(spec, h, backend) for h in hosts[1:]])
+    if first is None:
+        return None
+    n = min(len(hosts), weight_copies(spec, cache_bytes, first.weight_bytes, memory))
+    if n == 1:
+        return first, 1
+    turn = _Rotation([first] + [base.prepare(spec, h, backend) for h in hosts[1:n]])
     return Prepared(lambda: turn.next().run(), first.timer, lambda: turn.last.result(),
-                    first.computes, first.note)
+                    first.computes, first.note, first.weight_bytes), n
 
 
 def _failed(base, e: BaseException) -> dict[str, Any]:
@@ -479,7 +514,7 @@ def _failed(base, e: BaseException) -> dict[str, Any]:
 
 
 def _baseline_record(base, prepared, res: "Stats | BaseException", spec: S.Spec, ref: np.ndarray,
-                     host: list, peaks: "Peaks | None") -> dict[str, Any]:
+                     host: list, peaks: "Peaks | None", copies: int = 1) -> dict[str, Any]:
     """A baseline's timing, validated against the same reference as accel's result (or, for a
     baseline that computes other semantics, its own spec's reference on the same inputs)."""
     if isinstance(res, BaseException):
@@ -493,7 +528,8 @@ def _baseline_record(base, prepared, res: "Stats | BaseException", spec: S.Spec,
     out = {"name": base.name, "version": base.version, "status": "ok" if ok else "invalid",
            **_timing(res), **rates(spec, res.median, peaks), "rel_err": err}
     if streams_weights(spec):
-        out.update(_weight_rates(spec, res.median, peaks))
+        out.update(_weight_rates(spec, res.median, peaks), copies=copies,
+                   working_set_bytes=copies * (prepared.weight_bytes or spec.weight_bytes))
     if prepared.note:
         out["note"] = prepared.note
     return out
