@@ -109,9 +109,14 @@ CPU_QMATMUL = dict(RM=4, RN=4, VW=16, X8RN=2)
 #: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
 #: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
 #: decoded weight (the OpenCL planner trades RN for RM as M grows); XRN: the RN of qgemv_kx (x as
-#: q8_k) at M = 1, a planner parameter, not a define
+#: q8_k) at M = 1, a planner parameter, not a define. PF: qgemv_kx's software prefetch distance in
+#: bytes (accel.h's PREFETCH). On a 2-core AVX-512 VM (PoCL 3.1, 4096 x 4096, weights rotated over
+#: 2 GB, kernel time, interleaved A/B, 2026-12-03) at PF = 2048 against none: q4_k x q8_k 0.54 ms
+#: against 0.62 at M = 1 and 1.57 against 1.82 at M = 8, q6_k x q8_k 0.74 against 0.81, mxfp4 x
+#: q8_0 0.66 against 0.97 (3.6 against 4.2 at M = 8); 1024 to 4096 alike. The float-x GEMVs
+#: (qgemv_k, quant.cl's) gained nothing: they are bound by decoding, not by memory
 GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
-CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1)
+CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1, PF=2048)
 #: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
 #: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
 #: hand search too); `accel tune --ops gemv` searches RN per device

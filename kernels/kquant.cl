@@ -936,7 +936,10 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
     int b = 0;
-    for (; b + KXG <= nb; b += KXG) kx_blocks(acc, xr, wr, b, KXG);
+    for (; b + KXG <= nb; b += KXG) {
+        UNROLL for (int r = 0; r < RN; ++r) PREFETCH(wr[r] + (i64)b * BLOCK_BYTES, KXG * BLOCK_BYTES);
+        kx_blocks(acc, xr, wr, b, KXG);
+    }
     if (b < nb) kx_blocks(acc, xr, wr, b, nb - b);
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r)
         if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, acc[i][r]);

@@ -99,8 +99,8 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
             # only M > 1 uses (tuned at M = 1 it would be chosen by noise, and M = 8 took 26 ms at
             # RM = 1 against 6.9 at RM = 8: docs of plan._kgemv_tile)
             base = {**K.CPU_KGEMV, **(K.CPU_WIDE["kgemv"] if lanes >= 16 else {})}
-            return [{**base, "RN": rn, "XRN": xrn, "VW": lanes}
-                    for rn, xrn in itertools.product((1, 2, 4, 8), (1, 2, 4))]
+            return [{**base, "RN": rn, "XRN": xrn, "PF": pf, "VW": lanes}
+                    for rn, xrn, pf in itertools.product((1, 2, 4, 8), (1, 2, 4), (0, 2048))]
         return [dict(RM=1, RN=rn, VW=lanes) for rn in (1, 2, 4, 8, 16)]
     if op == "matmul":
         return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
