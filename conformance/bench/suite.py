@@ -407,17 +407,19 @@ def rates(spec: S.Spec, seconds: float, peaks: "Peaks | None") -> dict[str, floa
 
 def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines: list | None = None,
              peaks: "Peaks | None" = None, flush: bool = False, seed: int = 0,
-             cache_bytes: int | None = None) -> dict[str, Any]:
+             cache_bytes: int | None = None, memory: int | None = None) -> dict[str, Any]:
     """Measure one case on ``backend`` and, interleaved with it, on each applicable baseline;
     returns the result record (docs/benchmarks.md). Never raises for a case that fails: the
     record says why. A weight-streaming case rotates accel and every baseline among copies of
-    its weight spanning CACHE_MULTIPLE x ``cache_bytes`` (the device's last-level cache)."""
+    its weight spanning CACHE_MULTIPLE x ``cache_bytes`` (the device's last-level cache), within
+    MEMORY_SHARE of ``memory`` bytes each (default: what is available now)."""
     spec = case.spec()
     rec: dict[str, Any] = {"id": case.id, "op": case.op, "dtype": case.dtype, "params": case.p,
                            "flops": spec.flops, "bytes": spec.bytes,
                            "intensity": spec.flops / spec.bytes if spec.bytes else None,
                            "baselines": []}
-    memory = available_memory()  # before any contender takes its copies
+    if memory is None:  # before any contender takes its copies
+        memory = available_memory()
     copies = weight_copies(spec, cache_bytes, memory=memory)
     if streams_weights(spec):
         rec.update(weight_bytes=spec.weight_bytes, copies=copies, cache_bytes=cache_bytes,
@@ -606,10 +608,13 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         device_peaks, peaks_error = None, f"{type(e).__name__}: {e}"
     bases = B.for_backend(backend) if with_baselines else []
     cache_bytes = P.last_level_cache(backend)
+    # before the first case: the memory a case frees stays with its allocators (PoCL's kept 8 of
+    # 23 GB) for the next to reuse, but no longer counts as available
+    memory = available_memory()
     results = []
     for case in suite:
         rec = run_case(backend, case, budget=budget, baselines=bases, peaks=device_peaks, flush=flush,
-                       cache_bytes=cache_bytes)
+                       cache_bytes=cache_bytes, memory=memory)
         results.append(rec)
         if on_case is not None:
             on_case(case, rec)
