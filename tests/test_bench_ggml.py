@@ -91,13 +91,14 @@ def test_weight_streaming_cases_rotate_copies_beyond_the_cache():
 def test_weight_copies_stay_within_a_share_of_available_memory(monkeypatch):
     case = Case.make("qmatmul", "float32", M=1, N=64, K=256, fmt="q8_0")
     spec = case.spec()
-    assert bench.weight_copies(spec, 100 * spec.weight_bytes) == 4 * 100
-    # a machine with room for 5 copies in its share: 5, though the cache would want 400
+    assert bench.weight_copies(spec, 50 * spec.weight_bytes) == 4 * 50
+    assert bench.weight_copies(spec, 1000 * spec.weight_bytes) == bench.MAX_COPIES
+    # a machine with room for 5 copies in its share: 5, though the cache would want 200
     room = 5 * spec.weight_bytes / bench.MEMORY_SHARE
     monkeypatch.setattr(bench, "available_memory", lambda: int(room))
-    assert bench.weight_copies(spec, 100 * spec.weight_bytes) == 5
+    assert bench.weight_copies(spec, 50 * spec.weight_bytes) == 5
     rec = bench.run_case(accel.get_backend("cpu"), case, budget=timing.TINY, baselines=[],
-                         cache_bytes=100 * spec.weight_bytes)
+                         cache_bytes=50 * spec.weight_bytes)
     assert rec["status"] == "ok" and rec["copies"] == 5
 
 

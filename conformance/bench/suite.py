@@ -313,10 +313,12 @@ def _sentinel(backend: Backend, spec: S.Spec) -> Tensor:
 #: a weight-streaming case rotates among copies of its weight until they span this many times the
 #: device's last-level cache, so each call reads its weight from memory, not from cache
 CACHE_MULTIPLE = 4
-#: at most this many copies: a tiny weight then spans less (its calls time launches, not memory)
-#: and the record says how much
-MAX_COPIES = 1024
-#: and each contender's copies take at most this share of the memory available when the case
+#: at most this many copies: a small weight then spans less (its calls time launches, not memory)
+#: and the record says how much; 256 copies of a 4096 x 4096 q4_0 weight span 2.4 GB, 4x a
+#: 600 MB L3 (at 1024, the quick profile's small K-quant weights
+#: took 1024 copies each, and a CPU portability run 162 s against 126)
+MAX_COPIES = 256
+#: and each contender's copies take at most this share of the memory available when the run
 #: starts: accel's host and device copies and each baseline's own (ggml copies the bytes into its
 #: context, torch dequantizes them) all live at once
 MEMORY_SHARE = 1 / 8
@@ -455,6 +457,7 @@ def run_case(backend: Backend, case: Case, *, budget: Budget = QUICK, baselines:
             p, n = ready
             prepared.append((base, p, n))
             contenders.append(Contender(p.timer, p.run))
+    _use_each_copy(contenders, [copies] + [n for _, _, n in prepared])
     results = measure_all(contenders, budget=budget, work=spec.flops or spec.bytes,
                           flush=cache_flusher(backend) if flush else None)
     for (base, p, n), res in zip(prepared, results[1:]):
@@ -491,6 +494,28 @@ def _timing(stats: Stats) -> dict[str, Any]:
 def noisy(record: dict) -> bool:
     """Whether a measured record (a case or a baseline) is too spread to trust."""
     return record.get("status") == "ok" and record["iqr_s"] > NOISY_IQR * record["median_s"]
+
+
+#: seconds each contender spends at most on _use_each_copy: a memory-bound call (the calls whose
+#: timing the copies are for) passes every copy within it; a slow one, bound by its arithmetic,
+#: stops early (the CPU reference backend's qmatmul would take minutes over 200 copies)
+FIRST_USE_S = 0.5
+
+
+def _use_each_copy(contenders: list[Contender], copies: list[int]) -> None:
+    """Each contender's warm-up call once per weight copy it rotates among, before timing: a
+    buffer's first use costs more than reading it (PoCL 3.1, q4_k 4096 x 4096 x q8_k: 0.75 ms a
+    call on a first pass over 150 freshly uploaded copies, 0.47 on the second), and decode reads
+    the weights of a model loaded long before. Failures are left for measure_all to report."""
+    for c, n in zip(contenders, copies):
+        call, spent = c.warmup or c.fn, 0.0
+        for _ in range(n if n > 1 else 0):
+            try:
+                spent += c.timer(call)
+            except Exception:
+                break
+            if spent > FIRST_USE_S:
+                break
 
 
 def _prepare_copies(base, spec: S.Spec, hosts: list[list], backend: Backend,
