@@ -170,6 +170,14 @@ DEVICE vf_t run_scales(GLOBAL const u8* RESTRICT p) {
 #endif
 }
 
+/* Q4_0 on AVX-512 (Q4_LUT): a block's 32 weights as floats by one vpermps per 16 from the table
+ * of the 16 code values, in place of a mask or shift, a subtraction and a conversion: the same
+ * floats, so the same sums. 4096 x 4096, PoCL 3.1, 2-core VM, weights rotated over 2 GB, kernel
+ * time, interleaved: M = 1 0.74 -> 0.67 ms, M = 8 2.19 -> 1.98. */
+#if FMT_Q4_0 && VW == 16 && defined(ACCEL_LOOKUP16F) && !defined(Q4_LUT)
+#define Q4_LUT 1
+#endif
+
 /* Block bk of each of the RM x RN row pairs: acc[i][j] += d[j] (x_i's block . w_j's codes). */
 DEVICE void qmatmul_block(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL const u8* const* wr,
                           int bk, const float* d) {
@@ -181,10 +189,18 @@ DEVICE void qmatmul_block(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL
         UNROLL for (int t = 0; t < QKV; ++t) xv[i][t] = VLOAD_IN(xb, t * VW);
     }
     UNROLL for (int j = 0; j < RN; ++j) {
+        vf_t wv[QKV];
+#if Q4_LUT
+        /* the codes less 8 looked up by nibble (the low 4 bits of each lane), exact as converted */
+        const float16 values = (float16)(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+        const int16 bytes = VLOAD_U8(wr[j] + (i64)bk * BLOCK_BYTES, 2);
+        wv[0] = ACCEL_LOOKUP16F(values, bytes);
+        wv[1] = ACCEL_LOOKUP16F(values, bytes >> 4);
+#else
         vi_t codes[QKV];
         block_codes(wr[j] + (i64)bk * BLOCK_BYTES, codes);
-        vf_t wv[QKV];
         UNROLL for (int t = 0; t < QKV; ++t) wv[t] = VCVT_F(codes[t]);
+#endif
         UNROLL for (int i = 0; i < RM; ++i) {
             vf_t part = xv[i][0] * wv[0];
             UNROLL for (int t = 1; t < QKV; ++t) part = FMA(xv[i][t], wv[t], part);
