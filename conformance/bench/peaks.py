@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +29,13 @@ from accel.diskcache import atomic_write, cache_root
 from accel.errors import UnsupportedError
 from accel.conformance.bench.timing import Budget, host_timer, measure
 
+#: a weight-streaming case rotates among copies of its weight until they span this many times the
+#: device's last-level cache, so each call reads its weight from memory, not from cache
+CACHE_MULTIPLE = 4
+#: each contender's weight copies take at most this share of the memory available when the run
+#: starts (accel's host and device copies and each baseline's own (ggml copies the bytes into its
+#: context, torch dequantizes them) all live at once), and the copy benchmark's buffers each
+MEMORY_SHARE = 1 / 8
 #: bump when a micro-benchmark changes, so cached peaks from the old one are not reused
 METHOD_VERSION = 2
 #: bytes per buffer of the copy at least; more where the two buffers would not span the
@@ -112,6 +120,23 @@ def last_level_cache(backend: Backend) -> int | None:
     if hardware_of(backend) == "cpu":
         sizes += _os_cache_sizes()
     return max(sizes) or None
+
+
+def available_memory() -> int:
+    """Bytes of memory the OS can give this process now without swapping: MemAvailable from
+    /proc/meminfo (free pages plus reclaimable cache), else the free pages sysconf counts.
+
+    >>> available_memory() > 0
+    True
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _os_cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> list[int]:
@@ -202,8 +227,6 @@ def _copy_bytes(backend: Backend) -> int:
     """Bytes per buffer of the device copy: together the two span CACHE_MULTIPLE x the last-level
     cache, as the weight-streaming benchmarks' rotation does (at least _COPY_BYTES; at most an
     eighth of the available memory each, with the CPU's caches and memory in mind)."""
-    from accel.conformance.bench.suite import CACHE_MULTIPLE, MEMORY_SHARE, available_memory
-
     want = CACHE_MULTIPLE * (last_level_cache(backend) or 0) // 2
     room = int(available_memory() * MEMORY_SHARE)
     return max(_COPY_BYTES, min(want, room)) // 4096 * 4096

@@ -32,6 +32,7 @@ from accel.dispatch import execute
 from accel.tensor import NAN_FILL, Tensor
 from accel.conformance.results import machine
 from accel.conformance.bench.baselines import Unsupported
+from accel.conformance.bench.peaks import CACHE_MULTIPLE, MEMORY_SHARE, available_memory
 from accel.conformance.bench.timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all
 
 if TYPE_CHECKING:
@@ -310,18 +311,12 @@ def _sentinel(backend: Backend, spec: S.Spec) -> Tensor:
 
 
 # -- memory-bound cases: weights rotated beyond the last-level cache ---------------------------------
-#: a weight-streaming case rotates among copies of its weight until they span this many times the
-#: device's last-level cache, so each call reads its weight from memory, not from cache
-CACHE_MULTIPLE = 4
+# (CACHE_MULTIPLE x the cache, within MEMORY_SHARE of the memory: peaks, with the machine's facts)
 #: at most this many copies: a small weight then spans less (its calls time launches, not memory)
 #: and the record says how much; 256 copies of a 4096 x 4096 q4_0 weight span 2.4 GB, 4x a
-#: 600 MB L3 (at 1024, the quick profile's small K-quant weights
-#: took 1024 copies each, and a CPU portability run 162 s against 126)
+#: 600 MB L3 (at 1024, the quick profile's small K-quant weights took 1024 copies each, and a
+#: CPU portability run 162 s against 126)
 MAX_COPIES = 256
-#: and each contender's copies take at most this share of the memory available when the run
-#: starts: accel's host and device copies and each baseline's own (ggml copies the bytes into its
-#: context, torch dequantizes them) all live at once
-MEMORY_SHARE = 1 / 8
 
 
 def streams_weights(spec: S.Spec) -> bool:
@@ -346,23 +341,6 @@ def weight_copies(spec: S.Spec, cache_bytes: int | None, copy_bytes: int | None 
     per_copy = copy_bytes or spec.weight_bytes
     room = int((available_memory() if memory is None else memory) * MEMORY_SHARE) // per_copy
     return max(1, min(MAX_COPIES, room, math.ceil(CACHE_MULTIPLE * cache_bytes / per_copy)))
-
-
-def available_memory() -> int:
-    """Bytes of memory the OS can give this process now without swapping: MemAvailable from
-    /proc/meminfo (free pages plus reclaimable cache), else the free pages sysconf counts.
-
-    >>> available_memory() > 0
-    True
-    """
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 class _Rotation:
