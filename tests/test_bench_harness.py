@@ -308,3 +308,39 @@ def test_every_profile_includes_the_portability_set():
     shared = {c.id for c in bench.portability_cases()}
     assert shared <= {c.id for c in bench.cases("quick")} and shared <= {c.id for c in bench.cases("full")}
     assert {c.op for c in bench.portability_cases()} == set(accel.spec.OPS)
+
+
+_PINNED_CHILD = """
+import os, numpy as np, accel
+from accel.conformance.bench.timing import pin_pocl_threads
+print("pinned", pin_pocl_threads())
+be = accel.get_backend("opencl:0")
+accel.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32), backend=be)
+single = 0
+for t in os.listdir("/proc/self/task"):
+    allowed = [l for l in open(f"/proc/self/task/{t}/status") if l.startswith("Cpus_allowed_list")][0]
+    single += "," not in allowed and "-" not in allowed.split(":")[1]
+print("single-cpu threads", single)
+"""
+
+
+def test_bench_commands_pin_pocl_workers_unless_told_otherwise():
+    """pin_pocl_threads sets POCL_AFFINITY=1 before PoCL starts, and PoCL's worker threads then
+    run on one CPU each; a POCL_AFFINITY the user set is left as it is."""
+    import os
+    import subprocess
+    import sys
+
+    status = next(s for s in accel.backends() if s.name == "opencl")
+    if not status.available:
+        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
+    cpus = os.cpu_count() or 1
+    if cpus < 2 or not set(range(cpus)) <= os.sched_getaffinity(0):
+        pytest.skip("pinning needs a process allowed on every CPU, and more than one")
+    env = {k: v for k, v in os.environ.items() if k != "POCL_AFFINITY"}
+    run = lambda e: subprocess.run([sys.executable, "-c", _PINNED_CHILD], env=e, capture_output=True,  # noqa: E731
+                                   text=True, timeout=300)
+    pinned, told = run(env), run({**env, "POCL_AFFINITY": "0"})
+    assert "pinned True" in pinned.stdout, pinned.stdout + pinned.stderr
+    assert int(pinned.stdout.split("single-cpu threads")[1]) >= 2, pinned.stdout
+    assert "pinned False" in told.stdout and "single-cpu threads 0" in told.stdout, told.stdout + told.stderr

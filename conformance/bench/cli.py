@@ -53,6 +53,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
     from accel.conformance.bench import suite as bench
     from accel.conformance.bench import timing
 
+    timing.pin_pocl_threads()
     backend = accel.get_backend(device)
     suite = bench.cases(sizes, ops)
     out_console = console()

@@ -136,7 +136,10 @@ def tune(be, ops: list[str], repeat: int = 10, store: bool = True, echo=print) -
 def _tune(args: argparse.Namespace) -> int:
     import accel
     from accel.argtypes import split_names
+    from accel.conformance.bench.timing import pin_pocl_threads
     from accel.errors import ArgumentError, expected
+
+    pin_pocl_threads()
 
     ops = split_names(args.ops) or list(PROBLEMS)
     unknown = [o for o in ops if o not in PROBLEMS]

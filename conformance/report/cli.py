@@ -154,6 +154,9 @@ def _portability(args: argparse.Namespace) -> int:
     from accel.conformance.report import render as report
     from accel.conformance.results import machine
 
+    from accel.conformance.bench.timing import pin_pocl_threads
+
+    pin_pocl_threads()  # before portability_devices starts PoCL
     started = time.perf_counter()
     devices = split_names(args.backends) or portability_devices()
     for device in devices:  # a typo in the last name must not cost the runs before it
