@@ -41,6 +41,8 @@ ENVIRONMENT = {
                       "written (a read-only home), accel sets it under its cache root",
     "POCL_KERNEL_CACHE": "0 turns PoCL's own kernel cache off; accel then keeps its own disk copy "
                          "of built OpenCL programs (otherwise it leaves that to PoCL)",
+    "POCL_AFFINITY": "1 pins PoCL's worker thread i to CPU i; accel bench, tune and portability "
+                     "set it when unset (their timings were bimodal unpinned), 0 keeps them free",
     "CUDA_HOME": "a CUDA toolkit whose headers NVRTC compiles with (also CUDA_PATH)",
     "CUDA_PATH": "as CUDA_HOME",
     "CUPY_TF32": "1 lets cuBLAS run float32 matmuls on tf32 tensor cores (the tolerance model is "
