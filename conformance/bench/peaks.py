@@ -32,15 +32,15 @@ from accel.conformance.bench.timing import Budget, host_timer, measure
 #: a weight-streaming case rotates among copies of its weight until they span this many times the
 #: device's last-level cache, so each call reads its weight from memory, not from cache
 CACHE_MULTIPLE = 4
-#: each contender's weight copies take at most this share of the memory available when the run
-#: starts (accel's host and device copies and each baseline's own (ggml copies the bytes into its
-#: context, torch dequantizes them) all live at once), and the copy benchmark's buffers each
+#: the share of the memory available when a run starts that each contender's weight copies (and
+#: each buffer of the copy benchmark) may take: accel's host and device copies and every
+#: baseline's own (ggml copies the bytes into its context, torch dequantizes them) live at once
 MEMORY_SHARE = 1 / 8
 #: bump when a micro-benchmark changes, so cached peaks from the old one are not reused
 METHOD_VERSION = 2
-#: bytes per buffer of the copy at least; more where the two buffers would not span the
-#: benchmarks' CACHE_MULTIPLE x the last-level cache (v2: a VM whose sysfs lists a 480 MiB L3
-#: copied 128 MiB buffers at 39 GB/s once, 20 to 24 GB/s an hour later, as 1 GiB ones)
+#: the least bytes per buffer of the copy benchmark (v2 copies more where two buffers of this size
+#: would not span CACHE_MULTIPLE x the last-level cache: on a VM whose sysfs lists a 480 MiB L3,
+#: 128 MiB buffers once copied at 39 GB/s, and at 20-24 GB/s an hour later, as 1 GiB ones did)
 _COPY_BYTES = 128 << 20
 _ITERS = 1024
 
@@ -225,8 +225,8 @@ def _copy_gbs(backend: Backend, block: int) -> float:
 
 def _copy_bytes(backend: Backend) -> int:
     """Bytes per buffer of the device copy: together the two span CACHE_MULTIPLE x the last-level
-    cache, as the weight-streaming benchmarks' rotation does (at least _COPY_BYTES; at most an
-    eighth of the available memory each, with the CPU's caches and memory in mind)."""
+    cache, as the weight-streaming benchmarks' rotation does; at least _COPY_BYTES, at most
+    MEMORY_SHARE of the available memory."""
     want = CACHE_MULTIPLE * (last_level_cache(backend) or 0) // 2
     room = int(available_memory() * MEMORY_SHARE)
     return max(_COPY_BYTES, min(want, room)) // 4096 * 4096

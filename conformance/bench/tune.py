@@ -55,9 +55,8 @@ def operand_sets(be, case: Case, cache_bytes: int | None) -> list[list]:
     weight from memory as decode does, not from the cache a lone copy sits in. Warm, the choice
     differed: kgemv's XRN 2 won by 1% in cache where XRN 1 had taken 0.56 ms against 0.70
     rotated (2-core AVX-512 VM)."""
-    hosts = case.host_inputs()
-    sets = [_upload(be, hosts) for _ in range(weight_copies(case.spec(), cache_bytes))]
-    spec = case.spec()
+    hosts, spec = case.host_inputs(), case.spec()
+    sets = [_upload(be, hosts) for _ in range(weight_copies(spec, cache_bytes))]
     out = Tensor.empty(be, spec.out_shape, spec.out_dtype)
     for operands in sets:  # a buffer's first use is slower than the reads after (suite._use_each_copy)
         be.run(spec, out, *operands)

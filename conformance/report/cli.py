@@ -151,10 +151,9 @@ def run_kernels_check(out: Path) -> dict | None:
 
 def _portability(args: argparse.Namespace) -> int:
     import accel
+    from accel.conformance.bench.timing import pin_pocl_threads
     from accel.conformance.report import render as report
     from accel.conformance.results import machine
-
-    from accel.conformance.bench.timing import pin_pocl_threads
 
     pin_pocl_threads()  # before portability_devices starts PoCL
     started = time.perf_counter()
