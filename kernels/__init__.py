@@ -98,39 +98,47 @@ GEMV_MAX_M = 8
 #: weight), which the environment variable ACCEL_GEMV_KERNEL selects where they apply; on an H200
 #: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
 GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
+#: the software prefetch of the CPU GEMVs and qmatmul (accel.h's PREFETCH_ROWS, defines PF and
+#: PFN): each work-item asks for the lines of the next work-item's weight rows where it reads its
+#: own. On a 2-core AVX-512 VM (PoCL 3.1, N = 4096, weights rotated over 2 GB, kernel time,
+#: interleaved A/B, 2026-12-03), none against PFN = 1: K = 4096, M = 1, q4_0 0.72 -> 0.63 ms,
+#: q8_0 0.94 -> 0.80, q4_k 0.96 -> 0.68 (qgemv_k), q4_0 x q8_0 0.75 -> 0.61; M = 8 q4_0 1.90 ->
+#: 1.75, x q8_0 2.59 -> 2.23; K = 14336, M = 1: q4_0 1.82 -> 1.66, q4_k 2.40 -> 2.23, q4_k x q8_k
+#: at XRN = 4 1.31 (XRN = 1 with PF = 2048, 2 KB along its one row: 1.51). PF = 2048 alone slowed
+#: the 4-row qgemv_k at K = 14336 (2.62 ms) and was best for qgemv_kx at XRN = 1, K = 4096 (q4_k x
+#: q8_k 0.48 against 0.52 at XRN = 4, PFN = 1; q6_k x q8_k 0.69 against 0.65): tune searches both
+PREFETCH_NEXT = dict(PF=0, PFN=1)
 #: X8RN: the weight rows per work-item of qmatmul_x8 (x as q8_0, M > 1), a planner parameter:
 #: its integer sums hold more registers than the float kernel's, and on a 2-core AVX-512 VM (PoCL
 #: 3.1, 4096 x 4096, weights rotated over 1.1 GB, RM = 4) q8_0 x q8_0 took 1.57 ms at RN = 2
 #: against 1.95 at RN = 4 for M = 4, 2.77 against 3.79 at M = 8, 9.2 against 11.8 at M = 32; q4_0
 #: 1.31 against 1.67 at M = 4 and 9.5 against 10.5 at M = 32 (1.04 against 0.98 at M = 2); the
 #: float kernel was faster at RN = 4 (q8_0 M = 4: 1.22 against 1.37)
-CPU_QMATMUL = dict(RM=4, RN=4, VW=16, X8RN=2)
+CPU_QMATMUL = dict(RM=4, RN=4, VW=16, X8RN=2, **PREFETCH_NEXT)
 #: kquant.cl's qgemv_k: on GPUs a team of KWG work-items (a warp) per RN weight rows, one
 #: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
 #: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
 #: decoded weight (the OpenCL planner trades RN for RM as M grows); XRN: the RN of qgemv_kx (x as
-#: q8_k) at M = 1, a planner parameter, not a define. PF: qgemv_kx's software prefetch distance in
-#: bytes (accel.h's PREFETCH). On a 2-core AVX-512 VM (PoCL 3.1, 4096 x 4096, weights rotated over
-#: 2 GB, kernel time, interleaved A/B, 2026-12-03) at PF = 2048 against none: q4_k x q8_k 0.54 ms
-#: against 0.62 at M = 1 and 1.57 against 1.82 at M = 8, q6_k x q8_k 0.74 against 0.81, mxfp4 x
-#: q8_0 0.66 against 0.97 (3.6 against 4.2 at M = 8); 1024 to 4096 alike. The float-x GEMVs
-#: (qgemv_k, quant.cl's) gained nothing: they are bound by decoding, not by memory
+#: q8_k) at M = 1, a planner parameter, not a define.
 GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
-CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1, PF=2048)
+CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1, **PREFETCH_NEXT)
 #: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
 #: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
 #: hand search too); `accel tune --ops gemv` searches RN per device
-CPU_GEMV = dict(RM=1, RN=1, VW=16)
+CPU_GEMV = dict(RM=1, RN=1, VW=16, **PREFETCH_NEXT)
 #: what changes in the CPU sets where the device takes 16-lane vectors (PoCL names an AVX-512
 #: target; 32 vector registers): more weight rows per work-item in the GEMVs. On a 2-core
 #: AVX-512 VM (PoCL 3.1, 4096 x 4096, weights rotated over 600 MB, kernel time, 2026-12-03) at
 #: M = 1: q8_0 0.86 ms at RN = 4 against 1.44 at RN = 1, q4_0 0.73 against 1.24 (x as q8_0: 0.69
 #: to 0.80 ms at RN = 1, 2 and 4 alike); qgemv_k q4_k 0.95 against 1.14 at RN = 2, q6_k 1.26
 #: against 1.66, mxfp4 1.18 against 1.63, and q4_k at M = 2 1.31 against 2.05 (the planner's RN
-#: 2 x RM 2 against 1 x 2); qgemv_kx's XRN = 1 still beat 2 and 4 (0.56, 0.70, 0.80 ms). TILE 8
-#: (RN x RM at M > 1, the planner's): at M = 2 q4_k 1.00 ms against 1.31 at TILE 4 (RN 4 x RM 2
-#: against 2 x 2), q6_k 1.21 against 1.42, mxfp4 1.04 against 1.26; at M = 4 alike or better
-CPU_WIDE = {"gemv": dict(RN=4), "kgemv": dict(RN=4, TILE=8)}
+#: 2 x RM 2 against 1 x 2). TILE 8 (RN x RM at M > 1, the planner's): at M = 2 q4_k 1.00 ms
+#: against 1.31 at TILE 4 (RN 4 x RM 2 against 2 x 2), q6_k 1.21 against 1.42, mxfp4 1.04 against
+#: 1.26; at M = 4 alike or better. qgemv_kx's XRN = 4 with PREFETCH_NEXT (without a prefetch XRN
+#: = 1 had been best): M = 1 q6_k x q8_k 0.65 ms against 0.69 (XRN = 1, PF = 2048), mxfp4 x q8_0
+#: 0.65 against 0.67, q4_k x q8_k 0.52 against 0.48, and 1.31 against 1.51 at K = 14336; M = 2
+#: (RN 2 x RM 2 against 1 x 2) q4_k 0.56 against 0.60, q6_k 0.74 against 0.87
+CPU_WIDE = {"gemv": dict(RN=4), "kgemv": dict(RN=4, TILE=8, XRN=4)}
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
 #: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles

@@ -567,19 +567,29 @@ DEVICE int8 DOT32_U8(uchar16 ulo, uchar16 uhi, char16 slo, char16 shi) {
 }
 #endif
 
-/* PREFETCH(p, bytes): where the kernel define PF is set (CPU parameter sets), ask for the cache
- * lines PF bytes past p[0 .. bytes), the part of a weight row the loop is about to read, so that
- * the row's next lines are on their way from memory while these are computed on (the hardware
- * prefetcher alone left the GEMVs waiting on memory: kernel time rotated over 2 GB of copies was
- * twice the time in cache). clang's builtin becomes prefetcht0 on x86-64 and prfm on AArch64;
- * OpenCL's own prefetch() is a no-op in PoCL. Nothing elsewhere, nor where PF is 0. */
+/* PREFETCH_ROWS(rows, n, at, bytes, span): where a CPU parameter set asks for it, the cache
+ * lines of rows[r] + at .. + bytes for each of the n weight rows a work-item walks together, moved
+ * ahead by PF bytes along the row and by PFN work-items (span: the bytes of one work-item's rows,
+ * the next item's rows start span bytes on), so that they are on their way from memory while
+ * this part is computed on: the hardware prefetcher alone, which stops at 4 KB pages, left the
+ * GEMVs waiting on memory. Where a work-item walks one row, a short distance along it did best;
+ * where it walks several at once, the next work-item's rows: prefetching along each of 4 rows
+ * slowed qgemv_k (4096 x 14336 q4_k, M = 1: 2.40 -> 2.62 ms, none against PF = 2048; PFN = 1
+ * 2.23). clang's builtin becomes prefetcht0 on x86-64 and prfm on AArch64, neither of which
+ * faults past the buffer's end; OpenCL's own prefetch() is a no-op in PoCL. */
 #ifndef PF
 #define PF 0
 #endif
-#if defined(ACCEL_OPENCL) && PF > 0 && (defined(__x86_64__) || defined(__aarch64__))
-#define PREFETCH(p, bytes) UNROLL for (int pf_ = 0; pf_ < (bytes); pf_ += 64) __builtin_prefetch((p) + PF + pf_)
+#ifndef PFN
+#define PFN 0
+#endif
+#if defined(ACCEL_OPENCL) && (PF > 0 || PFN > 0) && (defined(__x86_64__) || defined(__aarch64__))
+#define PREFETCH_ROWS(rows, n, at, bytes, span) \
+    UNROLL for (int pfr_ = 0; pfr_ < (n); ++pfr_) \
+        UNROLL for (int pf_ = 0; pf_ < (bytes); pf_ += 64) \
+            __builtin_prefetch((rows)[pfr_] + (at) + PF + PFN * (span) + pf_)
 #else
-#define PREFETCH(p, bytes) ((void)0)
+#define PREFETCH_ROWS(rows, n, at, bytes, span) ((void)0)
 #endif
 
 DEVICE int imin(int a, int b) { return a < b ? a : b; }

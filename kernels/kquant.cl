@@ -170,6 +170,7 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
 #define RM 1
 #endif
 #define SV (32 / VW) /* vectors per sub-block */
+#define UNIT_BYTES (USUB * 32 * BLOCK_BYTES / QB) /* a unit's bytes of a weight row */
 
 /* On CPU devices (whole blocks per unit) a block's scales come as one vector per block and
  * weight row (BLOCK_SCALES): sub-block by sub-block, q4_k's 6-bit fields and float16 pair took
@@ -293,6 +294,7 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         float16 bs[RN];  /* unit u is block u */
         UNROLL for (int r = 0; r < RN; ++r) bs[r] = block_scales(wr[r] + (i64)u * BLOCK_BYTES);
 #endif
+        PREFETCH_ROWS(wr, RN, (i64)u * UNIT_BYTES, UNIT_BYTES, RN * row_bytes);
         UNROLL for (int k = 0; k < USUB; ++k) {
             const int s = u * USUB + k;                      /* sub-block s of the row */
             const int j = USUB == SUBS ? k : s % SUBS;        /* ... j of its block */
@@ -937,7 +939,7 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
     int b = 0;
     for (; b + KXG <= nb; b += KXG) {
-        UNROLL for (int r = 0; r < RN; ++r) PREFETCH(wr[r] + (i64)b * BLOCK_BYTES, KXG * BLOCK_BYTES);
+        PREFETCH_ROWS(wr, RN, (i64)b * BLOCK_BYTES, KXG * BLOCK_BYTES, RN * (i64)nb * BLOCK_BYTES);
         kx_blocks(acc, xr, wr, b, KXG);
     }
     if (b < nb) kx_blocks(acc, xr, wr, b, nb - b);

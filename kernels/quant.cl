@@ -232,6 +232,7 @@ DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL 
     for (int b0 = 0; b0 < runs_end; b0 += VW) {
         vf_t ds[RN];
         UNROLL for (int j = 0; j < RN; ++j) ds[j] = run_scales(wr[j] + (i64)b0 * BLOCK_BYTES);
+        PREFETCH_ROWS(wr, RN, (i64)b0 * BLOCK_BYTES, VW * BLOCK_BYTES, RN * (i64)nblk * BLOCK_BYTES);
         RUN_UNROLL for (int b = 0; b < VW; ++b) {
             UNROLL for (int j = 0; j < RN; ++j) d[j] = VGET(float, ds[j], b);
             qmatmul_block(acc, xr, wr, b0 + b, d);
@@ -1256,6 +1257,7 @@ KERNEL void qmatmul_x8(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
         tail[i][j] = 0.0f;
     }
     for (int b0 = 0; b0 < runs_end; b0 += VW) {
+        PREFETCH_ROWS(wr, RN, (i64)b0 * BLOCK_BYTES, VW * BLOCK_BYTES, RN * row_bytes);
         UNROLL for (int j = 0; j < RN; ++j) {
             GLOBAL const u8* run = wr[j] + (i64)b0 * BLOCK_BYTES;
             const vf_t dw = run_scales(run);

@@ -101,7 +101,7 @@ def test_tune_kgemv_chooses_qgemv_kx_rows_and_the_planner_uses_them(tmp_path, mo
     if be.dev.kind != "cpu":
         pytest.skip("XRN is a CPU-device parameter (GPUs plan qmatmul_kx)")
     full = P.candidates
-    pair = [c for c in full("kgemv", "cpu", P.safe_lanes(be.dev)) if c["RN"] == 2 and c["PF"]][:2]
+    pair = [c for c in full("kgemv", "cpu", P.safe_lanes(be.dev)) if c["RN"] == 2 and c["PFN"]][:2]
     assert len(pair) == 2 and pair[0]["XRN"] != pair[1]["XRN"]
     monkeypatch.setattr(P, "candidates", lambda op, kind, lanes: pair if op == "kgemv" else full(op, kind, lanes))
     lines = []
