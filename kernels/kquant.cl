@@ -256,19 +256,31 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
  * 16 values its codes stand for, each dequantize's to the bit (a i - b by one FMA, a i exact; d
  * times an E2M1 value, exact), one vpermps per 16 weights in place of a convert and a product;
  * the lookup reads the low 4 bits, so a low nibble needs no mask. 4096 x 4096, M = 1, RN = 4,
- * PoCL 3.1, weights in cache: mxfp4 0.87 -> 0.35 ms, q4_k 0.59 -> 0.55 (min of 150). */
+ * PoCL 3.1, weights in cache: mxfp4 0.87 -> 0.35 ms, q4_k 0.59 -> 0.55 (min of 150). q4_k's
+ * sub-blocks 2i and 2i + 1 are the low and high nibbles of the same 32 bytes: the even one
+ * widens them into held (the row's), the odd one shifts those (whole blocks per unit, so the
+ * sub-blocks come in order). */
 #if (FMT_Q4_K && BLOCK_SCALES || FMT_MXFP4) && VW == 16 && defined(ACCEL_LOOKUP16F)
 #define KQ_LUT 1
-DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, float a, float b, float16* wv) {
+DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, float a, float b, int16* held, float16* wv) {
 #if FMT_Q4_K
     const float16 table = FMA((float16)a, (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                               (float16)(-b));
     GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
-    UNROLL for (int v = 0; v < 2; ++v) wv[v] = ACCEL_LOOKUP16F(table, VLOAD_U8(qs, 16 * v) >> (4 * (j % 2)));
+    if (j % 2 == 0) {  /* the bytes, held for sub-block j + 1, which takes their high nibbles */
+        UNROLL for (int v = 0; v < 2; ++v) {
+            held[v] = VLOAD_U8(qs, 16 * v);
+            HIDE_WIDENING(held[v]);
+            wv[v] = ACCEL_LOOKUP16F(table, held[v]);
+        }
+    } else {
+        UNROLL for (int v = 0; v < 2; ++v) wv[v] = ACCEL_LOOKUP16F(table, held[v] >> 4);
+    }
 #else /* element l: low nibble of byte l, l + 16: high */
     const float16 table = FMUL_RN((float16)e8m0_half(blk[0]),
                                   (float16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-    const int16 bytes = VLOAD_U8(blk + 1, 0);
+    int16 bytes = VLOAD_U8(blk + 1, 0);
+    HIDE_WIDENING(bytes);
     wv[0] = ACCEL_LOOKUP16F(table, bytes);
     wv[1] = ACCEL_LOOKUP16F(table, bytes >> 4);
 #endif
@@ -293,8 +305,12 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #if BLOCK_SCALES
         float16 bs[RN];  /* unit u is block u */
         UNROLL for (int r = 0; r < RN; ++r) bs[r] = block_scales(wr[r] + (i64)u * BLOCK_BYTES);
+        KEEP_IN_MEMORY(bs);  /* each sub-block's scales broadcast from memory */
 #endif
         PREFETCH_ROWS(wr, RN, (i64)u * UNIT_BYTES, UNIT_BYTES, RN * row_bytes);
+#if KQ_LUT
+        int16 held[RN][2];  /* q4_k: sub-block j's bytes, whose high nibbles are sub-block j + 1's */
+#endif
         UNROLL for (int k = 0; k < USUB; ++k) {
             const int s = u * USUB + k;                      /* sub-block s of the row */
             const int j = USUB == SUBS ? k : s % SUBS;        /* ... j of its block */
@@ -318,7 +334,7 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #endif
                 vf_t wv[SV];
 #if KQ_LUT
-                lut_weights(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, a[0], b, wv);
+                lut_weights(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, a[0], b, held[r], wv);
 #else
                 vi_t q[SV];
                 sub_codes(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, q, a, &b);
