@@ -170,7 +170,7 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
 #define RM 1
 #endif
 #define SV (32 / VW) /* vectors per sub-block */
-#define UNIT_BYTES (USUB * 32 * BLOCK_BYTES / QB) /* a unit's bytes of a weight row */
+#define SUB_BYTES (32 * BLOCK_BYTES / QB) /* a sub-block's share of a weight row's bytes (rounded down) */
 
 /* On CPU devices (whole blocks per unit) a block's scales come as one vector per block and
  * weight row (BLOCK_SCALES): sub-block by sub-block, q4_k's 6-bit fields and float16 pair took
@@ -329,13 +329,13 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         UNROLL for (int r = 0; r < RN; ++r) bs[r] = block_scales(wr[r] + (i64)u * BLOCK_BYTES);
         KEEP_IN_MEMORY(bs);  /* each sub-block's scales broadcast from memory */
 #endif
-        PREFETCH_ROWS(wr, RN, (i64)u * UNIT_BYTES, UNIT_BYTES, RN * row_bytes);
 #if KQ_LUT
         int16 held[RN][2];  /* bytes a row's sub-blocks share (lut_weights) */
 #endif
         UNROLL for (int k = 0; k < USUB; ++k) {
             const int s = u * USUB + k;                      /* sub-block s of the row */
             const int j = USUB == SUBS ? k : s % SUBS;        /* ... j of its block */
+            PREFETCH_ROWS(wr, RN, (i64)s * 32 * BLOCK_BYTES / QB, SUB_BYTES, RN * row_bytes);
             /* x by a pointer and constant offsets: from an int index PoCL 3.1 gathered the lanes
              * (vgatherdps; q4_k 4096 x 4096, M = 1, AVX-512: 1.52 -> 1.08 ms) */
             vf_t xv[RM][SV];

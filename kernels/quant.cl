@@ -272,8 +272,8 @@ DEVICE void qmatmul_tile(vf_t acc[RM][RN], GLOBAL const IN_T* const* xr, GLOBAL 
     for (int b0 = 0; b0 < runs_end; b0 += VW) {
         vf_t ds[RN];
         UNROLL for (int j = 0; j < RN; ++j) ds[j] = run_scales(wr[j] + (i64)b0 * BLOCK_BYTES);
-        PREFETCH_ROWS(wr, RN, (i64)b0 * BLOCK_BYTES, VW * BLOCK_BYTES, RN * (i64)nblk * BLOCK_BYTES);
         RUN_UNROLL for (int b = 0; b < VW; ++b) {
+            PREFETCH_ROWS(wr, RN, (i64)(b0 + b) * BLOCK_BYTES, BLOCK_BYTES, RN * (i64)nblk * BLOCK_BYTES);
             UNROLL for (int j = 0; j < RN; ++j) d[j] = VGET(float, ds[j], b);
             qmatmul_block(acc, xr, wr, b0 + b, d);
         }
@@ -1297,22 +1297,25 @@ KERNEL void qmatmul_x8(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
         tail[i][j] = 0.0f;
     }
     for (int b0 = 0; b0 < runs_end; b0 += VW) {
-        PREFETCH_ROWS(wr, RN, (i64)b0 * BLOCK_BYTES, VW * BLOCK_BYTES, RN * row_bytes);
         UNROLL for (int j = 0; j < RN; ++j) {
             GLOBAL const u8* run = wr[j] + (i64)b0 * BLOCK_BYTES;
             const vf_t dw = run_scales(run);
             UNROLL for (int i = 0; i < RM; ++i) {
 #if X8_LANES8
                 int8 part[VW];
-                UNROLL for (int b = 0; b < VW; ++b)
+                UNROLL for (int b = 0; b < VW; ++b) {
+                    if (i == 0) PREFETCH_ROWS(wr + j, 1, (i64)(b0 + b) * BLOCK_BYTES, BLOCK_BYTES, RN * row_bytes);
                     part[b] = block_dot_lanes(run + b * BLOCK_BYTES, xr[i] + (i64)(b0 + b) * QK);
+                }
                 const vi_t s = run_sums(part);
 #elif VW == 1
                 const vi_t s = block_dot_i8(run, xr[i] + (i64)b0 * QK);
 #else
                 vi_t s;
-                UNROLL for (int b = 0; b < VW; ++b) /* lane b of s */
+                UNROLL for (int b = 0; b < VW; ++b) { /* lane b of s */
+                    if (i == 0) PREFETCH_ROWS(wr + j, 1, (i64)(b0 + b) * BLOCK_BYTES, BLOCK_BYTES, RN * row_bytes);
                     ((__private int*)&s)[b] = block_dot_i8(run + b * BLOCK_BYTES, xr[i] + (i64)(b0 + b) * QK);
+                }
 #endif
                 GLOBAL const float* pairs = dr[i] + 2 * b0;
                 vf_t sf = VCVT_F(s);
