@@ -896,10 +896,12 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, GLOBAL const i8* RESTRICT xc) 
 #define KXG 1
 #endif
 
-/* Blocks b to b + n - 1 (n <= KXG) of rows xr of x and wr of the weight added to acc, in order. */
+/* Blocks b to b + n - 1 (n <= KXG) of rows xr of x and wr of the weight added to acc, in order
+ * (span: the bytes of a work-item's weight rows, for PREFETCH_ROWS). */
 DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const u8* const* wr,
-                      int b, int n) {
+                      int b, int n, i64 span) {
     UNROLL for (int r = 0; r < RN; ++r) {
+        PREFETCH_ROWS(wr + r, 1, (i64)b * BLOCK_BYTES, KXG * BLOCK_BYTES, span);  /* row by row */
         /* block b + g's integer sums as lanes: q4_k, kx_term's S and Mn; q6_k, its S + 32 Q
          * and Q (the scales times q8_k's 16 x code sums); mxfp4, its s (Q unused) */
         int8 P[RM][KXG], Q[RM][KXG];
@@ -977,10 +979,9 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
     int b = 0;
     for (; b + KXG <= nb; b += KXG) {
-        PREFETCH_ROWS(wr, RN, (i64)b * BLOCK_BYTES, KXG * BLOCK_BYTES, RN * (i64)nb * BLOCK_BYTES);
-        kx_blocks(acc, xr, wr, b, KXG);
+        kx_blocks(acc, xr, wr, b, KXG, RN * (i64)nb * BLOCK_BYTES);
     }
-    if (b < nb) kx_blocks(acc, xr, wr, b, nb - b);
+    if (b < nb) kx_blocks(acc, xr, wr, b, nb - b, 0);
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r)
         if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, acc[i][r]);
 }
