@@ -99,14 +99,14 @@ GEMV_MAX_M = 8
 #: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
 GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
 #: the software prefetch of the CPU GEMVs and qmatmul (accel.h's PREFETCH_ROWS, defines PF and
-#: PFN): each work-item asks for the lines of the next work-item's weight rows where it reads its
-#: own. On a 2-core AVX-512 VM (PoCL 3.1, N = 4096, weights rotated over 2 GB, kernel time,
-#: interleaved A/B, 2026-12-03), none against PFN = 1: K = 4096, M = 1, q4_0 0.72 -> 0.63 ms,
-#: q8_0 0.94 -> 0.80, q4_k 0.96 -> 0.68 (qgemv_k), q4_0 x q8_0 0.75 -> 0.61; M = 8 q4_0 1.90 ->
-#: 1.75, x q8_0 2.59 -> 2.23; K = 14336, M = 1: q4_0 1.82 -> 1.66, q4_k 2.40 -> 2.23, q4_k x q8_k
-#: at XRN = 4 1.31 (XRN = 1 with PF = 2048, 2 KB along its one row: 1.51). PF = 2048 alone slowed
-#: the 4-row qgemv_k at K = 14336 (2.62 ms) and was best for qgemv_kx at XRN = 1, K = 4096 (q4_k x
-#: q8_k 0.48 against 0.52 at XRN = 4, PFN = 1; q6_k x q8_k 0.69 against 0.65): tune searches both
+#: PFN): each work-item asks, step by step, for the lines of the next work-item's weight rows
+#: where it reads its own. On a 2-core AVX-512 VM (PoCL 3.1, N = 4096, weights rotated over 2 GB,
+#: kernel time, interleaved A/B, 2026-12-03), none against PFN = 1 (asked once per run of blocks):
+#: K = 4096, M = 1, q4_0 0.72 -> 0.63 ms, q8_0 0.94 -> 0.80, q4_k 0.96 -> 0.68 (qgemv_k), q4_0 x
+#: q8_0 0.75 -> 0.61; M = 8 q4_0 1.90 -> 1.75, x q8_0 2.59 -> 2.23; K = 14336, M = 1: q4_0 1.82 ->
+#: 1.66, q4_k 2.40 -> 2.23, q4_k x q8_k at XRN = 4 1.31 (XRN = 1 with PF = 2048, 2 KB along its
+#: one row: 1.51). PF = 2048 alone slowed the 4-row qgemv_k at K = 14336 (2.62 ms) and was best
+#: for qgemv_kx at XRN = 1, K = 4096 before it asked row by row: tune searches both
 PREFETCH_NEXT = dict(PF=0, PFN=1)
 #: X8RN: the weight rows per work-item of qmatmul_x8 (x as q8_0, M > 1), a planner parameter:
 #: its integer sums hold more registers than the float kernel's, and on a 2-core AVX-512 VM (PoCL
@@ -135,9 +135,9 @@ CPU_GEMV = dict(RM=1, RN=1, VW=16, **PREFETCH_NEXT)
 #: 2 x RM 2 against 1 x 2). TILE 8 (RN x RM at M > 1, the planner's): at M = 2 q4_k 1.00 ms
 #: against 1.31 at TILE 4 (RN 4 x RM 2 against 2 x 2), q6_k 1.21 against 1.42, mxfp4 1.04 against
 #: 1.26; at M = 4 alike or better. qgemv_kx's XRN = 4 with PREFETCH_NEXT (without a prefetch XRN
-#: = 1 had been best): M = 1 q6_k x q8_k 0.65 ms against 0.69 (XRN = 1, PF = 2048), mxfp4 x q8_0
-#: 0.65 against 0.67, q4_k x q8_k 0.52 against 0.48, and 1.31 against 1.51 at K = 14336; M = 2
-#: (RN 2 x RM 2 against 1 x 2) q4_k 0.56 against 0.60, q6_k 0.74 against 0.87
+#: = 1 had been best): M = 1 q4_k x q8_k 0.50 ms against 0.50 (XRN = 1, PF = 2048), q6_k x q8_k
+#: 0.65 against 0.73, mxfp4 x q8_0 0.67 against 0.69, and q4_k 1.31 against 1.51 at K = 14336;
+#: M = 2 (RN 2 x RM 2 against 1 x 2) q4_k 0.56 against 0.60, q6_k 0.74 against 0.87
 CPU_WIDE = {"gemv": dict(RN=4), "kgemv": dict(RN=4, TILE=8, XRN=4)}
 #: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
 #: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
