@@ -184,6 +184,8 @@ DEVICE ushort16 run_scale_words(GLOBAL const u8* RESTRICT p) {
 #endif
 #if 2 * BPW < 16
     TAKE_WINDOW(h, p, 2);
+#endif
+#if 3 * BPW < 16
     TAKE_WINDOW(h, p, 3);
 #endif
     return h;
