@@ -981,11 +981,10 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
     UNROLL for (int r = 0; r < RN; ++r) wr[r] = w + (i64)imin(n0 + r, N - 1) * nb * BLOCK_BYTES;
     float acc[RM][RN];
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r) acc[i][r] = 0.0f;
+    const i64 span = RN * (i64)nb * BLOCK_BYTES;  /* the work-item's weight rows */
     int b = 0;
-    for (; b + KXG <= nb; b += KXG) {
-        kx_blocks(acc, xr, wr, b, KXG, RN * (i64)nb * BLOCK_BYTES);
-    }
-    if (b < nb) kx_blocks(acc, xr, wr, b, nb - b, 0);
+    for (; b + KXG <= nb; b += KXG) kx_blocks(acc, xr, wr, b, KXG, span);
+    if (b < nb) kx_blocks(acc, xr, wr, b, nb - b, span);
     UNROLL for (int i = 0; i < RM; ++i) UNROLL for (int r = 0; r < RN; ++r)
         if (m0 + i < M && n0 + r < N) STORE_OUT(out, (i64)(m0 + i) * N + n0 + r, acc[i][r]);
 }

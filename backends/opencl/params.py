@@ -84,8 +84,9 @@ def build_options(dev: CLDevice) -> tuple[str, ...]:
 
 
 #: the CPU GEMVs' software prefetches tune tries (kernels.PREFETCH_NEXT): the next work-item's
-#: rows, none, and 2 KB along each row (which only qgemv_kx's one-row walks took)
-_PREFETCHES = (K.PREFETCH_NEXT, dict(PF=0, PFN=0), dict(PF=2048, PFN=0))
+#: rows or none; kgemv also 2 KB along each row (which only qgemv_kx's one-row walks took)
+_GEMV_PREFETCHES = (K.PREFETCH_NEXT, dict(PF=0, PFN=0))
+_KGEMV_PREFETCHES = (*_GEMV_PREFETCHES, dict(PF=2048, PFN=0))
 
 
 def candidates(op: str, kind: str, lanes: int) -> list[dict]:
@@ -105,9 +106,9 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
             # RM = 1 against 6.9 at RM = 8: docs of plan._kgemv_tile)
             base = {**K.CPU_KGEMV, **(K.CPU_WIDE["kgemv"] if lanes >= 16 else {})}
             return [{**base, "RN": rn, "XRN": xrn, **prefetch, "VW": lanes}
-                    for rn, xrn, prefetch in itertools.product((1, 2, 4, 8), (1, 2, 4), _PREFETCHES)]
+                    for rn, xrn, prefetch in itertools.product((1, 2, 4, 8), (1, 2, 4), _KGEMV_PREFETCHES)]
         return [{**K.CPU_GEMV, "RN": rn, **prefetch, "VW": lanes}
-                for rn, prefetch in itertools.product((1, 2, 4, 8, 16), _PREFETCHES[:2])]
+                for rn, prefetch in itertools.product((1, 2, 4, 8, 16), _GEMV_PREFETCHES)]
     if op == "matmul":
         return [dict(LOCAL_TILE=1, WG_M=wg, WG_N=wg, TM=t, TN=t, TK=tk, VW=1)
                 for wg, t, tk in itertools.product((8, 16), (2, 4, 8), (8, 16))]
