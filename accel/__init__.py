@@ -22,6 +22,9 @@ from accel.ops import (attention, dequantize, matmul, qmatmul, quantize, quantiz
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 
+if "torch" in __import__("sys").modules:  # torch.ops.accel.* as soon as both are imported; accel
+    from accel import torch_ops as _torch_ops  # never imports torch itself (nor pays for it)
+
 
 def __getattr__(name: str) -> str:
     if name == "__version__":  # pyproject.toml is the one version source

@@ -66,6 +66,8 @@ def dtype_name(dtype: object, arg: str = "dtype") -> str:
     fast = NAME_OF_NUMPY.get(dtype) if isinstance(dtype, np.dtype) else None
     if fast is not None:
         return fast
+    if dtype is None:  # np.dtype(None) is float64: a None here was never meant as that
+        raise DTypeError(expected(arg, _KNOWN, "None"))
     if isinstance(dtype, str) and dtype in _NUMPY:
         return dtype
     if type(dtype).__module__ == "torch":  # torch.float32 etc.; str() is "torch.float32"

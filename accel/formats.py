@@ -61,9 +61,10 @@ def get_format(fmt: object) -> QuantFormat:
     return FORMATS[fmt]
 
 
-def check_quantizable_shape(shape: tuple[int, ...], fmt: QuantFormat, arg: str = "x") -> None:
-    """Raise a ShapeError unless the last axis holds a whole number of ``fmt``'s blocks."""
+def check_quantizable_shape(shape: tuple[int, ...], fmt: QuantFormat, where: str = "x.shape") -> None:
+    """Raise a ShapeError (naming ``where``, the shape's argument) unless the last axis holds a
+    whole number of ``fmt``'s blocks."""
     if len(shape) < 1 or shape[-1] % fmt.block or shape[-1] == 0:
         k = shape[-1] if len(shape) else None
-        raise ShapeError(expected(f"{arg}.shape[-1]", f"a positive multiple of {fmt.block} "
+        raise ShapeError(expected(f"{where}[-1]", f"a positive multiple of {fmt.block} "
                                   f"({fmt.name}'s block)", f"K = {k} (shape {tuple(shape)})"))

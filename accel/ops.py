@@ -12,9 +12,9 @@ import numpy as np
 from accel import spec as S
 from accel.backend import Backend
 from accel.dispatch import attention_spec_cached, execute, matmul_spec_cached, resolve, run
-from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, FP8_MAX, convert, dtype_name
-from accel.errors import ArgumentError, ShapeError, expected
-from accel.tensor import QTensor, from_tensor, host_of, operand, to_tensor
+from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, FP8_MAX, convert, dtype_name, to_numpy_dtype
+from accel.errors import ArgumentError, DTypeError, ShapeError, expected
+from accel.tensor import QTensor, check_array, from_tensor, host_of, operand, to_tensor
 
 def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend | None = None) -> Any:
     """``a[..., M, K] @ b[..., K, N]`` with batch broadcasting, float32 accumulation (int32 for
@@ -24,8 +24,8 @@ def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend |
     >>> accel.matmul(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))[0, 0]
     np.float32(3.0)
     """
-    if _torch_tensors(a, b):
-        return _torch_op("matmul")(a, b, _torch_dtype(out_dtype), _device(backend))
+    if (ts := _torch_operands(("a", a), ("b", b))) is not None:
+        return _torch_op("matmul")(*ts, _torch_dtype(out_dtype), _device(backend))
     ops = oa, ob = operand("a", a), operand("b", b)
     spec = matmul_spec_cached(oa.shape, oa.dtype, ob.shape, ob.dtype,
                         None if out_dtype is None else dtype_name(out_dtype, "out_dtype"))
@@ -42,9 +42,12 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     >>> accel.attention(q, kv, kv, causal=True).shape
     (1, 4, 1, 8)
     """
-    if _torch_tensors(q, k, v, *(() if mask is None else (mask,))):
+    named = (("q", q), ("k", k), ("v", v)) + (() if mask is None else (("mask", mask),))
+    if (ts := _torch_operands(*named)) is not None:
         S.check_attention_flags(causal, scale)  # torch's schema would cast them with its own error
-        return _torch_op("attention")(q, k, v, mask, causal, scale, _device(backend))
+        tq, tk, tv, *tmask = ts
+        return _torch_op("attention")(tq, tk, tv, tmask[0] if tmask else None, causal, scale,
+                                      _device(backend))
     ops = (operand("q", q), operand("k", k), operand("v", v),
            None if mask is None else operand("mask", mask))
     oq, ok, ov, om = ops
@@ -107,7 +110,9 @@ def qmatmul(x: Any, w: QTensor, *, x_format: str | None = None,
     if not isinstance(w, QTensor):
         raise ArgumentError(expected("w", "an accel.QTensor (see accel.quantize)", type(w).__name__))
     if _torch_tensors(x) and x.requires_grad and sys.modules["torch"].is_grad_enabled():
-        # the gradient needs the operator; a QTensor's bytes come along as a uint8 tensor
+        # the gradient needs the operator; a QTensor's bytes come along as a uint8 tensor, after
+        # the same checks as below (the operator knows the weight only by its bytes)
+        S.qmatmul_spec(tuple(x.shape), dtype_name(x.dtype, "x.dtype"), w.shape, w.format, x_format)
         raw = sys.modules["torch"].from_numpy(w.raw.copy())
         return _torch_op("qmatmul")(x, raw, w.fmt, w.shape[0], x_format, _device(backend))
     ops = (operand("x", x), operand("w", w.data))
@@ -129,7 +134,8 @@ def scaled_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, out_dtype: obje
     >>> float(sa), float(sb), accel.scaled_matmul(a, b, sa, sb, out_dtype="float32")[0, 0]
     (0.015625, 0.0078125, np.float32(3136.0))
     """
-    scale_a, scale_b = (np.float32(s) if isinstance(s, (int, float)) else s for s in (scale_a, scale_b))
+    _refuse_gradients("scaled_matmul", a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    scale_a, scale_b = (_scalar_scale(n, s) for n, s in (("scale_a", scale_a), ("scale_b", scale_b)))
     scale_a, scale_b = (np.asarray(s) if isinstance(s, np.generic) else s for s in (scale_a, scale_b))
     ops = oa, ob, osa, osb, obias = (operand("a", a), operand("b", b), operand("scale_a", scale_a),
                                      operand("scale_b", scale_b),
@@ -147,14 +153,20 @@ def quantize_fp8(x: Any, dtype: str, granularity: str = "tensor", *,
     largest value, 1 for an all-zero group), ``data`` rounded to nearest even, the inverse of
     what :func:`scaled_matmul` takes for operand ``operand_of`` ("a" [M, K] or "b" [K, N]) at
     ``granularity`` "tensor", "row" (a: per row, b: per column) or "block" (a: 1x128, b:
-    128x128). A host array in, numpy out (the data as an ml_dtypes float8 array).
+    128x128). A host array in, numpy out (the data as an ml_dtypes float8 array). A group
+    holding a NaN or an infinity gets a non-finite scale (NaN, inf) and reads back as NaN: it is
+    never silently clamped.
 
     >>> import accel, numpy as np
     >>> data, scale = accel.quantize_fp8(np.array([[1.0, -896.0]], np.float32), "float8_e4m3fn")
     >>> data.astype(np.float32).tolist(), float(scale)  # 896 = 2 x 448
     ([[0.5, -448.0]], 2.0)
     """
-    if dtype not in FP8_DTYPES:
+    try:
+        name = dtype_name(dtype, "dtype")  # a string, numpy/ml_dtypes or torch dtype
+    except DTypeError:
+        name = None
+    if name not in FP8_DTYPES:
         raise ArgumentError(expected("dtype", f"one of {FP8_DTYPES}", repr(dtype)))
     if granularity not in S.SCALINGS:
         raise ArgumentError(expected("granularity", f"one of {S.SCALINGS}", repr(granularity)))
@@ -173,11 +185,14 @@ def quantize_fp8(x: Any, dtype: str, granularity: str = "tensor", *,
              ("row", "b"): (rows, 1), ("block", "a"): (1, S.FP8_BLOCK),
              ("block", "b"): (S.FP8_BLOCK, S.FP8_BLOCK)}[granularity, operand_of]
     values = host.astype(np.float32)
-    amax = _group_amax(values, group)
-    scale = np.where(amax > 0, amax / np.float32(FP8_MAX[dtype]), np.float32(1)).astype(np.float32)
+    want = S.fp8_scale_shapes(granularity, rows, cols, cols)[0] if operand_of == "a" else \
+        S.fp8_scale_shapes(granularity, cols, rows, cols)[1]
+    amax = _group_amax(values, group) if values.size else np.zeros(want or (1, 1), np.float32)
+    # amax 0: scale 1; NaN or inf: a non-finite scale, so the group reads back as NaN
+    scale = np.where(amax == 0, np.float32(1), amax / np.float32(FP8_MAX[name])).astype(np.float32)
     expanded = np.repeat(np.repeat(scale, group[0], axis=0), group[1], axis=1)[:rows, :cols]
     with np.errstate(all="ignore"):
-        data = convert(values / expanded, dtype)
+        data = convert(values / expanded, name)
     return data, scale.reshape(()) if granularity == "tensor" else scale
 
 
@@ -188,6 +203,64 @@ def _group_amax(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:
     padded = np.zeros((-(-rows // gr) * gr, -(-cols // gc) * gc), np.float32)
     padded[:rows, :cols] = np.abs(values)
     return padded.reshape(padded.shape[0] // gr, gr, padded.shape[1] // gc, gc).max(axis=(1, 3))
+
+
+def _scalar_scale(arg: str, s: Any) -> Any:
+    """A Python number as scaled_matmul's float32 scale (a finite one: a scale of inf or NaN
+    would turn every output into NaN); anything else as it came."""
+    if isinstance(s, bool):  # True would silently be a scale of 1
+        raise ArgumentError(expected(arg, "a float32 scale (number or array)", repr(s)))
+    if isinstance(s, (int, float)):
+        if not S.finite_in_float32(s):
+            shown = repr(s) if len(repr(s)) < 40 else f"{repr(s)[:20]}... ({len(repr(s))} digits)"
+            raise ArgumentError(expected(arg, "a scale finite in float32", shown))
+        return np.asarray(np.float32(s))
+    return np.asarray(s) if isinstance(s, np.generic) else s
+
+
+def _refuse_gradients(op: str, **operands: Any) -> None:
+    """An ArgumentError where a torch operand asks for a gradient ``op`` has no formula for: its
+    result would otherwise come back silently detached."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.is_grad_enabled():
+        return
+    for arg, x in operands.items():
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            raise ArgumentError(expected(arg, f"a tensor that does not require grad ({op} has no "
+                                         "derivative: detach it or use torch.no_grad())",
+                                         f"{arg}.requires_grad"))
+
+
+def _torch_operands(*named: tuple[str, Any]) -> tuple | None:
+    """The operands as the torch operator takes them, or None where the op runs on accel's own
+    dispatch: every operand a torch tensor, or some of them one that requires grad (then host
+    arrays, a numpy mask say, join as torch tensors rather than the gradient being lost)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    is_torch = [isinstance(x, torch.Tensor) for _, x in named]
+    if all(is_torch):
+        return tuple(x for _, x in named)
+    grad = torch.is_grad_enabled() and any(t and x.requires_grad for t, (_, x) in zip(is_torch, named))
+    if not grad:
+        return None
+    device = next(x.device for t, (_, x) in zip(is_torch, named) if t and x.requires_grad)
+    out = []
+    for t, (arg, x) in zip(is_torch, named):
+        kind = check_array(arg, x) if not t else "torch"
+        if t:
+            out.append(x)
+        elif kind == "numpy" and device.type == "cpu":
+            host = host_of(x, kind)
+            if host.dtype == to_numpy_dtype("bfloat16"):  # torch reads no ml_dtypes array
+                out.append(torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
+            else:
+                out.append(torch.from_numpy(host))
+        else:
+            raise ArgumentError(expected(arg, f"a torch tensor on {device} like the operand that "
+                                         "requires grad (the gradient runs through torch's "
+                                         "autograd), or a numpy array with cpu tensors", kind))
+    return tuple(out)
 
 
 def _torch_tensors(*arrays: Any) -> bool:

@@ -156,6 +156,11 @@ def get_backend(device: str | Backend | None = None) -> Backend:
         return device
     if device is None:
         device = current_device()
+        if device not in _instances and device == _environment and not (_context.get() or _process_default):
+            try:  # the environment chose it: say so, the user never typed a backend argument
+                return get_backend(device)
+            except AccelError as e:
+                raise type(e)(f"ACCEL_BACKEND={device!r}: {e}") from e
     inst = _instances.get(device)  # keyed by every spelling seen ("cpu", "cpu:0")
     if inst is not None:
         return inst

@@ -324,7 +324,7 @@ def matmul_spec(a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: str,
     return MatmulSpec(tuple(a_shape), tuple(b_shape), a_dtype, out_dtype)
 
 
-def _finite_in_float32(x: int | float | np.number) -> bool:
+def finite_in_float32(x: int | float | np.number) -> bool:
     """Whether ``x`` rounds to a finite float32 (logits are scaled in float32). Numpy scalars are
     compared as Python numbers, so a float16 one does not overflow in the comparison itself, and
     huge Python ints are clamped before float() could overflow."""
@@ -345,7 +345,7 @@ def check_attention_flags(causal: object, scale: object) -> None:
     if not isinstance(causal, (bool, np.bool_)):
         raise ArgumentError(expected("causal", "a bool", repr(causal)))
     if scale is not None and (not isinstance(scale, (int, float, np.floating, np.integer))
-                              or isinstance(scale, bool) or not _finite_in_float32(scale)):
+                              or isinstance(scale, bool) or not finite_in_float32(scale)):
         raise ArgumentError(expected("scale", "a real number or None, finite in float32",
                                      repr(scale)))
 
@@ -408,6 +408,7 @@ def quantize_spec(shape: Shape, dtype: str, fmt: object) -> QuantizeSpec:
 
 
 def dequantize_spec(shape: Shape, fmt: QuantFormat) -> DequantizeSpec:
+    check_quantizable_shape(tuple(shape), fmt, "shape")
     return DequantizeSpec(tuple(shape), fmt)
 
 
@@ -438,6 +439,7 @@ def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat,
         raise ShapeError(expected("x.shape", "at least 1 dimension [..., K]", tuple(x_shape)))
     if len(w_shape) != 2:
         raise ShapeError(expected("w.shape", "a 2-d quantized weight [N, K]", tuple(w_shape)))
+    check_quantizable_shape(tuple(w_shape), fmt, "w.shape")  # whole blocks, or rows overlap
     if x_shape[-1] != w_shape[1]:
         raise ShapeError(expected("x.shape[-1]", f"K = w.shape[1] = {w_shape[1]}", x_shape[-1]))
     return QMatmulSpec(tuple(x_shape), w_shape[0], fmt, x_dtype, x_fmt)

@@ -620,6 +620,23 @@ def asarray(x: Any, *, backend: str | Backend | None = None, dtype: object = Non
     return t.astype(want, copy=False) if want else t  # a device array converts on its device
 
 
+def _quantized_shape(shape: Any, fmt: QuantFormat) -> tuple[int, ...]:
+    """``shape`` as a QTensor's logical shape, checked: ints, none negative, whole blocks."""
+    try:
+        shape = tuple(shape)  # once: a generator would be spent by the check below
+        ints = all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
+                   for s in shape)
+    except TypeError:  # not iterable
+        ints = False
+    if not ints:  # 4.5 or True would silently become 4 or 1
+        raise ShapeError(expected("shape", "a tuple of ints [..., K]", repr(shape)))
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ShapeError(expected("shape", "non-negative sizes", repr(shape)))
+    check_quantizable_shape(shape, fmt, "shape")
+    return shape
+
+
 class QTensor:
     """A tensor quantized along its last axis in a GGUF block format.
 
@@ -632,10 +649,19 @@ class QTensor:
     ((2, 64), (2, 68), 127.0)
     """
 
-    def __init__(self, data: Tensor, fmt: QuantFormat, shape: tuple[int, ...], kind: str = "numpy"):
+    def __init__(self, data: Tensor, fmt: QuantFormat | str, shape: tuple[int, ...], kind: str = "numpy"):
+        f = get_format(fmt)
+        shape = _quantized_shape(shape, f)
+        if not isinstance(data, Tensor):
+            raise ArgumentError(expected("data", "an accel.Tensor of GGUF block bytes (for a host "
+                                         "array: QTensor.from_raw)", type(data).__name__))
+        want = shape[:-1] + (f.row_bytes(shape[-1]),)
+        if data.dtype != "uint8" or data.shape != want:  # else the kernels read past the rows
+            raise ShapeError(expected("data", f"uint8 of shape {want} ({f.name} blocks of shape "
+                                      f"{shape})", f"{data.dtype} of shape {data.shape}"))
         self.data = data  # accel.Tensor of uint8, shape [..., row_bytes]
-        self.format = fmt
-        self.shape = tuple(shape)
+        self.format = f
+        self.shape = shape
         self.kind = kind  # the array kind dequantize() returns (that of quantize's input)
 
     @property
@@ -664,18 +690,7 @@ class QTensor:
         (4, 32)
         """
         f = get_format(fmt)
-        try:
-            shape = tuple(shape)  # once: a generator would be spent by the check below
-            ints = all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
-                       for s in shape)
-        except TypeError:  # not iterable
-            ints = False
-        if not ints:  # 4.5 or True would silently become 4 or 1
-            raise ShapeError(expected("shape", "a tuple of ints [..., K]", repr(shape)))
-        shape = tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape):
-            raise ShapeError(expected("shape", "non-negative sizes", repr(shape)))
-        check_quantizable_shape(shape, f, "shape")
+        shape = _quantized_shape(shape, f)
         want = shape[:-1] + (f.row_bytes(shape[-1]),)
         if isinstance(raw, QTensor):
             raise ArgumentError(expected("raw", "GGUF block bytes as a uint8 array (a QTensor's "

@@ -30,8 +30,8 @@ import torch
 from accel import dispatch
 from accel import spec as S
 from accel.dtypes import dtype_name, to_numpy_dtype
-from accel.errors import ArgumentError, expected
-from accel.formats import get_format
+from accel.errors import ArgumentError, DTypeError, expected
+from accel.formats import check_quantizable_shape, get_format
 from accel.tensor import Tensor, check_array, operand, to_tensor
 
 _TORCH_DTYPES = {name: getattr(torch, name) for name in
@@ -185,19 +185,27 @@ attention.register_autograd(_attention_backward, setup_context=_attention_contex
 @torch.library.custom_op("accel::qmatmul", mutates_args=())
 def qmatmul(x: torch.Tensor, w: torch.Tensor, fmt: str, N: int, x_format: Optional[str] = None,
             backend: Optional[str] = None) -> torch.Tensor:
-    f = get_format(fmt)
     ops = (operand("x", _host("x", x)), operand("w", _host("w", w)))
-    spec = S.qmatmul_spec(ops[0].shape, ops[0].dtype, (N, ops[0].shape[-1]), f, x_format)
-    _check_raw("w", tuple(w.shape), f.row_bytes(spec.K), (N,))
+    spec = _qmatmul_spec(x, w, fmt, N, x_format)
     return _torch(dispatch.run(spec, _backend(backend, x, w), ops, result_like=ops[0]), x)
 
 
 @qmatmul.register_fake
 def _(x, w, fmt, N, x_format=None, backend=None):
-    f = get_format(fmt)
-    spec = S.qmatmul_spec(tuple(x.shape), dtype_name(x.dtype, "x.dtype"), (N, x.shape[-1]), f, x_format)
-    _check_raw("w", tuple(w.shape), f.row_bytes(spec.K), (N,))
+    spec = _qmatmul_spec(x, w, fmt, N, x_format)
     return x.new_empty(spec.out_shape, dtype=_torch_dtype(spec.out_dtype))
+
+
+def _qmatmul_spec(x: torch.Tensor, w: torch.Tensor, fmt: str, N: int,
+                  x_format: Optional[str]) -> S.QMatmulSpec:
+    """The call checked: the weight [N, K] is known only by its bytes, so K is x's, whole
+    blocks of it, and w must be exactly the bytes of N such rows."""
+    f = get_format(fmt)
+    x_shape = tuple(x.shape)
+    check_quantizable_shape(x_shape, f)
+    spec = S.qmatmul_spec(x_shape, dtype_name(x.dtype, "x.dtype"), (N, x_shape[-1]), f, x_format)
+    _check_raw("w", w, f.row_bytes(spec.K), (N,))
+    return spec
 
 
 def _qmatmul_context(ctx, inputs, output) -> None:
@@ -250,7 +258,7 @@ quantize.register_autograd(_never_called, setup_context=_not_differentiable)
 def dequantize(raw: torch.Tensor, fmt: str, shape: list[int], backend: Optional[str] = None) -> torch.Tensor:
     f = get_format(fmt)
     spec = S.dequantize_spec(tuple(shape), f)
-    _check_raw("raw", tuple(raw.shape), f.row_bytes(spec.shape[-1]), spec.shape[:-1])
+    _check_raw("raw", raw, f.row_bytes(spec.shape[-1]), spec.shape[:-1])
     orw = operand("raw", _host("raw", raw))
     be, _ = dispatch.resolve(_backend(backend, raw), (orw,))
     out = dispatch.execute(be, spec, to_tensor(orw, be))
@@ -261,14 +269,18 @@ def dequantize(raw: torch.Tensor, fmt: str, shape: list[int], backend: Optional[
 def _(raw, fmt, shape, backend=None):
     f = get_format(fmt)
     spec = S.dequantize_spec(tuple(shape), f)
-    _check_raw("raw", tuple(raw.shape), f.row_bytes(spec.shape[-1]), spec.shape[:-1])
+    _check_raw("raw", raw, f.row_bytes(spec.shape[-1]), spec.shape[:-1])
     return raw.new_empty(spec.out_shape, dtype=torch.float32)
 
 
-def _check_raw(arg: str, got: tuple, row_bytes: int, rows: tuple) -> None:
+def _check_raw(arg: str, raw: torch.Tensor, row_bytes: int, rows: tuple) -> None:
+    """GGUF block bytes: uint8, exactly the rows' bytes (else a kernel reads past them)."""
+    if raw.dtype != torch.uint8:
+        raise DTypeError(expected(f"{arg}.dtype", "torch.uint8 (GGUF block bytes)", raw.dtype))
     want = tuple(rows) + (row_bytes,)
-    if tuple(got) != want:
-        raise ArgumentError(expected(f"{arg}.shape", f"{want} (GGUF blocks of the logical shape)", got))
+    if tuple(raw.shape) != want:
+        raise ArgumentError(expected(f"{arg}.shape", f"{want} (GGUF blocks of the logical shape)",
+                                     tuple(raw.shape)))
 
 
 def _out_array(out: Tensor, like: torch.Tensor) -> Any:

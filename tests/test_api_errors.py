@@ -10,6 +10,12 @@ q4 = np.ones((1, 2, 3, 8), np.float32)
 kv = np.ones((1, 1, 5, 8), np.float32)
 
 
+def _fp8_pair() -> tuple:
+    a, _ = accel.quantize_fp8(np.ones((2, 128), np.float32), "float8_e4m3fn")
+    b, _ = accel.quantize_fp8(np.ones((128, 3), np.float32), "float8_e4m3fn", operand_of="b")
+    return a, b
+
+
 @pytest.mark.parametrize("call,error,words", [
     (lambda: accel.matmul(f32, f32.astype(np.float16).T), accel.DTypeError, ["b.dtype", "float32", "float16"]),
     (lambda: accel.matmul(f32.astype(np.float64), f32.T.astype(np.float64)), accel.DTypeError, ["a.dtype", "float64"]),
@@ -55,6 +61,18 @@ kv = np.ones((1, 1, 5, 8), np.float32)
     (lambda: accel.QTensor.from_raw(accel.quantize(np.ones(32, np.float32), "q4_0"), "q4_0", (1, 32)), accel.ArgumentError, ["raw", "uint8 array", "QTensor"]),
     (lambda: accel.QTensor.from_raw(np.zeros(36, np.uint8), "q4_0", (2.5, 32)), accel.ShapeError, ["shape", "tuple of ints", "2.5"]),
     (lambda: accel.QTensor.from_raw(np.zeros(18, np.uint8), "q4_0", (True, 32)), accel.ShapeError, ["shape", "tuple of ints", "True"]),
+    (lambda: accel.QTensor.from_raw(np.zeros((2, 18), np.uint8), "q4_0", (2, 40)), accel.ShapeError, ["shape[-1]", "multiple of 32", "40"]),
+    # a QTensor built by hand: the kernels would read past bytes that are not its rows
+    (lambda: accel.QTensor(accel.asarray(np.zeros((1, 18), np.uint8)), "q4_0", (64, 256)), accel.ShapeError, ["data", "(64, 144)", "(1, 18)"]),
+    (lambda: accel.QTensor(accel.asarray(np.zeros((2, 18), np.float32)), "q4_0", (2, 32)), accel.ShapeError, ["data", "uint8", "float32"]),
+    (lambda: accel.QTensor(np.zeros((2, 18), np.uint8), "q4_0", (2, 32)), accel.ArgumentError, ["data", "accel.Tensor", "from_raw", "ndarray"]),
+    (lambda: accel.QTensor(accel.asarray(np.zeros((2, 18), np.uint8)), "q4_x", (2, 32)), accel.ArgumentError, ["fmt", "q4_x"]),
+    (lambda: accel.QTensor(accel.asarray(np.zeros((2, 18), np.uint8)), "q4_0", (2, 48)), accel.ShapeError, ["shape[-1]", "multiple of 32", "48"]),
+    (lambda: accel.quantize_fp8(f32, np.dtype(np.float32)), accel.ArgumentError, ["dtype", "float8_e4m3fn", "float32"]),
+    (lambda: accel.scaled_matmul(*_fp8_pair(), 10**400, 1.0), accel.ArgumentError, ["scale_a", "finite", "digits"]),
+    (lambda: accel.scaled_matmul(*_fp8_pair(), 1.0, float("nan")), accel.ArgumentError, ["scale_b", "finite", "nan"]),
+    (lambda: accel.scaled_matmul(*_fp8_pair(), True, 1.0), accel.ArgumentError, ["scale_a", "True"]),
+    (lambda: accel.scaled_matmul(*_fp8_pair(), 1.0, 1.0, out_dtype=None), accel.DTypeError, ["out_dtype", "None"]),
 ])
 def test_bad_input_raises_typed_error_naming_the_argument(call, error, words):
     with pytest.raises(error) as info:

@@ -90,6 +90,32 @@ def test_an_all_zero_group_gets_scale_one_and_zero_data():
     assert scale.tolist() == [[1.0], [1.0]] and not data.astype(np.float32).any()
 
 
+def test_a_non_finite_group_reads_back_as_nan_and_leaves_other_groups_alone():
+    x = np.array([[np.nan, 1000.0, 2.0], [1.0, np.inf, 3.0], [448.0, 1.0, 2.0]], np.float32)
+    data, scale = accel.quantize_fp8(x, "float8_e4m3fn", "row")
+    with np.errstate(invalid="ignore"):  # inf x 0 in the inf row: NaN, as asserted
+        back = data.astype(np.float32) * scale
+    assert np.isnan(back[:2]).all()  # 1000 is not silently clamped to 448 beside the NaN
+    assert back[2].tolist() == [448.0, 1.0, 2.0] and scale[2, 0] == 1.0
+
+
+@pytest.mark.parametrize("shape,granularity,operand_of,scale_shape", [
+    ((0, 256), "tensor", "a", ()), ((0, 256), "row", "a", (0, 1)), ((4, 0), "row", "a", (4, 1)),
+    ((4, 0), "block", "a", (4, 0)), ((0, 3), "row", "b", (1, 3)), ((256, 0), "block", "b", (2, 0)),
+])
+def test_empty_inputs_get_the_scale_shapes_scaled_matmul_takes(shape, granularity, operand_of, scale_shape):
+    data, scale = accel.quantize_fp8(np.zeros(shape, np.float32), "float8_e4m3fn", granularity,
+                                     operand_of=operand_of)
+    assert data.shape == shape and scale.shape == scale_shape
+
+
+def test_dtype_objects_name_the_format_as_strings_do():
+    x = np.array([[1.0, -896.0]], np.float32)
+    for dtype in (np.dtype(ml_dtypes.float8_e5m2), ml_dtypes.float8_e5m2):
+        data, scale = accel.quantize_fp8(x, dtype)
+        assert data.dtype == ml_dtypes.float8_e5m2 and float(scale) == 896 / 57344
+
+
 @pytest.mark.parametrize("scaling", ["tensor", "row"])
 def test_scaled_matmul_matches_torch_scaled_mm_on_cpu(scaling):
     g = torch.Generator().manual_seed(1)

@@ -39,6 +39,14 @@ def test_precedence_order(monkeypatch):
     assert which() == "cpu"
 
 
+def test_a_bad_environment_choice_names_the_variable(monkeypatch):
+    monkeypatch.setenv("ACCEL_BACKEND", "cpu:7")
+    accel.set_backend(None)
+    with pytest.raises(accel.BackendUnavailable, match=r"^ACCEL_BACKEND='cpu:7': backend: .*below 1"):
+        which()
+    assert which(backend="cpu") == "cpu"  # a call that names its backend is not affected
+
+
 def test_use_is_local_to_each_thread():
     seen = {}
     barrier = threading.Barrier(2)

@@ -174,3 +174,68 @@ def test_attention_on_torch_tensors_names_a_bad_scale_or_causal(flags, name):
     q = torch.ones(1, 1, 1, 4)
     with pytest.raises(ArgumentError, match=f"^{name}: expected"):
         accel.attention(q, q, q, **flags)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_operands_beside_a_tensor_that_requires_grad_keep_the_gradient(backend):
+    """A numpy mask (or b) with torch q (or a) that requires grad: the op runs as the operator,
+    and the gradient equals that of the all-torch call."""
+    a = torch.randn(3, 4, requires_grad=True)
+    b = np.random.default_rng(3).standard_normal((4, 2)).astype(np.float32)
+    accel.matmul(a, b, backend=backend).sum().backward()
+    expected_grad = torch.from_numpy(b).sum(dim=1).expand(3, 4)
+    assert torch.allclose(a.grad, expected_grad, rtol=1e-6, atol=1e-6)
+    q = torch.randn(1, 2, 3, 8, requires_grad=True)
+    k = torch.randn(1, 1, 4, 8)
+    keep = np.tril(np.ones((3, 4), bool), 1)
+    y = accel.attention(q, k, k, mask=keep, backend=backend)
+    y.sum().backward()
+    q2 = q.detach().clone().requires_grad_(True)
+    accel.attention(q2, k, k, mask=torch.from_numpy(keep), backend=backend).sum().backward()
+    assert q.grad is not None and torch.equal(q.grad, q2.grad)
+
+
+def test_a_device_array_beside_a_tensor_that_requires_grad_is_refused():
+    a = torch.randn(3, 4, requires_grad=True)
+    with pytest.raises(ArgumentError, match="^b: expected a torch tensor on cpu"):
+        accel.matmul(a, accel.asarray(np.ones((4, 2), np.float32)))
+
+
+def test_scaled_matmul_refuses_operands_that_require_grad():
+    a8, sa = accel.quantize_fp8(np.ones((2, 128), np.float32), "float8_e4m3fn")
+    b8, sb = accel.quantize_fp8(np.ones((128, 3), np.float32), "float8_e4m3fn", operand_of="b")
+    bias = torch.zeros(3, requires_grad=True)
+    with pytest.raises(ArgumentError, match="^bias: expected a tensor that does not require grad"):
+        accel.scaled_matmul(a8, b8, sa, sb, bias=bias)
+    with torch.no_grad():
+        assert accel.scaled_matmul(a8, b8, sa, sb, bias=bias, out_dtype="float32").shape == (2, 3)
+
+
+@pytest.mark.parametrize("call,error,words", [
+    # K = 40 would round down to the bytes of K = 32: the kernels would read the next row's bytes
+    (lambda: torch.ops.accel.qmatmul(torch.ones(2, 40), _raw("q4_0", 5, 32), "q4_0", 5),
+     accel.ShapeError, ["x.shape[-1]", "multiple of 32", "40"]),
+    (lambda: accel.qmatmul(torch.ones(2, 40, requires_grad=True), accel.quantize(np.ones((5, 32), np.float32), "q4_0")),
+     accel.ShapeError, ["x.shape[-1]", "K = w.shape[1] = 32", "40"]),
+    (lambda: torch.ops.accel.dequantize(_raw("q4_0", 5, 32), "q4_0", [5, 40]),
+     accel.ShapeError, ["shape[-1]", "multiple of 32", "40"]),
+    (lambda: torch.ops.accel.dequantize(_raw("q4_0", 5, 32), "q4_0", []), accel.ShapeError, ["shape[-1]"]),
+    (lambda: torch.ops.accel.qmatmul(torch.ones(2, 32), torch.zeros(5, 18), "q4_0", 5),
+     accel.DTypeError, ["w.dtype", "torch.uint8", "torch.float32"]),
+    (lambda: torch.ops.accel.dequantize(torch.zeros(5, 18, dtype=torch.int8), "q4_0", [5, 32]),
+     accel.DTypeError, ["raw.dtype", "torch.uint8", "torch.int8"]),
+])
+def test_quantized_operators_check_the_bytes_they_are_given(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    assert all(word in str(info.value) for word in words), str(info.value)
+
+
+def test_operators_exist_once_accel_is_imported_after_torch():
+    import subprocess
+    import sys
+
+    code = ("import torch, accel; print(torch.ops.accel.matmul(torch.ones(2, 3), torch.ones(3, 2)).sum().item())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "12.0"
