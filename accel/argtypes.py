@@ -51,9 +51,17 @@ def output_file(value: str) -> Path:
         raise argparse.ArgumentTypeError(f"cannot create the folder {path.parent}: {e.strerror}") from e
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{value} is a folder; expected a file name")
-    # an existing file (or /dev/null, /dev/stdout) needs only itself writable, a new one its folder
-    if not os.access(path if path.exists() else path.parent, os.W_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {value}: permission denied")
+    # an existing file (or /dev/null, /dev/stdout) needs only itself writable; a new one is
+    # created and removed (os.access lets root "write" into /proc, where no file can be made)
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write {value}: permission denied")
+        return path
+    try:
+        path.open("x").close()
+        path.unlink()
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot write {value}: {e.strerror}") from e
     return path
 
 

@@ -34,7 +34,8 @@ ENVIRONMENT = {
                          "qgemv_stream or qgemv_runs",
     "ACCEL_CUDA_IMPL": "how the cuda backend computes: auto (default), kernels, vendor or tensorcore",
     "ACCEL_HIP_IMPL": "how the hip backend computes: auto (default), kernels or vendor",
-    "ACCEL_COMMIT": "the commit recorded in result files when git cannot tell (e.g. a copied tree)",
+    "ACCEL_COMMIT": "the commit recorded in result files, in place of git's answer (a copied "
+                    "tree whose .git is not its own)",
     "ACCEL_RUN_ID": "the run id result files carry (default: a new one per process), so that "
                     "several commands' files read as one run in a report",
     "POCL_CACHE_DIR": "PoCL's own kernel cache; when unset and PoCL's default folder cannot be "
@@ -93,11 +94,16 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record, indent=1, default=str))
         return 0
-    console = Console(width=args.width)
+    # piped (a CI log, `| grep`), rich would fold the table into 80 columns and cut the device
+    # ids users pass to --backend
+    console = Console(width=args.width or (None if sys.stdout.isatty() else 160))
     chosen, invalid = record["selected"], record["selection_error"]
     table = Table(title="accel devices (device selection invalid: see below)" if invalid
                   else f"accel devices (automatic choice: {escape(chosen)})")
-    for col in ("device", "name", "vendor", "driver", "memory", "CUs", "origin"):
+    ids = [d["device"] for s in record["backends"] for d in s["devices"]]
+    # the id is what --backend takes: never folded or cut, whatever the width
+    table.add_column("device", no_wrap=True, min_width=max(map(len, ids), default=6))
+    for col in ("name", "vendor", "driver", "memory", "CUs", "origin"):
         table.add_column(col)
     for s in record["backends"]:
         for d in s["devices"]:
@@ -149,9 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "device is missing, and which accel environment variables are "
                                    "set. Writes nothing.")
     p.add_argument("--width", type=int_at_least(1), default=None,
-                   help="table width in columns (default: the terminal's, or 80)")
-    p.add_argument("--json", action="store_true", help="print the same as one JSON document")
-    p.add_argument("--ray-resources", action="store_true",
+                   help="table width in columns (default: the terminal's; 160 when the output is "
+                        "not a terminal)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--json", action="store_true", help="print the same as one JSON document")
+    what.add_argument("--ray-resources", action="store_true",
                    help="print the `ray start` lines that offer this machine's devices to an "
                         "accel campaign (docs/fleet.md)")
     p.set_defaults(func=_info)
@@ -167,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit status: 0 success, 1 a check failed (conformance, kernels check), 2 a usage error."""
+    """Exit status: 0 success, 1 a check failed (conformance, kernels check), 2 a usage error
+    (or a file that could not be written)."""
     from accel.errors import AccelError
 
     parser = build_parser()
@@ -179,6 +188,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except AccelError as e:  # the one place a typed error becomes a usage error
         return usage_error(args.command, str(e))
+    except BrokenPipeError:  # `accel info --json | head`: the reader left; no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit
+        return 1
+    except OSError as e:  # a result file that cannot be written (disk full, a /proc path): one
+        # line and status 2, never 1, which says a check failed
+        return usage_error(args.command, f"cannot write or read a file: {e}")
 
 
 def usage_error(command: str, message: str) -> int:

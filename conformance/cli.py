@@ -28,12 +28,14 @@ def register(subparsers) -> None:
                    help="only these dtypes, space or comma separated (aliases: fp32, fp16, half, "
                         "bf16; dequantize is listed by format: q8_0, q4_0, q4_k, q5_k, q6_k, "
                         "mxfp4, q8_k)")
-    p.add_argument("--profile", default="quick", choices=PROFILES,
-                   help="quick for CI or full for release checks (default: %(default)s)")
-    p.add_argument("--seed", type=int_at_least(0), default=0,
-                   help="data and property-search seed (default: %(default)s)")
+    p.add_argument("--profile", default=None, choices=PROFILES,
+                   help="quick for CI or full for release checks (default: quick)")
+    p.add_argument("--seed", type=int_at_least(0), default=None,
+                   help="data and property-search seed (default: 0)")
     p.add_argument("--case", action="append", metavar="ID",
-                   help="run only the case with this id (as printed in a failure's repro line)")
+                   help="run only the case with this id (as printed in a failure's repro line; "
+                        "the id fixes op, dtype, shape and seed, so --ops, --dtypes, --profile "
+                        "and --seed do not go with it); the result file's profile reads 'case'")
     p.add_argument("--json", metavar="PATH", type=output_file,
                    help="write the accel.conformance/1 result file here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -65,6 +67,8 @@ def _run(args: argparse.Namespace) -> int:
     import accel
     from accel.diskcache import cache_root
 
+    from accel.errors import ArgumentError, expected
+
     from accel.conformance import properties, results, suite
     from accel.conformance.case import Case
     from accel.conformance.runner import CaseResult, run_case
@@ -73,8 +77,18 @@ def _run(args: argparse.Namespace) -> int:
     backend = accel.get_backend(args.backend)
     ops, dtypes = split_names(args.ops), dtype_names(args.dtypes)
     if args.case:
+        given = [flag for flag, value in (("--ops", ops), ("--dtypes", dtypes),
+                                          ("--profile", args.profile), ("--seed", args.seed))
+                 if value is not None]
+        if given:  # they would be ignored, yet written into the result file as if they applied
+            raise ArgumentError(expected("--case", "no --ops, --dtypes, --profile or --seed beside "
+                                         "it (a case id fixes its op, dtype, shape and seed)",
+                                         " ".join(given)))
         cases, targets = [Case.parse(c) for c in args.case], []
+        args.profile, args.seed = "case", 0  # what the result file records: the cases named
     else:
+        args.profile = args.profile or "quick"
+        args.seed = 0 if args.seed is None else args.seed
         cases, targets = suite.planned(args.profile, args.seed, ops, dtypes)
     console = Console(stderr=True)
     console.print(f"conformance: [bold]{backend.device_id}[/] ({escape(backend.info.name)}), "

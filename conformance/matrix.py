@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Mapping
 
 from accel.conformance.profiles import OPS, op_dtypes
+from accel.errors import ArgumentError, expected
 
 #: every word a cell can say and what it means: the legend of docs/support.md and of the report
 LEGEND = (
@@ -121,11 +122,20 @@ def _declares(cls: type, case: dict) -> bool:
             and (x_fmt is None or x_fmt in cls.x_formats))
 
 
+#: the schema of `accel kernels check --json` files (kernels/check.py writes it; a test keeps the two equal)
+KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"
+
+
 def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
     """(backend, op) -> "compiled only" or "FAILED to compile", from a kernels-check result file
     (NVIDIA targets vouch for cuda, AMD ones for hip)."""
     from accel.kernels import SOURCE_OPS
 
+    # another result file would silently turn every compiled-only cell into "-"
+    if not isinstance(kernels_check, dict) or kernels_check.get("schema") != KERNELS_CHECK_SCHEMA:
+        got = kernels_check.get("schema") if isinstance(kernels_check, dict) else None
+        raise ArgumentError(expected("--kernels-check", f"an {KERNELS_CHECK_SCHEMA} file (accel "
+                                     "kernels check --json)", got or "no accel result schema"))
     builds: dict[tuple[str, str], Counter[str]] = {}
     for row in kernels_check.get("results", []):
         backend = "cuda" if row["target"].startswith("sm_") else "hip" if row["target"].startswith("gfx") else None

@@ -23,7 +23,7 @@ SCHEMA = "accel.conformance/1"
 STATUSES = ("passed", "failed", "unsupported", "compiled_only", "error")
 
 
-def _commit() -> str:
+def commit() -> str:
     """The accel source tree's git commit ("" outside a checkout); "+dirty" with local edits.
     ``ACCEL_COMMIT`` overrides it, for copies of a checkout whose git metadata is not their own
     (a remote machine given the working tree with an older .git: docs/gpu.md)."""
@@ -39,6 +39,16 @@ def _commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return head + ("+dirty" if dirty else "")
+
+
+#: the prefixes of the variables that change what runs (docs/environment.md: which GEMV kernel,
+#: which CUDA implementation, PoCL's threads and caches, tf32), recorded in every result file
+_RECORDED_PREFIXES = ("ACCEL_", "POCL_", "CUPY_")
+
+
+def accel_environment() -> dict[str, str]:
+    """The variables that change what runs, as set in this process."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(_RECORDED_PREFIXES)}
 
 
 def finite(value: Any) -> Any:
@@ -104,7 +114,8 @@ def report_document(device: dict[str, Any], cases: list[dict], *, profile: str, 
         "host": {"machine": platform.machine(), "system": platform.system(),
                  "node": platform.node()},
         "machine": machine_record,  # the same record bench files carry: reports pair files by it
-        "commit": _commit(),
+        "commit": commit(),
+        "environment": accel_environment(),
         "profile": profile,
         "seed": seed,
         "command": command,

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from accel.kernels import toolchains
 from accel.argtypes import comma_list, int_at_least, names, output_file, split_names
+from accel.errors import ArgumentError
+from accel.kernels import toolchains
 
 SCHEMA = "accel.kernels_check/1"
 DEFAULT_TARGETS = ",".join(toolchains.DEFAULT_TARGETS)
@@ -190,8 +191,11 @@ def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True, sass: 
 
     done = on_done or (lambda outcome: None)
     gpu_targets = [t for t in targets if t != "opencl"]
-    for t in gpu_targets:
-        toolchains.parse_target(t)  # a typo in --targets is an error, not an "unavailable" row
+    for t in gpu_targets:  # a typo in --targets is an error, not an "unavailable" row
+        try:
+            toolchains.parse_target(t)
+        except ArgumentError as e:
+            raise ArgumentError(f"{e} (or opencl: every OpenCL device present)") from None
     with ThreadPoolExecutor(max_workers=2) as pool:  # one NVRTC and one hiprtc build at a time
         futures = [pool.submit(_gpu_compile, j, t, use_cache, sass) for j in jobs for t in gpu_targets]
         for f in futures:
@@ -292,7 +296,11 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     targets = split_names(args.targets) or comma_list(DEFAULT_TARGETS)
-    jobs = file_jobs(args.files) if args.files else shipped_jobs()
+    # `--targets opencl k.cu`: argparse's nargs="+" takes the FILE as a target; a name that is a
+    # file here is one (no target is spelled like a file)
+    files = [*args.files, *(t for t in targets if Path(t).is_file())]
+    targets = [t for t in targets if not Path(t).is_file()] or comma_list(DEFAULT_TARGETS)
+    jobs = file_jobs(files) if files else shipped_jobs()
     outcomes = _check_with_progress(jobs, targets, use_cache=not args.no_cache,
                                     sass=not args.no_sass)
     if all(o.status == "n/a" for o in outcomes):  # nothing was compiled: not a pass
@@ -305,9 +313,23 @@ def _run(args: argparse.Namespace) -> int:
     width = args.width or (None if sys.stdout.isatty() else PIPED_WIDTH)
     render(outcomes, Console(width=width))
     if args.json:
-        doc = {"schema": SCHEMA, "targets": targets, "results": [asdict(o) for o in outcomes]}
+        doc = {"schema": SCHEMA, **_provenance(), "targets": targets,
+               "results": [asdict(o) for o in outcomes]}
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return exit_status(outcomes, args.allow_unavailable)
+
+
+def _provenance() -> dict[str, Any]:
+    """Which accel, commit, machine and run a kernels check file comes from (its "compiled only"
+    evidence is about that source tree)."""
+    import datetime
+
+    import accel
+    from accel.conformance.results import accel_environment, commit, machine
+
+    return {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "accel": accel.__version__, "commit": commit(), "machine": machine(),
+            "command": " ".join(["accel", *sys.argv[1:]]), "environment": accel_environment()}
 
 
 def register(subparsers) -> None:

@@ -1,6 +1,7 @@
 """`accel bench` end to end, and which devices `accel portability` runs."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -93,3 +94,46 @@ def test_the_summary_table_prints_readable_numbers(capsys):
     out = capsys.readouterr().out
     assert "60,948 GFLOP/s" in out and "1,511" in out and "2,346" in out and "0.4%" in out
     assert "e+0" not in out
+
+
+def test_portability_fails_when_conformance_fails_and_says_so_in_the_report(tmp_path):
+    """A backend with a planted bug (tests/plugins/planted: NaN read as 0): the report is written
+    and names the failure, the exit status is 1; files of an earlier run in OUT are replaced."""
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "bench-gone0.json").write_text("{}")  # an earlier run's device, not in this one
+    proc = subprocess.run([sys.executable, "-m", "accel", "portability", "--backends",
+                           "planted_nan_to_zero", "-o", str(out)], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "ACCEL_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    err = " ".join(proc.stderr.split())
+    assert re.search(r"failed: conformance on planted_nan_to_zero: \d+ failed", err), err[-2000:]
+    assert "removed 1 result files" in err
+    assert proc.stdout.strip().splitlines()[-1] == str((out / "report.html").resolve())
+    assert not (out / "bench-gone0.json").exists()
+    summary = (out / "summary.md").read_text()
+    assert "Warning: conformance on planted_nan_to_zero:" in summary
+
+
+def test_result_files_are_strict_json_and_say_what_ran(tmp_path, monkeypatch):
+    from accel.conformance.bench.cli import write_json
+
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv")
+    out = tmp_path / "b.json"
+    write_json({"cases": [{"validation": {"rel_err": float("inf")}}]}, out)
+    assert json.loads(out.read_text(), parse_constant=lambda c: 1 / 0) == {
+        "cases": [{"validation": {"rel_err": "inf"}}]}
+    from accel.conformance.results import accel_environment
+
+    assert accel_environment()["ACCEL_GEMV_KERNEL"] == "qgemv"
+
+
+def test_float32_above_the_measured_peak_is_flagged(capsys):
+    from accel.conformance.bench.cli import print_summary
+    from accel.conformance.bench.suite import peak_warning
+
+    case = {"op": "matmul", "dtype": "float32", "status": "ok", "roofline_efficiency": 1.88}
+    doc = {"backend": "cpu:0", "device": {"name": "cpu"}, "machine": {"cores": 2}, "cases": [case]}
+    assert "1 float32/float64 cases ran above the measured peak (up to 188%" in peak_warning(doc)
+    assert peak_warning({**doc, "cases": [{**case, "dtype": "bfloat16"}]}) is None  # faster units
+    assert peak_warning({**doc, "cases": [{**case, "roofline_efficiency": 0.9}]}) is None

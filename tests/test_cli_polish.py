@@ -154,3 +154,39 @@ def test_every_list_option_takes_spaces_or_commas(command, option, names):
     commas = parser.parse_args([*command, option, ",".join(names)])
     dest = option.lstrip("-")
     assert split_names(getattr(spaced, dest)) == split_names(getattr(commas, dest)) == names
+
+
+def test_a_file_that_cannot_be_written_is_one_line_and_status_2(tmp_path):
+    """/proc takes no new file though root passes os.access; /dev/full fails on the write."""
+    for path, why in (("/proc/accel-result.json", "/proc/accel-result.json"),
+                      ("/dev/full", "No space left on device")):
+        proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "cpu",
+                               "--ops", "matmul", "--dtypes", "int8", "--no-progress", "--json", path],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, (path, proc.stderr[-1000:])
+        assert "Traceback" not in proc.stderr and why in proc.stderr
+
+
+def test_info_keeps_device_ids_whole_when_piped(capsys):
+    assert main(["info"]) == 0
+    printed = capsys.readouterr().out
+    for s in accel.backends():
+        for i, _ in enumerate(s.devices):
+            assert f"{s.name}:{i}" in printed
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["info", "--json", "--ray-resources"], ["not allowed with"]),
+    (["port", "--stats", "tests/port_corpus", "-o", "stats.txt"], ["--output", "--stats"]),
+    (["port", "tests/port_corpus/block_sum.cu", "--to", "hip", "--json"], ["--json", "--stats"]),
+])
+def test_conflicting_flags_are_refused_not_ignored(argv, words, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    argv = [a if a != "stats.txt" else str(tmp_path / a) for a in argv]
+    try:
+        status = main(argv)
+    except SystemExit as e:  # argparse's own refusal
+        status = e.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words), err

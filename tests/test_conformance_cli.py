@@ -10,6 +10,8 @@ import pytest
 import accel
 from accel.cli import main
 from accel.conformance import results
+from accel.conformance.matrix import KERNELS_CHECK_SCHEMA
+from accel.kernels.check import SCHEMA as WRITTEN_SCHEMA
 
 needs_planted = pytest.mark.skipif(
     not any(s.name == "planted_k_off_by_one" for s in accel.backends()),
@@ -79,7 +81,7 @@ def test_matrix_merges_files_and_marks_gpu_backends_compiled_only(capsys, tmp_pa
     assert "planted_declines_bf16:0" in text and "cuda (no GPU run)" in text
     # with compile evidence: cuda's matmul kernels built, one of hip's did not
     check = tmp_path / "kernels-check.json"
-    check.write_text(json.dumps({"results": [
+    check.write_text(json.dumps({"schema": KERNELS_CHECK_SCHEMA, "results": [
         {"job": "matmul.cl[IN_DT=BF16]", "file": "matmul.cl", "target": "sm_90", "status": "ok"},
         {"job": "matmul.cl[IN_DT=BF16]", "file": "matmul.cl", "target": "gfx90a", "status": "ok"},
         {"job": "matmul.cl[IN_DT=F32]", "file": "matmul.cl", "target": "gfx90a", "status": "failed"},
@@ -147,7 +149,7 @@ def test_compiled_only_columns_leave_out_formats_the_backend_does_not_declare():
     cases.append({"id": "d", "op": "dequantize", "dtype": "q2_k", "status": "passed", "params": {}})
     doc = {"backend": "cpu:0", "profile": "quick", "seed": 0, "cases": cases,
            "summary": dict(passed=4, failed=0, error=0, unsupported=0)}
-    check = {"results": [{"job": "quant.cl", "file": "quant.cl", "target": "gfx90a", "status": "ok"}]}
+    check = {"schema": KERNELS_CHECK_SCHEMA, "results": [{"job": "quant.cl", "file": "quant.cl", "target": "gfx90a", "status": "ok"}]}
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in render([doc], ["r.json"], compiled_only=("hip",), kernels_check=check).splitlines()
             if line.startswith(("| float32 ->", "| q2_k"))}
@@ -166,9 +168,9 @@ def test_every_shipped_kernel_source_vouches_for_its_ops_in_the_matrix():
         for target, backend in (("sm_90", "cuda"), ("gfx90a", "hip")):
             rows = [{"job": f"{s}[X=1]", "file": s, "target": target, "status": "failed" if s == source else "ok"}
                     for s in kernels.SOURCES]
-            verdicts = compile_verdicts({"results": rows})
+            verdicts = compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": rows})
             assert {op: verdicts[(backend, op)] for op in ops} == dict.fromkeys(ops, "FAILED to compile")
-    ok = compile_verdicts({"results": [{"job": f"{s}[X=1]", "file": s, "target": "sm_90", "status": "ok"}
+    ok = compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": [{"job": f"{s}[X=1]", "file": s, "target": "sm_90", "status": "ok"}
                                        for s in kernels.SOURCES]})
     assert set(ok.values()) == {"compiled only"} and {op for _, op in ok} == {
         "matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul"}
@@ -181,10 +183,10 @@ def test_compile_verdicts_rest_on_builds_that_ran():
 
     def row(target, status):
         return {"job": "matmul.cl[IN_DT=F32]", "file": "matmul.cl", "target": target, "status": status}
-    verdicts = compile_verdicts({"results": [row("sm_90", "ok"), row("sm_80", "unavailable"),
+    verdicts = compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": [row("sm_90", "ok"), row("sm_80", "unavailable"),
                                              row("gfx90a", "failed"), row("gfx1100", "unavailable")]})
     assert (verdicts[("cuda", "matmul")], verdicts[("hip", "matmul")]) == ("compiled only", "FAILED to compile")
-    assert compile_verdicts({"results": [row("gfx1100", "unavailable")]}) == {}
+    assert compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": [row("gfx1100", "unavailable")]}) == {}
 
 
 def test_the_matrix_legend_explains_every_word_a_cell_says():
@@ -208,3 +210,32 @@ def test_a_failure_in_any_file_of_a_backend_stays_in_the_matrix():
         table = render(reports, ["a.json", "b.json"], compiled_only=())
         assert "| float16 | FAILED (1/1) |" in table, table
     assert "| float16 | passed (1) |" in render([rep("unsupported"), rep("passed")], ["a", "b"], compiled_only=())
+
+
+def test_matrix_refuses_a_kernels_check_file_that_is_not_one(tmp_path, capsys):
+    """A conformance file given as --kernels-check would silently turn every compiled-only cell
+    into "-": refused, naming the option."""
+    assert KERNELS_CHECK_SCHEMA == WRITTEN_SCHEMA  # what the reader checks is what check writes
+    conf = tmp_path / "cpu.json"
+    assert main(["conformance", "--backend", "cpu", "--ops", "matmul", "--dtypes", "int8",
+                 "--no-progress", "--json", str(conf)]) == 0
+    capsys.readouterr()
+    assert main(["conformance", "matrix", str(conf), "--kernels-check", str(conf)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--kernels-check: expected an accel.kernels_check/1 file" in err and "got accel.conformance/1" in err
+
+
+def test_a_case_id_refuses_the_selection_flags_it_would_ignore(capsys):
+    case = "matmul/float32/special/a=6x10,b=10x7,data=nan,seed=0"
+    assert main(["conformance", "--backend", "cpu", "--case", case, "--seed", "7"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--case: expected no --ops, --dtypes, --profile or --seed beside it" in err and "got --seed" in err
+
+
+def test_a_case_run_records_its_profile_as_case(tmp_path):
+    out = tmp_path / "case.json"
+    case = "matmul/float32/special/a=6x10,b=10x7,data=nan,seed=0"
+    assert main(["conformance", "--backend", "cpu", "--case", case, "--no-progress", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["profile"] == "case" and doc["summary"]["passed"] == 1
+    assert doc["commit"] is not None and "environment" in doc

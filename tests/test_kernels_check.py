@@ -164,3 +164,16 @@ def test_check_reports_each_outcome_as_it_is_known():
     outcomes = KC.check(jobs, ["sm_90", "gfx90a"], on_done=seen.append)
     assert sorted(o.job + o.target for o in seen) == sorted(o.job + o.target for o in outcomes)
     assert KC.total_builds(jobs, ["sm_90", "gfx90a"]) == len(outcomes) == 6
+
+
+def test_a_file_written_after_targets_is_a_file_not_a_target(tmp_path):
+    """`--targets opencl k.cl`: argparse's nargs="+" would take k.cl as a target name."""
+    from accel.cli import main
+
+    src = tmp_path / "k.cl"
+    src.write_text("__kernel void k(__global float* x) { x[get_global_id(0)] *= 2.0f; }\n")
+    out = tmp_path / "check.json"
+    assert main(["kernels", "check", "--targets", "opencl", str(src), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert {Path(r["file"]).name for r in doc["results"]} == {"k.cl"} and doc["targets"] == ["opencl"]
+    assert doc["commit"] is not None and doc["machine"]["run_id"] and "environment" in doc

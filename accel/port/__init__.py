@@ -88,7 +88,13 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
 
 def _command(args: argparse.Namespace) -> int:
     if args.stats:
+        if args.output:  # --stats prints; a file named for a translation would stay unwritten
+            raise ArgumentError(expected("--output", "no file with --stats (it prints its table; "
+                                         "redirect it)", str(args.output)))
         return _stats(args)
+    if args.json:
+        raise ArgumentError(expected("--json", "--stats beside it (a translation is source "
+                                     "text)", "--json without --stats"))
     if len(args.file) != 1:
         raise ArgumentError(expected("FILE", "one CUDA file to translate (several only with "
                                      "--stats)", f"{len(args.file)} paths"))

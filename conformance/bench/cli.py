@@ -67,7 +67,8 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
             progress.update(task, advance=1, description=f"{backend.device_id} {case.id}")
         return bench.run_suite(backend, suite, budget=timing.BUDGETS[sizes], with_baselines=with_baselines,
                                flush=flush, label=label, profile=sizes, on_case=advance,
-                               peaks_mode="refresh" if refresh_peaks else "update")
+                               peaks_mode="refresh" if refresh_peaks else "update",
+                               command=" ".join(["accel", *sys.argv[1:]]))
 
 
 def print_summary(doc: dict) -> None:
@@ -75,7 +76,7 @@ def print_summary(doc: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from accel.conformance.bench.suite import busy_warning
+    from accel.conformance.bench.suite import busy_warning, peak_warning
     from accel.conformance.report.render import case_label, number, percent, ratio_text
 
     peaks = doc.get("peaks")
@@ -100,7 +101,7 @@ def print_summary(doc: dict) -> None:
     console.print(table)
     if streaming := [c for c in doc["cases"] if c["status"] == "ok" and c.get("weight_gbs") is not None]:
         console.print(weight_table(doc, streaming))
-    if warning := busy_warning(doc):
+    for warning in filter(None, (busy_warning(doc), peak_warning(doc))):
         console.print(f"[yellow]warning: {warning}[/]")
 
 
@@ -128,7 +129,11 @@ def weight_table(doc: dict, cases: list[dict]):
 
 
 def write_json(doc: dict, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(doc, indent=1))
+    """A result document as strict JSON: non-finite numbers (an invalid case's relative error)
+    as the strings results.finite writes, which every JSON reader takes."""
+    from accel.conformance.results import finite
+
+    Path(path).write_text(json.dumps(finite(doc), indent=1, allow_nan=False))
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from accel.errors import AccelError, ArgumentError, expected
 from accel.formats import get_format
 from accel.dispatch import execute
 from accel.tensor import NAN_FILL, Tensor
-from accel.conformance.results import machine
+from accel.conformance.results import accel_environment, commit, machine
 from accel.conformance.bench.baselines import Unsupported
 from accel.conformance.bench.peaks import CACHE_MULTIPLE, MEMORY_SHARE, available_memory
 from accel.conformance.bench.timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all
@@ -592,11 +592,25 @@ def busy_warning(doc: dict) -> str | None:
             "threaded libraries (BLAS, torch) can be off by 10-100x; re-run on an idle machine")
 
 
+def peak_warning(doc: dict) -> str | None:
+    """What to tell the reader when float32/float64 cases ran faster than the measured peak
+    allows (only units faster than the FMA peak kernel, for 8/16-bit types, can): the peak was
+    measured low, so every roofline percentage of the file is too high."""
+    over = [c["roofline_efficiency"] for c in doc.get("cases", []) if c.get("status") == "ok"
+            and c.get("dtype") in ("float32", "float64") and (c.get("roofline_efficiency") or 0) > 1.05]
+    if not over:
+        return None
+    return (f"{len(over)} float32/float64 cases ran above the measured peak (up to "
+            f"{100 * max(over):.0f}% of roofline): the peak was measured low (a busy machine?), so "
+            "the roofline percentages are too high; re-run with --refresh-peaks on an idle machine")
+
+
 def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
               with_baselines: bool = True, flush: bool = False, label: str | None = None,
               profile: str = "quick", on_case: Callable[[Case, dict], None] | None = None,
-              peaks_mode: str = "update") -> dict[str, Any]:
-    """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document. ``peaks_mode``:
+              peaks_mode: str = "update", command: str = "") -> dict[str, Any]:
+    """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document (``command``: the
+    accel command line that ran it, recorded as it was typed). ``peaks_mode``:
     "cached" (measure only when nothing is cached), "update" (measure and keep the best of cache
     and now, the default) or "refresh" (measure and replace the cache); see accel.conformance.bench.peaks."""
     from accel import __version__
@@ -632,6 +646,9 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
                    "memory_bytes": info.memory_bytes, "compute_units": info.compute_units,
                    "hardware": B.hardware_of(backend)},
         "versions": {"accel": __version__, "numpy": np.__version__, **backend.versions()},
+        "commit": commit(),
+        "command": command,
+        "environment": accel_environment(),
         "profile": profile,
         "settings": {**asdict(budget), "flush": flush, "pocl_affinity": os.environ.get("POCL_AFFINITY")},
         "peaks": asdict(device_peaks) if device_peaks is not None else None,

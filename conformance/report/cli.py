@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from accel.argtypes import names, output_folder, split_names
+from accel.argtypes import names, split_names
 from accel.conformance.bench.cli import console, print_summary, run_bench, write_json
 
 #: the conformance run of one backend must not eat the whole 10-minute budget of `portability`
@@ -44,9 +44,12 @@ def register(subparsers) -> None:
         description="The main job: the quick conformance suite and the benchmarks on device 0 of "
                     "every available built-in backend, and a compile check of the kernels for GPU "
                     "targets without a device here. Writes every result file, report.html and "
-                    "summary.md into OUT and prints the path of report.html last.")
-    p.add_argument("-o", "--out", default="report", type=output_folder,
-                   help="output directory (default: ./report)")
+                    "summary.md into OUT and prints the path of report.html last. Exit status 1 "
+                    "when a conformance case failed, a run did not finish, a benchmark was "
+                    "invalid or a kernel did not compile (the report is written either way).")
+    p.add_argument("-o", "--out", default="report", type=_new_or_folder,
+                   help="output directory (default: ./report); result files of an earlier "
+                        "portability run there are replaced")
     p.add_argument("--backends", action="extend", nargs="+", metavar="DEVICE", type=names,
                    help="devices to run, and nothing else, space or comma separated (default: "
                         "device 0 of every available built-in backend, plus a compile check for "
@@ -124,15 +127,15 @@ def run_conformance(device: str, out: Path, label: str) -> dict | None:
     return doc
 
 
-def run_kernels_check(out: Path) -> dict | None:
+def run_kernels_check(out: Path) -> tuple[dict | None, str | None]:
     """Compile every shipped kernel for the GPU targets whose backend is unavailable here, so the
-    report shows them as "compiled only" rather than absent."""
+    report shows them as "compiled only" rather than absent: (its document, what went wrong)."""
     import accel
 
     missing = [COMPILE_TARGETS[s.name] for s in accel.backends()
                if s.name in COMPILE_TARGETS and not s.available]
     if not missing:
-        return None
+        return None, None
     cmd = [sys.executable, "-m", "accel", "kernels", "check", "--targets", ",".join(missing),
            "--allow-unavailable", "--json", str(out)]
     out_console = console()
@@ -141,15 +144,47 @@ def run_kernels_check(out: Path) -> dict | None:
     out.unlink(missing_ok=True)
     try:
         subprocess.run(cmd, timeout=KERNELS_CHECK_TIMEOUT_S, stdout=subprocess.DEVNULL)
-        return json.loads(out.read_text())
+        doc = json.loads(out.read_text())
     except subprocess.TimeoutExpired:
-        out_console.print(f"[red]compile check exceeded {KERNELS_CHECK_TIMEOUT_S} s; skipped[/]")
+        problem = f"the compile check exceeded {KERNELS_CHECK_TIMEOUT_S} s"
     except (OSError, ValueError):
-        out_console.print("[red]compile check produced no result file; skipped[/]")
-    return None
+        problem = "the compile check produced no result file"
+    else:
+        failed = sum(r.get("status") == "failed" for r in doc.get("results", []))
+        return doc, f"{failed} kernel builds failed to compile" if failed else None
+    out_console.print(f"[red]{problem}; skipped[/]")
+    return None, problem
+
+
+def _conformance_problem(device: str, doc: dict | None) -> str | None:
+    if doc is None:
+        return f"conformance on {device} did not finish (see above)"
+    summary = doc.get("summary") or {}
+    bad = ", ".join(f"{summary[k]} {k}" for k in ("failed", "error") if summary.get(k))
+    return f"conformance on {device}: {bad}" if bad else None
+
+
+def _bench_problem(device: str, doc: dict) -> str | None:
+    bad = [c for c in doc["cases"] if c["status"] in ("invalid", "error")]
+    return f"bench on {device}: {len(bad)} cases invalid or failed" if bad else None
+
+
+#: the result files portability writes into OUT: an earlier run's are removed first, so the
+#: folder never mixes two runs (a device left out this time would linger in `accel report OUT/*`)
+_OWN_FILES = ("conformance-*.json", "bench-*.json", "kernels-check.json")
+
+
+def _clear_earlier_run(out: Path) -> None:
+    stale = [p for pattern in _OWN_FILES for p in out.glob(pattern)]
+    for p in stale:
+        p.unlink()
+    if stale:
+        console().print(f"removed {len(stale)} result files of an earlier run in {out}")
 
 
 def _portability(args: argparse.Namespace) -> int:
+    """Exit status 1 when anything failed: a conformance case, a run that did not finish, an
+    invalid benchmark, a kernel that did not compile (the report is written either way)."""
     import accel
     from accel.conformance.bench.timing import pin_pocl_threads
     from accel.conformance.report import render as report
@@ -161,23 +196,33 @@ def _portability(args: argparse.Namespace) -> int:
     for device in devices:  # a typo in the last name must not cost the runs before it
         accel.get_backend(device)
     out = args.out
+    out.mkdir(parents=True, exist_ok=True)  # only now: a refused device leaves no folder
+    _clear_earlier_run(out)
     label = args.label or machine()["label"]
     res = report.Results()
+    problems: list[str | None] = []
     for device in devices:
         slug = device.replace(":", "")
         conf = run_conformance(device, out / f"conformance-{slug}.json", label)
+        problems.append(_conformance_problem(device, conf))
         if conf is not None:
             res.conformance.append(conf)
         doc = run_bench(device, sizes=args.sizes, label=label)
         write_json(doc, out / f"bench-{slug}.json")
         print_summary(doc)
+        problems.append(_bench_problem(device, doc))
         res.bench.append(doc)
     if not args.backends:
-        compiled = run_kernels_check(out / "kernels-check.json")
+        compiled, problem = run_kernels_check(out / "kernels-check.json")
+        problems.append(problem)
         if compiled is not None:
             res.kernels.append(compiled)
+    found = [p for p in problems if p]
+    res.warnings.extend(found)  # the report says so too, not only this run's exit status
     html_path, md_path = report.write(res, out)
     console().print(f"portability run of {', '.join(devices)} took {time.perf_counter() - started:.0f} s; "
                      f"summary: {md_path}")
+    for problem in found:
+        console().print(f"[red]failed:[/] {problem}")
     print(html_path.resolve())
-    return 0
+    return 1 if found else 0

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 from accel.conformance.report import portability as PP
 from accel.conformance.report.schemas import validate
 from accel.conformance.bench.suite import SCHEMA as BENCH_SCHEMA
-from accel.conformance.bench.suite import busy_warning, portability_cases
+from accel.conformance.bench.suite import busy_warning, peak_warning, portability_cases
 from accel.conformance.bench.suite import noisy as is_noisy
 from accel.conformance.matrix import BUILT, LEGEND, compile_verdict, merge_cases, verdict
 from accel.conformance.results import SCHEMA as CONFORMANCE_SCHEMA
@@ -892,10 +892,13 @@ def _headline_rank(case: Mapping, shared: set[str]) -> tuple[bool, int, int]:
 
 
 def busy_warnings(res: Results) -> list[str]:
-    """A warning per benchmark file measured while its machine was busy, and per machine or run
-    that load() found could be confused with another."""
-    return [f"Warning: {PP.platform_name(doc)} was {warning}." for doc in res.bench
-            if (warning := busy_warning(doc))] + [f"Warning: {w}" for w in res.warnings]
+    """A warning per benchmark file measured while its machine was busy or with a peak measured
+    too low, and per machine or run that load() found could be confused with another."""
+    return ([f"Warning: {PP.platform_name(doc)} was {warning}." for doc in res.bench
+             if (warning := busy_warning(doc))]
+            + [f"Warning: {PP.platform_name(doc)}: {warning}." for doc in res.bench
+               if (warning := peak_warning(doc))]
+            + [f"Warning: {w}" for w in res.warnings])
 
 
 def render_html(res: Results) -> str:
