@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar, Protocol
 import numpy as np
 
 from accel.dtypes import convert, to_numpy_dtype
-from accel.errors import ArgumentError, UnsupportedError, expected
+from accel.errors import AccelError, ArgumentError, DeviceError, UnsupportedError, expected
 from accel.spec import Spec
 
 
@@ -132,6 +132,10 @@ class Backend:
     #: whether :meth:`compute` takes host numpy arrays: dispatch then hands numpy operands to it
     #: directly, with no Tensor wrapping on the hot path (the CPU reference)
     host_compute: ClassVar[bool] = False
+    #: whether dispatch checks a ``compute`` result's kind, shape and dtype before handing it to
+    #: the user (a plugin's wrong result is an error naming it); the CPU reference turns it off:
+    #: its results are what the test suite checks, and the check costs a fifth of a tiny call
+    check_host_results: ClassVar[bool] = True
     #: supports() verdicts cached by :meth:`verdict`, bounded (a decode loop makes a new spec per
     #: step); a class default, so a plugin whose __init__ skips super().__init__ still works
     _verdicts: dict[Spec, Support] | None = None
@@ -264,10 +268,25 @@ class Backend:
             found = Support(False, f"x_format={x_fmt.name!r} is not among {self.name}'s "
                                    f"x_formats {self.x_formats}")
         else:
-            found = self.supports(spec)
+            found = self._asked_supports(spec)
         if self._verdicts is None or len(self._verdicts) >= _VERDICTS_KEPT:
             self._verdicts = {}
         self._verdicts[spec] = found
+        return found
+
+    def _asked_supports(self, spec: Spec) -> Support:
+        """supports(spec), held to its contract: a plugin's exception or a bare bool becomes an
+        error naming the backend and the op, not a KeyError from somewhere inside it."""
+        try:
+            found = self.supports(spec)
+        except AccelError:
+            raise
+        except Exception as e:
+            raise DeviceError(f"backend {self.name!r}: supports() raised {type(e).__name__}: {e} "
+                              f"(for {spec.op})") from e
+        if not isinstance(found, Support):
+            raise DeviceError(f"backend {self.name!r}: supports() returned {found!r} for {spec.op}; "
+                              "the contract is an accel.Support(ok, reason)")
         return found
 
     def settings_changed(self) -> None:

@@ -9,9 +9,12 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from accel import spec as S
 from accel.backend import Backend
-from accel.errors import ArgumentError, DeviceMismatchError, UnsupportedError, expected
+from accel.dtypes import NAME_OF_NUMPY
+from accel.errors import ArgumentError, DeviceError, DeviceMismatchError, UnsupportedError, expected
 from accel.registry import get_backend
 from accel.tensor import Operand, Tensor, device_backend, from_tensor, to_tensor
 
@@ -80,13 +83,28 @@ def run(spec: S.Spec, backend: str | Backend | None, operands: tuple[Operand | N
     be, hosts = resolve(backend, operands)
     check_supported(be, spec)
     if hosts is not None and be.host_compute:
-        return be.compute(spec, *hosts)
+        result = be.compute(spec, *hosts)
+        if be.check_host_results:
+            _check_host_result(be, spec, result)
+        return result
     out = execute(be, spec, *(None if op is None else to_tensor(op, be) for op in operands))
     # the result takes the kind of ``result_like`` if given, else Tensor if any operand is one,
     # else the first operand's kind
     like = result_like or next((op for op in operands if op is not None and op.kind == "accel"),
                                operands[0])
     return from_tensor(out, like.kind, like.x)
+
+
+def _check_host_result(backend: Backend, spec: S.Spec, result: Any) -> None:
+    """A host_compute backend's result as the spec defines it, or an error naming the backend
+    (a plugin returning a wrong shape must not reach the user as an answer)."""
+    want = (spec.out_shape, spec.out_dtype)
+    got = (getattr(result, "shape", None), NAME_OF_NUMPY.get(getattr(result, "dtype", None)))
+    if not isinstance(result, np.ndarray) or got != want:
+        described = (f"an array of shape {got[0]}, dtype {result.dtype}" if isinstance(result, np.ndarray)
+                     else f"a {type(result).__name__}")
+        raise DeviceError(f"backend {backend.device_id!r} returned {described} for {spec.op}; "
+                          f"expected a numpy array of shape {want[0]}, dtype {want[1]}")
 
 
 __all__ = ["resolve", "check_supported", "execute", "run"]

@@ -23,6 +23,7 @@ from accel.tensor import Tensor
 _KERNEL_KEYWORD = {"cuda": re.compile(r"\b__global__\b"),
                    "opencl": re.compile(r"\b(__)?kernel\s+void\b")}
 _NATIVE_DIALECT = {"cuda": "cuda", "hip": "cuda", "opencl": "opencl"}
+_COMMENTS_AND_STRINGS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DIALECTS = ("accel", "cuda", "opencl")
 #: CUDA's limit on gridDim.y/z is 65535, x 2**31-1; OpenCL's global size is size_t. Past 2**31-1
@@ -115,9 +116,10 @@ def _detect_dialect(source: str, target: Backend) -> str:
     keyword, else accel's dialect. CUDA source handed to the OpenCL backend is refused with the
     way across, rather than left to fail as a pile of OpenCL syntax errors."""
     native = _NATIVE_DIALECT.get(target.name)
-    if native and _KERNEL_KEYWORD[native].search(source):
+    code = _COMMENTS_AND_STRINGS.sub(" ", source)  # "// was a __global__ function" says nothing
+    if native and _KERNEL_KEYWORD[native].search(code):
         return native
-    if native == "opencl" and _KERNEL_KEYWORD["cuda"].search(source):
+    if native == "opencl" and _KERNEL_KEYWORD["cuda"].search(code):
         raise ArgumentError(expected("source", "OpenCL C or accel's dialect for the opencl backend",
                                      "CUDA C++ (translate it with: accel port FILE.cu --to opencl)"))
     return "accel"

@@ -286,6 +286,14 @@ class Tensor:
         if not hasattr(exported, "__dlpack__"):
             raise ArgumentError(expected("tensor", "a backend that can export DLPack",
                                          f"backend {self.backend.device_id} (use .numpy())"))
+        if isinstance(exported, np.ndarray) and (self.dtype == "bfloat16" or self.dtype.startswith("float8")):
+            # ml_dtypes' types, which numpy's DLPack cannot name: torch's can, over the same memory
+            torch = sys.modules.get("torch")
+            if torch is None:
+                raise ArgumentError(expected("tensor", "a dtype numpy's DLPack export knows (import "
+                                             "torch for bfloat16 and FP8, or use .numpy())", self.dtype))
+            bits = torch.from_numpy(exported.view(np.uint8 if exported.itemsize == 1 else np.int16))
+            return bits.view(getattr(torch, self.dtype))
         return exported
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:

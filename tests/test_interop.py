@@ -7,7 +7,7 @@ from tolerance_checks import assert_within
 
 import accel
 from accel.conformance import oracle, tolerance
-from accel.dtypes import dtype_name
+from accel.dtypes import dtype_name, to_numpy_dtype
 
 
 def test_numpy_in_numpy_out(rng):
@@ -71,3 +71,11 @@ def test_tensor_exports_dlpack_where_the_backend_can():
     t = accel.asarray(np.ones(3, np.float32), backend="cpu")
     assert np.array_equal(np.from_dlpack(t), np.ones(3, np.float32))
     assert torch.equal(torch.from_dlpack(t), torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"])
+def test_dlpack_exports_ml_dtypes_tensors_through_torch(dtype):
+    torch = pytest.importorskip("torch")
+    t = accel.asarray(np.full(4, 2, to_numpy_dtype(dtype)), backend="cpu")
+    out = torch.from_dlpack(t)
+    assert out.dtype == getattr(torch, dtype) and out.float().tolist() == [2.0] * 4

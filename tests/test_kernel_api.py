@@ -142,3 +142,37 @@ def test_bad_kernel_arguments(backend, kwargs, message):
     call = dict(source=SCALE, name="scale", backend=backend) | kwargs
     with pytest.raises(ArgumentError, match=message):
         kernel(call.pop("source"), call.pop("name"), **call)
+
+
+@pytest.mark.parametrize("args, message", [
+    # an 8-byte scalar has a pointer's size: the driver took it and the kernel dereferenced it
+    ((np.int64(12345), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor \(parameter __global float\* x\), got int64"),
+    ((np.float64(0), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor .*got float64"),
+    (("x", "x", np.int32(4)), r"^args\[1\]: expected a numpy scalar \(parameter float a is passed by value\), got Tensor"),
+    (("x", np.float32(2), np.int64(4)), r"^args\[2\]: expected a 4-byte numpy scalar \(parameter int n\), got int64 \(8 bytes\)"),
+])
+def test_arguments_are_checked_against_the_kernels_parameters(backend, scale, args, message):
+    x = _dev(backend, np.ones(4, np.float32))
+    with pytest.raises(ArgumentError, match=message):
+        scale(1, 4, *(x if a == "x" else a for a in args))
+    scale(1, 4, x, np.float32(2), np.int32(4))  # and the right ones still run
+    assert x.numpy().tolist() == [2.0] * 4
+
+
+def test_an_edited_included_header_is_rebuilt_not_served_stale(backend, tmp_path):
+    src = '#include "v.h"\nKERNEL void f(GLOBAL float* y) { y[get_global_id(0)] = V; }'
+    y = _dev(backend, np.zeros(2, np.float32))
+    for value in (5.0, 7.0):
+        (tmp_path / "v.h").write_text(f"#define V {value}f\n")
+        kernel(src, "f", backend=backend, options=[f"-I{tmp_path}"])(1, 2, y)
+        assert y.numpy().tolist() == [value, value]
+
+
+def test_kernel_keywords_in_comments_do_not_decide_the_dialect(backend):
+    src = ("// ported from CUDA: was a __global__ function\n"
+           "KERNEL void f(GLOBAL float* y) { y[get_global_id(0)] = 1.0f; }")
+    k = kernel(src, "f", backend=backend)
+    assert k.dialect == "accel"
+    y = _dev(backend, np.zeros(2, np.float32))
+    k(1, 2, y)
+    assert y.numpy().tolist() == [1.0, 1.0]

@@ -65,3 +65,43 @@ def test_info_command_lists_cpu_and_explains_the_rest():
     for s in accel.backends():
         if not s.available:
             assert f"unavailable {s.name} " in out
+
+
+def _plugin(supports=None, compute=None):
+    """A backend written as a plugin author would (not registered: used by instance)."""
+    from accel.backend import Backend, DeviceInfo, Support
+
+    class Plugin(Backend):
+        name = "review_plugin"
+        host_compute = True
+
+        @classmethod
+        def devices(cls):
+            return [DeviceInfo("plugin device", "none", "none", 0, 1)]
+
+        def supports(self, spec):
+            return supports(spec) if supports else Support(True, "")
+
+        def compute(self, spec, *inputs):
+            return compute(spec, *inputs)
+
+    return Plugin()
+
+
+@pytest.mark.parametrize("plugin, message", [
+    (lambda: _plugin(compute=lambda spec, a, b: np.zeros(1, np.float64)),
+     "backend 'review_plugin:0' returned an array of shape (1,), dtype float64 for matmul; expected "
+     "a numpy array of shape (2, 4), dtype float32"),
+    (lambda: _plugin(compute=lambda spec, a, b: None), "returned a NoneType for matmul"),
+    (lambda: _plugin(supports=lambda spec: True),
+     "backend 'review_plugin': supports() returned True for matmul; the contract is an accel.Support"),
+    (lambda: _plugin(supports=lambda spec: {}["x"]),
+     "backend 'review_plugin': supports() raised KeyError: 'x' (for matmul)"),
+])
+def test_a_plugin_breaking_the_contract_is_an_error_naming_it(plugin, message):
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    with pytest.raises(accel.DeviceError) as info:
+        accel.matmul(a, b, backend=plugin())
+    assert message in str(info.value)
+    right = _plugin(compute=lambda spec, a, b: (a @ b).astype(np.float32))
+    assert accel.matmul(a, b, backend=right).tolist() == [[3.0] * 4] * 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import time as _time
 from dataclasses import dataclass
@@ -53,11 +54,52 @@ _RESOURCE_CODES = {
 
 @dataclass
 class CompiledKernel:
-    """A user kernel built by ``OpenCLBackend.compile``."""
+    """A user kernel built by ``OpenCLBackend.compile``; ``params``: each parameter's (name,
+    address space, type) where the driver reports them (empty where it does not)."""
 
     name: str
     kernel: cl.Kernel
     max_work_group: int
+    params: tuple[tuple[str, str, str], ...] = ()
+
+
+#: an #include line in a user's source: the included files are not part of any cache key
+_INCLUDE = re.compile(r"^\s*#\s*include\b", re.M)
+#: bytes of OpenCL C's scalar types, for checking a numpy scalar against its parameter
+_SCALAR_BYTES = {"char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4,
+                 "float": 4, "long": 8, "ulong": 8, "double": 8, "size_t": 8}
+
+
+def _params(kernel: cl.Kernel) -> tuple[tuple[str, str, str], ...]:
+    """(name, GLOBAL/CONSTANT/LOCAL/PRIVATE, type name) per parameter, from the arg info that
+    ``-cl-kernel-arg-info`` keeps; () where the driver keeps none."""
+    info, space = cl.kernel_arg_info, cl.kernel_arg_address_qualifier
+    try:
+        return tuple((kernel.get_arg_info(i, info.NAME),
+                      space.to_string(kernel.get_arg_info(i, info.ADDRESS_QUALIFIER)),
+                      kernel.get_arg_info(i, info.TYPE_NAME).strip()) for i in range(kernel.num_args))
+    except (cl.Error, ValueError):
+        return ()
+
+
+def _check_arg(index: int, value: Any, param: tuple[str, str, str]) -> None:
+    """A buffer where the parameter is a pointer, a scalar of its width where it is a value:
+    a numpy int64 passed for a pointer has the pointer's size, so the driver takes it and the
+    kernel dereferences it (a segfault on PoCL)."""
+    name, space, type_name = param
+    what = f"args[{index}]"
+    is_buffer = isinstance(value, (Tensor, cl.MemoryObjectHolder))
+    if space in ("GLOBAL", "CONSTANT") and not is_buffer:
+        raise ArgumentError(expected(what, f"an accel.Tensor (parameter __{space.lower()} "
+                                     f"{type_name} {name})", type(value).__name__))
+    if space == "PRIVATE" and is_buffer:
+        raise ArgumentError(expected(what, f"a numpy scalar (parameter {type_name} {name} is "
+                                     "passed by value)", type(value).__name__))
+    width = _SCALAR_BYTES.get(type_name)
+    if space == "PRIVATE" and width is not None and isinstance(value, np.generic) \
+            and value.dtype.itemsize != width:
+        raise ArgumentError(expected(what, f"a {width}-byte numpy scalar (parameter {type_name} "
+                                     f"{name})", f"{value.dtype} ({value.dtype.itemsize} bytes)"))
 
 
 def _code_name(e: cl.Error) -> str:
@@ -335,7 +377,9 @@ class OpenCLBackend(Backend):
             raise ArgumentError(expected("options", "a tuple of compiler option strings",
                                          repr(options)))
         text = K.program_text(source, name) if dialect == "accel" else source
-        prg = self._program(text, tuple(options), name)
+        # the parameters' names, address spaces and types, for launch to check the arguments
+        prg = self.programs.program(text, self.build_options + ("-cl-kernel-arg-info", *options),
+                                    name, keep=not _INCLUDE.search(source))
         try:
             kernel = cl.Kernel(prg, name)
         except cl.Error:
@@ -343,7 +387,7 @@ class OpenCLBackend(Backend):
             raise CompileError(name, self.programs.target,
                                f"the program built but has no kernel named {name!r}; it has {found}") from None
         wg = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.dev.device)
-        return CompiledKernel(name, kernel, wg)
+        return CompiledKernel(name, kernel, wg, _params(kernel))
 
     def launch(self, kernel: CompiledKernel, grid: tuple[int, ...], block: tuple[int, ...],
                args: list, shared_mem: int = 0) -> None:
@@ -360,6 +404,8 @@ class OpenCLBackend(Backend):
                                          f"kernel {kernel.name!r} on this device", block))
         values = []
         for i, a in enumerate(args):
+            if i < len(kernel.params):
+                _check_arg(i, a, kernel.params[i])
             if isinstance(a, Tensor):
                 values.append(self.launch_buffer(i, a))
             elif isinstance(a, (np.generic, cl.MemoryObjectHolder, cl.LocalMemory)):

@@ -40,6 +40,11 @@ def _unpack(key: str, blob: bytes) -> bytes | None:
     return payload if hashlib.sha256(key.encode() + payload).digest() == blob[len(_MAGIC):head] else None
 
 
+#: built programs kept in memory per device, least recently used dropped first (one is rebuilt, from
+#: the driver's or accel's disk cache: about 0.05 s on PoCL); the full conformance profile builds 195
+PROGRAMS_KEPT = 512
+
+
 class ProgramCache:
     """Built programs for one device and context: in memory, and on disk unless the driver keeps
     its builds itself. Asking PoCL for a program's binary compiles every kernel in it, about 2 s
@@ -52,13 +57,22 @@ class ProgramCache:
         self._mem: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
         self.stats = {"memory": 0, "disk": 0, "built": 0, "corrupt": 0}
 
-    def program(self, text: str, options: tuple[str, ...], what: str) -> cl.Program:
-        """The built program for ``text`` and ``options``; ``what`` names it in errors."""
+    def program(self, text: str, options: tuple[str, ...], what: str, *,
+                keep: bool = True) -> cl.Program:
+        """The built program for ``text`` and ``options``; ``what`` names it in errors.
+        ``keep=False``: built every time, kept nowhere (a source that includes files: they are
+        not in the key, and an edited header would run stale; pyopencl's and PoCL's own caches,
+        which hash what was included, still apply)."""
+        if not keep:
+            return self._build(text, options, what)
         key = (text, options)
-        prg = self._mem.get(key)
+        prg = self._mem.pop(key, None)
         if prg is not None:
             self.stats["memory"] += 1
+            self._mem[key] = prg  # the most recently used last: the least recently used goes first
             return prg
+        if len(self._mem) >= PROGRAMS_KEPT:  # bounded: a user kernel specialized per step by
+            del self._mem[next(iter(self._mem))]  # its defines is a new program each time
         if not self.on_disk:
             prg = self._mem[key] = self._build(text, options, what)
             return prg
