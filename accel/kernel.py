@@ -31,6 +31,83 @@ _DIALECTS = ("accel", "cuda", "opencl")
 _MAX_DIM = 2**31 - 1
 
 
+#: a kernel parameter as the argument check reads it: (name, address space, type), the space
+#: "global", "constant" or "local" for a pointer, "private" for a value
+Param = tuple[str, str, str]
+#: bytes of the scalar types a value parameter may have (OpenCL C and CUDA spellings)
+_SCALAR_BYTES = {"char": 1, "uchar": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1,
+                 "short": 2, "ushort": 2, "unsigned short": 2, "half": 2, "__half": 2,
+                 "int16_t": 2, "uint16_t": 2, "int": 4, "uint": 4, "unsigned": 4,
+                 "unsigned int": 4, "float": 4, "int32_t": 4, "uint32_t": 4, "long": 8,
+                 "ulong": 8, "long long": 8, "unsigned long long": 8, "double": 8,
+                 "size_t": 8, "int64_t": 8, "uint64_t": 8, "i64": 8}
+_QUALIFIERS = {"const", "volatile", "restrict", "__restrict__", "__restrict", "RESTRICT"}
+_SPACES = {"__global": "global", "global": "global", "GLOBAL": "global", "__constant": "constant",
+           "constant": "constant", "CONSTANT": "constant", "__local": "local", "local": "local",
+           "LOCAL": "local"}
+
+
+def parse_params(source: str, name: str) -> tuple[Param, ...]:
+    """Kernel ``name``'s parameters read from its declaration in ``source`` (accel's dialect,
+    OpenCL C or CUDA; comments ignored), or () where the declaration cannot be read plainly
+    (a macro-built signature, say): then nothing is checked.
+
+    >>> parse_params("__global__ void f(const float* __restrict__ x, int n, double a) {}", "f")
+    (('x', 'global', 'float'), ('n', 'private', 'int'), ('a', 'private', 'double'))
+    >>> parse_params("KERNEL void g(GLOBAL float* y, LOCAL int* t, unsigned int n) {}", "g")[1:]
+    (('t', 'local', 'int'), ('n', 'private', 'unsigned int'))
+    """
+    code = _COMMENTS_AND_STRINGS.sub(" ", source)
+    found = re.search(r"\b(?:__global__|KERNEL|__kernel|kernel)\s+void\s+" + re.escape(name) + r"\s*\(",
+                      code)
+    if found is None:
+        return ()
+    depth, params, start = 0, [], found.end()
+    for i in range(start, len(code)):  # split at the top level's commas, up to its ")"
+        c = code[i]
+        if c in "(<[":
+            depth += 1
+        elif c in ")>]" and depth:
+            depth -= 1
+        elif c in ",)" and depth == 0:
+            params.append(code[start:i])
+            start = i + 1
+            if c == ")":
+                break
+    out = []
+    for text in params:
+        words = re.findall(r"[A-Za-z_]\w*|\*|\[", text)
+        if not text.strip() or words == ["void"]:
+            continue
+        if len(words) < 2 or not re.fullmatch(r"[A-Za-z_]\w*", words[-1]):
+            return ()
+        pointer = "*" in words or "[" in words
+        space = next((_SPACES[w] for w in words if w in _SPACES), "global" if pointer else "private")
+        type_name = " ".join(w for w in words[:-1] if w not in _QUALIFIERS and w not in _SPACES
+                             and w not in "*[")
+        out.append((words[-1], space if pointer else "private", type_name))
+    return tuple(out)
+
+
+def check_args(params: tuple[Param, ...], args: list) -> None:
+    """Each argument against its parameter: a buffer (Tensor, or a backend's own buffer) for a
+    pointer, a numpy scalar of the type's width for a value. A numpy int64 passed for a pointer
+    has a pointer's size, so a driver takes it and the kernel dereferences it (PoCL segfaults, a
+    CUDA context dies); the check says so first."""
+    for index, (value, (name, space, type_name)) in enumerate(zip(args, params)):
+        arg, scalar = f"args[{index}]", isinstance(value, np.generic)
+        if space != "private" and scalar:
+            raise ArgumentError(expected(arg, f"an accel.Tensor (parameter {type_name}* {name}, "
+                                         f"{space} memory)", type(value).__name__))
+        if space == "private" and isinstance(value, Tensor):
+            raise ArgumentError(expected(arg, f"a numpy scalar (parameter {type_name} {name} is "
+                                         "passed by value)", "Tensor"))
+        width = _SCALAR_BYTES.get(type_name)
+        if space == "private" and scalar and width is not None and value.dtype.itemsize != width:
+            raise ArgumentError(expected(arg, f"a {width}-byte numpy scalar (parameter {type_name} "
+                                         f"{name})", f"{value.dtype} ({value.dtype.itemsize} bytes)"))
+
+
 def _dims(arg: str, value: Any) -> tuple[int, int, int]:
     """An int or a tuple of 1-3 positive ints, padded with 1s to three dimensions."""
     items = value if isinstance(value, tuple) else (value,)
@@ -75,8 +152,12 @@ def _options(defines: Mapping[str, Any] | None, options: Sequence[str] | None) -
 class Kernel:
     """A compiled kernel bound to one backend; call it to launch (see ``accel.kernel``)."""
 
-    def __init__(self, backend: Backend, name: str, compiled: Any, dialect: str):
+    def __init__(self, backend: Backend, name: str, compiled: Any, dialect: str,
+                 params: tuple[Param, ...] = ()):
         self.backend, self.name, self.dialect, self._compiled = backend, name, dialect, compiled
+        #: what the arguments are checked against here; () where the backend checks them itself
+        #: (OpenCL, from the driver's arg info) or the declaration could not be read
+        self.params = params
 
     def __call__(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any,
                  shared_mem: int = 0) -> None:
@@ -84,8 +165,9 @@ class Kernel:
         if isinstance(shared_mem, (bool, np.bool_)) or not isinstance(shared_mem, (int, np.integer)) \
                 or shared_mem < 0:
             raise ArgumentError(expected("shared_mem", "an int >= 0 (bytes)", repr(shared_mem)))
-        self.backend.launch(self._compiled, grid3, block3, [self._arg(i, a) for i, a in enumerate(args)],
-                            int(shared_mem))
+        values = [self._arg(i, a) for i, a in enumerate(args)]
+        check_args(self.params, values)
+        self.backend.launch(self._compiled, grid3, block3, values, int(shared_mem))
 
     def _arg(self, index: int, value: Any) -> Any:
         """A Tensor (on this kernel's backend) or a numpy scalar with an explicit width."""
@@ -159,4 +241,6 @@ def kernel(source: str, name: str, *, backend: str | Backend | None = None,
     elif dialect not in _DIALECTS:
         raise ArgumentError(expected("dialect", f"one of {_DIALECTS}", repr(dialect)))
     compiled = target.compile(source, name, options=_options(defines, options), dialect=dialect)
-    return Kernel(target, name, compiled, dialect)
+    # the driver's own parameter info where the backend keeps it (and checks with it)
+    params = () if getattr(compiled, "params", ()) else parse_params(source, name)
+    return Kernel(target, name, compiled, dialect, params)

@@ -146,7 +146,7 @@ def test_bad_kernel_arguments(backend, kwargs, message):
 
 @pytest.mark.parametrize("args, message", [
     # an 8-byte scalar has a pointer's size: the driver took it and the kernel dereferenced it
-    ((np.int64(12345), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor \(parameter __global float\* x\), got int64"),
+    ((np.int64(12345), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor \(parameter float\* x, global memory\), got int64"),
     ((np.float64(0), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor .*got float64"),
     (("x", "x", np.int32(4)), r"^args\[1\]: expected a numpy scalar \(parameter float a is passed by value\), got Tensor"),
     (("x", np.float32(2), np.int64(4)), r"^args\[2\]: expected a 4-byte numpy scalar \(parameter int n\), got int64 \(8 bytes\)"),

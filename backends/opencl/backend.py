@@ -27,6 +27,7 @@ from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
 from accel.hostmem import host_bytes_free, host_memory_error
 from accel.tensor import Tensor
+from accel.kernel import Param, check_args
 
 from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
@@ -60,46 +61,22 @@ class CompiledKernel:
     name: str
     kernel: cl.Kernel
     max_work_group: int
-    params: tuple[tuple[str, str, str], ...] = ()
+    params: tuple[Param, ...] = ()
 
 
 #: an #include line in a user's source: the included files are not part of any cache key
 _INCLUDE = re.compile(r"^\s*#\s*include\b", re.M)
-#: bytes of OpenCL C's scalar types, for checking a numpy scalar against its parameter
-_SCALAR_BYTES = {"char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4,
-                 "float": 4, "long": 8, "ulong": 8, "double": 8, "size_t": 8}
-
-
-def _params(kernel: cl.Kernel) -> tuple[tuple[str, str, str], ...]:
-    """(name, GLOBAL/CONSTANT/LOCAL/PRIVATE, type name) per parameter, from the arg info that
-    ``-cl-kernel-arg-info`` keeps; () where the driver keeps none."""
+def _params(kernel: cl.Kernel) -> tuple[Param, ...]:
+    """(name, address space, type) per parameter, from the arg info that ``-cl-kernel-arg-info``
+    keeps; () where the driver keeps none."""
     info, space = cl.kernel_arg_info, cl.kernel_arg_address_qualifier
     try:
         return tuple((kernel.get_arg_info(i, info.NAME),
-                      space.to_string(kernel.get_arg_info(i, info.ADDRESS_QUALIFIER)),
-                      kernel.get_arg_info(i, info.TYPE_NAME).strip()) for i in range(kernel.num_args))
+                      space.to_string(kernel.get_arg_info(i, info.ADDRESS_QUALIFIER)).lower(),
+                      kernel.get_arg_info(i, info.TYPE_NAME).strip().rstrip("*"))
+                     for i in range(kernel.num_args))
     except (cl.Error, ValueError):
         return ()
-
-
-def _check_arg(index: int, value: Any, param: tuple[str, str, str]) -> None:
-    """A buffer where the parameter is a pointer, a scalar of its width where it is a value:
-    a numpy int64 passed for a pointer has the pointer's size, so the driver takes it and the
-    kernel dereferences it (a segfault on PoCL)."""
-    name, space, type_name = param
-    what = f"args[{index}]"
-    is_buffer = isinstance(value, (Tensor, cl.MemoryObjectHolder))
-    if space in ("GLOBAL", "CONSTANT") and not is_buffer:
-        raise ArgumentError(expected(what, f"an accel.Tensor (parameter __{space.lower()} "
-                                     f"{type_name} {name})", type(value).__name__))
-    if space == "PRIVATE" and is_buffer:
-        raise ArgumentError(expected(what, f"a numpy scalar (parameter {type_name} {name} is "
-                                     "passed by value)", type(value).__name__))
-    width = _SCALAR_BYTES.get(type_name)
-    if space == "PRIVATE" and width is not None and isinstance(value, np.generic) \
-            and value.dtype.itemsize != width:
-        raise ArgumentError(expected(what, f"a {width}-byte numpy scalar (parameter {type_name} "
-                                     f"{name})", f"{value.dtype} ({value.dtype.itemsize} bytes)"))
 
 
 def _code_name(e: cl.Error) -> str:
@@ -402,10 +379,9 @@ class OpenCLBackend(Backend):
         if math.prod(block) > kernel.max_work_group:
             raise ArgumentError(expected("block", f"at most {kernel.max_work_group} work-items for "
                                          f"kernel {kernel.name!r} on this device", block))
+        check_args(kernel.params, args)
         values = []
         for i, a in enumerate(args):
-            if i < len(kernel.params):
-                _check_arg(i, a, kernel.params[i])
             if isinstance(a, Tensor):
                 values.append(self.launch_buffer(i, a))
             elif isinstance(a, (np.generic, cl.MemoryObjectHolder, cl.LocalMemory)):
