@@ -104,7 +104,7 @@ def check_args(params: tuple[Param, ...], args: list) -> None:
                                          "passed by value)", "Tensor"))
         width = _SCALAR_BYTES.get(type_name)
         if space == "private" and scalar and width is not None and value.dtype.itemsize != width:
-            raise ArgumentError(expected(arg, f"a {width}-byte numpy scalar (parameter {type_name} "
+            raise ArgumentError(expected(arg, f"a numpy scalar of {width} bytes (parameter {type_name} "
                                          f"{name})", f"{value.dtype} ({value.dtype.itemsize} bytes)"))
 
 

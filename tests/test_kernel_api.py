@@ -149,7 +149,7 @@ def test_bad_kernel_arguments(backend, kwargs, message):
     ((np.int64(12345), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor \(parameter float\* x, global memory\), got int64"),
     ((np.float64(0), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor .*got float64"),
     (("x", "x", np.int32(4)), r"^args\[1\]: expected a numpy scalar \(parameter float a is passed by value\), got Tensor"),
-    (("x", np.float32(2), np.int64(4)), r"^args\[2\]: expected a 4-byte numpy scalar \(parameter int n\), got int64 \(8 bytes\)"),
+    (("x", np.float32(2), np.int64(4)), r"^args\[2\]: expected a numpy scalar of 4 bytes \(parameter int n\), got int64 \(8 bytes\)"),
 ])
 def test_arguments_are_checked_against_the_kernels_parameters(backend, scale, args, message):
     x = _dev(backend, np.ones(4, np.float32))
@@ -176,3 +176,33 @@ def test_kernel_keywords_in_comments_do_not_decide_the_dialect(backend):
     y = _dev(backend, np.zeros(2, np.float32))
     k(1, 2, y)
     assert y.numpy().tolist() == [1.0, 1.0]
+
+
+def test_every_corpus_kernel_declaration_parses():
+    """CUDA/HIP have no driver arg info: the check rests on parse_params reading the declaration."""
+    import re
+    from pathlib import Path
+
+    from accel.kernel import parse_params
+
+    root = Path(__file__).resolve().parents[1]
+    sources = [*root.glob("tests/port_corpus/*.cu"), *root.glob("tests/cuda_corpus/*.cu"),
+               *root.glob("kernels/*.cl")]
+    names = [(p, m.group(1)) for p in sources
+             for m in re.finditer(r"(?:__global__|KERNEL|__kernel)\s+void\s+(\w+)\s*\(", p.read_text())]
+    assert len(names) > 50
+    assert [(p.name, n) for p, n in names if not parse_params(p.read_text(), n)] == []
+
+
+def test_parsed_cuda_parameters_check_arguments_without_a_gpu():
+    from accel.kernel import check_args, parse_params
+
+    params = parse_params("template <typename T, int N> __global__ void k(const T* __restrict__ x, "
+                          "long long n, float a, unsigned int m) {}", "k")
+    assert params == (("x", "global", "T"), ("n", "private", "long long"),
+                      ("a", "private", "float"), ("m", "private", "unsigned int"))
+    with pytest.raises(ArgumentError, match=r"^args\[0\]: expected an accel.Tensor"):
+        check_args(params, [np.int64(1), np.int64(1), np.float32(1), np.uint32(1)])
+    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected a numpy scalar of 8 bytes"):
+        check_args(params, [object(), np.int32(1), np.float32(1), np.uint32(1)])
+    check_args(params, [object(), np.int64(1), np.float32(1), np.uint32(1)])  # a buffer stands in
