@@ -411,7 +411,9 @@ def adopt(arg: str, x: Any) -> Any:
                     raise DTypeError(expected(arg, "a DLPack array of a dtype numpy reads (or "
                                               "import torch, whose from_dlpack reads bfloat16)",
                                               f"{type(x).__name__} ({e})")) from None
-                return sys.modules["torch"].from_dlpack(x)
+                # read by torch, handed on as the ml_dtypes numpy view of its memory: a host
+                # producer's result comes back as numpy, whatever the dtype
+                return host_of(sys.modules["torch"].from_dlpack(x), "torch")
         if device in (_DL_CUDA, _DL_ROCM):
             return _on_gpu(arg, x, "from_dlpack")
         raise DeviceMismatchError(expected(arg, "a DLPack array in host, CUDA or ROCm memory",

@@ -79,3 +79,23 @@ def test_dlpack_exports_ml_dtypes_tensors_through_torch(dtype):
     t = accel.asarray(np.full(4, 2, to_numpy_dtype(dtype)), backend="cpu")
     out = torch.from_dlpack(t)
     assert out.dtype == getattr(torch, dtype) and out.float().tolist() == [2.0] * 4
+
+
+def test_a_host_dlpack_producer_of_bfloat16_gets_numpy_back():
+    """numpy's DLPack cannot read bfloat16: torch reads it, and the result still comes back in
+    numpy (ml_dtypes), as for any host producer (docs/api.md)."""
+    class Producer:
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, **kw):
+            return self.t.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    a = Producer(torch.full((2, 3), 2.0, dtype=torch.bfloat16))
+    b = Producer(torch.ones(3, 4, dtype=torch.bfloat16))
+    out = accel.matmul(a, b, backend="cpu")
+    assert type(out) is np.ndarray and out.dtype == ml_dtypes.bfloat16
+    assert out.astype(np.float32).tolist() == [[6.0] * 4] * 2
