@@ -316,13 +316,14 @@ class Backend:
                 dialect: str = "accel") -> Any:
         """Optional: build kernel ``name`` from ``source`` (cached); raise CompileError with the
         log. ``dialect`` is "accel" (kernels/ portability header), "cuda" or "opencl"."""
-        raise UnsupportedError(self.name, "kernel", "-", "this backend does not compile kernels")
+        raise UnsupportedError(self.name, "user kernels", "", "this backend does not compile "
+                               "kernels (the opencl, cuda and hip backends do)")
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list, shared_mem: int = 0) -> None:
         """Optional, with ``compile``: enqueue a compiled kernel with CUDA launch semantics (grid
         counts blocks)."""
-        raise UnsupportedError(self.name, "kernel", "-", "this backend does not launch kernels")
+        raise UnsupportedError(self.name, "user kernels", "", "this backend does not launch kernels")
 
     def launch_buffer(self, index: int, tensor: Any) -> Any:
         """The buffer an accel.Tensor kernel argument ``args[index]`` passes to ``launch``: a

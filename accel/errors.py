@@ -35,7 +35,8 @@ class UnsupportedError(AccelError, NotImplementedError):
 
     def __init__(self, backend: str, op: str, dtype: str, reason: str):
         self.backend, self.op, self.dtype, self.reason = backend, op, dtype, reason
-        super().__init__(f"backend {backend!r} does not support {op} for dtype {dtype}: {reason}")
+        for_dtype = f" for dtype {dtype}" if dtype else ""  # "": a case without one (a kernel)
+        super().__init__(f"backend {backend!r} does not support {op}{for_dtype}: {reason}")
 
 
 class DeviceMismatchError(AccelError, ValueError):

@@ -345,7 +345,7 @@ class OpenCLBackend(Backend):
         if FORK_GUARD.forked_from is not None:
             raise FORK_GUARD.error()
         if dialect not in ("accel", "opencl"):
-            raise UnsupportedError(self.device_id, "kernel", "-", f"dialect {dialect!r}: the OpenCL "
+            raise UnsupportedError(self.device_id, "user kernels", "", f"dialect {dialect!r}: the OpenCL "
                                    "backend builds 'accel' and 'opencl' sources (translate CUDA first)")
         if not isinstance(source, str) or not isinstance(name, str) or not name:
             raise ArgumentError(expected("source, name", "kernel source text and a kernel name",
