@@ -71,6 +71,8 @@ class Case:
             key, sep, value = item.partition("=")
             if not sep:
                 raise ArgumentError(expected("--case", "key=value parameters", repr(item)))
+            if key in params:  # the later one would silently win
+                raise ArgumentError(expected("--case", "each parameter once", f"{key!r} twice"))
             params[key] = _decode(value)
         return cls(op, dtype, kind, params)
 

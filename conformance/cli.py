@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from accel.errors import ArgumentError, expected
 
-    from accel.conformance import properties, results, suite
+    from accel.conformance import inputs, properties, results, suite
     from accel.conformance.case import Case
     from accel.conformance.runner import CaseResult, run_case
 
@@ -85,6 +85,11 @@ def _run(args: argparse.Namespace) -> int:
                                          "it (a case id fixes its op, dtype, shape and seed)",
                                          " ".join(given)))
         cases, targets = [Case.parse(c) for c in args.case], []
+        for case in cases:  # a mistyped key (causl=true) would run another case, and pass
+            if unread := inputs.unread_params(case):
+                raise ArgumentError(expected("--case", f"only parameters the {case.op} cases read "
+                                             "(as in a printed repro id)",
+                                             f"{', '.join(map(repr, unread))} in {case.id!r}"))
         args.profile, args.seed = "case", 0  # what the result file records: the cases named
     else:
         args.profile = args.profile or "quick"

@@ -350,6 +350,34 @@ _BUILDERS = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
              "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}
 
 
+class _ReadKeys(dict):
+    """A case's params that remember which keys the builder read."""
+
+    def __init__(self, params: dict):
+        super().__init__(params)
+        self.read: set = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+
+def unread_params(case: Case) -> list[str]:
+    """The parameters of ``case`` that its op's builder never reads: in a hand-written ``--case``
+    id, a mistyped key (``causl=true``) would otherwise run another case and pass."""
+    params = _ReadKeys(case.params)
+    build(Case(case.op, case.dtype, case.kind, params))
+    return [k for k in case.params if k not in params.read]
+
+
 def build(case: Case):
     """(spec, host inputs) for a case; raises an AccelError for parameters the spec rejects."""
     if case.op not in _BUILDERS:

@@ -125,3 +125,32 @@ def test_every_drawn_property_case_builds(op):
             assert spec.op == op and all(isinstance(x, np.ndarray) for x in arrays)
 
         builds()
+
+
+def test_every_planned_and_drawn_case_reads_all_its_parameters():
+    """unread_params is what refuses a mistyped --case key: no generated id may trip it."""
+    from hypothesis import HealthCheck, given, settings
+
+    from accel.conformance import inputs, properties, suite
+
+    cases, targets = suite.planned("full", 0)
+    assert [c.id for c in cases if inputs.unread_params(c)] == []
+    for op, dtype in targets:
+        @settings(max_examples=5, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(properties.STRATEGIES[op](dtype))
+        def drawn(params):
+            assert inputs.unread_params(Case(op, dtype, "property", params)) == []
+        drawn()
+
+
+@pytest.mark.parametrize("case_id, words", [
+    ("attention/float32/grid/q=1x2x9x32,k=1x1x4x32,v=1x1x4x32,causl=true,data=normal,seed=0",
+     ["--case: expected only parameters the attention cases read", "'causl'"]),
+    ("matmul/float32/grid/a=2x3,b=3x4,data=normal,seed=0,seed=5", ["each parameter once", "'seed' twice"]),
+])
+def test_a_mistyped_case_id_is_refused_not_run_as_another_case(case_id, words, capsys):
+    from accel.cli import main
+
+    assert main(["conformance", "--backend", "cpu", "--case", case_id]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert all(w in err for w in words), err
