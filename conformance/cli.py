@@ -152,7 +152,7 @@ def _print_summary(console, report: dict, got: list) -> None:
         bad = c["failed"] + c["error"]
         table.add_row(key, str(c["passed"]), f"[red]{c['failed']}[/]" if bad else "0",
                       str(c["error"]), str(c["unsupported"]), str(c["compiled_only"]),
-                      f"{used[key]:.0%}" if key in used else "-")
+                      _budget_text(used[key]) if key in used else "-")
     console.print(table)
     failures = [r for r in got if not r.ok]
     for r in failures[:FAILURES_SHOWN]:
@@ -164,6 +164,11 @@ def _print_summary(console, report: dict, got: list) -> None:
     console.print(f"{s['passed']} passed, {s['failed']} failed, {s['error']} errors, "
                   f"{s['unsupported']} unsupported, {s['compiled_only']} compiled only "
                   f"in {report['elapsed_s']:.1f} s")
+
+
+def _budget_text(share: float) -> str:
+    """A share of the error budget: a percentage, or far past it a multiple of the bound."""
+    return f"{share:.0%}" if share < 10 else f"{share:.2g}x the bound"
 
 
 def budget_used(got: list) -> dict[str, float]:

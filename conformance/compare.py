@@ -84,13 +84,13 @@ def compare_values(out: np.ndarray, ref: np.ndarray, bound: np.ndarray | None,
         if mask.any():
             at = _where(mask)
             return Verdict(False, stats, f"{int(mask.sum())} element(s) with {what}; first at "
-                           f"{at}: got {got[at]!r}, oracle {ref[at]!r}")
+                           f"{at}: got {float(got[at])!r}, oracle {float(ref[at])!r}")
     if over.any():
         at = np.unravel_index(np.argmax(np.where(over, err - bound, -1.0)), ref.shape)
         at = tuple(int(i) for i in at)
         rule = "exactly" if exact else f"within {bound[at]:.3g}"
         return Verdict(False, stats, f"{int(over.sum())} of {ref.size} element(s) off; worst at "
-                       f"{at}: got {got[at]!r}, oracle {ref[at]!r}, required {rule}")
+                       f"{at}: got {float(got[at])!r}, oracle {float(ref[at])!r}, required {rule}")
     return Verdict(True, stats)
 
 

@@ -72,5 +72,8 @@ def attention_bound(oracle: dict, D: int, Sk: int, in_fmt: str, acc_fmt: str) ->
     worst_logit_err = np.where(vis, logit_err, 0.0).max(axis=-1, keepdims=True)
     per_weight = (2 * worst_logit_err + u_in + LAMBDA * math.sqrt(Sk) * u_acc
                   + ATTENTION_EXTRA_ROUNDINGS * u_acc)
-    return (2 * u_out * np.abs(oracle["out"]) + per_weight * oracle["weighted_abs_v"]
-            + floor(in_fmt, acc_fmt, Sk + D))
+    bound = (2 * u_out * np.abs(oracle["out"]) + per_weight * oracle["weighted_abs_v"]
+             + floor(in_fmt, acc_fmt, Sk + D))
+    # a row that sees no key is exactly zero (docs/api.md): no floor there, or float16's (its
+    # smallest normal) would let 3e-5 written into such rows pass
+    return np.where(vis.any(axis=-1, keepdims=True), bound, 0.0)

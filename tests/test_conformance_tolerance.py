@@ -96,3 +96,28 @@ def test_attention_bound_is_tight_enough_to_see_a_wrong_softmax_scale():
     bound = tolerance.attention_bound(res, 64, 8, "float32", "float32")
     assert compare_values(res["out"].astype(np.float32), res["out"], bound, "float32").ok
     assert not compare_values(off["out"].astype(np.float32), res["out"], bound, "float32").ok
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_rows_that_see_no_key_must_be_exactly_zero(dtype):
+    """float16's floor (its smallest normal, 6.1e-5) once let 3e-5 written into causal rows with
+    no visible key pass; such rows are exactly zero (docs/api.md), with no bound at all."""
+    from accel.backends.cpu import CPUBackend
+    from accel.conformance.case import Case
+    from accel.conformance.runner import run_case
+
+    class DeadRowsNonzero(CPUBackend):
+        name = "dead_rows_nonzero"
+
+        def compute(self, spec, *arrays):
+            res = super().compute(spec, *arrays)
+            if spec.op == "attention":
+                res[np.all(res == 0, axis=-1)] = np.asarray(3e-5, res.dtype)
+            return res
+
+    # Sq 9 > Sk 4, bottom-right causal: the first 5 query rows see no key
+    case = Case.parse(f"attention/{dtype}/grid/q=1x2x9x32,k=1x1x4x32,v=1x1x4x32,causal=true,"
+                      "data=normal,seed=0")
+    result = run_case(DeadRowsNonzero(), case)
+    assert not result.ok and "required within 0" in result.reason, result.reason
+    assert run_case(CPUBackend(), case).ok

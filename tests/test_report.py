@@ -280,3 +280,17 @@ def test_conformance_files_of_one_platform_merge_case_by_case(tmp_path):
         assert rows == [("attention", "float16"), ("matmul", "float16")]
         assert dict(cells[("gpu-box/cuda:0", "matmul", "float16")].counts) == {"passed": 1, "failed": 1}
         assert dict(cells[("gpu-box/cuda:0", "attention", "float16")].counts) == {"passed": 2}
+
+
+def test_a_dirty_commit_stays_dirty_in_the_report():
+    assert report._short_commit("99caf5bc1b3a4d5e+dirty") == "99caf5bc1b3a+dirty"
+    assert report._short_commit("99caf5bc1b3a4d5e") == "99caf5bc1b3a"
+    assert report._short_commit(None) == report._short_commit("") == "?"
+
+
+def test_a_report_without_benchmarks_says_so_instead_of_empty_tables():
+    conf = {"schema": "accel.conformance/1", "backend": "cpu:0", "machine": {"label": "box"},
+            "device": {"name": "cpu"}, "summary": {"passed": 1}, "cases": []}
+    res = report.Results(conformance=[conf])
+    assert "No benchmark result files were given" in report.portability_section(res)
+    assert "No benchmark result files were given" in report.render_markdown(res)

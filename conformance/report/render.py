@@ -634,7 +634,7 @@ def machines_section(res: Results) -> str:
         prows.append([PP.platform_name(doc) + " (conformance)", _device_name(doc),
                       (doc.get("device") or {}).get("driver", "") if isinstance(doc.get("device"), Mapping) else "",
                       (_versions(doc), "wide"), "", "", "", "",
-                      f"{doc.get('profile', '')}, commit {str(doc.get('commit', ''))[:12] or '?'}"])
+                      f"{doc.get('profile', '')}, commit {_short_commit(doc.get('commit'))}"])
     return ("<h2>Machines, devices and versions</h2>"
             + _table(["machine", "host", "OS", "CPU", "cores", "python", "run ids"],
                      _wide(machine_rows(res), 2), numeric=(4,))
@@ -643,6 +643,14 @@ def machines_section(res: Results) -> str:
                      prows, numeric=(4, 5, 7))
             + '<p class="note">Peaks are measured on each device by accel.conformance.bench.peaks (a streaming copy '
               "and a float32 FMA-bound kernel), not taken from data sheets.</p>")
+
+
+def _short_commit(commit: object) -> str:
+    """A commit as 12 hex digits, its "+dirty" (uncommitted edits) kept: the run is not the
+    commit's code."""
+    text = str(commit or "")
+    head, dirty = text.removesuffix("+dirty"), text.endswith("+dirty")
+    return (head[:12] + ("+dirty" if dirty else "")) if head else "?"
 
 
 def support_section(res: Results) -> str:
@@ -805,6 +813,7 @@ def portability_section(res: Results) -> str:
     rows = PP.per_case(res.bench, res.conformance)
     ops = PP.per_op(rows)
     platforms = [PP.platform_name(d) for d in res.bench]
+    unbenched = [p for p in dict.fromkeys(PP.platform_name(d) for d in res.conformance) if p not in platforms]
     shared = [r for r in rows if r.everywhere]
     others = [r for r in rows if not r.everywhere]
 
@@ -818,13 +827,19 @@ def portability_section(res: Results) -> str:
         items = "".join(f"<li>{html.escape(r)}</li>" for r in empty_reasons(rs))
         return f'<p class="note">Why a cell is empty (–):</p><ul class="note">{items}</ul>' if items else ""
 
+    if not res.bench:
+        return ("<h2>Performance portability (Pennycook)</h2><p class=note>No benchmark result "
+                "files were given: run <code>accel bench --json</code> and pass its file.</p>")
     parts = ["<h2>Performance portability (Pennycook)</h2>"
              '<p class="note">PP = harmonic mean over the platforms of the efficiency, 0 when any '
              "platform does not run the problem correctly (unsupported, failed conformance or "
              "invalid result). Architectural: vs the measured roofline; application: vs the best "
              "time observed on that platform. Per op, over the problems measured on every platform "
              "(every profile includes the portability set, so runs of different profiles share it). "
-             "See docs/portability.md (arXiv:1611.07409).</p>",
+             "See docs/portability.md (arXiv:1611.07409).</p>"
+             + (f'<p class="note">PP is over the {len(platforms)} platforms with benchmark files; '
+                f"{', '.join(map(html.escape, unbenched))} (conformance results only) "
+                "appear in the support matrix, not here.</p>" if unbenched else ""),
              "<h3>Per op</h3>", table(ops), why(ops),
              f"<h3>Per case, measured on every platform ({len(shared)})</h3>", table(shared), why(shared)]
     if others:
@@ -941,6 +956,10 @@ def render_markdown(res: Results) -> str:
             ["kernel source", "input dtype"] + targets,
             [[src, dt] + [compiled_verdict(cells.get(t))[0] for t in targets]
              for (src, dt), cells in compiled.items()]), ""]
+    if not res.bench:
+        out += ["No benchmark result files were given: no performance portability or ratios "
+                "(run `accel bench --json` and pass its file).", ""]
+        return "\n".join(out)
     ops = PP.per_op(PP.per_case(res.bench, res.conformance))
     out += ["## Performance portability per op", "",
             _md_table(["op", "PP architectural", "PP application"],
