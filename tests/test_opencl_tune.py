@@ -146,3 +146,23 @@ def test_gemv_operands_are_rotated_beyond_the_cache_as_the_benchmarks_do():
     weight_bytes = case.spec().weight_bytes
     assert len(sets) * weight_bytes >= min(CACHE_MULTIPLE * cache, MAX_COPIES * weight_bytes)
     assert len(operand_sets(be, case, None)) == 1  # no cache known: one copy
+
+
+@needs_device
+def test_stored_parameters_can_be_shown_reset_and_are_recorded_in_results(tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    from accel.backends.opencl.devices import enumerate_devices
+    from accel.backends.opencl.params import save_tuned, safe_lanes, store_path
+
+    dev = enumerate_devices()[0]
+    other = next(c for c in candidates("matmul", "cpu", safe_lanes(dev)) if c != params_for(dev)["matmul"])
+    save_tuned(dev, "matmul", other)
+    assert json.loads(OpenCLBackend(0).versions()["opencl_tuned"]) == {"matmul": other}
+    assert main(["tune", "--backend", FIRST[0], "--show"]) == 0
+    shown = capsys.readouterr().out
+    assert str(store_path(dev)) in shown and json.loads(shown.split("\n", 1)[1]) == {"matmul": other}
+    assert main(["tune", "--backend", FIRST[0], "--reset"]) == 0
+    assert "removed" in capsys.readouterr().out and not store_path(dev).exists()
+    assert OpenCLBackend(0).versions()["opencl_tuned"] == "none"

@@ -9,6 +9,7 @@ only ``download`` and ``synchronize`` wait.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import threading
@@ -33,7 +34,7 @@ from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
 from accel.backends.opencl.plan import (OPERANDS, DeviceFacts, Launch, Operand, Placeholder, Scratch,
                                         Upload, plan_for, support)
-from accel.backends.opencl.params import build_options, params_for
+from accel.backends.opencl.params import build_options, params_for, tuned
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
 # buffers from this size on are weighed against the memory left before they are made: a failed
@@ -77,6 +78,12 @@ def _params(kernel: cl.Kernel) -> tuple[Param, ...]:
                      for i in range(kernel.num_args))
     except (cl.Error, ValueError):
         return ()
+
+
+def _tuned_text(dev) -> str:
+    """What ``accel tune`` stored for ``dev``, as compact JSON ("none" when nothing)."""
+    stored = tuned(dev)
+    return json.dumps(stored, sort_keys=True, separators=(",", ":")) if stored else "none"
 
 
 def _code_name(e: cl.Error) -> str:
@@ -155,7 +162,10 @@ class OpenCLBackend(Backend):
     def versions(self) -> dict[str, str]:
         return {"pyopencl": cl.VERSION_TEXT, "opencl_platform": self.dev.platform_version,
                 "opencl_driver": self.dev.driver_version, "opencl_device": self.dev.name,
-                "opencl_build_options": " ".join(self.build_options)}
+                "opencl_build_options": " ".join(self.build_options),
+                # what `accel tune` stored for this device and the kernels use: two machines'
+                # files differ here when their tuning does
+                "opencl_tuned": _tuned_text(self.dev)}
 
     # -- errors --------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -125,6 +125,7 @@ def tune(be, ops: list[str], repeat: int = 10, store: bool = True, echo=print) -
             if store:
                 try:
                     save_tuned(be.dev, op, best)
+                    echo(f"{op}: stored in {store_path(be.dev)} (accel tune --show, --reset)")
                 except OSError as e:  # a read-only cache: the search's result is still printed above
                     echo(f"{op}: not stored, {store_path(be.dev)} cannot be written: "
                          f"{e.strerror or e}")
@@ -147,8 +148,30 @@ def _tune(args: argparse.Namespace) -> int:
     be = accel.get_backend(args.backend)
     if be.name != "opencl":
         raise ArgumentError(expected("--backend", "an OpenCL device such as opencl:0", args.backend))
+    if args.show or args.reset:
+        return _show_or_reset(be, args.reset)
     print(f"tuning {', '.join(ops)} on {be.device_id} ({be.dev.name})")
     tune(be, ops, args.repeat, store=not args.dry_run)
+    return 0
+
+
+def _show_or_reset(be, reset: bool) -> int:
+    """Print what is stored for the device (and where), or remove it: the kernels then use the
+    built-in defaults again."""
+    import json
+
+    from accel.backends.opencl.params import params_for, store_path, tuned
+
+    path, stored = store_path(be.dev), tuned(be.dev)
+    if reset:
+        path.unlink(missing_ok=True)
+        be.params = params_for(be.dev)
+        print(f"{be.device_id}: removed {path}; the built-in parameters apply" if stored
+              else f"{be.device_id}: nothing was stored ({path})")
+        return 0
+    print(f"{be.device_id} ({be.dev.name}): {path}")
+    print(json.dumps(stored, indent=1, sort_keys=True) if stored else "nothing stored: the built-in "
+          "parameters apply")
     return 0
 
 
@@ -168,5 +191,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default: all)")
     p.add_argument("--repeat", type=int_at_least(1), default=10,
                    help="timed runs per candidate, the fastest counts (default: %(default)s)")
-    p.add_argument("--dry-run", action="store_true", help="search and print, but store nothing")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--dry-run", action="store_true", help="search and print, but store nothing")
+    what.add_argument("--show", action="store_true",
+                      help="print the parameters stored for the device, and where; search nothing")
+    what.add_argument("--reset", action="store_true",
+                      help="remove the stored parameters (the built-in ones apply again)")
     p.set_defaults(func=_tune)
