@@ -81,7 +81,11 @@ def platform_document(platform: dict[str, Any], plan: list[Shard], done: dict[st
                       settings: Settings, command: str) -> dict[str, Any]:
     """The ``accel.conformance/1`` file of a platform whose every shard is done: its cases in plan
     order, the first worker's device record, a machine record naming every node it ran on."""
-    cases = [case for shard in plan for case in done[shard.id]["cases"]]
+    # each case once: fuzz searches with different seeds can draw the same case (hypothesis'
+    # first, simplest example; the same shrunk failure), which would count it twice
+    seen: set[str] = set()
+    cases = [case for shard in plan for case in done[shard.id]["cases"]
+             if not (case["id"] in seen or seen.add(case["id"]))]
     hosts = sorted({c["where"].split("/")[0] for c in cases if "where" in c})
     machine = {**platform["machine"], "label": "+".join(hosts) or platform["machine"]["label"]}
     extra = {"campaign": {"platform": platform["key"], "repeat": settings.repeat}}
