@@ -22,8 +22,11 @@ from accel.ops import (attention, dequantize, matmul, qmatmul, quantize, quantiz
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 
-if "torch" in __import__("sys").modules:  # torch.ops.accel.* as soon as both are imported; accel
-    from accel import torch_ops as _torch_ops  # never imports torch itself (nor pays for it)
+if __import__("sys").modules.get("torch") is not None:  # torch.ops.accel.* as soon as both are
+    try:  # imported; accel never imports torch itself (nor pays for it)
+        from accel import torch_ops as _torch_ops
+    except (ImportError, AttributeError):  # a torch without torch.library.custom_op (< 2.4):
+        pass  # accel's own ops still work, torch tensors then fail at the call with the reason
 
 
 def __getattr__(name: str) -> str:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import shlex
 import sys
 
 import accel
@@ -181,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the command as typed (result files record it): main's own argv, not the process's, which
+    # is pytest's or another program's when accel is called in-process
+    args.command_line = "accel " + shlex.join(sys.argv[1:] if argv is None else argv)
     if args.command is None:  # plain `accel`: what it can do
         parser.print_help()
         return 0
@@ -189,13 +194,28 @@ def main(argv: list[str] | None = None) -> int:
     except AccelError as e:  # the one place a typed error becomes a usage error
         return usage_error(args.command, str(e))
     except BrokenPipeError:  # `accel info --json | head`: the reader left; no traceback
+        if not _stdout_closed():
+            raise
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit
-        return 1
-    except OSError as e:  # a result file that cannot be written (disk full, a /proc path): one
-        # line and status 2, never 1, which says a check failed
+        return 141  # as a shell reports a process a closed pipe stopped (128 + SIGPIPE)
+    except OSError as e:  # a result file that cannot be written (a /proc path, a full disk): one
+        # line and status 2, never 1, which says a check failed; other OSErrors are bugs to show
+        if e.filename is None and e.errno != errno.ENOSPC:
+            raise
         return usage_error(args.command, f"cannot write or read a file: {e}")
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout's reader has gone (a BrokenPipeError from elsewhere is a real error)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def usage_error(command: str, message: str) -> int:

@@ -41,10 +41,13 @@ _SCALAR_BYTES = {"char": 1, "uchar": 1, "unsigned char": 1, "int8_t": 1, "uint8_
                  "unsigned int": 4, "float": 4, "int32_t": 4, "uint32_t": 4, "long": 8,
                  "ulong": 8, "long long": 8, "unsigned long long": 8, "double": 8,
                  "size_t": 8, "int64_t": 8, "uint64_t": 8, "i64": 8}
+#: the float types among them (the rest are integers: an np.float32 for an int is the right
+#: width and the wrong bits)
+_SCALAR_KIND = {t: "f" for t in ("half", "__half", "float", "double")}
 _QUALIFIERS = {"const", "volatile", "restrict", "__restrict__", "__restrict", "RESTRICT"}
 _SPACES = {"__global": "global", "global": "global", "GLOBAL": "global", "__constant": "constant",
            "constant": "constant", "CONSTANT": "constant", "__local": "local", "local": "local",
-           "LOCAL": "local"}
+           "LOCAL_PTR": "local"}
 
 
 def parse_params(source: str, name: str) -> tuple[Param, ...]:
@@ -54,7 +57,7 @@ def parse_params(source: str, name: str) -> tuple[Param, ...]:
 
     >>> parse_params("__global__ void f(const float* __restrict__ x, int n, double a) {}", "f")
     (('x', 'global', 'float'), ('n', 'private', 'int'), ('a', 'private', 'double'))
-    >>> parse_params("KERNEL void g(GLOBAL float* y, LOCAL int* t, unsigned int n) {}", "g")[1:]
+    >>> parse_params("KERNEL void g(GLOBAL float* y, LOCAL_PTR int* t, unsigned int n) {}", "g")[1:]
     (('t', 'local', 'int'), ('n', 'private', 'unsigned int'))
     """
     code = _COMMENTS_AND_STRINGS.sub(" ", source)
@@ -89,11 +92,24 @@ def parse_params(source: str, name: str) -> tuple[Param, ...]:
     return tuple(out)
 
 
+def includes_files(source: str) -> bool:
+    """Whether ``source`` has an ``#include`` line (outside comments): the included files are
+    part of no cache key."""
+    return bool(re.search(r"^\s*#\s*include\b", _COMMENTS_AND_STRINGS.sub(" ", source), re.M))
+
+
 def check_args(params: tuple[Param, ...], args: list) -> None:
     """Each argument against its parameter: a buffer (Tensor, or a backend's own buffer) for a
     pointer, a numpy scalar of the type's width for a value. A numpy int64 passed for a pointer
     has a pointer's size, so a driver takes it and the kernel dereferences it (PoCL segfaults, a
     CUDA context dies); the check says so first."""
+    # too few or too many: the kernel reads garbage; a trailing local pointer is shared_mem's
+    # buffer (OpenCL's form of extern __shared__), which the launch adds
+    given = params[:len(params) - 1] if params and params[-1][1] == "local" and \
+        len(args) == len(params) - 1 else params
+    if params and len(args) != len(given):
+        raise ArgumentError(expected("args", f"{len(params)} arguments for the kernel's parameters "
+                                     f"({', '.join(n for n, _, _ in params)})", len(args)))
     for index, (value, (name, space, type_name)) in enumerate(zip(args, params)):
         arg, scalar = f"args[{index}]", isinstance(value, np.generic)
         if space != "private" and scalar:
@@ -102,10 +118,12 @@ def check_args(params: tuple[Param, ...], args: list) -> None:
         if space == "private" and isinstance(value, Tensor):
             raise ArgumentError(expected(arg, f"a numpy scalar (parameter {type_name} {name} is "
                                          "passed by value)", "Tensor"))
-        width = _SCALAR_BYTES.get(type_name)
-        if space == "private" and scalar and width is not None and value.dtype.itemsize != width:
-            raise ArgumentError(expected(arg, f"a numpy scalar of {width} bytes (parameter {type_name} "
-                                         f"{name})", f"{value.dtype} ({value.dtype.itemsize} bytes)"))
+        width, kind = _SCALAR_BYTES.get(type_name), _SCALAR_KIND.get(type_name)
+        if space == "private" and scalar and width is not None and (
+                value.dtype.itemsize != width or (kind == "f") != (value.dtype.kind == "f")):
+            want = f"{'a float' if kind == 'f' else 'an integer'} numpy scalar of {width} bytes"
+            raise ArgumentError(expected(arg, f"{want} (parameter {type_name} {name})",
+                                         f"{value.dtype} ({value.dtype.itemsize} bytes)"))
 
 
 def _dims(arg: str, value: Any) -> tuple[int, int, int]:

@@ -12,7 +12,7 @@ import numpy as np
 from accel import spec as S
 from accel.backend import Backend
 from accel.dispatch import attention_spec_cached, execute, matmul_spec_cached, resolve, run
-from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, FP8_MAX, convert, dtype_name, to_numpy_dtype
+from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, FP8_MAX, convert, dtype_name
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
 from accel.tensor import QTensor, check_array, from_tensor, host_of, operand, to_tensor
 
@@ -136,7 +136,6 @@ def scaled_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *, out_dtype: obje
     """
     _refuse_gradients("scaled_matmul", a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
     scale_a, scale_b = (_scalar_scale(n, s) for n, s in (("scale_a", scale_a), ("scale_b", scale_b)))
-    scale_a, scale_b = (np.asarray(s) if isinstance(s, np.generic) else s for s in (scale_a, scale_b))
     ops = oa, ob, osa, osb, obias = (operand("a", a), operand("b", b), operand("scale_a", scale_a),
                                      operand("scale_b", scale_b),
                                      None if bias is None else operand("bias", bias))
@@ -206,11 +205,11 @@ def _group_amax(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:
 
 
 def _scalar_scale(arg: str, s: Any) -> Any:
-    """A Python number as scaled_matmul's float32 scale (a finite one: a scale of inf or NaN
-    would turn every output into NaN); anything else as it came."""
+    """A Python or numpy number as scaled_matmul's float32 scale (a finite one: a scale of inf
+    or NaN would turn every output into NaN); anything else (arrays: data) as it came."""
     if isinstance(s, bool):  # True would silently be a scale of 1
         raise ArgumentError(expected(arg, "a float32 scale (number or array)", repr(s)))
-    if isinstance(s, (int, float)):
+    if isinstance(s, (int, float, np.integer, np.floating)):  # np.float32 as much as 0.5
         if not S.finite_in_float32(s):
             shown = repr(s) if len(repr(s)) < 40 else f"{repr(s)[:20]}... ({len(repr(s))} digits)"
             raise ArgumentError(expected(arg, "a scale finite in float32", shown))
@@ -252,8 +251,10 @@ def _torch_operands(*named: tuple[str, Any]) -> tuple | None:
             out.append(x)
         elif kind == "numpy" and device.type == "cpu":
             host = host_of(x, kind)
-            if host.dtype == to_numpy_dtype("bfloat16"):  # torch reads no ml_dtypes array
-                out.append(torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
+            name = dtype_name(host.dtype, f"{arg}.dtype")
+            if name == "bfloat16" or name.startswith("float8"):  # torch reads no ml_dtypes array:
+                bits = np.int16 if name == "bfloat16" else np.uint8  # through the bits
+                out.append(torch.from_numpy(host.view(bits)).view(getattr(torch, name)))
             else:
                 out.append(torch.from_numpy(host))
         else:

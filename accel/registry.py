@@ -159,8 +159,9 @@ def get_backend(device: str | Backend | None = None) -> Backend:
         if device not in _instances and device == _environment and not (_context.get() or _process_default):
             try:  # the environment chose it: say so, the user never typed a backend argument
                 return get_backend(device)
-            except AccelError as e:
-                raise type(e)(f"ACCEL_BACKEND={device!r}: {e}") from e
+            except AccelError as e:  # the same error (its type and fields), its message prefixed
+                e.args = (f"ACCEL_BACKEND={device!r}: {e}",)
+                raise
     inst = _instances.get(device)  # keyed by every spelling seen ("cpu", "cpu:0")
     if inst is not None:
         return inst

@@ -7,8 +7,9 @@ the op is differentiable, an autograd formula: matmul and attention in every flo
 in x (the weight is frozen). Where a path is not differentiable (quantize; qmatmul with
 ``x_format``), asking for a gradient is an error at the call, never a silently dropped gradient.
 
-``accel.matmul`` and the other public ops route torch tensors here, so importing this module is
-only needed to call ``torch.ops.accel.*`` directly before any accel op has seen a torch tensor.
+``accel.matmul`` and the other public ops route torch tensors here; ``import accel`` after torch
+registers the operators too, so importing this module is only needed to call
+``torch.ops.accel.*`` when accel was imported before torch.
 The backend is the ``backend`` argument or the current selection for cpu tensors, and accel's
 cuda/hip backend of the tensors' device for GPU tensors; data never moves between devices.
 

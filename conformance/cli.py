@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
                 got = suite.run(backend, profile=args.profile, seed=args.seed, ops=ops,
                                 dtypes=dtypes, on_result=shown)
     report = results.make_report(backend, got, profile=args.profile, seed=args.seed,
-                                 argv=sys.argv[2:], elapsed_s=time.perf_counter() - t0)
+                                 command=args.command_line, elapsed_s=time.perf_counter() - t0)
     _print_summary(Console(width=None if sys.stdout.isatty() else 120), report, got)
     if args.json:
         results.write(report, args.json)

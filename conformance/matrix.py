@@ -122,14 +122,10 @@ def _declares(cls: type, case: dict) -> bool:
             and (x_fmt is None or x_fmt in cls.x_formats))
 
 
-#: the schema of `accel kernels check --json` files (kernels/check.py writes it; a test keeps the two equal)
-KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"
-
-
 def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
     """(backend, op) -> "compiled only" or "FAILED to compile", from a kernels-check result file
     (NVIDIA targets vouch for cuda, AMD ones for hip)."""
-    from accel.kernels import SOURCE_OPS
+    from accel.kernels import KERNELS_CHECK_SCHEMA, SOURCE_OPS
 
     # another result file would silently turn every compiled-only cell into "-"
     if not isinstance(kernels_check, dict) or kernels_check.get("schema") != KERNELS_CHECK_SCHEMA:

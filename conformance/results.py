@@ -85,10 +85,10 @@ def machine(label: str | None = None) -> dict[str, Any]:
             "python": platform.python_version(), "run_id": RUN_ID}
 
 
-def make_report(backend: Backend, results: list, *, profile: str, seed: int, argv: list[str],
+def make_report(backend: Backend, results: list, *, profile: str, seed: int, command: str,
                 elapsed_s: float) -> dict:
     return report_document(device_record(backend), [r.to_json() for r in results],
-                           profile=profile, seed=seed, command="accel conformance " + " ".join(argv),
+                           profile=profile, seed=seed, command=command,
                            elapsed_s=elapsed_s, machine_record=machine())
 
 

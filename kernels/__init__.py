@@ -61,6 +61,9 @@ KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
 #: on every dialect
 KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
+#: the schema of `accel kernels check --json` files: check.py writes them, the support matrix and
+#: the report read them (both below the tools, hence here)
+KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"
 #: dialects a variant can target
 DIALECTS = ("opencl", "cuda", "hip")
 #: the upper end of a variant's sm_range when it runs on every later NVIDIA arch too

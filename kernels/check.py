@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 from accel.argtypes import comma_list, int_at_least, names, output_file, split_names
 from accel.errors import ArgumentError
-from accel.kernels import toolchains
+from accel.kernels import KERNELS_CHECK_SCHEMA, toolchains
 
-SCHEMA = "accel.kernels_check/1"
+SCHEMA = KERNELS_CHECK_SCHEMA
 DEFAULT_TARGETS = ",".join(toolchains.DEFAULT_TARGETS)
 
 #: which compilers a source of each dialect is meant for ("cuda" = NVRTC, "hip" = hiprtc)
@@ -313,13 +313,13 @@ def _run(args: argparse.Namespace) -> int:
     width = args.width or (None if sys.stdout.isatty() else PIPED_WIDTH)
     render(outcomes, Console(width=width))
     if args.json:
-        doc = {"schema": SCHEMA, **_provenance(), "targets": targets,
+        doc = {"schema": SCHEMA, **_provenance(args.command_line), "targets": targets,
                "results": [asdict(o) for o in outcomes]}
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return exit_status(outcomes, args.allow_unavailable)
 
 
-def _provenance() -> dict[str, Any]:
+def _provenance(command: str) -> dict[str, Any]:
     """Which accel, commit, machine and run a kernels check file comes from (its "compiled only"
     evidence is about that source tree)."""
     import datetime
@@ -329,7 +329,7 @@ def _provenance() -> dict[str, Any]:
 
     return {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "accel": accel.__version__, "commit": commit(), "machine": machine(),
-            "command": " ".join(["accel", *sys.argv[1:]]), "environment": accel_environment()}
+            "command": command, "environment": accel_environment()}
 
 
 def register(subparsers) -> None:

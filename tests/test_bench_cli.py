@@ -98,7 +98,7 @@ def test_the_summary_table_prints_readable_numbers(capsys):
 
 def test_portability_fails_when_conformance_fails_and_says_so_in_the_report(tmp_path):
     """A backend with a planted bug (tests/plugins/planted: NaN read as 0): the report is written
-    and names the failure, the exit status is 1; files of an earlier run in OUT are replaced."""
+    and names the failure, the exit status is 1; other result files in OUT are kept and named."""
     out = tmp_path / "report"
     out.mkdir()
     (out / "bench-gone0.json").write_text("{}")  # an earlier run's device, not in this one
@@ -108,9 +108,9 @@ def test_portability_fails_when_conformance_fails_and_says_so_in_the_report(tmp_
     assert proc.returncode == 1, proc.stderr[-2000:]
     err = " ".join(proc.stderr.split())
     assert re.search(r"failed: conformance on planted_nan_to_zero: \d+ failed", err), err[-2000:]
-    assert "removed 1 result files" in err
+    assert "also holds bench-gone0.json: not in this report" in err
     assert proc.stdout.strip().splitlines()[-1] == str((out / "report.html").resolve())
-    assert not (out / "bench-gone0.json").exists()
+    assert (out / "bench-gone0.json").read_text() == "{}"  # maybe another machine's only copy
     summary = (out / "summary.md").read_text()
     assert "Warning: conformance on planted_nan_to_zero:" in summary
 
@@ -132,8 +132,13 @@ def test_float32_above_the_measured_peak_is_flagged(capsys):
     from accel.conformance.bench.cli import print_summary
     from accel.conformance.bench.suite import peak_warning
 
-    case = {"op": "matmul", "dtype": "float32", "status": "ok", "roofline_efficiency": 1.88}
-    doc = {"backend": "cpu:0", "device": {"name": "cpu"}, "machine": {"cores": 2}, "cases": [case]}
+    case = {"op": "matmul", "dtype": "float32", "params": {"N": 8}, "status": "ok", "flops": 1,
+            "median_s": 1e-3, "iqr_s": 1e-5, "gflops": 188.0, "gbs": 1.0,
+            "roofline_efficiency": 1.88, "baselines": []}
+    doc = {"backend": "cpu:0", "device": {"name": "cpu"}, "machine": {"cores": 2},
+           "peaks": {"gflops": 100.0, "gbs": 30.0}, "cases": [case]}
     assert "1 float32/float64 cases ran above the measured peak (up to 188%" in peak_warning(doc)
+    print_summary(doc)
+    assert "warning: 1 float32/float64 cases ran above the measured peak" in " ".join(capsys.readouterr().out.split())
     assert peak_warning({**doc, "cases": [{**case, "dtype": "bfloat16"}]}) is None  # faster units
     assert peak_warning({**doc, "cases": [{**case, "roofline_efficiency": 0.9}]}) is None

@@ -169,18 +169,20 @@ def test_a_cluster_address_nothing_answers_at_is_refused_at_once(tmp_path, addre
     assert "--cluster: expected" in proc.stderr and why in proc.stderr
 
 
-def test_a_case_two_fuzz_searches_both_drew_is_counted_once():
+def test_a_case_two_fuzz_searches_both_drew_is_counted_once_and_a_failure_wins():
     """Searches with different seeds can draw the same case (hypothesis' simplest example first):
-    the platform's file lists and counts it once."""
+    the platform's file lists and counts it once, failed where any of its runs failed."""
     settings = Settings(("cpu",), profile="fuzz", seeds=2, examples=3, ops=("matmul",),
                         dtypes=("float32",))
     plan = shards(settings)
     assert len(plan) == 2
     cpu = accel.get_backend("cpu")
     done = {s.id: node.run_shard(cpu, s, settings.repeat) for s in plan}
+    first = done[plan[0].id]["cases"][0]
+    done[plan[1].id]["cases"].append({**first, "status": "failed", "reason": "a flaky device"})
     drawn = [c["id"] for s in plan for c in done[s.id]["cases"]]
-    assert len(set(drawn)) < len(drawn)  # both searches start from the simplest case
     worker = node.DeviceWorker("cpu").record()
     doc = store.platform_document({"key": "cpu-x", **worker}, plan, done, settings, "accel campaign")
     ids = [c["id"] for c in doc["cases"]]
-    assert ids == list(dict.fromkeys(drawn)) and doc["summary"]["total"] == len(ids)
+    assert ids == list(dict.fromkeys(drawn)) and doc["summary"]["total"] == len(ids) < len(drawn)
+    assert next(c for c in doc["cases"] if c["id"] == first["id"])["status"] == "failed"

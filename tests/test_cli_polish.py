@@ -107,7 +107,7 @@ def test_matrix_compiled_only_takes_spaces_or_commas(tmp_path, capsys):
 
     backend = accel.get_backend("cpu")
     report = results.make_report(backend, suite.run(backend, ops=["dequantize"], dtypes=["q8_0"]),
-                                 profile="quick", seed=0, argv=[], elapsed_s=0.0)
+                                 profile="quick", seed=0, command="accel conformance", elapsed_s=0.0)
     path = tmp_path / "cpu.json"
     results.write(report, path)
     tables = []
@@ -190,3 +190,25 @@ def test_conflicting_flags_are_refused_not_ignored(argv, words, capsys, monkeypa
     assert status == 2
     err = capsys.readouterr().err
     assert all(w in err for w in words), err
+
+
+def test_accel_imports_where_torch_is_blocked_or_too_old():
+    """`sys.modules["torch"] = None` (how tests block torch) must not break `import accel`."""
+    code = "import sys; sys.modules['torch'] = None; import accel; print(accel.matmul.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "matmul", out.stderr
+
+
+def test_an_oserror_that_is_no_file_problem_is_not_called_one(monkeypatch):
+    """Only a file that cannot be written or read is a one-line status 2; another OSError (a
+    library that fails to load) is a bug to show, not a 'file' message."""
+    import accel.cli as cli
+
+    def broken(args):
+        raise OSError("libggml.so: cannot open shared object file")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["info"].set_defaults(func=broken)
+    with pytest.raises(OSError, match="libggml"):
+        main(["info"])

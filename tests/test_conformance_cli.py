@@ -10,8 +10,7 @@ import pytest
 import accel
 from accel.cli import main
 from accel.conformance import results
-from accel.conformance.matrix import KERNELS_CHECK_SCHEMA
-from accel.kernels.check import SCHEMA as WRITTEN_SCHEMA
+from accel.kernels import KERNELS_CHECK_SCHEMA
 
 needs_planted = pytest.mark.skipif(
     not any(s.name == "planted_k_off_by_one" for s in accel.backends()),
@@ -215,7 +214,6 @@ def test_a_failure_in_any_file_of_a_backend_stays_in_the_matrix():
 def test_matrix_refuses_a_kernels_check_file_that_is_not_one(tmp_path, capsys):
     """A conformance file given as --kernels-check would silently turn every compiled-only cell
     into "-": refused, naming the option."""
-    assert KERNELS_CHECK_SCHEMA == WRITTEN_SCHEMA  # what the reader checks is what check writes
     conf = tmp_path / "cpu.json"
     assert main(["conformance", "--backend", "cpu", "--ops", "matmul", "--dtypes", "int8",
                  "--no-progress", "--json", str(conf)]) == 0

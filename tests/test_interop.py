@@ -75,7 +75,6 @@ def test_tensor_exports_dlpack_where_the_backend_can():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"])
 def test_dlpack_exports_ml_dtypes_tensors_through_torch(dtype):
-    torch = pytest.importorskip("torch")
     t = accel.asarray(np.full(4, 2, to_numpy_dtype(dtype)), backend="cpu")
     out = torch.from_dlpack(t)
     assert out.dtype == getattr(torch, dtype) and out.float().tolist() == [2.0] * 4

@@ -149,7 +149,7 @@ def test_bad_kernel_arguments(backend, kwargs, message):
     ((np.int64(12345), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor \(parameter float\* x, global memory\), got int64"),
     ((np.float64(0), np.float32(2), np.int32(4)), r"^args\[0\]: expected an accel.Tensor .*got float64"),
     (("x", "x", np.int32(4)), r"^args\[1\]: expected a numpy scalar \(parameter float a is passed by value\), got Tensor"),
-    (("x", np.float32(2), np.int64(4)), r"^args\[2\]: expected a numpy scalar of 4 bytes \(parameter int n\), got int64 \(8 bytes\)"),
+    (("x", np.float32(2), np.int64(4)), r"^args\[2\]: expected an integer numpy scalar of 4 bytes \(parameter int n\), got int64 \(8 bytes\)"),
 ])
 def test_arguments_are_checked_against_the_kernels_parameters(backend, scale, args, message):
     x = _dev(backend, np.ones(4, np.float32))
@@ -203,6 +203,19 @@ def test_parsed_cuda_parameters_check_arguments_without_a_gpu():
                       ("a", "private", "float"), ("m", "private", "unsigned int"))
     with pytest.raises(ArgumentError, match=r"^args\[0\]: expected an accel.Tensor"):
         check_args(params, [np.int64(1), np.int64(1), np.float32(1), np.uint32(1)])
-    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected a numpy scalar of 8 bytes"):
+    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected an integer numpy scalar of 8 bytes"):
         check_args(params, [object(), np.int32(1), np.float32(1), np.uint32(1)])
     check_args(params, [object(), np.int64(1), np.float32(1), np.uint32(1)])  # a buffer stands in
+
+
+def test_argument_count_and_float_for_int_are_refused_before_launch():
+    from accel.kernel import check_args, parse_params
+
+    params = parse_params("__global__ void k(float* x, int n, float a) {}", "k")
+    with pytest.raises(ArgumentError, match=r"^args: expected 3 arguments for the kernel's parameters \(x, n, a\), got 2"):
+        check_args(params, [object(), np.int32(1)])
+    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected an integer numpy scalar of 4 bytes \(parameter int n\), got float32"):
+        check_args(params, [object(), np.float32(1), np.float32(1)])
+    # OpenCL's trailing __local pointer is shared_mem's buffer, added by the launch
+    local = parse_params("__kernel void k(__global float* x, __local float* s) {}", "k")
+    check_args(local, [object()])

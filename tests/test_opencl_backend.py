@@ -273,7 +273,7 @@ def test_launch_rejects_bad_arguments_with_typed_errors():
     with pytest.raises(ArgumentError, match="grid"):
         be.launch(k, (0,), (4,), [x, np.int32(4)])
     # 8 bytes for an int parameter: named from the parameters' arg info, before the driver
-    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected a numpy scalar of 4 bytes"):
+    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected an integer numpy scalar of 4 bytes"):
         be.launch(k, (1,), (4,), [x, np.int64(4)])
 
 

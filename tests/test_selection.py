@@ -110,3 +110,22 @@ def test_set_backend_takes_a_device_string_not_an_instance():
     with pytest.raises(accel.ArgumentError, match="^backend: expected a device string"):
         accel.set_backend(accel.get_backend("cpu"))
     assert accel.current_device() == "cpu:0"
+
+
+def test_an_environment_choice_keeps_the_errors_type_and_fields(monkeypatch):
+    """The ACCEL_BACKEND prefix is added to the error itself: an UnsupportedError or CompileError
+    (whose constructors take more than a message) stays itself, with its fields."""
+    from accel import registry
+    from accel.errors import CompileError
+
+    def failing(device):
+        raise CompileError("k", "sm_90", "the log")
+
+    monkeypatch.setenv("ACCEL_BACKEND", "echo")
+    accel.set_backend(None)
+    monkeypatch.setattr(registry, "_instances", {})
+    monkeypatch.setattr(registry, "parse_device", failing)
+    with pytest.raises(CompileError) as info:
+        accel.get_backend()
+    assert str(info.value).startswith("ACCEL_BACKEND='echo': building kernel 'k'")
+    assert info.value.log == "the log"

@@ -321,7 +321,7 @@ class CuPyBackend(Backend):
         """Build ``name`` for this device's arch (cached in memory, and on disk by
         accel.kernels.toolchains); CompileError carries the compiler log."""
         if dialect not in ("accel", "cuda"):
-            raise UnsupportedError(self.device_id, "kernel", "-",
+            raise UnsupportedError(self.device_id, "user kernels", "",
                                    f"the {self.name} backend compiles the accel and cuda dialects, "
                                    f"not {dialect!r} (translate it with `accel port`)")
         return self._build(source, name, tuple(options), dialect, self.arch)

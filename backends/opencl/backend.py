@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 import threading
 import time as _time
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
 from accel.hostmem import host_bytes_free, host_memory_error
 from accel.tensor import Tensor
-from accel.kernel import Param, check_args
+from accel.kernel import Param, check_args, includes_files
 
 from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
@@ -65,8 +64,6 @@ class CompiledKernel:
     params: tuple[Param, ...] = ()
 
 
-#: an #include line in a user's source: the included files are not part of any cache key
-_INCLUDE = re.compile(r"^\s*#\s*include\b", re.M)
 def _params(kernel: cl.Kernel) -> tuple[Param, ...]:
     """(name, address space, type) per parameter, from the arg info that ``-cl-kernel-arg-info``
     keeps; () where the driver keeps none."""
@@ -366,7 +363,7 @@ class OpenCLBackend(Backend):
         text = K.program_text(source, name) if dialect == "accel" else source
         # the parameters' names, address spaces and types, for launch to check the arguments
         prg = self.programs.program(text, self.build_options + ("-cl-kernel-arg-info", *options),
-                                    name, keep=not _INCLUDE.search(source))
+                                    name, keep=not includes_files(source))
         try:
             kernel = cl.Kernel(prg, name)
         except cl.Error:

@@ -10,6 +10,8 @@ loaded.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import pyopencl as cl
@@ -54,7 +56,8 @@ class ProgramCache:
     def __init__(self, ctx: cl.Context, dev: CLDevice, target: str):
         self.ctx, self.dev, self.target = ctx, dev, target
         self.on_disk = not dev.driver_caches_builds
-        self._mem: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
+        self._mem: OrderedDict[tuple[str, tuple[str, ...]], cl.Program] = OrderedDict()
+        self._lock = threading.Lock()
         self.stats = {"memory": 0, "disk": 0, "built": 0, "corrupt": 0}
 
     def program(self, text: str, options: tuple[str, ...], what: str, *,
@@ -66,13 +69,14 @@ class ProgramCache:
         if not keep:
             return self._build(text, options, what)
         key = (text, options)
-        prg = self._mem.pop(key, None)
-        if prg is not None:
-            self.stats["memory"] += 1
-            self._mem[key] = prg  # the most recently used last: the least recently used goes first
-            return prg
-        if len(self._mem) >= PROGRAMS_KEPT:  # bounded: a user kernel specialized per step by
-            del self._mem[next(iter(self._mem))]  # its defines is a new program each time
+        with self._lock:  # threads share the backend; builds run outside the lock
+            prg = self._mem.get(key)
+            if prg is not None:
+                self.stats["memory"] += 1
+                self._mem.move_to_end(key)  # the least recently used is dropped first
+                return prg
+            while len(self._mem) >= PROGRAMS_KEPT:  # bounded: a user kernel specialized per
+                self._mem.popitem(last=False)  # step by its defines is a new program each time
         if not self.on_disk:
             prg = self._mem[key] = self._build(text, options, what)
             return prg

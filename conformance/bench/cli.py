@@ -45,8 +45,10 @@ def console():
 
 
 def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bool = True,
-              flush: bool = False, label: str | None = None, refresh_peaks: bool = False) -> dict:
-    """Benchmark one device with a progress bar; returns the accel.bench/1 document."""
+              flush: bool = False, label: str | None = None, refresh_peaks: bool = False,
+              command: str = "") -> dict:
+    """Benchmark one device with a progress bar; returns the accel.bench/1 document
+    (``command``: the accel command line that ran it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import accel
@@ -68,7 +70,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
         return bench.run_suite(backend, suite, budget=timing.BUDGETS[sizes], with_baselines=with_baselines,
                                flush=flush, label=label, profile=sizes, on_case=advance,
                                peaks_mode="refresh" if refresh_peaks else "update",
-                               command=" ".join(["accel", *sys.argv[1:]]))
+                               command=command)
 
 
 def print_summary(doc: dict) -> None:
@@ -139,7 +141,7 @@ def write_json(doc: dict, path: str | Path) -> None:
 def _bench(args: argparse.Namespace) -> int:
     doc = run_bench(args.backend or _default_device(), ops=split_names(args.ops), sizes=args.sizes,
                     with_baselines=not args.no_baselines, flush=args.flush, label=args.label,
-                    refresh_peaks=args.refresh_peaks)
+                    refresh_peaks=args.refresh_peaks, command=args.command_line)
     print_summary(doc)
     if args.json:
         write_json(doc, args.json)

@@ -160,12 +160,11 @@ def _show_or_reset(be, reset: bool) -> int:
     built-in defaults again."""
     import json
 
-    from accel.backends.opencl.params import params_for, store_path, tuned
+    from accel.backends.opencl.params import store_path, tuned
 
     path, stored = store_path(be.dev), tuned(be.dev)
     if reset:
         path.unlink(missing_ok=True)
-        be.params = params_for(be.dev)
         print(f"{be.device_id}: removed {path}; the built-in parameters apply" if stored
               else f"{be.device_id}: nothing was stored ({path})")
         return 0

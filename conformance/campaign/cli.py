@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace) -> int:
                                   lambda platform, record: progress.update(task, advance=1))
     finally:
         ray.shutdown()
-    command = "accel campaign " + " ".join(sys.argv[2:])
+    command = args.command_line
     finished = {key: store.finished(folder, key) for key in platforms}
     written, missing_shards = {}, {}
     for key, platform in platforms.items():

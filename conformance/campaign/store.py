@@ -77,15 +77,22 @@ def write_campaign(folder: Path, doc: dict[str, Any]) -> None:
     tmp.replace(folder / CAMPAIGN_FILE)
 
 
+_BAD = ("failed", "error")
+
+
 def platform_document(platform: dict[str, Any], plan: list[Shard], done: dict[str, dict],
                       settings: Settings, command: str) -> dict[str, Any]:
     """The ``accel.conformance/1`` file of a platform whose every shard is done: its cases in plan
     order, the first worker's device record, a machine record naming every node it ran on."""
     # each case once: fuzz searches with different seeds can draw the same case (hypothesis'
-    # first, simplest example; the same shrunk failure), which would count it twice
-    seen: set[str] = set()
-    cases = [case for shard in plan for case in done[shard.id]["cases"]
-             if not (case["id"] in seen or seen.add(case["id"]))]
+    # first, simplest example; the same shrunk failure), which would count it twice; where its
+    # runs disagree (a nondeterministic device) the failing one is kept
+    by_id: dict[str, dict] = {}
+    for case in (c for shard in plan for c in done[shard.id]["cases"]):
+        kept = by_id.get(case["id"])
+        if kept is None or (kept["status"] not in _BAD and case["status"] in _BAD):
+            by_id[case["id"]] = case
+    cases = list(by_id.values())
     hosts = sorted({c["where"].split("/")[0] for c in cases if "where" in c})
     machine = {**platform["machine"], "label": "+".join(hosts) or platform["machine"]["label"]}
     extra = {"campaign": {"platform": platform["key"], "repeat": settings.repeat}}

@@ -48,8 +48,8 @@ def register(subparsers) -> None:
                     "when a conformance case failed, a run did not finish, a benchmark was "
                     "invalid or a kernel did not compile (the report is written either way).")
     p.add_argument("-o", "--out", default="report", type=_new_or_folder,
-                   help="output directory (default: ./report); result files of an earlier "
-                        "portability run there are replaced")
+                   help="output directory (default: ./report); other result files there are "
+                        "kept, named, and left out of this report")
     p.add_argument("--backends", action="extend", nargs="+", metavar="DEVICE", type=names,
                    help="devices to run, and nothing else, space or comma separated (default: "
                         "device 0 of every available built-in backend, plus a compile check for "
@@ -169,17 +169,14 @@ def _bench_problem(device: str, doc: dict) -> str | None:
     return f"bench on {device}: {len(bad)} cases invalid or failed" if bad else None
 
 
-#: the result files portability writes into OUT: an earlier run's are removed first, so the
-#: folder never mixes two runs (a device left out this time would linger in `accel report OUT/*`)
-_OWN_FILES = ("conformance-*.json", "bench-*.json", "kernels-check.json")
-
-
-def _clear_earlier_run(out: Path) -> None:
-    stale = [p for pattern in _OWN_FILES for p in out.glob(pattern)]
-    for p in stale:
-        p.unlink()
-    if stale:
-        console().print(f"removed {len(stale)} result files of an earlier run in {out}")
+def _warn_of_other_files(out: Path, written: list[Path]) -> None:
+    """Name the result files in OUT this run did not write (an earlier run's, or files copied
+    there to merge): the report leaves them out, `accel report OUT/*.json` would take them in.
+    Never deleted: they may be the only copy of another machine's results."""
+    others = sorted(p.name for p in out.glob("*.json") if p not in written)
+    if others:
+        console().print(f"[yellow]{out} also holds {', '.join(others)}: not in this report (this "
+                        "run's files are); `accel report` on the folder would mix them in[/]")
 
 
 def _portability(args: argparse.Namespace) -> int:
@@ -197,7 +194,6 @@ def _portability(args: argparse.Namespace) -> int:
         accel.get_backend(device)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)  # only now: a refused device leaves no folder
-    _clear_earlier_run(out)
     label = args.label or machine()["label"]
     res = report.Results()
     problems: list[str | None] = []
@@ -207,7 +203,7 @@ def _portability(args: argparse.Namespace) -> int:
         problems.append(_conformance_problem(device, conf))
         if conf is not None:
             res.conformance.append(conf)
-        doc = run_bench(device, sizes=args.sizes, label=label)
+        doc = run_bench(device, sizes=args.sizes, label=label, command=args.command_line)
         write_json(doc, out / f"bench-{slug}.json")
         print_summary(doc)
         problems.append(_bench_problem(device, doc))
@@ -217,6 +213,8 @@ def _portability(args: argparse.Namespace) -> int:
         problems.append(problem)
         if compiled is not None:
             res.kernels.append(compiled)
+    _warn_of_other_files(out, [out / f"{kind}-{d.replace(':', '')}.json" for d in devices
+                               for kind in ("conformance", "bench")] + [out / "kernels-check.json"])
     found = [p for p in problems if p]
     res.warnings.extend(found)  # the report says so too, not only this run's exit status
     html_path, md_path = report.write(res, out)

@@ -33,7 +33,7 @@ from accel.conformance.bench.suite import noisy as is_noisy
 from accel.conformance.matrix import BUILT, LEGEND, compile_verdict, merge_cases, verdict
 from accel.conformance.results import SCHEMA as CONFORMANCE_SCHEMA
 from accel.errors import ArgumentError, expected
-from accel.kernels.check import SCHEMA as KERNELS_CHECK_SCHEMA  # compile-only evidence
+from accel.kernels import KERNELS_CHECK_SCHEMA  # compile-only evidence
 
 
 @dataclass

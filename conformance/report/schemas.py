@@ -23,7 +23,7 @@ from accel.conformance.bench.suite import SCHEMA as BENCH_SCHEMA
 from accel.conformance.results import SCHEMA as CONFORMANCE_SCHEMA
 from accel.conformance.results import STATUSES as CONFORMANCE_STATUSES
 from accel.errors import ArgumentError
-from accel.kernels.check import SCHEMA as KERNELS_CHECK_SCHEMA
+from accel.kernels import KERNELS_CHECK_SCHEMA
 
 _NUMBER = {"type": "number"}
 _MAYBE_NUMBER = {"type": ["number", "null"]}
