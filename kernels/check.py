@@ -193,7 +193,7 @@ def check(jobs: list[Job], targets: list[str], *, use_cache: bool = True, sass: 
     gpu_targets = [t for t in targets if t != "opencl"]
     for t in gpu_targets:  # a typo in --targets is an error, not an "unavailable" row
         try:
-            toolchains.parse_target(t)
+            toolchains.check_target_supported(t)
         except ArgumentError as e:
             raise ArgumentError(f"{e} (or opencl: every OpenCL device present)") from None
     with ThreadPoolExecutor(max_workers=2) as pool:  # one NVRTC and one hiprtc build at a time

@@ -345,6 +345,32 @@ def _rtc(target: Target) -> _RTC | _IsolatedRTC:
     return rtc
 
 
+def check_target_supported(name: str) -> None:
+    """An ArgumentError for an NVIDIA arch this NVRTC cannot build (``sm_999``: a typo is a usage
+    error, not a kernel that failed to compile); nothing where NVRTC is not installed (the check
+    reports the target unavailable) or for AMD targets (hiprtc has no such list).
+
+    >>> check_target_supported("gfx90a")  # hiprtc: not listed, not refused here
+    """
+    target = parse_target(name)
+    if target.toolchain != "nvrtc":
+        return
+    try:
+        with _loading:
+            lib = _nvrtc().lib
+    except ToolchainUnavailable:
+        return
+    count = ctypes.c_int()
+    if lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)) != 0:
+        return
+    archs = (ctypes.c_int * count.value)()
+    if lib.nvrtcGetSupportedArchs(archs) != 0:
+        return
+    if int(_NVIDIA.fullmatch(target.name).group(1)) not in set(archs):
+        raise ArgumentError(expected("target", "an NVIDIA arch this NVRTC builds (one of "
+                                     f"{', '.join(f'sm_{a}' for a in archs)})", repr(name)))
+
+
 def toolchain_version(target: str) -> str:
     """Which compiler library builds ``target``, with its version and path; raises
     ToolchainUnavailable (an accel.BackendUnavailable) if it is not installed.

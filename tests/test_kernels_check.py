@@ -177,3 +177,13 @@ def test_a_file_written_after_targets_is_a_file_not_a_target(tmp_path):
     doc = json.loads(out.read_text())
     assert {Path(r["file"]).name for r in doc["results"]} == {"k.cl"} and doc["targets"] == ["opencl"]
     assert doc["commit"] is not None and doc["machine"]["run_id"] and "environment" in doc
+
+
+def test_an_arch_nvrtc_cannot_build_is_a_usage_error_not_a_compile_failure(capsys):
+    """`--targets sm_999` (a typo) once printed FAILED for every kernel and exited 1, as if the
+    kernels were broken."""
+    need("sm_90")
+    assert main(["kernels", "check", "--targets", "sm_999"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "target: expected an NVIDIA arch this NVRTC builds (one of" in err and "sm_90" in err
+    assert "got 'sm_999'" in err
