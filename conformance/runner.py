@@ -74,6 +74,8 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
         return CaseResult(case, status, "untested", reason=reason or support.reason, repro=repro)
     if backend.evidence != "ran":
         return CaseResult(case, "compiled_only", backend.evidence, repro=repro)
+    if why := _no_oracle(backend, spec):  # not judged, so neither passed nor a backend failure
+        return CaseResult(case, "unsupported", "untested", reason=why, repro=repro)
     t0 = time.perf_counter()
     try:
         # cases feed NaN, infinities and overflow on purpose: numpy's floating-point warnings
@@ -114,14 +116,24 @@ def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarr
     return judge(backend, case, spec, kept, got), elapsed, digest
 
 
+def _no_oracle(backend: Backend, spec) -> str | None:
+    """Why ``spec`` cannot be judged on ``backend`` here, or None: the K-quants' quantize oracle
+    is ggml's own quantizer, and without ggml-python it is the CPU reference's, which cannot
+    judge the CPU reference itself."""
+    if spec.op == "quantize" and spec.fmt.name in oracle.SUPER and backend.name == "cpu" \
+            and oracle.super_quantizer() == "cpu":
+        return (f"not judged here: {spec.fmt.name}'s quantize oracle is ggml's own quantizer "
+                "(pip install 'accel-portable[ggml]'); without it the CPU reference would be "
+                "judged by itself")
+    return None
+
+
 def judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray], got: np.ndarray) -> Verdict:
     """Compare an output with the oracle under the tolerance model."""
     exact = case.kind == "exact"
+    if why := _no_oracle(backend, spec):
+        return Verdict(False, {}, why)
     if spec.op == "quantize":
-        if spec.fmt.name in oracle.SUPER and backend.name == "cpu" and oracle.super_quantizer() == "cpu":
-            return Verdict(False, {}, f"{spec.fmt.name}'s quantize oracle is ggml's own quantizer "
-                           "(pip install 'accel-portable[ggml]'); without it the CPU reference "
-                           "would be judged by itself")
         return compare_bytes(got, oracle.quantize(inputs[0], spec.fmt.name), spec.fmt.block_bytes)
     if spec.op == "dequantize":
         return compare_values(got, oracle.dequantize(inputs[0], spec.fmt.name, spec.shape), None,

@@ -226,7 +226,8 @@ def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
 def test_without_ggml_the_quantize_oracle_is_the_cpu_reference_never_judging_itself(monkeypatch):
     """GPU images have no ggml-python: their K-quant quantize cases still compare bytes, with
     the CPU reference's quantizer (byte-identical to ggml's, above); the CPU reference itself
-    is then left without an oracle and fails with the reason rather than passing by fiat."""
+    is then left without an oracle: not judged (unsupported, evidence untested, with the reason),
+    neither passed by fiat nor counted as a failure of the backend."""
     from accel.conformance import oracle, runner
     from accel.conformance.case import Case
 
@@ -242,3 +243,8 @@ def test_without_ggml_the_quantize_oracle_is_the_cpu_reference_never_judging_its
     got = np.asarray(accel.quantize(x, "q4_k", backend="cpu").raw)
     verdict = runner.judge(accel.get_backend("cpu"), case, spec, [x], got)
     assert not verdict.ok and "judged by itself" in verdict.reason
+    result = runner.run_case(accel.get_backend("cpu"), Case("quantize", "float32", "grid",
+                                                            {"shape": (2, 512), "fmt": "q4_k",
+                                                             "data": "normal", "seed": 0}))
+    assert (result.status, result.evidence) == ("unsupported", "untested")
+    assert result.reason.startswith("not judged here") and "judged by itself" in result.reason
