@@ -66,6 +66,12 @@ def _sources() -> dict[str, tuple[str, object]]:
     return found
 
 
+def backend_names() -> list[str]:
+    """The names of every backend accel knows here, built-in and plugin, loadable or not; cheap:
+    nothing is imported or probed."""
+    return sorted(_sources())
+
+
 def _load_class(name: str) -> type[Backend]:
     """The backend class, or raise BackendUnavailable saying why it cannot load."""
     with _lock:

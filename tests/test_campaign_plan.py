@@ -101,6 +101,9 @@ def test_resume_takes_the_campaigns_settings_and_refuses_different_ones(tmp_path
         settings_from(_campaign_args(tmp_path, "--resume", "--seeds", "5"), previous)
     with pytest.raises(accel.ArgumentError, match="--seeds.*--profile fuzz"):
         settings_from(_campaign_args(tmp_path, "--seeds", "5"), None)
+    # a backend name nothing here knows is refused before Ray starts
+    with pytest.raises(accel.ArgumentError, match="--backends.*cpu.*opencl.*'nope'"):
+        settings_from(_campaign_args(tmp_path, "--backends", "cpu,nope"), None)
     # --bitwise alone repeats each case twice
     assert settings_from(_campaign_args(tmp_path, "--bitwise"), None).repeat == 2
 

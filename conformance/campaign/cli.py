@@ -65,6 +65,7 @@ def register(subparsers) -> None:
 def settings_from(args: argparse.Namespace, previous: dict[str, Any] | None):
     """The campaign's Settings: from the options, or with --resume from campaign.json, where an
     option given again must agree with it."""
+    from accel import registry
     from accel.errors import ArgumentError, expected
 
     from accel.conformance.campaign.plan import Settings
@@ -80,6 +81,11 @@ def settings_from(args: argparse.Namespace, previous: dict[str, Any] | None):
             raise ArgumentError(expected(f"--{fuzz_only[0]}", "--profile fuzz with it (the other "
                                          "profiles run the suite's own plan)",
                                          f"profile {given.get('profile', 'quick')}"))
+        unknown = [b for b in given.get("backends", ()) if b not in registry.backend_names()]
+        if unknown:  # a typo would start Ray and leave an incomplete campaign behind
+            raise ArgumentError(expected("--backends", "names of backends known here "
+                                         f"({', '.join(registry.backend_names())})",
+                                         repr(unknown[0])))
         if given.get("bitwise"):
             given.setdefault("repeat", 2)
             if given["repeat"] < 2:
