@@ -38,6 +38,8 @@ def register(subparsers) -> None:
                         "and --seed do not go with it); the result file's profile reads 'case'")
     p.add_argument("--json", metavar="PATH", type=output_file,
                    help="write the accel.conformance/1 result file here")
+    p.add_argument("--label", help="machine name in merged reports, as `accel bench --label` "
+                                   "(default: hostname)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
     # no subcommand runs the suite: the metavar keeps the usage line from demanding one
@@ -116,7 +118,8 @@ def _run(args: argparse.Namespace) -> int:
                 got = suite.run(backend, profile=args.profile, seed=args.seed, ops=ops,
                                 dtypes=dtypes, on_result=shown)
     report = results.make_report(backend, got, profile=args.profile, seed=args.seed,
-                                 command=args.command_line, elapsed_s=time.perf_counter() - t0)
+                                 command=args.command_line, elapsed_s=time.perf_counter() - t0,
+                                 label=args.label)
     _print_summary(Console(width=None if sys.stdout.isatty() else 120), report, got)
     if args.json:
         results.write(report, args.json)

@@ -86,10 +86,10 @@ def machine(label: str | None = None) -> dict[str, Any]:
 
 
 def make_report(backend: Backend, results: list, *, profile: str, seed: int, command: str,
-                elapsed_s: float) -> dict:
+                elapsed_s: float, label: str | None = None) -> dict:
     return report_document(device_record(backend), [r.to_json() for r in results],
                            profile=profile, seed=seed, command=command,
-                           elapsed_s=elapsed_s, machine_record=machine())
+                           elapsed_s=elapsed_s, machine_record=machine(label))
 
 
 def device_record(backend: Backend) -> dict[str, Any]:

@@ -105,3 +105,16 @@ def test_update_keeps_the_higher_of_cached_and_measured(cache):
     p = P.peaks(cpu, update=True)
     assert p.gflops == 1e9 and p.gbs > 1e-3
     assert json.loads(path.read_text())["gbs"] == p.gbs
+
+
+def test_a_peak_kept_from_the_cache_keeps_its_date(cache):
+    cpu = accel.get_backend("cpu")
+    path = cached_file(cache, cpu)
+    path.parent.mkdir(parents=True)
+    # a cached roof no run here reaches: kept, with the date it was measured, not today's
+    path.write_text(json.dumps({"gflops": 1e9, "gbs": 1e9, "method": "m", "measured": "long ago"}))
+    kept = P.peaks(cpu, update=True)
+    assert (kept.gflops, kept.gbs, kept.measured) == (1e9, 1e9, "long ago")
+    path.write_text(json.dumps({"gflops": 1e9, "gbs": 1e-9, "method": "m", "measured": "long ago"}))
+    mixed = P.peaks(cpu, update=True)
+    assert mixed.measured.startswith("GFLOP/s long ago, GB/s ") and mixed.gbs > 1e-9

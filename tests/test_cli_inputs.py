@@ -84,6 +84,16 @@ def test_conformance_filters_that_match_no_case_are_a_usage_error(capsys):
     assert "attention: float32, float16, bfloat16" in err and "got --ops attention --dtypes int8" in err
 
 
+def test_a_bench_selection_of_no_case_is_a_usage_error(capsys, tmp_path):
+    # the decode sweep has no matmul: an empty result file would replace a real one in a report
+    out = tmp_path / "empty.json"
+    assert main(["bench", "--backend", "cpu", "--ops", "matmul", "--sizes", "decode",
+                 "--json", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "ops: expected ops the decode sizes measure (qmatmul), got ['matmul']" in err
+    assert not out.exists()
+
+
 def test_portability_checks_every_backend_before_running_any(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["portability", "--backends", "echo", "nope", "-o", str(out)]) == 2

@@ -25,9 +25,10 @@ def _run(capsys, *argv):
 def test_passing_run_writes_a_versioned_result_file(capsys, tmp_path):
     path = tmp_path / "cpu.json"
     code, out = _run(capsys, "--backend", "cpu", "--ops", "dequantize,matmul", "--dtypes", "q8_0",
-                     "int8", "--no-progress", "--json", str(path))
+                     "int8", "--no-progress", "--json", str(path), "--label", "box-7")
     assert code == 0, out
     report = results.load(path)
+    assert report["machine"]["label"] == "box-7"  # as accel bench --label names it
     assert report["schema"] == results.SCHEMA and report["backend"] == "cpu:0"
     assert report["device"]["name"] and report["versions"]["numpy"] and report["profile"] == "quick"
     s = report["summary"]

@@ -166,3 +166,29 @@ def test_stored_parameters_can_be_shown_reset_and_are_recorded_in_results(tmp_pa
     assert main(["tune", "--backend", FIRST[0], "--reset"]) == 0
     assert "removed" in capsys.readouterr().out and not store_path(dev).exists()
     assert OpenCLBackend(0).versions()["opencl_tuned"] == "none"
+
+
+@needs_device
+def test_a_stored_set_the_kernels_ignore_is_neither_shown_nor_recorded_as_in_effect(
+        tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
+    from accel.backends.opencl.devices import enumerate_devices
+    from accel.backends.opencl.params import safe_lanes, save_tuned, store_path
+
+    dev = enumerate_devices()[0]
+    stale = {**params_for(dev)["qmatmul"], "RM": 3}  # no candidate has RM 3 (an older version's)
+    assert stale not in candidates("qmatmul", dev.kind, safe_lanes(dev))
+    save_tuned(dev, "qmatmul", stale)
+    be = OpenCLBackend(0)
+    assert be.params["qmatmul"]["RM"] != 3 and be.versions()["opencl_tuned"] == "none"
+    assert main(["tune", "--backend", FIRST[0], "--show"]) == 0
+    shown = capsys.readouterr().out
+    assert "nothing stored applies" in shown and "stored but ignored" in shown
+    assert json.loads(shown.split("ignored", 1)[1].split(":", 1)[1]) == {"qmatmul": stale}
+    # an unreadable store is removed, and said to have held nothing readable
+    store_path(dev).write_text("{not json")
+    assert main(["tune", "--backend", FIRST[0], "--reset"]) == 0
+    assert "held nothing accel could read" in capsys.readouterr().out
+    assert not store_path(dev).exists()

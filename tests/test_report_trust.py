@@ -69,6 +69,12 @@ def _bench_doc() -> dict:
     (lambda d: d.pop("machine"), "'machine' is a required property"),
     (lambda d: d["cases"][0].update(status="fast"), r"cases\[0\]\.status: 'fast' is not one of"),
     (lambda d: d["device"].update(name=3), r"device\.name: 3 is not of type 'string'"),
+    # what rendering reads, refused on load rather than a KeyError or TypeError deep in it
+    (lambda d: d["cases"][0].pop("best_baseline"),
+     r"cases\[0\]: 'best_baseline' is a dependency of 'ratio_to_best'"),
+    (lambda d: d.update(load={"others_cores": "1.2"}), r"load\.others_cores: '1.2' is not of type"),
+    (lambda d: next(c for c in d["cases"] if c["op"] == "qmatmul")["params"].pop("fmt"),
+     r"cases\[\d+\]\.params: 'fmt' is a required property"),
 ])
 def test_a_malformed_file_is_named_with_what_is_wrong(tmp_path, break_it, message):
     doc = _bench_doc()
@@ -97,13 +103,56 @@ def test_two_runs_of_one_platform_keep_the_newest_and_say_so(tmp_path):
     old, new = _bench_doc(), _bench_doc()
     old["machine"]["run_id"], new["machine"]["run_id"] = "run-a", "run-b"
     new["created"] = "2027-01-01T00:00:00+00:00"
+    new["cases"][0]["median_s"] = old["cases"][0]["median_s"] * 2  # the re-measured value
     paths = []
     for name, doc in (("new.json", new), ("old.json", old)):
         paths.append(tmp_path / name)
         paths[-1].write_text(json.dumps(doc))
     res = report.load(paths)
     assert [d["created"] for d in res.bench] == [new["created"]]
-    assert any("two runs" in w and old["created"] in w for w in res.warnings)
+    assert [c["median_s"] for c in res.bench[0]["cases"]] == [c["median_s"] for c in new["cases"]]
+    assert any(f"{len(old['cases'])} case(s) of {paths[1]}" in w and old["created"] in w
+               for w in res.warnings)
+
+
+def test_files_of_one_platform_measuring_different_cases_merge(tmp_path):
+    # the quick run, then the decode sweep alone, under one ACCEL_RUN_ID: neither is left out
+    doc = _bench_doc()
+    first, second = copy.deepcopy(doc), copy.deepcopy(doc)
+    first["cases"], second["cases"] = doc["cases"][:3], doc["cases"][3:]
+    first["profile"], second["profile"] = "quick", "decode"
+    second["created"] = "2027-01-01T00:00:00+00:00"
+    paths = [tmp_path / "quick.json", tmp_path / "decode.json"]
+    for path, d in zip(paths, (first, second)):
+        path.write_text(json.dumps(d))
+    res = report.load(paths)
+    assert len(res.bench) == 1 and res.bench[0]["profile"] == "quick, decode"
+    assert [c["id"] for c in res.bench[0]["cases"]] == [c["id"] for c in doc["cases"]]
+    assert not any("measured again" in w for w in res.warnings)
+    # the same file given twice is one file: nothing replaced, nothing said
+    twice = report.load([paths[0], paths[0]])
+    assert len(twice.bench[0]["cases"]) == 3 and not any("measured again" in w for w in twice.warnings)
+
+
+def test_a_case_without_intensity_renders(tmp_path):
+    doc = _bench_doc()  # intensity may be null (a case of zero bytes) or absent (older files)
+    doc["cases"][0]["intensity"] = None
+    doc["cases"][1].pop("intensity")
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(doc))
+    proc = accel_cli("report", str(path), "-o", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_an_absent_case_names_the_op_filter_that_left_it_out():
+    full = _bench_doc()
+    narrow = {**copy.deepcopy(full), "machine": {**full["machine"], "label": "other"},
+              "ops": ["matmul"], "profile": "quick"}
+    narrow["cases"] = [c for c in full["cases"] if c["op"] == "matmul"]
+    row = next(r for r in report.PP.per_case([full, narrow]) if r.problem.startswith("qmatmul"))
+    assert row.why_arch[report.PP.platform_name(narrow)] == \
+        "not measured there (not among the cases its benchmark run chose: quick (ops matmul))"
 
 
 def test_result_files_carry_a_run_id():
@@ -208,3 +257,41 @@ def test_times_in_the_throughput_table_have_no_exponents():
     page = report.render_html(report.Results(bench=[doc]))
     assert ">1,511<" in page and f"{case['baselines'][0]['name']} 4,770" in page
     assert "e+03" not in page
+
+
+def test_a_conformance_file_labelled_otherwise_on_the_same_machine_still_zeroes_its_pp(tmp_path):
+    # `accel bench --label rev` beside `accel conformance` (the host name): one machine
+    bench_doc = _bench_doc()
+    machine = {**bench_doc["machine"], "label": "rev"}
+    bench_doc["machine"] = machine
+    failed = {"schema": "accel.conformance/1", "backend": bench_doc["backend"],
+              "device": bench_doc["device"], "machine": {**machine, "label": machine["hostname"] + "-x"},
+              "cases": [{"op": "matmul", "dtype": "float32", "status": "failed"}]}
+    paths = [tmp_path / "bench.json", tmp_path / "conf.json"]
+    for path, d in zip(paths, (bench_doc, failed)):
+        path.write_text(json.dumps(d))
+    res = report.load(paths)
+    assert [report.PP.platform_name(d) for d in res.conformance] == [report.PP.platform_name(res.bench[0])]
+    assert any(str(paths[1]) in n and "shown under 'rev'" in n for n in res.notes)
+    row = next(r for r in report.PP.per_case(res.bench, res.conformance)
+               if r.problem.startswith("matmul float32"))
+    assert set(row.architectural.values()) == {0.0}
+    # another machine (other host) keeps its own label: nothing is paired across machines
+    failed["machine"]["hostname"] = "elsewhere"
+    paths[1].write_text(json.dumps(failed))
+    res = report.load(paths)
+    assert report.PP.platform_name(res.conformance[0]) != report.PP.platform_name(res.bench[0])
+
+
+def test_summary_md_marks_a_noisy_ratio_as_the_page_does():
+    doc = _bench_doc()
+    case = next(c for c in doc["cases"] if c["status"] == "ok" and c.get("best_baseline"))
+    case["iqr_s"] = case["median_s"]  # a neighbour disturbed accel's samples
+    res = report.Results(bench=[doc])
+    line = next(ln for ln in report.render_markdown(res).splitlines() if case_label_in(ln, case))
+    assert line.endswith("(noisy)")
+    assert "(noisy)" in report.throughput_section(res)
+
+
+def case_label_in(line: str, case: dict) -> bool:
+    return f"{case['op']} {case['dtype']} {report.case_label(case)}:" in line

@@ -33,7 +33,7 @@ from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
 from accel.backends.opencl.plan import (OPERANDS, DeviceFacts, Launch, Operand, Placeholder, Scratch,
                                         Upload, plan_for, support)
-from accel.backends.opencl.params import build_options, params_for, tuned
+from accel.backends.opencl.params import build_options, params_for, tuned_in_effect
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
 # buffers from this size on are weighed against the memory left before they are made: a failed
@@ -78,9 +78,10 @@ def _params(kernel: cl.Kernel) -> tuple[Param, ...]:
 
 
 def _tuned_text(dev) -> str:
-    """What ``accel tune`` stored for ``dev``, as compact JSON ("none" when nothing)."""
-    stored = tuned(dev)
-    return json.dumps(stored, sort_keys=True, separators=(",", ":")) if stored else "none"
+    """The tuned parameters the kernels of ``dev`` use, as compact JSON ("none" when nothing
+    stored applies)."""
+    used, _ = tuned_in_effect(dev)
+    return json.dumps(used, sort_keys=True, separators=(",", ":")) if used else "none"
 
 
 def _code_name(e: cl.Error) -> str:

@@ -123,6 +123,19 @@ def candidates(op: str, kind: str, lanes: int) -> list[dict]:
     return [dict(RM=rm, RN=1, VW=1, WG=wg) for rm, wg in itertools.product((1, 4), (32, 64, 128, 256))]
 
 
+def tuned_in_effect(dev: CLDevice) -> tuple[dict[str, dict], dict[str, dict]]:
+    """What ``accel tune`` stored for ``dev``, split into the sets the kernels use and the ones
+    they ignore: only a parameter set tune itself could choose in this version applies (a store
+    written before a candidate changed, or edited by hand, must not crash the compiler or break
+    a kernel's layout)."""
+    kind = "cpu" if dev.kind == "cpu" else "gpu"
+    lanes = safe_lanes(dev)
+    used, ignored = {}, {}
+    for op, choice in tuned(dev).items():  # tuned() keeps the TUNABLE ops only
+        (used if choice in candidates(op, kind, lanes) else ignored)[op] = choice
+    return used, ignored
+
+
 def params_for(dev: CLDevice) -> dict[str, dict]:
     """Default parameters for the device's kind (on CPU devices with 16-lane vectors, with
     ``CPU_WIDE``'s changes), with tuned values on top (vector widths never above ``safe_lanes``)."""
@@ -130,15 +143,9 @@ def params_for(dev: CLDevice) -> dict[str, dict]:
     base = DEFAULTS[kind]
     lanes = safe_lanes(dev)
     wide = K.CPU_WIDE if kind == "cpu" and lanes >= 16 else {}
-    stored = tuned(dev)
-    out = {}
-    for op in base:
-        default = dict(base[op], **wide.get(op, {}), VW=min(base[op].get("VW", 1), lanes))
-        choice = stored.get(op)  # tuned() keeps the TUNABLE ops only
-        # only a parameter set tune itself could have chosen: a hand-edited or foreign store must
-        # not crash the compiler or break a kernel's layout
-        out[op] = choice if choice is not None and choice in candidates(op, kind, lanes) else default
-    return out
+    used, _ = tuned_in_effect(dev)
+    return {op: used.get(op) or dict(base[op], **wide.get(op, {}), VW=min(base[op].get("VW", 1), lanes))
+            for op in base}
 
 
 def save_tuned(dev: CLDevice, op: str, params: dict) -> None:

@@ -70,7 +70,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
         return bench.run_suite(backend, suite, budget=timing.BUDGETS[sizes], with_baselines=with_baselines,
                                flush=flush, label=label, profile=sizes, on_case=advance,
                                peaks_mode="refresh" if refresh_peaks else "update",
-                               command=command)
+                               command=command, ops=ops)
 
 
 def print_summary(doc: dict) -> None:

@@ -265,7 +265,11 @@ def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
         unknown = wanted - set(S.OPS)
         if unknown:
             raise ArgumentError(expected("ops", f"names from {S.OPS}", sorted(unknown)))
+        chosen_ops = sorted({c.op for c in out}, key=S.OPS.index)
         out = [c for c in out if c.op in wanted]
+        if not out:  # an empty result file would stand in a report for a real one
+            raise ArgumentError(expected("ops", f"ops the {sizes} sizes measure "
+                                         f"({', '.join(chosen_ops)})", sorted(wanted)))
     return out
 
 
@@ -608,9 +612,11 @@ def peak_warning(doc: dict) -> str | None:
 def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
               with_baselines: bool = True, flush: bool = False, label: str | None = None,
               profile: str = "quick", on_case: Callable[[Case, dict], None] | None = None,
-              peaks_mode: str = "update", command: str = "") -> dict[str, Any]:
+              peaks_mode: str = "update", command: str = "",
+              ops: Iterable[str] | None = None) -> dict[str, Any]:
     """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document (``command``: the
-    accel command line that ran it, recorded as it was typed). ``peaks_mode``:
+    accel command line that ran it, recorded as it was typed; ``ops``: the op filter that chose
+    ``suite`` from the profile, recorded so a report can say why a case is absent). ``peaks_mode``:
     "cached" (measure only when nothing is cached), "update" (measure and keep the best of cache
     and now, the default) or "refresh" (measure and replace the cache); see accel.conformance.bench.peaks."""
     from accel import __version__
@@ -650,6 +656,7 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         "command": command,
         "environment": accel_environment(),
         "profile": profile,
+        "ops": sorted(ops) if ops is not None else None,
         "settings": {**asdict(budget), "flush": flush, "pocl_affinity": os.environ.get("POCL_AFFINITY")},
         "peaks": asdict(device_peaks) if device_peaks is not None else None,
         "peaks_error": peaks_error,

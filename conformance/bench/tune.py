@@ -160,17 +160,26 @@ def _show_or_reset(be, reset: bool) -> int:
     built-in defaults again."""
     import json
 
-    from accel.backends.opencl.params import store_path, tuned
+    from accel.backends.opencl.params import store_path, tuned_in_effect
 
-    path, stored = store_path(be.dev), tuned(be.dev)
+    path = store_path(be.dev)
+    used, ignored = tuned_in_effect(be.dev)
     if reset:
-        path.unlink(missing_ok=True)
-        print(f"{be.device_id}: removed {path}; the built-in parameters apply" if stored
-              else f"{be.device_id}: nothing was stored ({path})")
+        if not (path.exists() or path.is_symlink()):
+            print(f"{be.device_id}: nothing was stored ({path})")
+            return 0
+        path.unlink()
+        print(f"{be.device_id}: removed {path}"
+              + ("" if used or ignored else " (it held nothing accel could read)")
+              + "; the built-in parameters apply")
         return 0
     print(f"{be.device_id} ({be.dev.name}): {path}")
-    print(json.dumps(stored, indent=1, sort_keys=True) if stored else "nothing stored: the built-in "
-          "parameters apply")
+    print(json.dumps(used, indent=1, sort_keys=True) if used else "nothing stored applies: the "
+          "built-in parameters are used")
+    if ignored:  # stored by an older accel, or edited: the kernels use the defaults for these
+        print("stored but ignored (not a parameter set this version of accel tune can choose; "
+              "the built-in parameters apply; run accel tune again):")
+        print(json.dumps(ignored, indent=1, sort_keys=True))
     return 0
 
 

@@ -108,6 +108,16 @@ def _no_peak(doc: Mapping) -> str:
     return "no measured peak" + (f" ({doc['peaks_error']})" if doc.get("peaks_error") else "")
 
 
+def selection(doc: Mapping) -> str:
+    """What a bench file measured: its profile, and the op filter when --ops narrowed it.
+
+    >>> selection({"profile": "quick", "ops": ["dequantize"]}), selection({"profile": "decode"})
+    ('quick (ops dequantize)', 'decode')
+    """
+    ops = doc.get("ops")
+    return str(doc.get("profile", "?")) + (f" (ops {', '.join(ops)})" if ops else "")
+
+
 def per_case(bench_docs: list[Mapping], conformance_docs: Iterable[Mapping] = ()) -> list[Row]:
     """One row per case id measured anywhere, over every platform in ``bench_docs``."""
     bad = failed_in_conformance(conformance_docs)
@@ -123,7 +133,8 @@ def per_case(bench_docs: list[Mapping], conformance_docs: Iterable[Mapping] = ()
             if case is None:  # not measured there (another profile): unknown, not unsupported
                 row.architectural[plat] = row.application[plat] = None
                 row.why_arch[plat] = row.why_app[plat] = \
-                    f"{NOT_MEASURED} there (its profile, {doc.get('profile', '?')}, lacks this case)"
+                    f"{NOT_MEASURED} there (not among the cases its benchmark run chose: " \
+                    f"{selection(doc)})"
             elif case["status"] in _NOT_RUN or any((plat, case["op"], d) in bad for d in _dtypes(case)):
                 row.architectural[plat] = row.application[plat] = 0.0
             else:

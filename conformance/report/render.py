@@ -71,8 +71,10 @@ def load(paths: Iterable[str | Path]) -> Results:
     are attached to the bench file of the same backend and device when exactly one matches."""
     res = Results()
     kinds = {BENCH_SCHEMA: res.bench, CONFORMANCE_SCHEMA: res.conformance, KERNELS_CHECK_SCHEMA: res.kernels}
+    files: dict[int, str] = {}  # id(doc) -> its path, for warnings that name files
     for path in paths:
         doc = _read(path)
+        files[id(doc)] = str(path)
         schema = validate(doc, path)
         if schema is None:
             found = doc.get("schema") if isinstance(doc, dict) else None
@@ -81,15 +83,35 @@ def load(paths: Iterable[str | Path]) -> Results:
             continue
         kinds[schema].append(doc)
     for doc in res.conformance:
-        if not doc.get("machine"):
-            same = [b for b in res.bench if b.get("backend") == doc.get("backend")
-                    and _device_name(b) == _device_name(doc)]
-            if len(same) == 1:
-                doc["machine"] = same[0]["machine"]
+        _pair_with_bench(doc, res.bench, files, res.notes)
     res.warnings += name_machines(res.bench + res.conformance)
-    res.bench = _newest_per_platform(res.bench, res.warnings)
+    res.bench = _merged_bench_per_platform(res.bench, files, res.warnings)
     res.conformance = _merged_per_platform(res.conformance)
     return res
+
+
+def _pair_with_bench(doc: dict, bench: list[dict], files: Mapping[int, str], notes: list[str]) -> None:
+    """Give a conformance file the machine record of the bench files of its device when it has
+    none, or when it names its machine differently (`accel bench --label laptop` beside a
+    conformance run that kept the host name) while host, CPU and cores say it is the same
+    machine: one label for one device, else the conformance failures would not reach its PP."""
+    same = [b for b in bench if b.get("backend") == doc.get("backend")
+            and _device_name(b) == _device_name(doc)]
+    mine = doc.get("machine") or {}
+    if not mine:
+        if len(same) == 1:
+            doc["machine"] = same[0]["machine"]
+        return
+    if any(_label(b["machine"]) == _label(mine) for b in same):
+        return
+    ident = {k: mine.get(k) for k in _IDENTITY}
+    labels = {_label(b["machine"]) for b in same
+              if all(b["machine"].get(k) == v for k, v in ident.items() if v not in (None, ""))}
+    if len(labels) == 1 and all(v not in (None, "") for v in ident.values()):
+        label = labels.pop()
+        doc["machine"] = {**mine, "label": label}
+        notes.append(f"{files[id(doc)]}: labelled {_label(mine)!r}, shown under {label!r}, the "
+                     "label of the benchmark files of the same host, CPU and device")
 
 
 # -- machine identity ------------------------------------------------------------------------
@@ -156,22 +178,39 @@ def _run_of(doc: Mapping) -> str:
     return (doc.get("machine") or {}).get("run_id") or str(doc.get("created", ""))
 
 
-def _newest_per_platform(docs: list[dict], warnings: list[str]) -> list[dict]:
-    """One file per platform (machine, backend and device): the newest by creation time (the
-    later file given on a tie), so re-running a machine's benchmark replaces its row instead of
-    doubling it; a file dropped for another run's is named in ``warnings``."""
-    newest: dict[tuple[str, str], dict] = {}
+def _merged_bench_per_platform(docs: list[dict], files: Mapping[int, str],
+                               warnings: list[str]) -> list[dict]:
+    """One bench document per platform (machine, backend and device) holding the cases of all its
+    files: files often measure different parts (the quick run, then the decode sweep alone), and
+    dropping all but the newest would silently lose them. A case measured in several files comes
+    from the newest (by creation time; the later file given on a tie), so re-running a machine's
+    benchmark replaces its rows instead of doubling them, and ``warnings`` names the files whose
+    cases were left out. The platform's own fields (peaks, load, versions) are the newest file's;
+    its profile says what every file measured. ``files``: id(doc) -> the path it was read from."""
+    by_platform: dict[tuple[str, str], list[dict]] = {}
     for doc in docs:
-        key = (PP.platform_name(doc), _device_name(doc))
-        old = newest.setdefault(key, doc)
-        if old is doc:
-            continue
-        keep, drop = (doc, old) if str(doc.get("created", "")) >= str(old.get("created", "")) else (old, doc)
-        newest[key] = keep
-        if _run_of(keep) != _run_of(drop):  # the same file given twice needs no word
-            warnings.append(f"{key[0]} ({key[1]}): benchmark files of two runs; showing the newest "
-                            f"({keep.get('created', '?')}), leaving out the one of {drop.get('created', '?')}.")
-    return list(newest.values())
+        by_platform.setdefault((PP.platform_name(doc), _device_name(doc)), []).append(doc)
+    out = []
+    for (plat, device), group in by_platform.items():
+        group = sorted(group, key=lambda d: str(d.get("created", "")))  # stable: ties keep order
+        newest = group[-1]
+        cases: dict[str, tuple[dict, dict]] = {}
+        replaced: dict[int, int] = defaultdict(int)  # id(doc) -> its cases a newer file replaced
+        for doc in group:
+            for case in doc.get("cases", []):
+                old = cases.get(case["id"])
+                if old is not None and files[id(old[0])] != files[id(doc)]:
+                    replaced[id(old[0])] += 1
+                cases[case["id"]] = (doc, case)
+        for doc in group:
+            if replaced[id(doc)]:
+                warnings.append(f"{plat} ({device}): {replaced[id(doc)]} case(s) of {files[id(doc)]} "
+                                f"({doc.get('created', '?')}) were measured again in a newer file; "
+                                "the newer measurements are shown.")
+        selections = dict.fromkeys(PP.selection(d) for d in group)
+        out.append({**newest, "profile": ", ".join(selections), "ops": None,  # now in the profile
+                    "cases": [case for _, case in cases.values()]})
+    return out
 
 
 def _merged_per_platform(docs: list[dict]) -> list[dict]:
@@ -197,10 +236,12 @@ def number(x: float | None, digits: int = 3) -> str:
 
     >>> number(1510.7), number(60947.6), number(85.33), number(0.00123), number(None)
     ('1,511', '60,948', '85.3', '0.00123', '–')
+    >>> number(431.2, 2), number(43.12, 2)
+    ('431', '43')
     """
     if x is None:
         return "–"
-    if abs(x) >= 1000:
+    if abs(x) >= min(1000, 10 ** digits):  # '.2g' would write 430 as '4.3e+02'
         return f"{x:,.0f}"
     return f"{x:.{digits}g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.1e}"
 
@@ -228,10 +269,18 @@ def case_label(case: Mapping) -> str:
 
 
 def ratio_text(case: Mapping) -> str:
-    """'0.52x numpy' (above 1: accel is faster than the best baseline)."""
-    if case.get("ratio_to_best") is None:
+    """'0.52x numpy' (above 1: accel is faster than the best baseline); a ratio below 0.01 keeps
+    two significant digits, so it never reads as zero.
+
+    >>> ratio_text({"ratio_to_best": 1234.5, "best_baseline": "numpy"})
+    '1,234.50x numpy'
+    >>> ratio_text({"ratio_to_best": 0.0027, "best_baseline": "ggml"}), ratio_text({})
+    ('0.0027x ggml', '–')
+    """
+    r = case.get("ratio_to_best")
+    if r is None:
         return "–"
-    return f"{case['ratio_to_best']:,.2f}x {case['best_baseline']}"
+    return f"{r:,.2f}x {case['best_baseline']}" if r >= 0.01 else f"{r:.2g}x {case['best_baseline']}"
 
 
 def headline(doc: Mapping, case: Mapping) -> str:
@@ -357,7 +406,8 @@ def roofline_plot(doc: Mapping) -> str | None:
     Both axes span decades (intensity 0.1..1000, rates from GB/s to TFLOP/s): log-log is the
     roofline's own scale."""
     peaks = doc.get("peaks")
-    points = [c for c in doc.get("cases", []) if c.get("status") == "ok" and c.get("flops")]
+    points = [c for c in doc.get("cases", []) if c.get("status") == "ok" and c.get("flops")
+              and c.get("intensity") is not None]
     if not peaks or not points:
         return None
     import numpy as np
@@ -747,6 +797,12 @@ def compiled_section(res: Results) -> str:
             + _table(["kernel source", "input dtype"] + targets, body))
 
 
+def noisy_ratio(case: Mapping) -> bool:
+    """Whether either time a case's ratio rests on (accel's, the best baseline's) was noisy."""
+    best = [b for b in case.get("baselines", []) if b.get("name") == case.get("best_baseline")]
+    return any(is_noisy(x) for x in [case] + best[:1])
+
+
 def throughput_section(res: Results) -> str:
     body = []
     for doc in res.bench:
@@ -756,13 +812,12 @@ def throughput_section(res: Results) -> str:
                 body.append([plat, c["op"], c["dtype"], case_label(c), (c["status"], "unsupported"),
                              c.get("reason", ""), "", "", "", "", "", ""])
                 continue
-            best = [b for b in c.get("baselines", []) if b.get("name") == c.get("best_baseline")]
-            noisy = any(is_noisy(x) for x in [c] + best[:1])  # the two times the ratio rests on
+            noisy = noisy_ratio(c)
             body.append([plat, c["op"], c["dtype"], case_label(c),
                          (number(c['median_s'] * 1e3) + (" (noisy)" if noisy else ""), "n noisy" if noisy else "n"),
                          f"{number(c['iqr_s'] * 1e3, 2)} / {number(c['min_s'] * 1e3)}",
                          number(c["gflops"]) if c["flops"] else "–", number(c["gbs"]),
-                         number(c["intensity"]), percent(c.get("roofline_efficiency")),
+                         number(c.get("intensity")), percent(c.get("roofline_efficiency")),
                          ratio_text(c), _baseline_times(c)])
     return ("<h2>Throughput, ratios and efficiencies</h2>"
             '<p class="note">Median of repeated device-timed calls; IQR and min in ms. Ratio = '
@@ -968,6 +1023,7 @@ def render_markdown(res: Results) -> str:
         out += [f"- –: {why}" for why in reasons] + [""]
     out += ["## Ratios to the best baseline on the same device", ""]
     out += [f"- {headline(d, c)} ({percent(c.get('roofline_efficiency'))} of roofline)"
+            + (" (noisy)" if noisy_ratio(c) else "")
             for d in res.bench for c in d.get("cases", []) if c.get("status") == "ok"]
     skipped = [f"- {PP.platform_name(d)} {c['id']}: {c['status']} ({c.get('reason', '')})"
                for d in res.bench for c in d.get("cases", []) if c.get("status") != "ok"]

@@ -63,6 +63,9 @@ BENCH = {
         "device": {"type": "object", "required": ["name"], "properties": {"name": _TEXT}},
         "versions": {"type": "object"},
         "profile": _TEXT,
+        "ops": {"type": ["array", "null"], "items": _TEXT},  # the --ops filter, since 2026-12
+        "load": {"type": "object", "properties": {k: _MAYBE_NUMBER for k in (
+            "machine_cores", "own_cores", "others_cores")}},
         "peaks": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["gflops", "gbs"],
                                                 "properties": {"gflops": _NUMBER, "gbs": _NUMBER}}]},
         "baselines": {"type": "object"},
@@ -74,12 +77,18 @@ BENCH = {
                 "status": {"enum": ["ok", "unsupported", "invalid", "error"]},
                 "flops": {"type": "integer", "minimum": 0}, "bytes": {"type": "integer", "minimum": 0},
                 "intensity": _MAYBE_NUMBER, "ratio_to_best": _NUMBER, "best_baseline": _TEXT,
+                "weight_gbs": _MAYBE_NUMBER,
                 "baselines": {"type": "array", "items": {
                     "type": "object", "required": ["name", "status"],
                     "properties": {"name": _TEXT, "status": {"enum": ["ok", "invalid", "error", "unsupported"]}},
                     "allOf": [_when_ok(_TIMED)]}},
             },
-            "allOf": [_when_ok(_TIMED)],
+            # a ratio names its baseline; a quantized op names its format
+            "dependentRequired": {"ratio_to_best": ["best_baseline"]},
+            "allOf": [_when_ok(_TIMED), {
+                "if": {"properties": {"op": {"enum": ["quantize", "dequantize", "qmatmul"]}}},
+                "then": {"properties": {"params": {"required": ["fmt"],
+                                                   "properties": {"fmt": _TEXT}}}}}],
         }},
     },
 }
