@@ -44,6 +44,11 @@ _SCALAR_BYTES = {"char": 1, "uchar": 1, "unsigned char": 1, "int8_t": 1, "uint8_
 #: the float types among them (the rest are integers: an np.float32 for an int is the right
 #: width and the wrong bits)
 _SCALAR_KIND = {t: "f" for t in ("half", "__half", "float", "double")}
+#: OpenCL's vector types by value (float4 v): n elements, a 3-vector taking a 4-vector's room;
+#: passed as a numpy structured scalar such as pyopencl.cltypes.make_float4(...)
+_VECTOR_BYTES = {f"{t}{n}": _SCALAR_BYTES[t] * (4 if n == 3 else n)
+                 for t in ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
+                           "half", "float", "double") for n in (2, 3, 4, 8, 16)}
 _QUALIFIERS = {"const", "volatile", "restrict", "__restrict__", "__restrict", "RESTRICT"}
 _SPACES = {"__global": "global", "global": "global", "GLOBAL": "global", "__constant": "constant",
            "constant": "constant", "CONSTANT": "constant", "__local": "local", "local": "local",
@@ -98,32 +103,65 @@ def includes_files(source: str) -> bool:
     return bool(re.search(r"^\s*#\s*include\b", _COMMENTS_AND_STRINGS.sub(" ", source), re.M))
 
 
-def check_args(params: tuple[Param, ...], args: list) -> None:
+def check_args(params: tuple[Param, ...], args: list, shared_mem: int = 0) -> None:
     """Each argument against its parameter: a buffer (Tensor, or a backend's own buffer) for a
-    pointer, a numpy scalar of the type's width for a value. A numpy int64 passed for a pointer
-    has a pointer's size, so a driver takes it and the kernel dereferences it (PoCL segfaults, a
-    CUDA context dies); the check says so first."""
-    # too few or too many: the kernel reads garbage; a trailing local pointer is shared_mem's
-    # buffer (OpenCL's form of extern __shared__), which the launch adds
-    given = params[:len(params) - 1] if params and params[-1][1] == "local" and \
-        len(args) == len(params) - 1 else params
-    if params and len(args) != len(given):
-        raise ArgumentError(expected("args", f"{len(params)} arguments for the kernel's parameters "
-                                     f"({', '.join(n for n, _, _ in params)})", len(args)))
+    pointer, of the pointed-to type's width and kind where that is a plain scalar type; a numpy
+    scalar of the type's width for a value (a numpy structured scalar for a vector type). A numpy
+    int64 passed for a pointer has a pointer's size, so a driver takes it and the kernel
+    dereferences it (PoCL segfaults, a CUDA context dies); the check says so first. A trailing
+    local pointer is ``shared_mem``'s buffer (OpenCL's form of extern __shared__), which the launch
+    adds when ``shared_mem`` > 0."""
+    if not params:
+        return
+    names = ", ".join(n for n, _, _ in params)
+    dynamic = params[-1][1] == "local"
+    if dynamic and len(args) == len(params) - 1 and not shared_mem:
+        name, _, type_name = params[-1]
+        raise ArgumentError(expected("shared_mem", f"the bytes of the kernel's last parameter, "
+                                     f"the local buffer {type_name}* {name} (the launch passes it)",
+                                     "0"))
+    wanted = len(params) - 1 if dynamic and shared_mem else len(params)
+    if len(args) != wanted:
+        why = (f" (the last, {params[-1][0]}, is the shared_mem buffer the launch adds)"
+               if dynamic and shared_mem else "")
+        raise ArgumentError(expected("args", f"{wanted} arguments for the kernel's parameters "
+                                     f"({names}){why}", len(args)))
     for index, (value, (name, space, type_name)) in enumerate(zip(args, params)):
-        arg, scalar = f"args[{index}]", isinstance(value, np.generic)
-        if space != "private" and scalar:
+        _check_arg(f"args[{index}]", value, name, space, type_name)
+
+
+def _check_arg(arg: str, value: Any, name: str, space: str, type_name: str) -> None:
+    scalar = isinstance(value, np.generic)
+    width = _SCALAR_BYTES.get(type_name) or _VECTOR_BYTES.get(type_name)
+    kind = _SCALAR_KIND.get(type_name)
+    if space != "private":
+        if scalar:
             raise ArgumentError(expected(arg, f"an accel.Tensor (parameter {type_name}* {name}, "
                                          f"{space} memory)", type(value).__name__))
-        if space == "private" and isinstance(value, Tensor):
-            raise ArgumentError(expected(arg, f"a numpy scalar (parameter {type_name} {name} is "
-                                         "passed by value)", "Tensor"))
-        width, kind = _SCALAR_BYTES.get(type_name), _SCALAR_KIND.get(type_name)
-        if space == "private" and scalar and width is not None and (
-                value.dtype.itemsize != width or (kind == "f") != (value.dtype.kind == "f")):
-            want = f"{'a float' if kind == 'f' else 'an integer'} numpy scalar of {width} bytes"
-            raise ArgumentError(expected(arg, f"{want} (parameter {type_name} {name})",
+        dtype = np.dtype(value.dtype) if isinstance(value, Tensor) else None
+        # bytes may be read through any 1-byte type; bfloat16 and FP8 (no OpenCL C type) only by
+        # width: otherwise a float* over int32 data reads every element as the wrong bits
+        if dtype is not None and type_name in _SCALAR_BYTES and _SCALAR_BYTES[type_name] > 1 and (
+                dtype.itemsize != _SCALAR_BYTES[type_name]
+                or (dtype.kind in "iuf" and (kind == "f") != (dtype.kind == "f"))):
+            raise ArgumentError(expected(arg, f"a tensor of {type_name} elements (parameter "
+                                         f"{type_name}* {name})", f"a tensor of {dtype}"))
+        return
+    if isinstance(value, Tensor):
+        raise ArgumentError(expected(arg, f"a numpy scalar (parameter {type_name} {name} is "
+                                     "passed by value)", "Tensor"))
+    if not scalar or width is None:
+        return
+    if type_name in _VECTOR_BYTES:
+        if value.dtype.kind != "V" or value.dtype.itemsize != width:
+            raise ArgumentError(expected(arg, f"a numpy value of {width} bytes, such as "
+                                         f"pyopencl.cltypes.make_{type_name}(...) (parameter "
+                                         f"{type_name} {name})",
                                          f"{value.dtype} ({value.dtype.itemsize} bytes)"))
+    elif value.dtype.itemsize != width or (kind == "f") != (value.dtype.kind == "f"):
+        want = f"{'a float' if kind == 'f' else 'an integer'} numpy scalar of {width} bytes"
+        raise ArgumentError(expected(arg, f"{want} (parameter {type_name} {name})",
+                                     f"{value.dtype} ({value.dtype.itemsize} bytes)"))
 
 
 def _dims(arg: str, value: Any) -> tuple[int, int, int]:
@@ -184,7 +222,7 @@ class Kernel:
                 or shared_mem < 0:
             raise ArgumentError(expected("shared_mem", "an int >= 0 (bytes)", repr(shared_mem)))
         values = [self._arg(i, a) for i, a in enumerate(args)]
-        check_args(self.params, values)
+        check_args(self.params, values, int(shared_mem))
         self.backend.launch(self._compiled, grid3, block3, values, int(shared_mem))
 
     def _arg(self, index: int, value: Any) -> Any:
@@ -198,8 +236,11 @@ class Kernel:
         if isinstance(value, np.generic) and value.dtype.kind in "iuf" and value.dtype.itemsize in (
                 1, 2, 4, 8):
             return value
-        raise ArgumentError(expected(arg, "an accel.Tensor or a numpy scalar with an explicit width "
-                                     "(np.int32(n), np.float32(a))", _describe_arg(value)))
+        if isinstance(value, (np.void, np.ndarray)) and value.ndim == 0 and value.dtype.names:
+            return value[()]  # a vector by value: pyopencl.cltypes.make_float4(...) and the like
+        raise ArgumentError(expected(arg, "an accel.Tensor, a numpy scalar with an explicit width "
+                                     "(np.int32(n), np.float32(a)) or a vector value "
+                                     "(pyopencl.cltypes.make_float4(...))", _describe_arg(value)))
 
     def __repr__(self) -> str:
         return f"<accel kernel {self.name!r} ({self.dialect}) on {self.backend.device_id}>"

@@ -218,4 +218,41 @@ def test_argument_count_and_float_for_int_are_refused_before_launch():
         check_args(params, [object(), np.float32(1), np.float32(1)])
     # OpenCL's trailing __local pointer is shared_mem's buffer, added by the launch
     local = parse_params("__kernel void k(__global float* x, __local float* s) {}", "k")
-    check_args(local, [object()])
+    check_args(local, [object()], shared_mem=64)
+    with pytest.raises(ArgumentError, match=r"^shared_mem: expected the bytes of the kernel's last "
+                                            r"parameter, the local buffer float\* s"):
+        check_args(local, [object()])  # forgotten: the kernel would index a 0-byte buffer
+    with pytest.raises(ArgumentError, match=r"^args: expected 1 arguments.*the last, s, is the "
+                                            "shared_mem buffer the launch adds"):
+        check_args(local, [object(), object()], shared_mem=64)
+
+
+def test_a_vector_parameter_takes_a_pyopencl_vector_value(backend):
+    import pyopencl.cltypes as cltypes
+
+    k = kernel("__kernel void k(__global float* y, float4 v) { y[0] = v.x + 2*v.y + 3*v.z + 4*v.w; }",
+               "k", backend=backend)
+    y = _dev(backend, np.zeros(1, np.float32))
+    k(1, 1, y, cltypes.make_float4(1, 2, 3, 4))
+    assert y.numpy()[0] == 30.0
+    with pytest.raises(ArgumentError, match=r"^args\[1\]: expected a numpy value of 16 bytes, such "
+                                            r"as pyopencl.cltypes.make_float4"):
+        k(1, 1, y, np.float32(1))  # the driver's INVALID_ARG_SIZE, said in the user's terms
+
+
+def test_a_tensor_of_another_element_type_is_refused_for_a_typed_pointer(backend, scale):
+    ints = _dev(backend, np.arange(4, dtype=np.int32))
+    with pytest.raises(ArgumentError, match=r"^args\[0\]: expected a tensor of float elements "
+                                            r"\(parameter float\* x\), got a tensor of int32"):
+        scale(1, 4, ints, np.float32(2), np.int32(4))  # would scale int bits as floats
+    raw = kernel("__kernel void first(__global uchar* b, __global uchar* out) { out[0] = b[0]; }",
+                 "first", backend=backend)
+    out = _dev(backend, np.zeros(1, np.uint8))
+    raw(1, 1, _dev(backend, np.array([1.0], np.float32)), out)  # bytes read through uchar*: fine
+    assert out.numpy()[0] == np.array([1.0], np.float32).view(np.uint8)[0]
+
+
+def test_a_grid_of_more_work_groups_than_pocl_counts_is_refused(backend, scale):
+    x = _dev(backend, np.ones(1, np.float32))
+    with pytest.raises(ArgumentError, match=r"^grid: expected at most 4,294,967,295 blocks in all"):
+        scale((65536, 65536), 1, x, np.float32(2), np.int32(1))  # PoCL: SIGILL, the process gone

@@ -64,6 +64,11 @@ class CompiledKernel:
     params: tuple[Param, ...] = ()
 
 
+#: work-groups one launch may have: PoCL 3.1 killed the process (SIGILL) at 2**32 blocks of one
+#: work-item, and ran 2**32 - 1 (10 s on 2 cores)
+MAX_WORK_GROUPS = 2**32 - 1
+
+
 def _params(kernel: cl.Kernel) -> tuple[Param, ...]:
     """(name, address space, type) per parameter, from the arg info that ``-cl-kernel-arg-info``
     keeps; () where the driver keeps none."""
@@ -387,19 +392,24 @@ class OpenCLBackend(Backend):
         if math.prod(block) > kernel.max_work_group:
             raise ArgumentError(expected("block", f"at most {kernel.max_work_group} work-items for "
                                          f"kernel {kernel.name!r} on this device", block))
-        check_args(kernel.params, args)
+        if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) \
+                or not 0 <= shared_mem <= self.dev.local_mem:
+            raise ArgumentError(expected("shared_mem", f"0..{self.dev.local_mem} bytes (the "
+                                         "device's local memory)", repr(shared_mem)))
+        if math.prod(grid) > MAX_WORK_GROUPS:
+            raise ArgumentError(expected("grid", f"at most {MAX_WORK_GROUPS:,} blocks in all on "
+                                         "OpenCL (PoCL counts work-groups in 32 bits, and aborts "
+                                         "the process past that)", grid))
+        check_args(kernel.params, args, shared_mem)
         values = []
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
                 values.append(self.launch_buffer(i, a))
-            elif isinstance(a, (np.generic, cl.MemoryObjectHolder, cl.LocalMemory)):
+            elif isinstance(a, (np.generic, cl.MemoryObjectHolder, cl.LocalMemory)):  # np.void: float4
                 values.append(a)
             else:
                 raise ArgumentError(expected(f"args[{i}]", "an accel.Tensor or a numpy scalar "
                                              "(e.g. np.int32(3), np.float32(0.5))", type(a).__name__))
-        if shared_mem < 0 or shared_mem > self.dev.local_mem:
-            raise ArgumentError(expected("shared_mem", f"0..{self.dev.local_mem} bytes (the "
-                                         "device's local memory)", shared_mem))
         if shared_mem:
             values.append(cl.LocalMemory(shared_mem))
         if len(values) != kernel.kernel.num_args:
