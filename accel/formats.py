@@ -64,7 +64,8 @@ def get_format(fmt: object) -> QuantFormat:
 def check_quantizable_shape(shape: tuple[int, ...], fmt: QuantFormat, where: str = "x.shape") -> None:
     """Raise a ShapeError (naming ``where``, the shape's argument) unless the last axis holds a
     whole number of ``fmt``'s blocks."""
-    if len(shape) < 1 or shape[-1] % fmt.block or shape[-1] == 0:
-        k = shape[-1] if len(shape) else None
+    if len(shape) < 1:
+        raise ShapeError(expected(where, "at least 1 dimension [..., K]", f"shape {tuple(shape)}"))
+    if shape[-1] % fmt.block or shape[-1] == 0:
         raise ShapeError(expected(f"{where}[-1]", f"a positive multiple of {fmt.block} "
-                                  f"({fmt.name}'s block)", f"K = {k} (shape {tuple(shape)})"))
+                                  f"({fmt.name}'s block)", f"K = {shape[-1]} (shape {tuple(shape)})"))

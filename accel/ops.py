@@ -154,7 +154,8 @@ def quantize_fp8(x: Any, dtype: str, granularity: str = "tensor", *,
     ``granularity`` "tensor", "row" (a: per row, b: per column) or "block" (a: 1x128, b:
     128x128). A host array in, numpy out (the data as an ml_dtypes float8 array). A group
     holding a NaN or an infinity gets a non-finite scale (NaN, inf) and reads back as NaN: it is
-    never silently clamped.
+    never silently clamped. A group of subnormal values gets the subnormal scale closest above
+    amax / max, so its data stays within the format.
 
     >>> import accel, numpy as np
     >>> data, scale = accel.quantize_fp8(np.array([[1.0, -896.0]], np.float32), "float8_e4m3fn")
@@ -188,11 +189,21 @@ def quantize_fp8(x: Any, dtype: str, granularity: str = "tensor", *,
         S.fp8_scale_shapes(granularity, cols, rows, cols)[1]
     amax = _group_amax(values, group) if values.size else np.zeros(want or (1, 1), np.float32)
     # amax 0: scale 1; NaN or inf: a non-finite scale, so the group reads back as NaN
-    scale = np.where(amax == 0, np.float32(1), amax / np.float32(FP8_MAX[name])).astype(np.float32)
+    scale = np.where(amax == 0, np.float32(1), _fp8_scale(amax, FP8_MAX[name]))
     expanded = np.repeat(np.repeat(scale, group[0], axis=0), group[1], axis=1)[:rows, :cols]
     with np.errstate(all="ignore"):
         data = convert(values / expanded, name)
     return data, scale.reshape(()) if granularity == "tensor" else scale
+
+
+def _fp8_scale(amax: np.ndarray, largest: float) -> np.ndarray:
+    """amax / largest in float32, rounded up where amax / that exceeds ``largest``: below
+    float32's normal range (subnormal amax) the quotient underflows to 0 (0/0 data) or to a
+    subnormal so coarse that the data overflows the format (inf, or NaN in the fnuz formats)."""
+    with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
+        scale = np.maximum(amax / np.float32(largest), np.float32(np.finfo(np.float32).smallest_subnormal))
+        too_small = amax.astype(np.float64) / scale > largest
+    return np.where(too_small, np.nextafter(scale, np.float32(np.inf)), scale).astype(np.float32)
 
 
 def _group_amax(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:

@@ -113,6 +113,20 @@ class Tensor:
             raise TypeError("len() of a 0-d accel.Tensor")
         return self.shape[0]
 
+    def __bool__(self) -> bool:
+        """The truth of a one-element tensor, as numpy's (read from the device); any other size
+        is ambiguous, so an error rather than Python's fallback to ``len``, which made
+        ``if accel.asarray(np.zeros(1)):`` true.
+
+        >>> import accel, numpy as np
+        >>> bool(accel.asarray(np.zeros(1, np.float32), backend="cpu"))
+        False
+        """
+        if self.size != 1:
+            raise ArgumentError(expected("the tensor", "one element for a truth value (use "
+                                         ".numpy().any() or .all())", f"shape {self.shape}"))
+        return bool(self.numpy().reshape(()))
+
     @property
     def strides(self) -> tuple[int, ...]:
         """Steps between neighbours along each axis, in elements (numpy's are in bytes)."""
@@ -217,6 +231,9 @@ class Tensor:
         except IndexError as e:
             raise OutOfBoundsError(expected("key", f"indices within shape {self.shape}",
                                             f"{key!r} ({e})")) from None
+        except (ValueError, TypeError) as e:  # a step of 0, a slice bound that is not an int
+            raise ArgumentError(expected("key", "slices of ints with a non-zero step",
+                                         f"{key!r} ({e})")) from None
 
     def contiguous(self) -> "Tensor":
         """This tensor when it is C-contiguous from its buffer's start, else a copy that is,

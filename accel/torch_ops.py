@@ -97,6 +97,9 @@ def _matmul_context(ctx, inputs, output) -> None:
 
 def _matmul_backward(ctx, grad):
     a, b = ctx.saved_tensors
+    if grad.numel() == 0:  # M or N (or a batch dim) is 0: the sums over them are empty, so zero
+        return (torch.zeros_like(a) if ctx.needs_input_grad[0] else None,
+                torch.zeros_like(b) if ctx.needs_input_grad[1] else None, None, None)
     grad_a = grad_b = None
     if ctx.needs_input_grad[0]:  # dA = dC @ B^T, summed over the batch dims A was broadcast over
         grad_a = matmul(grad.to(b.dtype), b.mT, backend=ctx.backend).sum_to_size(a.shape)
@@ -202,6 +205,8 @@ def _qmatmul_spec(x: torch.Tensor, w: torch.Tensor, fmt: str, N: int,
     """The call checked: the weight [N, K] is known only by its bytes, so K is x's, whole
     blocks of it, and w must be exactly the bytes of N such rows."""
     f = get_format(fmt)
+    if isinstance(N, bool) or not isinstance(N, int) or N < 0:
+        raise ArgumentError(expected("N", "the weight's rows, an int >= 0", repr(N)))
     x_shape = tuple(x.shape)
     check_quantizable_shape(x_shape, f)
     spec = S.qmatmul_spec(x_shape, dtype_name(x.dtype, "x.dtype"), (N, x_shape[-1]), f, x_format)
@@ -222,7 +227,9 @@ def _qmatmul_context(ctx, inputs, output) -> None:
 def _qmatmul_backward(ctx, grad):
     (w,) = ctx.saved_tensors  # dx = dy @ dequantize(w)
     weight = dequantize(w, ctx.fmt, [w.shape[0], ctx.K], backend=ctx.backend)
-    return matmul(grad.float(), weight, backend=ctx.backend).to(grad.dtype), None, None, None, None, None
+    rows = grad.float().reshape(-1, grad.shape[-1])  # x may be one vector, or carry batch dims
+    grad_x = matmul(rows, weight, backend=ctx.backend).reshape(*grad.shape[:-1], ctx.K)
+    return grad_x.to(grad.dtype), None, None, None, None, None
 
 
 qmatmul.register_autograd(_qmatmul_backward, setup_context=_qmatmul_context)

@@ -99,6 +99,21 @@ def test_a_non_finite_group_reads_back_as_nan_and_leaves_other_groups_alone():
     assert back[2].tolist() == [448.0, 1.0, 2.0] and scale[2, 0] == 1.0
 
 
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"])
+@pytest.mark.parametrize("row", [[1e-44, 0.0], [1e-40, 5e-41], [5e-43, -1e-43]],
+                         ids=["amax/max is 0", "a coarse subnormal", "fnuz's NaN"])
+def test_a_group_of_subnormals_reads_back_finite_and_close(name, row):
+    # amax / max underflows float32: the scale was 0 (0/0 data) or a subnormal too coarse for
+    # the data to stay within the format's range (inf, or NaN in fnuz)
+    x = np.array([row], np.float32)
+    data, scale = accel.quantize_fp8(x, name)
+    back = data.astype(np.float64) * float(scale)
+    assert np.isfinite(back).all() and float(scale) > 0
+    # the data's own rounding (3 or 2 mantissa bits, here near the format's subnormals) and
+    # nothing else: every value within a quarter of amax
+    assert np.abs(back - x).max() <= 0.25 * np.abs(x).max()
+
+
 @pytest.mark.parametrize("shape,granularity,operand_of,scale_shape", [
     ((0, 256), "tensor", "a", ()), ((0, 256), "row", "a", (0, 1)), ((4, 0), "row", "a", (4, 1)),
     ((4, 0), "block", "a", (4, 0)), ((0, 3), "row", "b", (1, 3)), ((256, 0), "block", "b", (2, 0)),

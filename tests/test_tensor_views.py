@@ -83,6 +83,21 @@ def test_bad_views_are_typed_errors():
         t[..., 0, ...]
     with pytest.raises(TypeError, match="0-d"):
         len(t[0, 0])
+    with pytest.raises(accel.ArgumentError, match=r"^key: expected slices of ints with a non-zero step"):
+        t[::0]  # numpy's own ValueError, not an accel error, before
+    with pytest.raises(accel.ArgumentError, match="non-zero step"):
+        t[0.5:]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_truth_values_read_as_numpy(backend, opencl_backend):
+    def dev(a):
+        return accel.asarray(np.asarray(a, np.float32), backend=backend)
+    # Python fell back to len(): a tensor holding one 0.0 was true
+    assert bool(dev([0.0])) is False and bool(dev([2.0])) is True and bool(dev(0.0)) is False
+    for ambiguous in ([1.0, 1.0], np.zeros((0,))):
+        with pytest.raises(accel.ArgumentError, match=r"^the tensor: expected one element"):
+            bool(dev(ambiguous))
 
 
 def test_sizes_and_iteration_read_as_numpy():

@@ -139,6 +139,30 @@ def test_qmatmul_gradient_in_x_is_dy_times_the_dequantized_weight():
                   "float32")
 
 
+@pytest.mark.parametrize("shape", [(64,), (2, 3, 64)], ids=["one vector", "batched"])
+def test_qmatmul_gradient_keeps_the_shape_of_x(shape):
+    w = accel.quantize(np.random.default_rng(3).standard_normal((5, 64), np.float32), "q4_0")
+    x = torch.randn(*shape, requires_grad=True)
+    g = torch.randn(*shape[:-1], 5)
+    accel.qmatmul(x, w).backward(g)  # a decode step's single vector failed: matmul needs 2-d
+    weight = accel.dequantize(w).astype(np.float64)
+    ref, mag = oracle.matmul(g.double().reshape(-1, 5).numpy(), weight)
+    assert x.grad.shape == x.shape
+    assert_within(x.grad.reshape(-1, 64).numpy(), ref,
+                  tolerance.matmul_bound(ref, mag, 5, "float32", "float32"), "float32")
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((0, 8), (8, 4)), ((3, 8), (8, 0)), ((2, 0, 8), (8, 4))],
+                         ids=["M=0", "N=0", "empty batch"])
+def test_matmul_gradients_of_an_empty_product_are_zero(a_shape, b_shape):
+    # an MoE expert that got no tokens: torch gives zero gradients, and so must accel
+    a = torch.randn(*a_shape, requires_grad=True)
+    b = torch.randn(*b_shape, requires_grad=True)
+    accel.matmul(a, b).sum().backward()
+    torch.testing.assert_close(a.grad, torch.zeros(a_shape))
+    torch.testing.assert_close(b.grad, torch.zeros(b_shape))
+
+
 def test_paths_without_a_derivative_refuse_a_gradient_at_the_call():
     x = torch.randn(2, 64, requires_grad=True)
     with pytest.raises(ArgumentError, match="x: expected a tensor that does not require grad"):
@@ -219,9 +243,11 @@ def test_scaled_matmul_refuses_operands_that_require_grad():
      accel.ShapeError, ["x.shape[-1]", "K = w.shape[1] = 32", "40"]),
     (lambda: torch.ops.accel.dequantize(_raw("q4_0", 5, 32), "q4_0", [5, 40]),
      accel.ShapeError, ["shape[-1]", "multiple of 32", "40"]),
-    (lambda: torch.ops.accel.dequantize(_raw("q4_0", 5, 32), "q4_0", []), accel.ShapeError, ["shape[-1]"]),
+    (lambda: torch.ops.accel.dequantize(_raw("q4_0", 5, 32), "q4_0", []), accel.ShapeError, ["shape", "at least 1 dimension"]),
     (lambda: torch.ops.accel.qmatmul(torch.ones(2, 32), torch.zeros(5, 18), "q4_0", 5),
      accel.DTypeError, ["w.dtype", "torch.uint8", "torch.float32"]),
+    (lambda: torch.ops.accel.qmatmul(torch.ones(2, 32), _raw("q4_0", 5, 32), "q4_0", -5),
+     accel.ArgumentError, ["N", "int >= 0", "-5"]),
     (lambda: torch.ops.accel.dequantize(torch.zeros(5, 18, dtype=torch.int8), "q4_0", [5, 32]),
      accel.DTypeError, ["raw.dtype", "torch.uint8", "torch.int8"]),
 ])
