@@ -373,3 +373,149 @@ def test_several_files_without_stats_is_a_usage_error(tmp_path):
     (tmp_path / "a.cu").write_text("__global__ void a() {}\n")
     assert main(["port", str(tmp_path / "a.cu"), str(tmp_path / "a.cu"), "--to", "opencl"]) == 2
     assert main(["port", str(tmp_path / "a.cu")]) == 2
+
+
+# -- syntax, names and preprocessor conditions: refused clearly, never passed through ----------------
+@pytest.mark.parametrize("to", ["opencl", "hip", "dialect"])
+@pytest.mark.parametrize("body, line", [
+    ("  y[0] = 1;\n", 2),  # the closing } is missing: expected after the last statement
+    ("  float (a = y[0];\n  y[1] = a;\n}\n", 2),
+    ("  float a[4 = {0};\n  y[1] = a[0];\n}\n", 2),
+    ("  int b = 3 @ 4;\n  y[0] = b;\n}\n", 2),
+    ("  y[0] = 1;\0\n}\n", 2),
+])
+def test_syntax_errors_are_refused_once_on_their_line_for_every_target(body, line, to):
+    result = translate("__global__ void k(float* y) {\n" + body, to, filename="k.cu")
+    assert not result.ok
+    assert [(d.line, d.construct) for d in result.errors] == [(line, "syntax")]
+    assert str(result.errors[0]).startswith(f"k.cu:{line}: syntax: the parser ")
+
+
+def test_cuda_alignment_spellings_translate_to_the_opencl_attribute():
+    src = ("__global__ void k(float* y) {\n"
+           "  extern __shared__ __align__(16) float buf[];\n"
+           "  __shared__ __align__(8) float tile[64];\n"
+           "  alignas(16) __shared__ float wide[64];\n"
+           "  buf[threadIdx.x] = tile[threadIdx.x] + wide[threadIdx.x];\n"
+           "  y[0] = buf[1];\n}\n")
+    text = translate(src, "opencl", filename="k.cu").text
+    assert "__kernel void k(__global float* y, __local float* buf) {" in text
+    assert "__local __attribute__((aligned(8))) float tile[64];" in text
+    assert "__attribute__((aligned(16))) __local float wide[64];" in text
+    assert "__align__" not in text and "alignas" not in text and "threadIdx" not in text
+    assert "__shared__ __align__(8) float tile[64];" in translate(src, "hip").text  # HIP has it
+
+
+@pytest.mark.parametrize("to", ["opencl", "dialect"])
+@pytest.mark.parametrize("src, line, construct", [
+    ("__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"
+     "__global__ void k(int* x) { x[threadIdx.x] = 2; }\n", 2, "overloaded function k"),
+    ("__device__ float f(float v) { return v; }\n__device__ int f(int v) { return v; }\n"
+     "__global__ void k(float* x) { x[0] = f(x[1]); }\n", 2, "overloaded function f"),
+    ("__device__ int min(int a, int b) { return a < b ? a : b; }\n"
+     "__global__ void k(int* x) { x[0] = min(x[1], x[2]); }\n", 1, "overloaded function min"),
+    ("__global__ void dot(float* x) { x[0] = 1.0f; }\n", 1, "kernel name dot"),
+])
+def test_definitions_opencl_cannot_tell_apart_are_refused(src, line, construct, to):
+    """OpenCL C has no overloading: the first of two definitions was left in the output as
+    untranslated CUDA."""
+    errors = translate(src, to, filename="k.cu").errors
+    assert [(d.line, d.construct) for d in errors] == [(line, construct)]
+
+
+@pytest.mark.parametrize("src, found", [
+    ("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700\n#define S 2\n#endif\n"
+     "__global__ void k(int* x) { x[0] = 1; }\n", [(1, "__CUDA_ARCH__"), (1, "__CUDA_ARCH__")]),
+    ("__global__ void k(int* x) {\n#ifdef __CUDACC__\n  x[0] = 1;\n#endif\n}\n", [(2, "__CUDACC__")]),
+    ("extern __shared__ float sdata[];\n__global__ void k(float* x) { sdata[0] = x[0]; }\n",
+     [(1, "__shared__ at file scope")]),
+    ("__device__ float4 operator+(float4 a, float4 b) { return a; }\n",
+     [(1, "operator overloading (operator+)")]),
+    ("__global__ void k(float* x) { x[0] = sizeof(float3); }\n", [(1, "sizeof(float3)")]),
+])
+def test_constructs_are_named_as_what_they_are(src, found):
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == found
+    assert "outside the CUDA subset" not in " ".join(map(str, result.errors))
+    if "extern" in src:
+        assert "extern __shared__ float s[]; there" in result.errors[0].rewrite
+
+
+def test_deep_nesting_translates_or_is_refused_in_one_line(tmp_path, capsys):
+    """A 500-branch else-if chain or a 3000-term sum raised RecursionError (a traceback, exit
+    1), from translate() and --stats alike."""
+    from accel.cli import main
+
+    chain = ("__global__ void k(int* x, int n) {\n  if (n == 0) x[0] = 0;\n"
+             + "".join(f"  else if (n == {i}) x[0] = {i};\n" for i in range(1, 500)) + "}\n")
+
+    def total(terms):
+        return ("__global__ void k(float* x) {\n  x[0] = " + " + ".join(f"x[{i}]" for i in range(terms))
+                + ";\n}\n")
+    for to in ("opencl", "hip", "dialect"):
+        assert translate(chain, to).ok and translate(total(3000), to).ok
+        deep = translate(total(20000), to, filename="deep.cu")
+        assert [(d.line, d.construct) for d in deep.errors] == [(2, "nesting")]
+    for name, src in (("chain.cu", chain), ("sum.cu", total(3000)), ("deep.cu", total(20000))):
+        (tmp_path / name).write_text(src)
+    assert main(["port", "--stats", str(tmp_path)]) == 0
+    assert "2 of 3 files" in capsys.readouterr().out
+    assert main(["port", str(tmp_path / "deep.cu"), "--to", "opencl"]) == 1
+    assert capsys.readouterr().err.splitlines()[0].startswith(f"{tmp_path / 'deep.cu'}:2: nesting: ")
+
+
+def test_a_byte_order_mark_is_not_part_of_the_code(tmp_path, capsys, backend):
+    from accel.cli import main
+    from accel.kernel import kernel
+
+    src = tmp_path / "bom.cu"
+    src.write_bytes(b"\xef\xbb\xbf__global__ void k(float* x) { x[threadIdx.x] = 2.0f; }\n")
+    assert main(["port", str(src), "--to", "opencl", "-o", str(tmp_path / "bom.cl")]) == 0
+    text = (tmp_path / "bom.cl").read_text()
+    assert "\ufeff" not in text
+    kernel(text, "k", backend=backend)  # builds
+    capsys.readouterr()
+    assert main(["port", "--stats", str(src)]) == 0
+    assert "1 of 1 files, 1 of 1 kernels ported" in capsys.readouterr().out
+
+
+def test_stats_count_each_file_once_and_an_unreadable_file_is_a_usage_error(tmp_path, capsys):
+    from accel.cli import main
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.cuh").write_text("__global__ void a(float* x) { x[0] = 1.0f; }\n")
+    (tmp_path / "b.cu").write_text("__global__ void b(float* x) { __threadfence(); }\n")
+    assert main(["port", "--stats", str(tmp_path), str(tmp_path / "sub" / "a.cuh"), str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("accel port --stats (opencl): 1 of 2 files")
+    (tmp_path / "latin1.cu").write_bytes(b"// caf\xe9\n__global__ void c(float* x) {}\n")
+    for args in (["--stats", str(tmp_path)], [str(tmp_path / "latin1.cu"), "--to", "opencl"]):
+        assert main(["port", *args]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert "FILE: expected a readable CUDA source file" in err and "latin1.cu" in err
+
+
+def test_output_onto_the_source_file_is_a_usage_error(tmp_path, capsys):
+    from accel.cli import main
+
+    src = tmp_path / "a.cuh"
+    cuda = "__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"
+    src.write_text(cuda)
+    for out in (src, tmp_path / "." / "a.cuh"):
+        assert main(["port", str(src), "--to", "opencl", "-o", str(out)]) == 2
+        assert "a file other than the CUDA source" in capsys.readouterr().err
+    assert src.read_text() == cuda
+
+
+@pytest.mark.parametrize("to", ["opencl", "hip", "dialect"])
+def test_stats_count_every_warned_use_as_translated_too(to):
+    """docs/porting.md: translated counts include warned uses (warpSize on HIP counted none)."""
+    from accel.port.stats import tally
+
+    files = sorted(CORPUS.glob("*.cu")) + sorted((CORPUS.parent / "port_corpus").glob("*.cu"))
+    entries = [(p, p.read_text(), translate(p.read_text(), to, filename=p.name)) for p in files]
+    extra = ("#include <cstdio>\nfloat host[4];\nvoid run() {}\n__global__ void k(float* x, float* y) {\n"
+             "  float v = x[threadIdx.x & 31] * 0.5;\n  for (int o = warpSize / 2; o > 0; o /= 2)\n"
+             "    v += __shfl_down_sync(0xffffffff, v, o);\n  y[0] = v;\n}\n")
+    entries.append(("extra.cu", extra, translate(extra, to, filename="extra.cu")))
+    stats = tally(entries, to)
+    assert {k: v for k, v in stats["constructs"].items() if v["warned"] > v["translated"]} == {}

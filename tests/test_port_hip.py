@@ -164,6 +164,22 @@ def test_dialect_helpers_and_casts_build_for_cuda_and_hip(tmp_path):
     _build_dialect(src, "helpers.cu", tmp_path)
 
 
+def test_dialect_cxx_spellings_build_for_cuda_and_hip(tmp_path):
+    """Functional casts, alignment attributes, static kernels and shared arrays, and functions
+    renamed off OpenCL's builtins: the dialect's spelling of each builds on CUDA and HIP too."""
+    src = ("typedef unsigned int u32;\n"
+           "__device__ float clamp(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }\n"
+           "__global__ static void k(float* x, const __grid_constant__ int n) {\n"
+           "  static __shared__ __align__(16) float tile[64];\n"
+           "  alignas(16) __shared__ float4 q[16];\n"
+           "  tile[threadIdx.x] = x[threadIdx.x];\n"
+           "  if (threadIdx.x < 16) q[threadIdx.x] = make_float4(1.0f, 2.0f, 3.0f, 4.0f);\n"
+           "  __syncthreads();\n"
+           "  x[threadIdx.x] = clamp(float(int(tile[threadIdx.x])), 0.0f, q[0].w) + u32(n) + sizeof(float4);\n"
+           "}\n")
+    _build_dialect(src, "spellings.cu", tmp_path)
+
+
 def _build_dialect(source: str, file: str, tmp_path) -> None:
     from accel import kernels
     result = translate(source, "dialect", filename=file)
@@ -208,3 +224,49 @@ def test_library_names_map_from_the_table_and_unknown_ones_are_refused():
     fft = translate("int main() {\n  cufftHandle p;\n  cufftPlan1d(&p, 8, CUFFT_C2C, 1);\n}\n", "hip")
     assert [(d.line, d.construct) for d in fft.errors] == [(2, "cufftHandle"), (3, "cufftPlan1d"),
                                                           (3, "CUFFT_C2C")]
+
+
+def test_a_variable_named_warp_size_is_the_users_own():
+    """Only CUDA's builtin becomes 32: `int warpSize` turned into `int 32`."""
+    src = ("const int warpSize = 16;\n"
+           "__global__ void a(float* x, int warpSize) { x[threadIdx.x] = warpSize; }\n"
+           "__global__ void b(float* x) { x[0] = warpSize; }\n")
+    result = translate(src, "hip", filename="k.cu")
+    assert result.ok and result.text.endswith(src) and not result.diagnostics
+    src = ("__global__ void k(float* x) {\n  x[0] = warpSize;\n"
+           "  { const int warpSize = 16; x[1] = warpSize; }\n  x[2] = warpSize;\n}\n")
+    result = translate(src, "hip", filename="k.cu")
+    assert "x[0] = 32;\n  { const int warpSize = 16; x[1] = warpSize; }\n  x[2] = 32;" in result.text
+    assert [d.line for d in result.diagnostics] == [2, 4]
+    assert result.translated["warpSize"] == 2  # warned uses are translated uses (--stats)
+    built = _hiprtc(result.text)
+    assert built.ok, built.log
+
+
+def test_runtime_names_map_to_the_names_hip_declares():
+    """hipDeviceProp, hipDevAttr..., hipPointerAttributes do not exist in HIP."""
+    src = ("int main() {\n  cudaDeviceProp p; cudaPointerAttributes a; int v;\n"
+           "  cudaDeviceAttr at = cudaDevAttrMultiProcessorCount;\n"
+           "  cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerBlock, 0);\n"
+           "  cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 0);\n  return 0;\n}\n")
+    result = translate(src, "hip", filename="host.cu")
+    for hip in ("hipDeviceProp_t p;", "hipPointerAttribute_t a;",
+                "hipDeviceAttribute_t at = hipDeviceAttributeMultiprocessorCount;",
+                "hipDeviceGetAttribute(&v, hipDeviceAttributeMaxThreadsPerBlock, 0);",
+                "hipDeviceGetAttribute(&v, hipDeviceAttributeWarpSize, 0);"):
+        assert hip in result.text
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [
+        (5, "warning", "cudaDevAttrWarpSize")]  # 64 on CDNA, where the device code keeps 32
+    refused = translate(src.replace("MaxThreadsPerBlock", "ComputeCapabilityMajor"), "hip")
+    assert [d.construct for d in refused.errors] == ["cudaDevAttrComputeCapabilityMajor"]
+    assert "hipDeviceAttributeComputeCapabilityMajor" in refused.errors[0].rewrite
+
+
+def test_tests_of_cuda_compiler_macros_are_kept_with_a_warning():
+    """HIP's compilers define no __CUDA_ARCH__: the code under #if __CUDA_ARCH__ >= 800 would
+    silently disappear."""
+    src = "#if __CUDA_ARCH__ >= 800\n__device__ float f() { return 1.0f; }\n#endif\n"
+    result = translate(src, "hip", filename="k.cu")
+    assert result.ok and result.text.endswith(src)
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [(1, "warning", "__CUDA_ARCH__")]
+    assert "__HIP_DEVICE_COMPILE__" in result.diagnostics[0].rewrite

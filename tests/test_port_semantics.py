@@ -328,3 +328,110 @@ def test_min_of_size_t_and_int_builds_and_computes_in_64_bits(backend, to):
     i = np.arange(n, dtype=np.uint64)
     want = np.minimum(i * np.uint64(10**9), lim.astype(np.int64).astype(np.uint64)).astype(np.int64) - 1
     np.testing.assert_array_equal(out, want)
+
+
+def test_cxx_spellings_opencl_lacks_build_and_compute_as_cuda(backend, to):
+    """Each of these builds with nvcc and was passed through into OpenCL C that does not build:
+    functional casts, __grid_constant__, static kernels and __shared__ arrays, sizeof of a
+    vector type, alignment on shared arrays, <limits.h>/<stdint.h> limits OpenCL lacks, and
+    helper_math.h-style functions named like OpenCL builtins (clamp, dot)."""
+    src = """#include <limits.h>
+#include <stdint.h>
+typedef unsigned int u32;
+__device__ float clamp(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
+__device__ float dot(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+__global__ static void k(const float* a, long long* w, float* out, const __grid_constant__ int n) {
+  static __shared__ __align__(16) float tile[64];
+  alignas(16) __shared__ float4 quad[16];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  tile[threadIdx.x] = a[i];
+  if (threadIdx.x < 16) quad[threadIdx.x] = make_float4(a[i], 1.0f, 2.0f, 3.0f);
+  __syncthreads();
+  if (i < n) {
+    out[2 * i] = clamp(float(int(tile[threadIdx.x])) / 4, -1.0f, 1.0f) + sizeof(float4);
+    out[2 * i + 1] = dot(quad[threadIdx.x % 16], quad[threadIdx.x % 16]);
+    w[3 * i] = LLONG_MAX - i;
+    w[3 * i + 1] = INT32_MIN + i;
+    unsigned int wrapped = unsigned(i) - u32(1);
+    w[3 * i + 2] = wrapped;
+  }
+}"""
+    n = 128  # two whole blocks of 64
+    a = (RNG.standard_normal(n) * 6).astype(np.float32)
+    _, w, out = _run(backend, to, src, a, np.zeros(3 * n, np.int64), np.zeros(2 * n, np.float32), n=n)
+    i = np.arange(n)
+    q = a[i // 64 * 64 + i % 16]
+    np.testing.assert_array_equal(out[0::2], np.clip(np.trunc(a) / 4, -1, 1).astype(np.float32) + 16)
+    np.testing.assert_allclose(out[1::2], q * q + 14, rtol=1e-6)
+    np.testing.assert_array_equal(w[0::3], 2**63 - 1 - i)
+    np.testing.assert_array_equal(w[1::3], -2**31 + i)
+    np.testing.assert_array_equal(w[2::3], (i - 1) % 2**32)  # unsigned(0) - 1u wraps
+
+
+def test_template_copies_get_distinct_names_and_functional_casts_of_the_type(backend, to):
+    """shift<1> and shift<-1> once both became shift_1, and a copy fill_float beside the
+    file's own fill_float: the first of each pair was left in the output untranslated."""
+    src = """template <typename T>
+__global__ void fill(T* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = T(i) / T(2) + T(0);
+}
+template <int S>
+__global__ void shift(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += S;
+}
+__global__ void fill_float(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = -1.0f;
+}
+template __global__ void fill<float>(float*, int);
+template __global__ void fill<unsigned int>(unsigned int*, int);
+template __global__ void shift<1>(float*, int);
+template __global__ void shift<-1>(float*, int);
+"""
+    result = translate(src, to, filename="t.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    assert sorted(d.rewrite.split()[-1] for d in result.diagnostics) == [
+        "fill_float_2", "fill_unsigned_int", "shift_1", "shift_m1"]
+    n = 50
+    i = np.arange(n)
+
+    def run(name, a):
+        x = accel.asarray(a, backend=backend)
+        kernel(result.text, name, backend=backend, options=result.options)(1, 64, x, np.int32(n))
+        return x.numpy()
+
+    np.testing.assert_array_equal(run("fill_float_2", np.zeros(n, np.float32)), i / 2)
+    np.testing.assert_array_equal(run("fill_unsigned_int", np.zeros(n, np.uint32)), i // 2)
+    np.testing.assert_array_equal(run("fill_float", np.zeros(n, np.float32)), np.full(n, -1))
+    np.testing.assert_array_equal(run("shift_1", np.zeros(n, np.float32)), np.ones(n))
+    np.testing.assert_array_equal(run("shift_m1", np.zeros(n, np.float32)), -np.ones(n))
+
+
+def test_conditional_compilation_is_left_to_the_opencl_preprocessor(backend, to):
+    """#if and #ifdef, at file scope and in a function, mean the same to OpenCL's preprocessor
+    (every branch is translated); a test of a macro only CUDA's compilers define does not, and
+    is refused where it stands."""
+    src = """#define B 128
+#if B > 64
+#define SCALE 2
+#else
+#define SCALE 1
+#endif
+__global__ void k(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+#ifdef NEGATE
+  if (i < n) x[i] = -SCALE * x[threadIdx.x];
+#else
+  if (i < n) x[i] = SCALE * x[threadIdx.x];
+#endif
+}"""
+    x = RNG.standard_normal(64).astype(np.float32)
+    (got,) = _run(backend, to, src, x.copy(), n=64)
+    np.testing.assert_array_equal(got, 2 * x)
+    arch = ("#ifdef __CUDA_ARCH__\n#define SCALE 2.0f\n#else\n#define SCALE 1.0f\n#endif\n"
+            + src[src.index("__global__"):])
+    result = translate(arch, to, filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(1, "__CUDA_ARCH__")]
+    assert "another branch" in result.errors[0].why

@@ -13,16 +13,22 @@ __kernel void k(__global float* x) { x[(uint)get_local_id(0)] = exp(x[(uint)get_
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from accel.argtypes import output_file
 from accel.errors import ArgumentError, expected
-from accel.port.syntax import Diagnostic, Rewriter, parse
+from accel.port.syntax import Diagnostic, Rewriter, line, parse, syntax_errors
 from accel.port.templates import expand
 
 TARGETS = ("hip", "opencl", "dialect")
+#: the deepest syntax tree accel port translates (a 3000-term sum nests 3000 levels); the
+#: translators recurse a few Python frames per level of the tree
+_MAX_DEPTH = 5000
+_FRAMES_PER_LEVEL = 8
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,41 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
         raise ArgumentError(expected("source", "CUDA source as str", type(source).__name__))
     if to not in TARGETS:
         raise ArgumentError(expected("to", f"one of {TARGETS}", repr(to)))
-    raw = source.encode()
+    raw = source.removeprefix("\ufeff").encode()  # a byte-order mark is no part of the code
     tree = parse(raw)
+    depth, deepest = _depth(tree.root_node)
+    if depth > _MAX_DEPTH:
+        return PortResult(to, None, [Diagnostic(
+            filename, line(deepest), "nesting", f"the code nests {depth} levels deep, beyond the "
+            f"{_MAX_DEPTH} accel port follows", "split the expression or else-if chain (partial "
+            "sums, a switch, a lookup table)")])
+    with _recursion_limit(_FRAMES_PER_LEVEL * depth + 1000):
+        return _translate(raw, tree, to, filename)
+
+
+def _depth(root) -> tuple[int, object]:
+    """The depth of the syntax tree and its deepest node (found without recursion)."""
+    best, deepest, stack = 0, root, [(root, 0)]
+    while stack:
+        node, d = stack.pop()
+        if d > best:
+            best, deepest = d, node
+        stack.extend((c, d + 1) for c in node.named_children)
+    return best, deepest
+
+
+@contextmanager
+def _recursion_limit(frames: int):
+    """Python's recursion limit raised to ``frames`` while a deep tree is translated."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, frames))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
     expansion = expand(raw, tree.root_node) if to != "hip" else None  # HIP keeps templates
     if expansion is not None:
         raw = expansion.source
@@ -72,6 +111,8 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
         from accel.port.dialect import translate_dialect
 
         out, options = translate_dialect(rw, tree.root_node), ()
+    for node in syntax_errors(tree.root_node):  # for every target, wherever the node is
+        rw.error(node, "syntax", _unreadable(node), "fix the syntax (check it compiles with nvcc)")
     diagnostics = rw.diagnostics
     if expansion is not None:
         diagnostics = [replace(d, line=expansion.lines[d.line - 1]) for d in diagnostics] + [
@@ -79,11 +120,24 @@ def translate(source: str, to: str, *, filename: str = "<source>") -> PortResult
                        "templates: expanded into one function per instantiation",
                        f"launch or call it as {copy}", "warning")
             for name, args, copy, line in expansion.copies]
+    # a syntax error in a template is in each of its copies: reported once
+    diagnostics = [d for i, d in enumerate(diagnostics)
+                   if d.construct != "syntax" or d not in diagnostics[:i]]
     diagnostics = sorted(diagnostics, key=lambda d: (d.line, d.severity != "error"))
     translated = dict(rw.translated)
     if expansion is not None:
         translated["template"] = len(expansion.copies)
     return PortResult(to, None if rw.failed else out, diagnostics, options, translated)
+
+
+def _unreadable(node) -> str:
+    """Why a syntax error node is one: the token the parser missed, or the text it could not
+    read (its first line, shortened)."""
+    if node.is_missing:
+        unclosed = " (one opened before and not closed?)" if node.type in (")", "]", "}") else ""
+        return f"the parser expected {node.type!r} here{unclosed}"
+    excerpt = (node.text.decode("utf-8", "replace").strip().splitlines() or [""])[0][:40]
+    return f"the parser could not read {excerpt!r} as CUDA C++"
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -101,12 +155,11 @@ def _command(args: argparse.Namespace) -> int:
     if args.to is None:
         raise ArgumentError(expected("--to", f"one of {TARGETS}", "nothing"))
     path = Path(args.file[0])
-    try:
-        source = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:  # a usage error (2), not an untranslatable file (1)
-        why = getattr(e, "strerror", None) or e
-        raise ArgumentError(expected("FILE", "a readable CUDA source file", f"{str(path)!r} ({why})")) from e
-    result = translate(source, args.to, filename=str(path))
+    if args.output and path.exists() and Path(args.output).exists() \
+            and os.path.samefile(path, args.output):
+        raise ArgumentError(expected("--output", "a file other than the CUDA source (the "
+                                     "translation would overwrite it)", str(args.output)))
+    result = translate(_read(path), args.to, filename=str(path))
     for d in result.diagnostics:
         print(d, file=sys.stderr)
     if not result.ok:
@@ -121,6 +174,16 @@ def _command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read(path: Path) -> str:
+    """A CUDA file's text. One that cannot be read (missing, not UTF-8) is a usage error (2)
+    naming it, not an untranslatable file (1), in both modes of the command."""
+    try:
+        return path.read_text(encoding="utf-8-sig")  # without a byte-order mark, for --stats too
+    except (OSError, UnicodeDecodeError) as e:
+        why = getattr(e, "strerror", None) or e
+        raise ArgumentError(expected("FILE", "a readable CUDA source file", f"{str(path)!r} ({why})")) from e
+
+
 def _stats(args: argparse.Namespace) -> int:
     import json
 
@@ -129,7 +192,7 @@ def _stats(args: argparse.Namespace) -> int:
     to = args.to or "opencl"
     entries = []
     for path in sources([Path(f) for f in args.file]):
-        text = path.read_text(errors="replace")
+        text = _read(path)
         entries.append((path, text, translate(text, to, filename=str(path))))
     stats = tally(entries, to)
     sys.stdout.write(json.dumps(stats, indent=2) + "\n" if args.json else format_text(stats))

@@ -55,6 +55,8 @@ def _opencl_definition(name: str) -> str:
         return f"#define {name} {T.OPENCL_MATH[name]}"
     if name in T.OPENCL_ATOMICS:
         return f"#define {name} {T.OPENCL_ATOMICS[name]}"
+    if name in T.OPENCL_LIMITS:
+        return f"#define {name} {T.OPENCL_LIMITS[name]}"
     if name in T.OPENCL_LOADS:
         return f"#define {name}(p) (*(p))"
     if name in T.OPENCL_TYPED:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from accel.port.symbols import Scope, cxx_cast, pointer_info, type_node
+from accel.port.symbols import Scope, cxx_cast, functional_cast, pointer_info, type_node
 from accel.port.syntax import text
 
 INTEGERS = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong")
@@ -73,11 +73,13 @@ def literal_type(spelled: str) -> str:
 
 class ExprTyper:
     """Types expressions against a scope, the file's functions and its object-like macros.
-    ``normal`` normalises a spelled type name; ``results`` gives a called name's result type."""
+    ``normal`` normalises a spelled type name; ``results`` gives a called name's result type;
+    ``typedefs`` are the file's type names."""
 
     def __init__(self, normal: Callable[[str], str], results: Callable[[str, list], str | None],
-                 macros: Mapping[str, str | None]):
+                 macros: Mapping[str, str | None], typedefs: Mapping[str, str] | None = None):
         self.normal, self.results, self.macros = normal, results, macros
+        self.typedefs = {} if typedefs is None else typedefs  # the caller's, filled as it reads
 
     def of(self, node, scope: Scope) -> str | None:
         kind = node.type
@@ -145,6 +147,8 @@ class ExprTyper:
             if any(n.type == "abstract_pointer_declarator" for n in tdesc.named_children):
                 return None
             return self.normal(" ".join(text(type_node(tdesc)).split()))
+        if functional_cast(node, self.typedefs):
+            return self.normal(" ".join(text(fn).split()))
         if fn.type != "identifier":
             return None
         return self.results(text(fn), [self.of(a, scope) for a in args])

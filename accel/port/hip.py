@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from accel.port import tables as T
+from accel.port.symbols import declarator_parts
 from accel.port.syntax import Rewriter, parse, text, walk
 
 #: hiprtc (runtime compilation) builds in these declarations and fails on the headers
@@ -35,9 +36,10 @@ def translate_hip(rw: Rewriter, root) -> str:
     return head + rw.render()
 
 
-def _visit(rw: Rewriter, root, in_macro: bool = False) -> tuple[bool, bool]:
+def _visit(rw: Rewriter, root) -> tuple[bool, bool]:
     """Record the rewrites of every node under ``root``; (has a hip_runtime include, has device
-    code). A macro body need not be complete syntax, so its parse errors are not reported."""
+    code). Syntax errors are translate()'s to report (a macro body need not be complete
+    syntax, so its own are not)."""
     has_runtime_include = has_device_code = False
     for node in walk(root):
         kind = node.type
@@ -63,9 +65,6 @@ def _visit(rw: Rewriter, root, in_macro: bool = False) -> tuple[bool, bool]:
         elif kind in ("preproc_def", "preproc_function_def"):
             _warp_macro(rw, node)
             _macro_body(rw, node)
-        elif kind == "ERROR" and not in_macro:
-            rw.error(node, "syntax", "the parser could not read this text as CUDA C++",
-                     "fix the syntax (check it compiles with nvcc)")
     return has_runtime_include, has_device_code
 
 
@@ -76,7 +75,7 @@ def _macro_body(rw: Rewriter, node) -> None:
     if value is None:
         return
     sub = Rewriter(value.text, rw.filename)
-    _visit(sub, parse(value.text).root_node, in_macro=True)
+    _visit(sub, parse(value.text).root_node)
     offset = value.start_point.row
     rw.diagnostics.extend(replace(d, line=d.line + offset) for d in sub.diagnostics)
     rendered = sub.render()
@@ -109,7 +108,9 @@ def _name(rw: Rewriter, node) -> None:
         rw.replace(node, _MATH_MACROS[name])
     elif name in T.HIP_RUNTIME:
         rw.note(name)
-        rw.replace(node, "hip" + name[4:])
+        rw.replace(node, T.HIP_RUNTIME[name])
+        if name in T.HIP_RUNTIME_WARNINGS:
+            rw.warn(node, name, T.HIP_RUNTIME_WARNINGS[name], "check the code that uses the value")
     elif (lib := next((p for p in T.HIP_LIBRARIES if name.startswith(p)), None)) is not None:
         _library_name(rw, node, name, lib)
     elif (lib := next((v for p, v in T.HIP_UNMAPPED_LIBRARIES.items() if name.startswith(p)),
@@ -117,13 +118,49 @@ def _name(rw: Rewriter, node) -> None:
         rw.error(node, name, f"a {lib} name: accel port maps no {lib} API to ROCm (its ROCm "
                  "counterpart differs in API)", "port the library calls by hand")
     elif name.startswith("cuda") and name[4:5].isupper():
+        usual = ("hipDeviceAttribute" + name[len("cudaDevAttr"):] if name.startswith("cudaDevAttr")
+                 else "hip" + name[4:])
         rw.error(node, name, "a CUDA runtime name accel port has no verified HIP equivalent for",
-                 f"look it up in the HIP runtime API (usually hip{name[4:]}) and check its semantics")
-    elif name == "warpSize" and node.type == "identifier":
+                 f"look it up in the HIP runtime API (usually {usual}) and check its semantics")
+    elif name in T.CUDA_COMPILER_MACROS and node.type == "identifier":
+        rw.note(name)  # kept as it is, with the warning
+        rw.warn(node, name, "HIP's compilers (hipcc, hiprtc) do not define it, so code that tests "
+                "it takes another branch than under nvcc", f"test {T.CUDA_COMPILER_MACROS[name]}")
+    elif name == "warpSize" and node.type == "identifier" and not _declared(node, name):
+        rw.note(name)
         rw.replace(node, "32")
         rw.warn(node, "warpSize", "warpSize is 64 on CDNA GPUs; the translation keeps CUDA's "
                 "32-lane warps (shuffles use width 32), so warpSize becomes 32",
                 "keep it, or rewrite the kernel for 64-lane wavefronts for speed")
+
+
+#: nodes whose direct children declare names visible to the code nested in them
+_SCOPES = frozenset(("translation_unit", "compound_statement", "for_statement", "declaration_list",
+                     "linkage_specification", "preproc_if", "preproc_ifdef", "preproc_else",
+                     "preproc_elif"))
+
+
+def _declared(node, name: str) -> bool:
+    """Whether ``name`` at ``node`` is the user's own (a parameter, or a variable declared
+    before it in an enclosing scope), which shadows CUDA's builtin of that name."""
+    scope = node.parent
+    while scope is not None:
+        if scope.type == "function_definition":
+            fdecl = scope.child_by_field_name("declarator")
+            while fdecl is not None and fdecl.type != "function_declarator":
+                fdecl = fdecl.child_by_field_name("declarator")
+            items = fdecl.child_by_field_name("parameters").named_children if fdecl else []
+        else:
+            items = scope.named_children if scope.type in _SCOPES else []
+        for item in items:
+            if item.start_byte > node.start_byte:
+                break
+            if item.type in ("declaration", "parameter_declaration") and any(
+                    (n := declarator_parts(d)[0]) is not None and text(n) == name
+                    for d in item.children_by_field_name("declarator")):
+                return True
+        scope = scope.parent
+    return False
 
 
 def _library_name(rw: Rewriter, node, name: str, prefix: str) -> None:
@@ -177,6 +214,7 @@ def _lane_arithmetic(rw: Rewriter, node) -> None:
         return
     left = node.child_by_field_name("left")
     if any(n.type == "identifier" and text(n) == "threadIdx" for n in walk(left)):
+        rw.note(f"{op} {text(right)}")
         rw.warn(node, f"{op} {text(right)}", "lane arithmetic sized for 32-lane warps; consistent "
                 "with the 32-lane translation, but a CDNA wavefront holds two such warps",
                 "keep it with the 32-wide translation; use warpSize throughout for native wavefronts")
@@ -185,5 +223,6 @@ def _lane_arithmetic(rw: Rewriter, node) -> None:
 def _warp_macro(rw: Rewriter, node) -> None:
     name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
     if value is not None and "WARP" in text(name).upper() and text(value).strip() == "32":
+        rw.note(f"#define {text(name)} 32")
         rw.warn(node, f"#define {text(name)} 32", "a warp-size constant: CDNA wavefronts have 64 "
                 "lanes", "keep 32 with the 32-lane translation (shuffles use width 32)")

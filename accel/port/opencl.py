@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 
 from accel.port import tables as T
 from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
-from accel.port.syntax import Rewriter, parse, text, walk
-from accel.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, pointer_info, qualifiers,
-                                type_node)
+from accel.port.syntax import Rewriter, line, parse, text, walk
+from accel.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
+                                pointer_info, qualifiers, type_node)
 
 #: node types passed through as they are (their children are still visited)
 _PLAIN = frozenset((
@@ -36,6 +36,10 @@ _PLAIN = frozenset((
 _MACRO_PREFIX = b"int accel_macro_value = ("
 #: ... and a body of statements as this function's, on the lines after the first
 _MACRO_STATEMENTS = b"void accel_macro_body(void) {\n"
+
+#: conditional compilation: passed to the OpenCL preprocessor, every branch translated
+_PREPROC_IF = frozenset(("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
+                         "preproc_elifdef"))
 
 #: C++ constructs named in diagnostics (the rest of the unknown node types get a generic one)
 _CPP = {
@@ -65,6 +69,21 @@ _BAD_KERNEL_SCALARS = {"size_t": "ulong (pass np.uint64)", "bool": "int (pass np
                        "ptrdiff_t": "long (pass np.int64)"}
 #: what OpenCL needs to divide and take square roots like CUDA (correctly rounded)
 BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
+
+
+def _opencl_builtin(name: str) -> bool:
+    """Whether OpenCL C 1.2 has a built-in function of this name (all are overloadable, so a
+    function of the file with the name would clash with it)."""
+    return name in T.OPENCL_BUILTINS or re.fullmatch(T.OPENCL_CONVERSION, name) is not None
+
+
+def _cuda_builtin(name: str) -> bool:
+    """Whether the translator maps calls to ``name`` as one of CUDA's own functions."""
+    return (name in T.OPENCL_MATH or name in T.OPENCL_TYPED or name in T.OPENCL_ATOMICS
+            or name in T.OPENCL_SAME or name in T.OPENCL_UNSUPPORTED or name in T.OPENCL_LOADS
+            or name in _HALF_LOADS or name in _HALF_STORES
+            or name in ("min", "max", "abs", "atomicInc", "atomicDec", "__syncthreads",
+                        "__threadfence_block"))
 
 
 @dataclass(frozen=True)
@@ -132,13 +151,13 @@ class OpenCLTranslator:
         #: by name in the code with the CUDA function each stands for (the dialect's CUDA side)
         self.helpers: set[str] = set()
         self.native_helpers: dict[str, str] = {}
-        self.typer = ExprTyper(self._normal, self._result, self.macro_types)
+        self.typer = ExprTyper(self._normal, self._result, self.macro_types, self.typedefs)
 
     # -- driver -------------------------------------------------------------------------------------
     def run(self) -> str:
         """The translated text (check ``rw.failed`` before using it)."""
         self._rename_reserved()
-        self._collect(self.root)
+        self._collect(self.root.named_children)
         for fn in self._callers_first():
             self._function(fn)
         return self.rw.render()
@@ -162,16 +181,51 @@ class OpenCLTranslator:
     def _rename_reserved(self) -> None:
         """CUDA names that are OpenCL C keywords (``local``, ``global``, ``kernel``...) get a
         trailing underscore, everywhere, so every use still refers to the same variable; C++'s
-        ``constexpr`` on a variable becomes C's ``const`` (the value is the same constant)."""
+        ``constexpr`` on a variable becomes C's ``const`` (the value is the same constant), and
+        ``alignas(n)``/``__align__(n)`` the attribute they stand for. The file's own functions
+        named like an OpenCL builtin (``clamp``, ``dot`` from helper_math.h) are renamed too:
+        OpenCL's builtins are overloadable, and a plain function of the same name clashes."""
+        functions = {text(n.child_by_field_name("declarator")) for n in walk(self.root)
+                     if n.type == "function_declarator"}
+        renamed = T.OPENCL_RESERVED | {f for f in functions
+                                       if _opencl_builtin(f) and not _cuda_builtin(f)}
         for n in walk(self.root):
-            if n.type == "identifier" and text(n) in T.OPENCL_RESERVED:
-                self.rw.replace(n, text(n) + "_")
+            if n.type == "identifier" and text(n) in renamed:
+                self._rename(n)
             elif n.type == "type_qualifier" and text(n) == "constexpr":
                 self.rw.replace(n, "const")
+            elif n.type == "type_qualifier" and text(n) == "__grid_constant__":
+                self.rw.delete(n)  # lets CUDA take a const parameter's address; OpenCL always can
+            elif n.type == "alignas_qualifier":
+                self._alignas(n)
 
-    def _collect(self, node) -> None:
+    def _rename(self, node) -> None:
+        """``name`` -> ``name_``, except the vector type in ``sizeof(float4)`` (which the parser
+        reads as a variable): a type, kept; a 3-component one is refused, being 12 bytes in
+        CUDA and 16 in OpenCL."""
+        name, paren = text(node), node.parent
+        if paren.type == "parenthesized_expression" and paren.parent.type == "sizeof_expression" \
+                and name in T.VECTOR_TYPES | T.VECTOR3_TYPES:
+            if name in T.VECTOR3_TYPES:
+                self.rw.error(node, f"sizeof({name})", f"{name} is 12 bytes in CUDA but 16 in "
+                              "OpenCL", f"3 * sizeof({name[:-1]})")
+            return
+        self.rw.replace(node, name + "_")
+
+    def _alignas(self, node) -> None:
+        value = node.named_children[0] if node.named_children else None
+        if value is None or value.type == "type_descriptor":
+            self.rw.error(node, "alignas(type)", "OpenCL C has no alignof for the translator to "
+                          "spell it with", "the alignment in bytes, alignas(16)")
+            return
+        # the parser read __align__(n) as alignas(n) (syntax.parse); count what the user wrote
+        written = "__align__" if self.rw.source.startswith(b"__align__", node.start_byte) else "alignas"
+        self.rw.note(written)
+        self.rw.replace(node, lambda _i: f"__attribute__((aligned({self.rw.render(value)})))")
+
+    def _collect(self, items) -> None:
         """File-scope items: record functions, translate includes, macros and globals."""
-        for item in node.named_children:
+        for item in items:
             kind = item.type
             if kind == "function_definition":
                 self._register(item)
@@ -180,13 +234,36 @@ class OpenCLTranslator:
                 self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
                 if body.type == "declaration_list":
                     self.rw.replace(body, lambda inner: inner.strip().removeprefix("{").removesuffix("}"))
-                    self._collect(body)
+                    self._collect(body.named_children)
                 else:
                     self._collect_one(body)
-            elif kind in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
-                self._collect(item)
+            elif kind in _PREPROC_IF:
+                self._collect(self._branches(item))
             else:
                 self._collect_one(item)
+
+    def _branches(self, node) -> list:
+        """The items of an #if/#ifdef/#elif/#else block. The OpenCL preprocessor evaluates its
+        condition as CUDA's does, unless the condition names a macro only CUDA's compilers
+        define: then it would take another branch, so that is refused."""
+        cond = node.child_by_field_name("condition")
+        if cond is None:
+            cond = node.child_by_field_name("name")  # #ifdef NAME
+        if cond is not None:
+            for n in walk(cond):
+                if n.type == "identifier":
+                    self._compiler_macro(n)
+        return [c for c in node.named_children if c != cond]
+
+    def _compiler_macro(self, node) -> bool:
+        """Refuse ``__CUDA_ARCH__``, ``__CUDACC__``... (True when ``node`` names one)."""
+        name = text(node)
+        if name not in T.CUDA_COMPILER_MACROS:
+            return False
+        self.rw.error(node, name, f"OpenCL C compilers do not define it, so code that tests it "
+                      "takes another branch than CUDA's device compilation (silently)",
+                      "keep the device code's branch only, without the test")
+        return True
 
     def _collect_one(self, item) -> None:
         kind = item.type
@@ -200,11 +277,13 @@ class OpenCLTranslator:
             self._file_declaration(item)
         elif kind == "type_definition":
             self._typedef(item)
-        elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal"):
+        elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal",
+                      "ERROR"):  # syntax errors: translate() reports them for every target
             pass
         elif kind == "enum_specifier" and item.child_by_field_name("body") is not None:
             self._enum(item)
         elif kind == "static_assert_declaration":  # a compile-time check: results do not change
+            self.rw.note("static_assert")
             self.rw.warn(item, "static_assert", "OpenCL C 1.2 has no static assertions, so it is "
                          "left out", "check the condition on the host")
             self.rw.delete(item)
@@ -214,9 +293,6 @@ class OpenCLTranslator:
             self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
             self.rw.error(item, *_CPP[kind])
-        elif kind == "ERROR":
-            self.rw.error(item, "syntax", "the parser could not read this text as CUDA C++",
-                          "fix the syntax (check it compiles with nvcc)")
         else:
             self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
                           "translates to OpenCL C", "plain C functions, arrays and scalars")
@@ -234,22 +310,37 @@ class OpenCLTranslator:
         while fdecl is not None and fdecl.type != "function_declarator":
             fdecl = fdecl.child_by_field_name("declarator")
         name_node = fdecl.child_by_field_name("declarator") if fdecl is not None else None
+        if name_node is not None and name_node.type == "operator_name":
+            self.rw.error(node, f"operator overloading ({text(name_node)})", "OpenCL C has no "
+                          "operator overloading", "a named __device__ function, e.g. add4(a, b)")
+            return
         if name_node is None or name_node.type != "identifier":
             self.rw.error(node, "function", "the parser could not read its name and parameters",
                           "fix the syntax (check it compiles with nvcc)")
             return
         name = text(name_node)
-        if "__global__" in q and name in T.OPENCL_RESERVED:
-            self.rw.error(name_node, f"kernel name {name}", "it is an OpenCL C keyword, and a "
-                          "kernel is looked up by its name", f"rename the kernel, e.g. {name}_")
+        if "__global__" in q and (name in T.OPENCL_RESERVED or _opencl_builtin(name)):
+            self.rw.error(name_node, f"kernel name {name}", "it is an OpenCL C keyword or built-in "
+                          "function, and a kernel is looked up by its name",
+                          f"rename the kernel, e.g. {name}_")
         if "__global__" not in q and "__device__" not in q:
+            self.rw.note("host function")  # left out: handled, with the warning
             self.rw.warn(node, f"host function {name}", "OpenCL C programs hold device code only, "
                          "so it is left out of the output", "launch the kernel with "
                          "accel.kernel(source, name)(grid, block, *args)")
             self.rw.delete(node)
             return
+        if name in self.functions or _cuda_builtin(name):
+            also = (f"also defined on line {line(self.functions[name].node)}"
+                    if name in self.functions else f"CUDA has its own {name}")
+            # the first definition would otherwise be left in the output untranslated
+            self.rw.error(name_node, f"overloaded function {name}", f"{also}, and OpenCL C has no "
+                          "overloading", "give each definition its own name")
+            return
         for c in node.children:
-            if c.type == "__global__":
+            if c.type == "storage_class_specifier" and text(c) == "static" and "__global__" in q:
+                self.rw.delete(c)  # OpenCL forbids static kernels; the linkage changes nothing
+            elif c.type == "__global__":
                 self.rw.replace(c, self.sp.kernel)
             elif c.type == "__device__" and self.sp.device:
                 self.rw.replace(c, self.sp.device)
@@ -303,6 +394,7 @@ class OpenCLTranslator:
         if header in T.OPENCL_DROP_INCLUDES:
             self.rw.delete(item)
         elif header in T.HOST_INCLUDES:
+            self.rw.note(f"#include {text(path)}")
             self.rw.warn(item, f"#include {text(path)}", "a host library header; OpenCL C "
                          "programs hold device code only, so it is left out", "keep host code "
                          "in a separate file")
@@ -336,6 +428,7 @@ class OpenCLTranslator:
         cuda = next((text(n) for n in walk(tree.root_node) if n.type == "identifier" and (
             text(n) in T.OPENCL_INDEX or text(n) in T.OPENCL_MATH or text(n) in T.OPENCL_TYPED
             or text(n) in T.OPENCL_UNSUPPORTED or text(n) in T.OPENCL_ATOMICS
+            or text(n) in T.OPENCL_LIMITS or text(n) in T.CUDA_COMPILER_MACROS
             or text(n).startswith("__"))), None)
         keyword = re.search(rb"\b__(shared|global|device|constant|host|forceinline)__\b", value.text)
         cuda = cuda or (keyword.group().decode() if keyword else None)
@@ -432,10 +525,17 @@ class OpenCLTranslator:
                 self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
             return
         if not q & {"__device__", "__constant__", "__shared__", "__managed__"}:
+            self.rw.note("host variable")
             self.rw.warn(item, "host variable", "CUDA device code cannot use it, and OpenCL C "
                          "programs hold device code only, so it is left out", "keep host code "
                          "in a separate file")
             self.rw.delete(item)
+            return
+        if "__shared__" in q:
+            self.rw.error(item, "__shared__ at file scope", "OpenCL C allows __local memory only "
+                          "at the outermost scope of a kernel", "declare it at the top of each "
+                          "kernel that uses it" + (" (extern __shared__ float s[]; there)"
+                                                   if "extern" in q else ""))
             return
         why = ("its value is set by the host (cudaMemcpyToSymbol), which OpenCL does not do"
                if "__constant__" in q else "OpenCL 1.2 has no mutable program-scope variables")
@@ -554,6 +654,11 @@ class OpenCLTranslator:
             return
         if kind == "compound_statement":
             self._block(node, scope.child(), depth + 1)
+        elif kind in _PREPROC_IF:  # no scope of its own: a __shared__ array in it stays outermost
+            for c in self._branches(node):
+                self._stmt(c, scope, depth)
+        elif kind in ("preproc_def", "preproc_function_def"):
+            self._macro(node)
         elif kind == "declaration":
             self._declaration(node, scope, depth)
         elif kind in ("for_statement", "while_statement", "do_statement", "if_statement",
@@ -646,6 +751,8 @@ class OpenCLTranslator:
         for c in node.named_children:
             if c.type == "type_qualifier" and text(c) == "__shared__":
                 self.rw.replace(c, self.sp.shared)
+            elif c.type == "storage_class_specifier" and text(c) == "static":
+                self.rw.delete(c)  # a __shared__ array is one per block either way; OpenCL forbids it
         for d in declarators:
             name, ptr, arr = declarator_parts(d)
             scope.names[text(name)] = Sym(base, array=True, space="local")
@@ -700,8 +807,16 @@ class OpenCLTranslator:
             elif name in T.OPENCL_INDEX:
                 self.rw.error(node, name, "only its .x, .y and .z components map to OpenCL "
                               "queries", f"use {name}.x (and .y, .z) separately")
+            elif sym is None and self._compiler_macro(node):
+                pass
             elif name in self.sp.constants:
                 self.rw.replace(node, self.sp.constants[name])
+            elif sym is None and name in T.OPENCL_LIMITS:
+                self.rw.note(name)
+                if self.sp.rename_calls:
+                    self.rw.replace(node, T.OPENCL_LIMITS[name])
+                else:
+                    self.kept_calls.add(name)
         elif kind == "null":
             self.rw.replace(node, "0")
         elif kind == "number_literal":
@@ -735,8 +850,7 @@ class OpenCLTranslator:
             for c in node.named_children:
                 self._expr(c, scope)
         elif kind == "ERROR":
-            self.rw.error(node, "syntax", "the parser could not read this text as CUDA C++",
-                          "fix the syntax (check it compiles with nvcc)")
+            pass  # translate() reports syntax errors, for every target
         else:
             self.rw.error(node, kind.replace("_", " "), "outside the CUDA subset accel port "
                           "translates to OpenCL C", "plain C expressions on scalars and arrays")
@@ -748,6 +862,7 @@ class OpenCLTranslator:
         if spelled.startswith("0x") or spelled.endswith("f") or not any(c in spelled for c in ".e"):
             return
         self.uses_double = True
+        self.rw.note("double literal")
         self.rw.warn(node, f"double literal {text(node)}", "CUDA computes the expression around "
                      "it in double precision; the OpenCL translation does too, which needs "
                      "cl_khr_fp64 on the device", f"{text(node)}f if float was meant")
@@ -792,6 +907,19 @@ class OpenCLTranslator:
             self.rw.note(text(callee.child_by_field_name("name")))
             self._cast_parts(node, tdesc, value, scope)
             self.rw.replace(node, lambda _i: f"(({self.rw.render(tdesc)})({self.rw.render(value)}))")
+            return
+        if functional_cast(node, self.typedefs):  # float(x), unsigned(x): C++'s other spelling of a C cast
+            refusals = len(self.rw.diagnostics)
+            self._type(callee)  # refuses the types OpenCL lacks (dim3...)
+            if len(arg_nodes) != 1:
+                if len(self.rw.diagnostics) == refusals:
+                    self.rw.error(node, f"constructor {text(callee)}(...)", "OpenCL C has no "
+                                  "constructors", "one variable per value")
+                return
+            self.rw.note("functional cast")
+            self._expr(arg_nodes[0], scope)
+            self.rw.replace(node, lambda _i: f"(({self.rw.render(callee)})"
+                                             f"({self.rw.render(arg_nodes[0])}))")
             return
         if callee.type != "identifier":
             self._expr(callee, scope)

@@ -33,15 +33,21 @@ def kind(d: Diagnostic) -> str:
 
 
 def sources(paths: list[Path]) -> list[Path]:
-    """The .cu/.cuh files named, or found under the directories named, in order."""
-    out = []
+    """The .cu/.cuh files named, or found under the directories named, in order, each once
+    (a file named twice, or named and inside a directory named, counts once)."""
+    found = []
     for p in paths:
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.suffix in (".cu", ".cuh") and q.is_file()))
+            found.extend(sorted(q for q in p.rglob("*") if q.suffix in (".cu", ".cuh") and q.is_file()))
         elif p.is_file():
-            out.append(p)
+            found.append(p)
         else:
             raise ArgumentError(expected("FILE", "a CUDA file or a directory of them", repr(str(p))))
+    out, seen = [], set()
+    for p in found:
+        if (key := p.resolve()) not in seen:
+            seen.add(key)
+            out.append(p)
     return out
 
 

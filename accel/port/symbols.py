@@ -117,6 +117,15 @@ def cxx_cast(node):
     return (targs[0], args[0]) if len(targs) == 1 and len(args) == 1 else None
 
 
+def functional_cast(node, typedefs=()) -> bool:
+    """Whether a call is C++'s functional cast, ``float(x)``, ``unsigned(x)``, ``u32(x)``: its
+    callee is a type (``unsigned`` alone, and a typedef name, the parser reads as a name)."""
+    fn = node.child_by_field_name("function")
+    return fn is not None and (fn.type in ("primitive_type", "sized_type_specifier", "type_identifier")
+                               or (fn.type == "identifier" and (text(fn) in ("unsigned", "signed")
+                                                                or text(fn) in typedefs)))
+
+
 def storage_info(node, scope: Scope, normal: Callable[[str], str]) -> Sym | None:
     """Where an lvalue lives (for ``&lvalue``), as a pointer to it: element type and space."""
     kind = node.type

@@ -9,6 +9,8 @@ function of the node's already-rewritten inner text, so nested rewrites compose
 """
 from __future__ import annotations
 
+import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,9 +32,15 @@ def _parser():
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
 
 
+#: CUDA's ``__align__(n)`` is a macro for an alignment attribute, which the grammar does not
+#: know; it parses ``alignas(n)``. The two spellings are swapped in the text the parser reads
+#: only, at the same length, so every node's byte range still addresses the original source.
+_ALIGN = re.compile(rb"\b__align__(?=\s*\()")
+
+
 def parse(source: bytes):
     """The tree-sitter syntax tree of CUDA C++ source."""
-    return _parser().parse(source)
+    return _parser().parse(_ALIGN.sub(b"alignas  ", source))
 
 
 def text(node) -> str:
@@ -40,10 +48,25 @@ def text(node) -> str:
 
 
 def walk(node) -> Iterator:
-    """Every named node under ``node`` (itself included), in source order."""
-    yield node
-    for child in node.named_children:
-        yield from walk(child)
+    """Every named node under ``node`` (itself included), in source order. Iterative: a
+    500-branch else-if chain nests deeper than Python's recursion limit."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.named_children))
+
+
+def syntax_errors(root) -> Iterator:
+    """The text the parser could not read: each outermost ERROR node and each token it had to
+    assume (a MISSING ``}`` or ``)``), in source order."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "ERROR" or n.is_missing:
+            yield n
+        elif n.has_error:
+            stack.extend(reversed(n.children))
 
 
 def line(node) -> int:
@@ -74,6 +97,10 @@ class Rewriter:
     def __init__(self, source: bytes, filename: str):
         self.source, self.filename = source, filename
         self._edits: dict[tuple[int, int], list[Callable[[str], str]]] = {}
+        #: the edit ranges sorted by (start, -end), and their starts, for bisection; rebuilt
+        #: after new edits (recording comes before rendering, so about once)
+        self._order: list[tuple[int, int]] | None = None
+        self._starts: list[int] = []
         self.diagnostics: list[Diagnostic] = []
         #: CUDA construct -> uses translated (for ``accel port --stats``)
         self.translated: Counter[str] = Counter()
@@ -82,7 +109,7 @@ class Rewriter:
     def replace(self, node, new: str | Callable[[str], str]) -> None:
         """Replace ``node`` by ``new``: a string, or a function of the node's rewritten text."""
         fn = new if callable(new) else (lambda _inner, s=new: s)
-        self._edits.setdefault((node.start_byte, node.end_byte), []).append(fn)
+        self._edit((node.start_byte, node.end_byte), fn)
 
     def delete(self, node) -> None:
         """Remove ``node`` and the blanks after it (a keyword's space, a directive's newline)."""
@@ -91,7 +118,11 @@ class Rewriter:
             end += 1
             if self.source[end - 1:end] == b"\n":
                 break
-        self._edits.setdefault((node.start_byte, end), []).append(lambda _inner: "")
+        self._edit((node.start_byte, end), lambda _inner: "")
+
+    def _edit(self, key: tuple[int, int], fn: Callable[[str], str]) -> None:
+        self._edits.setdefault(key, []).append(fn)
+        self._order = None
 
     def note(self, construct: str) -> None:
         """Count one use of ``construct`` translated."""
@@ -126,15 +157,23 @@ class Rewriter:
         return out
 
     def _span(self, start: int, end: int, own: tuple[int, int] | None) -> str:
-        """Source bytes [start, end) with every outermost edit strictly inside applied."""
-        inner = sorted((k for k in self._edits if start <= k[0] and k[1] <= end and k != own),
-                       key=lambda k: (k[0], -k[1]))
-        parts, pos = [], start
-        for k in inner:
-            if k[0] < pos:  # nested inside an edit already rendered
+        """Source bytes [start, end) with every outermost edit inside applied. The edits are
+        found by bisection and each level skips past the ones nested in an edit it rendered,
+        so rendering a file costs about its size times its nesting depth, not its edits
+        squared."""
+        if self._order is None:
+            self._order = sorted(self._edits, key=lambda k: (k[0], -k[1]))
+            self._starts = [k[0] for k in self._order]
+        order, parts, pos = self._order, [], start
+        i = bisect_left(self._starts, start)
+        while i < len(order) and order[i][0] < end:
+            k = order[i]
+            if k[1] > end or k == own:  # reaches past this span, or is the span itself
+                i += 1
                 continue
             parts.append(self.source[pos:k[0]].decode("utf-8", "replace"))
             parts.append(self._apply(k))
             pos = k[1]
+            i = bisect_left(self._starts, pos, i + 1)  # past the edits nested in k
         parts.append(self.source[pos:end].decode("utf-8", "replace"))
         return "".join(parts)

@@ -193,6 +193,69 @@ OPENCL_RESERVED = frozenset((
                           "float", "double", "half") for n in (2, 3, 4, 8, 16)),
 ))
 
+#: OpenCL C 1.2's built-in functions (section 6.12): overloadable, so a function of the file
+#: with one of these names would redeclare the builtin. Conversions and reinterpretations
+#: (``convert_int_sat_rte``, ``as_float4``) are matched by OPENCL_CONVERSION.
+OPENCL_BUILTINS = frozenset((
+    # work-items, synchronisation, async copies
+    "get_work_dim", "get_global_size", "get_global_id", "get_local_size", "get_local_id",
+    "get_num_groups", "get_group_id", "get_global_offset", "barrier", "mem_fence",
+    "read_mem_fence", "write_mem_fence", "async_work_group_copy",
+    "async_work_group_strided_copy", "wait_group_events", "prefetch",
+    # math
+    "acos", "acosh", "acospi", "asin", "asinh", "asinpi", "atan", "atan2", "atanh", "atanpi",
+    "atan2pi", "cbrt", "ceil", "copysign", "cos", "cosh", "cospi", "erfc", "erf", "exp", "exp2",
+    "exp10", "expm1", "fabs", "fdim", "floor", "fma", "fmax", "fmin", "fmod", "fract", "frexp",
+    "hypot", "ilogb", "ldexp", "lgamma", "lgamma_r", "log", "log2", "log10", "log1p", "logb",
+    "mad", "maxmag", "minmag", "modf", "nan", "nextafter", "pow", "pown", "powr", "remainder",
+    "remquo", "rint", "rootn", "round", "rsqrt", "sin", "sincos", "sinh", "sinpi", "sqrt", "tan",
+    "tanh", "tanpi", "tgamma", "trunc",
+    *(f"{p}_{f}" for p in ("half", "native") for f in (
+        "cos", "divide", "exp", "exp2", "exp10", "log", "log2", "log10", "powr", "recip", "rsqrt",
+        "sin", "sqrt", "tan")),
+    # integer, common, geometric, relational
+    "abs", "abs_diff", "add_sat", "hadd", "rhadd", "clamp", "clz", "mad_hi", "mad_sat", "max",
+    "min", "mul_hi", "rotate", "sub_sat", "upsample", "popcount", "mad24", "mul24", "degrees",
+    "mix", "radians", "step", "smoothstep", "sign", "cross", "dot", "distance", "length",
+    "normalize", "fast_distance", "fast_length", "fast_normalize", "isequal", "isnotequal",
+    "isgreater", "isgreaterequal", "isless", "islessequal", "islessgreater", "isfinite", "isinf",
+    "isnan", "isnormal", "isordered", "isunordered", "signbit", "any", "all", "bitselect",
+    "select", "shuffle", "shuffle2", "vec_step", "printf",
+    # vector data, atomics, images
+    *(f"{op}{n}" for op in ("vload", "vstore", "vload_half", "vloada_half") for n in ("", 2, 3, 4, 8, 16)),
+    *(f"{op}{n}{r}" for op in ("vstore_half", "vstorea_half") for n in ("", 2, 3, 4, 8, 16)
+      for r in ("", "_rte", "_rtz", "_rtp", "_rtn")),
+    *(f"{p}_{op}" for p in ("atomic", "atom") for op in (
+        "add", "sub", "xchg", "inc", "dec", "cmpxchg", "min", "max", "and", "or", "xor")),
+    "read_imagef", "read_imagei", "read_imageui", "write_imagef", "write_imagei",
+    "write_imageui", "get_image_width", "get_image_height", "get_image_depth", "get_image_dim",
+    "get_image_channel_data_type", "get_image_channel_order", "get_image_array_size",
+))
+OPENCL_CONVERSION = (r"(convert|as)_(char|uchar|short|ushort|int|uint|long|ulong|float|double|half)"
+                     r"(2|3|4|8|16)?(_sat)?(_rte|_rtz|_rtp|_rtn)?")
+
+#: <limits.h>/<stdint.h> limits OpenCL C lacks -> the OpenCL C limit with the same value (long
+#: long and int64_t are 64-bit in CUDA, like OpenCL's long; size_t is 64-bit in CUDA)
+OPENCL_LIMITS = {
+    "LLONG_MAX": "LONG_MAX", "LLONG_MIN": "LONG_MIN", "ULLONG_MAX": "ULONG_MAX",
+    "INT8_MIN": "SCHAR_MIN", "INT8_MAX": "SCHAR_MAX", "UINT8_MAX": "UCHAR_MAX",
+    "INT16_MIN": "SHRT_MIN", "INT16_MAX": "SHRT_MAX", "UINT16_MAX": "USHRT_MAX",
+    "INT32_MIN": "INT_MIN", "INT32_MAX": "INT_MAX", "UINT32_MAX": "UINT_MAX",
+    "INT64_MIN": "LONG_MIN", "INT64_MAX": "LONG_MAX", "UINT64_MAX": "ULONG_MAX",
+    "SIZE_MAX": "ULONG_MAX",
+}
+
+#: macros CUDA's compilers define and other compilers do not: a preprocessor condition on one
+#: takes another branch off nvcc -> the HIP spelling to check, for a warning
+CUDA_COMPILER_MACROS = {
+    "__CUDA_ARCH__": "__HIP_DEVICE_COMPILE__ (device code) and the __HIP_ARCH_HAS_*__ / __gfx*__ "
+                     "feature macros (there are no compute capabilities on AMD GPUs)",
+    "__CUDACC__": "__HIPCC__", "__NVCC__": "__HIPCC__", "__CUDACC_RTC__": "__HIPCC_RTC__",
+    "__CUDA_ARCH_LIST__": "__HIP_ARCH_HAS_*__ feature macros",
+    "__CUDACC_VER_MAJOR__": "HIP_VERSION_MAJOR", "__CUDACC_VER_MINOR__": "HIP_VERSION_MINOR",
+    "CUDART_VERSION": "HIP_VERSION", "__CUDA_API_VERSION": "HIP_VERSION",
+}
+
 #: CUDA scalar type spellings -> OpenCL C (OpenCL fixes the widths: long is 64-bit everywhere)
 OPENCL_TYPES = {
     "int32_t": "int", "uint32_t": "uint", "int64_t": "long", "uint64_t": "ulong",
@@ -310,33 +373,58 @@ NAMESPACE_FEATURES = {
 }
 
 # -- HIP --------------------------------------------------------------------------------------------
-#: CUDA runtime API names whose HIP name only swaps the prefix (same signature and meaning)
-HIP_RUNTIME = frozenset((
-    "cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
-    "cudaMallocHost", "cudaFreeHost", "cudaMallocManaged", "cudaHostAlloc", "cudaDeviceSynchronize",
-    "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName",
-    "cudaSetDevice", "cudaGetDevice", "cudaGetDeviceCount", "cudaGetDeviceProperties",
-    "cudaDeviceProp", "cudaDeviceReset", "cudaError_t", "cudaSuccess", "cudaStream_t",
-    "cudaStreamCreate", "cudaStreamDestroy", "cudaStreamSynchronize", "cudaEvent_t",
-    "cudaEventCreate", "cudaEventDestroy", "cudaEventRecord", "cudaEventSynchronize",
-    "cudaEventElapsedTime", "cudaMemcpyHostToDevice", "cudaMemcpyDeviceToHost",
-    "cudaMemcpyDeviceToDevice", "cudaMemcpyHostToHost", "cudaMemcpyDefault", "cudaMemcpyKind",
-    "cudaFuncSetAttribute", "cudaFuncAttributeMaxDynamicSharedMemorySize", "cudaDeviceGetAttribute",
-    "cudaLaunchKernel", "cudaMemGetInfo", "cudaErrorInvalidValue", "cudaStreamDefault",
-    "cudaStreamNonBlocking", "cudaStreamCreateWithFlags", "cudaHostAllocDefault",
-    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpy2D",
-    "cudaMemcpy2DAsync", "cudaMallocPitch", "cudaMemcpyPeer", "cudaMemcpyPeerAsync",
-    "cudaStreamWaitEvent", "cudaStreamQuery", "cudaEventQuery", "cudaEventCreateWithFlags",
-    "cudaEventDisableTiming", "cudaEventBlockingSync", "cudaErrorNotReady", "cudaErrorMemoryAllocation",
-    "cudaDevAttrMultiProcessorCount", "cudaDevAttrMaxThreadsPerBlock", "cudaDeviceAttr",
-    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxPotentialBlockSize",
-    "cudaFuncGetAttributes", "cudaFuncAttributes", "cudaPointerGetAttributes",
-    "cudaPointerAttributes", "cudaSetDeviceFlags", "cudaDeviceScheduleBlockingSync",
-    "cudaHostRegister", "cudaHostUnregister", "cudaHostRegisterDefault", "cudaHostGetDevicePointer",
-    "cudaMallocAsync", "cudaFreeAsync", "cudaMemPrefetchAsync", "cudaDeviceCanAccessPeer",
-    "cudaDeviceEnablePeerAccess", "cudaGetSymbolAddress", "cudaLaunchHostFunc",
-    "cudaStreamCreateWithPriority", "cudaDeviceGetStreamPriorityRange", "cudaMemsetD32",
-))
+#: CUDA runtime API names -> the HIP name with the same signature and meaning, as ROCm's
+#: hip_runtime_api.h and driver_types.h spell them: mostly the prefix swapped, but not always
+#: (cudaDeviceProp is hipDeviceProp_t, cudaDevAttr* are hipDeviceAttribute*)
+HIP_RUNTIME = {
+    **{name: "hip" + name[4:] for name in (
+        "cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
+        "cudaMallocHost", "cudaFreeHost", "cudaMallocManaged", "cudaHostAlloc",
+        "cudaDeviceSynchronize", "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString",
+        "cudaGetErrorName", "cudaSetDevice", "cudaGetDevice", "cudaGetDeviceCount",
+        "cudaGetDeviceProperties", "cudaDeviceReset", "cudaError_t", "cudaSuccess",
+        "cudaStream_t", "cudaStreamCreate", "cudaStreamDestroy", "cudaStreamSynchronize",
+        "cudaEvent_t", "cudaEventCreate", "cudaEventDestroy", "cudaEventRecord",
+        "cudaEventSynchronize", "cudaEventElapsedTime", "cudaMemcpyHostToDevice",
+        "cudaMemcpyDeviceToHost", "cudaMemcpyDeviceToDevice", "cudaMemcpyHostToHost",
+        "cudaMemcpyDefault", "cudaMemcpyKind", "cudaFuncSetAttribute",
+        "cudaFuncAttributeMaxDynamicSharedMemorySize", "cudaDeviceGetAttribute",
+        "cudaLaunchKernel", "cudaMemGetInfo", "cudaErrorInvalidValue", "cudaStreamDefault",
+        "cudaStreamNonBlocking", "cudaStreamCreateWithFlags", "cudaHostAllocDefault",
+        "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpy2D",
+        "cudaMemcpy2DAsync", "cudaMallocPitch", "cudaMemcpyPeer", "cudaMemcpyPeerAsync",
+        "cudaStreamWaitEvent", "cudaStreamQuery", "cudaEventQuery", "cudaEventCreateWithFlags",
+        "cudaEventDisableTiming", "cudaEventBlockingSync", "cudaErrorNotReady",
+        "cudaErrorMemoryAllocation", "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+        "cudaOccupancyMaxPotentialBlockSize", "cudaFuncGetAttributes", "cudaFuncAttributes",
+        "cudaPointerGetAttributes", "cudaSetDeviceFlags", "cudaDeviceScheduleBlockingSync",
+        "cudaHostRegister", "cudaHostUnregister", "cudaHostRegisterDefault",
+        "cudaHostGetDevicePointer", "cudaMallocAsync", "cudaFreeAsync", "cudaMemPrefetchAsync",
+        "cudaDeviceCanAccessPeer", "cudaDeviceEnablePeerAccess", "cudaGetSymbolAddress",
+        "cudaLaunchHostFunc", "cudaStreamCreateWithPriority", "cudaDeviceGetStreamPriorityRange")},
+    "cudaDeviceProp": "hipDeviceProp_t", "cudaDeviceAttr": "hipDeviceAttribute_t",
+    "cudaPointerAttributes": "hipPointerAttribute_t",
+    # device attributes (cudaDeviceGetAttribute): the ones whose meaning carries over to AMD GPUs
+    # (not the compute capability, which HIP reports as the gfx version)
+    **{f"cudaDevAttr{cuda}": f"hipDeviceAttribute{hip}" for cuda, hip in (
+        ("MaxThreadsPerBlock", "MaxThreadsPerBlock"), ("MaxBlockDimX", "MaxBlockDimX"),
+        ("MaxBlockDimY", "MaxBlockDimY"), ("MaxBlockDimZ", "MaxBlockDimZ"),
+        ("MaxGridDimX", "MaxGridDimX"), ("MaxGridDimY", "MaxGridDimY"),
+        ("MaxGridDimZ", "MaxGridDimZ"), ("MaxSharedMemoryPerBlock", "MaxSharedMemoryPerBlock"),
+        ("MaxSharedMemoryPerBlockOptin", "SharedMemPerBlockOptin"),
+        ("MaxSharedMemoryPerMultiprocessor", "MaxSharedMemoryPerMultiprocessor"),
+        ("TotalConstantMemory", "TotalConstantMemory"), ("WarpSize", "WarpSize"),
+        ("MaxRegistersPerBlock", "MaxRegistersPerBlock"), ("ClockRate", "ClockRate"),
+        ("MultiProcessorCount", "MultiprocessorCount"), ("MemoryClockRate", "MemoryClockRate"),
+        ("GlobalMemoryBusWidth", "MemoryBusWidth"), ("L2CacheSize", "L2CacheSize"),
+        ("MaxThreadsPerMultiProcessor", "MaxThreadsPerMultiProcessor"),
+        ("ManagedMemory", "ManagedMemory"), ("ConcurrentManagedAccess", "ConcurrentManagedAccess"))},
+}
+#: runtime names translated whose value differs on AMD GPUs
+HIP_RUNTIME_WARNINGS = {
+    "cudaDevAttrWarpSize": "HIP reports 64 on CDNA GPUs, where the translated device code keeps "
+                           "CUDA's 32-lane warps (shuffles of width 32, warpSize 32)",
+}
 
 #: CUDA libraries whose ROCm counterpart mirrors the API name for name, only the prefix swapped:
 #: CUDA prefix -> (HIP prefix, library, ROCm library, the names verified to take the same

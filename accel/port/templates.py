@@ -78,15 +78,17 @@ def _instantiation(item, templates):
 
 
 def copy_name(name: str, args: tuple[str, ...]) -> str:
-    """The OpenCL name of ``name<args...>``: ``scale<unsigned int>`` -> ``scale_unsigned_int``."""
-    return "_".join([name, *("".join(c if c.isalnum() else "_" for c in a).strip("_") for a in args)])
+    """The OpenCL name of ``name<args...>``: ``scale<unsigned int>`` -> ``scale_unsigned_int``,
+    ``shift<-1>`` -> ``shift_m1`` (a minus sign would otherwise vanish: shift<1> is shift_1)."""
+    return "_".join([name, *("".join(c if c.isalnum() else "m" if c == "-" else "_" for c in a)
+                             .strip("_") for a in args)])
 
 
 def expand(source: bytes, root) -> Expansion | None:
     """The source with every explicitly instantiated function template expanded (and calls
     that name the template's arguments, ``sq<float>(v)``, pointed at the copy), or None when
     there is nothing to expand."""
-    templates, wanted = {}, []
+    templates, wanted, calls = {}, [], []
     for item in root.named_children:
         if item.type == "template_declaration" and (t := _template(item)) is not None:
             templates[t[0]] = (item, t[1], t[2])
@@ -97,18 +99,30 @@ def expand(source: bytes, root) -> Expansion | None:
             wanted.append(i)
             edits[(item.start_byte, item.end_byte)] = []
     inside = [(it.start_byte, it.end_byte) for it, _p, _f in templates.values()]
+    taken = set()  # every name the file spells: a copy must not take one of them
     for n in walk(root):  # calls naming their template arguments
+        if n.type in ("identifier", "type_identifier", "field_identifier"):
+            taken.add(text(n))
         if n.type == "call_expression" and n.child_by_field_name("function").type == "template_function" \
                 and not any(a <= n.start_byte < b for a, b in inside):
             tf = n.child_by_field_name("function")
             name = text(tf.child_by_field_name("name"))
             args = _arguments(tf, templates[name][1]) if name in templates else None
             if args is not None:
-                call = (name, args)
-                wanted.append(call)
-                edits[(tf.start_byte, tf.end_byte)] = [(copy_name(*call).encode(), tf.start_point.row + 1)]
+                wanted.append((name, args))
+                calls.append((tf, (name, args)))
     if not wanted:
         return None
+    names = {}
+    for call in dict.fromkeys(wanted):  # distinct names, even where spellings collide
+        base = new_name = copy_name(*call)
+        k = 2
+        while new_name in taken:
+            new_name, k = f"{base}_{k}", k + 1
+        taken.add(new_name)
+        names[call] = new_name
+    for tf, call in calls:
+        edits[(tf.start_byte, tf.end_byte)] = [(names[call].encode(), tf.start_point.row + 1)]
     copies = []
     for name, (item, params, fn) in templates.items():
         args_list = list(dict.fromkeys(a for n, a in wanted if n == name))
@@ -120,20 +134,21 @@ def expand(source: bytes, root) -> Expansion | None:
         header_lines = source[item.start_byte:fn.start_byte].count(b"\n")
         parts = []
         for k, args in enumerate(args_list):
-            new_name = copy_name(name, args)
+            new_name = names[(name, args)]
             text_k = _substitute(source, fn, new_name, params, args)
             parts.append((b"\n" + text_k, row - 1) if k else
                          (b"\n" * header_lines + text_k, item.start_point.row + 1))
             copies.append((name, args, new_name, item.start_point.row + 1))
         edits[(item.start_byte, item.end_byte)] = parts
     # a line that begins after a newline of a chunk comes from the chunk's origin plus the
-    # newlines up to it
-    chunks, pos = [], 0
+    # newlines up to it (counted as the chunks go: a file of many calls stays linear)
+    chunks, pos, row = [], 0, 1
     for (start, end) in sorted(edits):
-        chunks.append((source[pos:start], source[:pos].count(b"\n") + 1))
+        chunks.append((source[pos:start], row))
         chunks.extend(edits[(start, end)])
+        row += source[pos:end].count(b"\n")
         pos = end
-    chunks.append((source[pos:], source[:pos].count(b"\n") + 1))
+    chunks.append((source[pos:], row))
     lines = [1]
     for data, origin in chunks:
         lines.extend(origin + k + 1 for k in range(data.count(b"\n")))
@@ -151,6 +166,11 @@ def _substitute(source: bytes, fn, new_name: str, params, args) -> bytes:
     for n in walk(fn):
         if n.type == "type_identifier" and text(n) in types:
             edits.append((n.start_byte, n.end_byte, types[text(n)]))
+        elif n.type == "call_expression" and text(callee := n.child_by_field_name("function")) in types \
+                and callee.type == "identifier":
+            # T(0), which the parser reads as a call: the C cast it means, ((unsigned int)(0))
+            edits.append((n.start_byte, callee.end_byte, f"(({types[text(callee)]})"))
+            edits.append((n.end_byte, n.end_byte, ")"))
         elif n.type == "identifier" and text(n) in values:
             edits.append((n.start_byte, n.end_byte, values[text(n)]))
     out, pos = [], fn.start_byte
