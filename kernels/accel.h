@@ -153,6 +153,22 @@ typedef unsigned int u32;
 typedef int i32;
 typedef long long i64;
 typedef unsigned long long u64;
+/* OpenCL C's integer limits, which accel port maps <limits.h>/<stdint.h> names to: NVRTC and
+ * hiprtc have no <limits.h>; long is 64-bit, as in OpenCL */
+#ifndef INT_MAX
+#define SCHAR_MIN (-128)
+#define SCHAR_MAX 127
+#define UCHAR_MAX 255
+#define SHRT_MIN (-32768)
+#define SHRT_MAX 32767
+#define USHRT_MAX 65535
+#define INT_MIN (-2147483647 - 1)
+#define INT_MAX 2147483647
+#define UINT_MAX 0xffffffffu
+#define LONG_MIN (-9223372036854775807LL - 1)
+#define LONG_MAX 9223372036854775807LL
+#define ULONG_MAX 0xffffffffffffffffull
+#endif
 #define AS_FLOAT(u) __uint_as_float(u)
 #define AS_UINT(f) __float_as_uint(f)
 #define FMA(a, b, c) fmaf((a), (b), (c))

@@ -180,6 +180,15 @@ def test_dialect_cxx_spellings_build_for_cuda_and_hip(tmp_path):
     _build_dialect(src, "spellings.cu", tmp_path)
 
 
+def test_dialect_limits_build_for_cuda_and_hip(tmp_path):
+    # the translation drops <climits>; NVRTC has none of its macros, so accel.h defines them
+    src = ("#include <climits>\n#include <cstdint>\n"
+           "__global__ void k(long long* x, int* y) {\n"
+           "  x[0] = LLONG_MAX; x[1] = INT64_MIN; y[0] = INT_MAX; y[1] = INT32_MIN;\n"
+           "  y[2] = (int)UINT16_MAX + SCHAR_MIN;\n}\n")
+    _build_dialect(src, "limits.cu", tmp_path)
+
+
 def _build_dialect(source: str, file: str, tmp_path) -> None:
     from accel import kernels
     result = translate(source, "dialect", filename=file)

@@ -72,6 +72,9 @@ def translate_dialect(rw: Rewriter, root) -> str:
     # helpers the code calls by name (compare-and-swap atomics, one per address space) are
     # CUDA's own function on the CUDA and HIP side
     native = "".join(f"#define {h} {cuda}\n" for h, cuda in sorted(tr.native_helpers.items()))
+    # <limits.h> names: NVRTC has no such header (accel.h gives CUDA and HIP OpenCL's names)
+    native += "".join(f"#ifndef {n}\n{_opencl_definition(n)}\n#endif\n"
+                      for n in sorted(tr.kept_calls) if n in T.OPENCL_LIMITS)
     defs = tr.helper_text() + "".join(_opencl_definition(n) + "\n" for n in sorted(tr.kept_calls))
     fp64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if tr.uses_double else ""
     return ("// Translated from CUDA by accel port: accel's dialect (kernels/accel.h), for\n"
