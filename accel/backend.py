@@ -303,7 +303,12 @@ class Backend:
     def run(self, spec: Spec, out: DeviceArray, *inputs: DeviceArray | None) -> None:
         """Optional: compute ``spec`` into ``out``; the default calls the op method of the same
         name."""
-        getattr(self, spec.op)(spec, out, *inputs)
+        method = getattr(self, spec.op, None)
+        if method is None:  # supports() accepted an op the class never implemented
+            raise DeviceError(f"backend {self.name!r}: supports() accepts {spec.op}, but the class "
+                              f"defines no {spec.op}(spec, out, ...) method (compute() serves "
+                              "numpy operands only; accel.Tensor operands need the op method)")
+        method(spec, out, *inputs)
 
     def compute(self, spec: Spec, *inputs: np.ndarray | None) -> np.ndarray:
         """Optional, for backends with ``host_compute``: ``spec``'s result as a new host array

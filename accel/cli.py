@@ -61,7 +61,9 @@ def info_record() -> dict:
     import os
 
     import accel
+    from accel.diskcache import cache_root
     from accel.errors import AccelError
+    from accel.registry import ignored_plugins
 
     chosen, invalid = accel.current_device(), None
     try:  # ACCEL_BACKEND is only resolved when a device is first used: resolve it here
@@ -76,6 +78,8 @@ def info_record() -> dict:
                       "devices": [{"device": f"{s.name}:{i}", **dataclasses.asdict(d)}
                                   for i, d in enumerate(s.devices)]}
                      for s in accel.backends()],
+        "ignored_plugins": ignored_plugins(),
+        "cache": str(cache_root()),
         "environment": {name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
     }
 
@@ -124,6 +128,8 @@ def _info(args: argparse.Namespace) -> int:
                           f"{escape(s['reason'])}")
         for why in s["skipped"]:
             console.print(f"[yellow]skipped[/] [bold]{escape(s['name'])}[/] device: {escape(why)}")
+    for why in record["ignored_plugins"]:
+        console.print(f"[yellow]ignored plugin[/] {escape(why)}")
     settings = record["environment"]
     console.print("environment: " + (", ".join(f"{escape(k)}={escape(v)}" for k, v in settings.items())
                                      if settings else "no accel variable set (docs/environment.md)"))

@@ -85,7 +85,7 @@ def run(spec: S.Spec, backend: str | Backend | None, operands: tuple[Operand | N
     if hosts is not None and be.host_compute:
         result = be.compute(spec, *hosts)
         if be.check_host_results:
-            _check_host_result(be, spec, result)
+            check_host_result(be, spec, result)
         return result
     out = execute(be, spec, *(None if op is None else to_tensor(op, be) for op in operands))
     # the result takes the kind of ``result_like`` if given, else Tensor if any operand is one,
@@ -95,7 +95,7 @@ def run(spec: S.Spec, backend: str | Backend | None, operands: tuple[Operand | N
     return from_tensor(out, like.kind, like.x)
 
 
-def _check_host_result(backend: Backend, spec: S.Spec, result: Any) -> None:
+def check_host_result(backend: Backend, spec: S.Spec, result: Any) -> None:
     """A host_compute backend's result as the spec defines it, or an error naming the backend
     (a plugin returning a wrong shape must not reach the user as an answer)."""
     want = (spec.out_shape, spec.out_dtype)
@@ -107,4 +107,4 @@ def _check_host_result(backend: Backend, spec: S.Spec, result: Any) -> None:
                           f"expected a numpy array of shape {want[0]}, dtype {want[1]}")
 
 
-__all__ = ["resolve", "check_supported", "execute", "run"]
+__all__ = ["resolve", "check_supported", "execute", "run", "check_host_result"]

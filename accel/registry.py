@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import importlib
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -53,17 +54,57 @@ _status_cache: dict[str, BackendStatus] = {}
 
 
 def _sources() -> dict[str, tuple[str, object]]:
-    """name -> (origin, loader); plugins never shadow a built-in name."""
+    """name -> (origin, loader); plugins never shadow a built-in name, and of two plugins with
+    one name the first found is kept (``ignored_plugins`` says which were left out)."""
+    return _scan()[0]
+
+
+def ignored_plugins() -> list[str]:
+    """A line per plugin entry point left out because another backend has its name: a vendor
+    whose backend does not show up is told why.
+
+    >>> isinstance(ignored_plugins(), list)
+    True
+    """
+    return _scan()[1]
+
+
+def _scan() -> tuple[dict[str, tuple[str, object]], list[str]]:
     found: dict[str, tuple[str, object]] = {n: ("builtin", target) for n, target in BUILTIN.items()}
+    ignored = []
     try:
         eps = entry_points(group=ENTRY_POINT_GROUP)
     except Exception:  # a broken metadata directory must not break import accel
         eps = ()
     for ep in eps:
-        if ep.name not in found:
-            dist = getattr(ep, "dist", None)
-            found[ep.name] = (f"plugin {dist.name if dist else ep.value}", ep)
-    return found
+        dist = getattr(ep, "dist", None)
+        origin = f"plugin {dist.name if dist else ep.value}"
+        if ep.name in found:
+            ignored.append(f"{ep.name} ({origin}, {ep.value}): the name of the "
+                           f"{found[ep.name][0]} backend {ep.name!r}")
+            continue
+        found[ep.name] = (origin, ep)
+    return found, ignored
+
+
+#: an entry point's value as the metadata spec writes it, with the class the plugin needs
+_ENTRY_VALUE = re.compile(r"\s*[\w.]+\s*:\s*[\w.]+\s*(\[[^\]]*\])?\s*")
+
+#: what every backend class must define itself (the base class only raises for them)
+REQUIRED = ("devices", "alloc", "upload", "download", "view")
+
+
+def _contract_gaps(name: str, cls: type[Backend]) -> str:
+    """Why a plugin's class cannot serve as backend ``name``, or "": caught when it loads rather
+    than as an AttributeError or a bare NotImplementedError in the middle of a run."""
+    if getattr(cls, "name", None) != name:
+        return (f"its class {cls.__qualname__} has name {getattr(cls, 'name', None)!r}, its entry "
+                f"point {name!r}: they must match (device strings, repro lines and accel.use "
+                "read the class's)")
+    missing = [m for m in REQUIRED if getattr(cls, m) is getattr(Backend, m)]
+    if missing:
+        return f"its class {cls.__qualname__} does not define {', '.join(missing)} (accel.Backend's contract)"
+    return ""
 
 
 def backend_names() -> list[str]:
@@ -89,9 +130,13 @@ def _load_class(name: str) -> type[Backend]:
                 mod, _, attr = target.partition(":")
                 cls = getattr(importlib.import_module(mod), attr)
             else:
+                if not _ENTRY_VALUE.fullmatch(target.value or ""):
+                    raise ValueError(f"entry point value {target.value!r} is not 'module:Class'")
                 cls = target.load()
             if not (isinstance(cls, type) and issubclass(cls, Backend)):
                 raise TypeError(f"{cls!r} is not an accel.Backend subclass")
+            if origin != "builtin" and (gap := _contract_gaps(name, cls)):
+                raise TypeError(gap)
         except ModuleNotFoundError as e:
             hint = INSTALL_HINT.get(name, "")
             reason = f"package missing: {e.name}" + (f" ({hint})" if hint else "")
@@ -99,7 +144,7 @@ def _load_class(name: str) -> type[Backend]:
                 reason = f"plugin failed to load: {e!r}"
             _classes[name] = BackendStatus(name, False, reason, origin=origin)
             raise BackendUnavailable(f"backend {name!r}: {reason}") from e
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # a plugin calling sys.exit() at import included
             reason = f"plugin failed to load: {type(e).__name__}: {e}"
             _classes[name] = BackendStatus(name, False, reason, origin=origin)
             raise BackendUnavailable(f"backend {name!r}: {reason}") from e

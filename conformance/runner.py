@@ -96,8 +96,7 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
 def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray]):
     kept = [np.array(x, copy=True) for x in inputs]
     tensors = [Tensor.from_host(backend, x) for x in inputs]
-    # an absent optional operand (attention's mask, scaled_matmul's bias) is passed as None
-    tensors += [None] * ({"attention": 4, "scaled_matmul": 5}.get(spec.op, len(tensors)) - len(tensors))
+    tensors = _padded(tensors, spec.op)
     out = GuardedOutput.alloc(backend, spec.out_shape, spec.out_dtype)
     backend.synchronize()
     t0 = time.perf_counter()
@@ -110,10 +109,42 @@ def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarr
     if stray:
         return Verdict(False, {}, f"guard region overwritten: {stray}"), elapsed, digest
     for i, (t, before) in enumerate(zip(tensors, kept)):
-        if t is not None and not np.array_equal(t.numpy().reshape(-1).view(np.uint8),
-                                                before.reshape(-1).view(np.uint8)):  # 0-d too
+        if t is not None and not _same_bytes(t.numpy(), before):
             return Verdict(False, {}, f"the op modified its input #{i}"), elapsed, digest
-    return judge(backend, case, spec, kept, got), elapsed, digest
+    verdict = judge(backend, case, spec, kept, got)
+    if verdict.ok and backend.host_compute:
+        verdict = _judge_host_path(backend, case, spec, kept, got, verdict)
+    return verdict, elapsed, digest
+
+
+def _padded(operands: list, op: str) -> list:
+    """An absent optional operand (attention's mask, scaled_matmul's bias) passed as None."""
+    return operands + [None] * ({"attention": 4, "scaled_matmul": 5}.get(op, len(operands)) - len(operands))
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))  # 0-d too
+
+
+def _judge_host_path(backend: Backend, case: Case, spec, kept: list[np.ndarray],
+                     got: np.ndarray, op_verdict: Verdict) -> Verdict:
+    """A host_compute backend answers numpy callers from ``compute()``, not from the op method
+    that ``op_verdict`` judged (its output ``got``): that path is judged too."""
+    hosts = _padded([np.array(x, copy=True) for x in kept], spec.op)
+    result = backend.compute(spec, *hosts)
+    try:
+        dispatch.check_host_result(backend, spec, result)
+    except AccelError as e:
+        return Verdict(False, {}, f"compute(), the path numpy operands take: {e}")
+    for i, (h, before) in enumerate(zip(hosts, kept)):
+        if not _same_bytes(h, before):
+            return Verdict(False, {}, f"compute() modified its input #{i}")
+    if _same_bytes(result, got):  # the CPU reference: one implementation behind both paths
+        return op_verdict
+    verdict = judge(backend, case, spec, kept, result)
+    if verdict.ok:
+        return verdict
+    return Verdict(False, verdict.stats, f"compute(), the path numpy operands take: {verdict.reason}")
 
 
 def _no_oracle(backend: Backend, spec) -> str | None:

@@ -105,3 +105,132 @@ def test_a_plugin_breaking_the_contract_is_an_error_naming_it(plugin, message):
     assert message in str(info.value)
     right = _plugin(compute=lambda spec, a, b: (a @ b).astype(np.float32))
     assert accel.matmul(a, b, backend=right).tolist() == [[3.0] * 4] * 2
+
+
+# -- plugins as a vendor packages them: real distribution metadata on a path of their own ------
+_BACKEND_MODULE = '''
+import numpy as np
+from accel.backend import Backend, DeviceInfo
+
+class Good(Backend):
+    name = "vx_good"
+    host_compute = True
+    @classmethod
+    def devices(cls):
+        return [DeviceInfo("vx device", "vx", "none", 0, 1)]
+    def alloc(self, nbytes): return np.empty(nbytes, np.uint8)
+    def upload(self, host): return np.frombuffer(host.tobytes(), np.uint8).copy()
+    def download(self, buf, nbytes): return buf[:nbytes].copy()
+    def view(self, buf, offset, nbytes): return buf[offset:offset + nbytes]
+
+class Renamed(Good):
+    name = "vx_other"
+
+class NoMemory(Backend):
+    name = "vx_nomemory"
+    @classmethod
+    def devices(cls):
+        return [DeviceInfo("vx device", "vx", "none", 0, 1)]
+'''
+
+
+def _vendor_site(tmp_path, entries: dict[str, str], dist: str = "vendorx") -> str:
+    """A folder holding a vendor's module and an installed distribution's metadata, as pip
+    leaves them: put on PYTHONPATH, importlib.metadata finds its entry points."""
+    site = tmp_path / f"site-{dist}"
+    (site / f"{dist}-0.1.dist-info").mkdir(parents=True)
+    (site / f"{dist}-0.1.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (site / f"{dist}-0.1.dist-info" / "entry_points.txt").write_text(
+        "[accel.backends]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    (site / "vx_backend.py").write_text(_BACKEND_MODULE)
+    (site / "vx_exits.py").write_text("import sys\nsys.exit('vendor SDK not found')\n")
+    return str(site)
+
+
+def _with_sites(code: str, *sites: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sites)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_a_plugin_class_breaking_the_contract_is_unavailable_with_the_reason(tmp_path):
+    site = _vendor_site(tmp_path, {
+        "vx_good": "vx_backend:Good", "vx_renamed": "vx_backend:Renamed",
+        "vx_nomemory": "vx_backend:NoMemory", "vx_exits": "vx_exits:Missing",
+        "vx_badvalue": "not a valid entry point"})
+    code = ("import json, numpy as np, accel\n"
+            "print(json.dumps({s.name: [s.available, s.reason] for s in accel.backends()}))\n"
+            "print(accel.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)).sum())")
+    proc = _with_sites(code, site)
+    assert proc.returncode == 0, proc.stderr  # sys.exit() in a plugin ends neither
+    import json
+    found = json.loads(proc.stdout.splitlines()[0])
+    assert found["vx_good"] == [True, ""]
+    assert not found["vx_renamed"][0] and "has name 'vx_other', its entry point 'vx_renamed'" in found["vx_renamed"][1]
+    assert not found["vx_nomemory"][0] and "does not define alloc, upload, download, view" in found["vx_nomemory"][1]
+    assert not found["vx_exits"][0] and "SystemExit: vendor SDK not found" in found["vx_exits"][1]
+    assert not found["vx_badvalue"][0] and "'not a valid entry point' is not 'module:Class'" in found["vx_badvalue"][1]
+    assert proc.stdout.splitlines()[1] == "8.0"
+
+
+def test_a_plugin_left_out_for_its_name_is_said_so(tmp_path):
+    first = _vendor_site(tmp_path, {"vx_good": "vx_backend:Good"}, "vendorx")
+    second = _vendor_site(tmp_path, {"vx_good": "vx_backend:Renamed", "opencl": "vx_backend:Good"},
+                          "othervendor")
+    proc = _with_sites("from accel.cli import main; main(['info', '--width', '250'])", first, second)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "ignored plugin vx_good (plugin othervendor, vx_backend:Renamed): the name of the plugin vendorx backend 'vx_good'" in out
+    assert "ignored plugin opencl (plugin othervendor, vx_backend:Good): the name of the builtin backend 'opencl'" in out
+
+
+def test_conformance_judges_the_path_numpy_callers_take_on_a_host_compute_backend():
+    # the op method (accel.Tensor operands) is right; compute() (numpy operands) drops a K term
+    from accel.backends.cpu import CPUBackend
+    from accel.conformance import suite
+    from accel.conformance.runner import run_case
+
+    reference = CPUBackend()
+
+    class HostBuggy(CPUBackend):
+        name = "host_buggy"
+
+        def run(self, spec, out, *inputs):  # the Tensor path: the reference's own answer
+            reference.run(spec, out, *inputs)
+
+        def compute(self, spec, *arrays):
+            if spec.op == "matmul":
+                a, b = arrays
+                return np.matmul(a[..., :-1], b[..., :-1, :]).astype(spec.out_dtype)
+            return super().compute(spec, *arrays)
+
+    cases, _ = suite.planned("quick", 0, ["matmul"], ["float32"])
+    case = next(c for c in cases if c.kind != "exact")
+    bad = run_case(HostBuggy(), case)
+    assert bad.status == "failed" and "compute(), the path numpy operands take" in bad.reason
+    assert run_case(reference, case).status == "passed"
+
+
+def test_an_op_supports_accepts_without_a_method_is_an_error_naming_it():
+    from accel.backend import Support
+
+    space: dict = {}
+    exec(_BACKEND_MODULE, space)  # the vendor module above, loaded here
+
+    class ComputeOnly(space["Good"]):  # compute() serves numpy operands; Tensors need matmul()
+        name = "vx_compute_only"
+
+        def supports(self, spec):
+            return Support(True, "")
+
+        def compute(self, spec, a, b):
+            return (a @ b).astype(spec.out_dtype)
+
+    be = ComputeOnly()
+    a = np.ones((2, 3), np.float32)
+    assert accel.matmul(a, a.T, backend=be).tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    with pytest.raises(accel.DeviceError, match="supports\\(\\) accepts matmul, but the class defines "
+                                                "no matmul\\(spec, out, ...\\) method"):
+        accel.matmul(accel.asarray(a, backend=be), a.T)
