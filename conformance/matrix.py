@@ -132,14 +132,30 @@ def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
         got = kernels_check.get("schema") if isinstance(kernels_check, dict) else None
         raise ArgumentError(expected("--kernels-check", f"an {KERNELS_CHECK_SCHEMA} file (accel "
                                      "kernels check --json)", got or "no accel result schema"))
+    from accel.kernels import variants
+
+    # only accel's own variants vouch for its ops: a user's file named matmul.cl does not
+    shipped = {v.id: v for v in variants()}
     builds: dict[tuple[str, str], Counter[str]] = {}
+    seen: dict[str, set[str]] = {"cuda": set(), "hip": set()}  # variants built or not applicable
     for row in kernels_check.get("results", []):
         backend = "cuda" if row["target"].startswith("sm_") else "hip" if row["target"].startswith("gfx") else None
-        if backend is None or row["status"] not in BUILT:
+        if backend is None or row.get("job") not in shipped:
+            continue
+        if row["status"] in ("ok", "n/a"):
+            seen[backend].add(row["job"])
+        if row["status"] not in BUILT:
             continue
         for op in SOURCE_OPS.get(row["file"], ()):
             builds.setdefault((backend, op), Counter())[row["status"]] += 1
-    return {key: compile_verdict(n["ok"], n["failed"])[1] for key, n in builds.items()}
+    out = {}
+    for (backend, op), n in builds.items():
+        # "compiled only" needs every shipped variant of the op meant for the vendor's compiler
+        meant = {vid for vid, v in shipped.items() if op in SOURCE_OPS.get(v.source, ())
+                 and backend in v.dialects}
+        complete = not n["failed"] and meant <= seen[backend]
+        out[backend, op] = compile_verdict(n["ok"] if complete else 0, n["failed"])[1]
+    return {key: text for key, text in out.items() if text != "-"}
 
 
 def render(reports: list[dict], sources: list[str],
@@ -164,7 +180,9 @@ def render(reports: list[dict], sources: list[str],
                      f"{s['unsupported']} | {src} |")
     for name, cls in extra.items():
         why = "no result file from a run on its GPU" if cls is not None else "backend not installed"
-        evidence = "compiled only" if kernels_check else "untested"
+        built = [text for (backend, _), text in compiled.items() if backend == name]
+        evidence = ("FAILED to compile" if "FAILED to compile" in built
+                    else "compiled only" if built else "untested")
         lines.append(f"| {name} | - | {evidence} | - | - | - | - | - | - | ({why}) |")
     headers = list(cols) + [f"{name} (no GPU run)" for name in extra]
     for op in OPS:

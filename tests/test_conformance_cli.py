@@ -4,13 +4,17 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import accel
 from accel.cli import main
 from accel.conformance import results
+from accel import kernels
 from accel.kernels import KERNELS_CHECK_SCHEMA
+
+ROOT = Path(__file__).resolve().parents[1]
 
 needs_planted = pytest.mark.skipif(
     not any(s.name == "planted_k_off_by_one" for s in accel.backends()),
@@ -81,14 +85,20 @@ def test_matrix_merges_files_and_marks_gpu_backends_compiled_only(capsys, tmp_pa
     assert "planted_declines_bf16:0" in text and "cuda (no GPU run)" in text
     # with compile evidence: cuda's matmul kernels built, one of hip's did not
     check = tmp_path / "kernels-check.json"
-    check.write_text(json.dumps({"schema": KERNELS_CHECK_SCHEMA, "results": [
-        {"job": "matmul.cl[IN_DT=BF16]", "file": "matmul.cl", "target": "sm_90", "status": "ok"},
-        {"job": "matmul.cl[IN_DT=BF16]", "file": "matmul.cl", "target": "gfx90a", "status": "ok"},
-        {"job": "matmul.cl[IN_DT=F32]", "file": "matmul.cl", "target": "gfx90a", "status": "failed"},
-        {"job": "matmul_wmma.cu[IN_DT=BF16]", "file": "matmul_wmma.cu", "target": "gfx90a", "status": "n/a"}]}))
+    matmul = [v for v in kernels.variants() if v.source.startswith("matmul")]
+    failing = next(v for v in matmul if v.source == "matmul.cl")
+    check.write_text(json.dumps({"schema": KERNELS_CHECK_SCHEMA, "results":
+        _check_rows("sm_90", matmul) + _check_rows("gfx90a", matmul, failing={failing.id})}))
     assert main(["conformance", "matrix", *files, "--kernels-check", str(check), "-o", str(out_md)]) == 0
     row = next(line for line in out_md.read_text().splitlines() if line.startswith("| bfloat16 |"))
     assert [c.strip() for c in row.strip("|").split("|")][4:] == ["compiled only", "FAILED to compile"]
+
+
+def _check_rows(target: str, variants, failing=frozenset()) -> list[dict]:
+    """kernels-check rows of shipped variants built for ``target``: ok, or failed for the ids in
+    ``failing``."""
+    return [{"job": v.id, "file": v.source, "target": target,
+             "status": "failed" if v.id in failing else "ok"} for v in variants]
 
 
 def test_matrix_rejects_files_of_another_schema(tmp_path, capsys):
@@ -149,7 +159,7 @@ def test_compiled_only_columns_leave_out_formats_the_backend_does_not_declare():
     cases.append({"id": "d", "op": "dequantize", "dtype": "q2_k", "status": "passed", "params": {}})
     doc = {"backend": "cpu:0", "profile": "quick", "seed": 0, "cases": cases,
            "summary": dict(passed=4, failed=0, error=0, unsupported=0)}
-    check = {"schema": KERNELS_CHECK_SCHEMA, "results": [{"job": "quant.cl", "file": "quant.cl", "target": "gfx90a", "status": "ok"}]}
+    check = {"schema": KERNELS_CHECK_SCHEMA, "results": _check_rows("gfx90a", kernels.variants())}
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in render([doc], ["r.json"], compiled_only=("hip",), kernels_check=check).splitlines()
             if line.startswith(("| float32 ->", "| q2_k"))}
@@ -161,17 +171,18 @@ def test_compiled_only_columns_leave_out_formats_the_backend_does_not_declare():
 def test_every_shipped_kernel_source_vouches_for_its_ops_in_the_matrix():
     # a failed build of any shipped source (the CUDA-only tensor-core ones included) shows as
     # FAILED for the ops it computes on the vendor's backend, never as "compiled only"
-    from accel import kernels
     from accel.conformance.matrix import compile_verdicts
 
     for source, ops in kernels.SOURCE_OPS.items():
         for target, backend in (("sm_90", "cuda"), ("gfx90a", "hip")):
-            rows = [{"job": f"{s}[X=1]", "file": s, "target": target, "status": "failed" if s == source else "ok"}
-                    for s in kernels.SOURCES]
+            meant = [v for v in kernels.variants() if backend in v.dialects]
+            failing = {v.id for v in meant if v.source == source}
+            if not failing:  # CUDA-only sources: nothing of theirs is built for AMD
+                continue
+            rows = _check_rows(target, meant, failing)
             verdicts = compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": rows})
             assert {op: verdicts[(backend, op)] for op in ops} == dict.fromkeys(ops, "FAILED to compile")
-    ok = compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": [{"job": f"{s}[X=1]", "file": s, "target": "sm_90", "status": "ok"}
-                                       for s in kernels.SOURCES]})
+    ok = compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": _check_rows("sm_90", kernels.variants())})
     assert set(ok.values()) == {"compiled only"} and {op for _, op in ok} == {
         "matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul"}
 
@@ -180,13 +191,32 @@ def test_compile_verdicts_rest_on_builds_that_ran():
     # a target with no toolchain there ("unavailable") vouches for nothing: it neither fails an op
     # nor passes one, and another target's build still decides
     from accel.conformance.matrix import compile_verdicts
+    from accel.kernels import SOURCE_OPS, variants
 
-    def row(target, status):
-        return {"job": "matmul.cl[IN_DT=F32]", "file": "matmul.cl", "target": target, "status": status}
-    verdicts = compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": [row("sm_90", "ok"), row("sm_80", "unavailable"),
-                                             row("gfx90a", "failed"), row("gfx1100", "unavailable")]})
-    assert (verdicts[("cuda", "matmul")], verdicts[("hip", "matmul")]) == ("compiled only", "FAILED to compile")
-    assert compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": [row("gfx1100", "unavailable")]}) == {}
+    matmul = [v for v in variants() if "matmul" in SOURCE_OPS[v.source]]
+
+    def rows(target, status, chosen=matmul):
+        return [{"job": v.id, "file": v.source, "target": target, "status": status} for v in chosen]
+
+    def verdicts(*groups):
+        return compile_verdicts({"schema": KERNELS_CHECK_SCHEMA, "results": [r for g in groups for r in g]})
+
+    got = verdicts(rows("sm_90", "ok"), rows("sm_80", "unavailable"), rows("gfx90a", "ok"),
+                   rows("gfx90a", "failed", matmul[:1]), rows("gfx1100", "unavailable"))
+    assert (got[("cuda", "matmul")], got[("hip", "matmul")]) == ("compiled only", "FAILED to compile")
+    assert verdicts(rows("gfx1100", "unavailable")) == {}
+    # one variant of the op built is not the op built; a user's own matmul.cl vouches for nothing
+    assert verdicts(rows("sm_90", "ok", matmul[:1])) == {}
+    user = {"job": "matmul.cl", "file": "matmul.cl", "target": "sm_90", "status": "ok"}
+    assert verdicts([user]) == {}
+
+
+def test_the_result_files_table_says_compiled_only_where_builds_ran(tmp_path, capsys):
+    # the committed H200 check built sm_90 only: hip is untested there, not "compiled only"
+    assert main(["conformance", "matrix", str(ROOT / "docs/results/conformance-cpu.json"),
+                 "--kernels-check", str(ROOT / "docs/results/kernels-check-h200.json")]) == 0
+    table = capsys.readouterr().out
+    assert "| cuda | - | compiled only |" in table and "| hip | - | untested |" in table
 
 
 def test_the_matrix_legend_explains_every_word_a_cell_says():
