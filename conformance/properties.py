@@ -107,9 +107,10 @@ STRATEGIES = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
 
 def search(backend: Backend, op: str, dtype: str, examples: int, run_seed: int,
            on_result: Callable[[CaseResult], None]) -> None:
-    """Run ``examples`` drawn cases; report each one run before the first failure, then only
-    the shrunk failing case (hypothesis replays it last)."""
-    found: list[CaseResult] = []
+    """Run ``examples`` drawn cases (one drawn twice runs and is reported once); report each one
+    run before the first failure, then only the shrunk failing case (hypothesis replays it
+    last)."""
+    found: dict[str, CaseResult] = {}  # by id: hypothesis may draw one case more than once
     failing: list[CaseResult] = []
 
     @seed(run_seed)
@@ -118,9 +119,10 @@ def search(backend: Backend, op: str, dtype: str, examples: int, run_seed: int,
               report_multiple_bugs=False, print_blob=False)
     @given(STRATEGIES[op](dtype))
     def prop(params: dict) -> None:
-        result = run_case(backend, Case(op, dtype, "property", params))
+        case = Case(op, dtype, "property", params)
+        result = found.get(case.id) or run_case(backend, case)
         if result.ok and not failing:
-            found.append(result)
+            found[case.id] = result
         if not result.ok:
             failing[:] = [result]
             raise AssertionError(result.reason)
@@ -130,5 +132,5 @@ def search(backend: Backend, op: str, dtype: str, examples: int, run_seed: int,
     except Exception:  # the failure itself (or hypothesis' report of it) is in ``failing``
         if not failing:
             raise
-    for result in found + failing:
+    for result in [*found.values(), *failing]:
         on_result(result)
