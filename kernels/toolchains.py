@@ -328,7 +328,7 @@ def _amd_device_library_missing(target: Target) -> str | None:
     if not dirs or any(Path(d, f"oclc_isa_version_{arch}.bc").exists() for d in dirs):
         return None
     return (f"the ROCm device library for gfx{arch} (oclc_isa_version_{arch}.bc) is not installed "
-            f"in {', '.join(dirs)}; this ROCm is too old for the target (gfx11 needs ROCm >= 5.5)")
+            f"in {', '.join(dirs)}: this ROCm predates the target (a newer ROCm builds it)")
 
 
 _loading = threading.Lock()  # one library load / one worker, even when threads ask at once
@@ -345,15 +345,37 @@ def _rtc(target: Target) -> _RTC | _IsolatedRTC:
     return rtc
 
 
+#: the AMD GPU processors LLVM's AMDGPU backend names (AMDGPUUsage, "Processors"), and the target
+#: features a processor name may carry: hiprtc has no list to ask, and a misspelled arch must be
+#: a usage error rather than "toolchain unavailable" (or a hiprtc crash on an unknown feature)
+AMD_PROCESSORS = frozenset(
+    [f"gfx{n}" for n in (600, 601, 602, 700, 701, 702, 703, 704, 705, 801, 802, 803, 805, 810,
+                         900, 902, 904, 906, 908, 909, 940, 941, 942, 950, 1010, 1011, 1012, 1013,
+                         1030, 1031, 1032, 1033, 1034, 1035, 1036, 1100, 1101, 1102, 1103, 1150,
+                         1151, 1152, 1153, 1200, 1201)] + ["gfx90a", "gfx90c"])
+AMD_FEATURES = ("sramecc", "xnack")
+
+
 def check_target_supported(name: str) -> None:
     """An ArgumentError for an NVIDIA arch this NVRTC cannot build (``sm_999``: a typo is a usage
-    error, not a kernel that failed to compile); nothing where NVRTC is not installed (the check
-    reports the target unavailable) or for AMD targets (hiprtc has no such list).
+    error, not a kernel that failed to compile), or for an AMD processor or feature LLVM does not
+    name; nothing where NVRTC is not installed (the check reports the target unavailable).
 
-    >>> check_target_supported("gfx90a")  # hiprtc: not listed, not refused here
+    >>> check_target_supported("gfx90a:xnack-")
+    >>> check_target_supported("gfx9999")
+    Traceback (most recent call last):
+    ...
+    accel.errors.ArgumentError: target: expected an AMD GPU processor LLVM names (e.g. gfx90a, gfx942, gfx1100), got 'gfx9999'
     """
     target = parse_target(name)
     if target.toolchain != "nvrtc":
+        processor, *features = target.name.split(":")
+        if processor not in AMD_PROCESSORS:
+            raise ArgumentError(expected("target", "an AMD GPU processor LLVM names (e.g. gfx90a, "
+                                         "gfx942, gfx1100)", repr(name)))
+        if bad := [f for f in features if f[:-1] not in AMD_FEATURES]:
+            raise ArgumentError(expected("target", "AMD target features sramecc or xnack, each "
+                                         "followed by + or -", f"{bad[0]!r} in {name!r}"))
         return
     try:
         with _loading:

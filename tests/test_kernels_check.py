@@ -187,3 +187,14 @@ def test_an_arch_nvrtc_cannot_build_is_a_usage_error_not_a_compile_failure(capsy
     err = " ".join(capsys.readouterr().err.split())
     assert "target: expected an NVIDIA arch this NVRTC builds (one of" in err and "sm_90" in err
     assert "got 'sm_999'" in err
+
+
+@pytest.mark.parametrize("target, words", [
+    ("gfx9999", "expected an AMD GPU processor LLVM names"),  # was "unavailable", exit 0 with
+    ("gfx90aa", "expected an AMD GPU processor LLVM names"),  # --allow-unavailable
+    ("gfx90a:bogus+", "expected AMD target features sramecc or xnack"),  # hiprtc crashed: FAILED
+])
+def test_a_misspelled_amd_target_is_a_usage_error(capsys, target, words):
+    assert main(["kernels", "check", "--targets", target, "--allow-unavailable"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert words in err and repr(target) in err
