@@ -38,8 +38,10 @@ def _where(mask: np.ndarray) -> tuple[int, ...]:
 
 
 def compare_values(out: np.ndarray, ref: np.ndarray, bound: np.ndarray | None,
-                   fmt: str) -> Verdict:
-    """Compare a backend's output with the oracle. ``bound=None`` demands exact equality."""
+                   fmt: str, *, signed_zero: bool = False) -> Verdict:
+    """Compare a backend's output with the oracle. ``bound=None`` demands exact equality;
+    ``signed_zero`` that a zero carry the oracle's sign too (dequantize: exactly code x d, so a
+    zero code under a negative scale is -0.0)."""
     got = out.astype(np.float64)
     ref = ref.astype(np.float64)
     exact = bound is None
@@ -68,6 +70,8 @@ def compare_values(out: np.ndarray, ref: np.ndarray, bound: np.ndarray | None,
         ulps = np.where(comparable, err / ulp(ref, fmt), 0.0)
         ref_energy = float(np.sum(np.where(comparable, ref, 0.0) ** 2))
         err_energy = float(np.sum(err ** 2))
+        wrong_zero = (got == 0) & (ref == 0) & (np.signbit(got) != np.signbit(ref)) if signed_zero \
+            else np.zeros(ref.shape, dtype=bool)
     nan_inf_ok = not any(mask.any() for mask, _ in problems)
     nmse = err_energy / ref_energy if ref_energy > 0 else (0.0 if err_energy == 0 else float("inf"))
     stats = {
@@ -76,11 +80,11 @@ def compare_values(out: np.ndarray, ref: np.ndarray, bound: np.ndarray | None,
         "nmse": nmse,
         "max_ulp": float(ulps.max(initial=0.0)),
         "nan_inf_ok": nan_inf_ok,
-        "mismatches": int(over.sum() + sum(int(m.sum()) for m, _ in problems)),
+        "mismatches": int(over.sum() + wrong_zero.sum() + sum(int(m.sum()) for m, _ in problems)),
         "elements": int(ref.size),
         "exact": exact,
     }
-    for mask, what in problems:
+    for mask, what in problems + [(wrong_zero, "a zero of the wrong sign")]:
         if mask.any():
             at = _where(mask)
             return Verdict(False, stats, f"{int(mask.sum())} element(s) with {what}; first at "
@@ -94,11 +98,12 @@ def compare_values(out: np.ndarray, ref: np.ndarray, bound: np.ndarray | None,
     return Verdict(True, stats)
 
 
-def compare_bytes(out: np.ndarray, ref: np.ndarray, block_bytes: int) -> Verdict:
-    """Bit-exact comparison of quantized blocks."""
+def compare_bytes(out: np.ndarray, ref: np.ndarray, block_bytes: int,
+                  special_scale: np.ndarray) -> Verdict:
+    """Bit-exact comparison of quantized blocks; ``special_scale`` marks the reference blocks
+    whose scale is NaN or infinite (each format keeps its scale elsewhere: the caller decodes)."""
     got, want = out.reshape(-1, block_bytes), ref.reshape(-1, block_bytes)
     bad = (got != want).any(axis=1)
-    special_scale = ~np.isfinite(want[:, :2].copy().view(np.float16)[:, 0])
     stats = {"mismatched_blocks": int(bad.sum()), "blocks": int(len(want)),
              "mismatched_bytes": int((got != want).sum()), "exact": True,
              "nan_inf_ok": bool(not (bad & special_scale).any())}

@@ -166,3 +166,40 @@ def test_a_case_the_property_search_draws_twice_is_run_and_counted_once():
               on_result=got.append)
     ids = [r.case.id for r in got if r.case.kind == "property"]
     assert ids and len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("fmt, shape", [("q4_0", "5x64"), ("q6_k", "5x512"), ("q8_k", "5x512")])
+def test_nan_inf_ok_reads_each_formats_own_scale(fmt, shape):
+    # q6_k keeps d at the block's end, q8_k as float32: reading bytes 0-1 as every format's
+    # float16 scale said nan_inf_ok for blocks whose non-finite scale was written wrong
+    from accel.conformance import oracle
+    from accel.conformance.inputs import build
+    from accel.conformance.runner import judge
+
+    case = Case.parse(f"quantize/float32/special/shape={shape},fmt={fmt},data=nonfinite,seed=0")
+    spec, inputs = build(case)
+    ref = oracle.quantize(inputs[0], fmt).reshape(-1, spec.fmt.block_bytes)
+    nonfinite = ~np.isfinite(inputs[0].reshape(-1, spec.fmt.block)).all(axis=1)
+    assert nonfinite.any()
+    got = ref.copy()
+    got[nonfinite] = 0  # a backend writing d = 0 for blocks with NaN or inf
+    verdict = judge(accel.get_backend("cpu"), case, spec, inputs, got.reshape(-1))
+    assert not verdict.ok and verdict.stats["nan_inf_ok"] is False
+
+
+def test_dequantize_is_judged_with_the_sign_of_zero():
+    # a zero code under a negative scale is -0.0 (exactly code x d); +0.0 there passed
+    from accel.conformance.inputs import build
+    from accel.conformance.runner import judge
+    from accel.conformance import oracle
+
+    case = Case.parse("dequantize/q8_0/special/shape=2x128,data=special_d,seed=0")
+    spec, inputs = build(case)
+    want = oracle.dequantize(inputs[0], "q8_0", spec.shape).astype(np.float32)
+    negative_zero = (want == 0) & np.signbit(want)
+    assert negative_zero.any()
+    cpu = accel.get_backend("cpu")
+    assert judge(cpu, case, spec, inputs, want).ok
+    got = np.where(negative_zero, np.float32(0.0), want)
+    verdict = judge(cpu, case, spec, inputs, got)
+    assert not verdict.ok and "a zero of the wrong sign" in verdict.reason
