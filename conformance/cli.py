@@ -3,11 +3,8 @@ files into docs/support.md). Heavy imports stay inside the command functions."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 from pathlib import Path
-from typing import Iterator
 
 from accel.argtypes import comma_list, dtype_names, int_at_least, names, output_file, split_names
 from accel.conformance.profiles import PROFILES  # the case lists only: no hypothesis
@@ -67,7 +64,6 @@ def _run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import accel
-    from accel.diskcache import cache_root
 
     from accel.errors import ArgumentError, expected
 
@@ -111,12 +107,11 @@ def _run(args: argparse.Namespace) -> int:
             progress.update(task, advance=1, description=result.case.op)
             return result
 
-        with _hypothesis_storage(cache_root() / "hypothesis"):
-            if args.case:  # the cases named, not a profile: outside what suite.run plans
-                got = [shown(run_case(backend, case)) for case in cases]
-            else:
-                got = suite.run(backend, profile=args.profile, seed=args.seed, ops=ops,
-                                dtypes=dtypes, on_result=shown)
+        if args.case:  # the cases named, not a profile: outside what suite.run plans
+            got = [shown(run_case(backend, case)) for case in cases]
+        else:
+            got = suite.run(backend, profile=args.profile, seed=args.seed, ops=ops,
+                            dtypes=dtypes, on_result=shown)
     report = results.make_report(backend, got, profile=args.profile, seed=args.seed,
                                  command=args.command_line, elapsed_s=time.perf_counter() - t0,
                                  label=args.label)
@@ -126,20 +121,6 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"results written to {args.json}")
     s = report["summary"]
     return 1 if s["failed"] or s["error"] else 0
-
-
-@contextlib.contextmanager
-def _hypothesis_storage(folder: Path) -> Iterator[None]:
-    """hypothesis keeps files under ./.hypothesis unless told otherwise (it reads the variable when
-    it first touches its storage): during the run it is told the cache root, so a conformance run
-    writes nothing in the user's folder; a value the user set wins; the variable is put back."""
-    before = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(folder))
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
 
 
 def _print_summary(console, report: dict, got: list) -> None:

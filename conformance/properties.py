@@ -7,7 +7,9 @@ exact inputs without searching again.
 """
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+import os
+from typing import Callable, Iterator
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -105,6 +107,23 @@ STRATEGIES = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
               "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}
 
 
+@contextlib.contextmanager
+def _storage_under_cache_root() -> Iterator[None]:
+    """hypothesis keeps files under ./.hypothesis unless told otherwise (it reads the variable when
+    it touches its storage): during a search it is told accel's cache root, so a conformance run
+    (the command, the pytest plugin, a campaign) writes nothing in the user's folder; a value
+    the user set wins; the variable is put back."""
+    from accel.diskcache import cache_root
+
+    before = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache_root() / "hypothesis"))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+
+
 def search(backend: Backend, op: str, dtype: str, examples: int, run_seed: int,
            on_result: Callable[[CaseResult], None]) -> None:
     """Run ``examples`` drawn cases (one drawn twice runs and is reported once); report each one
@@ -128,7 +147,8 @@ def search(backend: Backend, op: str, dtype: str, examples: int, run_seed: int,
             raise AssertionError(result.reason)
 
     try:
-        prop()
+        with _storage_under_cache_root():
+            prop()
     except Exception:  # the failure itself (or hypothesis' report of it) is in ``failing``
         if not failing:
             raise

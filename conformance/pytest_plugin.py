@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 # the filters parse as `accel conformance --ops/--dtypes` do: ',' is an error naming the option
-from accel.argtypes import int_at_least, names, split_names
+from accel.argtypes import dtype_names, int_at_least, names, split_names
 
 
 def pytest_addoption(parser) -> None:
@@ -23,7 +23,8 @@ def pytest_addoption(parser) -> None:
     group.addoption("--accel-ops", type=names, action="append",
                     help="comma-separated ops to run (default: all)")
     group.addoption("--accel-dtypes", type=names, action="append",
-                    help="comma-separated dtypes (default: all)")
+                    help="comma-separated dtypes, aliases as `accel conformance --dtypes` "
+                         "(fp32, fp16, half, bf16; default: all)")
 
 
 def pytest_generate_tests(metafunc) -> None:
@@ -37,7 +38,7 @@ def pytest_generate_tests(metafunc) -> None:
     try:
         cases, targets = suite.planned(config.getoption("--accel-profile"), config.getoption("--accel-seed"),
                                        split_names(config.getoption("--accel-ops")),
-                                       split_names(config.getoption("--accel-dtypes")), flag="--accel-")
+                                       dtype_names(config.getoption("--accel-dtypes")), flag="--accel-")
     except AccelError as e:  # e.g. a selection of nothing, which would pass as "no tests"
         raise pytest.UsageError(str(e)) from None
     if "conformance_case" in fixtures:

@@ -127,6 +127,18 @@ def test_pytest_plugin_runs_the_same_cases():
         in bad.stdout
 
 
+def test_pytest_plugin_takes_the_commands_dtype_aliases_and_writes_nothing_here(tmp_path):
+    import os
+
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "accel.conformance", "-q",
+                           "-p", "no:cacheprovider", "-p", "no:benchmark", "--accel-backend", "cpu",
+                           "--accel-ops", "dequantize,matmul", "--accel-dtypes", "bf16,q8_0"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert os.listdir(tmp_path) == []  # hypothesis kept ./.hypothesis/ here under pytest
+
+
 def test_matrix_gives_x_format_cases_rows_of_their_own():
     # a GPU result file from before x_format has no such cases: its cell must say "-", not
     # borrow the verdict of the float-x cases
