@@ -3,8 +3,11 @@ files into docs/support.md). Heavy imports stay inside the command functions."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from accel.argtypes import comma_list, dtype_names, int_at_least, names, output_file, split_names
 from accel.conformance.profiles import PROFILES  # the case lists only: no hypothesis
@@ -35,6 +38,10 @@ def register(subparsers) -> None:
                         "and --seed do not go with it); the result file's profile reads 'case'")
     p.add_argument("--json", metavar="PATH", type=output_file,
                    help="write the accel.conformance/1 result file here")
+    p.add_argument("--timeout", type=int_at_least(0), default=600, metavar="SECONDS",
+                   help="a case still running after this long is recorded as an error, the "
+                        "results so far are written and the run stops with status 1 (a hung "
+                        "kernel cannot be interrupted); 0: no limit (default: %(default)s)")
     p.add_argument("--label", help="machine name in merged reports, as `accel bench --label` "
                                    "(default: hostname)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -69,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from accel.conformance import inputs, properties, results, suite
     from accel.conformance.case import Case
-    from accel.conformance.runner import CaseResult, run_case
+    from accel.conformance.runner import CaseResult, repro_command, run_case
 
     # every argument is checked before the header line: a typed error here is cli.main's to report
     backend = accel.get_backend(args.backend)
@@ -107,20 +114,73 @@ def _run(args: argparse.Namespace) -> int:
             progress.update(task, advance=1, description=result.case.op)
             return result
 
-        if args.case:  # the cases named, not a profile: outside what suite.run plans
-            got = [shown(run_case(backend, case)) for case in cases]
-        else:
-            got = suite.run(backend, profile=args.profile, seed=args.seed, ops=ops,
-                            dtypes=dtypes, on_result=shown)
-    report = results.make_report(backend, got, profile=args.profile, seed=args.seed,
-                                 command=args.command_line, elapsed_s=time.perf_counter() - t0,
-                                 label=args.label)
-    _print_summary(Console(width=None if sys.stdout.isatty() else 120), report, got)
-    if args.json:
-        results.write(report, args.json)
-        console.print(f"results written to {args.json}")
-    s = report["summary"]
-    return 1 if s["failed"] or s["error"] else 0
+        got: list[CaseResult] = []
+
+        def finish(extra: list[CaseResult]) -> int:
+            """The summary and the result file of what ran (and ``extra``); the exit status."""
+            done = got + extra
+            report = results.make_report(backend, done, profile=args.profile, seed=args.seed,
+                                         command=args.command_line,
+                                         elapsed_s=time.perf_counter() - t0, label=args.label)
+            _print_summary(Console(width=None if sys.stdout.isatty() else 120), report, done)
+            if args.json:
+                results.write(report, args.json)
+                console.print(f"results written to {args.json}")
+            s = report["summary"]
+            return 1 if s["failed"] or s["error"] else 0
+
+        def hung(case: Case, seconds: float) -> None:  # on the watchdog's thread: end the run
+            progress.stop()
+            stuck = CaseResult(case, "error", backend.evidence, time_s=seconds,
+                               reason=f"did not finish within --timeout {args.timeout} s: the "
+                                      "run stopped here (a hung kernel cannot be interrupted)",
+                               repro=repro_command(backend, case))
+            finish([stuck])
+            console.print(f"[red]stopped[/]: {escape(case.id)} ran past {args.timeout} s")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+
+        def shown(result: CaseResult) -> CaseResult:
+            got.append(result)
+            progress.update(task, advance=1, description=result.case.op)
+            return result
+
+        with _watchdog(args.timeout, hung):
+            if args.case:  # the cases named, not a profile: outside what suite.run plans
+                for case in cases:
+                    shown(run_case(backend, case))
+            else:
+                suite.run(backend, profile=args.profile, seed=args.seed, ops=ops, dtypes=dtypes,
+                          on_result=shown)
+    return finish([])
+
+
+@contextlib.contextmanager
+def _watchdog(seconds: int, on_timeout) -> Iterator[None]:
+    """While the block runs, call ``on_timeout(case, seconds_running)`` from a daemon thread when
+    the case in flight (runner.in_flight) has run longer than ``seconds`` (0: never)."""
+    import threading
+    import time
+
+    from accel.conformance.runner import in_flight
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(min(1.0, seconds / 4)):
+            now = in_flight()
+            if now is not None and time.monotonic() - now[1] > seconds:
+                on_timeout(now[0], time.monotonic() - now[1])
+                return
+
+    thread = threading.Thread(target=watch, name="accel-conformance-watchdog", daemon=True)
+    if seconds:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 def _print_summary(console, report: dict, got: list) -> None:

@@ -60,8 +60,27 @@ def repro_command(backend: Backend, case: Case) -> str:
     return f"accel conformance --backend {backend.device_id} --case '{case.id}'"
 
 
+#: the case being run and when it started (time.monotonic()), for a watchdog on another thread:
+#: a backend that hangs never returns to say which case it hung in
+_in_flight: tuple[Case, float] | None = None
+
+
+def in_flight() -> tuple[Case, float] | None:
+    """The case ``run_case`` is running now and its start (``time.monotonic()``), or None."""
+    return _in_flight
+
+
 def run_case(backend: Backend, case: Case) -> CaseResult:
     """Run ``case`` on ``backend`` and judge it. Never raises for backend misbehaviour."""
+    global _in_flight
+    _in_flight = (case, time.monotonic())
+    try:
+        return _run_case(backend, case)
+    finally:
+        _in_flight = None
+
+
+def _run_case(backend: Backend, case: Case) -> CaseResult:
     repro = repro_command(backend, case)
     spec, inputs = build(case)
     try:

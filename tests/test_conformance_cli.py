@@ -280,3 +280,43 @@ def test_a_case_run_records_its_profile_as_case(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["profile"] == "case" and doc["summary"]["passed"] == 1
     assert doc["commit"] is not None and "environment" in doc
+
+
+_HANGS = '''
+import time
+from accel.backends.cpu import CPUBackend
+
+class Hangs(CPUBackend):
+    name = "vx_hangs"
+    calls = 0
+
+    def compute(self, spec, *arrays):
+        Hangs.calls += 1
+        while Hangs.calls == 3:  # a kernel that never returns, on the third call
+            time.sleep(1)
+        return super().compute(spec, *arrays)
+'''
+
+
+def test_a_hung_case_is_an_error_with_the_results_so_far(tmp_path):
+    # a hanging backend once hung the run with no file and no case named
+    import os
+
+    site = tmp_path / "site"
+    (site / "vxh-0.1.dist-info").mkdir(parents=True)
+    (site / "vxh-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vxh\nVersion: 0.1\n")
+    (site / "vxh-0.1.dist-info" / "entry_points.txt").write_text("[accel.backends]\nvx_hangs = vx_hangs:Hangs\n")
+    (site / "vx_hangs.py").write_text(_HANGS)
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "vx_hangs",
+                           "--ops", "dequantize", "--dtypes", "q8_0", "--timeout", "2", "--no-progress",
+                           "--json", str(out)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(out.read_text())
+    # the first case ran both its paths (op method, compute()): the second case hung
+    assert [c["status"] for c in doc["cases"]] == ["passed", "error"]
+    stuck = doc["cases"][-1]
+    assert "did not finish within --timeout 2 s" in stuck["reason"]
+    assert stuck["repro"].startswith("accel conformance --backend vx_hangs:0 --case ")
+    assert f"stopped: {stuck['id']} ran past 2 s" in " ".join(proc.stderr.split())
