@@ -44,11 +44,16 @@ _SCALAR_BYTES = {"char": 1, "uchar": 1, "unsigned char": 1, "int8_t": 1, "uint8_
 #: the float types among them (the rest are integers: an np.float32 for an int is the right
 #: width and the wrong bits)
 _SCALAR_KIND = {t: "f" for t in ("half", "__half", "float", "double")}
-#: OpenCL's vector types by value (float4 v): n elements, a 3-vector taking a 4-vector's room;
-#: passed as a numpy structured scalar such as pyopencl.cltypes.make_float4(...)
-_VECTOR_BYTES = {f"{t}{n}": _SCALAR_BYTES[t] * (4 if n == 3 else n)
-                 for t in ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
-                           "half", "float", "double") for n in (2, 3, 4, 8, 16)}
+#: vector types by value (float4 v): element type and count, passed as a numpy structured
+#: scalar (pyopencl.cltypes.make_float4(...) on OpenCL); OpenCL gives a 3-vector a 4-vector's
+#: room, CUDA's float3 is 12 bytes
+_VECTORS = {f"{t}{n}": (t, n) for t in ("char", "uchar", "short", "ushort", "int", "uint", "long",
+                                         "ulong", "half", "float", "double") for n in (2, 3, 4, 8, 16)}
+
+
+def _vector_bytes(type_name: str, opencl: bool) -> int:
+    element, n = _VECTORS[type_name]
+    return _SCALAR_BYTES[element] * (4 if n == 3 and opencl else n)
 _QUALIFIERS = {"const", "volatile", "restrict", "__restrict__", "__restrict", "RESTRICT"}
 _SPACES = {"__global": "global", "global": "global", "GLOBAL": "global", "__constant": "constant",
            "constant": "constant", "CONSTANT": "constant", "__local": "local", "local": "local",
@@ -103,14 +108,16 @@ def includes_files(source: str) -> bool:
     return bool(re.search(r"^\s*#\s*include\b", _COMMENTS_AND_STRINGS.sub(" ", source), re.M))
 
 
-def check_args(params: tuple[Param, ...], args: list, shared_mem: int = 0) -> None:
+def check_args(params: tuple[Param, ...], args: list, shared_mem: int = 0, *,
+               opencl: bool = False) -> None:
     """Each argument against its parameter: a buffer (Tensor, or a backend's own buffer) for a
     pointer, of the pointed-to type's width and kind where that is a plain scalar type; a numpy
     scalar of the type's width for a value (a numpy structured scalar for a vector type). A numpy
     int64 passed for a pointer has a pointer's size, so a driver takes it and the kernel
     dereferences it (PoCL segfaults, a CUDA context dies); the check says so first. A trailing
     local pointer is ``shared_mem``'s buffer (OpenCL's form of extern __shared__), which the launch
-    adds when ``shared_mem`` > 0."""
+    adds when ``shared_mem`` > 0. ``opencl``: the parameters are an OpenCL kernel's (its vector
+    layout)."""
     if not params:
         return
     names = ", ".join(n for n, _, _ in params)
@@ -127,12 +134,13 @@ def check_args(params: tuple[Param, ...], args: list, shared_mem: int = 0) -> No
         raise ArgumentError(expected("args", f"{wanted} arguments for the kernel's parameters "
                                      f"({names}){why}", len(args)))
     for index, (value, (name, space, type_name)) in enumerate(zip(args, params)):
-        _check_arg(f"args[{index}]", value, name, space, type_name)
+        _check_arg(f"args[{index}]", value, name, space, type_name, opencl)
 
 
-def _check_arg(arg: str, value: Any, name: str, space: str, type_name: str) -> None:
+def _check_arg(arg: str, value: Any, name: str, space: str, type_name: str, opencl: bool) -> None:
     scalar = isinstance(value, np.generic)
-    width = _SCALAR_BYTES.get(type_name) or _VECTOR_BYTES.get(type_name)
+    width = _SCALAR_BYTES.get(type_name) or (
+        _vector_bytes(type_name, opencl) if type_name in _VECTORS else None)
     kind = _SCALAR_KIND.get(type_name)
     if space != "private":
         if scalar:
@@ -152,11 +160,11 @@ def _check_arg(arg: str, value: Any, name: str, space: str, type_name: str) -> N
                                      "passed by value)", "Tensor"))
     if not scalar or width is None:
         return
-    if type_name in _VECTOR_BYTES:
+    if type_name in _VECTORS:
         if value.dtype.kind != "V" or value.dtype.itemsize != width:
-            raise ArgumentError(expected(arg, f"a numpy value of {width} bytes, such as "
-                                         f"pyopencl.cltypes.make_{type_name}(...) (parameter "
-                                         f"{type_name} {name})",
+            example = f"pyopencl.cltypes.make_{type_name}(...)" if opencl else "a structured scalar"
+            raise ArgumentError(expected(arg, f"a numpy value of {width} bytes, such as {example} "
+                                         f"(parameter {type_name} {name})",
                                          f"{value.dtype} ({value.dtype.itemsize} bytes)"))
     elif value.dtype.itemsize != width or (kind == "f") != (value.dtype.kind == "f"):
         want = f"{'a float' if kind == 'f' else 'an integer'} numpy scalar of {width} bytes"

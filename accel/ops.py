@@ -197,12 +197,14 @@ def quantize_fp8(x: Any, dtype: str, granularity: str = "tensor", *,
 
 
 def _fp8_scale(amax: np.ndarray, largest: float) -> np.ndarray:
-    """amax / largest in float32, rounded up where amax / that exceeds ``largest``: below
-    float32's normal range (subnormal amax) the quotient underflows to 0 (0/0 data) or to a
-    subnormal so coarse that the data overflows the format (inf, or NaN in the fnuz formats)."""
+    """amax / largest in float32; where that is subnormal (amax below float32's smallest normal
+    times ``largest``) it underflows to 0 (0/0 data) or to a value so coarse that the data
+    overflows the format (inf, or NaN in the fnuz formats), so there it is rounded up until
+    amax / scale fits. A normal quotient is within an ulp: its data always fits."""
+    tiny = np.finfo(np.float32)
     with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
-        scale = np.maximum(amax / np.float32(largest), np.float32(np.finfo(np.float32).smallest_subnormal))
-        too_small = amax.astype(np.float64) / scale > largest
+        scale = np.maximum(amax / np.float32(largest), tiny.smallest_subnormal)
+        too_small = (scale < tiny.tiny) & (amax.astype(np.float64) / scale > largest)
     return np.where(too_small, np.nextafter(scale, np.float32(np.inf)), scale).astype(np.float32)
 
 

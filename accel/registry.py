@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import inspect
 import os
 import re
 import threading
@@ -101,7 +102,8 @@ def _contract_gaps(name: str, cls: type[Backend]) -> str:
         return (f"its class {cls.__qualname__} has name {getattr(cls, 'name', None)!r}, its entry "
                 f"point {name!r}: they must match (device strings, repro lines and accel.use "
                 "read the class's)")
-    missing = [m for m in REQUIRED if getattr(cls, m) is getattr(Backend, m)]
+    missing = [m for m in REQUIRED  # static: a classmethod (devices) binds anew on each lookup
+               if inspect.getattr_static(cls, m) is inspect.getattr_static(Backend, m)]
     if missing:
         return f"its class {cls.__qualname__} does not define {', '.join(missing)} (accel.Backend's contract)"
     return ""

@@ -227,6 +227,8 @@ def _qmatmul_context(ctx, inputs, output) -> None:
 def _qmatmul_backward(ctx, grad):
     (w,) = ctx.saved_tensors  # dx = dy @ dequantize(w)
     weight = dequantize(w, ctx.fmt, [w.shape[0], ctx.K], backend=ctx.backend)
+    if grad.numel() == 0:  # N (or M) is 0: an empty sum
+        return grad.new_zeros(*grad.shape[:-1], ctx.K), None, None, None, None, None
     rows = grad.float().reshape(-1, grad.shape[-1])  # x may be one vector, or carry batch dims
     grad_x = matmul(rows, weight, backend=ctx.backend).reshape(*grad.shape[:-1], ctx.K)
     return grad_x.to(grad.dtype), None, None, None, None, None

@@ -109,11 +109,6 @@ def _run(args: argparse.Namespace) -> int:
                   TimeElapsedColumn(), console=console, disable=args.no_progress,
                   transient=True) as progress:
         task = progress.add_task("cases", total=total)
-
-        def shown(result: CaseResult) -> CaseResult:
-            progress.update(task, advance=1, description=result.case.op)
-            return result
-
         got: list[CaseResult] = []
 
         def finish(extra: list[CaseResult]) -> int:

@@ -114,6 +114,13 @@ def test_a_group_of_subnormals_reads_back_finite_and_close(name, row):
     assert np.abs(back - x).max() <= 0.25 * np.abs(x).max()
 
 
+def test_a_normal_group_keeps_the_plain_float32_scale():
+    # only subnormal quotients are rounded up: a normal amax / max is what torch computes
+    amax = np.random.default_rng(0).uniform(1e-3, 1e4, 2000).astype(np.float32)
+    _, scale = accel.quantize_fp8(amax[:, None], "float8_e4m3fn", "row")
+    assert np.array_equal(scale[:, 0], amax / np.float32(448))
+
+
 @pytest.mark.parametrize("shape,granularity,operand_of,scale_shape", [
     ((0, 256), "tensor", "a", ()), ((0, 256), "row", "a", (0, 1)), ((4, 0), "row", "a", (4, 1)),
     ((4, 0), "block", "a", (4, 0)), ((0, 3), "row", "b", (1, 3)), ((256, 0), "block", "b", (2, 0)),

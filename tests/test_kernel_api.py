@@ -208,6 +208,20 @@ def test_parsed_cuda_parameters_check_arguments_without_a_gpu():
     check_args(params, [object(), np.int64(1), np.float32(1), np.uint32(1)])  # a buffer stands in
 
 
+def test_a_cuda_vector_value_has_cudas_size():
+    # CUDA's float3 is 12 bytes; OpenCL gives a 3-vector a 4-vector's room (16)
+    from accel.kernel import check_args, parse_params
+
+    params = parse_params("__global__ void f(float3 v, float* out) {}", "f")
+    cuda_float3 = np.zeros((), np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4")]))[()]
+    check_args(params, [cuda_float3, object()])
+    with pytest.raises(ArgumentError, match=r"^args\[0\]: expected a numpy value of 12 bytes, such "
+                                            r"as a structured scalar"):
+        check_args(params, [np.zeros((), np.dtype([("s", "<f4", 4)]))[()], object()])
+    with pytest.raises(ArgumentError, match="16 bytes, such as pyopencl.cltypes.make_float3"):
+        check_args(params, [cuda_float3, object()], opencl=True)
+
+
 def test_argument_count_and_float_for_int_are_refused_before_launch():
     from accel.kernel import check_args, parse_params
 

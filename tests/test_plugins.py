@@ -131,6 +131,9 @@ class NoMemory(Backend):
     @classmethod
     def devices(cls):
         return [DeviceInfo("vx device", "vx", "none", 0, 1)]
+
+class Nothing(Backend):
+    name = "vx_nothing"
 '''
 
 
@@ -158,7 +161,8 @@ def _with_sites(code: str, *sites: str) -> subprocess.CompletedProcess:
 def test_a_plugin_class_breaking_the_contract_is_unavailable_with_the_reason(tmp_path):
     site = _vendor_site(tmp_path, {
         "vx_good": "vx_backend:Good", "vx_renamed": "vx_backend:Renamed",
-        "vx_nomemory": "vx_backend:NoMemory", "vx_exits": "vx_exits:Missing",
+        "vx_nomemory": "vx_backend:NoMemory", "vx_nothing": "vx_backend:Nothing",
+        "vx_exits": "vx_exits:Missing",
         "vx_badvalue": "not a valid entry point"})
     code = ("import json, numpy as np, accel\n"
             "print(json.dumps({s.name: [s.available, s.reason] for s in accel.backends()}))\n"
@@ -170,6 +174,7 @@ def test_a_plugin_class_breaking_the_contract_is_unavailable_with_the_reason(tmp
     assert found["vx_good"] == [True, ""]
     assert not found["vx_renamed"][0] and "has name 'vx_other', its entry point 'vx_renamed'" in found["vx_renamed"][1]
     assert not found["vx_nomemory"][0] and "does not define alloc, upload, download, view" in found["vx_nomemory"][1]
+    assert "does not define devices, alloc" in found["vx_nothing"][1]  # a classmethod too
     assert not found["vx_exits"][0] and "SystemExit: vendor SDK not found" in found["vx_exits"][1]
     assert not found["vx_badvalue"][0] and "'not a valid entry point' is not 'module:Class'" in found["vx_badvalue"][1]
     assert proc.stdout.splitlines()[1] == "8.0"

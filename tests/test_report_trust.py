@@ -295,3 +295,18 @@ def test_summary_md_marks_a_noisy_ratio_as_the_page_does():
 
 def case_label_in(line: str, case: dict) -> bool:
     return f"{case['op']} {case['dtype']} {report.case_label(case)}:" in line
+
+
+def test_a_conformance_file_without_a_machine_pairs_with_a_machine_of_two_bench_files(tmp_path):
+    # the quick run and a decode sweep: two files, one machine; its failures must reach the PP
+    doc = _bench_doc()
+    quick, decode = copy.deepcopy(doc), copy.deepcopy(doc)
+    quick["cases"], decode["cases"] = doc["cases"][:3], doc["cases"][3:]
+    decode["created"] = "2027-01-01T00:00:00+00:00"
+    failed = {"schema": "accel.conformance/1", "backend": doc["backend"], "device": doc["device"],
+              "machine": None, "cases": [{"op": "matmul", "dtype": "float32", "status": "failed"}]}
+    paths = [tmp_path / "quick.json", tmp_path / "decode.json", tmp_path / "conf.json"]
+    for path, d in zip(paths, (quick, decode, failed)):
+        path.write_text(json.dumps(d))
+    res = report.load(paths)
+    assert [report.PP.platform_name(d) for d in res.conformance] == [report.PP.platform_name(res.bench[0])]

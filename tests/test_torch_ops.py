@@ -152,6 +152,13 @@ def test_qmatmul_gradient_keeps_the_shape_of_x(shape):
                   tolerance.matmul_bound(ref, mag, 5, "float32", "float32"), "float32")
 
 
+def test_qmatmul_gradient_of_a_weight_of_no_rows_is_zero():
+    w = accel.quantize(np.zeros((0, 32), np.float32), "q4_0")
+    x = torch.randn(2, 32, requires_grad=True)
+    accel.qmatmul(x, w).sum().backward()
+    torch.testing.assert_close(x.grad, torch.zeros(2, 32))
+
+
 @pytest.mark.parametrize("a_shape,b_shape", [((0, 8), (8, 4)), ((3, 8), (8, 0)), ((2, 0, 8), (8, 4))],
                          ids=["M=0", "N=0", "empty batch"])
 def test_matmul_gradients_of_an_empty_product_are_zero(a_shape, b_shape):

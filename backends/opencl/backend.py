@@ -400,7 +400,7 @@ class OpenCLBackend(Backend):
             raise ArgumentError(expected("grid", f"at most {MAX_WORK_GROUPS:,} blocks in all on "
                                          "OpenCL (PoCL counts work-groups in 32 bits, and aborts "
                                          "the process past that)", grid))
-        check_args(kernel.params, args, shared_mem)
+        check_args(kernel.params, args, shared_mem, opencl=True)
         values = []
         for i, a in enumerate(args):
             if isinstance(a, Tensor):

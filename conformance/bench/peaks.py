@@ -89,12 +89,21 @@ def peaks(backend: Backend, *, refresh: bool = False, update: bool = False) -> P
 def _best_of(cached: Peaks, new: Peaks) -> Peaks:
     """Per figure the higher of the cached and the new peak, dated when each was measured.
 
-    >>> _best_of(Peaks(10.0, 5.0, "m", "monday"), Peaks(12.0, 4.0, "m", "tuesday")).measured
-    'GFLOP/s tuesday, GB/s monday'
+    >>> mixed = _best_of(Peaks(10.0, 5.0, "m", "mon"), Peaks(12.0, 4.0, "m", "tue"))
+    >>> mixed.measured, _best_of(mixed, Peaks(13.0, 3.0, "m", "wed")).measured
+    ('GFLOP/s tue, GB/s mon', 'GFLOP/s wed, GB/s mon')
     """
-    gflops, gbs = max(cached, new, key=lambda p: p.gflops), max(cached, new, key=lambda p: p.gbs)
-    when = gflops.measured if gflops is gbs else f"GFLOP/s {gflops.measured}, GB/s {gbs.measured}"
+    gflops = max(cached, new, key=lambda p: p.gflops)
+    gbs = max(cached, new, key=lambda p: p.gbs)
+    when_gflops, when_gbs = _dated(gflops)[0], _dated(gbs)[1]
+    when = when_gflops if when_gflops == when_gbs else f"GFLOP/s {when_gflops}, GB/s {when_gbs}"
     return Peaks(gflops.gflops, gbs.gbs, new.method, when)
+
+
+def _dated(p: Peaks) -> tuple[str, str]:
+    """When each figure of ``p`` was measured: one date, or the two _best_of wrote."""
+    found = re.fullmatch(r"GFLOP/s (.*), GB/s (.*)", p.measured)
+    return (found.group(1), found.group(2)) if found else (p.measured, p.measured)
 
 
 def _read(path: Path) -> Peaks | None:

@@ -98,8 +98,8 @@ def _pair_with_bench(doc: dict, bench: list[dict], files: Mapping[int, str], not
     same = [b for b in bench if b.get("backend") == doc.get("backend")
             and _device_name(b) == _device_name(doc)]
     mine = doc.get("machine") or {}
-    if not mine:
-        if len(same) == 1:
+    if not mine:  # one machine's bench files (a quick run and a decode sweep, say): that machine
+        if len({_label(b["machine"]) for b in same}) == 1:
             doc["machine"] = same[0]["machine"]
         return
     if any(_label(b["machine"]) == _label(mine) for b in same):
@@ -173,11 +173,6 @@ def _distinct_names(label: str, machines: list[Mapping]) -> list[str]:
     return [f"{label} (#{i + 1})" for i in range(len(machines))]
 
 
-def _run_of(doc: Mapping) -> str:
-    """A file's run: its run id, or its creation time in files written before run ids."""
-    return (doc.get("machine") or {}).get("run_id") or str(doc.get("created", ""))
-
-
 def _merged_bench_per_platform(docs: list[dict], files: Mapping[int, str],
                                warnings: list[str]) -> list[dict]:
     """One bench document per platform (machine, backend and device) holding the cases of all its
@@ -236,12 +231,12 @@ def number(x: float | None, digits: int = 3) -> str:
 
     >>> number(1510.7), number(60947.6), number(85.33), number(0.00123), number(None)
     ('1,511', '60,948', '85.3', '0.00123', '–')
-    >>> number(431.2, 2), number(43.12, 2)
-    ('431', '43')
+    >>> number(431.2, 2), number(43.12, 2), number(99.7, 2), number(999.7)
+    ('431', '43', '100', '1,000')
     """
     if x is None:
         return "–"
-    if abs(x) >= min(1000, 10 ** digits):  # '.2g' would write 430 as '4.3e+02'
+    if abs(float(f"{x:.{digits}g}")) >= min(1000, 10 ** digits):  # '.2g' writes 430 as '4.3e+02'
         return f"{x:,.0f}"
     return f"{x:.{digits}g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.1e}"
 
@@ -899,8 +894,8 @@ def portability_section(res: Results) -> str:
              f"<h3>Per case, measured on every platform ({len(shared)})</h3>", table(shared), why(shared)]
     if others:
         parts += [f"<h3>Per case, measured on some platforms only ({len(others)})</h3>",
-                  '<p class="note">Their PP is unknown: a platform did not measure them (its profile '
-                  "lacks them); each platform's own efficiencies still show.</p>", table(others), why(others)]
+                  '<p class="note">Their PP is unknown: a platform did not measure them (not among the '
+                  "cases its run chose: profile or --ops); each platform's own efficiencies still show.</p>", table(others), why(others)]
     return "".join(parts)
 
 
