@@ -231,7 +231,17 @@ def test_kernels_check_rows_without_defines_read_them_from_the_job_id(tmp_path):
              "toolchain": "", "cached": False, "kernels": {}}]
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"schema": "accel.kernels_check/1", "targets": ["sm_90"], "results": rows}))
-    assert list(report.compiled_matrix(report.load([path]))[1]) == [("axpy.cu", "-"), ("quant.cl", "F16")]
+    assert list(report.compiled_matrix(report.load([path]))[1]) == [("axpy.cu (your file)", "-"),
+                                                                     ("quant.cl", "F16")]
+
+
+def test_a_users_file_named_like_a_shipped_source_is_its_own_row(tmp_path):
+    rows = [{"job": "matmul.cl[IN_DT=F32,TM=4]", "file": "matmul.cl", "target": "sm_90", "status": "ok"},
+            {"job": "matmul.cl", "file": "matmul.cl", "target": "sm_90", "status": "ok"}]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"schema": "accel.kernels_check/1", "targets": ["sm_90"], "results": rows}))
+    assert list(report.compiled_matrix(report.load([path]))[1]) == [("matmul.cl", "F32"),
+                                                                     ("matmul.cl (your file)", "-")]
 
 
 def test_the_committed_kernels_check_files_still_read():

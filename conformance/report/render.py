@@ -757,7 +757,11 @@ def compiled_matrix(res: Results) -> tuple[list[str], dict[tuple[str, str], dict
                 continue
             targets[r["target"]] = None
             in_dtype = str(_defines_of(r).get("IN_DT", "-"))
-            cell = rows[(r.get("file", "?"), in_dtype)].setdefault(
+            # a user's own file (accel kernels check FILE: no variant's defines, in the row or
+            # in a [..] job id) is named apart from accel's sources, even when it shares a name
+            variant = bool(_defines_of(r)) or "[" in str(r.get("job", ""))
+            source = r.get("file", "?") + ("" if variant else " (your file)")
+            cell = rows[(source, in_dtype)].setdefault(
                 r["target"], {"ok": 0, "failed": 0, "regs": 0, "spills": 0})
             cell[r["status"]] += 1
             for k in (r.get("kernels") or {}).values():
@@ -787,7 +791,7 @@ def compiled_section(res: Results) -> str:
     body = [[src, dt] + [compiled_verdict(cells.get(t)) for t in targets] for (src, dt), cells in rows.items()]
     return ("<h2>GPU targets built without a GPU (evidence: compiled only)</h2>"
             '<p class="note">From <code>accel kernels check</code>: every shipped kernel variant '
-            "compiled for each target with NVRTC (sm_*) or hiprtc (gfx*), with the most registers "
+            "(and any file of yours it checked) compiled for each target with NVRTC (sm_*) or hiprtc (gfx*), with the most registers "
             "a kernel uses; compiled is not ran: conformance on a real device is the verdict.</p>"
             + _table(["kernel source", "input dtype"] + targets, body))
 
