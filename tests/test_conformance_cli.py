@@ -13,6 +13,7 @@ from accel.cli import main
 from accel.conformance import results
 from accel import kernels
 from accel.kernels import KERNELS_CHECK_SCHEMA
+from vendor_sites import vendor_site
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -302,11 +303,7 @@ def test_a_hung_case_is_an_error_with_the_results_so_far(tmp_path):
     # a hanging backend once hung the run with no file and no case named
     import os
 
-    site = tmp_path / "site"
-    (site / "vxh-0.1.dist-info").mkdir(parents=True)
-    (site / "vxh-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vxh\nVersion: 0.1\n")
-    (site / "vxh-0.1.dist-info" / "entry_points.txt").write_text("[accel.backends]\nvx_hangs = vx_hangs:Hangs\n")
-    (site / "vx_hangs.py").write_text(_HANGS)
+    site = vendor_site(tmp_path, "vxh", {"vx_hangs": "vx_hangs:Hangs"}, {"vx_hangs": _HANGS})
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "vx_hangs",
                            "--ops", "dequantize", "--dtypes", "q8_0", "--timeout", "2", "--no-progress",

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import accel
+from vendor_sites import vendor_site
 
 
 def status(name):
@@ -137,17 +138,12 @@ class Nothing(Backend):
 '''
 
 
+_VENDOR_MODULES = {"vx_backend": _BACKEND_MODULE,
+                   "vx_exits": "import sys\nsys.exit('vendor SDK not found')\n"}
+
+
 def _vendor_site(tmp_path, entries: dict[str, str], dist: str = "vendorx") -> str:
-    """A folder holding a vendor's module and an installed distribution's metadata, as pip
-    leaves them: put on PYTHONPATH, importlib.metadata finds its entry points."""
-    site = tmp_path / f"site-{dist}"
-    (site / f"{dist}-0.1.dist-info").mkdir(parents=True)
-    (site / f"{dist}-0.1.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
-    (site / f"{dist}-0.1.dist-info" / "entry_points.txt").write_text(
-        "[accel.backends]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
-    (site / "vx_backend.py").write_text(_BACKEND_MODULE)
-    (site / "vx_exits.py").write_text("import sys\nsys.exit('vendor SDK not found')\n")
-    return str(site)
+    return str(vendor_site(tmp_path, dist, entries, _VENDOR_MODULES))
 
 
 def _with_sites(code: str, *sites: str) -> subprocess.CompletedProcess:
