@@ -19,6 +19,7 @@ from accel.errors import (AccelError, ArgumentError, BackendUnavailable, Compile
 from accel.kernel import kernel  # the function; shadows the submodule name on purpose
 from accel.ops import (attention, dequantize, matmul, qmatmul, quantize, quantize_fp8,
                        scaled_matmul)
+from accel.nn import add, gelu, get_rows, glu, layer_norm, mul, rms_norm, rope, silu, softmax
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 
@@ -42,6 +43,7 @@ def __getattr__(name: str) -> str:
 
 __all__ = [
     "matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul", "quantize_fp8",
+    "rms_norm", "layer_norm", "rope", "softmax", "glu", "silu", "gelu", "get_rows", "add", "mul",
     "asarray", "Tensor", "QTensor", "kernel",
     "backends", "get_backend", "set_backend", "use", "current_device", "Backend", "DeviceInfo",
     "Support", "AccelError", "ArgumentError", "ShapeError", "DTypeError", "BackendUnavailable",

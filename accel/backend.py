@@ -199,6 +199,23 @@ class Backend:
         """
         return self.upload(np.ascontiguousarray(convert(self.host_view(src), dtype)))
 
+    def write(self, dst: DeviceArray, src: DeviceArray) -> None:
+        """Optional: copy the elements of C-contiguous ``src`` into view ``dst`` (same shape and
+        dtype, strides and offset in elements over ``dst.buf``): what ``Tensor.__setitem__``
+        runs. The default works where buffers are host memory (numpy arrays, as on the CPU
+        backend); device backends override it.
+
+        >>> import accel, numpy as np
+        >>> t = accel.asarray(np.zeros((2, 3), np.float32), backend="cpu")
+        >>> t.backend.write(t[:, 1], accel.asarray(np.ones(2, np.float32), backend="cpu"))
+        >>> t.numpy().tolist()
+        [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+        """
+        if not isinstance(dst.buf, np.ndarray):
+            raise UnsupportedError(self.name, "Tensor.__setitem__", dst.dtype, "this backend "
+                                   "defines no write(dst, src) for its device buffers")
+        self.host_view(dst)[...] = self.host_view(src)
+
     def host_view(self, src: DeviceArray) -> np.ndarray:
         """View ``src`` as a host numpy array over a download of the bytes it reaches (a view of
         the buffer itself where ``download`` returns one, as on the CPU backend).

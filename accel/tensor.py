@@ -235,6 +235,48 @@ class Tensor:
             raise ArgumentError(expected("key", "slices of ints with a non-zero step",
                                          f"{key!r} ({e})")) from None
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """Write ``value`` (a numpy array, or an accel.Tensor on this tensor's backend, of this
+        dtype, broadcastable to the indexed shape) into the view ``self[key]`` (basic indexing
+        as :meth:`__getitem__`), on the device (``Backend.write``): a KV cache is a
+        preallocated Tensor and ``cache[:, :, pos:pos + 1] = k``.
+
+        >>> import accel, numpy as np
+        >>> cache = accel.asarray(np.zeros((1, 2, 4, 3), np.float32), backend="cpu")
+        >>> cache[:, :, 1:2] = np.ones((1, 2, 1, 3), np.float32)
+        >>> cache.numpy()[0, :, :, 0].tolist()
+        [[0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]
+        """
+        target = self[key]
+        if isinstance(value, Tensor):
+            if value.backend is not self.backend:
+                raise DeviceMismatchError(expected("value", f"a tensor on {self.backend.device_id}",
+                                                   f"one on {value.backend.device_id}"))
+            vdtype = value.dtype
+        elif type(value) is np.ndarray:
+            vdtype = NAME_OF_NUMPY.get(value.dtype, str(value.dtype))
+        else:
+            raise ArgumentError(expected("value", "a numpy array or an accel.Tensor",
+                                         type(value).__name__))
+        if vdtype != self.dtype:
+            raise DTypeError(expected("value.dtype", f"{self.dtype}, the tensor's dtype", vdtype))
+        try:
+            fits = np.broadcast_shapes(tuple(value.shape), target.shape) == target.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ShapeError(expected("value.shape", f"broadcastable to {target.shape} (self[key])",
+                                      tuple(value.shape)))
+        if not math.prod(target.shape):
+            return
+        if isinstance(value, Tensor) and tuple(value.shape) == target.shape:
+            src = value.contiguous()
+        else:
+            host = value.numpy() if isinstance(value, Tensor) else value
+            src = Tensor._upload(self.backend, np.ascontiguousarray(
+                np.broadcast_to(host, target.shape)), self.dtype)
+        self.backend.write(target, src)
+
     def contiguous(self) -> "Tensor":
         """This tensor when it is C-contiguous from its buffer's start, else a copy that is,
         made on the device (kernels/copy.cl on OpenCL, CUDA and HIP).

@@ -19,7 +19,7 @@ PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conforman
 BASE = {"accel.errors", "accel.dtypes", "accel.formats", "accel.spec", "accel.diskcache",
         "accel.exact_int8", "accel.argtypes", "accel.hostmem"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
-           "accel.torch_ops", "accel.kernel", "accel.backends"}  # accel.backends itself is the listing function accel.backends()
+           "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
 KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources"}
 TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
          "accel.conformance.report", "accel.conformance.campaign", "accel.kernels.check")

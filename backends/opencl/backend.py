@@ -246,6 +246,40 @@ class OpenCLBackend(Backend):
         with self._device_errors(f"viewing bytes [{offset}, {offset + nbytes})"):
             return buf.get_sub_region(offset, max(1, nbytes))
 
+    def write(self, dst, src) -> None:
+        """``Tensor.__setitem__``'s device write: contiguous ``src`` into view ``dst`` with
+        rectangular buffer copies (clEnqueueCopyBufferRect), three merged dims per copy."""
+        item = to_numpy_dtype(dst.dtype).itemsize
+        dims = [(n, st) for n, st in zip(dst.shape, dst.strides) if n != 1]
+        merged: list[list[int]] = []
+        for n, st in dims:  # fold an axis into the one before it where memory runs on
+            if merged and merged[-1][1] == st * n:
+                merged[-1] = [merged[-1][0] * n, st]
+            else:
+                merged.append([n, st])
+        if not merged:
+            merged = [[1, 1]]
+        if merged[-1][1] != 1 or any(st < 0 for _, st in merged):
+            raise UnsupportedError(self.name, "Tensor.__setitem__", dst.dtype, "the indexed view "
+                                   "must have unit, non-negative strides along its last axis "
+                                   "(no reversed or stepped last axis)")
+        inner, outer = merged[-3:], merged[:-3]
+        inner = [[1, 0]] * (3 - len(inner)) + inner  # [z, y, x], x contiguous
+        region = (inner[2][0] * item, inner[1][0], inner[0][0])
+        dst_pitches = (inner[1][1] * item, inner[0][1] * item)
+        src_pitches = (region[0], region[0] * region[1])
+        per = region[0] * region[1] * region[2]
+        copies = []
+        with self._device_errors("writing a tensor view (Tensor.__setitem__)"):
+            for k, index in enumerate(np.ndindex(*[n for n, _ in outer])):
+                origin = dst.offset * item + sum(i * st * item for i, (_, st) in zip(index, outer))
+                copies.append(cl.enqueue_copy(
+                    self.queue, dst.buf, src.buf, src_origin=(k * per, 0, 0),
+                    dst_origin=(origin, 0, 0), region=region, src_pitches=src_pitches,
+                    dst_pitches=dst_pitches))
+        for event in copies:
+            self._wait(event, "writing a tensor view")
+
     def gather(self, src, dtype: str) -> Any:
         """The view's elements in C order as ``dtype``, copied by kernels/copy.cl on the device
         (bit for bit, or converted between float formats); other conversions, and views of more

@@ -1,0 +1,432 @@
+"""The decoder-step ops (issue 42): norms, RoPE, softmax, gated activations, embedding rows,
+residual add/mul. Each takes ``backend=`` like accel's other ops and gives back the kind of
+array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` operands, numpy
+for numpy operands.
+
+Status: every op computes the reference semantics in numpy (float32 arithmetic, one rounding
+to the output dtype). On a backend other than ``cpu`` the operands are read to the host and the
+result is written back to that backend: the answer is the reference's, but the data makes a
+round trip (device kernels for these ops are not written yet).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from accel.backend import Backend
+from accel.dispatch import resolve
+from accel.dtypes import FLOAT_DTYPES, to_numpy_dtype
+from accel.errors import ArgumentError, DTypeError, ShapeError, expected
+from accel.tensor import QTensor, Tensor, operand
+
+_F = np.float32
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
+
+
+# -- operands -------------------------------------------------------------------------------
+class _Call:
+    """The operands of one call, checked, with the backend they resolve to."""
+
+    def __init__(self, backend: str | Backend | None, **named: Any):
+        self.ops = {k: operand(k, v) for k, v in named.items() if v is not None}
+        self.backend, _ = resolve(backend, tuple(self.ops.values()))
+        self.device = any(o.kind == "accel" for o in self.ops.values())
+        for o in self.ops.values():
+            if o.kind not in ("numpy", "accel"):
+                raise ArgumentError(expected(o.arg, "a numpy array or an accel.Tensor (the "
+                                             "decoder ops take no other array kinds yet)", o.kind))
+
+    def host(self, arg: str) -> np.ndarray | None:
+        o = self.ops.get(arg)
+        if o is None:
+            return None
+        return o.x.numpy() if o.kind == "accel" else np.asarray(o.x)
+
+    def dtype(self, arg: str) -> str:
+        return self.ops[arg].dtype
+
+    def shape(self, arg: str) -> tuple[int, ...]:
+        return self.ops[arg].shape
+
+    def out(self, result: np.ndarray) -> Any:
+        result = np.ascontiguousarray(result)
+        return Tensor.from_host(self.backend, result) if self.device else result
+
+
+def _float(call: _Call, arg: str) -> str:
+    dt = call.dtype(arg)
+    if dt not in FLOAT_DTYPES:
+        raise DTypeError(expected(f"{arg}.dtype", f"one of {FLOAT_DTYPES}", dt))
+    return dt
+
+
+def _same_dtype(call: _Call, arg: str, like: str) -> None:
+    if arg in call.ops and call.dtype(arg) != call.dtype(like):
+        raise DTypeError(expected(f"{arg}.dtype", f"the dtype of {like} ({call.dtype(like)})",
+                                  call.dtype(arg)))
+
+
+def _vector(call: _Call, arg: str, n: int, like: str) -> np.ndarray | None:
+    """An optional [n] operand of ``like``'s dtype, as float32."""
+    if arg not in call.ops:
+        return None
+    _same_dtype(call, arg, like)
+    if call.shape(arg) != (n,):
+        raise ShapeError(expected(f"{arg}.shape", f"({n},), the last dimension of {like}",
+                                  call.shape(arg)))
+    return call.host(arg).astype(_F)
+
+
+def _eps(eps: object) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(eps)) or float(eps) < 0:
+        raise ArgumentError(expected("eps", "a finite real number >= 0", repr(eps)))
+    return float(eps)
+
+
+def _real(arg: str, value: object, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or (positive and float(value) <= 0):
+        raise ArgumentError(expected(arg, "a finite real number" + (" > 0" if positive else ""),
+                                     repr(value)))
+    return float(value)
+
+
+def _integers(arg: str, x: Any, backend: str | Backend | None) -> tuple[np.ndarray, Backend | None, bool]:
+    """An integer index operand (numpy of any integer dtype, or an int32/int8 accel.Tensor)."""
+    if isinstance(x, Tensor):
+        if x.dtype not in ("int32", "int8"):
+            raise DTypeError(expected(f"{arg}.dtype", "an integer dtype", x.dtype))
+        return x.numpy().astype(np.int64), x.backend, True
+    if not isinstance(x, np.ndarray) or isinstance(x, (np.ma.MaskedArray, np.matrix)):
+        raise ArgumentError(expected(arg, "a numpy integer array or an accel.Tensor",
+                                     type(x).__name__))
+    if not np.issubdtype(x.dtype, np.integer):
+        raise DTypeError(expected(f"{arg}.dtype", "an integer dtype", str(x.dtype)))
+    return x.astype(np.int64), None, False
+
+
+def _round(x: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return x.astype(to_numpy_dtype(dtype))
+
+
+# -- norms ------------------------------------------------------------------------------------
+def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
+             backend: str | Backend | None = None) -> Any:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last axis, in float32, output in x's
+    dtype; ``weight`` ``[D]`` of x's dtype (None: no scaling).
+
+    >>> import accel, numpy as np
+    >>> np.round(accel.rms_norm(np.array([[3.0, 4.0]], np.float32), eps=0.0) ** 2, 4)  # ms 12.5
+    array([[0.72, 1.28]], dtype=float32)
+    """
+    call = _Call(backend, x=x, weight=weight)
+    dt = _float(call, "x")
+    e = _eps(eps)
+    if not call.shape("x"):
+        raise ShapeError(expected("x.shape", "at least 1 dimension [..., D]", call.shape("x")))
+    w = _vector(call, "weight", call.shape("x")[-1], "x")
+    xf = call.host("x").astype(_F)
+    with np.errstate(all="ignore"):
+        ms = np.mean(np.square(xf, dtype=_F), axis=-1, keepdims=True, dtype=_F)
+        y = xf / np.sqrt(ms + _F(e))
+        if w is not None:
+            y = y * w
+    return call.out(_round(y, dt))
+
+
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-5,
+               backend: str | Backend | None = None) -> Any:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (population
+    variance), in float32, output in x's dtype.
+
+    >>> import accel, numpy as np
+    >>> accel.layer_norm(np.array([1.0, 3.0], np.float32), eps=0.0)
+    array([-1.,  1.], dtype=float32)
+    """
+    call = _Call(backend, x=x, weight=weight, bias=bias)
+    dt = _float(call, "x")
+    e = _eps(eps)
+    if not call.shape("x"):
+        raise ShapeError(expected("x.shape", "at least 1 dimension [..., D]", call.shape("x")))
+    n = call.shape("x")[-1]
+    w, b = _vector(call, "weight", n, "x"), _vector(call, "bias", n, "x")
+    xf = call.host("x").astype(_F)
+    with np.errstate(all="ignore"):
+        c = xf - np.mean(xf, axis=-1, keepdims=True, dtype=_F)
+        y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True, dtype=_F) + _F(e))
+        if w is not None:
+            y = y * w
+        if b is not None:
+            y = y + b
+    return call.out(_round(y, dt))
+
+
+# -- RoPE ---------------------------------------------------------------------------------------
+def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | None = None,
+         interleaved: bool = False, freq_scale: float = 1.0, freq_factors: Any = None,
+         backend: str | Backend | None = None) -> Any:
+    """Rotary position embedding of ``x [B, H, S, D]`` at integer ``positions`` ``[S]`` or
+    ``[B, S]``: pair ``i`` of the first ``rotary_dim`` dims (NEOX halves ``(i, i + r/2)`` by
+    default, GPT-J neighbours ``(2i, 2i + 1)`` with ``interleaved=True``) turns by
+    ``position * freq_scale * base^(-2i / rotary_dim) / freq_factors[i]``; the other dims pass
+    through. Angles and rotation in float32, output in x's dtype.
+
+    >>> import accel, numpy as np
+    >>> x = np.array([[[[1.0, 0.0]]]], np.float32)                     # B=H=S=1, D=2
+    >>> np.round(accel.rope(x, np.array([1]), base=1.0), 4)            # turned by 1 radian
+    array([[[[0.5403, 0.8415]]]], dtype=float32)
+    """
+    call = _Call(backend, x=x, freq_factors=freq_factors)
+    dt = _float(call, "x")
+    shape = call.shape("x")
+    if len(shape) != 4:
+        raise ShapeError(expected("x.shape", "4 dimensions [B, H, S, D]", shape))
+    B, H, S, D = shape
+    pos, pos_backend, _ = _integers("positions", positions, None)
+    if pos_backend is not None and pos_backend is not call.backend:
+        raise ArgumentError(expected("positions", f"on {call.backend.device_id} like x",
+                                     f"a tensor on {pos_backend.device_id}"))
+    if pos.shape not in ((S,), (B, S)):
+        raise ShapeError(expected("positions.shape", f"({S},) or ({B}, {S}) for x of shape {shape}",
+                                  pos.shape))
+    if pos.size and pos.min() < 0:
+        raise ArgumentError(expected("positions", "non-negative integers", int(pos.min())))
+    r = D if rotary_dim is None else rotary_dim
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 2 or r % 2 or r > D:
+        raise ArgumentError(expected("rotary_dim", f"None or an even integer in [2, D = {D}]",
+                                     repr(rotary_dim)))
+    r = int(r)
+    if not isinstance(interleaved, (bool, np.bool_)):
+        raise ArgumentError(expected("interleaved", "a bool", repr(interleaved)))
+    b = _real("base", base, positive=True)
+    fs = _real("freq_scale", freq_scale)
+    ff = None
+    if "freq_factors" in call.ops:
+        if call.dtype("freq_factors") != "float32":
+            raise DTypeError(expected("freq_factors.dtype", "float32", call.dtype("freq_factors")))
+        if call.shape("freq_factors") != (r // 2,):
+            raise ShapeError(expected("freq_factors.shape", f"({r // 2},) (rotary_dim / 2)",
+                                      call.shape("freq_factors")))
+        ff = call.host("freq_factors").astype(_F)
+    inv = (_F(b) ** (-np.arange(0, r, 2, dtype=_F) / _F(r))).astype(_F)  # [r/2]
+    if ff is not None:
+        inv = inv / ff
+    p = pos.astype(_F) * _F(fs)
+    theta = p[..., None] * inv  # [S, r/2] or [B, S, r/2]
+    if theta.ndim == 3:
+        theta = theta[:, None]  # [B, 1, S, r/2]
+    cos, sin = np.cos(theta).astype(_F), np.sin(theta).astype(_F)
+    xf = call.host("x").astype(_F)
+    y = xf.copy()
+    if interleaved:
+        x0, x1 = xf[..., 0:r:2], xf[..., 1:r:2]
+        y[..., 0:r:2] = x0 * cos - x1 * sin
+        y[..., 1:r:2] = x0 * sin + x1 * cos
+    else:
+        h = r // 2
+        x0, x1 = xf[..., :h], xf[..., h:r]
+        y[..., :h] = x0 * cos - x1 * sin
+        y[..., h:r] = x0 * sin + x1 * cos
+    return call.out(_round(y, dt))
+
+
+# -- softmax --------------------------------------------------------------------------------------
+def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
+            backend: str | Backend | None = None) -> Any:
+    """``softmax(x * scale + mask)`` over the last axis in float32, output in x's dtype. ``mask``
+    broadcasts to x: boolean (True = keep) or additive float; a row with no finite logit left
+    gives zeros.
+
+    >>> import accel, numpy as np
+    >>> accel.softmax(np.log(np.array([[1.0, 3.0]], np.float32)))
+    array([[0.25, 0.75]], dtype=float32)
+    """
+    call = _Call(backend, x=x, mask=mask)
+    dt = _float(call, "x")
+    s = _real("scale", scale)
+    if not call.shape("x"):
+        raise ShapeError(expected("x.shape", "at least 1 dimension", call.shape("x")))
+    with np.errstate(all="ignore"):
+        z = call.host("x").astype(_F) * _F(s)
+        if "mask" in call.ops:
+            mdt = call.dtype("mask")
+            if mdt != "bool" and mdt not in FLOAT_DTYPES:
+                raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mdt))
+            try:
+                if np.broadcast_shapes(call.shape("mask"), z.shape) != z.shape:
+                    raise ValueError
+            except ValueError:
+                raise ShapeError(expected("mask.shape", f"broadcastable to x's shape {z.shape}",
+                                          call.shape("mask"))) from None
+            m = call.host("mask")
+            z = np.where(m, z, _F(-np.inf)) if mdt == "bool" else z + m.astype(_F)
+        mx = np.max(z, axis=-1, keepdims=True) if z.shape[-1] else np.zeros(z.shape[:-1] + (1,), _F)
+        dead = mx == -np.inf
+        e = np.exp(z - np.where(dead, _F(0), mx))
+        y = e / np.where(dead, _F(1), np.sum(e, axis=-1, keepdims=True, dtype=_F))
+        y = np.where(dead, _F(0), y)
+    return call.out(_round(y, dt))
+
+
+# -- activations -------------------------------------------------------------------------------------
+def _act(name: str, g: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if name == "silu":
+            return g / (_F(1) + np.exp(-g))
+        if name == "gelu_tanh":
+            c = _F(math.sqrt(2.0 / math.pi))
+            return _F(0.5) * g * (_F(1) + np.tanh(c * (g + _F(0.044715) * g * g * g)))
+        from math import erf  # exact erf per element (numpy has none): gelu is not a hot path here
+        return (_F(0.5) * g * (_F(1) + np.vectorize(erf, otypes=[np.float64])(g / math.sqrt(2))
+                               .astype(_F))).astype(_F)
+
+
+def silu(x: Any, *, backend: str | Backend | None = None) -> Any:
+    """``x * sigmoid(x)`` in float32, output in x's dtype.
+
+    >>> import accel, numpy as np
+    >>> accel.silu(np.array([0.0, 1.0], np.float32))
+    array([0.       , 0.7310586], dtype=float32)
+    """
+    call = _Call(backend, x=x)
+    dt = _float(call, "x")
+    return call.out(_round(_act("silu", call.host("x").astype(_F)), dt))
+
+
+def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = None) -> Any:
+    """GELU, ``x * Phi(x)`` (``approximate="none"``, erf) or its tanh approximation
+    (``"tanh"``), as torch's ``gelu``; float32, output in x's dtype.
+
+    >>> import accel, numpy as np
+    >>> accel.gelu(np.array([1.0], np.float32)), accel.gelu(np.array([1.0], np.float32), "tanh")
+    (array([0.8413447], dtype=float32), array([0.841192], dtype=float32))
+    """
+    if approximate not in ("none", "tanh"):
+        raise ArgumentError(expected("approximate", "'none' or 'tanh'", repr(approximate)))
+    call = _Call(backend, x=x)
+    dt = _float(call, "x")
+    name = "gelu" if approximate == "none" else "gelu_tanh"
+    return call.out(_round(_act(name, call.host("x").astype(_F)), dt))
+
+
+def glu(gate: Any, up: Any = None, *, activation: str = "silu",
+        backend: str | Backend | None = None) -> Any:
+    """``act(gate) * up`` (SwiGLU with "silu", GeGLU with "gelu_tanh" or "gelu"); with
+    ``up=None`` the last axis of ``gate`` splits in halves, the first half the gate.
+
+    >>> import accel, numpy as np
+    >>> accel.glu(np.array([[1.0, 2.0]], np.float32), activation="silu")  # silu(1) * 2
+    array([[1.4621172]], dtype=float32)
+    """
+    if activation not in ACTIVATIONS:
+        raise ArgumentError(expected("activation", f"one of {ACTIVATIONS}", repr(activation)))
+    call = _Call(backend, gate=gate, up=up)
+    dt = _float(call, "gate")
+    g = call.host("gate").astype(_F)
+    if "up" in call.ops:
+        _same_dtype(call, "up", "gate")
+        if call.shape("up") != call.shape("gate"):
+            raise ShapeError(expected("up.shape", f"the shape of gate {call.shape('gate')}",
+                                      call.shape("up")))
+        u = call.host("up").astype(_F)
+    else:
+        if not g.ndim or g.shape[-1] % 2:
+            raise ShapeError(expected("gate.shape", "an even last dimension (gate and up halves) "
+                                      "when up is None", call.shape("gate")))
+        h = g.shape[-1] // 2
+        g, u = g[..., :h], g[..., h:]
+    with np.errstate(all="ignore"):
+        return call.out(_round(_act(activation, g) * u, dt))
+
+
+# -- elementwise -----------------------------------------------------------------------------------------
+def _binary(name: str, a: Any, b: Any, backend: str | Backend | None) -> Any:
+    call = _Call(backend, a=a, b=b)
+    dt = _float(call, "a")
+    _same_dtype(call, "b", "a")
+    try:
+        np.broadcast_shapes(call.shape("a"), call.shape("b"))
+    except ValueError:
+        raise ShapeError(expected("a, b shapes", "shapes that broadcast",
+                                  f"{call.shape('a')} and {call.shape('b')}")) from None
+    fa, fb = call.host("a").astype(_F), call.host("b").astype(_F)
+    with np.errstate(all="ignore"):
+        return call.out(_round(fa + fb if name == "add" else fa * fb, dt))
+
+
+def add(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:
+    """``a + b`` with numpy broadcasting, computed in float32 and rounded once to the inputs'
+    dtype (both the same float dtype).
+
+    >>> import accel, numpy as np
+    >>> accel.add(np.ones((2, 2), np.float16), np.array([1.0, 2.0], np.float16))
+    array([[2., 3.],
+           [2., 3.]], dtype=float16)
+    """
+    return _binary("add", a, b, backend)
+
+
+def mul(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:
+    """``a * b`` with numpy broadcasting, computed in float32 and rounded once to the inputs'
+    dtype.
+
+    >>> import accel, numpy as np
+    >>> accel.mul(np.full(3, 1.5, np.float32), np.float32(2) * np.ones(3, np.float32))
+    array([3., 3., 3.], dtype=float32)
+    """
+    return _binary("mul", a, b, backend)
+
+
+# -- embedding rows ----------------------------------------------------------------------------------------
+def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> Any:
+    """Rows of ``table [N, D]`` at integer ``ids`` (any shape): output ``ids.shape + (D,)``.
+    A float table gives rows in its dtype; an ``accel.QTensor`` gives the rows as float32,
+    equal to ``accel.dequantize`` of the table (any format: the selected rows' own bytes are
+    dequantized by the format's codec).
+
+    >>> import accel, numpy as np
+    >>> t = np.arange(6, dtype=np.float32).reshape(3, 2)
+    >>> accel.get_rows(t, np.array([[2, 0]]))
+    array([[[4., 5.],
+            [0., 1.]]], dtype=float32)
+    """
+    if isinstance(table, QTensor):
+        if len(table.shape) != 2:
+            raise ShapeError(expected("table.shape", "a 2-d table [N, D]", table.shape))
+        N, D = table.shape
+        idx, ib, dev = _integers("ids", ids, backend)
+        _check_ids(idx, N)
+        be = ib if ib is not None else (table.backend if backend is None else resolve(backend, ())[0])
+        raw = np.asarray(table.raw).reshape(N, -1)[idx.reshape(-1)]
+        from accel.ops import dequantize  # the format's own dequantize, whatever it is
+
+        rows = QTensor.from_raw(np.ascontiguousarray(raw), table.fmt, (idx.size, D), backend="cpu")
+        out = np.asarray(dequantize(rows)).reshape(idx.shape + (D,))
+        return Tensor.from_host(be, out) if dev or table.kind == "accel" else out
+    idx, ib, dev = _integers("ids", ids, None)
+    call = _Call(ib if backend is None and ib is not None else backend, table=table)
+    _float(call, "table")
+    if len(call.shape("table")) != 2:
+        raise ShapeError(expected("table.shape", "a 2-d table [N, D]", call.shape("table")))
+    if ib is not None and ib is not call.backend:
+        raise ArgumentError(expected("ids", f"on {call.backend.device_id} like table",
+                                     f"a tensor on {ib.device_id}"))
+    _check_ids(idx, call.shape("table")[0])
+    out = call.host("table")[idx]
+    if dev and not call.device:
+        return Tensor.from_host(call.backend, np.ascontiguousarray(out))
+    return call.out(out)
+
+
+def _check_ids(idx: np.ndarray, n: int) -> None:
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
+        raise ArgumentError(expected("ids", f"integers in [0, {n}) (the table's rows)", bad))
+
+
+__all__ = ["rms_norm", "layer_norm", "rope", "softmax", "glu", "silu", "gelu", "get_rows", "add",
+           "mul", "ACTIVATIONS"]

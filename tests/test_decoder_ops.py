@@ -1,0 +1,244 @@
+"""The decoder-step ops (issue 42) against float64 formulas written here (no code shared with
+accel), their typed errors, Tensor in -> Tensor out, and Tensor.__setitem__ on cpu and OpenCL."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import accel
+from accel.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError
+
+RNG = np.random.default_rng(42)
+F64 = np.float64
+
+
+def _opencl():
+    try:
+        return accel.get_backend("opencl")
+    except accel.AccelError as e:  # no OpenCL device on this machine: say why
+        pytest.skip(f"no OpenCL backend here: {e}")
+
+
+def close(got, want, dtype="float32", scale=1.0):
+    """float32 arithmetic rounded once to ``dtype``: a few ulps of the output format plus the
+    float32 error of short reductions, relative to the data's magnitude ``scale``."""
+    u = {"float32": 2.0**-24, "float16": 2.0**-11}[dtype]
+    got = np.asarray(got, F64)
+    tol = 8 * u * np.abs(want) + 64 * 2.0**-24 * scale
+    assert got.shape == want.shape
+    bad = ~(np.abs(got - want) <= tol)
+    assert not bad.any(), f"{bad.sum()} of {bad.size} off, worst {np.abs(got - want).max()}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_rms_norm_against_float64(dtype):
+    x = RNG.standard_normal((3, 5, 64)).astype(dtype)
+    w = RNG.standard_normal(64).astype(dtype)
+    xd, wd = x.astype(F64), w.astype(F64)
+    want = xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + 1e-6) * wd
+    got = accel.rms_norm(x, w)
+    assert got.dtype == x.dtype
+    close(got, want, dtype, scale=4)
+    close(accel.rms_norm(x, eps=0.0), xd / np.sqrt((xd * xd).mean(-1, keepdims=True)), dtype, 4)
+
+
+def test_rms_norm_zero_row_and_eps_zero():
+    x = np.zeros((2, 8), np.float32)
+    assert np.array_equal(accel.rms_norm(x, eps=1e-6), x)  # 0 / sqrt(eps)
+    assert np.isnan(accel.rms_norm(x, eps=0.0)).all()      # 0 / 0, as IEEE says
+
+
+def test_layer_norm_against_float64():
+    x = (RNG.standard_normal((4, 80)) * 3 + 5).astype(np.float32)
+    w, b = RNG.standard_normal(80).astype(np.float32), RNG.standard_normal(80).astype(np.float32)
+    xd = x.astype(F64)
+    c = xd - xd.mean(-1, keepdims=True)
+    want = c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * w + b
+    close(accel.layer_norm(x, w, b), want, scale=8)
+
+
+def _rope64(x, pos, base, r, interleaved, fs, ff):
+    x = x.astype(F64)
+    out = x.copy()
+    B, H, S, D = x.shape
+    pos = np.broadcast_to(np.asarray(pos, F64).reshape(-1, S) if np.ndim(pos) == 2 else pos, (B, S))
+    for i in range(r // 2):
+        theta = pos * fs * base ** (-2.0 * i / r) / (1.0 if ff is None else float(ff[i]))
+        c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+        a, b = (2 * i, 2 * i + 1) if interleaved else (i, i + r // 2)
+        out[..., a] = x[..., a] * c - x[..., b] * s
+        out[..., b] = x[..., a] * s + x[..., b] * c
+    return out
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rotary_dim", [None, 32])
+def test_rope_against_float64(interleaved, rotary_dim):
+    x = RNG.standard_normal((2, 3, 6, 80)).astype(np.float32)
+    pos = np.array([0, 1, 7, 100, 4095, 32767], np.int64)
+    ff = None if rotary_dim is None else (1 + RNG.random(16)).astype(np.float32)
+    got = accel.rope(x, pos, rotary_dim=rotary_dim, interleaved=interleaved, freq_scale=0.5,
+                     freq_factors=ff)
+    want = _rope64(x, pos, 10000.0, rotary_dim or 80, interleaved, 0.5, ff)
+    # the angle's float32 error grows with the position: ~ position x 2^-23 radians
+    tol = 4 * (np.abs(x).max() * 2) * (pos.max() * 0.5 * 2.0**-23 + 2.0**-22)
+    assert np.abs(got - want).max() <= tol
+    if rotary_dim:
+        assert np.array_equal(got[..., 32:], x[..., 32:])  # the rest passes through
+
+
+def test_rope_positions_per_batch_and_float16():
+    x = RNG.standard_normal((2, 1, 3, 16)).astype(np.float16)
+    pos = np.array([[0, 1, 2], [5, 6, 7]], np.int32)
+    want = _rope64(x, pos, 500.0, 16, False, 1.0, None)
+    close(accel.rope(x, pos, base=500.0), want, "float16", scale=2)
+
+
+def test_softmax_against_float64_and_masks():
+    x = (RNG.standard_normal((3, 4, 50)) * 4).astype(np.float32)
+    xd = x.astype(F64) * 0.5
+    e = np.exp(xd - xd.max(-1, keepdims=True))
+    close(accel.softmax(x, scale=0.5), e / e.sum(-1, keepdims=True))
+    keep = RNG.random((4, 50)) > 0.3
+    keep[1] = False  # a fully masked row gives zeros
+    got = accel.softmax(x, mask=keep)
+    md = np.where(keep, x.astype(F64), -np.inf)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(md - md.max(-1, keepdims=True))
+        want = np.nan_to_num(e / e.sum(-1, keepdims=True))
+    close(got, want)
+    assert np.array_equal(got[:, 1], np.zeros((3, 50), np.float32))
+    add = np.where(keep, 0.0, -np.inf).astype(np.float32)
+    close(accel.softmax(x, mask=add), want)
+
+
+def test_softmax_long_row():
+    x = RNG.standard_normal(262144).astype(np.float32)
+    e = np.exp(x.astype(F64) - x.max())
+    close(accel.softmax(x), e / e.sum())
+
+
+def _gelu64(g):
+    return np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in g.reshape(-1)]).reshape(g.shape)
+
+
+def test_activations_against_float64():
+    g = (RNG.standard_normal((4, 64)) * 3).astype(np.float32)
+    gd = g.astype(F64)
+    silu = gd / (1 + np.exp(-gd))
+    tanh = 0.5 * gd * (1 + np.tanh(math.sqrt(2 / math.pi) * (gd + 0.044715 * gd**3)))
+    close(accel.silu(g), silu, scale=4)
+    close(accel.gelu(g), _gelu64(gd), scale=4)
+    close(accel.gelu(g, "tanh"), tanh, scale=4)
+    u = RNG.standard_normal((4, 64)).astype(np.float32)
+    close(accel.glu(g, u), silu * u, scale=8)
+    close(accel.glu(g, u, activation="gelu_tanh"), tanh * u, scale=8)
+    close(accel.glu(g, u, activation="gelu"), _gelu64(gd) * u, scale=8)
+    both = np.concatenate([g, u], axis=-1)
+    close(accel.glu(both), silu * u, scale=8)  # up=None: first half the gate
+
+
+def test_add_mul_broadcast_and_one_rounding():
+    a = RNG.standard_normal((3, 1, 5)).astype(np.float16)
+    b = RNG.standard_normal((4, 5)).astype(np.float16)
+    got = accel.add(a, b)
+    assert got.shape == (3, 4, 5) and got.dtype == np.float16
+    assert np.array_equal(got, (a.astype(F64) + b.astype(F64)).astype(np.float16))
+    assert np.array_equal(accel.mul(a, b), (a.astype(F64) * b.astype(F64)).astype(np.float16))
+
+
+def test_get_rows_float_and_quantized():
+    t = RNG.standard_normal((10, 64)).astype(np.float32)
+    ids = np.array([[3, 0], [9, 3]])
+    got = accel.get_rows(t, ids)
+    assert got.shape == (2, 2, 64) and np.array_equal(got[1, 0], t[9])
+    for fmt in ("q8_0", "q4_0"):  # K-quants too once the formats package lands (issue 40)
+        w = RNG.standard_normal((6, 256)).astype(np.float32)
+        q = accel.quantize(w, fmt)
+        full = np.asarray(accel.dequantize(q))
+        rows = accel.get_rows(q, np.array([5, 1, 5], np.int32))
+        assert np.array_equal(rows, full[[5, 1, 5]]), fmt
+
+
+def test_ops_on_opencl_tensors_stay_tensors():
+    be = _opencl()
+    x = RNG.standard_normal((1, 2, 3, 16)).astype(np.float32)
+    w = np.ones(16, np.float32)
+    tx = accel.asarray(x, backend=be)
+    for fn in (lambda a: accel.rms_norm(a, accel.asarray(w, backend=be)),
+               lambda a: accel.rope(a, np.arange(3)), accel.softmax, accel.silu,
+               lambda a: accel.add(a, a)):
+        out = fn(tx)
+        assert isinstance(out, accel.Tensor) and out.backend is be
+        assert np.array_equal(out.numpy(), np.asarray(fn(x)))
+    ids = accel.asarray(np.array([1, 0], np.int32), backend=be)
+    rows = accel.get_rows(np.arange(6, dtype=np.float32).reshape(3, 2), ids)
+    assert isinstance(rows, accel.Tensor) and rows.numpy().tolist() == [[2.0, 3.0], [0.0, 1.0]]
+
+
+@pytest.mark.parametrize("where", ["cpu", "opencl"])
+def test_setitem_kv_cache(where):
+    be = accel.get_backend("cpu") if where == "cpu" else _opencl()
+    host = np.zeros((2, 3, 8, 4), np.float32)
+    cache = accel.asarray(host, backend=be)
+    keep = cache[:, 1]  # a view made before the writes sees them
+    for pos in (0, 5, 7):
+        k = RNG.standard_normal((2, 3, 1, 4)).astype(np.float32)
+        cache[:, :, pos:pos + 1] = k if pos != 5 else accel.asarray(k, backend=be)
+        host[:, :, pos:pos + 1] = k
+    assert np.array_equal(cache.numpy(), host)
+    assert np.array_equal(keep.numpy(), host[:, 1])
+    cache[0, :, ::2, 1:3] = np.full((3, 4, 2), 7, np.float32)  # strided, within bounds
+    host[0, :, ::2, 1:3] = 7
+    cache[1] = np.float32(2) * np.ones(4, np.float32)  # broadcast value
+    host[1] = 2
+    assert np.array_equal(cache.numpy(), host)
+
+
+def test_setitem_refuses_bad_values():
+    cache = accel.asarray(np.zeros((2, 4), np.float32), backend="cpu")
+    with pytest.raises(ShapeError, match="value.shape"):
+        cache[:, 0:1] = np.zeros((2, 2), np.float32)
+    with pytest.raises(DTypeError, match="value.dtype"):
+        cache[:, 0] = np.zeros(2, np.float16)
+    with pytest.raises(ArgumentError, match="value"):
+        cache[:, 0] = [1.0, 2.0]
+    with pytest.raises(accel.OutOfBoundsError):
+        cache[5] = np.zeros(4, np.float32)
+    assert not cache.numpy().any()  # nothing written by any refused call
+
+
+def test_setitem_refuses_other_device():
+    be = _opencl()
+    cache = accel.asarray(np.zeros((2, 4), np.float32), backend="cpu")
+    with pytest.raises(DeviceMismatchError, match="value"):
+        cache[0] = accel.asarray(np.zeros(4, np.float32), backend=be)
+
+
+@pytest.mark.parametrize("call, error, arg", [
+    (lambda: accel.rms_norm(np.ones((2, 4), np.float32), np.ones(3, np.float32)), ShapeError, "weight.shape"),
+    (lambda: accel.rms_norm(np.ones(4, np.int32)), DTypeError, "x.dtype"),
+    (lambda: accel.rms_norm(np.ones(4, np.float32), eps=-1.0), ArgumentError, "eps"),
+    (lambda: accel.layer_norm(np.ones((2, 4), np.float32), None, np.ones(5, np.float32)), ShapeError, "bias.shape"),
+    (lambda: accel.rope(np.ones((1, 1, 3, 8), np.float32), np.arange(2)), ShapeError, "positions.shape"),
+    (lambda: accel.rope(np.ones((1, 1, 3, 8), np.float32), np.array([0.0, 1.0, 2.0])), DTypeError, "positions.dtype"),
+    (lambda: accel.rope(np.ones((1, 1, 3, 8), np.float32), np.array([0, -1, 2])), ArgumentError, "positions"),
+    (lambda: accel.rope(np.ones((1, 1, 3, 8), np.float32), np.arange(3), rotary_dim=5), ArgumentError, "rotary_dim"),
+    (lambda: accel.rope(np.ones((1, 1, 3, 8), np.float32), np.arange(3), rotary_dim=10), ArgumentError, "rotary_dim"),
+    (lambda: accel.rope(np.ones((1, 1, 3, 8), np.float32), np.arange(3), freq_factors=np.ones(3, np.float32)), ShapeError, "freq_factors.shape"),
+    (lambda: accel.softmax(np.ones((2, 4), np.float32), mask=np.ones((3, 4), bool)), ShapeError, "mask.shape"),
+    (lambda: accel.glu(np.ones((2, 4), np.float32), activation="relu"), ArgumentError, "activation"),
+    (lambda: accel.glu(np.ones((2, 3), np.float32)), ShapeError, "gate.shape"),
+    (lambda: accel.glu(np.ones((2, 4), np.float32), np.ones((2, 3), np.float32)), ShapeError, "up.shape"),
+    (lambda: accel.gelu(np.ones(2, np.float32), "fast"), ArgumentError, "approximate"),
+    (lambda: accel.add(np.ones((2, 3), np.float32), np.ones((4,), np.float32)), ShapeError, "a, b shapes"),
+    (lambda: accel.mul(np.ones(3, np.float32), np.ones(3, np.float16)), DTypeError, "b.dtype"),
+    (lambda: accel.get_rows(np.ones((3, 2), np.float32), np.array([3])), ArgumentError, "ids"),
+    (lambda: accel.get_rows(np.ones((3, 2), np.float32), np.array([-1])), ArgumentError, "ids"),
+    (lambda: accel.get_rows(accel.quantize(np.ones((2, 32), np.float32), "q8_0"), np.array([2])), ArgumentError, "ids"),
+])
+def test_typed_errors_name_the_argument(call, error, arg):
+    with pytest.raises(error, match=f"^{arg}: expected"):
+        call()
