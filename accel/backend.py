@@ -129,6 +129,9 @@ class Backend:
     #: default is the formats accel had before the K-quants and mxfp4, so a backend written then
     #: is never handed a layout it cannot read.
     formats: ClassVar[tuple[str, ...]] = ("q8_0", "q4_0")
+    #: whether the backend computes attention's ``window``, ``softcap`` and ``sinks`` (issue 42);
+    #: a backend that does not say so is never handed them (see :meth:`verdict`)
+    attention_options: ClassVar[bool] = False
     #: whether :meth:`compute` takes host numpy arrays: dispatch then hands numpy operands to it
     #: directly, with no Tensor wrapping on the hot path (the CPU reference)
     host_compute: ClassVar[bool] = False
@@ -281,6 +284,9 @@ class Backend:
         if fmt is not None and fmt.name not in self.formats:
             found = Support(False, f"format {fmt.name!r} is not among {self.name}'s formats "
                                    f"{self.formats} (no kernels for it yet)")
+        elif getattr(spec, "options", False) and not self.attention_options:
+            found = Support(False, f"attention's window, softcap and sinks are not computed by "
+                                   f"{self.name} yet")
         elif x_fmt is not None and x_fmt.name not in self.x_formats:
             found = Support(False, f"x_format={x_fmt.name!r} is not among {self.name}'s "
                                    f"x_formats {self.x_formats}")

@@ -33,9 +33,12 @@ def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend |
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-              mask: Any = None, backend: str | Backend | None = None) -> Any:
+              mask: Any = None, window: int | None = None, softcap: float | None = None,
+              sinks: Any = None, backend: str | Backend | None = None) -> Any:
     """Scaled dot-product attention with GQA, bottom-right causal alignment and an optional
-    boolean (True = keep) or additive mask; fully masked rows give zeros.
+    boolean (True = keep) or additive mask; fully masked rows give zeros. ``window=W`` (with
+    causal) keeps each query's last W keys; ``softcap=c`` maps scaled logits to c*tanh(s/c)
+    before masking; ``sinks`` ``[Hq]`` float32 adds one logit per head to the denominator.
 
     >>> import accel, numpy as np
     >>> q = np.ones((1, 4, 1, 8), np.float32); kv = np.ones((1, 2, 5, 8), np.float32)
@@ -44,6 +47,10 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     """
     named = (("q", q), ("k", k), ("v", v)) + (() if mask is None else (("mask", mask),))
     if (ts := _torch_operands(*named)) is not None:
+        if window is not None or softcap is not None or sinks is not None:
+            raise ArgumentError(expected("window, softcap, sinks", "None for torch tensors (the "
+                                         "torch operator takes them in a later change)",
+                                         "one of them set"))
         S.check_attention_flags(causal, scale)  # torch's schema would cast them with its own error
         tq, tk, tv, *tmask = ts
         return _torch_op("attention")(tq, tk, tv, tmask[0] if tmask else None, causal, scale,
@@ -53,6 +60,11 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     oq, ok, ov, om = ops
     args = (oq.shape, ok.shape, ov.shape, (oq.dtype, ok.dtype, ov.dtype), causal, scale,
             None if om is None else om.shape, None if om is None else om.dtype)
+    if window is not None or softcap is not None or sinks is not None:
+        osk = None if sinks is None else operand("sinks", sinks)
+        spec = S.attention_spec(*args, window, softcap, None if osk is None else osk.shape,
+                                None if osk is None else osk.dtype)
+        return run(spec, backend, ops + (osk,))
     try:
         spec = attention_spec_cached(*args)
     except TypeError:  # an unhashable scale or causal (a list, an array): the spec itself names it

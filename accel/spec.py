@@ -87,7 +87,17 @@ class AttentionSpec:
     mask_kind: str | None = None  # None, "bool" or "additive"
     mask_shape: Shape | None = None  # as given, broadcastable to [B, Hq, Sq, Sk]
     mask_dtype: str | None = None
+    #: issue 42's options: a sliding window of W keys (causal only), logit soft-capping
+    #: c * tanh(s / c), and one virtual sink logit per query head ([Hq] float32)
+    window: int | None = None
+    softcap: float | None = None
+    sinks: bool = False
     op: str = field(default="attention", init=False)
+
+    @property
+    def options(self) -> bool:
+        """Whether any of window, softcap or sinks is asked for (backends opt in to them)."""
+        return self.window is not None or self.softcap is not None or self.sinks
 
     @property
     def out_shape(self) -> Shape: return (self.B, self.Hq, self.Sq, self.Dv)
@@ -103,8 +113,8 @@ class AttentionSpec:
         """(query, key) pairs the causal rule keeps per head: query i sees j <= i + Sk - Sq."""
         if not self.causal:
             return self.Sq * self.Sk
-        off = self.Sk - self.Sq
-        return sum(max(0, min(self.Sk, i + off + 1)) for i in range(self.Sq))
+        off, w = self.Sk - self.Sq, self.window or self.Sk
+        return sum(max(0, min(self.Sk, i + off + 1) - max(0, i + off + 1 - w)) for i in range(self.Sq))
 
     @property
     def flops(self) -> int:
@@ -352,7 +362,9 @@ def check_attention_flags(causal: object, scale: object) -> None:
 
 def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple[str, str, str],
                    causal: bool = False, scale: float | None = None,
-                   mask_shape: Shape | None = None, mask_dtype: str | None = None) -> AttentionSpec:
+                   mask_shape: Shape | None = None, mask_dtype: str | None = None,
+                   window: int | None = None, softcap: float | None = None,
+                   sinks_shape: Shape | None = None, sinks_dtype: str | None = None) -> AttentionSpec:
     """Validate an attention call.
 
     >>> attention_spec((1, 8, 1, 64), (1, 2, 10, 64), (1, 2, 10, 32), ("float16",) * 3).out_shape
@@ -396,8 +408,28 @@ def attention_spec(q_shape: Shape, k_shape: Shape, v_shape: Shape, dtypes: tuple
         except ValueError:
             raise ShapeError(expected("mask.shape", f"broadcastable to [B, Hq, Sq, Sk] = "
                                       f"{[B, Hq, Sq, Sk]}", tuple(mask_shape))) from None
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise ArgumentError(expected("window", "None or an integer >= 1", repr(window)))
+        if not causal:
+            raise ArgumentError(expected("window", "None unless causal=True (the window ends at "
+                                         "each query's causal position)", repr(window)))
+        window = int(window)
+    if softcap is not None:
+        if isinstance(softcap, bool) or not isinstance(softcap, (int, float, np.integer, np.floating)) \
+                or not finite_in_float32(softcap) or not softcap > 0:
+            raise ArgumentError(expected("softcap", "None or a real number > 0, finite in float32",
+                                         repr(softcap)))
+        softcap = float(softcap)
+    if sinks_shape is not None:
+        if sinks_dtype != "float32":
+            raise DTypeError(expected("sinks.dtype", "float32", sinks_dtype))
+        if tuple(sinks_shape) != (Hq,):
+            raise ShapeError(expected("sinks.shape", f"({Hq},), one logit per query head",
+                                      tuple(sinks_shape)))
     return AttentionSpec(B, Hq, Hkv, Sq, Sk, D, Dv, dtypes[0], bool(causal), float(scale),
-                         mask_kind, tuple(mask_shape) if mask_shape is not None else None, mask_dtype)
+                         mask_kind, tuple(mask_shape) if mask_shape is not None else None, mask_dtype,
+                         window, softcap, sinks_shape is not None)
 
 
 def quantize_spec(shape: Shape, dtype: str, fmt: object) -> QuantizeSpec:

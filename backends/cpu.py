@@ -446,6 +446,7 @@ def super_dot(x_raw: np.ndarray, w_raw: np.ndarray, fmt: str, M: int, N: int, K:
 class CPUBackend(Backend):
     """The reference backend, always available."""
     x_formats = X_FORMATS  # it computes every x_format accel defines
+    attention_options = True  # window, softcap and sinks (issue 42)
     formats = tuple(FORMATS)  # and every format
 
     name = "cpu"
@@ -521,7 +522,7 @@ class CPUBackend(Backend):
             return exact_int8_matmul(np, a, b)
         return np.matmul(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
 
-    def _attention(self, spec, q, k, v, mask) -> np.ndarray:
+    def _attention(self, spec, q, k, v, mask, sinks=None) -> np.ndarray:
         qf, kf, vf = (t.astype(np.float32, copy=False) for t in (q, k, v))
         mf = None
         if mask is not None:
@@ -537,6 +538,9 @@ class CPUBackend(Backend):
                 for i0 in range(0, spec.Sq, rows):
                     i1 = min(spec.Sq, i0 + rows)
                     s = np.matmul(qf[b, heads, i0:i1], kt) * np.float32(spec.scale)  # [g, r, Sk]
+                    if spec.softcap is not None:
+                        c = np.float32(spec.softcap)
+                        s = c * np.tanh(s / c)
                     if mf is not None:
                         m = mf[b, heads, i0:i1]
                         if spec.mask_kind == "bool":
@@ -545,8 +549,14 @@ class CPUBackend(Backend):
                             s = s + m.astype(np.float32)
                     if spec.causal:
                         hidden = keys[None, :] > (np.arange(i0, i1) + off)[:, None]
+                        if spec.window is not None:
+                            hidden |= keys[None, :] <= (np.arange(i0, i1) + off - spec.window)[:, None]
                         s = np.where(hidden[None], np.float32(-np.inf), s)
-                    res[b, heads, i0:i1] = _softmax_pv(s, vv)
+                    if sinks is not None:
+                        sk = sinks.astype(np.float32)[heads][:, None, None]
+                        res[b, heads, i0:i1] = _softmax_pv(s, vv, sk)
+                    else:
+                        res[b, heads, i0:i1] = _softmax_pv(s, vv)
         return res
 
     def _quantize(self, spec, x) -> np.ndarray:
@@ -600,11 +610,16 @@ def _out_bytes(spec) -> int:
     return math.prod(spec.out_shape) * to_numpy_dtype(spec.out_dtype).itemsize
 
 
-def _softmax_pv(s: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Row softmax of logits s [..., Sk] times v [Sk, Dv]; rows with no finite logit give 0."""
+def _softmax_pv(s: np.ndarray, v: np.ndarray, sink: np.ndarray | None = None) -> np.ndarray:
+    """Row softmax of logits s [..., Sk] times v [Sk, Dv]; rows with no finite logit give 0. A
+    ``sink`` logit (broadcast to s[..., :1]) joins the denominator with no value."""
     m = s.max(axis=-1, keepdims=True)
+    if sink is not None:
+        m = np.maximum(m, sink)
     dead = m == -np.inf
     p = np.exp(s - np.where(dead, np.float32(0), m))
     denom = p.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        denom = denom + np.exp(sink - np.where(dead, np.float32(0), m))
     o = np.matmul(p, v) / np.where(dead, np.float32(1), denom)
     return np.where(dead, np.float32(0), o)

@@ -242,3 +242,72 @@ def test_setitem_refuses_other_device():
 def test_typed_errors_name_the_argument(call, error, arg):
     with pytest.raises(error, match=f"^{arg}: expected"):
         call()
+
+
+def _attention64(q, k, v, causal, window=None, softcap=None, sinks=None):
+    q, k, v = (t.astype(F64) for t in (q, k, v))
+    B, Hq, Sq, D = q.shape
+    g, Sk = Hq // k.shape[1], k.shape[2]
+    out = np.zeros((B, Hq, Sq, v.shape[-1]))
+    for b in range(B):
+        for h in range(Hq):
+            for i in range(Sq):
+                s = k[b, h // g] @ q[b, h, i] / math.sqrt(D)
+                if softcap is not None:
+                    s = softcap * np.tanh(s / softcap)
+                last = i + Sk - Sq
+                keep = np.arange(Sk) <= last if causal else np.ones(Sk, bool)
+                if window is not None:
+                    keep &= np.arange(Sk) > last - window
+                logits = list(s[keep]) + ([] if sinks is None else [float(sinks[h])])
+                if not logits:
+                    continue
+                m = max(logits)
+                e = np.exp(s[keep] - m)
+                den = e.sum() + (0.0 if sinks is None else math.exp(float(sinks[h]) - m))
+                out[b, h, i] = e @ v[b, h // g][keep] / den
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 1, 3, 50])
+@pytest.mark.parametrize("softcap", [None, 2.0])
+@pytest.mark.parametrize("sink_level", [None, -30.0, 0.0, 30.0])
+def test_attention_window_softcap_sinks_against_float64(window, softcap, sink_level):
+    q = RNG.standard_normal((1, 4, 5, 32)).astype(np.float32)
+    k = RNG.standard_normal((1, 2, 9, 32)).astype(np.float32)
+    v = RNG.standard_normal((1, 2, 9, 16)).astype(np.float32)
+    sinks = None if sink_level is None else (sink_level + RNG.standard_normal(4)).astype(np.float32)
+    got = accel.attention(q, k, v, causal=True, window=window, softcap=softcap, sinks=sinks,
+                          backend="cpu")
+    want = _attention64(q, k, v, True, window, softcap, sinks)
+    assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+    if window is None and softcap is None and sinks is None:
+        assert np.array_equal(got, accel.attention(q, k, v, causal=True, backend="cpu"))
+
+
+def test_attention_head_dim_256_and_512_with_window():
+    for D in (256, 512):
+        q = RNG.standard_normal((1, 2, 2, D)).astype(np.float32)
+        k = RNG.standard_normal((1, 1, 6, D)).astype(np.float32)
+        got = accel.attention(q, k, k, causal=True, window=4, backend="cpu")
+        assert np.abs(got - _attention64(q, k, k, True, 4)).max() <= 1e-5 * 4
+
+
+def test_attention_options_declined_where_not_computed():
+    be = _opencl()
+    q = np.ones((1, 1, 2, 16), np.float32)
+    with pytest.raises(accel.UnsupportedError, match="window, softcap and sinks"):
+        accel.attention(q, q, q, causal=True, window=1, backend=be)
+
+
+@pytest.mark.parametrize("kwargs, error, arg", [
+    (dict(window=2), ArgumentError, "window"),  # without causal
+    (dict(causal=True, window=0), ArgumentError, "window"),
+    (dict(causal=True, softcap=-1.0), ArgumentError, "softcap"),
+    (dict(sinks=np.zeros(3, np.float32)), ShapeError, "sinks.shape"),
+    (dict(sinks=np.zeros(2, np.float16)), DTypeError, "sinks.dtype"),
+])
+def test_attention_option_errors(kwargs, error, arg):
+    q = np.ones((1, 2, 2, 8), np.float32)
+    with pytest.raises(error, match=f"^{arg}: expected"):
+        accel.attention(q, q, q, **kwargs)
