@@ -519,6 +519,13 @@ def case_morton_encode(run):
     np.testing.assert_array_equal(codes, [spread(int(x)) | (spread(int(y)) << 1) for x, y in zip(xs, ys)])
 
 
+def case_warp_sum_shfl(run):
+    # 200 of 256 threads have data: the shuffles run in every warp, out-of-range threads add 0
+    x = rng().standard_normal(256).astype(F32)
+    _, out, _ = run("warp_sum_shfl.cu", "sum_all", 2, 128, x, np.zeros(1, F32), np.int32(200))
+    close(out, [x[:200].astype(np.float64).sum()], 1e-5, 1e-5)
+
+
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 #: each use of the wmma API in refused_wmma.cu: the declarations, calls and fragments
@@ -535,14 +542,12 @@ REFUSED = {
     "refused_ballot_compact.cu": [(6, "__ballot_sync"), (7, "__lanemask_lt")],
     "refused_dynamic_parallelism.cu": [(7, "dynamic parallelism")],
     "refused_grid_sync.cu": [
-        (2, "#include <cooperative_groups.h>"), (3, "cooperative groups (namespace cg)"),
         (5, "cooperative groups (cg::grid_group)"), (5, "cooperative groups (cg::this_grid)"),
         (8, "cooperative groups (grid.sync)")],
     "refused_half2_math.cu": [(3, "__half2"), (3, "__half2"), (3, "__half2"), (6, "__hadd2")],
     "refused_inline_ptx.cu": [(4, "inline PTX")],
     "refused_printf.cu": [(5, "printf")],
     "refused_texture.cu": [(2, "cudaTextureObject_t"), (4, "tex1Dfetch")],
-    "refused_warp_reduce.cu": [(5, "__shfl_down_sync")],
     "refused_wmma.cu": [(2, "#include <mma.h>"), (3, "tensor-core intrinsics (using namespace nvcuda)"),
                         *[(line, f"tensor-core intrinsics ({use})") for line, use in _WMMA_USES]],
 }

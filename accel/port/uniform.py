@@ -1,0 +1,198 @@
+"""Block-uniform control flow: whether every thread of a CUDA block provably reaches a node.
+
+A full-mask warp shuffle (``__shfl_xor_sync(0xffffffff, ...)``) already requires its whole warp
+to arrive. Emulated on OpenCL 1.2 through local memory, it needs a ``barrier``, which every
+work-item of the work-group must reach. So the translator emulates a shuffle only where it can
+prove that every thread of the block gets there: each condition the call sits under (``if``,
+loop, ``?:``, ``&&``/``||``) is the same for the whole block, and no return, break or continue
+that only some threads take can skip it. Block-uniform values are constants, ``blockIdx``,
+``blockDim``, ``gridDim``, kernel scalar parameters, and local variables only ever assigned
+uniform values at uniform points (found by a fixpoint over the function). The analysis is
+conservative: what it cannot prove (a value read from memory, a device function's parameter)
+is taken to differ between threads, and the shuffle is refused with that reason.
+"""
+from __future__ import annotations
+
+from accel.port.symbols import declarator_parts
+from accel.port.syntax import line, text, walk
+
+_UNIFORM_QUERIES = frozenset(("blockIdx", "blockDim", "gridDim"))
+#: nodes that are uniform when all their children are
+_COMPOSITE = frozenset((
+    "binary_expression", "unary_expression", "parenthesized_expression", "conditional_expression",
+    "cast_expression", "comma_expression", "condition_clause", "argument_list",
+))
+_TYPES = frozenset(("type_descriptor", "primitive_type", "sized_type_specifier", "type_identifier",
+                    "abstract_pointer_declarator", "type_qualifier"))
+_LEAVES = frozenset(("number_literal", "char_literal", "true", "false", "null", "sizeof_expression",
+                     "string_literal", "comment"))
+_LOOPS = frozenset(("for_statement", "while_statement", "do_statement"))
+#: the group methods whose result is the same for every thread of the block
+UNIFORM_GROUP_METHODS = frozenset(("size", "num_threads", "group_dim", "dim_threads",
+                                   "meta_group_size", "group_index"))
+
+
+class Uniformity:
+    """The block-uniformity facts of one function (``fn_node``, a function_definition).
+
+    ``params_uniform``: a kernel's scalar parameters are the same for the whole block; a device
+    function's are not known to be. ``pure(name)``: whether a call to ``name`` with uniform
+    arguments gives a uniform result (math functions). ``groups``: variable names bound to
+    cooperative groups."""
+
+    def __init__(self, fn_node, params_uniform: bool, pure, groups=frozenset()):
+        self.fn, self.pure, self.groups = fn_node, pure, set(groups)
+        body = fn_node.child_by_field_name("body")
+        self.body = body
+        params = []
+        decl = fn_node.child_by_field_name("declarator")
+        while decl is not None and decl.type != "function_declarator":
+            decl = decl.child_by_field_name("declarator")
+        if decl is not None:
+            for p in decl.child_by_field_name("parameters").named_children:
+                d = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
+                if d is not None and (name := declarator_parts(d)[0]) is not None:
+                    params.append(text(name))
+        self.variables = set(params)
+        self.uniform = set(params) if params_uniform else set()
+        self.jumps = []
+        defs = []  # (name, value node or None, node where it happens)
+        for n in walk(body):
+            if n.type == "declaration":
+                for d in n.children_by_field_name("declarator"):
+                    name, ptr, arr = declarator_parts(d)
+                    if name is None or ptr < 0:
+                        continue
+                    self.variables.add(text(name))
+                    if arr:
+                        defs.append((text(name), None, n, False))  # elements written anywhere
+                    else:
+                        value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                        defs.append((text(name), value, n, True))
+            elif n.type == "assignment_expression":
+                left = n.child_by_field_name("left")
+                while left.type in ("field_expression", "subscript_expression", "parenthesized_expression"):
+                    left = left.named_children[0]
+                if left.type == "identifier":
+                    defs.append((text(left), n.child_by_field_name("right"), n, True))
+            elif n.type == "update_expression":
+                arg = n.child_by_field_name("argument")
+                if arg.type == "identifier":
+                    defs.append((text(arg), arg, n, True))
+            elif n.type == "pointer_expression" and text(n).startswith("&"):
+                arg = n.child_by_field_name("argument")
+                if arg.type == "identifier":  # its address escapes: anything may write it
+                    defs.append((text(arg), None, n, False))
+            elif n.type in ("return_statement", "break_statement", "continue_statement",
+                            "goto_statement"):
+                self.jumps.append(n)
+        self.uniform |= self.variables - set(params)
+        changed = True
+        while changed:  # drop every variable with a thread-dependent definition, to a fixpoint
+            changed = False
+            for name, value, where, ok in defs:
+                if name in self.uniform and not (ok and (value is None or self.expr(value))
+                                                 and self.point(where) is None):
+                    self.uniform.discard(name)
+                    changed = True
+
+    # -- values ------------------------------------------------------------------------------------
+    def expr(self, n) -> bool:
+        """Whether the value of expression ``n`` is the same for every thread of the block."""
+        t = n.type
+        if t in _LEAVES or t in _TYPES:
+            return True
+        if t == "identifier":
+            name = text(n)
+            if name in self.groups:
+                return True  # the group object itself; its methods are judged in calls
+            return name in self.uniform if name in self.variables else True  # macros, constants
+        if t == "field_expression":
+            arg = n.child_by_field_name("argument")
+            if arg.type == "identifier" and text(arg) in _UNIFORM_QUERIES:
+                return True
+            if arg.type == "identifier" and text(arg) == "threadIdx":
+                return False
+            return self.expr(arg)
+        if t == "call_expression":
+            callee = n.child_by_field_name("function")
+            args = n.child_by_field_name("arguments")
+            if callee.type == "field_expression":
+                obj = callee.child_by_field_name("argument")
+                return (obj.type == "identifier" and text(obj) in self.groups
+                        and text(callee.child_by_field_name("field")) in UNIFORM_GROUP_METHODS)
+            if callee.type in _TYPES or (callee.type == "identifier" and self.pure(text(callee))):
+                return all(self.expr(a) for a in args.named_children)
+            return False
+        if t == "update_expression":
+            return self.expr(n.child_by_field_name("argument"))
+        if t in _COMPOSITE:
+            return all(self.expr(c) for c in n.named_children)
+        return False
+
+    # -- control flow ------------------------------------------------------------------------------
+    def _conditions(self, node):
+        """The first condition ``node`` sits under that differs between threads, or None."""
+        child, p = node, node.parent
+        while p is not None and p != self.fn:
+            cond = None
+            if p.type in ("if_statement", "switch_statement", "conditional_expression"):
+                c = p.child_by_field_name("condition")
+                cond = c if c is not None and child != c else None
+            elif p.type in ("while_statement", "do_statement"):
+                cond = p.child_by_field_name("condition")
+            elif p.type == "for_statement" and child != p.child_by_field_name("initializer"):
+                cond = p.child_by_field_name("condition")
+            elif p.type == "binary_expression" and text(p.child_by_field_name("operator")) in ("&&", "||") \
+                    and child == p.child_by_field_name("right"):
+                cond = p.child_by_field_name("left")
+            if cond is not None and not self.expr(cond):
+                return cond
+            child, p = p, p.parent
+        return None
+
+    def point(self, node) -> str | None:
+        """None when every thread of the block that runs this function reaches ``node``;
+        otherwise why not, naming the line."""
+        for j in self.jumps:  # first: a divergent exit also makes later loop counters differ
+            if not self._skips(j, node):
+                continue
+            if j.type == "goto_statement":
+                return f"the goto on line {line(j)} makes the control flow impossible to follow"
+            cond = self._conditions(j)
+            if cond is not None:
+                what = j.type.removesuffix("_statement")
+                return (f"the {what} on line {line(j)} is taken by only some threads "
+                        f"(under {_short(cond)}, line {line(cond)})")
+        cond = self._conditions(node)
+        if cond is not None:
+            return f"the condition on line {line(cond)} ({_short(cond)}) can differ between threads"
+        return None
+
+    def _skips(self, jump, node) -> bool:
+        """Whether taking ``jump`` can keep a thread from reaching ``node``."""
+        if jump.type in ("return_statement", "goto_statement"):
+            if jump.start_byte < node.start_byte:
+                return True
+            return any(_inside(jump, loop) for loop in _ancestors(node, self.fn) if loop.type in _LOOPS)
+        kinds = _LOOPS if jump.type == "continue_statement" else _LOOPS | {"switch_statement"}
+        target = next((a for a in _ancestors(jump, self.fn) if a.type in kinds), None)
+        if target is None or not _inside(node, target):
+            return False
+        return target.type != "switch_statement" or jump.start_byte < node.start_byte
+
+
+def _ancestors(node, stop):
+    p = node.parent
+    while p is not None and p != stop:
+        yield p
+        p = p.parent
+
+
+def _inside(node, outer) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
+
+
+def _short(node) -> str:
+    s = " ".join(text(node).split())
+    return s if len(s) <= 40 else s[:37] + "..."
