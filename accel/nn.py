@@ -3,10 +3,13 @@ residual add/mul. Each takes ``backend=`` like accel's other ops and gives back 
 array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` operands, numpy
 for numpy operands.
 
-Status: every op computes the reference semantics in numpy (float32 arithmetic, one rounding
-to the output dtype). On a backend other than ``cpu`` the operands are read to the host and the
-result is written back to that backend: the answer is the reference's, but the data makes a
-round trip (device kernels for these ops are not written yet).
+Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
+rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL run
+kernels/decoder.cl on the device for ``rms_norm``, ``rope``, ``glu``/``silu``-gated
+(``"silu"``, ``"gelu_tanh"``) and same-shape ``add``/``mul``. Every other case on a backend
+other than ``cpu`` (other dtypes, ``layer_norm``, ``softmax``, ``gelu``, ``get_rows``,
+broadcasting ``add``/``mul``) reads the operands to the host, computes the reference and writes
+the result back to that backend: the reference's answer, with a round trip of the data.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from accel.errors import ArgumentError, DTypeError, ShapeError, expected
 from accel.tensor import QTensor, Tensor, operand
 
 _F = np.float32
+_BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 
 
@@ -49,6 +53,21 @@ class _Call:
 
     def shape(self, arg: str) -> tuple[int, ...]:
         return self.ops[arg].shape
+
+    def kernel(self, name: str) -> Any:
+        """The device kernel ``name`` where the operands are accel.Tensors of float32 on a
+        backend that builds kernels/decoder.cl (OpenCL), else None (the host reference)."""
+        get = getattr(self.backend, "decoder_kernel", None)
+        if get is None or not self.device or any(o.dtype != "float32" for o in self.ops.values()):
+            return None
+        return get(name)
+
+    def tensor(self, arg: str) -> Tensor:
+        """Operand ``arg`` as a contiguous tensor on the call's backend."""
+        o = self.ops[arg]
+        if o.kind == "accel":
+            return o.x.contiguous()
+        return Tensor.from_host(self.backend, np.ascontiguousarray(o.x))
 
     def out(self, result: np.ndarray) -> Any:
         result = np.ascontiguousarray(result)
@@ -129,6 +148,14 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
     if not call.shape("x"):
         raise ShapeError(expected("x.shape", "at least 1 dimension [..., D]", call.shape("x")))
     w = _vector(call, "weight", call.shape("x")[-1], "x")
+    if (k := call.kernel("rms_norm_f32")) is not None and math.prod(call.shape("x")):
+        xt = call.tensor("x")
+        wt = call.tensor("weight") if w is not None else xt
+        out = Tensor.empty(call.backend, xt.shape, "float32")
+        D = xt.shape[-1]
+        call.backend.launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
+                            [xt, wt, out, np.int32(D), np.float32(e), np.int32(w is not None)])
+        return out
     xf = call.host("x").astype(_F)
     with np.errstate(all="ignore"):
         ms = np.mean(np.square(xf, dtype=_F), axis=-1, keepdims=True, dtype=_F)
@@ -220,6 +247,16 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
     if theta.ndim == 3:
         theta = theta[:, None]  # [B, 1, S, r/2]
     cos, sin = np.cos(theta).astype(_F), np.sin(theta).astype(_F)
+    if (k := call.kernel("rope_f32")) is not None and math.prod(shape):
+        xt = call.tensor("x")
+        out = Tensor.empty(call.backend, shape, "float32")
+        n = math.prod(shape)
+        tabs = [Tensor.from_host(call.backend, np.ascontiguousarray(t.reshape(-1, r // 2)))
+                for t in (cos, sin)]
+        call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                            [xt, *tabs, out, np.int32(H), np.int32(S), np.int32(D), np.int32(r),
+                             np.int32(bool(interleaved)), np.int32(pos.ndim == 2), np.int32(n)])
+        return out
     xf = call.host("x").astype(_F)
     y = xf.copy()
     if interleaved:
@@ -339,6 +376,17 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
                                       "when up is None", call.shape("gate")))
         h = g.shape[-1] // 2
         g, u = g[..., :h], g[..., h:]
+    if activation != "gelu" and (k := call.kernel("glu_f32")) is not None and g.size:
+        gt = call.tensor("gate")
+        ut = call.tensor("up") if "up" in call.ops else gt
+        h = g.shape[-1]
+        rows = g.size // h
+        stride, up_off = (h, 0) if "up" in call.ops else (2 * h, h)
+        out = Tensor.empty(call.backend, g.shape, "float32")
+        call.backend.launch(k, (-(-(rows * h) // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                            [gt, ut, out, np.int32(rows), np.int32(h), np.int32(stride),
+                             np.int32(up_off), np.int32(activation != "silu")])
+        return out
     with np.errstate(all="ignore"):
         return call.out(_round(_act(activation, g) * u, dt))
 
@@ -353,6 +401,14 @@ def _binary(name: str, a: Any, b: Any, backend: str | Backend | None) -> Any:
     except ValueError:
         raise ShapeError(expected("a, b shapes", "shapes that broadcast",
                                   f"{call.shape('a')} and {call.shape('b')}")) from None
+    if call.shape("a") == call.shape("b") and (k := call.kernel("binary_f32")) is not None \
+            and math.prod(call.shape("a")):
+        at, bt = call.tensor("a"), call.tensor("b")
+        n = math.prod(at.shape)
+        out = Tensor.empty(call.backend, at.shape, "float32")
+        call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                            [at, bt, out, np.int32(n), np.int32(name == "mul")])
+        return out
     fa, fb = call.host("a").astype(_F), call.host("b").astype(_F)
     with np.errstate(all="ignore"):
         return call.out(_round(fa + fb if name == "add" else fa * fb, dt))

@@ -172,7 +172,7 @@ def test_ops_on_opencl_tensors_stay_tensors():
                lambda a: accel.add(a, a)):
         out = fn(tx)
         assert isinstance(out, accel.Tensor) and out.backend is be
-        assert np.array_equal(out.numpy(), np.asarray(fn(x)))
+        close(out.numpy(), np.asarray(fn(x)).astype(F64), scale=4)
     ids = accel.asarray(np.array([1, 0], np.int32), backend=be)
     rows = accel.get_rows(np.arange(6, dtype=np.float32).reshape(3, 2), ids)
     assert isinstance(rows, accel.Tensor) and rows.numpy().tolist() == [[2.0, 3.0], [0.0, 1.0]]
@@ -311,3 +311,32 @@ def test_attention_option_errors(kwargs, error, arg):
     q = np.ones((1, 2, 2, 8), np.float32)
     with pytest.raises(error, match=f"^{arg}: expected"):
         accel.attention(q, q, q, **kwargs)
+
+
+def test_opencl_device_kernels_against_float64():
+    """kernels/decoder.cl (float32 Tensors on OpenCL) against the float64 formulas."""
+    be = _opencl()
+    x = RNG.standard_normal((2, 3, 7, 300)).astype(np.float32)  # rows longer than a work-group
+    w = RNG.standard_normal(300).astype(np.float32)
+    tx, tw = accel.asarray(x, backend=be), accel.asarray(w, backend=be)
+    xd = x.astype(F64)
+    out = accel.rms_norm(tx, tw, eps=1e-5)
+    assert isinstance(out, accel.Tensor) and out.backend is be
+    close(out.numpy(), xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + 1e-5) * w, scale=8)
+    close(accel.rms_norm(tx).numpy(), xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + 1e-6), scale=8)
+    xr = x[..., :80]
+    pos = np.array([[0, 3, 9, 100, 2000, 31, 7], [1, 2, 3, 4, 5, 6, 32768]])
+    for interleaved, r in ((False, 80), (True, 80), (False, 32), (True, 16)):
+        got = accel.rope(accel.asarray(xr, backend=be), pos, rotary_dim=r, interleaved=interleaved)
+        want = _rope64(xr, pos, 10000.0, r, interleaved, 1.0, None)
+        assert np.abs(got.numpy() - want).max() <= 8 * 4 * (32768 * 2.0**-23 + 2.0**-22)
+    gd, ud = xd[..., :150], xd[..., 150:]
+    silu = gd / (1 + np.exp(-gd))
+    close(accel.glu(tx).numpy(), silu * ud, scale=16)
+    tanh = 0.5 * gd * (1 + np.tanh(math.sqrt(2 / math.pi) * (gd + 0.044715 * gd**3)))
+    g, u = (accel.asarray(np.ascontiguousarray(a), backend=be) for a in (x[..., :150], x[..., 150:]))
+    close(accel.glu(g, u, activation="gelu_tanh").numpy(), tanh * ud, scale=16)
+    close(accel.add(tx, tx).numpy(), 2 * xd)
+    close(accel.mul(tx, tx).numpy(), xd * xd, scale=16)
+    built = set(be.__dict__.get("_decoder_kernels", {}))
+    assert {"rms_norm_f32", "rope_f32", "glu_f32", "binary_f32"} <= built

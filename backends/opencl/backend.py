@@ -280,6 +280,16 @@ class OpenCLBackend(Backend):
         for event in copies:
             self._wait(event, "writing a tensor view")
 
+    def decoder_kernel(self, name: str) -> CompiledKernel:
+        """A kernel of kernels/decoder.cl (built once; accel.nn's device path for float32)."""
+        cache = self.__dict__.setdefault("_decoder_kernels", {})
+        if name not in cache:
+            from pathlib import Path
+
+            text = (Path(K.__file__).parent / "decoder.cl").read_text()
+            cache[name] = self.compile(text, name, dialect="accel")
+        return cache[name]
+
     def gather(self, src, dtype: str) -> Any:
         """The view's elements in C order as ``dtype``, copied by kernels/copy.cl on the device
         (bit for bit, or converted between float formats); other conversions, and views of more

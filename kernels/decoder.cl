@@ -1,0 +1,69 @@
+/* Decoder-step ops (issue 42), float32 on the device: RMSNorm, add/mul of equal shapes, gated
+ * activations, RoPE. Arithmetic in float32 as the cpu reference; a reduction's order (RMSNorm's
+ * sum of squares in a tree of 256) and contraction into fused multiply-adds may differ from it by
+ * float32 roundings, inside the tolerance the tests hold both to against float64. One work-group
+ * of 256 per row for RMSNorm, one work-item per element otherwise. */
+#define DEC_BLOCK 256
+
+KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
+                         GLOBAL float* RESTRICT y, int D, float eps, int has_w) {
+    LOCAL float part[DEC_BLOCK];
+    int t = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    GLOBAL const float* xr = x + row * D;
+    float s = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) s += xr[i] * xr[i];
+    part[t] = s;
+    BARRIER();
+    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
+        if (t < h) part[t] += part[t + h];
+        BARRIER();
+    }
+    float root = sqrt(part[0] / (float)D + eps);
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float v = xr[i] / root;
+        y[row * D + i] = has_w ? v * w[i] : v;
+    }
+}
+
+/* op 0: a + b, op 1: a * b (shapes equal; broadcasting stays on the host path) */
+KERNEL void binary_f32(GLOBAL const float* RESTRICT a, GLOBAL const float* RESTRICT b,
+                       GLOBAL float* RESTRICT y, int n, int op) {
+    i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
+    if (i < n) y[i] = op == 0 ? a[i] + b[i] : a[i] * b[i];
+}
+
+/* y[r, j] = act(gate[r * stride + j]) * up[r * stride + up_off + j] for j < h; act 0: silu,
+ * 1: gelu (tanh approximation). up may be the gate's own buffer (its second half). */
+KERNEL void glu_f32(GLOBAL const float* RESTRICT gate, GLOBAL const float* RESTRICT up,
+                    GLOBAL float* RESTRICT y, int rows, int h, int stride, int up_off, int act) {
+    i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
+    if (i >= (i64)rows * h) return;
+    i64 r = i / h, j = i % h;
+    float g = gate[r * stride + j];
+    float a = act == 0 ? g / (1.0f + exp(-g))
+                       : 0.5f * g * (1.0f + tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
+    y[i] = a * up[r * stride + up_off + j];
+}
+
+/* x [B, H, S, D]; cos/sin [S or B*S, r/2] (angles from the host, as the reference computes
+ * them); NEOX halves or GPT-J pairs; dims from r on pass through. */
+KERNEL void rope_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT cs,
+                     GLOBAL const float* RESTRICT sn, GLOBAL float* RESTRICT y, int H, int S,
+                     int D, int r, int interleaved, int per_batch, int n) {
+    i64 e = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
+    if (e >= n) return;
+    i64 row = e / D;
+    int j = (int)(e % D);
+    if (j >= r) { y[e] = x[e]; return; }
+    int s = (int)(row % S);
+    i64 b = row / ((i64)H * S);
+    i64 t = per_batch ? b * S + s : s;
+    int h = r / 2;
+    int i = interleaved ? j / 2 : j % h;
+    float c = cs[t * h + i], si = sn[t * h + i];
+    GLOBAL const float* xr = x + row * D;
+    int first = interleaved ? (j % 2 == 0) : (j < h);
+    int partner = interleaved ? (first ? j + 1 : j - 1) : (first ? j + h : j - h);
+    y[e] = first ? xr[j] * c - xr[partner] * si : xr[partner] * si + xr[j] * c;
+}
