@@ -54,7 +54,7 @@ class Groups:
             node = node.child_by_field_name("name")
         elif not self.using:
             return None
-        if node.type == "template_function":
+        if node.type in ("template_function", "template_type"):
             node = node.child_by_field_name("name")
         return text(node) if node.type in ("identifier", "type_identifier") else None
 
@@ -209,7 +209,9 @@ class Groups:
     def _reduce(self, node, kind: str, args, scope: Scope) -> None:
         """``cg::reduce(tile, v, cg::plus<float>())``: a butterfly of xor shuffles."""
         op_node = args[2]
-        op_callee = op_node.child_by_field_name("function") if op_node.type == "call_expression" else None
+        op_callee = (op_node.child_by_field_name("function") if op_node.type == "call_expression"
+                     else op_node.child_by_field_name("type")  # cg::plus<float>{}
+                     if op_node.type == "compound_literal_expression" else None)
         op = self._name(op_callee) if op_callee is not None else None
         t = W.value_type(self.tr.typer.of(args[1], scope))
         if kind == "block" or op is None or t is None or not W.reduce_ok(op, t):

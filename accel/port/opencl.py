@@ -687,6 +687,8 @@ class OpenCLTranslator(WarpEmulation):
                 self._stmt(c, scope, depth)
         elif kind in ("preproc_def", "preproc_function_def"):
             self._macro(node)
+        elif kind == "namespace_alias_definition" and text(node.named_children[-1]) == CG_NAMESPACE:
+            self.groups.namespace(node, text(node.named_children[0]))  # inside a function
         elif kind == "declaration":
             self._declaration(node, scope, depth)
         elif kind in ("for_statement", "while_statement", "do_statement", "if_statement",

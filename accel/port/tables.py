@@ -101,6 +101,8 @@ OPENCL_TYPED = {
         ("__funnelshift_lc", "<<", "min((uint)({2}), 32u)", " >> 32"),
         ("__funnelshift_rc", ">>", "min((uint)({2}), 32u)", ""))},
     "__byte_perm": ("accel_byte_perm((uint)({0}), (uint)({1}), (uint)({2}))", "uint"),
+    # cache-hinted stores (streaming, write-back...): a plain store computes the same
+    **{n: ("(*({0}) = ({1}))", None) for n in ("__stcs", "__stcg", "__stwb", "__stwt")},
 }
 
 #: OpenCL C definitions of the helpers OPENCL_TYPED calls (OpenCL 1.2 has no find-first-set
