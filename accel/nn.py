@@ -5,9 +5,10 @@ for numpy operands.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL run
-kernels/decoder.cl on the device for ``rms_norm``, ``rope``, ``glu``/``silu``-gated
-(``"silu"``, ``"gelu_tanh"``) and same-shape ``add``/``mul``. Every other case on a backend
-other than ``cpu`` (other dtypes, ``layer_norm``, ``softmax``, ``gelu``, ``get_rows``,
+kernels/decoder.cl on the device for ``rms_norm``, ``rope``, ``glu`` (``"silu"``,
+``"gelu_tanh"``), ``silu``, ``gelu(approximate="tanh")``, unmasked ``softmax``, same-shape
+``add``/``mul`` and ``get_rows`` of a float32 table. Every other case on a backend other than
+``cpu`` (other dtypes, ``layer_norm``, erf ``gelu``, masked ``softmax``, quantized tables,
 broadcasting ``add``/``mul``) reads the operands to the host, computes the reference and writes
 the result back to that backend: the reference's answer, with a round trip of the data.
 """
@@ -58,8 +59,9 @@ class _Call:
         """The device kernel ``name`` where the operands are accel.Tensors of float32 on a
         backend that builds kernels/decoder.cl (OpenCL), else None (the host reference)."""
         get = getattr(self.backend, "decoder_kernel", None)
-        if get is None or not self.device or any(o.dtype != "float32" for o in self.ops.values()):
-            return None
+        if get is None or not self.device or any(o.dtype != "float32" or math.prod(o.shape) >= 2**31
+                                                 for o in self.ops.values()):
+            return None  # the kernels take float32 and 32-bit sizes
         return get(name)
 
     def tensor(self, arg: str) -> Tensor:
@@ -287,6 +289,13 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
     s = _real("scale", scale)
     if not call.shape("x"):
         raise ShapeError(expected("x.shape", "at least 1 dimension", call.shape("x")))
+    if "mask" not in call.ops and (k := call.kernel("softmax_f32")) is not None \
+            and math.prod(call.shape("x")):
+        xt = call.tensor("x")
+        out = Tensor.empty(call.backend, xt.shape, "float32")
+        call.backend.launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
+                            [xt, out, np.int32(xt.shape[-1]), np.float32(s)])
+        return out
     with np.errstate(all="ignore"):
         z = call.host("x").astype(_F) * _F(s)
         if "mask" in call.ops:
@@ -331,7 +340,17 @@ def silu(x: Any, *, backend: str | Backend | None = None) -> Any:
     """
     call = _Call(backend, x=x)
     dt = _float(call, "x")
+    if (k := call.kernel("unary_f32")) is not None and math.prod(call.shape("x")):
+        return _unary(call, k, 0)
     return call.out(_round(_act("silu", call.host("x").astype(_F)), dt))
+
+
+def _unary(call: _Call, k: Any, act: int) -> Tensor:
+    xt = call.tensor("x")
+    n = math.prod(xt.shape)
+    out = Tensor.empty(call.backend, xt.shape, "float32")
+    call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1), [xt, out, np.int32(n), np.int32(act)])
+    return out
 
 
 def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = None) -> Any:
@@ -347,6 +366,9 @@ def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = N
     call = _Call(backend, x=x)
     dt = _float(call, "x")
     name = "gelu" if approximate == "none" else "gelu_tanh"
+    if name == "gelu_tanh" and (k := call.kernel("unary_f32")) is not None \
+            and math.prod(call.shape("x")):
+        return _unary(call, k, 1)
     return call.out(_round(_act(name, call.host("x").astype(_F)), dt))
 
 
@@ -472,6 +494,18 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
         raise ArgumentError(expected("ids", f"on {call.backend.device_id} like table",
                                      f"a tensor on {ib.device_id}"))
     _check_ids(idx, call.shape("table")[0])
+    get = getattr(call.backend, "decoder_kernel", None)
+    D = call.shape("table")[1]
+    if get is not None and (dev or call.device) and call.dtype("table") == "float32" \
+            and 0 < idx.size * D < 2**31:
+        k = get("get_rows_f32")
+        it = ids.contiguous() if isinstance(ids, Tensor) and ids.dtype == "int32" else \
+            Tensor.from_host(call.backend, idx.astype(np.int32).reshape(-1))
+        out = Tensor.empty(call.backend, idx.shape + (D,), "float32")
+        n = idx.size * D
+        call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                            [call.tensor("table"), it, out, np.int32(D), np.int32(n)])
+        return out
     out = call.host("table")[idx]
     if dev and not call.device:
         return Tensor.from_host(call.backend, np.ascontiguousarray(out))

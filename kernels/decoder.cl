@@ -67,3 +67,52 @@ KERNEL void rope_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRIC
     int partner = interleaved ? (first ? j + 1 : j - 1) : (first ? j + h : j - h);
     y[e] = first ? xr[j] * c - xr[partner] * si : xr[partner] * si + xr[j] * c;
 }
+
+/* Row softmax of x * scale over the last axis (n columns), one work-group per row; a row with no
+ * finite logit (all -inf) gives zeros. Masks stay on the host path. */
+KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n,
+                        float scale) {
+    LOCAL float part[DEC_BLOCK];
+    int t = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    GLOBAL const float* xr = x + row * n;
+    float m = -INFINITY;
+    for (int i = t; i < n; i += DEC_BLOCK) m = fmax(m, xr[i] * scale);
+    part[t] = m;
+    BARRIER();
+    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
+        if (t < h) part[t] = fmax(part[t], part[t + h]);
+        BARRIER();
+    }
+    m = part[0];
+    BARRIER();
+    int dead = m == -INFINITY;
+    float base = dead ? 0.0f : m;
+    float s = 0.0f;
+    for (int i = t; i < n; i += DEC_BLOCK) s += exp(xr[i] * scale - base);
+    part[t] = s;
+    BARRIER();
+    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
+        if (t < h) part[t] += part[t + h];
+        BARRIER();
+    }
+    s = part[0];
+    for (int i = t; i < n; i += DEC_BLOCK)
+        y[row * n + i] = dead ? 0.0f : exp(xr[i] * scale - base) / s;
+}
+
+/* y[r, j] = table[ids[r], j]: ids checked against the table's rows before the launch. */
+KERNEL void get_rows_f32(GLOBAL const float* RESTRICT table, GLOBAL const int* RESTRICT ids,
+                         GLOBAL float* RESTRICT y, int D, int n) {
+    i64 e = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
+    if (e < n) y[e] = table[(i64)ids[e / D] * D + e % D];
+}
+
+/* y = act(x); act 0: silu, 1: gelu (tanh approximation) */
+KERNEL void unary_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n, int act) {
+    i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
+    if (i >= n) return;
+    float g = x[i];
+    y[i] = act == 0 ? g / (1.0f + exp(-g))
+                    : 0.5f * g * (1.0f + tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
+}

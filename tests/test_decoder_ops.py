@@ -338,5 +338,22 @@ def test_opencl_device_kernels_against_float64():
     close(accel.glu(g, u, activation="gelu_tanh").numpy(), tanh * ud, scale=16)
     close(accel.add(tx, tx).numpy(), 2 * xd)
     close(accel.mul(tx, tx).numpy(), xd * xd, scale=16)
+    sm = (RNG.standard_normal((3, 70000)) * 5).astype(np.float32)
+    sm[1] = -np.inf  # no finite logit: zeros
+    zd = sm.astype(F64) * 0.7
+    with np.errstate(invalid="ignore"):
+        e = np.exp(zd - zd.max(-1, keepdims=True))
+        want = np.nan_to_num(e / e.sum(-1, keepdims=True))
+    close(accel.softmax(accel.asarray(sm, backend=be), scale=0.7).numpy(), want)
+    close(accel.silu(tx).numpy(), xd / (1 + np.exp(-xd)), scale=4)
+    close(accel.gelu(tx, "tanh").numpy(),
+          0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd**3))), scale=4)
+    table = RNG.standard_normal((50, 33)).astype(np.float32)
+    ids = np.array([[49, 0, 7], [7, 7, 1]], np.int32)
+    rows = accel.get_rows(accel.asarray(table, backend=be), accel.asarray(ids, backend=be))
+    assert isinstance(rows, accel.Tensor) and np.array_equal(rows.numpy(), table[ids])
+    assert np.array_equal(accel.get_rows(accel.asarray(table, backend=be), ids.astype(np.int64)).numpy(),
+                          table[ids])
     built = set(be.__dict__.get("_decoder_kernels", {}))
-    assert {"rms_norm_f32", "rope_f32", "glu_f32", "binary_f32"} <= built
+    assert {"rms_norm_f32", "rope_f32", "glu_f32", "binary_f32", "softmax_f32", "unary_f32",
+            "get_rows_f32"} <= built
