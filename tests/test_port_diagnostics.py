@@ -86,7 +86,7 @@ def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
 @pytest.mark.parametrize("src, line, construct", [
     ("template <typename T>\n__device__ T sq(T v) { return v * v; }\n", 1, "template"),
     ("__device__ float g;\n__global__ void k() {}\n", 1, "program-scope variable"),
-    ("#define SCRATCH(n) __shared__ float n[32]\n__global__ void k(int* x) {}\n", 1,
+    ("#define SCRATCH(n) __shared__ float n[32]\n__global__ void k(int* x) { SCRATCH(t); }\n", 1,
      "macro SCRATCH"),
     ("#include <mma.h>\n__global__ void k() {}\n", 1, "#include <mma.h>"),
     ("__global__ void k(const float3* p) {}\n", 1, "float3 pointer"),
@@ -527,3 +527,19 @@ def test_stats_count_every_warned_use_as_translated_too(to):
     entries.append(("extra.cu", extra, translate(extra, to, filename="extra.cu")))
     stats = tally(entries, to)
     assert {k: v for k, v in stats["constructs"].items() if v["warned"] > v["translated"]} == {}
+
+
+def test_host_only_code_is_left_out_with_warnings_naming_the_lines():
+    """Host headers (PyTorch's, <time.h>), host functions and a macro only host code uses do
+    not block the kernel: each is left out with a warning on its line."""
+    src = ("#include <torch/extension.h>\n#include <time.h>\n"
+           "#define SCRATCH(n) __shared__ float n[32]\n"
+           "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+           "void host() { SCRATCH(t); clock_t c = clock(); }\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.ok, [str(d) for d in result.diagnostics]
+    assert [(d.line, d.construct) for d in result.diagnostics] == [
+        (1, "#include <torch/extension.h>"), (2, "#include <time.h>"), (3, "macro SCRATCH"),
+        (5, "host function host")]
+    assert all(d.severity == "warning" for d in result.diagnostics)
+    assert "SCRATCH" not in result.text and "clock" not in result.text

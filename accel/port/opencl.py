@@ -18,7 +18,7 @@ from accel.port.emulation import SHUFFLE_NAMES, WarpEmulation
 from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
 from accel.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.port.groups import Groups
-from accel.port.syntax import Rewriter, line, parse, text, walk
+from accel.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
 from accel.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
                                 pointer_info, qualifiers, type_node)
 
@@ -151,6 +151,10 @@ class OpenCLTranslator(WarpEmulation):
         self.macro_types: dict[str, str | None] = {}
         #: macros refused on their #define: (construct, why, rewrite), reported at each use
         self.refused_macros: dict[str, tuple[str, str, str]] = {}
+        #: their errors at the #define, reported only when device code uses the macro (a macro
+        #: only host code uses is left out, with a warning); and the macros device code uses
+        self.macro_pending: dict[str, tuple[object, list]] = {}
+        self.macros_used: set[str] = set()
         #: OpenCL helper functions (T.OPENCL_HELPERS) the translation calls, and those called
         #: by name in the code with the CUDA function each stands for (the dialect's CUDA side)
         self.helpers: set[str] = set()
@@ -168,7 +172,21 @@ class OpenCLTranslator(WarpEmulation):
         for fn in self._callers_first():
             self._function(fn)
         self.finish_warp()
+        self._host_macros()
         return self.rw.render()
+
+    def _host_macros(self) -> None:
+        """A refused macro is an error where device code uses it; one only host code uses (or
+        none) has nothing to translate, and is left out with a warning."""
+        for name, (item, found) in self.macro_pending.items():
+            if name in self.macros_used:
+                self.rw.diagnostics.extend(found)
+                continue
+            self.rw.note("macro")
+            self.rw.warn(item, f"macro {name}", "its body has no OpenCL C form, and no device "
+                         "code uses it (host code only, or unused), so it is left out",
+                         "keep host-only macros with the host code")
+            self.rw.delete(item)
 
     def opencl_text(self) -> str:
         body = self.run()
@@ -410,7 +428,7 @@ class OpenCLTranslator(WarpEmulation):
         elif header in ("cooperative_groups.h", "cooperative_groups/reduce.h"):
             self.rw.note(f"#include {text(path)}")  # each use is translated or refused on its own
             self.rw.delete(item)
-        elif header in T.HOST_INCLUDES:
+        elif header in T.HOST_INCLUDES or header.startswith(T.HOST_INCLUDE_DIRS):
             self.rw.note(f"#include {text(path)}")
             self.rw.warn(item, f"#include {text(path)}", "a host library header; OpenCL C "
                          "programs hold device code only, so it is left out", "keep host code "
@@ -465,7 +483,7 @@ class OpenCLTranslator(WarpEmulation):
             refusal = (f"macro {name}", f"its body uses the CUDA name {cuda} and is neither an "
                        "expression nor plain statements, so accel port cannot rewrite it",
                        "write the code out where the macro is used")
-            self.rw.error(item, *refusal)
+            self.macro_pending[name] = (item, [Diagnostic(self.rw.filename, line(item), *refusal)])
             self.refused_macros[name] = refusal
             return
         self._macro_body(item, name, wrapped, block.named_children, len(_MACRO_STATEMENTS), 1)
@@ -482,7 +500,11 @@ class OpenCLTranslator(WarpEmulation):
         finally:
             self.rw = main
         row = value.start_point.row - extra_lines
-        main.diagnostics.extend(replace(d, line=d.line + row) for d in sub.diagnostics)
+        found = [replace(d, line=d.line + row) for d in sub.diagnostics]
+        if sub.failed:
+            self.macro_pending[name] = (item, found)
+        else:
+            main.diagnostics.extend(found)
         if sub.failed:
             self.refused_macros[name] = (f"macro {name}", "its body cannot be translated (see "
                                          f"line {value.start_point.row + 1})", "fix the macro's body")
@@ -674,6 +696,7 @@ class OpenCLTranslator(WarpEmulation):
         if kind == "function_definition" and (use := self._macro_block(node)) is not None:
             name, block = use  # LOOP(i, n) { ... }: a statement macro and the block it heads
             if name in self.refused_macros:
+                self.macros_used.add(name)
                 self.rw.error(node, *self.refused_macros[name])
             else:
                 self._stmt(block, scope, depth)
@@ -848,6 +871,7 @@ class OpenCLTranslator(WarpEmulation):
                 self.rw.note(name)  # the 32 lanes of the warp emulation (and of CUDA)
                 self.rw.replace(node, "32")
             elif sym is None and name in self.refused_macros:
+                self.macros_used.add(name)
                 self.rw.error(node, *self.refused_macros[name])
             elif name in T.OPENCL_UNSUPPORTED:
                 self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
@@ -1007,6 +1031,7 @@ class OpenCLTranslator(WarpEmulation):
                 self._cast_args(arg_nodes, "float", scope)
                 self._precision(node, name, T.OPENCL_MATH[name])
         elif name in self.refused_macros:
+            self.macros_used.add(name)
             self.rw.error(callee, *self.refused_macros[name])
         elif name in self.function_macros:
             pass  # the #define is copied; its arguments are translated where they stand

@@ -288,7 +288,12 @@ OPENCL_DROP_INCLUDES = frozenset(("cuda_runtime.h", "cuda.h", "math.h", "cmath",
 #: host-side library headers: in an OpenCL C program they have nothing to declare
 HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h", "cstring",
                            "assert.h", "cassert", "iostream", "vector", "string", "algorithm",
-                           "memory", "chrono", "numeric", "random"))
+                           "memory", "chrono", "numeric", "random", "time.h", "ctime",
+                           "sys/time.h", "unistd.h", "iomanip", "sstream", "fstream", "functional",
+                           "map", "unordered_map", "tuple", "utility", "limits", "cuda_runtime_api.h",
+                           "helper_cuda.h", "helper_functions.h", "helper_string.h", "omp.h"))
+#: host-side library header folders (PyTorch extensions, pybind11): device code never sees them
+HOST_INCLUDE_DIRS = ("torch/", "ATen/", "c10/", "pybind11/")
 
 _NO_WARPS = "warp-level primitives have no OpenCL 1.2 equivalent (no subgroups on the target)"
 #: the rewrite depends on what the warp primitive is used for
