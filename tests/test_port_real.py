@@ -121,3 +121,15 @@ def test_stats_over_the_real_kernels():
     stats = tally(entries, "opencl")
     assert (stats["files"], stats["files_ported"]) == (2, 1)
     assert stats["constructs"]["cg::reduce"]["refused"] == 2
+    assert stats["refused_by_reason"] == {"cg::reduce": 1}
+    assert (stats["files_refused"], stats["files_failed"]) == (1, 0)
+
+
+def test_stats_count_a_file_the_translator_failed_on_apart():
+    from accel.port.stats import format_text, tally
+
+    src = "__global__ void k(float* x) { x[0] = 1.0f; }"
+    stats = tally([("a.cu", src, translate(src, "opencl")), ("b.cu", src, RecursionError("deep"))],
+                  "opencl")
+    assert (stats["files_ported"], stats["files_refused"], stats["files_failed"]) == (1, 0, 1)
+    assert "failed: 1 files\n  b.cu: RecursionError: deep" in format_text(stats)

@@ -193,7 +193,11 @@ def _stats(args: argparse.Namespace) -> int:
     entries = []
     for path in sources([Path(f) for f in args.file]):
         text = _read(path)
-        entries.append((path, text, translate(text, to, filename=str(path))))
+        try:
+            result = translate(text, to, filename=str(path))
+        except Exception as e:  # noqa: BLE001 - a translator bug on one file is counted, not fatal
+            result = e
+        entries.append((path, text, result))
     stats = tally(entries, to)
     sys.stdout.write(json.dumps(stats, indent=2) + "\n" if args.json else format_text(stats))
     return 0

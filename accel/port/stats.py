@@ -61,19 +61,28 @@ def tally(entries, to: str) -> dict:
     (warned ones included), warned and refused, and the kernels in files that ported."""
     constructs: dict[str, dict[str, int]] = defaultdict(lambda: {"translated": 0, "warned": 0,
                                                                  "refused": 0})
-    files, kernels, kernels_ported, refused_files = 0, 0, 0, []
+    files, kernels, kernels_ported, refused_files, failed = 0, 0, 0, [], {}
+    reasons: dict[str, int] = defaultdict(int)  # construct -> files it blocks
     for path, source, result in entries:
         n = _kernels(source.encode())
         files, kernels = files + 1, kernels + n
+        if isinstance(result, Exception):  # the translator itself failed on the file
+            failed[str(path)] = f"{type(result).__name__}: {result}"
+            continue
         if result.ok:
             kernels_ported += n
         else:
             refused_files.append(str(path))
+            for k in sorted({kind(d) for d in result.errors}):
+                reasons[k] += 1
         for name, count in result.translated.items():
             constructs[name]["translated"] += count
         for d in result.diagnostics:
             constructs[kind(d)]["warned" if d.severity == "warning" else "refused"] += 1
-    return {"to": to, "files": files, "files_ported": files - len(refused_files),
+    return {"to": to, "files": files, "files_ported": files - len(refused_files) - len(failed),
+            "files_refused": len(refused_files), "files_failed": len(failed),
+            "refused_by_reason": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "failed_files": failed,
             "kernels": kernels, "kernels_ported": kernels_ported,
             "kernel_share": kernels_ported / kernels if kernels else 0.0,
             "refused_files": refused_files,
@@ -88,6 +97,11 @@ def format_text(stats: dict) -> str:
     lines = [f"accel port --stats ({stats['to']}): {stats['files_ported']} of {stats['files']} "
              f"files, {stats['kernels_ported']} of {stats['kernels']} kernels ported "
              f"({100 * stats['kernel_share']:.1f}%)",
+             f"refused: {stats['files_refused']} files" + "".join(
+                 f"{', ' if i else ' ('}{k} {v}" for i, (k, v) in enumerate(
+                     stats["refused_by_reason"].items())) + (")" if stats["refused_by_reason"] else ""),
+             f"failed: {stats['files_failed']} files" + "".join(
+                 f"\n  {p}: {why}" for p, why in stats["failed_files"].items()),
              f"{'construct':<{width}}  translated  warned  refused"]
     lines += [f"{k:<{width}}  {v['translated']:>10}  {v['warned']:>6}  {v['refused']:>7}"
               for k, v in rows]
