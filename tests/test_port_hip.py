@@ -279,3 +279,16 @@ def test_tests_of_cuda_compiler_macros_are_kept_with_a_warning():
     assert result.ok and result.text.endswith(src)
     assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [(1, "warning", "__CUDA_ARCH__")]
     assert "__HIP_DEVICE_COMPILE__" in result.diagnostics[0].rewrite
+
+
+def test_dynamic_parallelism_is_refused_and_the_files_own_macros_keep_their_names():
+    src = ("#define CUBLAS_CHECK(x) x\n"
+           "__global__ void child(float* x) { x[0] = 1; }\n"
+           "__global__ void parent(float* x) { child<<<1, 1>>>(x); }\n"
+           "void host(void** a) { CUBLAS_CHECK(cudaLaunchCooperativeKernel((void*)child, 1, 1, a, 0, 0)); }\n")
+    refused = translate(src, "hip", filename="k.cu")
+    assert [(d.line, d.construct) for d in refused.errors] == [(3, "dynamic parallelism")]
+    ported = translate(src.replace("child<<<1, 1>>>(x);", "x[1] = 2;"), "hip", filename="k.cu")
+    assert ported.ok, [str(d) for d in ported.diagnostics]
+    assert "CUBLAS_CHECK(hipLaunchCooperativeKernel(" in ported.text
+    assert "HIPBLAS_CHECK" not in ported.text

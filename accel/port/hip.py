@@ -30,13 +30,16 @@ _FULL_MASKS = ("0xffffffff", "0xffffffffu", "0xFFFFFFFF", "0xFFFFFFFFu", "0xffff
 
 
 def translate_hip(rw: Rewriter, root) -> str:
-    has_runtime_include, has_device_code = _visit(rw, root)
+    # the file's own macros (CUBLAS_CHECK) are its names, not CUDA's: never renamed
+    own = frozenset(text(n.child_by_field_name("name")) for n in walk(root)
+                    if n.type in ("preproc_def", "preproc_function_def"))
+    has_runtime_include, has_device_code = _visit(rw, root, own)
     head = ("" if has_runtime_include or not has_device_code
             else _RTC_GUARD.format("#include <hip/hip_runtime.h>") + "\n")
     return head + rw.render()
 
 
-def _visit(rw: Rewriter, root) -> tuple[bool, bool]:
+def _visit(rw: Rewriter, root, own: frozenset = frozenset()) -> tuple[bool, bool]:
     """Record the rewrites of every node under ``root``; (has a hip_runtime include, has device
     code). Syntax errors are translate()'s to report (a macro body need not be complete
     syntax, so its own are not)."""
@@ -48,7 +51,11 @@ def _visit(rw: Rewriter, root) -> tuple[bool, bool]:
         elif kind == "function_definition":
             has_device_code |= any(c.type in ("__global__", "__device__") for c in node.children)
         elif kind in ("identifier", "type_identifier"):
-            _name(rw, node)
+            if text(node) not in own:
+                _name(rw, node)
+        elif kind == "kernel_call_syntax" and _in_device_code(node):
+            rw.error(node, "dynamic parallelism", "HIP has no device-side kernel launch",
+                     "launch the child kernel from the host after this one")
         elif kind == "call_expression":
             _call(rw, node)
         elif kind == "binary_expression":
@@ -64,18 +71,26 @@ def _visit(rw: Rewriter, root) -> tuple[bool, bool]:
                 rw.error(node, construct, why, rewrite)
         elif kind in ("preproc_def", "preproc_function_def"):
             _warp_macro(rw, node)
-            _macro_body(rw, node)
+            _macro_body(rw, node, own)
     return has_runtime_include, has_device_code
 
 
-def _macro_body(rw: Rewriter, node) -> None:
+def _in_device_code(node) -> bool:
+    """Whether ``node`` is inside a __global__ or __device__ function."""
+    p = node.parent
+    while p is not None and p.type != "function_definition":
+        p = p.parent
+    return p is not None and any(c.type in ("__global__", "__device__") for c in p.children)
+
+
+def _macro_body(rw: Rewriter, node, own: frozenset = frozenset()) -> None:
     """Macro bodies are text to the parser: parse the body on its own and apply the same
     renames to it (``#define CHECK(x) cudaMalloc(x)`` becomes ``hipMalloc``)."""
     value = node.child_by_field_name("value")
     if value is None:
         return
     sub = Rewriter(value.text, rw.filename)
-    _visit(sub, parse(value.text).root_node)
+    _visit(sub, parse(value.text).root_node, own)
     offset = value.start_point.row
     rw.diagnostics.extend(replace(d, line=d.line + offset) for d in sub.diagnostics)
     rendered = sub.render()

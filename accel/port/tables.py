@@ -395,7 +395,7 @@ HIP_RUNTIME = {
         "cudaMemcpyDeviceToHost", "cudaMemcpyDeviceToDevice", "cudaMemcpyHostToHost",
         "cudaMemcpyDefault", "cudaMemcpyKind", "cudaFuncSetAttribute",
         "cudaFuncAttributeMaxDynamicSharedMemorySize", "cudaDeviceGetAttribute",
-        "cudaLaunchKernel", "cudaMemGetInfo", "cudaErrorInvalidValue", "cudaStreamDefault",
+        "cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaMemGetInfo", "cudaErrorInvalidValue", "cudaStreamDefault",
         "cudaStreamNonBlocking", "cudaStreamCreateWithFlags", "cudaHostAllocDefault",
         "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpy2D",
         "cudaMemcpy2DAsync", "cudaMallocPitch", "cudaMemcpyPeer", "cudaMemcpyPeerAsync",
