@@ -133,3 +133,16 @@ def test_stats_count_a_file_the_translator_failed_on_apart():
                   "opencl")
     assert (stats["files_ported"], stats["files_refused"], stats["files_failed"]) == (1, 0, 1)
     assert "failed: 1 files\n  b.cu: RecursionError: deep" in format_text(stats)
+
+
+def test_output_builds_on_strict_opencl_compilers(opencl_backend):
+    """No redefinition of OpenCL's own types (typedef uint uint;) and no C++ empty initializer
+    (= {}), which strict C99 OpenCL compilers reject; the result still computes CUDA's."""
+    src = ("typedef unsigned int uint;\n"
+           "__global__ void k(uint* x) { float a[4] = {}; uint b = 3; x[threadIdx.x] = b + (uint)a[2]; }\n")
+    result = translate(src, "opencl")
+    assert "typedef uint uint" not in result.text and "= {}" not in result.text
+    k = _port(src, "k", opencl_backend)
+    x = _dev(np.full(8, 7, np.uint32), opencl_backend)
+    k(1, 8, x)
+    np.testing.assert_array_equal(x.numpy(), np.full(8, 3, np.uint32))

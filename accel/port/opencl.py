@@ -527,6 +527,12 @@ class OpenCLTranslator(WarpEmulation):
             if ptr or arr:
                 self.rw.error(item, "pointer typedef", "a pointer typedef hides the address "
                               "space OpenCL needs", "spell the pointer type out")
+            elif text(name) == base and len(item.children_by_field_name("declarator")) == 1 \
+                    and self.sp.rename_calls:  # the dialect's CUDA side needs the typedef
+                # typedef unsigned int uint;: OpenCL C has the type built in, and redefining
+                # it (typedef uint uint;) is an error for strict compilers
+                self.rw.note("typedef of an OpenCL type")
+                self.rw.delete(item)
             else:
                 self.typedefs[text(name)] = base
 
@@ -890,6 +896,9 @@ class OpenCLTranslator(WarpEmulation):
                     self.kept_calls.add(name)
         elif kind == "null":
             self.rw.replace(node, "0")
+        elif kind == "initializer_list" and not [c for c in node.named_children if c.type != "comment"]:
+            self.rw.note("empty initializer")  # C++'s = {}; C99 (and OpenCL C) needs {0}
+            self.rw.replace(node, "{0}")
         elif kind == "number_literal":
             self._literal(node)
         elif kind == "call_expression":
