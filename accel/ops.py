@@ -64,7 +64,14 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         osk = None if sinks is None else operand("sinks", sinks)
         spec = S.attention_spec(*args, window, softcap, None if osk is None else osk.shape,
                                 None if osk is None else osk.dtype)
-        return run(spec, backend, ops + (osk,))
+        be, _ = resolve(backend, ops + (osk,))
+        if not be.attention_options and osk is None and softcap is None and om is None:
+            # a window alone is a boolean mask: lowered to one for backends without the option
+            i = np.arange(spec.Sq)[:, None] + (spec.Sk - spec.Sq)
+            keep = np.arange(spec.Sk)[None, :] > i - spec.window
+            spec = S.attention_spec(*args[:6], keep.shape, "bool")
+            return run(spec, be, ops[:3] + (operand("mask", keep),))
+        return run(spec, be, ops + (osk,))
     try:
         spec = attention_spec_cached(*args)
     except TypeError:  # an unhashable scale or causal (a list, an array): the spec itself names it

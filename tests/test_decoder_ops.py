@@ -297,7 +297,24 @@ def test_attention_options_declined_where_not_computed():
     be = _opencl()
     q = np.ones((1, 1, 2, 16), np.float32)
     with pytest.raises(accel.UnsupportedError, match="window, softcap and sinks"):
-        accel.attention(q, q, q, causal=True, window=1, backend=be)
+        accel.attention(q, q, q, causal=True, softcap=5.0, backend=be)
+    with pytest.raises(accel.UnsupportedError, match="window, softcap and sinks"):
+        accel.attention(q, q, q, causal=True, window=1, sinks=np.zeros(1, np.float32), backend=be)
+
+
+@pytest.mark.parametrize("Sq", [1, 6])
+def test_attention_window_on_opencl_against_float64(Sq):
+    """A window alone runs on OpenCL as the equivalent boolean mask."""
+    be = _opencl()
+    q = RNG.standard_normal((1, 4, Sq, 32)).astype(np.float32)
+    k = RNG.standard_normal((1, 2, 11, 32)).astype(np.float32)
+    v = RNG.standard_normal((1, 2, 11, 32)).astype(np.float32)
+    for window in (1, 4, 20):
+        got = accel.attention(accel.asarray(q, backend=be), accel.asarray(k, backend=be),
+                              accel.asarray(v, backend=be), causal=True, window=window)
+        assert isinstance(got, accel.Tensor) and got.backend is be
+        want = _attention64(q, k, v, True, window)
+        assert np.abs(got.numpy() - want).max() <= 1e-4
 
 
 @pytest.mark.parametrize("kwargs, error, arg", [
