@@ -479,7 +479,13 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
         idx, ib, dev = _integers("ids", ids, backend)
         _check_ids(idx, N)
         be = ib if ib is not None else (table.backend if backend is None else resolve(backend, ())[0])
-        raw = np.asarray(table.raw).reshape(N, -1)[idx.reshape(-1)]
+        flat = idx.reshape(-1)
+        uniq, where = np.unique(flat, return_inverse=True)
+        if table.backend.name != "cpu" and uniq.size * 8 < N:  # a few rows: read only those
+            data = table.data.reshape(N, -1)
+            raw = np.stack([data[int(i)].numpy() for i in uniq])[where.reshape(-1)]
+        else:
+            raw = np.asarray(table.raw).reshape(N, -1)[flat]
         from accel.ops import dequantize  # the format's own dequantize, whatever it is
 
         rows = QTensor.from_raw(np.ascontiguousarray(raw), table.fmt, (idx.size, D), backend="cpu")

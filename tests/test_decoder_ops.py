@@ -374,3 +374,15 @@ def test_opencl_device_kernels_against_float64():
     built = set(be.__dict__.get("_decoder_kernels", {}))
     assert {"rms_norm_f32", "rope_f32", "glu_f32", "binary_f32", "softmax_f32", "unary_f32",
             "get_rows_f32"} <= built
+
+
+def test_get_rows_of_a_quantized_table_on_opencl():
+    be = _opencl()
+    w = RNG.standard_normal((40, 64)).astype(np.float32)
+    q = accel.quantize(w, "q4_0", backend=be)
+    full = np.asarray(accel.dequantize(accel.quantize(w, "q4_0")))
+    for ids in (np.array([3]), np.array([[39, 3], [3, 0]]), np.arange(40)[::-1]):  # few, many
+        assert np.array_equal(accel.get_rows(q, ids), full[ids])  # numpy-kind QTensor: numpy
+        rows = accel.get_rows(q, accel.asarray(ids.astype(np.int32), backend=be))
+        assert isinstance(rows, accel.Tensor) and rows.backend is be
+        assert np.array_equal(rows.numpy(), full[ids])
