@@ -146,3 +146,18 @@ def test_output_builds_on_strict_opencl_compilers(opencl_backend):
     x = _dev(np.full(8, 7, np.uint32), opencl_backend)
     k(1, 8, x)
     np.testing.assert_array_equal(x.numpy(), np.full(8, 3, np.uint32))
+
+
+def test_shared_array_declared_in_a_loop_is_hoisted_and_computes_the_same(opencl_backend):
+    src = ("#define T 8\n__global__ void k(float* x) {\n  for (int r = 0; r < 2; r++) {\n"
+           "    __shared__ float t[T];\n    t[threadIdx.x] = x[threadIdx.x] + r;\n    __syncthreads();\n"
+           "    x[threadIdx.x] = t[(threadIdx.x + 1) % T];\n    __syncthreads();\n  }\n}\n")
+    result = translate(src, "opencl")
+    assert [(d.line, d.construct, d.severity) for d in result.diagnostics] == [
+        (4, "__shared__ hoisted", "warning")]
+    k = _port(src, "k", opencl_backend)
+    x0 = np.arange(8, dtype=F32)
+    x = _dev(x0, opencl_backend)
+    k(1, 8, x)
+    want = np.roll(np.roll(x0, -1) + 1, -1)  # round 0 adds 0 and rotates, round 1 adds 1
+    np.testing.assert_array_equal(x.numpy(), want)

@@ -840,10 +840,35 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.replace(node, lambda _i: "/* extern __shared__: passed as the last kernel "
                             "argument */")
             return
+        if fn.kernel and depth != 1 and self._hoistable(node, fn):
+            # a __shared__ array is one per block wherever it is declared (static storage):
+            # declared at the kernel's outermost scope, it is the same array
+            body = fn.node.child_by_field_name("body")
+            self.rw.replace(body, lambda inner, d=node: inner[:1] + "\n    " + self.rw.render(d)
+                            + "  /* accel port: hoisted from line " + str(line(d)) + " */" + inner[1:])
+            self.rw.delete(node)
+            self.rw.note("__shared__ hoisted")
+            self.rw.warn(node, "__shared__ hoisted", "OpenCL allows __local arrays only at a "
+                         "kernel's outermost scope, so it is declared there (CUDA's is one per "
+                         "block wherever it is declared, so nothing changes)", "none needed")
+            return
         if not fn.kernel or depth != 1:
             self.rw.error(node, "__shared__ array", "OpenCL 1.2 allows __local variables only "
                           "at the outermost scope of a kernel", "declare it at the top of the kernel "
                           "(and pass a pointer to device functions)")
+
+    def _hoistable(self, node, fn) -> bool:
+        """Whether a nested __shared__ declaration means the same at the kernel's top: no
+        initializer, its names declared once in the kernel, its sizes no local variables."""
+        declarators = node.children_by_field_name("declarator")
+        if any(d.type == "init_declarator" for d in declarators):
+            return False
+        names = {text(declarator_parts(d)[0]) for d in declarators}
+        local = [text(declarator_parts(d)[0]) for n in walk(fn.node) if n.type in
+                 ("declaration", "parameter_declaration") for d in n.children_by_field_name("declarator")
+                 if declarator_parts(d)[0] is not None]
+        sizes = {text(n) for d in declarators for n in walk(d) if n.type == "identifier"} - names
+        return all(local.count(n) == 1 for n in names) and not sizes & set(local)
 
     # -- expressions ----------------------------------------------------------------------------------
     def _expr(self, node, scope: Scope) -> None:
