@@ -161,3 +161,17 @@ def test_shared_array_declared_in_a_loop_is_hoisted_and_computes_the_same(opencl
     k(1, 8, x)
     want = np.roll(np.roll(x0, -1) + 1, -1)  # round 0 adds 0 and rotates, round 1 adds 1
     np.testing.assert_array_equal(x.numpy(), want)
+
+
+def test_namespaces_around_device_code_are_dropped(opencl_backend):
+    src = ("namespace ops {\n__device__ void sq(float* p) { p[0] = p[0] * p[0]; }\n}\n"
+           "namespace {\n__global__ void k(float* x) {\n  __shared__ float s[8];\n"
+           "  s[threadIdx.x] = x[threadIdx.x];\n  ops::sq(&s[threadIdx.x]);\n"
+           "  x[threadIdx.x] = s[threadIdx.x] + 1.0f;\n}\n}\n")
+    result = translate(src, "opencl")
+    assert "void sq(__local float* p)" in result.text  # the address space from the ops:: call
+    k = _port(src, "k", opencl_backend)
+    x0 = np.arange(8, dtype=F32)
+    x = _dev(x0, opencl_backend)
+    k(1, 8, x)
+    np.testing.assert_array_equal(x.numpy(), x0 * x0 + 1)

@@ -19,6 +19,15 @@ _PURE = frozenset(("min", "max", "abs"))
 SHUFFLE_NAMES = frozenset(W.SHUFFLES)
 
 
+def callee_name(call) -> str | None:
+    """The function a call names: ``f(...)``, or ``ns::f(...)`` (a namespace of the file's,
+    which the translation drops), else None."""
+    f = call.child_by_field_name("function")
+    if f is not None and f.type == "qualified_identifier":
+        f = f.child_by_field_name("name")
+    return text(f) if f is not None and f.type == "identifier" else None
+
+
 class WarpEmulation:
     """Mixed into OpenCLTranslator (which provides rw, sp, functions, current, typer, _expr)."""
 
@@ -53,8 +62,7 @@ class WarpEmulation:
                 if caller.name in path or fn.name not in caller.calls:
                     continue
                 for c in walk(caller.node):
-                    f = c.child_by_field_name("function") if c.type == "call_expression" else None
-                    if f is None or f.type != "identifier" or text(f) != fn.name:
+                    if c.type != "call_expression" or callee_name(c) != fn.name:
                         continue
                     inner = self._uniformity(caller).point(c) or self._reach(caller, path + (fn.name,))
                     if inner is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from accel.port import tables as T
 from accel.port import warp as W
-from accel.port.emulation import SHUFFLE_NAMES, WarpEmulation
+from accel.port.emulation import SHUFFLE_NAMES, WarpEmulation, callee_name
 from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
 from accel.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.port.groups import Groups
@@ -161,6 +161,7 @@ class OpenCLTranslator(WarpEmulation):
         self.native_helpers: dict[str, str] = {}
         self.typer = ExprTyper(self._normal, self._result, self.macro_types, self.typedefs)
         self.groups = Groups(self)
+        self.user_namespaces: set[str] = set()
         self.current = None
         self._warp_init()
 
@@ -265,8 +266,22 @@ class OpenCLTranslator(WarpEmulation):
                     self._collect_one(body)
             elif kind in _PREPROC_IF:
                 self._collect(self._branches(item))
+            elif kind == "namespace_definition" and (body := item.child_by_field_name("body")) is not None:
+                self._namespace(item, body)
             else:
                 self._collect_one(item)
+
+    def _namespace(self, item, body) -> None:
+        """``namespace ops { ... }`` around device code: OpenCL C has no namespaces, so the
+        body is kept without it and ``ops::f`` becomes ``f`` (two functions of one name in
+        different namespaces are refused like overloads)."""
+        name = item.child_by_field_name("name")
+        if name is not None:
+            self.user_namespaces.add(text(name))
+        self.rw.note("namespace")
+        self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
+        self.rw.replace(body, lambda inner: inner.strip().removeprefix("{").removesuffix("}"))
+        self._collect(body.named_children)
 
     def _branches(self, node) -> list:
         """The items of an #if/#ifdef/#elif/#else block. The OpenCL preprocessor evaluates its
@@ -392,9 +407,7 @@ class OpenCLTranslator(WarpEmulation):
                   if p.type != "comment"]
         fn = _Function(node, name, "__global__" in q, params,
                        returns=self._normal(" ".join(text(type_node(node)).split())))
-        fn.calls = {text(c.child_by_field_name("function")) for c in walk(node)
-                    if c.type == "call_expression" and c.child_by_field_name("function") is not None
-                    and c.child_by_field_name("function").type == "identifier"}
+        fn.calls = {callee_name(c) for c in walk(node) if c.type == "call_expression"} - {None}
         self.functions[name] = fn
 
     def _callers_first(self) -> list[_Function]:
@@ -1008,6 +1021,11 @@ class OpenCLTranslator(WarpEmulation):
                 return
         if self.groups.call(node, scope):
             return
+        if callee.type == "qualified_identifier" and (ns := callee.child_by_field_name("scope")) is not None \
+                and text(ns) in self.user_namespaces and callee.child_by_field_name("name").type == "identifier":
+            inner = callee.child_by_field_name("name")  # ops::sq(v) -> sq(v)
+            self.rw.replace(callee, lambda _i, n=inner: self.rw.render(n))
+            callee = inner
         if callee.type == "template_function" and text(callee.child_by_field_name("name")) in T.OPENCL_UNSUPPORTED:
             name = text(callee.child_by_field_name("name"))
             self.rw.error(node, name, *T.OPENCL_UNSUPPORTED[name])
