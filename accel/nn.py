@@ -23,11 +23,18 @@ from accel.backend import Backend
 from accel.dispatch import resolve
 from accel.dtypes import FLOAT_DTYPES, to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
+from accel.ops import _device, _torch_op, _torch_tensors
 from accel.tensor import QTensor, Tensor, operand
 
 _F = np.float32
 _BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
+
+
+def _torch_all(*arrays: Any) -> bool:
+    """Every given operand a torch tensor: the op runs as its torch operator (autograd)."""
+    present = [a for a in arrays if a is not None]
+    return _torch_tensors(*present)
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -144,6 +151,8 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
     >>> np.round(accel.rms_norm(np.array([[3.0, 4.0]], np.float32), eps=0.0) ** 2, 4)  # ms 12.5
     array([[0.72, 1.28]], dtype=float32)
     """
+    if _torch_all(x, weight):
+        return _torch_op("rms_norm")(x, weight, _eps(eps), _device(backend))
     call = _Call(backend, x=x, weight=weight)
     dt = _float(call, "x")
     e = _eps(eps)
@@ -284,6 +293,8 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
     >>> accel.softmax(np.log(np.array([[1.0, 3.0]], np.float32)))
     array([[0.25, 0.75]], dtype=float32)
     """
+    if mask is None and _torch_all(x):
+        return _torch_op("softmax")(x, _real("scale", scale), _device(backend))
     call = _Call(backend, x=x, mask=mask)
     dt = _float(call, "x")
     s = _real("scale", scale)
@@ -415,6 +426,8 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
 
 # -- elementwise -----------------------------------------------------------------------------------------
 def _binary(name: str, a: Any, b: Any, backend: str | Backend | None) -> Any:
+    if _torch_all(a, b):
+        return _torch_op(name)(a, b, _device(backend))
     call = _Call(backend, a=a, b=b)
     dt = _float(call, "a")
     _same_dtype(call, "b", "a")

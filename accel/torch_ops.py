@@ -302,4 +302,106 @@ def _out_array(out: Tensor, like: torch.Tensor) -> Any:
     return cupy.from_dlpack(out)
 
 
-OPERATORS = (matmul, attention, qmatmul, quantize, dequantize)
+# -- decoder-step ops (issue 42): the accel.nn reference or kernels forward, torch's float32
+# formulas backward ---------------------------------------------------------------------------
+def _nn(name: str, like: torch.Tensor, backend: Optional[str], *tensors: Any, **kw: Any) -> torch.Tensor:
+    from accel import nn
+
+    hosts = [None if t is None else _host(f"arg{i}", t) for i, t in enumerate(tensors)]
+    return _torch(getattr(nn, name)(*hosts, backend=_backend(backend, like), **kw), like)
+
+
+@torch.library.custom_op("accel::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
+             backend: Optional[str] = None) -> torch.Tensor:
+    return _nn("rms_norm", x, backend, x, weight, eps=eps)
+
+
+@rms_norm.register_fake
+def _(x, weight=None, eps=1e-6, backend=None):
+    return torch.empty_like(x)
+
+
+def _rms_norm_context(ctx, inputs, output) -> None:
+    x, weight, eps, _ = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.eps = eps
+
+
+def _rms_norm_backward(ctx, grad):
+    x, w = ctx.saved_tensors
+    xf, gf = x.float(), grad.float()
+    r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + ctx.eps)
+    gw = gf if w is None else gf * w.float()
+    gx = r * gw - xf * r.pow(3) * (gw * xf).mean(-1, keepdim=True)
+    gwt = None if w is None else (gf * xf * r).reshape(-1, x.shape[-1]).sum(0).to(w.dtype)
+    return gx.to(x.dtype), gwt, None, None
+
+
+rms_norm.register_autograd(_rms_norm_backward, setup_context=_rms_norm_context)
+
+
+@torch.library.custom_op("accel::add", mutates_args=())
+def add(a: torch.Tensor, b: torch.Tensor, backend: Optional[str] = None) -> torch.Tensor:
+    return _nn("add", a, backend, a, b)
+
+
+@torch.library.custom_op("accel::mul", mutates_args=())
+def mul(a: torch.Tensor, b: torch.Tensor, backend: Optional[str] = None) -> torch.Tensor:
+    return _nn("mul", a, backend, a, b)
+
+
+def _binary_fake(a, b, backend=None):
+    return a.new_empty(torch.broadcast_shapes(a.shape, b.shape))
+
+
+add.register_fake(_binary_fake)
+mul.register_fake(_binary_fake)
+
+
+def _binary_context(ctx, inputs, output) -> None:
+    a, b, _ = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _add_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    return grad.sum_to_size(a.shape).to(a.dtype), grad.sum_to_size(b.shape).to(b.dtype), None
+
+
+def _mul_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    g = grad.float()
+    return ((g * b.float()).sum_to_size(a.shape).to(a.dtype),
+            (g * a.float()).sum_to_size(b.shape).to(b.dtype), None)
+
+
+add.register_autograd(_add_backward, setup_context=_binary_context)
+mul.register_autograd(_mul_backward, setup_context=_binary_context)
+
+
+@torch.library.custom_op("accel::softmax", mutates_args=())
+def softmax(x: torch.Tensor, scale: float = 1.0, backend: Optional[str] = None) -> torch.Tensor:
+    return _nn("softmax", x, backend, x, scale=scale)
+
+
+@softmax.register_fake
+def _(x, scale=1.0, backend=None):
+    return torch.empty_like(x)
+
+
+def _softmax_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)
+    ctx.scale = inputs[1]
+
+
+def _softmax_backward(ctx, grad):
+    (y,) = ctx.saved_tensors
+    yf, gf = y.float(), grad.float()
+    return (ctx.scale * yf * (gf - (gf * yf).sum(-1, keepdim=True))).to(y.dtype), None, None
+
+
+softmax.register_autograd(_softmax_backward, setup_context=_softmax_context)
+
+
+OPERATORS = (matmul, attention, qmatmul, quantize, dequantize, rms_norm, add, mul, softmax)

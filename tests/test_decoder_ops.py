@@ -386,3 +386,29 @@ def test_get_rows_of_a_quantized_table_on_opencl():
         rows = accel.get_rows(q, accel.asarray(ids.astype(np.int32), backend=be))
         assert isinstance(rows, accel.Tensor) and rows.backend is be
         assert np.array_equal(rows.numpy(), full[ids])
+
+
+def test_torch_operators_gradients_against_float64():
+    torch = pytest.importorskip("torch", reason="the torch operators need torch")
+    import accel.torch_ops  # noqa: F401  (registers torch.ops.accel.* when accel came first)
+
+    def grads(fn, *xs):
+        leaves = [x.detach().clone().requires_grad_() for x in xs]
+        out = fn(*leaves)
+        out.backward(torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape))
+        return out.detach().double(), [t.grad.double() for t in leaves]
+
+    x, w = torch.randn(3, 16), torch.randn(16)
+    a, b = torch.randn(2, 3), torch.randn(3)
+    for ours, ref, args in [
+        (lambda x, w: accel.rms_norm(x, w),
+         lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, (x, w)),
+        (accel.add, lambda a, b: a + b, (a, b)),
+        (accel.mul, lambda a, b: a * b, (a, b)),
+        (lambda x: accel.softmax(x, scale=0.5), lambda x: torch.softmax(0.5 * x, -1), (x,)),
+    ]:
+        got, gg = grads(ours, *args)
+        want, gw = grads(ref, *(t.double() for t in args))
+        assert torch.allclose(got, want, rtol=1e-5, atol=1e-5)
+        for g1, g2 in zip(gg, gw):
+            assert torch.allclose(g1, g2, rtol=1e-4, atol=1e-5)

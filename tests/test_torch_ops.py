@@ -46,6 +46,10 @@ def _raw(fmt: str, n: int, k: int) -> torch.Tensor:
     ("qmatmul", lambda: (torch.randn(2, 64, requires_grad=True), _raw("q4_0", 3, 64), "q4_0", 3), {}),
     ("quantize", lambda: (torch.randn(2, 64), "q8_0"), {}),
     ("dequantize", lambda: (_raw("q8_0", 3, 64), "q8_0", [3, 64]), {}),
+    ("rms_norm", lambda: (torch.randn(3, 16, requires_grad=True), torch.randn(16, requires_grad=True)), {}),
+    ("add", lambda: (torch.randn(2, 3, requires_grad=True), torch.randn(3, requires_grad=True)), {}),
+    ("mul", lambda: (torch.randn(2, 3, requires_grad=True), torch.randn(2, 1, requires_grad=True)), {}),
+    ("softmax", lambda: (torch.randn(2, 7, requires_grad=True), 0.5), {}),
 ])
 def test_opcheck(op, args, kwargs):
     """Schema, fake tensor, autograd registration and AOT dispatch (torch.library.opcheck)."""
