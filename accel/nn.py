@@ -394,6 +394,13 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
     """
     if activation not in ACTIVATIONS:
         raise ArgumentError(expected("activation", f"one of {ACTIVATIONS}", repr(activation)))
+    if _torch_all(gate, up):
+        if up is None:
+            if not gate.ndim or gate.shape[-1] % 2:
+                raise ShapeError(expected("gate.shape", "an even last dimension (gate and up "
+                                          "halves) when up is None", tuple(gate.shape)))
+            gate, up = gate.chunk(2, dim=-1)
+        return _torch_op("glu")(gate, up, activation, _device(backend))
     call = _Call(backend, gate=gate, up=up)
     dt = _float(call, "gate")
     g = call.host("gate").astype(_F)

@@ -404,4 +404,44 @@ def _softmax_backward(ctx, grad):
 softmax.register_autograd(_softmax_backward, setup_context=_softmax_context)
 
 
-OPERATORS = (matmul, attention, qmatmul, quantize, dequantize, rms_norm, add, mul, softmax)
+@torch.library.custom_op("accel::glu", mutates_args=())
+def glu(gate: torch.Tensor, up: torch.Tensor, activation: str = "silu",
+        backend: Optional[str] = None) -> torch.Tensor:
+    return _nn("glu", gate, backend, gate, up, activation=activation)
+
+
+@glu.register_fake
+def _(gate, up, activation="silu", backend=None):
+    return torch.empty_like(gate)
+
+
+def _glu_context(ctx, inputs, output) -> None:
+    gate, up, activation, _ = inputs
+    ctx.save_for_backward(gate, up)
+    ctx.activation = activation
+
+
+def _act_and_slope(name: str, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """act(g) and act'(g) in float32."""
+    if name == "silu":
+        s = torch.sigmoid(g)
+        return g * s, s * (1 + g * (1 - s))
+    if name == "gelu_tanh":
+        c = math.sqrt(2 / math.pi)
+        t = torch.tanh(c * (g + 0.044715 * g ** 3))
+        return 0.5 * g * (1 + t), 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * c * (1 + 3 * 0.044715 * g * g)
+    cdf = 0.5 * (1 + torch.erf(g / math.sqrt(2)))
+    return g * cdf, cdf + g * torch.exp(-0.5 * g * g) / math.sqrt(2 * math.pi)
+
+
+def _glu_backward(ctx, grad):
+    gate, up = ctx.saved_tensors
+    act, slope = _act_and_slope(ctx.activation, gate.float())
+    gf = grad.float()
+    return (gf * up.float() * slope).to(gate.dtype), (gf * act).to(up.dtype), None, None
+
+
+glu.register_autograd(_glu_backward, setup_context=_glu_context)
+
+
+OPERATORS = (matmul, attention, qmatmul, quantize, dequantize, rms_norm, add, mul, softmax, glu)

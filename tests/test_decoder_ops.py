@@ -406,6 +406,12 @@ def test_torch_operators_gradients_against_float64():
         (accel.add, lambda a, b: a + b, (a, b)),
         (accel.mul, lambda a, b: a * b, (a, b)),
         (lambda x: accel.softmax(x, scale=0.5), lambda x: torch.softmax(0.5 * x, -1), (x,)),
+        (lambda g, u: accel.glu(g, u), lambda g, u: torch.nn.functional.silu(g) * u, (a, a.flip(0))),
+        (lambda g, u: accel.glu(g, u, activation="gelu_tanh"),
+         lambda g, u: torch.nn.functional.gelu(g, approximate="tanh") * u, (a, a.flip(0))),
+        (lambda g, u: accel.glu(g, u, activation="gelu"),
+         lambda g, u: torch.nn.functional.gelu(g) * u, (a, a.flip(0))),
+        (lambda x: accel.glu(x), lambda x: torch.nn.functional.silu(x[:, :8]) * x[:, 8:], (x,)),
     ]:
         got, gg = grads(ours, *args)
         want, gw = grads(ref, *(t.double() for t in args))

@@ -50,6 +50,8 @@ def _raw(fmt: str, n: int, k: int) -> torch.Tensor:
     ("add", lambda: (torch.randn(2, 3, requires_grad=True), torch.randn(3, requires_grad=True)), {}),
     ("mul", lambda: (torch.randn(2, 3, requires_grad=True), torch.randn(2, 1, requires_grad=True)), {}),
     ("softmax", lambda: (torch.randn(2, 7, requires_grad=True), 0.5), {}),
+    ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True)), {}),
+    ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True), "gelu"), {}),
 ])
 def test_opcheck(op, args, kwargs):
     """Schema, fake tensor, autograd registration and AOT dispatch (torch.library.opcheck)."""
