@@ -218,6 +218,10 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
     >>> np.round(accel.rope(x, np.array([1]), base=1.0), 4)            # turned by 1 radian
     array([[[[0.5403, 0.8415]]]], dtype=float32)
     """
+    if _torch_all(x, positions, freq_factors):
+        return _torch_op("rope")(x, positions, _real("base", base, positive=True), rotary_dim,
+                                 interleaved, _real("freq_scale", freq_scale), freq_factors,
+                                 _device(backend))
     call = _Call(backend, x=x, freq_factors=freq_factors)
     dt = _float(call, "x")
     shape = call.shape("x")

@@ -444,4 +444,42 @@ def _glu_backward(ctx, grad):
 glu.register_autograd(_glu_backward, setup_context=_glu_context)
 
 
-OPERATORS = (matmul, attention, qmatmul, quantize, dequantize, rms_norm, add, mul, softmax, glu)
+@torch.library.custom_op("accel::rope", mutates_args=())
+def rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0,
+         rotary_dim: Optional[int] = None, interleaved: bool = False, freq_scale: float = 1.0,
+         freq_factors: Optional[torch.Tensor] = None, backend: Optional[str] = None) -> torch.Tensor:
+    from accel import nn
+
+    result = nn.rope(_host("x", x), positions.detach().cpu().numpy(), base=base,
+                     rotary_dim=rotary_dim, interleaved=interleaved, freq_scale=freq_scale,
+                     freq_factors=None if freq_factors is None else _host("freq_factors", freq_factors),
+                     backend=_backend(backend, x))
+    return _torch(result, x)
+
+
+@rope.register_fake
+def _(x, positions, base=10000.0, rotary_dim=None, interleaved=False, freq_scale=1.0,
+      freq_factors=None, backend=None):
+    return torch.empty_like(x)
+
+
+def _rope_context(ctx, inputs, output) -> None:
+    x, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend = inputs
+    ctx.save_for_backward(positions, freq_factors)
+    ctx.args = (base, rotary_dim, interleaved, freq_scale, backend)
+
+
+def _rope_backward(ctx, grad):
+    # a rotation's adjoint is the rotation by the opposite angle: the same op at -freq_scale
+    positions, freq_factors = ctx.saved_tensors
+    base, rotary_dim, interleaved, freq_scale, backend = ctx.args
+    gx = rope(grad.contiguous(), positions, base, rotary_dim, interleaved, -freq_scale,
+              freq_factors, backend)
+    return gx, None, None, None, None, None, None, None
+
+
+rope.register_autograd(_rope_backward, setup_context=_rope_context)
+
+
+OPERATORS = (matmul, attention, qmatmul, quantize, dequantize, rms_norm, add, mul, softmax, glu,
+             rope)

@@ -388,6 +388,18 @@ def test_get_rows_of_a_quantized_table_on_opencl():
         assert np.array_equal(rows.numpy(), full[ids])
 
 
+def _rope_torch64(x, pos):
+    """GPT-J RoPE in torch float64 (rotary_dim = D), for autograd's reference gradient."""
+    import torch
+
+    D = x.shape[-1]
+    inv = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    th = torch.tensor(pos, dtype=torch.float64)[:, None] * inv
+    c, s = torch.cos(th), torch.sin(th)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).flatten(-2)
+
+
 def test_torch_operators_gradients_against_float64():
     torch = pytest.importorskip("torch", reason="the torch operators need torch")
     import accel.torch_ops  # noqa: F401  (registers torch.ops.accel.* when accel came first)
@@ -412,6 +424,8 @@ def test_torch_operators_gradients_against_float64():
         (lambda g, u: accel.glu(g, u, activation="gelu"),
          lambda g, u: torch.nn.functional.gelu(g) * u, (a, a.flip(0))),
         (lambda x: accel.glu(x), lambda x: torch.nn.functional.silu(x[:, :8]) * x[:, 8:], (x,)),
+        (lambda x: accel.rope(x, torch.tensor([0, 3, 50]), interleaved=True),
+         lambda x: _rope_torch64(x, [0, 3, 50]), (x.reshape(1, 1, 3, 16),)),
     ]:
         got, gg = grads(ours, *args)
         want, gw = grads(ref, *(t.double() for t in args))

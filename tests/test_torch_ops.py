@@ -52,6 +52,7 @@ def _raw(fmt: str, n: int, k: int) -> torch.Tensor:
     ("softmax", lambda: (torch.randn(2, 7, requires_grad=True), 0.5), {}),
     ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True)), {}),
     ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True), "gelu"), {}),
+    ("rope", lambda: (torch.randn(1, 2, 3, 8, requires_grad=True), torch.tensor([0, 4, 9])), {"rotary_dim": 4}),
 ])
 def test_opcheck(op, args, kwargs):
     """Schema, fake tensor, autograd registration and AOT dispatch (torch.library.opcheck)."""
