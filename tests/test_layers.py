@@ -42,6 +42,8 @@ def layer(module: str) -> str:
     for name, members in (("base", BASE), ("runtime", RUNTIME), ("kernels", KERNELS)):
         if module in members:
             return name
+    if _within(module, "accel.models"):  # a user of the public ops, at the runtime's level
+        return "runtime"
     if _within(module, "accel.backends"):
         return "backends"
     if _within(module, "accel.conformance"):
