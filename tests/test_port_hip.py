@@ -292,3 +292,20 @@ def test_dynamic_parallelism_is_refused_and_the_files_own_macros_keep_their_name
     assert ported.ok, [str(d) for d in ported.diagnostics]
     assert "CUBLAS_CHECK(hipLaunchCooperativeKernel(" in ported.text
     assert "HIPBLAS_CHECK" not in ported.text
+
+
+def test_real_shuffle_kernel_translates_to_hip_and_builds_with_hiprtc():
+    src = (CORPUS.parent / "port_real" / "llmc_softmax_forward_kernel4.cu").read_text()
+    result = translate(src, "hip", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    built = _hiprtc(result.text)
+    assert built.ok, built.log
+
+
+def test_cg_reduce_is_refused_for_hip_where_rocm_lacks_it():
+    src = (CORPUS.parent / "port_real" / "llmc_layernorm_forward_kernel3.cu").read_text()
+    result = translate(src, "hip", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [
+        (5, "#include <cooperative_groups/reduce.h>"), (27, "cooperative groups (cg::reduce)"),
+        (27, "cooperative groups (cg::plus<float>)"), (39, "cooperative groups (cg::reduce)"),
+        (39, "cooperative groups (cg::plus<float>)")]

@@ -87,9 +87,11 @@ class WarpEmulation:
                        f"every thread of the block to reach the call, and cannot prove that: {why}")
         if why is None:
             return True
-        self.rw.error(node, construct, why, "keep the call out of thread-dependent branches and "
-                      "early returns (compute, then guard the store), or a __shared__ tree "
-                      "reduction with __syncthreads() steps")
+        self.rw.error(node, construct, why, "translate with --to opencl, which emulates it, or "
+                      "write a __shared__ tree reduction with __syncthreads() steps"
+                      if self.sp.name != "OpenCL C" else "keep the call out of thread-dependent "
+                      "branches and early returns (compute, then guard the store), or a "
+                      "__shared__ tree reduction with __syncthreads() steps")
         return False
 
     def use_warp(self, helper: str, node) -> None:

@@ -33,6 +33,14 @@ def translate_hip(rw: Rewriter, root) -> str:
     # the file's own macros (CUBLAS_CHECK) are its names, not CUDA's: never renamed
     own = frozenset(text(n.child_by_field_name("name")) for n in walk(root)
                     if n.type in ("preproc_def", "preproc_function_def"))
+    cg = {"cooperative_groups"} | {text(n.named_children[0]) for n in walk(root)
+                                   if n.type == "namespace_alias_definition"
+                                   and text(n.named_children[-1]) == "cooperative_groups"}
+    for n in walk(root):  # cg::reduce: absent from the ROCm this is checked against
+        if n.type == "qualified_identifier" and (sc := n.child_by_field_name("scope")) is not None \
+                and text(sc) in cg and text(n.child_by_field_name("name")).split("<")[0] in _CG_MISSING:
+            rw.error(n, f"cooperative groups ({text(n)})", _CG_WHY, "a __shared__ tree reduction, "
+                     "or a loop of __shfl_xor steps")
     has_runtime_include, has_device_code = _visit(rw, root, own)
     head = ("" if has_runtime_include or not has_device_code
             else _RTC_GUARD.format("#include <hip/hip_runtime.h>") + "\n")
@@ -75,6 +83,13 @@ def _visit(rw: Rewriter, root, own: frozenset = frozenset()) -> tuple[bool, bool
     return has_runtime_include, has_device_code
 
 
+#: cooperative-groups names HIP lacks: ROCm's cooperative groups documentation lists no reduce
+#: (nor its operators), and ROCm 5.2's headers, which accel's hiprtc checks use, have none
+_CG_MISSING = frozenset(("reduce", "plus", "greater", "less", "bit_and", "bit_or", "bit_xor"))
+_CG_WHY = ("HIP's cooperative groups have no reduce and no operator objects (not in ROCm 5.x, "
+           "whose headers accel port is checked against)")
+
+
 def _in_device_code(node) -> bool:
     """Whether ``node`` is inside a __global__ or __device__ function."""
     p = node.parent
@@ -109,6 +124,10 @@ def _include(rw: Rewriter, node) -> bool:
         return target == "hip/hip_runtime.h"
     if header in T.HIP_INCLUDES:
         rw.replace(path, f"<{target}>")
+        return False
+    if header == "cooperative_groups/reduce.h":
+        rw.error(node, f"#include {text(path)}", _CG_WHY, "a __shared__ tree reduction, or a "
+                 "loop of __shfl_xor steps")
         return False
     if header.startswith(_CUDA_LIBS):
         rw.error(node, f"#include {text(path)}", "a CUDA library header: the library has a ROCm "
