@@ -50,6 +50,15 @@ def test_llmc_layernorm_kernel3_is_refused_at_its_reductions_naming_the_early_re
                in str(d) for d in result.errors)
 
 
+def test_cuda_samples_shfl_scan_is_refused_at_its_default_argument_and_partial_mask():
+    file = REAL / "cudasamples_shfl_scan_test.cu"
+    result = translate(file.read_text(), "opencl", filename=file.name)
+    assert result.text is None
+    assert [(d.line, d.construct) for d in result.errors] == [
+        (4, "optional parameter declaration"), (27, "__shfl_up_sync"), (52, "__shfl_up_sync")]
+    assert "names only some lanes" in str(result.errors[2])
+
+
 _BLOCK_CG = """#include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 #define FULL 0xffffffff
@@ -119,10 +128,11 @@ def test_stats_over_the_real_kernels():
     entries = [(p, p.read_text(), translate(p.read_text(), "opencl", filename=str(p)))
                for p in sources([REAL])]
     stats = tally(entries, "opencl")
-    assert (stats["files"], stats["files_ported"]) == (2, 1)
+    assert (stats["files"], stats["files_ported"]) == (3, 1)
     assert stats["constructs"]["cg::reduce"]["refused"] == 2
-    assert stats["refused_by_reason"] == {"cg::reduce": 1}
-    assert (stats["files_refused"], stats["files_failed"]) == (1, 0)
+    assert stats["refused_by_reason"] == {"__shfl_up_sync": 1, "cg::reduce": 1,
+                                          "optional parameter declaration": 1}
+    assert (stats["files_refused"], stats["files_failed"]) == (2, 0)
 
 
 def test_stats_count_a_file_the_translator_failed_on_apart():

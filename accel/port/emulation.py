@@ -111,13 +111,31 @@ class WarpEmulation:
         if len(args) not in (3, 4):
             self.rw.error(node, name, f"CUDA's {name} takes 3 or 4 arguments", "fix the call")
             return
-        if not W.full_mask(text(args[0]), self.macro_values):
+        if not W.full_mask(text(args[0]), self.macro_values) and not self._full_mask_variable(args[0]):
             self.rw.error(node, name, f"its mask {text(args[0])} names only some lanes, which "
                           "the block-wide emulation cannot honour", "a full mask (0xffffffff) "
                           "reached by every thread, or a __shared__ reduction")
             return
         width = args[3] if len(args) == 4 else None
         self.warp_shuffle(node, name, W.SHUFFLES[name], args[1], args[2], width or "32", scope)
+
+    def _full_mask_variable(self, node) -> bool:
+        """``unsigned mask = 0xffffffff;`` then ``__shfl_up_sync(mask, ...)``: a local variable
+        initialised with a full mask, and never assigned again."""
+        if node.type != "identifier" or self.current is None or self.rw is not self._main_rw:
+            return False
+        name, inits = text(node), []
+        for n in walk(self.current.node):
+            block = n.parent.parent if n.parent is not None else None  # the declaration's scope
+            if n.type == "init_declarator" and text(n.child_by_field_name("declarator")) == name \
+                    and block is not None and block.start_byte <= node.start_byte < block.end_byte:
+                inits.append((block.start_byte, n.child_by_field_name("value")))
+            elif n.type in ("assignment_expression", "update_expression", "pointer_expression"):
+                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                if target is not None and text(target) == name:
+                    return False
+        # the declaration in scope at the call: the one in the innermost enclosing block
+        return bool(inits) and W.full_mask(text(max(inits, key=lambda i: i[0])[1]), self.macro_values)
 
     def warp_shuffle(self, node, construct: str, mode: int, value, lane, width, scope) -> None:
         """One shuffle of ``value`` (mode: PTX idx/up/down/bfly) by ``lane`` within ``width``."""
