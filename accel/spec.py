@@ -14,7 +14,7 @@ import numpy as np
 
 from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, itemsize
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
-from accel.formats import BLOCK, QuantFormat, check_quantizable_shape, get_format
+from accel.formats import BLOCK, X_FORMATS, QuantFormat, check_quantizable_shape, get_format
 
 Shape = tuple[int, ...]
 
@@ -442,11 +442,6 @@ def quantize_spec(shape: Shape, dtype: str, fmt: object) -> QuantizeSpec:
 def dequantize_spec(shape: Shape, fmt: QuantFormat) -> DequantizeSpec:
     check_quantizable_shape(tuple(shape), fmt, "shape")
     return DequantizeSpec(tuple(shape), fmt)
-
-
-#: formats ``qmatmul(x_format=...)`` quantizes x into: GGML's vec_dot_type of each weight format
-#: (q8_0 for q8_0, q4_0 and mxfp4; q8_k for the K-quants)
-X_FORMATS = ("q8_0", "q8_k")
 
 
 def qmatmul_spec(x_shape: Shape, x_dtype: str, w_shape: Shape, fmt: QuantFormat,

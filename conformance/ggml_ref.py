@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
-GGML_TYPES = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K",
-              "q8_k": "Q8_K", "mxfp4": "MXFP4"}
+from accel.formats import FORMATS
+
+GGML_TYPES = {f.name: f.ggml for f in FORMATS.values()}
+#: activation formats ggml_quantize_chunk does not take: their reference row quantizers
+_ROW_QUANTIZERS = {"q8_k": "quantize_row_q8_K_ref", "q8_1": "quantize_row_q8_1_ref"}
 
 
 @functools.cache
@@ -31,7 +34,7 @@ def _lib() -> tuple[Any, ctypes.CDLL]:
                                  f"quantization) need ggml-python: pip install "
                                  f"'accel-portable[ggml]' ({e})") from None
     base = ctypes.CDLL(str(pathlib.Path(ggml.__file__).parent / "lib" / "libggml-base.so"))
-    for name in ("quantize_row_q8_K_ref", "dequantize_row_q8_K"):  # not in ggml's type traits
+    for name in (*_ROW_QUANTIZERS.values(), "dequantize_row_q8_K"):  # not in ggml's type traits
         getattr(base, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
         getattr(base, name).restype = None
     return ggml, base
@@ -55,8 +58,8 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     x = np.ascontiguousarray(x, np.float32)
     rows, k = x.shape
     out = np.zeros((rows, ggml.ggml_row_size(_type(fmt), k)), np.uint8)
-    if fmt == "q8_k":
-        base.quantize_row_q8_K_ref(x.ctypes.data, out.ctypes.data, x.size)
+    if fmt in _ROW_QUANTIZERS:
+        getattr(base, _ROW_QUANTIZERS[fmt])(x.ctypes.data, out.ctypes.data, x.size)
     else:
         ggml.ggml_quantize_chunk(_type(fmt), x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                                  out.ctypes.data_as(ctypes.c_void_p), 0, rows, k, None)

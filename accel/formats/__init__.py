@@ -1,14 +1,16 @@
-"""GGUF block quantization formats: the byte layouts, and nothing that holds data (the QTensor
-that carries quantized bytes on a device is in accel.tensor).
+"""GGUF block quantization formats: the byte layouts and codecs, and nothing that holds data
+(the QTensor that carries quantized bytes on a device is in accel.tensor).
 
 The byte layouts are GGML's (``ggml-common.h``): each format packs ``block`` elements of a row
-into ``block_bytes`` bytes, blocks back to back with no padding. q8_0/q4_0/mxfp4 have blocks of
-32, the K-quants (q4_k, q5_k, q6_k and the activation format q8_k) super-blocks of 256. See
-docs/api.md for the exact reference rounding rules every backend reproduces bit for bit.
+into ``block_bytes`` bytes, blocks back to back with no padding. ``FORMATS`` is the one table of
+them (ggml's ``type_traits``); each row names its numpy codec module in this package (the
+reference quantizer, decoder and integer dot product, bit for bit GGML's). See docs/api.md for
+the exact reference rounding rules every backend reproduces bit for bit.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 
 from accel.errors import ArgumentError, ShapeError, expected
 
@@ -20,32 +22,85 @@ SUPER_BLOCK = 256
 
 @dataclass(frozen=True)
 class QuantFormat:
+    """One row of the format table: everything else (dispatch, the backends' declarations, the
+    conformance cases, the benchmarks, the support matrix) asks this table."""
     name: str
     block: int  # elements per block
     block_bytes: int  # bytes per block
     bits: int  # bits per element code
     #: the format x is quantized into for GGML's integer block dot products with this weight
-    #: format (its ``vec_dot_type``); none for q8_k, an activation format
+    #: format (its ``vec_dot_type``); none for the activation formats q8_1 and q8_k
     vec_dot: str | None
+    #: the codec module in this package: ``legacy`` (blocks of 32 with a float16 scale),
+    #: ``kquants`` (super-blocks of 256, and mxfp4), ``iquants`` (non-linear codebooks)
+    family: str
+    #: ggml's name of the type (GGUF's tensor type)
+    ggml: str = ""
 
     def row_bytes(self, k: int) -> int:
         return k // self.block * self.block_bytes
 
+    @property
+    def codec(self):
+        """The numpy codec: ``quantize(blocks, fmt)``, ``dequantize(raw, fmt)`` and
+        ``dot(x_raw, x_fmt, w_raw, fmt, M, N, K)``, bit for bit GGML's reference."""
+        return import_module(f"accel.formats.{self.family}")
 
-FORMATS = {
-    "q8_0": QuantFormat("q8_0", BLOCK, 2 + BLOCK, 8, "q8_0"),
-    "q4_0": QuantFormat("q4_0", BLOCK, 2 + BLOCK // 2, 4, "q8_0"),
+    @property
+    def activation_only(self) -> bool:
+        """q8_1 and q8_k: formats ggml quantizes activations into, never weights."""
+        return self.vec_dot is None
+
+
+def _row(name: str, block: int, block_bytes: int, bits: int, vec_dot: str | None,
+         family: str) -> tuple[str, QuantFormat]:
+    return name, QuantFormat(name, block, block_bytes, bits, vec_dot, family, name.upper())
+
+
+# the byte layouts of ggml-common.h; a format is one row here plus its codec's branch
+FORMATS = dict([
+    _row("q8_0", BLOCK, 2 + BLOCK, 8, "q8_0", "legacy"),
+    _row("q4_0", BLOCK, 2 + BLOCK // 2, 4, "q8_0", "legacy"),
+    # f16 d, f16 m, 16 bytes of nibbles
+    _row("q4_1", BLOCK, 4 + BLOCK // 2, 4, "q8_1", "legacy"),
+    # f16 d, 4 bytes of fifth bits, 16 bytes of nibbles
+    _row("q5_0", BLOCK, 2 + 4 + BLOCK // 2, 5, "q8_0", "legacy"),
+    _row("q5_1", BLOCK, 4 + 4 + BLOCK // 2, 5, "q8_1", "legacy"),
+    # 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit codes, f16 d, f16 dmin
+    _row("q2_k", SUPER_BLOCK, 16 + SUPER_BLOCK // 4 + 4, 2, "q8_k", "kquants"),
+    # 32 bytes of high bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d
+    _row("q3_k", SUPER_BLOCK, SUPER_BLOCK // 8 + SUPER_BLOCK // 4 + 12 + 2, 3, "q8_k", "kquants"),
     # f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
-    "q4_k": QuantFormat("q4_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 2, 4, "q8_k"),
+    _row("q4_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 2, 4, "q8_k", "kquants"),
     # q4_k plus 32 bytes of fifth bits
-    "q5_k": QuantFormat("q5_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 8 + SUPER_BLOCK // 2, 5, "q8_k"),
+    _row("q5_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 8 + SUPER_BLOCK // 2, 5, "q8_k", "kquants"),
     # 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales, f16 d
-    "q6_k": QuantFormat("q6_k", SUPER_BLOCK, SUPER_BLOCK // 2 + SUPER_BLOCK // 4 + 16 + 2, 6, "q8_k"),
+    _row("q6_k", SUPER_BLOCK, SUPER_BLOCK // 2 + SUPER_BLOCK // 4 + 16 + 2, 6, "q8_k", "kquants"),
     # E8M0 exponent byte, then 32 E2M1 codes in nibbles
-    "mxfp4": QuantFormat("mxfp4", BLOCK, 1 + BLOCK // 2, 4, "q8_0"),
+    _row("mxfp4", BLOCK, 1 + BLOCK // 2, 4, "q8_0", "kquants"),
+    # f16 d, 16 bytes of nibbles indexing kvalues_iq4nl
+    _row("iq4_nl", BLOCK, 2 + BLOCK // 2, 4, "q8_0", "iquants"),
+    # f16 d, u16 high scale bits, 4 bytes of low scale nibbles, 128 bytes of nibbles
+    _row("iq4_xs", SUPER_BLOCK, 2 + 2 + 4 + SUPER_BLOCK // 2, 4, "q8_k", "iquants"),
+    # activation formats: f16 d, f16 s = d * sum(codes), 32 int8 codes
+    _row("q8_1", BLOCK, 4 + BLOCK, 8, None, "legacy"),
     # f32 d, 256 int8 codes, 16 int16 sums of 16 codes
-    "q8_k": QuantFormat("q8_k", SUPER_BLOCK, 4 + SUPER_BLOCK + 2 * SUPER_BLOCK // 16, 8, None),
-}
+    _row("q8_k", SUPER_BLOCK, 4 + SUPER_BLOCK + 2 * SUPER_BLOCK // 16, 8, None, "kquants"),
+])
+#: the formats ``qmatmul(x_format=...)`` quantizes x into
+X_FORMATS = tuple(sorted({f.vec_dot for f in FORMATS.values() if f.vec_dot}))
+#: GGUF's type name -> accel's format
+BY_GGML = {f.ggml: f for f in FORMATS.values()}
+
+
+def quantize_blocks(blocks, fmt: QuantFormat):
+    """GGUF bytes [n, block_bytes] of float32 blocks [n, block] (GGML's reference quantizer)."""
+    return fmt.codec.quantize(blocks, fmt.name)
+
+
+def dequantize_blocks(raw, fmt: QuantFormat):
+    """float32 [n, block] of GGUF block bytes [n, block_bytes] (GGML's to_float)."""
+    return fmt.codec.dequantize(raw, fmt.name)
 
 
 def get_format(fmt: object) -> QuantFormat:
