@@ -20,6 +20,7 @@ _SUBCOMMAND_MODULES = (
     "accel.conformance.bench.tune",  # accel tune
     "accel.kernels.check",     # accel kernels check
     "accel.port",              # accel port
+    "accel.models.run",        # accel run
 )
 
 

@@ -45,6 +45,10 @@ def register(subparsers) -> None:
     p.add_argument("--label", help="machine name in merged reports, as `accel bench --label` "
                                    "(default: hostname)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--model", metavar="GGUF", help="model conformance instead of the suite: "
+                   "this GGUF decoder on --backend against the float64 reference forward")
+    p.add_argument("--tokens", metavar="IDS", help="with --model: the token ids to run "
+                   "(comma or space separated; default a fixed sequence)")
     p.set_defaults(func=_run)
     # no subcommand runs the suite: the metavar keeps the usage line from demanding one
     sub = p.add_subparsers(dest="conformance_command", metavar="[matrix]",
@@ -78,6 +82,10 @@ def _run(args: argparse.Namespace) -> int:
     from accel.conformance.case import Case
     from accel.conformance.runner import CaseResult, repro_command, run_case
 
+    if args.model:  # model conformance (accel.conformance.model_check)
+        from accel.conformance import model_check
+
+        return model_check.run(args)
     # every argument is checked before the header line: a typed error here is cli.main's to report
     backend = accel.get_backend(args.backend)
     ops, dtypes = split_names(args.ops), dtype_names(args.dtypes)

@@ -198,3 +198,27 @@ def test_real_gemma3_270m_matches_the_float64_reference():
     m = logit_measures(ref_logits, logits)
     assert m["mean_kl"] <= 1e-4 and m["top1_agreement"] >= 0.99, m
     assert max(relative_errors(ref_hidden, hidden)) < 1e-4
+
+
+def test_conformance_model_cli_reports_and_writes_json(tmp_path, capsys):
+    import json
+
+    from accel.cli import main
+
+    path = write_model(tmp_path / "q.gguf", "qwen3", **CASES["qwen3"])
+    out = tmp_path / "r.json"
+    assert main(["conformance", "--model", path, "--backend", "cpu", "--tokens", "1,2,3,4",
+                 "--json", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["passed"] and rec["tokens"] == [1, 2, 3, 4] and len(rec["layer_relative_error"]) == 3
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_run_cli_prints_the_greedy_continuation(tmp_path, capsys):
+    from accel.cli import main
+
+    path = write_model(tmp_path / "l.gguf", "llama")
+    assert main(["run", path, "--tokens", "1 7 3", "-n", "3", "--backend", "cpu"]) == 0
+    printed = [int(t) for t in capsys.readouterr().out.split()]
+    assert printed == models.load(path, backend="cpu").generate([1, 7, 3], 3)
+    assert main(["run", path, "--tokens", "1,480", "--backend", "cpu"]) == 2
