@@ -1,0 +1,92 @@
+"""The format table's codecs against ggml's own quantizers (ggml-python) and gguf-py's
+dequantizers: every weight format byte for byte, on rows at the formats' edges."""
+import numpy as np
+import pytest
+
+import accel
+from accel.errors import ArgumentError, ShapeError
+from accel.formats import FORMATS
+
+gguf = pytest.importorskip("gguf", reason="gguf-py (the test extra) is the dequantize reference")
+
+WEIGHTS = [f for f in FORMATS.values() if not f.activation_only]
+NEW = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+
+
+def _rows(block: int) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    K = 2 * max(block, 256)
+    rows = [rng.standard_normal(K) * 3,                       # plain
+            np.zeros(K), np.full(K, -2.5),                    # all-zero and constant rows
+            rng.standard_normal(K) * (rng.random(K) < 0.05) * 1e3,  # sparse outliers
+            rng.standard_normal(K) * 1e-6,                    # tiny values (subnormal fp16 scales)
+            np.linspace(-1, 1, K)]
+    return np.array(rows, np.float32)
+
+
+@pytest.fixture(scope="module")
+def ggml_ref():
+    from accel.conformance import ggml_ref
+    if not ggml_ref.available():
+        pytest.skip("ggml-python (the ggml extra) is not installed: it is the quantize oracle")
+    return ggml_ref
+
+
+@pytest.mark.parametrize("fmt", [f.name for f in FORMATS.values()])
+def test_quantize_gives_ggml_bytes(fmt, ggml_ref):
+    x = _rows(FORMATS[fmt].block)
+    got = accel.quantize(x, fmt, backend="cpu").raw
+    assert np.array_equal(got, ggml_ref.quantize(x, fmt))
+
+
+@pytest.mark.parametrize("f", WEIGHTS, ids=lambda f: f.name)
+def test_dequantize_equals_gguf_py(f, ggml_ref):
+    x = _rows(f.block)
+    raw = ggml_ref.quantize(x, f.name)
+    qt = accel.QTensor.from_raw(raw, f.name, x.shape, backend="cpu")
+    want = gguf.quants.dequantize(raw, getattr(gguf.GGMLQuantizationType, f.ggml))
+    got = accel.dequantize(qt)
+    assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt", NEW)
+def test_qmatmul_with_the_x_format_is_ggmls_block_dot(fmt):
+    """x quantized to the weight's vec_dot format: the result is sum d_x d_w (integer dot), i.e.
+    dequantized x times dequantized w, up to float32 rounding (q8_1's sum is a float16)."""
+    f = FORMATS[fmt]
+    rng = np.random.default_rng(3)
+    w = accel.quantize(rng.standard_normal((6, 512)).astype(np.float32), fmt, backend="cpu")
+    x = rng.standard_normal((3, 512)).astype(np.float32)
+    xd = accel.dequantize(accel.quantize(x, f.vec_dot, backend="cpu")).astype(np.float64)
+    want = xd @ accel.dequantize(w).astype(np.float64).T
+    got = accel.qmatmul(x, w, x_format=f.vec_dot, backend="cpu")
+    bound = 2e-6 if f.vec_dot != "q8_1" else 2e-3  # s = fp16(d * sum) carries a float16 rounding
+    assert np.abs(got - want).max() <= bound * np.abs(want).max()
+    assert np.abs(accel.qmatmul(x, w, backend="cpu") - x @ accel.dequantize(w).T).max() <= 1e-4
+
+
+@pytest.mark.parametrize("fmt", NEW)
+def test_gguf_file_of_every_new_type_loads(fmt, tmp_path):
+    f = FORMATS[fmt]
+    x = _rows(f.block)[:3]
+    raw = accel.quantize(x, fmt, backend="cpu").raw.copy()
+    path = str(tmp_path / "w.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tensor("w", raw, raw_dtype=getattr(gguf.GGMLQuantizationType, f.ggml))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    qt = accel.QTensor.from_gguf(gguf.GGUFReader(path).tensors[0])
+    assert qt.fmt == fmt and qt.shape == x.shape
+    assert np.array_equal(accel.dequantize(qt), gguf.quants.dequantize(raw, getattr(gguf.GGMLQuantizationType, f.ggml)))
+
+
+@pytest.mark.parametrize("fmt", NEW)
+def test_bad_bytes_and_shapes_are_typed_errors(fmt):
+    f = FORMATS[fmt]
+    with pytest.raises(ShapeError, match="raw"):
+        accel.QTensor.from_raw(np.zeros(f.block_bytes + 1, np.uint8), fmt, (1, f.block))
+    with pytest.raises(ShapeError, match="x.shape"):
+        accel.quantize(np.zeros((2, f.block + 16), np.float32), fmt)
+    with pytest.raises(ArgumentError, match="x_format"):
+        accel.qmatmul(np.zeros((1, f.block), np.float32),
+                      accel.quantize(np.zeros((1, f.block), np.float32), fmt),
+                      x_format="q8_1" if f.vec_dot != "q8_1" else "q8_0")
