@@ -17,9 +17,9 @@ from accel.errors import (AccelError, ArgumentError, BackendUnavailable, Compile
                           DeviceMismatchError, DTypeError, OutOfBoundsError, ShapeError,
                           UnsupportedError)
 from accel.kernel import kernel  # the function; shadows the submodule name on purpose
-from accel.ops import (attention, dequantize, matmul, qmatmul, quantize, quantize_fp8,
-                       scaled_matmul)
-from accel.nn import add, gelu, get_rows, glu, layer_norm, mul, rms_norm, rope, silu, softmax
+from accel.ops import (add, attention, dequantize, glu, matmul, mul, qmatmul, quantize,
+                       quantize_fp8, rms_norm, rope, scaled_matmul, softmax)
+from accel.nn import gelu, get_rows, layer_norm, silu
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 

@@ -20,21 +20,15 @@ from typing import Any
 import numpy as np
 
 from accel.backend import Backend
-from accel.dispatch import resolve
+from accel.dispatch import execute, resolve
 from accel.dtypes import FLOAT_DTYPES, to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
-from accel.ops import _device, _torch_op, _torch_tensors
+from accel.spec import dequantize_spec
 from accel.tensor import QTensor, Tensor, operand
 
 _F = np.float32
 _BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
-
-
-def _torch_all(*arrays: Any) -> bool:
-    """Every given operand a torch tensor: the op runs as its torch operator (autograd)."""
-    present = [a for a in arrays if a is not None]
-    return _torch_tensors(*present)
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -151,8 +145,6 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
     >>> np.round(accel.rms_norm(np.array([[3.0, 4.0]], np.float32), eps=0.0) ** 2, 4)  # ms 12.5
     array([[0.72, 1.28]], dtype=float32)
     """
-    if _torch_all(x, weight):
-        return _torch_op("rms_norm")(x, weight, _eps(eps), _device(backend))
     call = _Call(backend, x=x, weight=weight)
     dt = _float(call, "x")
     e = _eps(eps)
@@ -218,10 +210,6 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
     >>> np.round(accel.rope(x, np.array([1]), base=1.0), 4)            # turned by 1 radian
     array([[[[0.5403, 0.8415]]]], dtype=float32)
     """
-    if _torch_all(x, positions, freq_factors):
-        return _torch_op("rope")(x, positions, _real("base", base, positive=True), rotary_dim,
-                                 interleaved, _real("freq_scale", freq_scale), freq_factors,
-                                 _device(backend))
     call = _Call(backend, x=x, freq_factors=freq_factors)
     dt = _float(call, "x")
     shape = call.shape("x")
@@ -297,8 +285,6 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
     >>> accel.softmax(np.log(np.array([[1.0, 3.0]], np.float32)))
     array([[0.25, 0.75]], dtype=float32)
     """
-    if mask is None and _torch_all(x):
-        return _torch_op("softmax")(x, _real("scale", scale), _device(backend))
     call = _Call(backend, x=x, mask=mask)
     dt = _float(call, "x")
     s = _real("scale", scale)
@@ -398,13 +384,6 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
     """
     if activation not in ACTIVATIONS:
         raise ArgumentError(expected("activation", f"one of {ACTIVATIONS}", repr(activation)))
-    if _torch_all(gate, up):
-        if up is None:
-            if not gate.ndim or gate.shape[-1] % 2:
-                raise ShapeError(expected("gate.shape", "an even last dimension (gate and up "
-                                          "halves) when up is None", tuple(gate.shape)))
-            gate, up = gate.chunk(2, dim=-1)
-        return _torch_op("glu")(gate, up, activation, _device(backend))
     call = _Call(backend, gate=gate, up=up)
     dt = _float(call, "gate")
     g = call.host("gate").astype(_F)
@@ -437,8 +416,6 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
 
 # -- elementwise -----------------------------------------------------------------------------------------
 def _binary(name: str, a: Any, b: Any, backend: str | Backend | None) -> Any:
-    if _torch_all(a, b):
-        return _torch_op(name)(a, b, _device(backend))
     call = _Call(backend, a=a, b=b)
     dt = _float(call, "a")
     _same_dtype(call, "b", "a")
@@ -510,10 +487,10 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
             raw = np.stack([data[int(i)].numpy() for i in uniq])[where.reshape(-1)]
         else:
             raw = np.asarray(table.raw).reshape(N, -1)[flat]
-        from accel.ops import dequantize  # the format's own dequantize, whatever it is
-
         rows = QTensor.from_raw(np.ascontiguousarray(raw), table.fmt, (idx.size, D), backend="cpu")
-        out = np.asarray(dequantize(rows)).reshape(idx.shape + (D,))
+        # the format's own dequantize, whatever it is (what accel.dequantize runs)
+        deq = execute(rows.backend, dequantize_spec(rows.shape, rows.format), rows.data)
+        out = deq.numpy().reshape(idx.shape + (D,))
         return Tensor.from_host(be, out) if dev or table.kind == "accel" else out
     idx, ib, dev = _integers("ids", ids, None)
     call = _Call(ib if backend is None and ib is not None else backend, table=table)

@@ -4,11 +4,13 @@ a call works eagerly, under autograd and under ``torch.compile``.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
 import numpy as np
 
+from accel import nn as _nn
 from accel import spec as S
 from accel.backend import Backend
 from accel.dispatch import attention_spec_cached, execute, matmul_spec_cached, resolve, run
@@ -321,4 +323,65 @@ def _device(backend: str | Backend | None) -> str | None:
     return backend.device_id if isinstance(backend, Backend) else backend
 
 
-__all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul", "quantize_fp8"]
+# -- the decoder-step ops (accel.nn computes them): torch tensors go to their operators ----------
+def _torch_all(*arrays: Any) -> bool:
+    return _torch_tensors(*(a for a in arrays if a is not None))
+
+
+@functools.wraps(_nn.rms_norm)
+def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
+             backend: str | Backend | None = None) -> Any:
+    if _torch_all(x, weight):
+        return _torch_op("rms_norm")(x, weight, _nn._eps(eps), _device(backend))
+    return _nn.rms_norm(x, weight, eps=eps, backend=backend)
+
+
+@functools.wraps(_nn.softmax)
+def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
+            backend: str | Backend | None = None) -> Any:
+    if mask is None and _torch_all(x):
+        return _torch_op("softmax")(x, _nn._real("scale", scale), _device(backend))
+    return _nn.softmax(x, scale=scale, mask=mask, backend=backend)
+
+
+@functools.wraps(_nn.add)
+def add(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:
+    if _torch_all(a, b):
+        return _torch_op("add")(a, b, _device(backend))
+    return _nn.add(a, b, backend=backend)
+
+
+@functools.wraps(_nn.mul)
+def mul(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:
+    if _torch_all(a, b):
+        return _torch_op("mul")(a, b, _device(backend))
+    return _nn.mul(a, b, backend=backend)
+
+
+@functools.wraps(_nn.glu)
+def glu(gate: Any, up: Any = None, *, activation: str = "silu",
+        backend: str | Backend | None = None) -> Any:
+    if activation in _nn.ACTIVATIONS and _torch_all(gate, up):
+        if up is None:
+            if not gate.ndim or gate.shape[-1] % 2:
+                raise ShapeError(expected("gate.shape", "an even last dimension (gate and up "
+                                          "halves) when up is None", tuple(gate.shape)))
+            gate, up = gate.chunk(2, dim=-1)
+        return _torch_op("glu")(gate, up, activation, _device(backend))
+    return _nn.glu(gate, up, activation=activation, backend=backend)
+
+
+@functools.wraps(_nn.rope)
+def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | None = None,
+         interleaved: bool = False, freq_scale: float = 1.0, freq_factors: Any = None,
+         backend: str | Backend | None = None) -> Any:
+    if _torch_all(x, positions, freq_factors):
+        return _torch_op("rope")(x, positions, _nn._real("base", base, positive=True), rotary_dim,
+                                 interleaved, _nn._real("freq_scale", freq_scale), freq_factors,
+                                 _device(backend))
+    return _nn.rope(x, positions, base=base, rotary_dim=rotary_dim, interleaved=interleaved,
+                    freq_scale=freq_scale, freq_factors=freq_factors, backend=backend)
+
+
+__all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul", "quantize_fp8",
+           "rms_norm", "softmax", "add", "mul", "glu", "rope"]
