@@ -12,6 +12,7 @@ import sys
 from typing import Any, NamedTuple
 
 import numpy as np
+import ml_dtypes
 
 from accel.backend import Backend
 from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
@@ -706,6 +707,10 @@ def _quantized_shape(shape: Any, fmt: QuantFormat) -> tuple[int, ...]:
     return shape
 
 
+#: GGUF's float tensor types: QTensor.from_gguf gives them as plain accel.Tensors
+_GGUF_FLOATS = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16}
+
+
 class QTensor:
     """A tensor quantized along its last axis in a GGUF block format.
 
@@ -776,9 +781,10 @@ class QTensor:
         return cls(asarray(host.reshape(want), backend=backend), f, shape)
 
     @classmethod
-    def from_gguf(cls, tensor: Any, *, backend: str | Backend | None = None) -> QTensor:
+    def from_gguf(cls, tensor: Any, *, backend: str | Backend | None = None) -> QTensor | Tensor:
         """A quantized tensor read by ``gguf.GGUFReader`` (an item of its ``.tensors``), with
-        GGUF's dimension order (innermost first) turned into accel's ``[..., K]``.
+        GGUF's dimension order (innermost first) turned into accel's ``[..., K]``; an F32, F16 or
+        BF16 tensor comes back as a plain ``accel.Tensor`` of that dtype and shape.
 
         >>> import numpy as np, accel, gguf, tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "w.gguf")
@@ -794,12 +800,19 @@ class QTensor:
             raise ArgumentError(expected("tensor", "a tensor of gguf.GGUFReader(path).tensors",
                                          type(tensor).__name__))
         fmt = kind.lower()
+        shape = tuple(int(d) for d in reversed(tensor.shape))  # GGUF lists ne[0] = K first
+        if kind in _GGUF_FLOATS:  # a plain array: the same on-ramp as any host array
+            host = np.ascontiguousarray(tensor.data).reshape(-1).view(np.uint8)  # BF16 comes as bytes
+            want = np.dtype(_GGUF_FLOATS[kind])
+            if host.size != int(np.prod(shape)) * want.itemsize:
+                raise ShapeError(expected("tensor", f"{int(np.prod(shape)) * want.itemsize} bytes of "
+                                          f"{kind} for shape {shape}", f"{host.size} bytes"))
+            return asarray(host.view(want).reshape(shape), backend=backend)
         if fmt not in FORMATS:
             raise ArgumentError(expected("tensor", f"a GGUF tensor of a type accel reads "
-                                         f"({', '.join(f.upper() for f in FORMATS)}; others are "
-                                         "plain arrays: use tensor.data)",
+                                         f"({', '.join(f.upper() for f in FORMATS)}, "
+                                         f"{', '.join(_GGUF_FLOATS)})",
                                          f"{kind} tensor {getattr(tensor, 'name', '')!r}"))
-        shape = tuple(int(d) for d in reversed(tensor.shape))  # GGUF lists ne[0] = K first
         return cls.from_raw(np.asarray(tensor.data), fmt, shape, backend=backend)
 
     def to(self, backend: str | Backend) -> QTensor:

@@ -90,3 +90,18 @@ def test_bad_bytes_and_shapes_are_typed_errors(fmt):
         accel.qmatmul(np.zeros((1, f.block), np.float32),
                       accel.quantize(np.zeros((1, f.block), np.float32), fmt),
                       x_format="q8_1" if f.vec_dot != "q8_1" else "q8_0")
+
+
+@pytest.mark.parametrize("kind,dtype", [("F32", np.float32), ("F16", np.float16), ("BF16", "bfloat16")])
+def test_float_gguf_tensors_come_back_as_plain_tensors(kind, dtype, tmp_path):
+    import ml_dtypes
+    want = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    host = want.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    path = str(tmp_path / "f.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tensor("t", host.view(np.uint16) if kind == "BF16" else host,
+                 raw_dtype=getattr(gguf.GGMLQuantizationType, kind))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    t = accel.QTensor.from_gguf(gguf.GGUFReader(path).tensors[0], backend="cpu")
+    assert isinstance(t, accel.Tensor) and t.shape == (2, 3, 4)
+    assert np.array_equal(t.numpy().astype(np.float32), want)

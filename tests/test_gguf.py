@@ -81,11 +81,12 @@ def test_k_quant_weights_from_the_file_multiply_as_written(model, name):
     assert np.all(np.abs(xq - ref) <= 0.02 * mag) and not np.array_equal(xq, accel.qmatmul(x, qt))
 
 
-def test_a_float_tensor_is_refused_with_what_to_do(model):
+def test_a_float_tensor_comes_back_as_a_plain_tensor(model):
     reader, _ = model
     t = next(t for t in reader.tensors if t.name == "output_norm.weight")
-    with pytest.raises(ArgumentError, match=r"use tensor.data\), got F32 tensor 'output_norm.weight'"):
-        accel.QTensor.from_gguf(t)
+    got = accel.QTensor.from_gguf(t)
+    assert isinstance(got, accel.Tensor) and got.dtype == "float32"
+    assert np.array_equal(got.numpy(), np.asarray(t.data).reshape(got.shape))
     with pytest.raises(ArgumentError, match="tensor: expected a tensor of gguf.GGUFReader"):
         accel.QTensor.from_gguf(np.zeros(4))
 
