@@ -222,3 +222,16 @@ def test_run_cli_prints_the_greedy_continuation(tmp_path, capsys):
     printed = [int(t) for t in capsys.readouterr().out.split()]
     assert printed == models.load(path, backend="cpu").generate([1, 7, 3], 3)
     assert main(["run", path, "--tokens", "1,480", "--backend", "cpu"]) == 2
+
+
+@pytest.mark.parametrize("arch", sorted(CASES))
+def test_forward_on_opencl_matches_the_float64_reference(tmp_path, arch):
+    spec = next(s for s in accel.backends() if s.name == "opencl")
+    if not spec.available:
+        pytest.skip(f"no OpenCL here: {spec.reason}")
+    path = write_model(tmp_path / f"{arch}.gguf", arch, **CASES[arch])
+    logits, hidden = models.load(path, backend="opencl").forward_hidden(TOKENS)
+    ref_logits, ref_hidden = ModelReference(path).forward(TOKENS)
+    assert max(relative_errors(ref_hidden, hidden)) < 1e-5
+    m = logit_measures(ref_logits, logits)
+    assert m["mean_kl"] <= 1e-6 and m["top1_agreement"] == 1.0, m
