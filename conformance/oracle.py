@@ -15,7 +15,12 @@ BLOCK = 32  # GGML block length, restated here so the oracle depends on no accel
 LEGACY = ("q8_0", "q4_0")  # the formats this module quantizes itself
 #: elements and bytes per block of the formats whose quantizer is ggml's search (ggml_ref)
 SUPER = {"q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210), "q8_k": (256, 292),
-         "mxfp4": (32, 17)}
+         "mxfp4": (32, 17), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q2_k": (256, 84),
+         "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136), "q8_1": (32, 36)}
+#: the formats whose blocks this module reads as groups w = a c - b (``group_parts``)
+GROUPED = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+#: the 4-bit non-linear code values of iq4_nl and iq4_xs (ggml-common.h's kvalues_iq4nl)
+_IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113])
 #: twice the FP4 (E2M1) value of each mxfp4 code
 _E2M1_X2 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12])
 _CHUNK_ELEMS = 1 << 22  # products held at once by the reduction: bounds the oracle's memory
@@ -164,26 +169,77 @@ def super_quantizer() -> str:
 
 def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
     """ggml's own quantizer (see super_quantizer) on the finite blocks; accel's definition on the
-    others: a block with a NaN or an infinity gets a NaN scale (mxfp4: e = 0xFF) and every other
-    byte zero."""
-    from accel.conformance import ggml_ref
-
+    others (docs/api.md): the bytes of an all-zero block with the scale replaced by NaN (mxfp4:
+    e = 0xFF), except that q4_1, q5_0, q5_1 and q8_1 blocks with an infinity and no NaN keep the
+    reference's own d (infinite) and q8_1's s is NaN."""
     block, nbytes = SUPER[fmt]
     blocks = x.astype(np.float32).reshape(-1, block)
     finite = np.isfinite(blocks).all(axis=1)
     out = np.zeros((len(blocks), nbytes), np.uint8)
     if finite.any():
-        if super_quantizer() == "ggml":
-            out[finite] = ggml_ref.quantize(blocks[finite], fmt)
-        else:
-            import accel  # the CPU reference, through the registry as the suite reaches backends
-
-            q = accel.quantize(blocks[finite], fmt, backend="cpu")
-            out[finite] = np.asarray(q.raw).reshape(-1, nbytes)
-    scale_at = {"q6_k": (208, np.float16), "q8_k": (0, np.float32)}.get(fmt, (0, np.float16))
-    nan = np.full(1, 0xFF, np.uint8) if fmt == "mxfp4" else np.full(1, np.nan, scale_at[1]).view(np.uint8)
-    out[~finite, scale_at[0]:scale_at[0] + len(nan)] = nan
+        out[finite] = _reference_quantize(blocks[finite], fmt)
+        if fmt in _CODES_AT:  # 1/d overflows (C's conversion of inf is undefined): accel's codes
+            tiny = finite & _inverse_overflows(blocks, fmt)  # of an all-zero block
+            zero = _reference_quantize(np.zeros((1, block), np.float32), fmt)
+            out[tiny, _CODES_AT[fmt]:] = zero[0, _CODES_AT[fmt]:]
+            if fmt == "q8_1":  # s = d * sum(codes) = +0
+                out[tiny, 2:4] = 0
+    if finite.all():
+        return out.reshape(x.shape[:-1] + (-1,))
+    bad = blocks[~finite]
+    out[~finite] = _reference_quantize(np.zeros((1, block), np.float32), fmt)
+    scale_at = {"q6_k": 208, "q2_k": 80, "q3_k": 108}.get(fmt, 0)
+    if fmt == "mxfp4":
+        out[~finite, 0] = 0xFF
+    elif fmt == "q8_k":
+        out[~finite, :4] = np.full(1, np.nan, np.float32).view(np.uint8)
+    else:
+        d = np.full(len(bad), np.nan, np.float32)
+        has_nan = np.isnan(bad).any(axis=1)
+        if fmt == "q5_0":  # the first element of largest magnitude over -16
+            first = bad[np.arange(len(bad)), np.argmax(np.abs(bad) == np.abs(bad).max(axis=1)[:, None], axis=1)]
+            d = np.where(has_nan, d, first / np.float32(-16))
+        elif fmt in ("q4_1", "q5_1", "q8_1"):  # (max - min) / levels or amax / 127: infinite
+            d = np.where(has_nan, d, np.float32(np.inf))
+        out[~finite, scale_at:scale_at + 2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
+        if fmt == "q8_1":
+            out[~finite, 2:4] = np.full(1, np.nan, np.float16).view(np.uint8)
     return out.reshape(x.shape[:-1] + (-1,))
+
+
+#: where the codes start in the blocks of the legacy formats ggml quantizes here
+_CODES_AT = {"q4_1": 4, "q5_0": 2, "q5_1": 4, "q8_1": 4}
+
+
+def _inverse_overflows(blocks: np.ndarray, fmt: str) -> np.ndarray:
+    """Blocks whose reference d (float32) is nonzero with 1/d beyond float32's range."""
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        if fmt == "q5_0":  # the first element of largest magnitude over -16
+            amax = np.abs(blocks).max(axis=1)
+            first = blocks[np.arange(len(blocks)), np.argmax(np.abs(blocks) == amax[:, None], axis=1)]
+            d = (first / f32(-16)).astype(f32)
+        elif fmt == "q8_1":
+            d = (np.abs(blocks).max(axis=1) / f32(127)).astype(f32)
+        else:
+            levels = f32(15 if fmt == "q4_1" else 31)
+            d = ((blocks.max(axis=1) - blocks.min(axis=1)) / levels).astype(f32)
+        return (d != 0) & ~np.isfinite(f32(1) / d)
+
+
+def _reference_quantize(blocks: np.ndarray, fmt: str) -> np.ndarray:
+    """Bytes [n, block_bytes] of finite float32 blocks by ggml's quantizer (super_quantizer)."""
+    from accel.conformance import ggml_ref
+
+    if super_quantizer() == "ggml":
+        return ggml_ref.quantize(blocks, fmt)
+    if fmt == "q8_1":  # an activation format: no public quantize; the cpu reference's codec
+        from accel.formats import quantize_blocks, get_format
+
+        return quantize_blocks(blocks, get_format(fmt))
+    import accel  # the CPU reference, through the registry as the suite reaches backends
+
+    return np.asarray(accel.quantize(blocks, fmt, backend="cpu").raw).reshape(len(blocks), -1)
 
 
 def super_parts(raw: np.ndarray, fmt: str) -> dict[str, np.ndarray]:
@@ -234,6 +290,111 @@ def super_parts(raw: np.ndarray, fmt: str) -> dict[str, np.ndarray]:
     return {"a": d[:, None], "b": np.zeros((n, 1)), "c": c[:, None, :]}
 
 
+def _f16(raw2d: np.ndarray, at: int) -> np.ndarray:
+    return raw2d[:, at:at + 2].copy().view(np.float16)[:, 0].astype(np.float64)
+
+
+def _nibbles(qs: np.ndarray) -> np.ndarray:
+    """[n, 16 k] bytes -> [n, 32 k] codes: per 16 bytes, element j low nibble, j + 16 high."""
+    q = qs.reshape(len(qs), -1, 16)
+    return np.concatenate([q % 16, q // 16], axis=2).reshape(len(qs), -1)
+
+
+def group_parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Blocks of the GROUPED formats as w = a c - b per group of elements sharing a scale:
+    (a, b) float64 [blocks, groups], each exactly the float32 value ggml computes (d sc, dmin m),
+    and the integer code values c int64 [blocks, groups, group size], read from ggml-common.h's
+    layouts."""
+    nbytes = SUPER[fmt][1]
+    r8 = raw.reshape(-1, nbytes)
+    r = r8.astype(np.int64)
+    n = len(r)
+    if fmt in ("q4_1", "q5_0", "q5_1"):
+        has_min = fmt != "q5_0"
+        d = _f16(r8, 0)
+        b = -_f16(r8, 2) if has_min else np.zeros(n)  # w = d c + m
+        c = _nibbles(r[:, -16:])
+        if fmt != "q4_1":  # the fifth bits: a little-endian uint32, element j at bit j
+            qh = r8[:, -20:-16].copy().view("<u4").astype(np.int64)
+            c = c + ((qh >> np.arange(32)) % 2) * 16
+        if not has_min:
+            c = c - 16
+        return d[:, None], b[:, None], c[:, None, :]
+    if fmt == "iq4_nl":
+        return _f16(r8, 0)[:, None], np.zeros((n, 1)), _IQ4_VALUES[_nibbles(r[:, 2:])][:, None, :]
+    if fmt == "iq4_xs":
+        d = _f16(r8, 0)
+        scales_h = r8[:, 2:4].copy().view("<u2").astype(np.int64)
+        ls = np.stack([(r[:, 4 + g // 2] >> (4 * (g % 2))) % 16 + ((scales_h[:, 0] >> (2 * g)) % 4) * 16
+                       for g in range(8)], axis=1)
+        c = _IQ4_VALUES[_nibbles(r[:, 8:])].reshape(n, 8, 32)
+        return d[:, None] * (ls - 32), np.zeros((n, 8)), c
+    # q2_k and q3_k: 16 groups of 16; element e = 128 h + 32 j + (e % 32) reads bits 2 j of
+    # byte 32 h + e % 32 of the 2-bit codes (and, for q3_k, bit 4 h + j of mask byte e % 32)
+    e = np.arange(256)
+    h, j, l32 = e // 128, (e % 128) // 32, e % 32
+    qs = r[:, 16:80] if fmt == "q2_k" else r[:, 32:96]
+    c = (qs[:, 32 * h + l32] >> (2 * j)) % 4
+    if fmt == "q2_k":
+        sc = r[:, :16]
+        d, dmin = _f16(r8, 80), _f16(r8, 82)
+        return d[:, None] * (sc % 16), dmin[:, None] * (sc // 16), c.reshape(n, 16, 16)
+    high = (r[:, l32] >> (4 * h + j)) % 2
+    c = c - 4 * (1 - high)
+    sb = r[:, 96:108]
+    g = np.arange(16)
+    low = np.where(g < 8, sb[:, g % 8] % 16, sb[:, g % 8] // 16)
+    sc = low + ((sb[:, 8 + g % 4] >> (2 * (g // 4))) % 4) * 16 - 32
+    return _f16(r8, 108)[:, None] * sc, np.zeros((n, 16)), c.reshape(n, 16, 16)
+
+
+def _dequantize_grouped(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
+    """ggml's to_float in its float32 operation order: (a c) - b, a and b already float32."""
+    a, b, c = group_parts(raw, fmt)
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        y = (a.astype(f32)[..., None] * c.astype(f32)).astype(f32) - b.astype(f32)[..., None]
+    return y.astype(np.float64).reshape(shape)
+
+
+def _x_blocks(x_raw: np.ndarray, x_fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An activation row's blocks: (d float64 [blocks], codes int64 [blocks, block], the scaled
+    code sum float64 [blocks]: q8_1's stored s, else d times the exact sum)."""
+    block, nbytes = (32, 34) if x_fmt == "q8_0" else SUPER[x_fmt]
+    r8 = x_raw.reshape(-1, nbytes)
+    if x_fmt == "q8_k":
+        d = r8[:, :4].copy().view("<f4")[:, 0].astype(np.float64)
+        c = r8[:, 4:4 + block].view(np.int8).astype(np.int64)
+    else:
+        d, c = _f16(r8, 0), r8[:, -block:].view(np.int8).astype(np.int64)
+    s = _f16(r8, 2) if x_fmt == "q8_1" else d * c.sum(axis=1)
+    return d, c, s
+
+
+def _grouped_dot(x_raw: np.ndarray, x_fmt: str, raw: np.ndarray, fmt: str, M: int, N: int,
+                 K: int) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's vec_dot of a GROUPED weight format with x in its vec_dot format: per group,
+    a d_x (c . c_x) - b s_x, where s_x is the x block's scaled code sum (q8_1 stores it, rounded
+    to float16; the groups with a b in q8_k rows are 16 or 32 codes inside one x block)."""
+    a, b, c = group_parts(raw, fmt)
+    L = c.shape[-1]
+    G = K // L
+    a, b, c = a.reshape(N, G), b.reshape(N, G), c.reshape(N, G, L)
+    dx, cx, sx = _x_blocks(x_raw, x_fmt)
+    xb = cx.shape[1]
+    cxg = cx.reshape(M, G, L)
+    dxg = np.repeat(dx.reshape(M, -1), xb // L, axis=1) if xb >= L else dx.reshape(M, G)
+    if x_fmt == "q8_1":  # groups are the x blocks
+        sxg = sx.reshape(M, G)
+    else:
+        sxg = dxg * cxg.sum(axis=-1)
+    S = np.einsum("mgl,ngl->mng", cxg, c)  # exact int64
+    with np.errstate(invalid="ignore", over="ignore"):
+        t1 = dxg[:, None, :] * a[None] * S
+        t2 = b[None] * sxg[:, None, :]
+        return (t1 - t2).sum(axis=-1), (np.abs(t1) + np.abs(t2)).sum(axis=-1)
+
+
 def _dequantize_super(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
     """GGML's float32 dequantization, its operation order kept: (a c) - b, a and b rounded to
     float32 first (d * sc, dmin * m)."""
@@ -260,6 +421,12 @@ def _parts(raw: np.ndarray, fmt: str, rows: int) -> tuple[np.ndarray, np.ndarray
 
 def dequantize(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
     """float64 values of GGUF blocks (exactly representable in float32)."""
+    if fmt in GROUPED:
+        return _dequantize_grouped(raw, fmt, shape)
+    if fmt == "q8_1":
+        d, c, _ = _x_blocks(raw, fmt)
+        with np.errstate(invalid="ignore"):
+            return (d[:, None] * c).reshape(shape)
     if fmt not in LEGACY:
         return _dequantize_super(raw, fmt, shape)
     d, codes = _parts(raw, fmt, 1)
@@ -285,6 +452,9 @@ def qmatmul_quantized_x(x: np.ndarray, raw: np.ndarray, fmt: str, N: int,
     terms' magnitudes. float64: every term is exact (22-bit scale product, 20-bit integer)."""
     K = x.shape[-1]
     M = x.size // K
+    if fmt in GROUPED:
+        out, mag = _grouped_dot(quantize(x.reshape(M, K), x_fmt), x_fmt, raw, fmt, M, N, K)
+        return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))
     if fmt not in LEGACY:
         out, mag = _super_dot(quantize(x.reshape(M, K), x_fmt), x_fmt, raw, fmt, M, N, K)
         return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))

@@ -115,7 +115,7 @@ def test_within_bound_of_the_oracle(be, rng, fmt, dtype):
 @pytest.mark.parametrize("x_format", ["q4_0", "Q8_0", 8, b"q8_0"])
 def test_x_format_must_be_a_supported_format(x_format):
     w = accel.quantize(np.ones((2, 32), np.float32), "q8_0")
-    with pytest.raises(accel.ArgumentError, match=r"x_format: expected None or one of \('q8_0', 'q8_k'\)"):
+    with pytest.raises(accel.ArgumentError, match=r"x_format: expected None or one of \('q8_0', 'q8_1', 'q8_k'\)"):
         accel.qmatmul(np.ones((1, 32), np.float32), w, x_format=x_format)
 
 

@@ -60,7 +60,8 @@ def _nibbles(L: np.ndarray) -> np.ndarray:
 def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     """ggml's quantizer of iq4_nl ([n, 32] -> [n, 18]) or iq4_xs ([n, 256] -> [n, 136]).
 
-    A block with a NaN or an infinity gets a NaN scale and zero codes (accel's definition)."""
+    A block with a NaN or an infinity gets a NaN scale and the other bytes of an all-zero block
+    (accel's definition)."""
     x = x.astype(F, copy=False)
     bad = ~np.isfinite(x).all(axis=1)
     x = np.where(bad[:, None], F(0), x)
@@ -89,8 +90,7 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     d = np.where(bad, F(np.nan), d)
     out = np.concatenate([f16_bytes(d), scales_h.astype("<u2").view(np.uint8).reshape(n, 2),
                           scales_l, _nibbles(L)], axis=1)
-    out[bad, 2:] = 0
-    return out
+    return out  # a non-finite block: NaN d, then the bytes of an all-zero block
 
 
 def parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:

@@ -72,7 +72,8 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     if has_min:
         fields.append(np.where(finite, lo, F(0)).astype(np.float16).view(np.uint8))
     if fmt == "q8_1":  # s = d * sum(codes), the int sum converted to float first
-        s = codes.sum(axis=1, keepdims=True).astype(F) * d
+        with np.errstate(invalid="ignore"):  # a non-finite block's s is NaN (0 * inf included)
+            s = np.where(finite, codes.sum(axis=1, keepdims=True).astype(F) * d, F(np.nan))
         fields.append(s.astype(np.float16).view(np.uint8))
     if bits == 8:
         fields.append(codes.astype(np.int8).view(np.uint8))

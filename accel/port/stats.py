@@ -4,7 +4,7 @@ text or JSON, like hipify's statistics. This module counts; the command translat
 
 >>> from accel.port import translate
 >>> srcs = {"a.cu": "__global__ void k(float* x) { x[threadIdx.x] = expf(x[0]); }",
-...         "b.cu": "__global__ void k(float* x) { x[0] = __shfl_sync(~0u, x[0], 0); }"}
+...         "b.cu": "__global__ void k(float* x) { x[0] = __shfl_sync(0xffu, x[0], 0); }"}
 >>> s = tally([(f, t, translate(t, "opencl", filename=f)) for f, t in srcs.items()], "opencl")
 >>> s["kernels"], s["kernels_ported"], s["constructs"]["expf"]
 (2, 1, {'translated': 1, 'warned': 1, 'refused': 0})
