@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping
 
+from accel import kernels
 from accel.conformance.profiles import OPS, op_dtypes
 from accel.errors import ArgumentError, expected
 
@@ -119,7 +120,8 @@ def _declares(cls: type, case: dict) -> bool:
     fmt = case.get("dtype") if case["op"] == "dequantize" else params.get("fmt")
     x_fmt = params.get("x_fmt")
     return (hasattr(cls, case["op"]) and (fmt is None or fmt in cls.formats)
-            and (x_fmt is None or x_fmt in cls.x_formats))
+            and (x_fmt is None or x_fmt in cls.x_formats)
+            and not kernels.kernel_declines(case["op"], fmt, x_fmt))
 
 
 def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:

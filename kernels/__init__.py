@@ -60,7 +60,40 @@ KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
 #: on every dialect
-KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
+KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
+                  "iq4_nl", "iq4_xs")
+#: those of them kquant.cl does not quantize (its DECODE_ONLY): their quantize runs on the CPU
+#: reference so far, as does the product of q4_1 and q5_1 with x in q8_1 (no device quantizer
+#: into q8_1 yet)
+KQUANT_DECODE_ONLY = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+_NO_DEVICE_X_FORMAT = ("q4_1", "q5_1")
+
+
+def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:
+    """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``) on any
+    device, or None: the one reason every kernel runtime's ``supports()``, and the support
+    matrix's compiled-only columns, give for the formats kquant.cl only decodes.
+
+    >>> kernel_declines("dequantize", "q5_0") is None, kernel_declines("quantize", "q5_0")[:21]
+    (True, 'quantize to q5_0 runs')
+    """
+    if fmt not in KQUANT_DECODE_ONLY:
+        return None
+    if op == "quantize":
+        return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "
+                f"decode it: dequantize and qmatmul with float x)")
+    if x_fmt is not None and fmt in _NO_DEVICE_X_FORMAT:
+        return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
+                f"far (no device quantizer into {x_fmt}); float x runs here")
+    return None
+
+
+def spec_declined(spec) -> str | None:
+    """:func:`kernel_declines` for a spec (a quantize, dequantize or qmatmul spec, or any other)."""
+    fmt, x_fmt = getattr(spec, "fmt", None), getattr(spec, "x_fmt", None)
+    return kernel_declines(spec.op, fmt and fmt.name, x_fmt and x_fmt.name)
+
+
 #: the schema of `accel kernels check --json` files: check.py writes them, the support matrix and
 #: the report read them (both below the tools, hence here)
 KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"
@@ -643,8 +676,10 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     t = _token(dtype, _FLOATS, "dtype")
     p = _without_planner_keys(GPU_KGEMV if params is None else params)
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
-    names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
-        () if fmt == "q8_k" else ("qmatmul_kx",)) + (("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())
+    names = ("dequantize_k", "qmatmul_k", "qgemv_k")
+    names += (() if fmt in KQUANT_DECODE_ONLY else ("quantize_k",)) + (
+        () if fmt in ("q8_k",) + _NO_DEVICE_X_FORMAT else ("qmatmul_kx",)) + (
+        ("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())
     return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},
                    _dialects(p))
 

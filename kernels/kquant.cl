@@ -29,11 +29,54 @@
 #elif FMT_Q8_K
 #define QB 256
 #define BLOCK_BYTES 292
+#elif FMT_Q2_K
+#define QB 256
+#define BLOCK_BYTES 84
+#elif FMT_Q3_K
+#define QB 256
+#define BLOCK_BYTES 110
+#elif FMT_IQ4_XS
+#define QB 256
+#define BLOCK_BYTES 136
+#elif FMT_Q4_1
+#define QB 32
+#define BLOCK_BYTES 20
+#elif FMT_Q5_0
+#define QB 32
+#define BLOCK_BYTES 22
+#elif FMT_Q5_1
+#define QB 32
+#define BLOCK_BYTES 24
+#elif FMT_IQ4_NL
+#define QB 32
+#define BLOCK_BYTES 18
 #else
 #define QB 32
 #define BLOCK_BYTES 17
 #endif
 #define SUBS (QB / 32)
+/* formats this file decodes (dequantize_k, qmatmul_k, qgemv_k) and multiplies with quantized x
+ * (qmatmul_kx) but does not quantize: their quantizers run on the CPU reference so far, as do
+ * q4_1's and q5_1's products with x in q8_1, which no kernel here quantizes into */
+#define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
+#define NO_KX (FMT_Q8_K || FMT_Q4_1 || FMT_Q5_1)
+/* the legacy layouts of blocks of 32: float16 d (then m), the fifth bits, 16 bytes of nibbles */
+#define LEGACY32 (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1)
+/* where q2_k's and q3_k's 2-bit codes start */
+#if FMT_Q2_K
+#define Q2_CODES_AT 16
+#else
+#define Q2_CODES_AT 32
+#endif
+#if FMT_Q5_0
+#define QH_AT 2
+#define QS_AT 6
+#elif FMT_Q5_1
+#define QH_AT 4
+#define QS_AT 8
+#elif FMT_Q4_1
+#define QS_AT 4
+#endif
 
 /* The 6-bit scale (*sc) and min (*m) of sub-block j from a q4_k/q5_k block's 12 scale bytes:
  * sub-blocks 0-3 in the low 6 bits of bytes 0-3 and 4-7, 4-7 in the nibbles of bytes 8-11 with
@@ -76,9 +119,98 @@ DEVICE int e2m1_x2(int c) {
     return (c & 8) ? -mag[c & 7] : mag[c & 7];
 }
 
+/* iq4_nl's and iq4_xs's 16 code values (ggml-common.h's kvalues_iq4nl). */
+DEVICE int iq4_value(int c) {
+    const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    return kv[c & 15];
+}
+
+#if DECODE_ONLY
+/* The integer code of element e of the block at blk: its value is a code - b, with a and b of
+ * its group (group_ab). */
+DEVICE int code_at(GLOBAL const u8* RESTRICT blk, int e) {
+#if LEGACY32 /* element e: low nibble of byte e, e + 16: high; the fifth bit is bit e of qh */
+    int q = (blk[QS_AT + (e & 15)] >> (4 * (e >> 4))) & 15;
+#if QH_AT
+    q |= (int)((load_u32(blk + QH_AT) >> e) & 1u) << 4;
+#endif
+#if FMT_Q5_0
+    q -= 16;
+#endif
+    return q;
+#elif FMT_IQ4_NL
+    return iq4_value(blk[2 + (e & 15)] >> (4 * (e >> 4)));
+#elif FMT_IQ4_XS /* sub-block e / 32: 16 bytes of nibbles each */
+    return iq4_value(blk[8 + 16 * (e / 32) + (e & 15)] >> (4 * ((e >> 4) & 1)));
+#else /* q2_k, q3_k: element e = 128 h + 32 j + l reads bits 2 j of code byte 32 h + l */
+    int q = (blk[Q2_CODES_AT + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+#if FMT_Q3_K /* less 4 where bit e / 32 of mask byte e % 32 is clear */
+    q -= ((blk[e % 32] >> (e / 32)) & 1) ? 0 : 4;
+#endif
+    return q;
+#endif
+}
+
+/* The integer scale and minimum of group g (16 elements) of a block: *a = d *sx, *b = dm *sy
+ * are its a and b, with (d, dm) the block's float scales (block_d): q2_k's 4-bit pair; q3_k's
+ * 6-bit scale less 32; iq4_xs's sub-block scale less 32; (1, -1) or (1, 0) for the blocks of
+ * 32, whose a is d and b -m. */
+DEVICE void group_ints(GLOBAL const u8* RESTRICT blk, int g, int* sx, int* sy) {
+    *sy = 0;
+#if FMT_Q2_K
+    *sx = blk[g] & 15;
+    *sy = blk[g] >> 4;
+#elif FMT_Q3_K
+    const int lo = g < 8 ? blk[96 + g] & 15 : blk[88 + g] >> 4;
+    *sx = (lo | (((blk[104 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32;
+#elif FMT_IQ4_XS
+    const int j = g / 2, h = (int)blk[2] | ((int)blk[3] << 8);
+    *sx = (((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | (((h >> (2 * j)) & 3) << 4)) - 32;
+#else
+    *sx = 1;
+#if FMT_Q4_1 || FMT_Q5_1
+    *sy = -1;
+#endif
+#endif
+}
+
+/* The block's float scales d and dm (0 where it has no minimum). */
+DEVICE void block_d(GLOBAL const u8* RESTRICT blk, float* d, float* dm) {
+#if FMT_Q2_K
+    GLOBAL const T_F16* h = (GLOBAL const T_F16*)(blk + 80);
+#elif FMT_Q3_K
+    GLOBAL const T_F16* h = (GLOBAL const T_F16*)(blk + 108);
+#else
+    GLOBAL const T_F16* h = (GLOBAL const T_F16*)blk;
+#endif
+    *d = LOAD_F16(h, 0);
+#if FMT_Q2_K || FMT_Q4_1 || FMT_Q5_1
+    *dm = LOAD_F16(h, 1);
+#else
+    *dm = 0.0f;
+#endif
+}
+
+/* group g's a and b, each rounded once as ggml's dequantize_row_* rounds them */
+DEVICE void group_scale(GLOBAL const u8* RESTRICT blk, int g, float* a, float* b) {
+    float d, dm;
+    int sx, sy;
+    block_d(blk, &d, &dm);
+    group_ints(blk, g, &sx, &sy);
+    *a = FMUL_RN(d, (float)sx);
+    *b = FMUL_RN(dm, (float)sy);
+}
+#endif
+
 /* The 32 values of sub-block j of the block at blk, in v. */
 DEVICE void decode32(GLOBAL const u8* RESTRICT blk, int j, float* v) {
-#if FMT_Q4_K || FMT_Q5_K
+#if DECODE_ONLY /* a q - b: x0 * d + m in dequantize_row_q4_1, dl * q - ml in _q2_K */
+    for (int l = 0; l < 32; ++l) {
+        float a, b;
+        group_scale(blk, (32 * j + l) / 16, &a, &b);
+        v[l] = FADD_RN(FMUL_RN(a, (float)code_at(blk, 32 * j + l)), -b);
+    }
+#elif FMT_Q4_K || FMT_Q5_K
     int sc, m;
     scale_min_k4(blk + 4, j, &sc, &m);
     const float d = FMUL_RN(LOAD_F16((GLOBAL const T_F16*)blk, 0), (float)sc);
@@ -196,9 +328,24 @@ DEVICE float16 block_scales(GLOBAL const u8* RESTRICT blk) {
 #define BLOCK_SCALES 0
 #endif
 
-/* Sub-block j of the block at blk as integer codes q[SV] (VW lanes each), a scale a[v] per
- * vector and an offset b: value = a * q - b (q4_k, q5_k), a * q (q6_k, mxfp4: b unused); with
- * BLOCK_SCALES the caller's a and b. */
+#if FMT_IQ4_NL || FMT_IQ4_XS
+/* The iq4 code values of the nibbles c, lane by lane. */
+DEVICE vi_t iq4_values(vi_t c) {
+#if VW == 1
+    return iq4_value(c);
+#else  /* lane by lane: PoCL 3.0 built no kernel at all from a shuffle() of an int16 table */
+    vi_t r;
+    __private int* rl = (__private int*)&r;
+    __private const int* cl = (__private const int*)&c;
+    UNROLL for (int i = 0; i < VW; ++i) rl[i] = iq4_value(cl[i]);
+    return r;
+#endif
+}
+#endif
+
+/* Sub-block j of the block at blk as integer codes q[SV] (VW lanes each), a scale a[v] and an
+ * offset b[v] per vector: value = a q - b (q4_k, q5_k, q2_k, q4_1, q5_1 with b = -m), a q (the
+ * others: b unused); with BLOCK_SCALES the caller's a and b. */
 DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, float* b) {
 #if (FMT_Q4_K || FMT_Q5_K) && !BLOCK_SCALES
     int sc, m;
@@ -210,9 +357,48 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
     const float d0 = LOAD_F16((GLOBAL const T_F16*)blk, 0), m0 = LOAD_F16((GLOBAL const T_F16*)blk, 1);
 #endif
     const float d = FMUL_RN(d0, (float)sc);
-    *b = FMUL_RN(m0, (float)m);
+    const float bm = FMUL_RN(m0, (float)m);
+    UNROLL for (int v = 0; v < SV; ++v) b[v] = bm;
 #endif
-#if FMT_Q4_K || FMT_Q5_K
+#if LEGACY32
+    float d, nm;  /* a = d, b = -m */
+    group_scale(blk, 0, &d, &nm);
+#if QH_AT
+    const i32 qh = (i32)load_u32(blk + QH_AT);
+#endif
+    UNROLL for (int v = 0; v < SV; ++v) {  /* element l: low nibble of byte l, l + 16: high */
+        q[v] = (VLOAD_U8(blk + QS_AT, (v * VW) & 15) >> (4 * ((v * VW) >> 4))) & 15;
+#if QH_AT
+        q[v] |= (((vi_t)qh >> (VIOTA + v * VW)) & 1) << 4;
+#endif
+#if FMT_Q5_0
+        q[v] -= 16;
+#endif
+        a[v] = d;
+        b[v] = nm;
+    }
+#elif FMT_IQ4_NL || FMT_IQ4_XS
+    float d, unused;
+    group_scale(blk, 2 * j, &d, &unused);
+#if FMT_IQ4_NL
+    GLOBAL const u8* qs = blk + 2;
+#else
+    GLOBAL const u8* qs = blk + 8 + 16 * j;
+#endif
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = iq4_values(VLOAD_U8(qs, (v * VW) & 15) >> (4 * ((v * VW) >> 4)));
+        a[v] = d;
+    }
+#elif FMT_Q2_K || FMT_Q3_K
+    GLOBAL const u8* qs = blk + Q2_CODES_AT + 32 * (j / 4);
+    UNROLL for (int v = 0; v < SV; ++v) {  /* a vector never crosses a group of 16 (VW <= 16) */
+        q[v] = (VLOAD_U8(qs, v * VW) >> (2 * (j % 4))) & 3;
+#if FMT_Q3_K
+        q[v] -= (1 - ((VLOAD_U8(blk, v * VW) >> j) & 1)) * 4;
+#endif
+        group_scale(blk, 2 * j + (v * VW) / 16, &a[v], &b[v]);
+    }
+#elif FMT_Q4_K || FMT_Q5_K
     GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
     UNROLL for (int v = 0; v < SV; ++v) {
         q[v] = (VLOAD_U8(qs, v * VW) >> (4 * (j % 2))) & 15;
@@ -348,25 +534,30 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                 UNROLL for (int v = 0; v < SV; ++v) xv[i][v] = VLOAD_IN(xs, v * VW);
             }
             UNROLL for (int r = 0; r < RN; ++r) {
-                float a[SV], b = 0.0f;
+                float a[SV], b[SV];
+                UNROLL for (int v = 0; v < SV; ++v) b[v] = 0.0f;
 #if BLOCK_SCALES
                 __private const float* sr = (__private const float*)&bs[r];
 #if FMT_Q6_K
                 UNROLL for (int v = 0; v < SV; ++v) a[v] = sr[(32 * k + v * VW) / 16];
 #else
-                UNROLL for (int v = 0; v < SV; ++v) a[v] = sr[k];
-                b = sr[8 + k];
+                UNROLL for (int v = 0; v < SV; ++v) {
+                    a[v] = sr[k];
+                    b[v] = sr[8 + k];
+                }
 #endif
 #endif
                 vf_t wv[SV];
 #if KQ_LUT
-                lut_weights(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, a, b, held[r], wv);
+                lut_weights(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, a, b[0], held[r], wv);
 #else
                 vi_t q[SV];
-                sub_codes(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, q, a, &b);
+                sub_codes(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, q, a, b);
                 UNROLL for (int v = 0; v < SV; ++v) {
-#if FMT_Q4_K || FMT_Q5_K /* a q is exact (see above), so one FMA rounds a q - b as dequantize does */
-                    wv[v] = FMA((vf_t)a[v], VCVT_F(q[v]), (vf_t)(-b));
+#if FMT_Q4_K || FMT_Q5_K || FMT_Q2_K || LEGACY32 && !FMT_Q5_0
+                    /* a q is exact (float16 d or d sc times a code of at most 5 bits), so one
+                     * FMA rounds a q - b as dequantize does */
+                    wv[v] = FMA((vf_t)a[v], VCVT_F(q[v]), (vf_t)(-b[v]));
 #else
                     wv[v] = FMUL_RN((vf_t)a[v], VCVT_F(q[v]));
 #endif
@@ -398,7 +589,7 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #endif
 }
 
-#if !FMT_MXFP4
+#if !FMT_MXFP4 && !DECODE_ONLY
 /* quantize_k: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_, _q6_K_, _q8_K_ref),
  * one work-item per super-block of 256 values, bit-exact on a device that rounds division and
  * square root correctly and keeps denormals (the backend's supports() asks for both): every
@@ -532,7 +723,7 @@ DEVICE float qx16(const float* x, u8* L) {
 }
 #endif
 
-#if !FMT_MXFP4
+#if !FMT_MXFP4 && !DECODE_ONLY
 KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
     const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     if (b >= nblocks) return;
@@ -708,12 +899,12 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
 }
 #endif
 
-#if !FMT_Q8_K
+#if !NO_KX
 /* qmatmul(x_format=...): xq holds x quantized to the format's vec_dot partner, M rows of K / XQB
  * blocks of XQ_BYTES, and each block pair adds one float32 term (kx_term), added in order: GGML's
  * exact integer sums scaled in the CPU reference's float32 order, so the results are its bits.
  * One work-item per output; grid as qmatmul_k's. */
-#if FMT_MXFP4
+#if QB == 32
 #define XQB 32 /* q8_0: float16 d, 32 int8 codes */
 #define XQ_BYTES 34
 #else
@@ -726,7 +917,32 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
  * sub-block j, q8_k's block sums), exact integers; the term (d_w d_x) S - (dmin_w d_x) Mn.
  * mxfp4, vec_dot_mxfp4_q8_0: (2^(e-128) d_x) s, s the integer dot of the codes. */
 DEVICE float kx_term(GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb) {
-#if FMT_MXFP4
+#if DECODE_ONLY
+    /* q5_0, iq4_nl x q8_0 and q2_k, q3_k, iq4_xs x q8_k (ggml's vec_dot_*): S = sum over groups
+     * of 16 of the integer scale times (w codes . x codes), Mn (q2_k) = sum of the integer mins
+     * times q8_k's sums of 16 x codes; the term (d_w d_x) S - (dm_w d_x) Mn. (The cpu
+     * reference scales iq4_xs per group of 32: the same sums, other float32 roundings.) */
+#if QB == 32
+    const float dx = f16_to_f32((u32)xb[0] | ((u32)xb[1] << 8));
+    GLOBAL const i8* xc = (GLOBAL const i8*)(xb + 2);
+#else
+    const float dx = AS_FLOAT(load_u32(xb));
+    GLOBAL const i8* xc = (GLOBAL const i8*)(xb + 4);
+#endif
+    int S = 0, Mn = 0;
+    for (int g = 0; g < QB / 16; ++g) {
+        int s = 0, sx, sy;
+        for (int l = 16 * g; l < 16 * g + 16; ++l) s += code_at(wb, l) * xc[l];
+        group_ints(wb, g, &sx, &sy);
+        S += sx * s;
+#if FMT_Q2_K
+        Mn += sy * (short)((u32)xb[260 + 2 * g] | ((u32)xb[261 + 2 * g] << 8));
+#endif
+    }
+    float d, dm;
+    block_d(wb, &d, &dm);
+    return FADD_RN(FMUL_RN(FMUL_RN(d, dx), (float)S), -FMUL_RN(FMUL_RN(dm, dx), (float)Mn));
+#elif FMT_MXFP4
     int s = 0;
     for (int l = 0; l < 32; ++l) {
         const int byte = wb[1 + (l & 15)];

@@ -283,6 +283,8 @@ def support_for(spec, impl: str, arch: str | None = None) -> Support:
     fits = int32_sizes(spec)  # the kernels take int sizes; nor is cuBLAS's 32-bit API verified
     if not fits.ok:
         return fits
+    if why := kernels.spec_declined(spec):
+        return Support(False, why)
     path = kernel_path(spec, impl, arch)
     if path == "vendor":
         return YES

@@ -110,6 +110,8 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
             return Support(False, f"K/V tiles for D={spec.D}, Dv={spec.Dv} need {need} bytes of "
                            f"local memory; the device has {facts.local_mem}")
         return YES
+    if why := K.spec_declined(spec):
+        return Support(False, why)
     kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
     if kq and isinstance(spec, QuantizeSpec) and spec.fmt.name == "mxfp4" and not facts.fp64:
         return Support(False, "the device has no cl_khr_fp64; mxfp4's quantize takes GGML's "
