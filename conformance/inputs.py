@@ -213,14 +213,10 @@ def _quantize(case: Case, rng):
         return spec, [x.reshape(p["shape"]).astype(to_numpy_dtype(case.dtype))]
 
 
-#: where a format's float scales sit in its block: (byte offset, dtype) of d (and dmin)
-_SCALES = {"q4_k": [(0, np.float16), (2, np.float16)], "q5_k": [(0, np.float16), (2, np.float16)],
-           "q6_k": [(208, np.float16)], "q8_k": [(0, np.float32)]}
-
-
 def _random_super_blocks(fmt: str, nblocks: int, rng, data: str) -> np.ndarray:
-    """Random K-quant / mxfp4 / q8_k blocks: random codes, sub-scales and mins, float scales of
-    modest size (``special_d``: zero, signed zero, subnormal, largest, infinite and NaN ones)."""
+    """Random blocks of any format but q8_0 / q4_0: random codes, sub-scales and mins, float
+    scales of modest size (``special_d``: zero, signed zero, subnormal, largest, infinite and NaN
+    ones)."""
     f = get_format(fmt)
     raw = rng.integers(0, 256, (nblocks, f.block_bytes), dtype=np.uint8)
     if fmt == "mxfp4":  # every exponent byte is a finite scale; keep most near 1
@@ -228,7 +224,8 @@ def _random_super_blocks(fmt: str, nblocks: int, rng, data: str) -> np.ndarray:
         if data == "special_d":
             raw[: min(4, nblocks), 0] = np.array([0, 1, 254, 255], np.uint8)[:nblocks]
         return raw
-    for off, dt in _SCALES[fmt]:
+    for off, name in f.scales:  # the table's float scales: d (and dmin or m)
+        dt = np.dtype(name).type
         d = (rng.standard_normal(nblocks) * (0.05 if dt == np.float16 else 1e-3)).astype(dt)
         if data == "special_d":
             top = 65504.0 if dt == np.float16 else 3e38

@@ -10,14 +10,16 @@ from typing import Iterator
 
 from accel.conformance.case import Case
 from accel.dtypes import FP8_DTYPES
+from accel.formats import FORMATS as QFORMATS
 
 PROFILES = ("quick", "full")
 FLOATS = ("float32", "float16", "bfloat16")
 FORMATS = ("q8_0", "q4_0")
-#: the K-quants, mxfp4 and q8_k: quantize judged against ggml's own quantizer (ggml_ref)
-NEW_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k")
-_WEIGHT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4")
-_NEW_BLOCK = {"q4_k": 256, "q5_k": 256, "q6_k": 256, "q8_k": 256, "mxfp4": 32}
+#: every other format of the table (q8_1 has no public quantize): quantize judged against ggml's
+#: own quantizer (ggml_ref)
+NEW_FORMATS = tuple(f for f in QFORMATS if f not in FORMATS + ("q8_1",))
+_WEIGHT_FORMATS = tuple(f for f in NEW_FORMATS if not QFORMATS[f].activation_only)
+_NEW_BLOCK = {f: QFORMATS[f].block for f in NEW_FORMATS}
 
 # (a shape, b shape): sizes 1/2/3, primes, 63/64/65, tall-skinny, decode GEMV, long K, broadcasts
 _MATMUL_QUICK = [
@@ -165,7 +167,7 @@ def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
             yield "special", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": data}
     for fmt in _WEIGHT_FORMATS:  # float x, then x in the format's vec_dot partner
         b = _NEW_BLOCK[fmt]
-        x_fmt = "q8_0" if fmt == "mxfp4" else "q8_k"
+        x_fmt = QFORMATS[fmt].vec_dot
         shapes = [((1, b), 1), ((3, 2 * b), 17), ((2, 3, b), 5)] + (
             [((8, 16 * b), 64), ((1, 16 * b), 4500)] if profile == "full" else [])
         for xf in ({}, {"x_fmt": x_fmt}):

@@ -36,6 +36,9 @@ class QuantFormat:
     family: str
     #: ggml's name of the type (GGUF's tensor type)
     ggml: str = ""
+    #: where the block's float scales sit: (byte offset, numpy dtype name) of d, then of its
+    #: minimum's scale where it has one (dmin, m); mxfp4's E8M0 byte is no float: none
+    scales: tuple[tuple[int, str], ...] = ((0, "float16"),)
 
     def row_bytes(self, k: int) -> int:
         return k // self.block * self.block_bytes
@@ -53,8 +56,9 @@ class QuantFormat:
 
 
 def _row(name: str, block: int, block_bytes: int, bits: int, vec_dot: str | None,
-         family: str) -> tuple[str, QuantFormat]:
-    return name, QuantFormat(name, block, block_bytes, bits, vec_dot, family, name.upper())
+         family: str, scales: tuple[int, ...] = (0,), scale_dtype: str = "float16") -> tuple[str, QuantFormat]:
+    return name, QuantFormat(name, block, block_bytes, bits, vec_dot, family, name.upper(),
+                             tuple((at, scale_dtype) for at in scales))
 
 
 # the byte layouts of ggml-common.h; a format is one row here plus its codec's branch
@@ -62,30 +66,30 @@ FORMATS = dict([
     _row("q8_0", BLOCK, 2 + BLOCK, 8, "q8_0", "legacy"),
     _row("q4_0", BLOCK, 2 + BLOCK // 2, 4, "q8_0", "legacy"),
     # f16 d, f16 m, 16 bytes of nibbles
-    _row("q4_1", BLOCK, 4 + BLOCK // 2, 4, "q8_1", "legacy"),
+    _row("q4_1", BLOCK, 4 + BLOCK // 2, 4, "q8_1", "legacy", (0, 2)),
     # f16 d, 4 bytes of fifth bits, 16 bytes of nibbles
     _row("q5_0", BLOCK, 2 + 4 + BLOCK // 2, 5, "q8_0", "legacy"),
-    _row("q5_1", BLOCK, 4 + 4 + BLOCK // 2, 5, "q8_1", "legacy"),
+    _row("q5_1", BLOCK, 4 + 4 + BLOCK // 2, 5, "q8_1", "legacy", (0, 2)),
     # 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit codes, f16 d, f16 dmin
-    _row("q2_k", SUPER_BLOCK, 16 + SUPER_BLOCK // 4 + 4, 2, "q8_k", "kquants"),
+    _row("q2_k", SUPER_BLOCK, 16 + SUPER_BLOCK // 4 + 4, 2, "q8_k", "kquants", (80, 82)),
     # 32 bytes of high bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d
-    _row("q3_k", SUPER_BLOCK, SUPER_BLOCK // 8 + SUPER_BLOCK // 4 + 12 + 2, 3, "q8_k", "kquants"),
+    _row("q3_k", SUPER_BLOCK, SUPER_BLOCK // 8 + SUPER_BLOCK // 4 + 12 + 2, 3, "q8_k", "kquants", (108,)),
     # f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
-    _row("q4_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 2, 4, "q8_k", "kquants"),
+    _row("q4_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 2, 4, "q8_k", "kquants", (0, 2)),
     # q4_k plus 32 bytes of fifth bits
-    _row("q5_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 8 + SUPER_BLOCK // 2, 5, "q8_k", "kquants"),
+    _row("q5_k", SUPER_BLOCK, 4 + 12 + SUPER_BLOCK // 8 + SUPER_BLOCK // 2, 5, "q8_k", "kquants", (0, 2)),
     # 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales, f16 d
-    _row("q6_k", SUPER_BLOCK, SUPER_BLOCK // 2 + SUPER_BLOCK // 4 + 16 + 2, 6, "q8_k", "kquants"),
+    _row("q6_k", SUPER_BLOCK, SUPER_BLOCK // 2 + SUPER_BLOCK // 4 + 16 + 2, 6, "q8_k", "kquants", (208,)),
     # E8M0 exponent byte, then 32 E2M1 codes in nibbles
-    _row("mxfp4", BLOCK, 1 + BLOCK // 2, 4, "q8_0", "kquants"),
+    _row("mxfp4", BLOCK, 1 + BLOCK // 2, 4, "q8_0", "kquants", ()),
     # f16 d, 16 bytes of nibbles indexing kvalues_iq4nl
     _row("iq4_nl", BLOCK, 2 + BLOCK // 2, 4, "q8_0", "iquants"),
     # f16 d, u16 high scale bits, 4 bytes of low scale nibbles, 128 bytes of nibbles
     _row("iq4_xs", SUPER_BLOCK, 2 + 2 + 4 + SUPER_BLOCK // 2, 4, "q8_k", "iquants"),
     # activation formats: f16 d, f16 s = d * sum(codes), 32 int8 codes
-    _row("q8_1", BLOCK, 4 + BLOCK, 8, None, "legacy"),
+    _row("q8_1", BLOCK, 4 + BLOCK, 8, None, "legacy", (0, 2)),
     # f32 d, 256 int8 codes, 16 int16 sums of 16 codes
-    _row("q8_k", SUPER_BLOCK, 4 + SUPER_BLOCK + 2 * SUPER_BLOCK // 16, 8, None, "kquants"),
+    _row("q8_k", SUPER_BLOCK, 4 + SUPER_BLOCK + 2 * SUPER_BLOCK // 16, 8, None, "kquants", (0,), "float32"),
 ])
 #: the formats ``qmatmul(x_format=...)`` quantizes x into
 X_FORMATS = tuple(sorted({f.vec_dot for f in FORMATS.values() if f.vec_dot}))
