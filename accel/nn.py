@@ -90,15 +90,16 @@ def _same_dtype(call: _Call, arg: str, like: str) -> None:
                                   call.dtype(arg)))
 
 
-def _vector(call: _Call, arg: str, n: int, like: str) -> np.ndarray | None:
-    """An optional [n] operand of ``like``'s dtype, as float32."""
+def _vector(call: _Call, arg: str, n: int, like: str) -> bool:
+    """Whether the optional [n] operand ``arg`` of ``like``'s dtype is there (checked without
+    reading it: a device tensor stays on its device)."""
     if arg not in call.ops:
-        return None
+        return False
     _same_dtype(call, arg, like)
     if call.shape(arg) != (n,):
         raise ShapeError(expected(f"{arg}.shape", f"({n},), the last dimension of {like}",
                                   call.shape(arg)))
-    return call.host(arg).astype(_F)
+    return True
 
 
 def _eps(eps: object) -> float:
@@ -153,18 +154,18 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
     w = _vector(call, "weight", call.shape("x")[-1], "x")
     if (k := call.kernel("rms_norm_f32")) is not None and math.prod(call.shape("x")):
         xt = call.tensor("x")
-        wt = call.tensor("weight") if w is not None else xt
+        wt = call.tensor("weight") if w else xt
         out = Tensor.empty(call.backend, xt.shape, "float32")
         D = xt.shape[-1]
         call.backend.launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
-                            [xt, wt, out, np.int32(D), np.float32(e), np.int32(w is not None)])
+                            [xt, wt, out, np.int32(D), np.float32(e), np.int32(w)])
         return out
     xf = call.host("x").astype(_F)
     with np.errstate(all="ignore"):
         ms = np.mean(np.square(xf, dtype=_F), axis=-1, keepdims=True, dtype=_F)
         y = xf / np.sqrt(ms + _F(e))
-        if w is not None:
-            y = y * w
+        if w:
+            y = y * call.host("weight").astype(_F)
     return call.out(_round(y, dt))
 
 
@@ -188,10 +189,10 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-
     with np.errstate(all="ignore"):
         c = xf - np.mean(xf, axis=-1, keepdims=True, dtype=_F)
         y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True, dtype=_F) + _F(e))
-        if w is not None:
-            y = y * w
-        if b is not None:
-            y = y + b
+        if w:
+            y = y * call.host("weight").astype(_F)
+        if b:
+            y = y + call.host("bias").astype(_F)
     return call.out(_round(y, dt))
 
 
@@ -242,24 +243,16 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
             raise ShapeError(expected("freq_factors.shape", f"({r // 2},) (rotary_dim / 2)",
                                       call.shape("freq_factors")))
         ff = call.host("freq_factors").astype(_F)
-    inv = (_F(b) ** (-np.arange(0, r, 2, dtype=_F) / _F(r))).astype(_F)  # [r/2]
-    if ff is not None:
-        inv = inv / ff
-    p = pos.astype(_F) * _F(fs)
-    theta = p[..., None] * inv  # [S, r/2] or [B, S, r/2]
-    if theta.ndim == 3:
-        theta = theta[:, None]  # [B, 1, S, r/2]
-    cos, sin = np.cos(theta).astype(_F), np.sin(theta).astype(_F)
     if (k := call.kernel("rope_f32")) is not None and math.prod(shape):
         xt = call.tensor("x")
         out = Tensor.empty(call.backend, shape, "float32")
         n = math.prod(shape)
-        tabs = [Tensor.from_host(call.backend, np.ascontiguousarray(t.reshape(-1, r // 2)))
-                for t in (cos, sin)]
+        tabs = _device_tables(call.backend, pos, b, r, fs, ff)
         call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [xt, *tabs, out, np.int32(H), np.int32(S), np.int32(D), np.int32(r),
                              np.int32(bool(interleaved)), np.int32(pos.ndim == 2), np.int32(n)])
         return out
+    cos, sin = _angles(pos, b, r, fs, ff)
     xf = call.host("x").astype(_F)
     y = xf.copy()
     if interleaved:
@@ -272,6 +265,35 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
         y[..., :h] = x0 * cos - x1 * sin
         y[..., h:r] = x0 * sin + x1 * cos
     return call.out(_round(y, dt))
+
+
+def _angles(pos: np.ndarray, base: float, r: int, fs: float,
+            ff: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of every position's angles, float32: ``[S, r/2]`` or ``[B, 1, S, r/2]``."""
+    inv = (_F(base) ** (-np.arange(0, r, 2, dtype=_F) / _F(r))).astype(_F)  # [r/2]
+    if ff is not None:
+        inv = inv / ff
+    theta = (pos.astype(_F) * _F(fs))[..., None] * inv  # [S, r/2] or [B, S, r/2]
+    if theta.ndim == 3:
+        theta = theta[:, None]  # [B, 1, S, r/2]
+    return np.cos(theta).astype(_F), np.sin(theta).astype(_F)
+
+
+#: the cos / sin tables last uploaded, by backend and angles: a decoder's layers rotate Q and K
+#: at the same positions with one or two bases, so most calls find theirs on the device already
+_TABLES: dict[tuple, tuple[Tensor, Tensor]] = {}
+_TABLES_KEPT = 8
+
+
+def _device_tables(backend: Backend, pos: np.ndarray, base: float, r: int, fs: float,
+                   ff: np.ndarray | None) -> list[Tensor]:
+    key = (id(backend), pos.shape, pos.tobytes(), base, r, fs, None if ff is None else ff.tobytes())
+    if key not in _TABLES:
+        if len(_TABLES) >= _TABLES_KEPT:
+            del _TABLES[next(iter(_TABLES))]
+        _TABLES[key] = tuple(Tensor.from_host(backend, np.ascontiguousarray(t.reshape(-1, r // 2)))
+                             for t in _angles(pos, base, r, fs, ff))
+    return list(_TABLES[key])
 
 
 # -- softmax --------------------------------------------------------------------------------------
@@ -386,30 +408,31 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
         raise ArgumentError(expected("activation", f"one of {ACTIVATIONS}", repr(activation)))
     call = _Call(backend, gate=gate, up=up)
     dt = _float(call, "gate")
-    g = call.host("gate").astype(_F)
+    shape = call.shape("gate")
     if "up" in call.ops:
         _same_dtype(call, "up", "gate")
-        if call.shape("up") != call.shape("gate"):
-            raise ShapeError(expected("up.shape", f"the shape of gate {call.shape('gate')}",
-                                      call.shape("up")))
-        u = call.host("up").astype(_F)
-    else:
-        if not g.ndim or g.shape[-1] % 2:
-            raise ShapeError(expected("gate.shape", "an even last dimension (gate and up halves) "
-                                      "when up is None", call.shape("gate")))
-        h = g.shape[-1] // 2
-        g, u = g[..., :h], g[..., h:]
-    if activation != "gelu" and (k := call.kernel("glu_f32")) is not None and g.size:
+        if call.shape("up") != shape:
+            raise ShapeError(expected("up.shape", f"the shape of gate {shape}", call.shape("up")))
+    elif not shape or shape[-1] % 2:
+        raise ShapeError(expected("gate.shape", "an even last dimension (gate and up halves) "
+                                  "when up is None", shape))
+    out_shape = shape if "up" in call.ops else shape[:-1] + (shape[-1] // 2,)
+    if activation != "gelu" and (k := call.kernel("glu_f32")) is not None and math.prod(out_shape):
         gt = call.tensor("gate")
         ut = call.tensor("up") if "up" in call.ops else gt
-        h = g.shape[-1]
-        rows = g.size // h
+        h = out_shape[-1]
+        rows = math.prod(out_shape) // h
         stride, up_off = (h, 0) if "up" in call.ops else (2 * h, h)
-        out = Tensor.empty(call.backend, g.shape, "float32")
+        out = Tensor.empty(call.backend, out_shape, "float32")
         call.backend.launch(k, (-(-(rows * h) // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [gt, ut, out, np.int32(rows), np.int32(h), np.int32(stride),
                              np.int32(up_off), np.int32(activation != "silu")])
         return out
+    g = call.host("gate").astype(_F)
+    if "up" in call.ops:
+        u = call.host("up").astype(_F)
+    else:
+        g, u = g[..., :out_shape[-1]], g[..., out_shape[-1]:]
     with np.errstate(all="ignore"):
         return call.out(_round(_act(activation, g) * u, dt))
 

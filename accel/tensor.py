@@ -154,7 +154,11 @@ class Tensor:
         start = (layout.__array_interface__["data"][0] - origin) // item
         strides = tuple(s // item for s in layout.strides)
         offset = self.offset + start
-        keep = None if offset == 0 and strides == _c_strides(layout.shape) else strides
+        # a size-1 dim's stride steps nowhere: a view that is C-ordered but for those (a
+        # transpose that moves a dim of 1, a KV cache's prefix of its one head) is contiguous
+        c = _c_strides(layout.shape)
+        keep = None if offset == 0 and all(n == 1 or a == b for n, a, b in
+                                           zip(layout.shape, strides, c)) else strides
         return Tensor(self.backend, self.buf, layout.shape, self.dtype, keep, offset, self.base)
 
     def _layout(self) -> tuple[np.ndarray, int]:

@@ -61,6 +61,26 @@ def test_views_never_touch_the_data_and_materialize_on_the_device(opencl_backend
     np.testing.assert_array_equal(r.numpy(), np.arange(12, dtype=np.float16).reshape(3, 4).T.reshape(12))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_c_ordered_but_for_dims_of_one_is_contiguous(backend, opencl_backend):
+    # a decode step's [1, S=1, H, D] -> [1, H, 1, D] transpose and the prefix of a one-head KV
+    # cache read the same memory in the same order: the kernels take them without a copy
+    be = opencl_backend if backend == "opencl" else backend
+    x = np.arange(2 * 1 * 4 * 3, dtype=np.float32).reshape(2, 1, 4, 3)
+    t = accel.asarray(x, backend=be)
+    for view, ref in ((t[:1].transpose(0, 2, 1, 3), x[:1].transpose(0, 2, 1, 3)),
+                      (t[:, :, :2][:1], x[:, :, :2][:1])):
+        assert view.is_contiguous == ref.flags.c_contiguous and view.buf is t.buf
+        assert view.contiguous() is view if view.is_contiguous else True
+        np.testing.assert_array_equal(view.numpy(), ref)
+    cache = accel.asarray(np.arange(10 * 3, dtype=np.float32).reshape(1, 1, 10, 3), backend=be)
+    prefix = cache[:, :, :4]
+    assert prefix.is_contiguous and prefix.contiguous() is prefix
+    np.testing.assert_array_equal(accel.add(prefix, prefix).numpy() if backend == "opencl" else
+                                  prefix.numpy() * 2, np.arange(12, dtype=np.float32).reshape(1, 1, 4, 3) * 2)
+    assert not t[:, :, :2].is_contiguous  # a real gap between rows stays a strided view
+
+
 def test_bad_views_are_typed_errors():
     t = accel.asarray(np.zeros((2, 3), np.float32), backend="cpu")
     with pytest.raises(accel.OutOfBoundsError, match="key"):
