@@ -235,3 +235,49 @@ def test_forward_on_opencl_matches_the_float64_reference(tmp_path, arch):
     assert max(relative_errors(ref_hidden, hidden)) < 1e-5
     m = logit_measures(ref_logits, logits)
     assert m["mean_kl"] <= 1e-6 and m["top1_agreement"] == 1.0, m
+
+
+def test_last_only_logits_are_the_last_row(tmp_path):
+    path = write_model(tmp_path / "g.gguf", "gemma3", **CASES["gemma3"])
+    model = models.load(path, backend="cpu")
+    full = model.forward(TOKENS)
+    last = model.forward(TOKENS, last_only=True)
+    assert last.shape == (1, full.shape[1])
+    np.testing.assert_allclose(last[0], full[-1], rtol=1e-6, atol=1e-6)
+
+
+def test_bench_model_times_the_greedy_run_and_names_what_it_did_not_run(tmp_path, capsys):
+    import json
+
+    from accel.cli import main
+    from accel.conformance.bench import model as bm
+
+    path = write_model(tmp_path / "l.gguf", "llama")
+    out = tmp_path / "m.json"
+    assert main(["bench", "--model", path, "--backend", "cpu", "--json", str(out),
+                 "--no-baselines"]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["schema"] == bm.SCHEMA and rec["arch"] == "llama" and rec["backend"] == "cpu:0"
+    a = rec["accel"]
+    # the tiny model's context (32) is shorter than 128 + 64: 31 tokens, a third decoded
+    assert (a["prompt_tokens"], a["decode_tokens"]) == (21, 10)
+    assert a["prompt_tokens_per_s"] > 0 and a["decode_tokens_per_s"] > 0
+    model = models.load(path, backend="cpu")
+    ids = bm.prompt_ids(48, 21, model.config.bos_token_id)
+    assert a["tokens"] == model.generate(ids, 11)  # the prompt's token, then 10 steps
+    assert rec["llama_cpp"]["status"] == "not run" and "ratio" not in rec
+    assert main(["bench", "--model", str(tmp_path / "missing.gguf")]) == 2
+    assert main(["bench", "--model", path, "--ops", "matmul"]) == 2
+
+
+def test_real_gemma3_270m_on_opencl_matches_the_float64_reference():
+    path = _gemma_path()
+    spec = next(s for s in accel.backends() if s.name == "opencl")
+    if not spec.available:
+        pytest.skip(f"no OpenCL here: {spec.reason}")
+    tokens = [2, 818, 5279, 529, 7001, 563]
+    logits, hidden = models.load(path, backend="opencl").forward_hidden(tokens)
+    ref_logits, ref_hidden = ModelReference(path).forward(tokens)
+    m = logit_measures(ref_logits, logits)
+    assert m["mean_kl"] <= 1e-4 and m["top1_agreement"] >= 0.99, m
+    assert max(relative_errors(ref_hidden, hidden)) < 1e-4

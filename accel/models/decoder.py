@@ -279,9 +279,12 @@ class Model:
             f = accel.rms_norm(f, L.post_ffw_norm, eps=c.eps)
         return accel.add(x, f)
 
-    def forward(self, tokens: Any, cache: KVCache | None = None) -> np.ndarray:
+    def forward(self, tokens: Any, cache: KVCache | None = None, *,
+                last_only: bool = False) -> np.ndarray:
         """float32 logits ``[n_tokens, vocab]`` of ``tokens`` (1-d ids) after what ``cache``
-        holds (None: a fresh sequence); the cache advances by ``len(tokens)``.
+        holds (None: a fresh sequence); the cache advances by ``len(tokens)``. ``last_only``:
+        the last token's logits alone (``[1, vocab]``), all that greedy generation reads (the
+        output head then runs on one row).
 
         >>> import accel.models as m
         >>> model = m.load(m.tiny_gguf_for_doc(), backend="cpu")
@@ -292,7 +295,7 @@ class Model:
         >>> a.shape, bool(abs(full[3] - b[0]).max() < 1e-4)
         ((3, 32), True)
         """
-        return self._run(tokens, cache)
+        return self._run(tokens, cache, last_only=bool(last_only))
 
     def forward_hidden(self, tokens: Any, cache: KVCache | None = None
                        ) -> tuple[np.ndarray, list[np.ndarray]]:

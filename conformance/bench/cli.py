@@ -35,6 +35,10 @@ def register(subparsers) -> None:
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
     p.add_argument("--refresh-peaks", action="store_true",
                    help="discard the cached device peaks (default: re-measure and keep the best)")
+    p.add_argument("--model", metavar="GGUF", default=None,
+                   help="time a GGUF decoder instead of the op cases: a 128-token prompt and 64 "
+                        "decode steps on --backend, beside llama.cpp (llama-cpp-python, best of 1 "
+                        "and all threads) on the same ids in the same run")
     p.set_defaults(func=_bench)
 
 
@@ -139,6 +143,8 @@ def write_json(doc: dict, path: str | Path) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.model:
+        return _bench_model(args)
     doc = run_bench(args.backend or _default_device(), ops=split_names(args.ops), sizes=args.sizes,
                     with_baselines=not args.no_baselines, flush=args.flush, label=args.label,
                     refresh_peaks=args.refresh_peaks, command=args.command_line)
@@ -153,3 +159,27 @@ def _default_device() -> str:
     from accel.registry import current_device
 
     return current_device()
+
+
+def _bench_model(args: argparse.Namespace) -> int:
+    """``accel bench --model``: the model's prompt and decode speed, printed and (--json) written
+    as an ``accel.bench_model/1`` document."""
+    import accel
+    from accel.conformance.bench.model import SCHEMA, bench_model
+    from accel.conformance.results import commit, finite, machine
+    from accel.errors import ArgumentError, expected
+
+    if args.ops or args.sizes != "quick" or args.flush:
+        raise ArgumentError(expected("--model", "no --ops, --sizes or --flush beside it (a model "
+                                     "run times the model alone)", "them together"))
+    if not Path(args.model).is_file():
+        raise ArgumentError(expected("--model", "a GGUF file", f"{args.model!r} (no such file)"))
+    err = console()
+    rec = bench_model(args.model, args.backend or _default_device(),
+                      with_llama=not args.no_baselines, say=err.print)
+    if args.json:
+        doc = {"schema": SCHEMA, "machine": machine(args.label), "commit": commit(),
+               "command": args.command_line, "accel": accel.__version__, **rec}
+        Path(args.json).write_text(json.dumps(finite(doc), indent=1, allow_nan=False))
+        err.print(f"wrote {args.json}")
+    return 0
