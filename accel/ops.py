@@ -82,8 +82,10 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
 
 
 def quantize(x: Any, fmt: str, *, backend: str | Backend | None = None) -> QTensor:
-    """Quantize along the last axis into GGUF ``q8_0`` or ``q4_0`` blocks (bit-exact with GGML's
-    reference quantizer). The QTensor lives on the backend that computed it.
+    """Quantize along the last axis into GGUF blocks of ``fmt`` (any format of
+    ``accel.formats.FORMATS``; bit-exact with GGML's reference quantizer). The QTensor
+    lives on the backend that computed it (the kernel runtimes leave q2_k, q3_k, iq4_nl and
+    iq4_xs to the cpu reference: ``accel.kernels.kernel_declines``).
 
     >>> import accel, numpy as np
     >>> accel.quantize(np.linspace(-1, 1, 64, dtype=np.float32), "q4_0").raw.shape

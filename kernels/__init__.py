@@ -60,13 +60,11 @@ KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
 #: on every dialect
-KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
-                  "iq4_nl", "iq4_xs")
-#: those of them kquant.cl does not quantize (its DECODE_ONLY): their quantize runs on the CPU
-#: reference so far, as does the product of q4_1 and q5_1 with x in q8_1 (no device quantizer
-#: into q8_1 yet)
-KQUANT_DECODE_ONLY = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
-_NO_DEVICE_X_FORMAT = ("q4_1", "q5_1")
+KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1", "q8_1", "q2_k",
+                  "q3_k", "iq4_nl", "iq4_xs")
+#: those of them kquant.cl does not quantize (its NO_QUANTIZE_K: ggml's quantizers of these are
+#: searches): their quantize runs on the CPU reference so far
+KQUANT_DECODE_ONLY = ("q2_k", "q3_k", "iq4_nl", "iq4_xs")
 
 
 def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:
@@ -80,11 +78,8 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
     if fmt not in KQUANT_DECODE_ONLY:
         return None
     if op == "quantize":
-        return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "
-                f"decode it: dequantize and qmatmul with float x)")
-    if x_fmt is not None and fmt in _NO_DEVICE_X_FORMAT:
-        return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
-                f"far (no device quantizer into {x_fmt}); float x runs here")
+        return (f"quantize to {fmt} runs on the cpu reference only so far (ggml's quantizer of "
+                f"it is a search; the device kernels dequantize it and take it in qmatmul)")
     return None
 
 
@@ -678,7 +673,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k")
     names += (() if fmt in KQUANT_DECODE_ONLY else ("quantize_k",)) + (
-        () if fmt in ("q8_k",) + _NO_DEVICE_X_FORMAT else ("qmatmul_kx",)) + (
+        () if fmt in ("q8_k", "q8_1") else ("qmatmul_kx",)) + (
         ("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())
     return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},
                    _dialects(p))

@@ -50,17 +50,22 @@
 #elif FMT_IQ4_NL
 #define QB 32
 #define BLOCK_BYTES 18
+#elif FMT_Q8_1
+#define QB 32
+#define BLOCK_BYTES 36
 #else
 #define QB 32
 #define BLOCK_BYTES 17
 #endif
 #define SUBS (QB / 32)
-/* formats this file decodes (dequantize_k, qmatmul_k, qgemv_k) and multiplies with quantized x
- * (qmatmul_kx) but does not quantize: their quantizers run on the CPU reference so far, as do
- * q4_1's and q5_1's products with x in q8_1, which no kernel here quantizes into */
-#define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
-#define NO_KX (FMT_Q8_K || FMT_Q4_1 || FMT_Q5_1)
-/* the legacy layouts of blocks of 32: float16 d (then m), the fifth bits, 16 bytes of nibbles */
+/* the formats this file reads through code_at / group_ints / block_d (dequantize_k, qmatmul_k,
+ * qmatmul_kx; sub_codes for qgemv_k); of them, q2_k, q3_k, iq4_nl and iq4_xs have no quantize_k
+ * here (their quantizers are searches: they run on the CPU reference so far) */
+#define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q8_1 || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
+#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
+#define NO_KX (FMT_Q8_K || FMT_Q8_1)
+/* the legacy layouts of blocks of 32: float16 d (then m or q8_1's s), the fifth bits, 16 bytes
+ * of nibbles (q8_1: 32 int8 codes) */
 #define LEGACY32 (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1)
 /* where q2_k's and q3_k's 2-bit codes start */
 #if FMT_Q2_K
@@ -129,7 +134,9 @@ DEVICE int iq4_value(int c) {
 /* The integer code of element e of the block at blk: its value is a code - b, with a and b of
  * its group (group_ab). */
 DEVICE int code_at(GLOBAL const u8* RESTRICT blk, int e) {
-#if LEGACY32 /* element e: low nibble of byte e, e + 16: high; the fifth bit is bit e of qh */
+#if FMT_Q8_1
+    return (i8)blk[4 + e];
+#elif LEGACY32 /* element e: low nibble of byte e, e + 16: high; the fifth bit is bit e of qh */
     int q = (blk[QS_AT + (e & 15)] >> (4 * (e >> 4))) & 15;
 #if QH_AT
     q |= (int)((load_u32(blk + QH_AT) >> e) & 1u) << 4;
@@ -377,6 +384,12 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
         a[v] = d;
         b[v] = nm;
     }
+#elif FMT_Q8_1
+    const float d = LOAD_F16((GLOBAL const T_F16*)blk, 0);
+    UNROLL for (int v = 0; v < SV; ++v) {
+        q[v] = VLOAD_I8((GLOBAL const i8*)blk + 4, v * VW);
+        a[v] = d;
+    }
 #elif FMT_IQ4_NL || FMT_IQ4_XS
     float d, unused;
     group_scale(blk, 2 * j, &d, &unused);
@@ -589,7 +602,7 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #endif
 }
 
-#if !FMT_MXFP4 && !DECODE_ONLY
+#if !FMT_MXFP4 && !NO_QUANTIZE_K
 /* quantize_k: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_, _q6_K_, _q8_K_ref),
  * one work-item per super-block of 256 values, bit-exact on a device that rounds division and
  * square root correctly and keeps denormals (the backend's supports() asks for both): every
@@ -720,6 +733,97 @@ DEVICE float qx16(const float* x, u8* L) {
         }
     }
     return scale;
+}
+#endif
+
+#if LEGACY32 || FMT_Q8_1
+/* quantize_k of the legacy blocks of 32 (quantize_row_q4_1_ref, _q5_0_, _q5_1_, _q8_1_ref), one
+ * work-item per block. Where C is undefined, accel's rules (docs/api.md): a block with a NaN
+ * stores d = NaN and the codes of an all-zero block (m = 0, q8_1's s NaN); one with an infinity
+ * the reference's (infinite) d and the same codes; a d whose 1/d overflows the codes of an
+ * all-zero block. */
+KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
+    const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (b >= nblocks) return;
+    GLOBAL u8* o = out + b * BLOCK_BYTES;
+    float v[32];
+    int finite = 1, has_nan = 0;
+    for (int i = 0; i < 32; ++i) {
+        v[i] = LOAD_IN(x, b * 32 + i);
+        has_nan |= IS_NAN(v[i]);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+    }
+#if FMT_Q4_1 || FMT_Q5_1 /* the first of equal extremes (strict compares), as the C loop */
+    float lo = v[0], hi = v[0];
+    for (int i = 1; i < 32; ++i) {
+        if (v[i] < lo) lo = v[i];
+        if (v[i] > hi) hi = v[i];
+    }
+#if FMT_Q4_1
+    const float levels = 15.0f;
+#else
+    const float levels = 31.0f;
+#endif
+    const float d = finite ? FDIV_RN(FADD_RN(hi, -lo), levels) : AS_FLOAT(0x7f800000u);
+#elif FMT_Q5_0 /* the first value of largest magnitude, over -16 */
+    float amax = 0.0f, lo = 0.0f;
+    for (int i = 0; i < 32; ++i)
+        if (amax < FABS(v[i])) {
+            amax = FABS(v[i]);
+            lo = v[i];
+        }
+    const float d = FDIV_RN(lo, -16.0f);
+#else /* q8_1 */
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = FABS(v[i]) > amax ? FABS(v[i]) : amax;
+    const float d = FDIV_RN(amax, 127.0f);
+#endif
+    float id = (d != 0.0f && finite) ? FDIV_RN(1.0f, d) : 0.0f;
+    id = IS_INF(id) ? 0.0f : id;
+    if (has_nan) {  /* 0x7E00 as bytes: float16 conversions disagree on NaN payloads */
+        o[0] = 0x00;
+        o[1] = 0x7E;
+    } else {
+        put_f16(o, d);
+    }
+#if FMT_Q8_1
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+        const int c = finite ? (int)ROUND_HALF_AWAY(FMUL_RN(v[i], id)) : 0;
+        o[4 + i] = (u8)(i8)c;
+        sum += c;
+    }
+    if (finite) {
+        put_f16(o + 2, FMUL_RN((float)sum, d));
+    } else {
+        o[2] = 0x00;
+        o[3] = 0x7E;
+    }
+#else
+#if FMT_Q4_1 || FMT_Q5_1
+    put_f16(o + 2, finite ? lo : 0.0f);
+#endif
+    u32 qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        int c[2];
+        for (int h = 0; h < 2; ++h) {
+            const float e = v[j + 16 * h];
+#if FMT_Q5_0
+            c[h] = imin(31, (int)FADD_RN(finite ? FMUL_RN(e, id) : 0.0f, 16.5f));
+#else
+            c[h] = (int)FADD_RN(finite ? FMUL_RN(FADD_RN(e, -lo), id) : 0.0f, 0.5f);
+#if FMT_Q4_1
+            c[h] = imin(15, c[h]);
+#endif
+#endif
+            qh |= (u32)((c[h] >> 4) & 1) << (j + 16 * h);
+        }
+        o[QS_AT + j] = (u8)((c[0] & 15) | ((c[1] & 15) << 4));
+    }
+#if QH_AT
+    for (int k = 0; k < 4; ++k) o[QH_AT + k] = (u8)(qh >> (8 * k));
+#endif
+#endif
 }
 #endif
 
@@ -904,7 +1008,10 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
  * blocks of XQ_BYTES, and each block pair adds one float32 term (kx_term), added in order: GGML's
  * exact integer sums scaled in the CPU reference's float32 order, so the results are its bits.
  * One work-item per output; grid as qmatmul_k's. */
-#if QB == 32
+#if FMT_Q4_1 || FMT_Q5_1
+#define XQB 32 /* q8_1: float16 d, float16 s = d sum(codes), 32 int8 codes */
+#define XQ_BYTES 36
+#elif QB == 32
 #define XQB 32 /* q8_0: float16 d, 32 int8 codes */
 #define XQ_BYTES 34
 #else
@@ -918,18 +1025,22 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
  * mxfp4, vec_dot_mxfp4_q8_0: (2^(e-128) d_x) s, s the integer dot of the codes. */
 DEVICE float kx_term(GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb) {
 #if DECODE_ONLY
-    /* q5_0, iq4_nl x q8_0 and q2_k, q3_k, iq4_xs x q8_k (ggml's vec_dot_*): S = sum over groups
+    /* q5_0, iq4_nl x q8_0, q4_1, q5_1 x q8_1 and q2_k, q3_k, iq4_xs x q8_k (ggml's vec_dot_*):
+     * S = sum over groups
      * of 16 of the integer scale times (w codes . x codes), Mn (q2_k) = sum of the integer mins
      * times q8_k's sums of 16 x codes; the term (d_w d_x) S - (dm_w d_x) Mn. (The cpu
      * reference scales iq4_xs per group of 32: the same sums, other float32 roundings.) */
 #if QB == 32
     const float dx = f16_to_f32((u32)xb[0] | ((u32)xb[1] << 8));
-    GLOBAL const i8* xc = (GLOBAL const i8*)(xb + 2);
+    GLOBAL const i8* xc = (GLOBAL const i8*)(xb + XQ_BYTES - 32);
 #else
     const float dx = AS_FLOAT(load_u32(xb));
     GLOBAL const i8* xc = (GLOBAL const i8*)(xb + 4);
 #endif
-    int S = 0, Mn = 0;
+    int S = 0;
+#if !(FMT_Q4_1 || FMT_Q5_1)
+    int Mn = 0;
+#endif
     for (int g = 0; g < QB / 16; ++g) {
         int s = 0, sx, sy;
         for (int l = 16 * g; l < 16 * g + 16; ++l) s += code_at(wb, l) * xc[l];
@@ -941,7 +1052,11 @@ DEVICE float kx_term(GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb)
     }
     float d, dm;
     block_d(wb, &d, &dm);
+#if FMT_Q4_1 || FMT_Q5_1 /* vec_dot_q4_1_q8_1: (d_w d_x) S + m_w s_x, s_x q8_1's stored sum */
+    return FADD_RN(FMUL_RN(FMUL_RN(d, dx), (float)S), FMUL_RN(dm, f16_to_f32((u32)xb[2] | ((u32)xb[3] << 8))));
+#else
     return FADD_RN(FMUL_RN(FMUL_RN(d, dx), (float)S), -FMUL_RN(FMUL_RN(dm, dx), (float)Mn));
+#endif
 #elif FMT_MXFP4
     int s = 0;
     for (int l = 0; l < 32; ++l) {

@@ -243,7 +243,8 @@ def test_last_only_logits_are_the_last_row(tmp_path):
     full = model.forward(TOKENS)
     last = model.forward(TOKENS, last_only=True)
     assert last.shape == (1, full.shape[1])
-    np.testing.assert_allclose(last[0], full[-1], rtol=1e-6, atol=1e-6)
+    # one row through the output head instead of eight: float32 sums in another order
+    np.testing.assert_allclose(last[0], full[-1], rtol=0, atol=1e-5 * np.abs(full[-1]).max())
 
 
 def test_bench_model_times_the_greedy_run_and_names_what_it_did_not_run(tmp_path, capsys):

@@ -45,7 +45,9 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
             # C scans with strict < and >: the first of equal extremes (which decides -0.0 / +0.0)
             lo = _first_at(x, np.argmin(x, axis=1))[:, None]
             hi = _first_at(x, np.argmax(x, axis=1))[:, None]
-            d = (hi - lo) / F((1 << bits) - 1)
+            # an infinity and no NaN: the reference's d is infinite (all +inf too, where
+            # first-of-equal extremes would give inf - inf)
+            d = np.where(finite, (hi - lo) / F((1 << bits) - 1), F(np.inf))
         elif bits == 8:
             d = np.abs(x).max(axis=1, keepdims=True) / F(127)
         else:

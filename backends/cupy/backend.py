@@ -151,7 +151,7 @@ def _storage_dtype(dtype: str):
 class CuPyBackend(Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
     # the x_formats and formats its kernels compute (quant.cl's and kquant.cl's)
-    x_formats = kernels.KERNEL_X_FORMATS + ("q8_1", "q8_k")  # q8_1: see kernels.kernel_declines
+    x_formats = kernels.KERNEL_X_FORMATS + ("q8_1", "q8_k")
     formats = kernels.KERNEL_FORMATS + kernels.KQUANT_FORMATS
 
     platform: ClassVar[str]

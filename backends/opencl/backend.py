@@ -106,7 +106,7 @@ class OpenCLBackend(Backend):
     >>> accel.matmul(a, a.T, backend=be).tolist()
     [[5.0, 14.0], [14.0, 50.0]]
     """
-    x_formats = K.KERNEL_X_FORMATS + ("q8_1", "q8_k")  # the x_formats and formats its kernels compute (q8_1: see kernel_declines)
+    x_formats = K.KERNEL_X_FORMATS + ("q8_1", "q8_k")  # the x_formats and formats its kernels compute
     formats = K.KERNEL_FORMATS + K.KQUANT_FORMATS
 
     name = "opencl"

@@ -323,7 +323,8 @@ def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
             grid, lsize = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"])), (1, 1)
         nblocks = spec.M * spec.K // spec.x_fmt.block  # x quantized first: q8_k, mxfp4's q8_0
         xq = Scratch("xq", nblocks * spec.x_fmt.block_bytes)
-        quantizer = (K.kquant("q8_k", spec.dtype), "quantize_k") if spec.x_fmt.name == "q8_k" else \
+        quantizer = (K.kquant(spec.x_fmt.name, spec.dtype), "quantize_k") \
+            if spec.x_fmt.name in K.KQUANT_FORMATS else \
             (_quant("q8_0", spec.dtype, params["qmatmul"]), "quantize")
         return (_launch_1d(*quantizer, nblocks, (Operand("x"), xq), (np.int64(nblocks),),
                            f"{quantizer[1]} (x to {spec.x_fmt.name})"),
