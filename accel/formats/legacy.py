@@ -101,9 +101,27 @@ def parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None, np.
 
 
 def dequantize(raw: np.ndarray, fmt: str) -> np.ndarray:
-    """Bytes [n, block_bytes] -> float32 [n, 32], as ggml's to_float: q d (+ m)."""
-    d, m, q = parts(raw, fmt)
-    return q * d if m is None else q * d + m
+    """Bytes [n, block_bytes] -> float32 [n, 32], as ggml's to_float: q d (+ m), each rounded
+    once. The codes stay 8-bit integers until the product (the float-x qmatmul of the cpu
+    reference dequantizes every weight row of every call through here)."""
+    bits, has_min = _LAYOUT[fmt]
+    d = f16_at(raw, 0)[:, None]
+    if bits == 8:
+        q = raw[:, -BLOCK:].view(np.int8)
+    else:
+        qs = raw[:, -16:]
+        q = np.empty((len(raw), BLOCK), np.uint8)
+        q[:, :16], q[:, 16:] = qs & 0x0F, qs >> 4
+        if bits == 5:
+            qh = raw[:, -20:-16].copy().view("<u4")
+            q |= (((qh >> np.arange(32, dtype=np.uint32)) & 1) << 4).astype(np.uint8)
+        if not has_min:
+            q = q.view(np.int8) - np.int8(1 << (bits - 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = np.multiply(q, d, dtype=F)
+        if has_min:
+            y += f16_at(raw, 2)[:, None]
+    return y
 
 
 def dot(x_raw: np.ndarray, x_fmt: str, w_raw: np.ndarray, fmt: str, M: int, N: int,
