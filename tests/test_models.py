@@ -282,3 +282,16 @@ def test_real_gemma3_270m_on_opencl_matches_the_float64_reference():
     m = logit_measures(ref_logits, logits)
     assert m["mean_kl"] <= 1e-4 and m["top1_agreement"] >= 0.99, m
     assert max(relative_errors(ref_hidden, hidden)) < 1e-4
+
+
+def test_run_prompt_without_a_tokenizer_library_is_a_usage_error(tmp_path, capsys):
+    import importlib.util
+
+    from accel.cli import main
+
+    if any(importlib.util.find_spec(m) for m in ("llama_cpp", "transformers")):
+        pytest.skip("a tokenizer library is installed here; this checks the error without one")
+    path = write_model(tmp_path / "l.gguf", "llama")
+    assert main(["run", path, "--prompt", "hello", "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--prompt" in err and "llama-cpp-python" in err and "transformers" in err
