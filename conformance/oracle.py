@@ -16,9 +16,10 @@ LEGACY = ("q8_0", "q4_0")  # the formats this module quantizes itself
 #: elements and bytes per block of the formats whose quantizer is ggml's search (ggml_ref)
 SUPER = {"q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210), "q8_k": (256, 292),
          "mxfp4": (32, 17), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q2_k": (256, 84),
-         "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136), "q8_1": (32, 36)}
+         "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136), "q8_1": (32, 36),
+         "q1_0": (128, 18), "tq1_0": (256, 54), "tq2_0": (256, 66)}
 #: the formats whose blocks this module reads as groups w = a c - b (``group_parts``)
-GROUPED = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+GROUPED = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
 #: the 4-bit non-linear code values of iq4_nl and iq4_xs (ggml-common.h's kvalues_iq4nl)
 _IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113])
 #: twice the FP4 (E2M1) value of each mxfp4 code
@@ -181,14 +182,19 @@ def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
         if fmt in _CODES_AT:  # 1/d overflows (C's conversion of inf is undefined): accel's codes
             tiny = finite & _inverse_overflows(blocks, fmt)  # of an all-zero block
             zero = _reference_quantize(np.zeros((1, block), np.float32), fmt)
-            out[tiny, _CODES_AT[fmt]:] = zero[0, _CODES_AT[fmt]:]
+            out[tiny, _CODES_AT[fmt]] = zero[0, _CODES_AT[fmt]]
             if fmt == "q8_1":  # s = d * sum(codes) = +0
                 out[tiny, 2:4] = 0
     if finite.all():
         return out.reshape(x.shape[:-1] + (-1,))
+    if fmt == "q1_0":  # C is defined here (d = sum |x| / 128, a bit per sign): ggml's bytes,
+        out[~finite] = _reference_quantize(blocks[~finite], fmt)  # a NaN d stored as 0x7E00
+        nan_d = np.isnan(out[:, :2].copy().view(np.float16)[:, 0])
+        out[nan_d, :2] = np.full(1, np.nan, np.float16).view(np.uint8)
+        return out.reshape(x.shape[:-1] + (-1,))
     bad = blocks[~finite]
     out[~finite] = _reference_quantize(np.zeros((1, block), np.float32), fmt)
-    scale_at = {"q6_k": 208, "q2_k": 80, "q3_k": 108}.get(fmt, 0)
+    scale_at = {"q6_k": 208, "q2_k": 80, "q3_k": 108, "tq1_0": 52, "tq2_0": 64}.get(fmt, 0)
     if fmt == "mxfp4":
         out[~finite, 0] = 0xFF
     elif fmt == "q8_k":
@@ -207,8 +213,9 @@ def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
     return out.reshape(x.shape[:-1] + (-1,))
 
 
-#: where the codes start in the blocks of the legacy formats ggml quantizes here
-_CODES_AT = {"q4_1": 4, "q5_0": 2, "q5_1": 4, "q8_1": 4}
+#: the code bytes of the formats whose codes C leaves undefined where 1/d overflows
+_CODES_AT = {"q4_1": slice(4, None), "q5_0": slice(2, None), "q5_1": slice(4, None),
+             "q8_1": slice(4, None), "tq1_0": slice(0, 52), "tq2_0": slice(0, 64)}
 
 
 def _inverse_overflows(blocks: np.ndarray, fmt: str) -> np.ndarray:
@@ -221,6 +228,8 @@ def _inverse_overflows(blocks: np.ndarray, fmt: str) -> np.ndarray:
             d = (first / f32(-16)).astype(f32)
         elif fmt == "q8_1":
             d = (np.abs(blocks).max(axis=1) / f32(127)).astype(f32)
+        elif fmt in ("tq1_0", "tq2_0"):  # d = max |x|
+            d = np.abs(blocks).max(axis=1).astype(f32)
         else:
             levels = f32(15 if fmt == "q4_1" else 31)
             d = ((blocks.max(axis=1) - blocks.min(axis=1)) / levels).astype(f32)
@@ -322,6 +331,21 @@ def group_parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray, np.n
         return d[:, None], b[:, None], c[:, None, :]
     if fmt == "iq4_nl":
         return _f16(r8, 0)[:, None], np.zeros((n, 1)), _IQ4_VALUES[_nibbles(r[:, 2:])][:, None, :]
+    if fmt == "q1_0":  # bit j % 8 of byte 2 + j // 8: +d where set, -d where clear
+        c = ((r[:, 2 + np.arange(128) // 8] >> (np.arange(128) % 8)) % 2) * 2 - 1
+        return np.repeat(_f16(r8, 0)[:, None], 4, axis=1), np.zeros((n, 4)), c.reshape(n, 4, 32)
+    if fmt == "tq2_0":  # element 128 j + 32 l + m: bits 2 l of byte 32 j + m, less 1
+        e = np.arange(256)
+        c = (r[:, 32 * (e // 128) + e % 32] >> (2 * ((e % 128) // 32))) % 4 - 1
+        return _f16(r8, 64)[:, None], np.zeros((n, 1)), c[:, None, :]
+    if fmt == "tq1_0":  # a byte b holds the base-3 digits of floor(243 b / 256), top digit first
+        def digits(b: np.ndarray, k: int) -> np.ndarray:  # [n, bytes] -> [n, k, bytes]
+            v = (b * 243) // 256
+            return np.stack([(v // 3 ** (4 - i)) % 3 for i in range(k)], axis=1)
+
+        c = np.concatenate([digits(r[:, :32], 5).reshape(n, 160), digits(r[:, 32:48], 5).reshape(n, 80),
+                            digits(r[:, 48:52], 4).reshape(n, 16)], axis=1) - 1
+        return _f16(r8, 52)[:, None], np.zeros((n, 1)), c[:, None, :]
     if fmt == "iq4_xs":
         d = _f16(r8, 0)
         scales_h = r8[:, 2:4].copy().view("<u2").astype(np.int64)

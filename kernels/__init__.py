@@ -61,10 +61,13 @@ KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
 #: on every dialect
 KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1", "q8_1", "q2_k",
-                  "q3_k", "iq4_nl", "iq4_xs")
-#: those of them kquant.cl does not quantize (its NO_QUANTIZE_K: ggml's quantizers of these are
-#: searches): their quantize runs on the CPU reference so far
-KQUANT_DECODE_ONLY = ("q2_k", "q3_k", "iq4_nl", "iq4_xs")
+                  "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
+#: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
+#: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
+KQUANT_DECODE_ONLY = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
+#: weight formats whose blocks span several of their x format's (q1_0: 128 values, q8_0: 32),
+#: which qmatmul_kx does not pair: their x_format runs on the CPU reference
+_NO_DEVICE_X_FORMAT = ("q1_0",)
 
 
 def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:
@@ -72,14 +75,15 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
     device, or None: the one reason every kernel runtime's ``supports()``, and the support
     matrix's compiled-only columns, give for the formats kquant.cl only decodes.
 
-    >>> kernel_declines("dequantize", "q5_0") is None, kernel_declines("quantize", "q5_0")[:21]
-    (True, 'quantize to q5_0 runs')
+    >>> kernel_declines("dequantize", "q2_k") is None, kernel_declines("quantize", "q2_k")[:21]
+    (True, 'quantize to q2_k runs')
     """
-    if fmt not in KQUANT_DECODE_ONLY:
-        return None
-    if op == "quantize":
-        return (f"quantize to {fmt} runs on the cpu reference only so far (ggml's quantizer of "
-                f"it is a search; the device kernels dequantize it and take it in qmatmul)")
+    if fmt in _NO_DEVICE_X_FORMAT and x_fmt is not None:
+        return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
+                f"far (a {fmt} block spans several {x_fmt} blocks); float x runs here")
+    if fmt in KQUANT_DECODE_ONLY and op == "quantize":
+        return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "
+                f"dequantize it and take it in qmatmul)")
     return None
 
 
@@ -673,7 +677,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k")
     names += (() if fmt in KQUANT_DECODE_ONLY else ("quantize_k",)) + (
-        () if fmt in ("q8_k", "q8_1") else ("qmatmul_kx",)) + (
+        () if fmt in ("q8_k", "q8_1") + _NO_DEVICE_X_FORMAT else ("qmatmul_kx",)) + (
         ("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())
     return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},
                    _dialects(p))

@@ -53,6 +53,15 @@
 #elif FMT_Q8_1
 #define QB 32
 #define BLOCK_BYTES 36
+#elif FMT_Q1_0
+#define QB 128
+#define BLOCK_BYTES 18
+#elif FMT_TQ1_0
+#define QB 256
+#define BLOCK_BYTES 54
+#elif FMT_TQ2_0
+#define QB 256
+#define BLOCK_BYTES 66
 #else
 #define QB 32
 #define BLOCK_BYTES 17
@@ -61,9 +70,12 @@
 /* the formats this file reads through code_at / group_ints / block_d (dequantize_k, qmatmul_k,
  * qmatmul_kx; sub_codes for qgemv_k); of them, q2_k, q3_k, iq4_nl and iq4_xs have no quantize_k
  * here (their quantizers are searches: they run on the CPU reference so far) */
-#define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q8_1 || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
-#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
-#define NO_KX (FMT_Q8_K || FMT_Q8_1)
+#define SIGNS (FMT_Q1_0 || FMT_TQ1_0 || FMT_TQ2_0) /* codes -1 / 1 or -1 / 0 / 1 times d */
+#define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q8_1 || FMT_Q2_K || FMT_Q3_K || \
+                     FMT_IQ4_NL || FMT_IQ4_XS || SIGNS)
+#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS || SIGNS)
+/* q1_0's blocks of 128 meet four q8_0 blocks each: qmatmul_kx pairs one block with one */
+#define NO_KX (FMT_Q8_K || FMT_Q8_1 || FMT_Q1_0)
 /* the legacy layouts of blocks of 32: float16 d (then m or q8_1's s), the fifth bits, 16 bytes
  * of nibbles (q8_1: 32 int8 codes) */
 #define LEGACY32 (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1)
@@ -136,6 +148,17 @@ DEVICE int iq4_value(int c) {
 DEVICE int code_at(GLOBAL const u8* RESTRICT blk, int e) {
 #if FMT_Q8_1
     return (i8)blk[4 + e];
+#elif FMT_Q1_0 /* bit e % 8 of byte 2 + e / 8: +1 where set, -1 where clear */
+    return ((blk[2 + e / 8] >> (e % 8)) & 1) ? 1 : -1;
+#elif FMT_TQ2_0 /* element 128 j + 32 l + m: bits 2 l of byte 32 j + m, less 1 */
+    return ((blk[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) - 1;
+#elif FMT_TQ1_0
+    /* trit n of byte b (five a byte: elements 32 n + m of bytes 0-31, 160 + 16 n + m of 32-47;
+     * four: 240 + 4 n + m of 48-51) is the top trit of (b 3^n mod 256), ggml's base-3 packing */
+    const int pow3[5] = {1, 3, 9, 27, 81};
+    const int b = e < 160 ? blk[e % 32] : (e < 240 ? blk[32 + (e - 160) % 16] : blk[48 + (e - 240) % 4]);
+    const int n = e < 160 ? e / 32 : (e < 240 ? (e - 160) / 16 : (e - 240) / 4);
+    return ((((b * pow3[n]) & 255) * 3) >> 8) - 1;
 #elif LEGACY32 /* element e: low nibble of byte e, e + 16: high; the fifth bit is bit e of qh */
     int q = (blk[QS_AT + (e & 15)] >> (4 * (e >> 4))) & 15;
 #if QH_AT
@@ -187,6 +210,10 @@ DEVICE void block_d(GLOBAL const u8* RESTRICT blk, float* d, float* dm) {
     GLOBAL const T_F16* h = (GLOBAL const T_F16*)(blk + 80);
 #elif FMT_Q3_K
     GLOBAL const T_F16* h = (GLOBAL const T_F16*)(blk + 108);
+#elif FMT_TQ1_0
+    GLOBAL const T_F16* h = (GLOBAL const T_F16*)(blk + 52);
+#elif FMT_TQ2_0
+    GLOBAL const T_F16* h = (GLOBAL const T_F16*)(blk + 64);
 #else
     GLOBAL const T_F16* h = (GLOBAL const T_F16*)blk;
 #endif
@@ -383,6 +410,18 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
 #endif
         a[v] = d;
         b[v] = nm;
+    }
+#elif SIGNS /* lane by lane through code_at */
+    float d, unused;
+    group_scale(blk, 0, &d, &unused);
+    UNROLL for (int v = 0; v < SV; ++v) {
+#if VW == 1
+        q[v] = code_at(blk, 32 * j + v);
+#else
+        __private int* ql = (__private int*)&q[v];
+        for (int i = 0; i < VW; ++i) ql[i] = code_at(blk, 32 * j + v * VW + i);
+#endif
+        a[v] = d;
     }
 #elif FMT_Q8_1
     const float d = LOAD_F16((GLOBAL const T_F16*)blk, 0);

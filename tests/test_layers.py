@@ -17,7 +17,7 @@ PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conforman
                 "accel.kernels": "kernels"}
 
 BASE = {"accel.errors", "accel.dtypes", "accel.formats", "accel.formats.rounding",
-        "accel.formats.legacy", "accel.formats.kquants", "accel.formats.iquants", "accel.spec", "accel.diskcache",
+        "accel.formats.legacy", "accel.formats.kquants", "accel.formats.iquants", "accel.formats.ternary", "accel.spec", "accel.diskcache",
         "accel.exact_int8", "accel.argtypes", "accel.hostmem"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()

@@ -32,7 +32,8 @@ class QuantFormat:
     #: format (its ``vec_dot_type``); none for the activation formats q8_1 and q8_k
     vec_dot: str | None
     #: the codec module in this package: ``legacy`` (blocks of 32 with a float16 scale),
-    #: ``kquants`` (super-blocks of 256, and mxfp4), ``iquants`` (non-linear codebooks)
+    #: ``kquants`` (super-blocks of 256, and mxfp4), ``iquants`` (non-linear codebooks),
+    #: ``ternary`` (q1_0's signs, tq1_0's and tq2_0's -1 / 0 / 1)
     family: str
     #: ggml's name of the type (GGUF's tensor type)
     ggml: str = ""
@@ -86,6 +87,12 @@ FORMATS = dict([
     _row("iq4_nl", BLOCK, 2 + BLOCK // 2, 4, "q8_0", "iquants"),
     # f16 d, u16 high scale bits, 4 bytes of low scale nibbles, 128 bytes of nibbles
     _row("iq4_xs", SUPER_BLOCK, 2 + 2 + 4 + SUPER_BLOCK // 2, 4, "q8_k", "iquants"),
+    # 16 bytes of sign bits (element j at bit j % 8 of byte j / 8) after f16 d = mean |x|
+    _row("q1_0", 4 * BLOCK, 2 + 4 * BLOCK // 8, 1, "q8_0", "ternary"),
+    # ternary codes: 48 bytes of five base-3 trits, 4 bytes of four, f16 d
+    _row("tq1_0", SUPER_BLOCK, 48 + 4 + 2, 2, "q8_k", "ternary", (52,)),
+    # ternary codes: 64 bytes of four 2-bit codes, f16 d
+    _row("tq2_0", SUPER_BLOCK, SUPER_BLOCK // 4 + 2, 2, "q8_k", "ternary", (64,)),
     # activation formats: f16 d, f16 s = d * sum(codes), 32 int8 codes
     _row("q8_1", BLOCK, 4 + BLOCK, 8, None, "legacy", (0, 2)),
     # f32 d, 256 int8 codes, 16 int16 sums of 16 codes
