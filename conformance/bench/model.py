@@ -77,7 +77,8 @@ def time_llama_cpp(path: str, ids: list[int], n_new: int, threads: int) -> dict[
     """llama.cpp's greedy run of the same ids with ``threads`` threads (its CPU backend)."""
     from llama_cpp import Llama
 
-    llm = Llama(model_path=path, n_ctx=len(ids) + n_new + 8, n_batch=len(ids), n_threads=threads,
+    n_ctx = len(ids) + n_new + 8  # n_batch = n_ctx: its scores then have a row per position
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
                 n_threads_batch=threads, verbose=False)
 
     def first(prompt: list[int]) -> np.ndarray:
