@@ -367,6 +367,9 @@ DEVICE float16 block_scales(GLOBAL const u8* RESTRICT blk) {
 DEVICE vi_t iq4_values(vi_t c) {
 #if VW == 1
     return iq4_value(c);
+#elif VW == 16 && defined(ACCEL_LOOKUP16F) /* one vpermps (AVX-512): the values as floats */
+    return convert_int16(ACCEL_LOOKUP16F((float16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+                                                   25, 38, 53, 69, 89, 113), c));
 #else  /* lane by lane: PoCL 3.0 built no kernel at all from a shuffle() of an int16 table */
     vi_t r;
     __private int* rl = (__private int*)&r;
@@ -411,15 +414,29 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
         a[v] = d;
         b[v] = nm;
     }
-#elif SIGNS /* lane by lane through code_at */
+#elif SIGNS
     float d, unused;
     group_scale(blk, 0, &d, &unused);
     UNROLL for (int v = 0; v < SV; ++v) {
+        const int e0 = 32 * j + v * VW;  /* the vector's first element (VW divides 16) */
 #if VW == 1
-        q[v] = code_at(blk, 32 * j + v);
-#else
-        __private int* ql = (__private int*)&q[v];
-        for (int i = 0; i < VW; ++i) ql[i] = code_at(blk, 32 * j + v * VW + i);
+        q[v] = code_at(blk, e0);
+#elif FMT_Q1_0 /* bits e0 % 8 .. of the 16-bit word at byte 2 + e0 / 8 */
+        const i32 w = (i32)blk[2 + e0 / 8] | ((i32)blk[3 + e0 / 8] << 8);
+        q[v] = ((((vi_t)w) >> (VIOTA + e0 % 8)) & 1) * 2 - 1;
+#elif FMT_TQ2_0
+        q[v] = ((VLOAD_U8(blk + 32 * (j / 4), v * VW) >> (2 * (j % 4))) & 3) - 1;
+#else /* tq1_0: a vector of the five-trit bytes has one trit position n; the last 16 elements
+       * (four trits a byte) go lane by lane */
+        if (e0 < 240) {
+            const int pow3[5] = {1, 3, 9, 27, 81};
+            const vi_t b = e0 < 160 ? VLOAD_U8(blk, e0 % 32) : VLOAD_U8(blk + 32, (e0 - 160) % 16);
+            const int n = e0 < 160 ? e0 / 32 : (e0 - 160) / 16;
+            q[v] = ((((b * pow3[n]) & 255) * 3) >> 8) - 1;
+        } else {
+            __private int* ql = (__private int*)&q[v];
+            for (int i = 0; i < VW; ++i) ql[i] = code_at(blk, e0 + i);
+        }
 #endif
         a[v] = d;
     }

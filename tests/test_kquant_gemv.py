@@ -18,7 +18,7 @@ from accel.conformance import oracle, tolerance
 from accel.conformance.compare import compare_values
 from accel.formats import get_format
 
-WEIGHTS = ["q4_k", "q5_k", "q6_k", "mxfp4", *K.KQUANT_DECODE_ONLY]
+WEIGHTS = ["q4_k"] + [f for f in K.KQUANT_FORMATS if f != "q4_k" and not get_format(f).activation_only]
 SETS = {"cpu": K.CPU_KGEMV, "gpu": K.GPU_KGEMV,
         "cpu-tall": {**K.CPU_KGEMV, "RN": 3, "XRN": 3, "RM": 2, "VW": 8},  # RN 3 at M = 1, 1 beyond
         "gpu-rows": {**K.GPU_KGEMV, "KWG": 8, "RN": 2, "RM": 2}}
