@@ -76,6 +76,7 @@ def info_record() -> dict:
         "selected": chosen, "selection_error": invalid,
         "backends": [{"name": s.name, "available": s.available, "reason": s.reason,
                       "origin": s.origin, "priority": s.priority, "skipped": s.skipped,
+                      "formats": list(s.formats), "quantize_on_cpu_only": _cpu_only(s),
                       "devices": [{"device": f"{s.name}:{i}", **dataclasses.asdict(d)}
                                   for i, d in enumerate(s.devices)]}
                      for s in accel.backends()],
@@ -83,6 +84,16 @@ def info_record() -> dict:
         "cache": str(cache_root()),
         "environment": {name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
     }
+
+
+def _cpu_only(status) -> list[str]:
+    """The formats a built-in kernel runtime (OpenCL, CUDA, HIP) declares but leaves quantize of
+    to the cpu reference (accel.kernels.kernel_declines)."""
+    if status.origin != "builtin" or status.name not in ("opencl", "cuda", "hip"):
+        return []
+    from accel.kernels import kernel_declines
+
+    return [f for f in status.formats if kernel_declines("quantize", f)]
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -129,6 +140,12 @@ def _info(args: argparse.Namespace) -> int:
                           f"{escape(s['reason'])}")
         for why in s["skipped"]:
             console.print(f"[yellow]skipped[/] [bold]{escape(s['name'])}[/] device: {escape(why)}")
+    for s in record["backends"]:
+        if s["available"] and s["formats"]:
+            cpu_only = f" (quantize of {', '.join(s['quantize_on_cpu_only'])} on the cpu reference)" \
+                if s["quantize_on_cpu_only"] else ""
+            console.print(f"formats [bold]{escape(s['name'])}[/]: {escape(' '.join(s['formats']))}"
+                          + escape(cpu_only))
     for why in record["ignored_plugins"]:
         console.print(f"[yellow]ignored plugin[/] {escape(why)}")
     settings = record["environment"]

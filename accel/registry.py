@@ -46,6 +46,8 @@ class BackendStatus:
     origin: str = "builtin"  # or the plugin's distribution
     devices: list[DeviceInfo] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # devices left out, each with why
+    #: the quantization formats its quantize / dequantize / qmatmul take (Backend.formats)
+    formats: tuple[str, ...] = ()
 
 
 _lock = threading.RLock()
@@ -174,7 +176,7 @@ def backends(*, refresh: bool = False) -> list[BackendStatus]:
                 cls = _load_class(name)
                 devs = list(cls.devices())
                 status = BackendStatus(name, True, "", cls.auto_priority(devs), origin, devs,
-                                       list(cls.skipped_devices()))
+                                       list(cls.skipped_devices()), tuple(cls.formats))
             except AccelError as e:
                 status = BackendStatus(name, False, str(e).removeprefix(f"backend {name!r}: "),
                                        origin=origin)

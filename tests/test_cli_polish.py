@@ -49,6 +49,23 @@ def test_info_json_lists_backends_devices_and_the_variables_set(monkeypatch, cap
     assert record["environment"] == {"ACCEL_GEMV_KERNEL": "qgemv"}
 
 
+def test_info_lists_every_format_per_backend_and_what_stays_on_the_cpu(capsys):
+    from accel.formats import FORMATS
+    from accel.kernels import kernel_declines
+
+    assert main(["info", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    cpu = next(b for b in record["backends"] if b["name"] == "cpu")
+    assert set(cpu["formats"]) == set(FORMATS) and cpu["quantize_on_cpu_only"] == []
+    for b in record["backends"]:
+        if b["name"] in ("opencl", "cuda", "hip") and b["formats"]:
+            assert set(b["formats"]) == set(FORMATS)  # every format decodes on the kernel runtimes
+            assert b["quantize_on_cpu_only"] == [f for f in b["formats"] if kernel_declines("quantize", f)]
+            assert "q2_k" in b["quantize_on_cpu_only"] and "q4_0" not in b["quantize_on_cpu_only"]
+    assert main(["info"]) == 0
+    assert "formats cpu: q8_0 q4_0" in capsys.readouterr().out
+
+
 def test_info_table_says_which_variables_are_set(monkeypatch, capsys):
     monkeypatch.setenv("ACCEL_OPENCL_BUILTINS", "0")
     assert main(["info", "--width", "200"]) == 0
