@@ -64,7 +64,7 @@ KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1
                   "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
 #: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
 #: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
-KQUANT_DECODE_ONLY = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
+KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
 #: weight formats whose blocks span several of their x format's (q1_0: 128 values, q8_0: 32),
 #: which qmatmul_kx does not pair: their x_format runs on the CPU reference
 _NO_DEVICE_X_FORMAT = ("q1_0",)
@@ -73,7 +73,7 @@ _NO_DEVICE_X_FORMAT = ("q1_0",)
 def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:
     """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``) on any
     device, or None: the one reason every kernel runtime's ``supports()``, and the support
-    matrix's compiled-only columns, give for the formats kquant.cl only decodes.
+    matrix's compiled-only columns, give where kquant.cl has no kernel for it.
 
     >>> kernel_declines("dequantize", "q2_k") is None, kernel_declines("quantize", "q2_k")[:21]
     (True, 'quantize to q2_k runs')
@@ -81,7 +81,7 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
     if fmt in _NO_DEVICE_X_FORMAT and x_fmt is not None:
         return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
                 f"far (a {fmt} block spans several {x_fmt} blocks); float x runs here")
-    if fmt in KQUANT_DECODE_ONLY and op == "quantize":
+    if fmt in KQUANT_NO_QUANTIZE and op == "quantize":
         return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "
                 f"dequantize it and take it in qmatmul)")
     return None
@@ -676,7 +676,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     p = _without_planner_keys(GPU_KGEMV if params is None else params)
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
     names = ("dequantize_k", "qmatmul_k", "qgemv_k")
-    names += (() if fmt in KQUANT_DECODE_ONLY else ("quantize_k",)) + (
+    names += (() if fmt in KQUANT_NO_QUANTIZE else ("quantize_k",)) + (
         () if fmt in ("q8_k", "q8_1") + _NO_DEVICE_X_FORMAT else ("qmatmul_kx",)) + (
         ("qgemv_kx",) if fmt in ("q4_k", "q6_k", "mxfp4") else ())
     return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},
