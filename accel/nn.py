@@ -15,6 +15,7 @@ the result back to that backend: the reference's answer, with a round trip of th
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -283,17 +284,19 @@ def _angles(pos: np.ndarray, base: float, r: int, fs: float,
 #: at the same positions with one or two bases, so most calls find theirs on the device already
 _TABLES: dict[tuple, tuple[Tensor, Tensor]] = {}
 _TABLES_KEPT = 8
+_TABLES_LOCK = threading.Lock()
 
 
 def _device_tables(backend: Backend, pos: np.ndarray, base: float, r: int, fs: float,
                    ff: np.ndarray | None) -> list[Tensor]:
     key = (id(backend), pos.shape, pos.tobytes(), base, r, fs, None if ff is None else ff.tobytes())
-    if key not in _TABLES:
-        if len(_TABLES) >= _TABLES_KEPT:
-            del _TABLES[next(iter(_TABLES))]
-        _TABLES[key] = tuple(Tensor.from_host(backend, np.ascontiguousarray(t.reshape(-1, r // 2)))
-                             for t in _angles(pos, base, r, fs, ff))
-    return list(_TABLES[key])
+    with _TABLES_LOCK:  # threads decoding on one backend share the tables
+        if key not in _TABLES:
+            if len(_TABLES) >= _TABLES_KEPT:
+                del _TABLES[next(iter(_TABLES))]
+            _TABLES[key] = tuple(Tensor.from_host(backend, np.ascontiguousarray(t.reshape(-1, r // 2)))
+                                 for t in _angles(pos, base, r, fs, ff))
+        return list(_TABLES[key])
 
 
 # -- softmax --------------------------------------------------------------------------------------

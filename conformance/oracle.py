@@ -202,9 +202,8 @@ def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
     else:
         d = np.full(len(bad), np.nan, np.float32)
         has_nan = np.isnan(bad).any(axis=1)
-        if fmt == "q5_0":  # the first element of largest magnitude over -16
-            first = bad[np.arange(len(bad)), np.argmax(np.abs(bad) == np.abs(bad).max(axis=1)[:, None], axis=1)]
-            d = np.where(has_nan, d, first / np.float32(-16))
+        if fmt == "q5_0":
+            d = np.where(has_nan, d, _first_largest(bad) / np.float32(-16))
         elif fmt in ("q4_1", "q5_1", "q8_1"):  # (max - min) / levels or amax / 127: infinite
             d = np.where(has_nan, d, np.float32(np.inf))
         out[~finite, scale_at:scale_at + 2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
@@ -218,14 +217,19 @@ _CODES_AT = {"q4_1": slice(4, None), "q5_0": slice(2, None), "q5_1": slice(4, No
              "q8_1": slice(4, None), "tq1_0": slice(0, 52), "tq2_0": slice(0, 64)}
 
 
+def _first_largest(blocks: np.ndarray) -> np.ndarray:
+    """Each block's first element of largest magnitude, sign kept (q5_0's reference d is it
+    over -16)."""
+    amax = np.abs(blocks).max(axis=1)
+    return blocks[np.arange(len(blocks)), np.argmax(np.abs(blocks) == amax[:, None], axis=1)]
+
+
 def _inverse_overflows(blocks: np.ndarray, fmt: str) -> np.ndarray:
     """Blocks whose reference d (float32) is nonzero with 1/d beyond float32's range."""
     f32 = np.float32
     with np.errstate(all="ignore"):
-        if fmt == "q5_0":  # the first element of largest magnitude over -16
-            amax = np.abs(blocks).max(axis=1)
-            first = blocks[np.arange(len(blocks)), np.argmax(np.abs(blocks) == amax[:, None], axis=1)]
-            d = (first / f32(-16)).astype(f32)
+        if fmt == "q5_0":
+            d = (_first_largest(blocks) / f32(-16)).astype(f32)
         elif fmt == "q8_1":
             d = (np.abs(blocks).max(axis=1) / f32(127)).astype(f32)
         elif fmt in ("tq1_0", "tq2_0"):  # d = max |x|
