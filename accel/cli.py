@@ -210,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     # the command as typed (result files record it): main's own argv, not the process's, which
     # is pytest's or another program's when accel is called in-process
     args.command_line = "accel " + shlex.join(sys.argv[1:] if argv is None else argv)
+    # a command that isolates crashes in child processes re-runs these (only from a real
+    # command line: an in-process caller's registered backends would not exist in a child)
+    args.argv = sys.argv[1:] if argv is None else None
     if args.command is None:  # plain `accel`: what it can do
         parser.print_help()
         return 0

@@ -45,6 +45,10 @@ def register(subparsers) -> None:
     p.add_argument("--label", help="machine name in merged reports, as `accel bench --label` "
                                    "(default: hostname)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-isolation", action="store_true",
+                   help="run in this process: a case that crashes it (a segfault in a driver) "
+                        "ends the run without a result file (default: each crash is recorded "
+                        "as an error with its repro and the run goes on in a new process)")
     p.add_argument("--model", metavar="GGUF", help="model conformance instead of the suite: "
                    "this GGUF decoder on --backend against the float64 reference forward")
     p.add_argument("--tokens", metavar="IDS", help="with --model: the token ids to run "
@@ -82,6 +86,15 @@ def _run(args: argparse.Namespace) -> int:
     from accel.conformance.case import Case
     from accel.conformance.runner import CaseResult, repro_command, run_case
 
+    from accel.conformance import isolation, runner
+
+    journal = isolation.child_journal()
+    if journal is None and args.argv is not None and not args.no_isolation:
+        if args.model:
+            from accel.conformance.model_check import record_crash
+
+            return isolation.supervise(args.argv, lambda what: record_crash(args, what))
+        return isolation.supervise(args.argv)
     if args.model:  # model conformance (accel.conformance.model_check)
         from accel.conformance import model_check
 
@@ -108,6 +121,9 @@ def _run(args: argparse.Namespace) -> int:
         args.profile = args.profile or "quick"
         args.seed = 0 if args.seed is None else args.seed
         cases, targets = suite.planned(args.profile, args.seed, ops, dtypes)
+    if journal is not None:
+        journal.device(backend.device_id)
+        runner.use_journal(journal)
     console = Console(stderr=True)
     console.print(f"conformance: [bold]{backend.device_id}[/] ({escape(backend.info.name)}), "
                   f"profile {args.profile}, seed {args.seed}, evidence: {backend.evidence}")

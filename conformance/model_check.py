@@ -44,6 +44,19 @@ def check_model(path: str, backend: Any, tokens: Sequence[int] | None = None) ->
             "passed": bool(ok)}
 
 
+def record_crash(args: Any, what: str) -> None:
+    """The record of a model run whose process died (``what``: the signal), written where
+    ``--json`` asks, so a crash is a result and not a missing file."""
+    rec = {"schema": "accel.model-conformance/1", "model": str(args.model),
+           "backend": args.backend or "default", "passed": False, "crashed": what,
+           "repro": args.command_line}
+    print(f"model conformance of {args.model} on {rec['backend']}: CRASHED ({what}); repro: "
+          f"{args.command_line}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rec, f, indent=1)
+
+
 def run(args: Any) -> int:
     """The CLI's branch for ``--model``: print, optionally write JSON; exit 1 on a failure."""
     import accel

@@ -27,6 +27,7 @@ from accel.conformance.case import Case
 from accel.conformance.compare import Verdict, compare_bytes, compare_values
 from accel.conformance.guard import GuardedOutput
 from accel.conformance.inputs import build
+from accel.conformance.isolation import Journal
 
 
 @dataclass
@@ -44,6 +45,12 @@ class CaseResult:
     @property
     def ok(self) -> bool:
         return self.status not in ("failed", "error")
+
+    @classmethod
+    def from_json(cls, case: Case, record: dict) -> "CaseResult":
+        """A result read back from a record ``to_json`` made (the digest is not kept)."""
+        return cls(case, record["status"], record["evidence"], record.get("stats") or {},
+                   record.get("time_s", 0.0), record.get("reason", ""), record.get("repro", ""))
 
     def to_json(self) -> dict:
         return {"id": self.case.id, "op": self.case.op, "dtype": self.case.dtype,
@@ -63,6 +70,13 @@ def repro_command(backend: Backend, case: Case) -> str:
 #: the case being run and when it started (time.monotonic()), for a watchdog on another thread:
 #: a backend that hangs never returns to say which case it hung in
 _in_flight: tuple[Case, float] | None = None
+#: set in a crash-isolated child of ``accel conformance`` (isolation.py): finished cases replay
+_journal: Journal | None = None
+
+
+def use_journal(journal: Journal | None) -> None:
+    global _journal
+    _journal = journal
 
 
 def in_flight() -> tuple[Case, float] | None:
@@ -73,11 +87,18 @@ def in_flight() -> tuple[Case, float] | None:
 def run_case(backend: Backend, case: Case) -> CaseResult:
     """Run ``case`` on ``backend`` and judge it. Never raises for backend misbehaviour."""
     global _in_flight
+    if _journal is not None:
+        if (record := _journal.done.get(case.id)) is not None:
+            return CaseResult.from_json(case, record)
+        _journal.started(case.id)
     _in_flight = (case, time.monotonic())
     try:
-        return _run_case(backend, case)
+        result = _run_case(backend, case)
     finally:
         _in_flight = None
+    if _journal is not None:
+        _journal.finished(result.to_json())
+    return result
 
 
 def _run_case(backend: Backend, case: Case) -> CaseResult:

@@ -321,3 +321,51 @@ def test_a_hung_case_is_an_error_with_the_results_so_far(tmp_path):
     assert "did not finish within --timeout 2 s" in stuck["reason"]
     assert stuck["repro"].startswith("accel conformance --backend vx_hangs:0 --case ")
     assert f"stopped: {stuck['id']} ran past 2 s" in " ".join(proc.stderr.split())
+
+
+_CRASHES = '''
+import ctypes
+from accel.backends.cpu import CPUBackend
+
+class Crashes(CPUBackend):
+    name = "vx_crashes"
+
+    def compute(self, spec, *arrays):
+        if spec.out_shape[0] == 5:  # a driver that segfaults on one shape
+            ctypes.string_at(0)
+        return super().compute(spec, *arrays)
+'''
+
+
+def test_a_case_that_crashes_the_process_is_recorded_and_the_run_goes_on(tmp_path):
+    # a segfaulting backend once ended the run with no file and no case named
+    import os
+
+    site = vendor_site(tmp_path, "vxc", {"vx_crashes": "vx_crashes:Crashes"}, {"vx_crashes": _CRASHES})
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "vx_crashes",
+                           "--ops", "dequantize", "--dtypes", "q8_0", "--no-progress",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(out.read_text())
+    bad = [c for c in doc["cases"] if c["status"] != "passed"]
+    assert [c["params"]["shape"] for c in bad] == [[5, 160]]
+    assert bad[0]["status"] == "error" and bad[0]["reason"].startswith("crashed: the process died of SIGSEGV")
+    assert bad[0]["repro"] == f"accel conformance --backend vx_crashes:0 --case '{bad[0]['id']}'"
+    # the cases after it ran in a new process, each once
+    ids = [c["id"] for c in doc["cases"]]
+    assert len(ids) == len(set(ids)) and doc["summary"]["passed"] == len(ids) - 1 >= 4
+    assert f"CRASHED (SIGSEGV (signal 11)) in {bad[0]['id']}" in " ".join(proc.stderr.split())
+
+
+def test_no_isolation_runs_in_the_process_and_a_crash_ends_it(tmp_path):
+    import os
+
+    site = vendor_site(tmp_path, "vxc", {"vx_crashes": "vx_crashes:Crashes"}, {"vx_crashes": _CRASHES})
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "vx_crashes",
+                           "--ops", "dequantize", "--dtypes", "q8_0", "--no-progress",
+                           "--no-isolation", "--json", str(out)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(site)})
+    assert proc.returncode == -11 and not out.exists()
