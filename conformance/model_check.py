@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+SCHEMA = "accel.model-conformance/1"
 MEAN_KL_BOUND = 1e-4
 TOP1_BOUND = 0.99
 DEFAULT_TOKENS = 16
@@ -36,7 +37,7 @@ def check_model(path: str, backend: Any, tokens: Sequence[int] | None = None) ->
     m = logit_measures(ref_logits, logits)
     errs = relative_errors(ref_hidden, hidden)
     ok = m["mean_kl"] <= MEAN_KL_BOUND and m["top1_agreement"] >= TOP1_BOUND
-    return {"schema": "accel.model-conformance/1", "model": str(path), "arch": c.arch,
+    return {"schema": SCHEMA, "model": str(path), "arch": c.arch,
             "backend": model.backend.device_id, "tokens": [int(t) for t in toks],
             "layer_relative_error": {("embedding" if i == 0 else f"blk.{i - 1}"): e
                                      for i, e in enumerate(errs)},
@@ -47,9 +48,11 @@ def check_model(path: str, backend: Any, tokens: Sequence[int] | None = None) ->
 def record_crash(args: Any, what: str) -> None:
     """The record of a model run whose process died (``what``: the signal), written where
     ``--json`` asks, so a crash is a result and not a missing file."""
-    rec = {"schema": "accel.model-conformance/1", "model": str(args.model),
+    from accel.conformance.results import machine
+
+    rec = {"schema": SCHEMA, "model": str(args.model),
            "backend": args.backend or "default", "passed": False, "crashed": what,
-           "repro": args.command_line}
+           "repro": args.command_line, "machine": machine(args.label)}
     print(f"model conformance of {args.model} on {rec['backend']}: CRASHED ({what}); repro: "
           f"{args.command_line}")
     if args.json:
@@ -62,7 +65,10 @@ def run(args: Any) -> int:
     import accel
 
     tokens = [int(t) for t in args.tokens.replace(",", " ").split()] if args.tokens else None
+    from accel.conformance.results import commit, machine
+
     rec = check_model(args.model, accel.get_backend(args.backend), tokens)
+    rec.update(machine=machine(args.label), commit=commit(), command=args.command_line)
     for name, e in rec["layer_relative_error"].items():
         print(f"{name:>10}  relative error {e:.3e}")
     m = rec["logits"]

@@ -146,3 +146,22 @@ def test_a_killed_node_is_retried_elsewhere_reported_lost_and_resumed(cluster, t
     result = json.loads(store.result_path(out, key).read_text())
     assert _cases(result) == matmul
     assert {c["repeat"]["runs"] for c in result["cases"]} == {REPEAT}
+
+
+def test_campaign_model_runs_the_model_conformance_on_every_device(cluster, tmp_path, capsys):
+    from test_models import write_model
+
+    c, nodes = cluster
+    path = write_model(tmp_path / "l.gguf", "llama")
+    out = tmp_path / "models"
+    # cpu only: a fresh OpenCL worker would spend a minute building the model's kernels
+    status = main(["campaign", "--cluster", c.address, "--backends", "cpu", "--model", path,
+                   "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    docs = [json.loads(p.read_text()) for p in sorted(out.glob("model-conformance-*.json"))]
+    # one file per device offered, judged against the float64 forward
+    assert [d["backend"] for d in docs] == ["cpu:0"] and docs[0]["passed"]
+    assert docs[0]["logits"]["top1_agreement"] == 1.0 and printed.count("PASS") == 1
+    assert main(["campaign", "--cluster", c.address, "--model", path, "--out", str(out),
+                 "--profile", "full"]) == 2

@@ -295,3 +295,56 @@ def test_run_prompt_without_a_tokenizer_library_is_a_usage_error(tmp_path, capsy
     assert main(["run", path, "--prompt", "hello", "--backend", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "--prompt" in err and "llama-cpp-python" in err and "transformers" in err
+
+
+def test_portability_model_runs_write_files_the_report_shows(tmp_path):
+    # `accel portability --model`: conformance and speed of the model per device, in the report
+    from accel.conformance.report import render
+    from accel.conformance.report.cli import run_model
+
+    path = write_model(tmp_path / "l.gguf", "llama")
+    docs, problems = run_model("cpu:0", path, tmp_path, "box")
+    assert problems == [] and len(docs) == 2
+    res = render.load([tmp_path / "model-conformance-cpu0.json", tmp_path / "model-bench-cpu0.json"])
+    assert [d["schema"] for d in res.models] == ["accel.model-conformance/1", "accel.bench_model/1"]
+    html_path, md_path = render.write(res, tmp_path / "report")
+    md = md_path.read_text()
+    assert "| l.gguf | box/cpu:0 |" in md and "| pass |" in md
+    assert "prompt tok/s" in md and "decode tok/s" in md
+    page = html_path.read_text()
+    assert "<h2>Models</h2>" in page and 'alt="per-layer error"' in page
+
+
+_CRASHING_MODEL_BACKEND = '''
+import ctypes
+from accel.backends.cpu import CPUBackend
+
+class Crashes(CPUBackend):
+    name = "vx_crashes"
+
+    def compute(self, spec, *arrays):
+        if spec.op in ("matmul", "qmatmul"):  # a driver that segfaults in a projection
+            ctypes.string_at(0)
+        return super().compute(spec, *arrays)
+'''
+
+
+def test_a_model_run_that_crashes_its_process_still_writes_a_result(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from vendor_sites import vendor_site
+
+    path = write_model(tmp_path / "l.gguf", "llama")
+    site = vendor_site(tmp_path, "vxc", {"vx_crashes": "vx_crashes:Crashes"},
+                       {"vx_crashes": _CRASHING_MODEL_BACKEND})
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--model", path,
+                           "--backend", "vx_crashes", "--json", str(out)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(site)})
+    assert proc.returncode == 1, proc.stderr
+    rec = json.loads(out.read_text())
+    assert rec["passed"] is False and rec["crashed"] == "SIGSEGV (signal 11)"
+    assert "CRASHED (SIGSEGV (signal 11))" in proc.stdout

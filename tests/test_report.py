@@ -151,7 +151,8 @@ def test_other_json_files_are_left_out_with_a_note(tmp_path, content, why):
     p.write_text(content)
     res = report.load([p])
     assert res.notes == [f"{p} left out: {why} is not a result file the report renders "
-                         "(accel.bench/1, accel.conformance/1, accel.kernels_check/1)"]
+                         "(accel.bench/1, accel.conformance/1, accel.kernels_check/1, "
+                         "accel.model-conformance/1, accel.bench_model/1)"]
     with pytest.raises(accel.ArgumentError, match="at least one accel result file"):
         report.write(res, tmp_path / "out")
 

@@ -59,6 +59,11 @@ def register(subparsers) -> None:
     p.add_argument("--shard-size", type=int_at_least(1),
                    help="fixed cases per shard (default: 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--model", metavar="GGUF",
+                   help="model conformance instead of the suite: this GGUF decoder (at the same "
+                        "path on every node) on every device, against the float64 reference; "
+                        "one accel.model-conformance/1 file per device in --out")
+    p.add_argument("--tokens", metavar="IDS", help="with --model: the token ids to run")
     p.set_defaults(func=_run)
 
 
@@ -118,6 +123,8 @@ def _run(args: argparse.Namespace) -> int:
     from accel.conformance.campaign.plan import shards
 
     folder: Path = args.out
+    if args.model:
+        return _run_model(args)
     previous = store.read_campaign(folder) if args.resume else None
     if previous is None and (folder / store.CAMPAIGN_FILE).exists():
         raise ArgumentError(expected("--out", "a folder without a campaign, or --resume to "
@@ -185,6 +192,66 @@ def _run(args: argparse.Namespace) -> int:
     store.write_campaign(folder, doc)
     return _print_summary(Console(width=None if sys.stdout.isatty() else 120), doc, written,
                           missing_shards, outcome, missing, folder)
+
+
+def _run_model(args: argparse.Namespace) -> int:
+    """``--model``: the model conformance on every device the cluster offers, one result file
+    per device; a device whose worker dies (a crash in its driver) is recorded as crashed."""
+    import json
+
+    from rich.console import Console
+
+    from accel.errors import ArgumentError, expected
+
+    from accel.conformance import results
+    from accel.conformance.campaign import fleet
+    from accel.conformance.model_check import MEAN_KL_BOUND, SCHEMA, TOP1_BOUND
+
+    others = [f"--{k.replace('_', '-')}" for k in PLAN_OPTIONS if k != "backends"
+              and getattr(args, k, None) not in (None, False)] + (["--resume"] if args.resume else [])
+    if others:
+        raise ArgumentError(expected("--model", "no suite options beside it (--backends, "
+                                     "--cluster, --tokens and --out only)", " ".join(others)))
+    if not Path(args.model).is_file():
+        raise ArgumentError(expected("--model", "a GGUF file", f"{args.model!r} (no such file)"))
+    tokens = [int(t) for t in args.tokens.replace(",", " ").split()] if args.tokens else None
+    model = str(Path(args.model).resolve())
+    console = Console(stderr=True)
+    ray = fleet.import_ray()
+    fleet.connect(ray, args.cluster)
+    try:
+        nodes = fleet.discover(ray)
+        backends = tuple(split_names(args.backends) or ()) or tuple(sorted(
+            {d["backend"] for n in nodes for d in n["devices"] if d["origin"] == "builtin"}))
+        use, warnings = fleet.offered(nodes, backends)
+        workers, _, failed = fleet.start_workers(ray, use)
+        for w in warnings + failed:
+            console.print(f"[yellow]warning[/] {w}", soft_wrap=True, markup=False)
+        console.print(f"campaign --model: {len(workers)} device(s) on {len(nodes)} node(s)")
+        refs = [(w, w.handle.model.remote(model, tokens)) for w in workers]
+        docs = []
+        for w, ref in refs:
+            try:
+                rec = ray.get(ref)
+            except Exception as e:  # noqa: BLE001 - the worker died or raised: a result, said
+                rec = {"schema": SCHEMA, "model": model, "backend": w.device, "passed": False,
+                       "crashed": str(e).splitlines()[0] if str(e) else type(e).__name__,
+                       "where": f"{w.hostname}/{w.device}"}
+            docs.append(rec)
+    finally:
+        ray.shutdown()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for rec in docs:
+        slug = rec["where"].replace("/", "-").replace(":", "")
+        (args.out / f"model-conformance-{slug}.json").write_text(
+            json.dumps(results.finite({**rec, "command": args.command_line}), indent=1))
+        m = rec.get("logits")
+        print(f"{rec['where']}: " + (f"CRASHED ({rec['crashed']})" if "crashed" in rec else
+              f"mean KL {m['mean_kl']:.3e} (bound {MEAN_KL_BOUND:g}), top-1 "
+              f"{m['top1_agreement']:.1%} (bound {TOP1_BOUND:.0%}): "
+              f"{'PASS' if rec['passed'] else 'FAIL'}"))
+    print(f"results: {args.out}/model-conformance-*.json")
+    return 0 if docs and all(r["passed"] for r in docs) and not failed else 1
 
 
 def _now() -> str:

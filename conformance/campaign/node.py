@@ -124,6 +124,14 @@ class DeviceWorker:
     def run(self, shard: Shard, repeat: int) -> dict[str, Any]:
         return run_shard(self.backend, shard, repeat)
 
+    def model(self, path: str, tokens: list[int] | None) -> dict[str, Any]:
+        """Model conformance (``accel conformance --model``) of the GGUF at ``path`` on this
+        node (the file must be at that path there) on this worker's device."""
+        from accel.conformance.model_check import check_model
+
+        rec = check_model(path, self.backend, tokens)
+        return {**rec, "machine": results.machine(), "where": f"{socket.gethostname()}/{self.backend.device_id}"}
+
     def ping(self) -> bool:
         """Answers once the worker is up again after a crash (Ray restarts it)."""
         return True

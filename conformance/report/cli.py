@@ -24,6 +24,8 @@ CONFORMANCE_TIMEOUT_S = 300
 #: GPU targets whose kernels `portability` compile-checks when their backend cannot run here
 COMPILE_TARGETS = {"cuda": "sm_90", "hip": "gfx90a"}
 KERNELS_CHECK_TIMEOUT_S = 240
+#: a 270M-parameter model's conformance or speed run on a 2-core CPU takes a minute or two
+MODEL_TIMEOUT_S = 900
 
 
 def register(subparsers) -> None:
@@ -57,6 +59,10 @@ def register(subparsers) -> None:
     p.add_argument("--sizes", choices=("quick", "full"), default="quick",
                    help="benchmark sizes, as for accel bench (default: %(default)s)")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
+    p.add_argument("--model", metavar="GGUF", type=_gguf_file,
+                   help="also a real model on every device: its model conformance (logits and "
+                        "per-layer error against the float64 forward) and its prompt and decode "
+                        "tokens/s beside llama.cpp (where llama-cpp-python is installed)")
     p.set_defaults(func=_portability)
 
 
@@ -72,6 +78,13 @@ def _new_or_folder(value: str) -> Path:
     if not os.access(nearest, os.W_OK):
         raise argparse.ArgumentTypeError(f"cannot write into {value}: permission denied")
     return path
+
+
+def _gguf_file(value: str) -> Path:
+    """argparse ``type`` of --model: an existing file (its contents are checked when loaded)."""
+    if not Path(value).is_file():
+        raise argparse.ArgumentTypeError(f"expected a GGUF file, got {value!r} (no such file)")
+    return Path(value)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -156,6 +169,36 @@ def run_kernels_check(out: Path) -> tuple[dict | None, str | None]:
     return None, problem
 
 
+def run_model(device: str, model: Path, out: Path, label: str) -> tuple[list[dict], list[str]]:
+    """The model's conformance and speed on ``device``, each in a subprocess (a crash there is a
+    result, not the end of the report): (the documents, what failed)."""
+    conf, bench = out / f"model-conformance-{device.replace(':', '')}.json", \
+        out / f"model-bench-{device.replace(':', '')}.json"
+    jobs = [("model conformance", conf, ["conformance", "--model", str(model), "--no-progress"]),
+            ("model bench", bench, ["bench", "--model", str(model)])]
+    docs, problems = [], []
+    for what, path, argv in jobs:
+        cmd = [sys.executable, "-m", "accel", *argv, "--backend", device, "--label", label,
+               "--json", str(path)]
+        console().print(f"[bold]{what}[/] {device}: {_as_typed(cmd)}")
+        path.unlink(missing_ok=True)
+        try:
+            proc = subprocess.run(cmd, timeout=MODEL_TIMEOUT_S, stdout=subprocess.PIPE, text=True)
+            sys.stdout.write(proc.stdout)
+            doc = json.loads(path.read_text())
+        except subprocess.TimeoutExpired:
+            problems.append(f"{what} on {device} exceeded {MODEL_TIMEOUT_S} s")
+            continue
+        except (OSError, ValueError):
+            problems.append(f"{what} on {device} produced no result file (exit {proc.returncode})")
+            continue
+        docs.append(doc)
+        if doc.get("passed") is False:
+            problems.append(f"{what} on {device}: " + (f"crashed ({doc['crashed']})"
+                                                      if doc.get("crashed") else "outside its bounds"))
+    return docs, problems
+
+
 def _conformance_problem(device: str, doc: dict | None) -> str | None:
     if doc is None:
         return f"conformance on {device} did not finish (see above)"
@@ -208,13 +251,18 @@ def _portability(args: argparse.Namespace) -> int:
         print_summary(doc)
         problems.append(_bench_problem(device, doc))
         res.bench.append(doc)
+        if args.model:
+            docs, failed = run_model(device, args.model, out, label)
+            res.models += docs
+            problems += failed
     if not args.backends:
         compiled, problem = run_kernels_check(out / "kernels-check.json")
         problems.append(problem)
         if compiled is not None:
             res.kernels.append(compiled)
     _warn_of_other_files(out, [out / f"{kind}-{d.replace(':', '')}.json" for d in devices
-                               for kind in ("conformance", "bench")] + [out / "kernels-check.json"])
+                               for kind in ("conformance", "bench", "model-conformance", "model-bench")]
+                         + [out / "kernels-check.json"])
     found = [p for p in problems if p]
     res.warnings.extend(found)  # the report says so too, not only this run's exit status
     html_path, md_path = report.write(res, out)

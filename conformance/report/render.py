@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from accel.conformance.report import portability as PP
-from accel.conformance.report.schemas import validate
+from accel.conformance.report.schemas import MODEL_BENCH_SCHEMA, MODEL_CONFORMANCE_SCHEMA, validate
 from accel.conformance.bench.suite import SCHEMA as BENCH_SCHEMA
 from accel.conformance.bench.suite import busy_warning, peak_warning, portability_cases
 from accel.conformance.bench.suite import noisy as is_noisy
@@ -44,6 +44,8 @@ class Results:
     bench: list[dict] = field(default_factory=list)
     conformance: list[dict] = field(default_factory=list)
     kernels: list[dict] = field(default_factory=list)
+    #: accel.model-conformance/1 and accel.bench_model/1 documents (the model section)
+    models: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -70,7 +72,8 @@ def load(paths: Iterable[str | Path]) -> Results:
     note, so ``accel report docs/results/*.json`` works. Conformance files without a ``machine``
     are attached to the bench file of the same backend and device when exactly one matches."""
     res = Results()
-    kinds = {BENCH_SCHEMA: res.bench, CONFORMANCE_SCHEMA: res.conformance, KERNELS_CHECK_SCHEMA: res.kernels}
+    kinds = {BENCH_SCHEMA: res.bench, CONFORMANCE_SCHEMA: res.conformance, KERNELS_CHECK_SCHEMA: res.kernels,
+             MODEL_CONFORMANCE_SCHEMA: res.models, MODEL_BENCH_SCHEMA: res.models}
     files: dict[int, str] = {}  # id(doc) -> its path, for warnings that name files
     for path in paths:
         doc = _read(path)
@@ -983,7 +986,73 @@ def render_html(res: Results) -> str:
             f"<h2>Headline ratios</h2><p class=note>Per platform and op, the largest case: accel's speed "
             f"relative to the best baseline on the same device (above 1x: accel is faster).</p><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
             + support_section(res) + repeatability_section(res) + compiled_section(res) + portability_section(res) + throughput_section(res)
-            + plots_section(res) + machines_section(res) + "</body></html>")
+            + model_section(res) + plots_section(res) + machines_section(res) + "</body></html>")
+
+
+# -- a real model: its logits against the float64 forward, its speed beside llama.cpp ----------
+def _model_docs(res: Results, schema: str) -> list[dict]:
+    return [d for d in res.models if d["schema"] == schema]
+
+
+def model_tables(res: Results) -> list[tuple[list[str], list[list[Any]]]]:
+    """(headers, rows) of the model conformance and the model speed tables (those with rows)."""
+    out = []
+    conf = [[d["model"].rsplit("/", 1)[-1], PP.platform_name(d)]
+            + ([f"crashed ({d['crashed']})", "", "", ""] if d.get("crashed") else
+               [number(d["logits"]["mean_kl"]), number(d["logits"]["max_kl"]),
+                percent(d["logits"]["top1_agreement"]), number(d["logits"]["rms_delta_p"])])
+            + ["pass" if d["passed"] else "FAIL"] for d in _model_docs(res, MODEL_CONFORMANCE_SCHEMA)]
+    if conf:
+        out.append((["model", "platform", "mean KL", "max KL", "top-1", "RMS dp", "verdict"], conf))
+    speed = []
+    for d in _model_docs(res, MODEL_BENCH_SCHEMA):
+        a, ref, ratio = d["accel"], d.get("llama_cpp") or {}, d.get("ratio") or {}
+        speed.append([d["model"], PP.platform_name(d), number(a["prompt_tokens_per_s"]),
+                      number(a["decode_tokens_per_s"]),
+                      number(ref.get("prompt_tokens_per_s")), number(ref.get("decode_tokens_per_s")),
+                      f"{number(ratio.get('prompt'))}x / {number(ratio.get('decode'))}x" if ratio
+                      else ref.get("reason", "-")])
+    if speed:
+        out.append((["model", "platform", "prompt tok/s", "decode tok/s", "llama.cpp prompt",
+                     "llama.cpp decode", "accel / llama.cpp"], speed))
+    return out
+
+
+def layer_error_plot(res: Results) -> str | None:
+    """Per model, the relative error of each layer's hidden state against the float64 forward,
+    one line per platform (log scale)."""
+    docs = [d for d in _model_docs(res, MODEL_CONFORMANCE_SCHEMA) if d.get("layer_relative_error")]
+    if not docs:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for d in docs:
+        errs = list(d["layer_relative_error"].values())
+        ax.plot(range(len(errs)), [max(e, 1e-20) for e in errs], marker="o", markersize=3,
+                label=f"{PP.platform_name(d)} ({d['model'].rsplit('/', 1)[-1]})")
+    ax.set_yscale("log")
+    _style(ax, "Hidden state vs the float64 forward", "layer (0 = embedding)", "relative error")
+    ax.legend(fontsize=_TICK_PT)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def model_section(res: Results) -> str:
+    if not res.models:
+        return ""
+    parts = ["<h2>Models</h2><p class=note>A real GGUF decoder through accel on each platform: "
+             "logits against an independent float64 forward of the same weights (mean KL bound "
+             "1e-4, top-1 at least 99%), and tokens/s beside llama.cpp on the same ids in the "
+             "same run.</p>"]
+    parts += [_table(headers, rows) for headers, rows in model_tables(res)]
+    try:
+        uri = layer_error_plot(res)
+    except ImportError:
+        uri = None
+    if uri:
+        parts.append(f'<figure><img alt="per-layer error" src="{uri}"><figcaption>Relative error '
+                     "of the hidden state after each layer, per platform.</figcaption></figure>")
+    return "".join(parts)
 
 
 # -- Markdown --------------------------------------------------------------------------------------
@@ -1010,6 +1079,8 @@ def render_markdown(res: Results) -> str:
             ["kernel source", "input dtype"] + targets,
             [[src, dt] + [compiled_verdict(cells.get(t))[0] for t in targets]
              for (src, dt), cells in compiled.items()]), ""]
+    for headers, rows in model_tables(res):
+        out += [_md_table(headers, [[str(v) for v in r] for r in rows]), ""]
     if not res.bench:
         out += ["No benchmark result files were given: no performance portability or ratios "
                 "(run `accel bench --json` and pass its file).", ""]
@@ -1034,7 +1105,7 @@ def render_markdown(res: Results) -> str:
 def write(res: Results, out_dir: str | Path) -> tuple[Path, Path]:
     """Write report.html and summary.md into ``out_dir`` (created only once both are rendered,
     so a failure leaves no empty folder behind); returns their paths."""
-    if not (res.bench or res.conformance or res.kernels):
+    if not (res.bench or res.conformance or res.kernels or res.models):
         raise ArgumentError(expected("RESULTS", "at least one accel result file",
                                      "none" + "".join(f"; {n}" for n in res.notes)))
     res.warnings += [w for w in name_machines(res.bench + res.conformance) if w not in res.warnings]

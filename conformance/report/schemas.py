@@ -19,7 +19,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from accel.conformance.bench.model import SCHEMA as MODEL_BENCH_SCHEMA
 from accel.conformance.bench.suite import SCHEMA as BENCH_SCHEMA
+from accel.conformance.model_check import SCHEMA as MODEL_CONFORMANCE_SCHEMA
 from accel.conformance.results import SCHEMA as CONFORMANCE_SCHEMA
 from accel.conformance.results import STATUSES as CONFORMANCE_STATUSES
 from accel.errors import ArgumentError
@@ -141,9 +143,48 @@ KERNELS_CHECK = {
     },
 }
 
+
+MODEL_CONFORMANCE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "accel.model-conformance-1.schema.json",
+    "title": MODEL_CONFORMANCE_SCHEMA,
+    "description": "accel conformance --model --json (docs/models.md); a run whose process died "
+                   "has 'crashed' (the signal) and no measures",
+    "type": "object",
+    "required": ["schema", "model", "backend", "passed"],
+    "properties": {
+        "schema": {"const": MODEL_CONFORMANCE_SCHEMA}, "model": _TEXT, "backend": _TEXT,
+        "passed": {"type": "boolean"}, "crashed": _TEXT, "machine": _MACHINE,
+        "layer_relative_error": {"type": "object", "additionalProperties": _NUMBER},
+        "logits": {"type": "object", "required": ["mean_kl", "max_kl", "top1_agreement", "rms_delta_p"],
+                   "properties": {k: _NUMBER for k in ("mean_kl", "max_kl", "top1_agreement",
+                                                        "rms_delta_p")}},
+    },
+}
+
+MODEL_BENCH = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "accel.bench_model-1.schema.json",
+    "title": MODEL_BENCH_SCHEMA,
+    "description": "accel bench --model --json (docs/models.md)",
+    "type": "object",
+    "required": ["schema", "model", "backend", "accel"],
+    "properties": {
+        "schema": {"const": MODEL_BENCH_SCHEMA}, "model": _TEXT, "backend": _TEXT,
+        "machine": _MACHINE,
+        "accel": {"type": "object", "required": ["prompt_tokens_per_s", "decode_tokens_per_s"],
+                  "properties": {"prompt_tokens_per_s": _NUMBER,
+                                 "decode_tokens_per_s": _MAYBE_NUMBER}},
+        "llama_cpp": {"type": "object", "required": ["status"]},
+        "ratio": {"type": "object", "additionalProperties": _NUMBER},
+    },
+}
+
 #: schema name -> JSON Schema, for every result file the report renders
 SCHEMAS: dict[str, dict[str, Any]] = {BENCH_SCHEMA: BENCH, CONFORMANCE_SCHEMA: CONFORMANCE,
-                                      KERNELS_CHECK_SCHEMA: KERNELS_CHECK}
+                                      KERNELS_CHECK_SCHEMA: KERNELS_CHECK,
+                                      MODEL_CONFORMANCE_SCHEMA: MODEL_CONFORMANCE,
+                                      MODEL_BENCH_SCHEMA: MODEL_BENCH}
 
 
 def published_name(schema: str) -> str:
