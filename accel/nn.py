@@ -4,7 +4,7 @@ array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` 
 for numpy operands.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
-rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL run
+rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
 kernels/decoder.cl on the device for ``rms_norm``, ``rope``, ``glu`` (``"silu"``,
 ``"gelu_tanh"``), ``silu``, ``gelu(approximate="tanh")``, unmasked ``softmax``, same-shape
 ``add``/``mul`` and ``get_rows`` of a float32 table. Every other case on a backend other than
@@ -59,7 +59,8 @@ class _Call:
 
     def kernel(self, name: str) -> Any:
         """The device kernel ``name`` where the operands are accel.Tensors of float32 on a
-        backend that builds kernels/decoder.cl (OpenCL), else None (the host reference)."""
+        backend that builds kernels/decoder.cl (OpenCL, CUDA, HIP), else None (the host
+        reference)."""
         get = getattr(self.backend, "decoder_kernel", None)
         if get is None or not self.device or any(o.dtype != "float32" or math.prod(o.shape) >= 2**31
                                                  for o in self.ops.values()):
@@ -270,11 +271,13 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
 
 def _angles(pos: np.ndarray, base: float, r: int, fs: float,
             ff: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of every position's angles, float32: ``[S, r/2]`` or ``[B, 1, S, r/2]``."""
-    inv = (_F(base) ** (-np.arange(0, r, 2, dtype=_F) / _F(r))).astype(_F)  # [r/2]
+    """cos and sin of every position's angles, float32: ``[S, r/2]`` or ``[B, 1, S, r/2]``. The
+    angles are taken in float64 (then cos and sin rounded once): in float32 a position above
+    2**24 would itself round, and the angle's error grow with the position."""
+    inv = float(base) ** (-np.arange(0, r, 2, dtype=np.float64) / r)  # [r/2]
     if ff is not None:
-        inv = inv / ff
-    theta = (pos.astype(_F) * _F(fs))[..., None] * inv  # [S, r/2] or [B, S, r/2]
+        inv = inv / ff.astype(np.float64)
+    theta = (pos.astype(np.float64) * fs)[..., None] * inv  # [S, r/2] or [B, S, r/2]
     if theta.ndim == 3:
         theta = theta[:, None]  # [B, 1, S, r/2]
     return np.cos(theta).astype(_F), np.sin(theta).astype(_F)

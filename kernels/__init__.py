@@ -52,7 +52,7 @@ SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",),
               "scaled_matmul.cl": ("scaled_matmul",), "scaled_matmul_mma.cu": ("scaled_matmul",),
-              "copy.cl": ()}  # Tensor.contiguous() and astype(), no op
+              "decoder.cl": (), "copy.cl": ()}  # decoder-step ops (accel.nn); Tensor.contiguous()
 SOURCES = tuple(SOURCE_OPS)
 #: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
 #: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
@@ -691,6 +691,9 @@ COPY_DIMS = 6
 COPY_KIND = {1: 0, 2: 1, 4: 2, 8: 3, "float32": 4, "float16": 5, "bfloat16": 6}
 #: the one build of kernels/copy.cl: every dtype comes as an argument
 COPY = Variant("copy.cl", ("strided_copy",), {})
+#: accel.nn's decoder-step kernels (float32; no parameters)
+DECODER = Variant("decoder.cl", ("rms_norm_f32", "binary_f32", "glu_f32", "rope_f32", "softmax_f32",
+                                 "get_rows_f32", "unary_f32"), {})
 
 
 def copy_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...],
@@ -873,7 +876,7 @@ def variants() -> tuple[Variant, ...]:
         out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
     out += [kquant(f, dt, p) for p in (GPU_KGEMV, CPU_KGEMV) for f in KQUANT_FORMATS for dt in _FLOATS]
     out += _scaled_matmul_variants()
-    out.append(COPY)
+    out += [COPY, DECODER]
     return tuple(dict.fromkeys(out))
 
 
@@ -900,4 +903,4 @@ __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wm
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS",
-           "COPY", "COPY_KIND", "COPY_DIMS", "copy_layout", "copy_plan"]
+           "COPY", "DECODER", "COPY_KIND", "COPY_DIMS", "copy_layout", "copy_plan"]

@@ -5,6 +5,18 @@
  * of 256 per row for RMSNorm, one work-item per element otherwise. */
 #define DEC_BLOCK 256
 
+DEVICE float silu_f(float g) { return g / (1.0f + exp(-g)); }
+
+/* 0.5 g (1 + tanh(z)) written as g / (1 + exp(-2z)): the same function, but without the
+ * cancellation of 1 + tanh(z) for large negative z, where a tanh that stops a few ulps short of
+ * -1 (PoCL's) left g times a tiny residue (-2.98e22 at g = -1e30) instead of -0. */
+DEVICE float gelu_tanh_f(float g) {
+    return g / (1.0f + exp(-2.0f * 0.7978845608f * (g + 0.044715f * g * g * g)));
+}
+
+/* max that keeps a NaN (fmax drops it): a row holding a NaN logit gives NaNs, as the reference */
+DEVICE float max_nan(float a, float b) { return (b != b || b > a) ? b : a; }
+
 KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
                          GLOBAL float* RESTRICT y, int D, float eps, int has_w) {
     LOCAL float part[DEC_BLOCK];
@@ -41,9 +53,7 @@ KERNEL void glu_f32(GLOBAL const float* RESTRICT gate, GLOBAL const float* RESTR
     if (i >= (i64)rows * h) return;
     i64 r = i / h, j = i % h;
     float g = gate[r * stride + j];
-    float a = act == 0 ? g / (1.0f + exp(-g))
-                       : 0.5f * g * (1.0f + tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
-    y[i] = a * up[r * stride + up_off + j];
+    y[i] = (act == 0 ? silu_f(g) : gelu_tanh_f(g)) * up[r * stride + up_off + j];
 }
 
 /* x [B, H, S, D]; cos/sin [S or B*S, r/2] (angles from the host, as the reference computes
@@ -76,17 +86,17 @@ KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y
     int t = LOCAL_ID(0);
     i64 row = GROUP_ID(0);
     GLOBAL const float* xr = x + row * n;
-    float m = -INFINITY;
-    for (int i = t; i < n; i += DEC_BLOCK) m = fmax(m, xr[i] * scale);
+    float m = -INF_F;
+    for (int i = t; i < n; i += DEC_BLOCK) m = max_nan(m, xr[i] * scale);
     part[t] = m;
     BARRIER();
     for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
-        if (t < h) part[t] = fmax(part[t], part[t + h]);
+        if (t < h) part[t] = max_nan(part[t], part[t + h]);
         BARRIER();
     }
     m = part[0];
     BARRIER();
-    int dead = m == -INFINITY;
+    int dead = m == -INF_F;
     float base = dead ? 0.0f : m;
     float s = 0.0f;
     for (int i = t; i < n; i += DEC_BLOCK) s += exp(xr[i] * scale - base);
@@ -113,6 +123,5 @@ KERNEL void unary_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, 
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
     if (i >= n) return;
     float g = x[i];
-    y[i] = act == 0 ? g / (1.0f + exp(-g))
-                    : 0.5f * g * (1.0f + tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
+    y[i] = act == 0 ? silu_f(g) : gelu_tanh_f(g);
 }

@@ -432,3 +432,47 @@ def test_torch_operators_gradients_against_float64():
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-5)
         for g1, g2 in zip(gg, gw):
             assert torch.allclose(g1, g2, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["cpu", "opencl"])
+def test_gelu_tanh_far_out_and_nan_logits(where):
+    # PoCL's tanh stops a few ulps short of -1: 0.5 g (1 + tanh z) once gave -2.98e22 at -1e30
+    be = _opencl() if where == "opencl" else accel.get_backend("cpu")
+    g = np.array([-1e30, -1e13, -9.0, -3.0, -0.5, 0.0, 0.5, 3.0, 9.0, 1e13], np.float32)
+    gd = g.astype(F64)
+    want = 0.5 * gd * (1 + np.tanh(math.sqrt(2 / math.pi) * (gd + 0.044715 * gd**3)))
+    got = accel.gelu(accel.Tensor.from_host(be, g), approximate="tanh").numpy().astype(F64)
+    # float32's 1 + tanh(z) is off by an ulp of 1, times |g| / 2 (the reference's own formula)
+    assert np.all(np.abs(got - want) <= 2e-6 * np.abs(want) + 2**-23 * np.abs(gd)), (got, want)
+    far = gd <= -9  # where the true value is below 1e-27: that residue must not be scaled by g
+    assert np.all(np.abs(got[far]) <= 1e-25), got[far]
+    up = np.ones_like(g)
+    glu = accel.glu(accel.Tensor.from_host(be, g), accel.Tensor.from_host(be, up),
+                    activation="gelu_tanh").numpy().astype(F64)
+    assert np.array_equal(glu, got)
+    # a NaN logit makes its row NaN (fmax once dropped it); a row of -inf stays all zeros
+    x = np.array([[0.0, np.nan, 1.0], [-np.inf, -np.inf, -np.inf]], np.float32)
+    y = accel.softmax(accel.Tensor.from_host(be, x)).numpy()
+    assert np.isnan(y[0]).all() and np.array_equal(y[1], np.zeros(3, np.float32))
+
+
+def test_rope_angles_are_exact_past_float32_positions():
+    # a position above 2**24 rounded in float32 once rotated by the wrong angle, silently
+    D = 8
+    x = RNG.standard_normal((1, 1, 2, D)).astype(np.float32)
+    pos = np.array([2**24 + 1, 2**30 + 3])
+    y = accel.rope(x, pos, base=10000.0)
+    inv = 10000.0 ** (-np.arange(0, D, 2) / D)
+    theta = pos[:, None].astype(F64) * inv
+    xd = x.astype(F64)[0, 0]
+    h = D // 2
+    want = np.concatenate([xd[:, :h] * np.cos(theta) - xd[:, h:] * np.sin(theta),
+                           xd[:, :h] * np.sin(theta) + xd[:, h:] * np.cos(theta)], axis=-1)
+    assert np.abs(y[0, 0].astype(F64) - want).max() < 1e-5
+
+
+def test_decoder_kernels_are_shipped_variants_for_every_dialect():
+    import accel.kernels as K
+
+    assert K.DECODER in K.variants() and K.DECODER.dialects == K.DIALECTS
+    assert set(K.DECODER.kernels) >= {"rms_norm_f32", "rope_f32", "softmax_f32", "glu_f32"}

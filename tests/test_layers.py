@@ -28,6 +28,8 @@ TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
 ALLOWED = {"base": {"base"}, "runtime": {"base", "runtime"}, "kernels": {"base", "kernels"},
            "backends": {"base", "runtime", "kernels", "backends"},
            "conformance": {"base", "runtime", "kernels", "conformance"}}
+#: what every kernel runtime shares (no vendor package): any backend family may import it
+SHARED_RUNTIME = "accel.backends.runtime"
 #: a backend family's vendor package, which its device-free planner must not import
 VENDOR = {"opencl": "pyopencl", "cupy": "cupy"}
 
@@ -114,7 +116,7 @@ def violations(edges: dict[str, list[tuple[str, int]]]) -> list[str]:
                 found.append(f"{where} (nothing below the tools imports a tool)")
             elif src != "tool" and dst not in ALLOWED[src]:
                 found.append(f"{where} ({src} may import only {sorted(ALLOWED[src])})")
-            elif src == "backends" and dst == "backends" and name != "accel.backends":
+            elif src == "backends" and dst == "backends" and name not in ("accel.backends", SHARED_RUNTIME):
                 other = name.split(".")[2]
                 if other != family:
                     found.append(f"{where} (one backend family never imports another)")

@@ -39,6 +39,7 @@ import numpy as np
 
 from accel import kernels
 from accel.backend import Backend, DeviceInfo, Support
+from accel.backends.runtime import DecoderKernels
 from accel.dtypes import to_numpy_dtype
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DTypeError, UnsupportedError, expected)
@@ -148,7 +149,7 @@ def _storage_dtype(dtype: str):
 
 
 # -- the backend --------------------------------------------------------------------------------
-class CuPyBackend(Backend):
+class CuPyBackend(DecoderKernels, Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
     # the x_formats and formats its kernels compute (quant.cl's and kquant.cl's)
     x_formats = kernels.KERNEL_X_FORMATS + ("q8_1", "q8_k")

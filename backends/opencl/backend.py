@@ -23,6 +23,7 @@ import pyopencl.tools as cl_tools
 
 import accel.kernels as K
 from accel.backend import Backend, DeviceInfo, Support
+from accel.backends.runtime import DecoderKernels
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
 from accel.hostmem import host_bytes_free, host_memory_error
@@ -97,7 +98,7 @@ def _code_name(e: cl.Error) -> str:
         return str(code)
 
 
-class OpenCLBackend(Backend):
+class OpenCLBackend(DecoderKernels, Backend):
     """accel on one OpenCL device (``opencl:N``, in the order of docs/opencl.md).
 
     >>> import accel, numpy as np
@@ -279,16 +280,6 @@ class OpenCLBackend(Backend):
                     dst_pitches=dst_pitches))
         for event in copies:
             self._wait(event, "writing a tensor view")
-
-    def decoder_kernel(self, name: str) -> CompiledKernel:
-        """A kernel of kernels/decoder.cl (built once; accel.nn's device path for float32)."""
-        cache = self.__dict__.setdefault("_decoder_kernels", {})
-        if name not in cache:
-            from pathlib import Path
-
-            text = (Path(K.__file__).parent / "decoder.cl").read_text()
-            cache[name] = self.compile(text, name, dialect="accel")
-        return cache[name]
 
     def gather(self, src, dtype: str) -> Any:
         """The view's elements in C order as ``dtype``, copied by kernels/copy.cl on the device
