@@ -39,6 +39,47 @@ def test_warp_shuffle_after_a_divergent_return_is_refused_with_its_lines():
     assert "; suggested rewrite: keep the call out of thread-dependent branches" in first
 
 
+#: macros hiding what the uniformity analysis must see (each once translated, then wrote past
+#: its bound, computed wrong sums, or deadlocked PoCL): (source, shuffle line, why)
+_MACRO_DIVERGENCE = [
+    ("#define GUARD(i, n) if ((i) >= (n)) return\n"
+     "__global__ void k(float* out, const float* in, int n) {\n"
+     "    int t = blockIdx.x * blockDim.x + threadIdx.x;\n    GUARD(t, n);\n    float v = in[t];\n"
+     "    v += __shfl_xor_sync(0xffffffff, v, 1);\n    out[t] = v;\n}\n", 6, "the macro GUARD on line 4"),
+    ("#define LOOP(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)\n"
+     "__global__ void k(float* out, const float* in, int n) {\n    LOOP(i, n) {\n        float v = in[i];\n"
+     "        v += __shfl_xor_sync(0xffffffff, v, 1);\n        out[i] = v;\n    }\n}\n", 5,
+     "the macro LOOP on line 3"),
+    ("#define IS_LEADER (threadIdx.x < 32)\n"
+     "__global__ void k(float* out, const float* in) {\n    float v = in[threadIdx.x];\n"
+     "    if (IS_LEADER) v += __shfl_xor_sync(0xffffffff, v, 1);\n    out[threadIdx.x] = v;\n}\n", 4,
+     "the condition on line 4 ((IS_LEADER))"),
+    ("#define SKIP_IF(c) if (c) continue\n"
+     "__global__ void k(float* out, const float* in, int n) {\n    int t = threadIdx.x;\n    float v = in[t];\n"
+     "    for (int r = 0; r < 2; r++) {\n        SKIP_IF(t >= n);\n"
+     "        v += __shfl_xor_sync(0xffffffff, v, 1);\n    }\n    out[t] = v;\n}\n", 7,
+     "the macro SKIP_IF on line 6"),
+]
+
+
+@pytest.mark.parametrize("src, at, why", _MACRO_DIVERGENCE)
+def test_a_shuffle_behind_a_macro_with_divergence_is_refused_naming_the_macro(src, at, why):
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.text is None and [(d.line, d.construct) for d in result.errors] == [(at, "__shfl_xor_sync")]
+    assert why in str(result.errors[0])
+
+
+def test_uniform_macros_still_let_a_shuffle_translate():
+    src = ("#define FULL 0xffffffff\n#define WARP 32\n#define BLOCKS (gridDim.x * blockDim.x)\n"
+           "#define CEIL(a, b) (((a) + (b) - 1) / (b))\n"
+           "__global__ void k(float* out, const float* in, int n) {\n"
+           "    float v = in[blockIdx.x * blockDim.x + threadIdx.x];\n"
+           "    for (int r = 0; r < CEIL(n, WARP) && r < BLOCKS; r++)\n"
+           "        v += __shfl_xor_sync(FULL, v, 1);\n    out[threadIdx.x] = v;\n}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.errors == [] and result.text is not None
+
+
 def test_template_without_explicit_instantiation_is_refused_with_its_line():
     src = (CORPUS / "template_scale.cu").read_text().replace(
         "template __global__ void scale<float>(float*, float, int);", "")

@@ -49,7 +49,7 @@ class WarpEmulation:
                       and any(k in text(d) for k in ("this_thread_block", "tiled_partition"))}
             self._uniformities[fn.name] = Uniformity(
                 fn.node, fn.kernel, lambda n: n in T.OPENCL_MATH or n in T.OPENCL_SAME or n in _PURE,
-                groups)
+                groups, self.macro_bodies)
         return self._uniformities[fn.name]
 
     def _reach(self, fn, path=()) -> str | None:

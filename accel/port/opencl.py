@@ -148,6 +148,8 @@ class OpenCLTranslator(WarpEmulation):
         #: the file's macros: function-like names, and the type of each named constant (an
         #: object-like macro's value, an enumerator)
         self.function_macros: set[str] = set()
+        #: every macro's parameters and body, read by the block-uniformity analysis
+        self.macro_bodies: dict[str, tuple[tuple[str, ...], str]] = {}
         self.macro_types: dict[str, str | None] = {}
         #: macros refused on their #define: (construct, why, rewrite), reported at each use
         self.refused_macros: dict[str, tuple[str, str, str]] = {}
@@ -459,6 +461,9 @@ class OpenCLTranslator(WarpEmulation):
         any other body that uses a CUDA name is refused, with every use of the macro."""
         value = item.child_by_field_name("value")
         name = text(item.child_by_field_name("name"))
+        params = item.child_by_field_name("parameters")
+        self.macro_bodies[name] = (tuple(text(q) for q in params.named_children) if params else (),
+                                   text(value) if value is not None else "")
         if item.type == "preproc_function_def":
             self.function_macros.add(name)
         elif value is not None:  # FULL_MASK 0xffffffff: read by the warp emulation's mask check

@@ -10,8 +10,16 @@ that only some threads take can skip it. Block-uniform values are constants, ``b
 uniform values at uniform points (found by a fixpoint over the function). The analysis is
 conservative: what it cannot prove (a value read from memory, a device function's parameter)
 is taken to differ between threads, and the shuffle is refused with that reason.
+
+The file's macros are text to the parser, so their bodies are read here as tokens: a macro is a
+block-uniform value only when its body names nothing but literals, operators, the uniform
+queries and other such macros; a macro whose body holds control flow (``return``, ``continue``,
+a loop, an ``if``) may take threads out of the block's path wherever it is used, so a shuffle
+after or inside one is refused naming it.
 """
 from __future__ import annotations
+
+import re
 
 from accel.port.symbols import declarator_parts
 from accel.port.syntax import line, text, walk
@@ -30,6 +38,12 @@ _LOOPS = frozenset(("for_statement", "while_statement", "do_statement"))
 #: the group methods whose result is the same for every thread of the block
 UNIFORM_GROUP_METHODS = frozenset(("size", "num_threads", "group_dim", "dim_threads",
                                    "meta_group_size", "group_index"))
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_CONTROL = frozenset(("return", "break", "continue", "goto", "if", "else", "for", "while", "do",
+                      "switch", "case"))
+#: names a uniform macro body may hold besides other uniform macros and its own parameters
+_UNIFORM_WORDS = _UNIFORM_QUERIES | {"x", "y", "z", "int", "unsigned", "float", "long", "short",
+                                     "char", "double", "sizeof", "const", "size_t"}
 
 
 class Uniformity:
@@ -40,8 +54,12 @@ class Uniformity:
     arguments gives a uniform result (math functions). ``groups``: variable names bound to
     cooperative groups."""
 
-    def __init__(self, fn_node, params_uniform: bool, pure, groups=frozenset()):
+    def __init__(self, fn_node, params_uniform: bool, pure, groups=frozenset(),
+                 macros: dict[str, tuple[tuple[str, ...], str]] | None = None):
         self.fn, self.pure, self.groups = fn_node, pure, set(groups)
+        #: the file's macros: name -> (parameters, body text)
+        self.macros = macros or {}
+        self._macro_uniform: dict[str, bool] = {}
         body = fn_node.child_by_field_name("body")
         self.body = body
         params = []
@@ -56,6 +74,7 @@ class Uniformity:
         self.variables = set(params)
         self.uniform = set(params) if params_uniform else set()
         self.jumps = []
+        self.macro_jumps = []  # uses of macros whose bodies hold control flow
         defs = []  # (name, value node or None, node where it happens)
         for n in walk(body):
             if n.type == "declaration":
@@ -86,6 +105,8 @@ class Uniformity:
             elif n.type in ("return_statement", "break_statement", "continue_statement",
                             "goto_statement"):
                 self.jumps.append(n)
+            elif n.type == "identifier" and text(n) in self.macros and self._controls(text(n)):
+                self.macro_jumps.append(n)
         self.uniform |= self.variables - set(params)
         changed = True
         while changed:  # drop every variable with a thread-dependent definition, to a fixpoint
@@ -106,7 +127,9 @@ class Uniformity:
             name = text(n)
             if name in self.groups:
                 return True  # the group object itself; its methods are judged in calls
-            return name in self.uniform if name in self.variables else True  # macros, constants
+            if name in self.variables:
+                return name in self.uniform
+            return self.macro_uniform(name) if name in self.macros else True  # enumerators
         if t == "field_expression":
             arg = n.child_by_field_name("argument")
             if arg.type == "identifier" and text(arg) in _UNIFORM_QUERIES:
@@ -123,12 +146,27 @@ class Uniformity:
                         and text(callee.child_by_field_name("field")) in UNIFORM_GROUP_METHODS)
             if callee.type in _TYPES or (callee.type == "identifier" and self.pure(text(callee))):
                 return all(self.expr(a) for a in args.named_children)
+            if callee.type == "identifier" and text(callee) in self.macros:
+                return self.macro_uniform(text(callee)) and all(self.expr(a) for a in args.named_children)
             return False
         if t == "update_expression":
             return self.expr(n.child_by_field_name("argument"))
         if t in _COMPOSITE:
             return all(self.expr(c) for c in n.named_children)
         return False
+
+    def macro_uniform(self, name: str) -> bool:
+        """Whether macro ``name`` (with uniform arguments) stands for a block-uniform value."""
+        if name not in self._macro_uniform:
+            self._macro_uniform[name] = False  # a macro naming itself is not proven uniform
+            params, body = self.macros[name]
+            words = set(_IDENT.findall(body)) - set(params) - _UNIFORM_WORDS
+            self._macro_uniform[name] = not self._controls(name) and all(
+                w in self.macros and self.macro_uniform(w) for w in words)
+        return self._macro_uniform[name]
+
+    def _controls(self, name: str) -> bool:
+        return bool(_CONTROL & set(_IDENT.findall(self.macros[name][1])))
 
     # -- control flow ------------------------------------------------------------------------------
     def _conditions(self, node):
@@ -154,6 +192,11 @@ class Uniformity:
     def point(self, node) -> str | None:
         """None when every thread of the block that runs this function reaches ``node``;
         otherwise why not, naming the line."""
+        for m in self.macro_jumps:
+            if m.start_byte < node.end_byte:
+                return (f"the macro {text(m)} on line {line(m)} holds control flow (its body: "
+                        f"{_short_text(self.macros[text(m)][1])}) that accel port does not expand to "
+                        "check: some threads may leave or skip the block's path")
         for j in self.jumps:  # first: a divergent exit also makes later loop counters differ
             if not self._skips(j, node):
                 continue
@@ -194,5 +237,9 @@ def _inside(node, outer) -> bool:
 
 
 def _short(node) -> str:
-    s = " ".join(text(node).split())
+    return _short_text(text(node))
+
+
+def _short_text(s: str) -> str:
+    s = " ".join(s.split())
     return s if len(s) <= 40 else s[:37] + "..."
