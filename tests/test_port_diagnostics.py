@@ -584,3 +584,68 @@ def test_host_only_code_is_left_out_with_warnings_naming_the_lines():
         (5, "host function host")]
     assert all(d.severity == "warning" for d in result.diagnostics)
     assert "SCRATCH" not in result.text and "clock" not in result.text
+
+
+#: a gated activation as serving engines write it: templates over the element type, a function
+#: pointer and a bool, const references, a namespace, a global-scope ::tanhf, and the activation
+#: templates defined after the kernel that instantiates them (CUDA's two-phase lookup)
+GATED = r"""
+#include <cmath>
+namespace ops {
+template <typename T, T (*ACT)(const T&), bool ACT_FIRST>
+__device__ __forceinline__ T gate(const T& a, const T& b) {
+  return ACT_FIRST ? ACT(a) * b : a * ACT(b);
+}
+template <typename T, T (*ACT)(const T&), bool ACT_FIRST>
+__global__ void gated(T* __restrict__ out, const T* __restrict__ in, const int d) {
+  const long row = blockIdx.x;
+  for (long i = threadIdx.x; i < d; i += blockDim.x)
+    out[row * d + i] = gate<T, ACT, ACT_FIRST>(in[row * 2 * d + i], in[row * 2 * d + d + i]);
+}
+template <typename T>
+__device__ __forceinline__ T silu(const T& v) { return (T)(((float)v) / (1.0f + expf(-(float)v))); }
+template <typename T>
+__device__ __forceinline__ T tanh_gelu(const T& v) {
+  const float f = (float)v;
+  return (T)(0.5f * f * (1.0f + ::tanhf(0.7978845608f * (f + 0.044715f * f * f * f))));
+}
+}  // namespace ops
+template __global__ void ops::gated<float, ops::silu<float>, true>(float*, const float*, const int);
+template __global__ void ops::gated<float, ops::tanh_gelu<float>, false>(float*, const float*, const int);
+"""
+
+
+def test_templates_over_function_pointers_and_bools_in_a_namespace_run(backend):
+    import accel
+    from accel.kernel import kernel
+
+    result = translate(GATED, "opencl", filename="gated.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    copies = [d.construct for d in result.diagnostics if d.construct.startswith("template ")]
+    assert "template gated<float, silu<float>, true>" in copies
+    assert "template silu<float>" in copies  # instantiated by the kernel's copy, a round later
+    rows, d = 3, 100
+    x = np.random.default_rng(0).standard_normal((rows, 2 * d)).astype(np.float32) * 3
+    a, b = x[:, :d].astype(np.float64), x[:, d:].astype(np.float64)
+    gelu_b = 0.5 * b * (1 + np.tanh(0.7978845608 * (b + 0.044715 * b**3)))
+    for name, want in (("gated_float_silu_float_true", a / (1 + np.exp(-a)) * b),
+                       ("gated_float_tanh_gelu_float_false", a * gelu_b)):
+        out = accel.asarray(np.zeros((rows, d), np.float32), backend=backend)
+        kernel(result.text, name, backend=backend, options=result.options)(
+            rows, 64, out, accel.asarray(x, backend=backend), np.int32(d))
+        # float32 arithmetic of the same formulas: errors relative to the inputs' products
+        assert np.max(np.abs(out.numpy() - want) / (1e-6 + np.abs(a * b) + np.abs(want))) < 1e-6
+
+
+def test_a_non_const_reference_parameter_is_refused_by_name():
+    src = ("__device__ void acc(float& s, const float& v) { s += v; }\n"
+           "__global__ void k(float* y) { float s = 0.0f; acc(s, y[0]); y[1] = s; }\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(1, "reference parameter s")]
+
+
+def test_a_finding_inside_a_template_is_reported_once_not_per_copy():
+    src = ("template <typename T>\n__global__ void k(T* y, int n) {\n"
+           "    if (threadIdx.x < n) printf(\"%d\\n\", n);\n}\n"
+           "template __global__ void k<float>(float*, int);\ntemplate __global__ void k<int>(int*, int);\n")
+    assert _errors(src) == [(3, "printf")]

@@ -22,7 +22,7 @@ from pathlib import Path
 from accel.argtypes import output_file
 from accel.errors import ArgumentError, expected
 from accel.port.syntax import Diagnostic, Rewriter, line, parse, syntax_errors
-from accel.port.templates import expand
+from accel.port.templates import Expansion, expand
 
 TARGETS = ("hip", "opencl", "dialect")
 #: the deepest syntax tree accel port translates (a 3000-term sum nests 3000 levels); the
@@ -94,8 +94,14 @@ def _recursion_limit(frames: int):
 
 
 def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
-    expansion = expand(raw, tree.root_node) if to != "hip" else None  # HIP keeps templates
-    if expansion is not None:
+    expansion = None
+    for _ in range(_EXPANSION_ROUNDS if to != "hip" else 0):  # HIP keeps templates
+        # a copy may call another template with arguments it now spells (a function-pointer
+        # argument silu<float>): expanded in the next round, lines mapped back through each
+        more = expand(raw, tree.root_node)
+        if more is None:
+            break
+        expansion = more if expansion is None else _compose(expansion, more)
         raw = expansion.source
         tree = parse(raw)
     rw = Rewriter(raw, filename)
@@ -120,14 +126,29 @@ def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
                        "templates: expanded into one function per instantiation",
                        f"launch or call it as {copy}", "warning")
             for name, args, copy, line in expansion.copies]
-    # a syntax error in a template is in each of its copies: reported once
-    diagnostics = [d for i, d in enumerate(diagnostics)
-                   if d.construct != "syntax" or d not in diagnostics[:i]]
+    # a finding in a template is in each of its copies (on the template's own line): said once;
+    # elsewhere each use is named, two on one line included
+    seen: set[tuple] = set()
+    diagnostics = [d for d in diagnostics
+                   if (expansion is None and d.construct != "syntax")
+                   or (key := (d.line, d.construct, d.why, d.rewrite, d.severity)) not in seen
+                   and not seen.add(key)]
     diagnostics = sorted(diagnostics, key=lambda d: (d.line, d.severity != "error"))
     translated = dict(rw.translated)
     if expansion is not None:
         translated["template"] = len(expansion.copies)
     return PortResult(to, None if rw.failed else out, diagnostics, options, translated)
+
+
+#: rounds of template expansion (templates naming templates in their arguments, nested)
+_EXPANSION_ROUNDS = 4
+
+
+def _compose(first: Expansion, then: Expansion) -> Expansion:
+    """Two rounds of expansion as one: ``then``'s lines mapped to the original through ``first``."""
+    return Expansion(then.source, [first.lines[n - 1] for n in then.lines],
+                     first.copies + [(name, args, copy, first.lines[line - 1])
+                                     for name, args, copy, line in then.copies])
 
 
 def _unreadable(node) -> str:

@@ -564,6 +564,12 @@ class OpenCLTranslator(WarpEmulation):
                         self.rw.replace(c, self.sp.device)
                     elif c.type in ("__device__", "__host__"):
                         self.rw.delete(c)
+                    elif c.type == "__forceinline__" and self.sp.forceinline:
+                        self.rw.replace(c, self.sp.forceinline)
+                    elif c.type == "__forceinline__":
+                        self.rw.delete(c)
+                for p in declarators[0].child_by_field_name("parameters").named_children:
+                    self._const_reference(p)
             else:
                 self.rw.delete(item)
             return
@@ -662,6 +668,23 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.replace(plist, lambda inner: (inner[:-1].rstrip() + f", {extra})")
                             if fn.params else f"({extra})")
 
+    def _const_reference(self, p) -> bool:
+        """A reference parameter ``const T& x`` of a device function becomes ``const T x``: the
+        callee only reads it, so a copy of the value is the same thing. Any other reference is
+        refused (False); a parameter that is no reference is left alone (True)."""
+        decl = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
+        if decl is None or decl.type != "reference_declarator":
+            return True
+        name = decl.named_children[0] if decl.named_children else None
+        if name is None or name.type != "identifier" or \
+                not any(c.type == "type_qualifier" and text(c) == "const" for c in p.named_children):
+            self.rw.error(p, f"reference parameter {text(name) if name is not None else text(p)}",
+                          "OpenCL C has no references, and the function may write through this one",
+                          "a pointer parameter (T* p, used as *p; callers pass &x)")
+            return False
+        self.rw.replace(decl, lambda _inner, n=text(name): " " + n)
+        return True
+
     def _param(self, fn: _Function, index: int, p, scope: Scope) -> None:
         if p.type != "parameter_declaration":
             self.rw.error(p, p.type.replace("_", " "), "OpenCL C has no default arguments or "
@@ -674,6 +697,10 @@ class OpenCLTranslator(WarpEmulation):
         decl = p.child_by_field_name("declarator")
         if decl is None:
             return
+        if decl.type == "reference_declarator" and not fn.kernel:
+            if not self._const_reference(p):
+                return
+            decl = decl.named_children[0]
         name, ptr, arr = declarator_parts(decl)
         self._restrict(decl)
         if ptr < 0 or ptr + arr > 1:
@@ -1026,9 +1053,10 @@ class OpenCLTranslator(WarpEmulation):
                 return
         if self.groups.call(node, scope):
             return
-        if callee.type == "qualified_identifier" and (ns := callee.child_by_field_name("scope")) is not None \
-                and text(ns) in self.user_namespaces and callee.child_by_field_name("name").type == "identifier":
-            inner = callee.child_by_field_name("name")  # ops::sq(v) -> sq(v)
+        if callee.type == "qualified_identifier" and callee.child_by_field_name("name").type == "identifier" \
+                and ((ns := callee.child_by_field_name("scope")) is None and text(callee).startswith("::")
+                     or ns is not None and text(ns) in self.user_namespaces):
+            inner = callee.child_by_field_name("name")  # ops::sq(v) -> sq(v); ::tanhf(x) -> tanhf(x)
             self.rw.replace(callee, lambda _i, n=inner: self.rw.render(n))
             callee = inner
         if callee.type == "template_function" and text(callee.child_by_field_name("name")) in T.OPENCL_UNSUPPORTED:

@@ -10,6 +10,7 @@ Templates without explicit instantiations are left to the translator, which refu
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from accel.port.syntax import text, walk
@@ -25,14 +26,38 @@ class Expansion:
     copies: list[tuple[str, tuple[str, ...], str, int]]
 
 
+def _items(root):
+    """The file's top-level items, and those inside namespaces (which the translation drops)."""
+    for item in root.named_children:
+        if item.type == "namespace_definition" and (body := item.child_by_field_name("body")) is not None:
+            yield from _items(body)
+        else:
+            yield item
+
+
+def _function_pointer(decl):
+    """The name ``F`` of a function-pointer declarator ``(*F)(args)``, else None."""
+    if decl.type != "function_declarator":
+        return None
+    inner = decl.child_by_field_name("declarator")
+    while inner is not None and inner.type in ("parenthesized_declarator", "pointer_declarator"):
+        inner = inner.child_by_field_name("declarator") if inner.type == "pointer_declarator" \
+            else (inner.named_children[0] if inner.named_children else None)
+    return inner if inner is not None and inner.type == "identifier" else None
+
+
 def _template(item):
     """(name, parameters, function node) of a function template, each parameter (name, "type")
-    for ``typename T`` or (name, its type) for ``unsigned int N``; None for any other kind."""
+    for ``typename T``, (name, "function") for ``float (*F)(float)``, or (name, its type) for
+    ``unsigned int N``; None for any other kind."""
     params = []
     for p in item.child_by_field_name("parameters").named_children:
         if p.type == "type_parameter_declaration":
             ids = [c for c in p.named_children if c.type == "type_identifier"]
             kind = "type"
+        elif p.type == "parameter_declaration" and (fp := _function_pointer(
+                p.child_by_field_name("declarator"))) is not None:
+            ids, kind = [fp], "function"  # instantiated with a function's name
         elif p.type == "parameter_declaration" and p.child_by_field_name("declarator") is not None:
             ids = [p.child_by_field_name("declarator")]
             # the constant keeps the parameter's type (unsigned stays unsigned)
@@ -59,9 +84,15 @@ def _arguments(tf, params) -> tuple[str, ...] | None:
     for a, (_name, kind) in zip(args, params):
         if kind == "type" and a.type != "type_descriptor":
             return None
+        if kind == "function":  # a function's name, or an instantiation of a template's
+            if a.type not in ("identifier", "type_descriptor", "template_function"):
+                return None
+            continue
         if kind != "type" and a.type == "type_descriptor" and a.named_children[0].type != "type_identifier":
             return None
-    return tuple(" ".join(text(a).split()) for a in args)
+    # a function argument's namespace goes, as the translation drops the file's namespaces
+    return tuple(re.sub(r"\b\w+\s*::\s*", "", " ".join(text(a).split())) if kind == "function"
+                 else " ".join(text(a).split()) for a, (_name, kind) in zip(args, params))
 
 
 def _instantiation(item, templates):
@@ -70,6 +101,8 @@ def _instantiation(item, templates):
     if decl is None or decl.type != "function_declarator":
         return None
     tf = decl.child_by_field_name("declarator")
+    while tf is not None and tf.type == "qualified_identifier":  # ns::f<A>: the namespace drops
+        tf = tf.child_by_field_name("name")
     if tf is None or tf.type != "template_function":
         return None
     name = text(tf.child_by_field_name("name"))
@@ -89,12 +122,12 @@ def expand(source: bytes, root) -> Expansion | None:
     that name the template's arguments, ``sq<float>(v)``, pointed at the copy), or None when
     there is nothing to expand."""
     templates, wanted, calls = {}, [], []
-    for item in root.named_children:
+    for item in _items(root):
         if item.type == "template_declaration" and (t := _template(item)) is not None:
             templates[t[0]] = (item, t[1], t[2])
     #: byte range -> replacement chunks, each (text, original line of its first byte)
     edits: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
-    for item in root.named_children:
+    for item in _items(root):
         if item.type == "template_instantiation" and (i := _instantiation(item, templates)) is not None:
             wanted.append(i)
             edits[(item.start_byte, item.end_byte)] = []
@@ -123,7 +156,7 @@ def expand(source: bytes, root) -> Expansion | None:
         names[call] = new_name
     for tf, call in calls:
         edits[(tf.start_byte, tf.end_byte)] = [(names[call].encode(), tf.start_point.row + 1)]
-    copies = []
+    copies, prototypes = [], []
     for name, (item, params, fn) in templates.items():
         args_list = list(dict.fromkeys(a for n, a in wanted if n == name))
         if not args_list:
@@ -135,11 +168,22 @@ def expand(source: bytes, root) -> Expansion | None:
         parts = []
         for k, args in enumerate(args_list):
             new_name = names[(name, args)]
-            text_k = _substitute(source, fn, new_name, params, args)
+            text_k, head_len = _substitute(source, fn, new_name, params, args)
+            head = text_k[:head_len]
+            if b"__global__" not in head:  # kernels are called by the host only
+                head = re.sub(rb"//[^\n]*|/\*.*?\*/", b" ", head, flags=re.S)
+                prototypes.append(b" ".join(head.split()) + b";")
             parts.append((b"\n" + text_k, row - 1) if k else
                          (b"\n" * header_lines + text_k, item.start_point.row + 1))
             copies.append((name, args, new_name, item.start_point.row + 1))
         edits[(item.start_byte, item.end_byte)] = parts
+    # CUDA looks a template's callees up where it is instantiated, OpenCL C wants each function
+    # declared before its first call: every copy's prototype goes before the file's first
+    # function, on one line (the lines below keep their numbers' origins)
+    first = next((it for it in _items(root) if it.type in ("function_definition", "template_declaration")), None)
+    if first is not None and prototypes:
+        spot = (first.start_byte, first.start_byte)
+        edits[spot] = [(b" ".join(prototypes) + b" ", first.start_point.row + 1)] + edits.get(spot, [])
     # a line that begins after a newline of a chunk comes from the chunk's origin plus the
     # newlines up to it (counted as the chunks go: a file of many calls stays linear)
     chunks, pos, row = [], 0, 1
@@ -155,28 +199,44 @@ def expand(source: bytes, root) -> Expansion | None:
     return Expansion(b"".join(c[0] for c in chunks), lines, copies)
 
 
-def _substitute(source: bytes, fn, new_name: str, params, args) -> bytes:
+def _substitute(source: bytes, fn, new_name: str, params, args) -> tuple[bytes, int]:
     """The function's text with its name replaced, each type parameter's tokens by the type and
-    each value parameter's by the constant cast to the parameter's type."""
+    each value parameter's by the constant cast to the parameter's type; and the length of the
+    copy's head (up to its body)."""
     types = {p: a for (p, kind), a in zip(params, args) if kind == "type"}
-    values = {p: f"(({kind})({a}))" for (p, kind), a in zip(params, args) if kind != "type"}
+    values = {p: a if kind == "function" else f"(({kind})({a}))"
+              for (p, kind), a in zip(params, args) if kind != "type"}
+    raw = {p: a for (p, kind), a in zip(params, args) if kind != "type"}
+    covered: set[int] = set()  # the T of T(0), rewritten with its call
     edits = []
     decl = fn.child_by_field_name("declarator").child_by_field_name("declarator")
     edits.append((decl.start_byte, decl.end_byte, new_name))
     for n in walk(fn):
         if n.type == "type_identifier" and text(n) in types:
             edits.append((n.start_byte, n.end_byte, types[text(n)]))
+        elif n.type == "type_identifier" and text(n) in raw:
+            # a value parameter passed on as a template argument (g<T, ACT, flag>), which the
+            # parser reads as a type: the argument as spelled, for the next round to expand
+            edits.append((n.start_byte, n.end_byte, raw[text(n)]))
         elif n.type == "call_expression" and text(callee := n.child_by_field_name("function")) in types \
                 and callee.type == "identifier":
             # T(0), which the parser reads as a call: the C cast it means, ((unsigned int)(0))
             edits.append((n.start_byte, callee.end_byte, f"(({types[text(callee)]})"))
             edits.append((n.end_byte, n.end_byte, ")"))
+            covered.add(callee.start_byte)
+        elif n.type == "identifier" and text(n) in types and n.start_byte not in covered:
+            # (T)(x), which the parser reads as a call of the parenthesized name T
+            edits.append((n.start_byte, n.end_byte, types[text(n)]))
         elif n.type == "identifier" and text(n) in values:
             edits.append((n.start_byte, n.end_byte, values[text(n)]))
     out, pos = [], fn.start_byte
+    body = fn.child_by_field_name("body").start_byte
+    head = body - fn.start_byte  # where the body starts in the copy
     for start, end, new in sorted(edits):
         out.append(source[pos:start])
         out.append(new.encode())
+        if end <= body:
+            head += len(new.encode()) - (end - start)
         pos = end
     out.append(source[pos:fn.end_byte])
-    return b"".join(out)
+    return b"".join(out), head
