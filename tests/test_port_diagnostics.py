@@ -649,3 +649,14 @@ def test_a_finding_inside_a_template_is_reported_once_not_per_copy():
            "    if (threadIdx.x < n) printf(\"%d\\n\", n);\n}\n"
            "template __global__ void k<float>(float*, int);\ntemplate __global__ void k<int>(int*, int);\n")
     assert _errors(src) == [(3, "printf")]
+
+
+def test_a_typedef_of_a_type_opencl_lacks_blocks_only_where_device_code_uses_it():
+    unused = ("#include <cuda_fp16.h>\ntypedef half2 half2_t;\n"
+              "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n")
+    result = translate(unused, "opencl", filename="k.cu")
+    assert result.ok and "half2_t" not in result.text
+    assert [(d.line, d.construct, d.severity) for d in result.diagnostics] == [
+        (2, "typedef half2_t", "warning")]
+    used = unused.replace("float* y) { y[threadIdx.x] = 1.0f; }", "half2_t* y) { }")
+    assert _errors(used) == [(2, "half2")]

@@ -143,6 +143,10 @@ class OpenCLTranslator(WarpEmulation):
         self.kept_calls: set[str] = set()
         self.functions: dict[str, _Function] = {}
         self.typedefs: dict[str, str] = {}
+        #: typedefs of types OpenCL lacks (typedef half2 half2_t;), with their errors: reported
+        #: where device code uses the name, else the typedef is left out with a warning
+        self.typedef_pending: dict[str, tuple[object, list]] = {}
+        self.typedefs_used: set[str] = set()
         self.globals = Scope()
         self.uses_double = False
         #: the file's macros: function-like names, and the type of each named constant (an
@@ -176,7 +180,26 @@ class OpenCLTranslator(WarpEmulation):
             self._function(fn)
         self.finish_warp()
         self._host_macros()
+        self._host_typedefs()
         return self.rw.render()
+
+    def _host_typedefs(self) -> None:
+        """A typedef of a type OpenCL lacks is an error where device code uses it; one no device
+        code uses is left out with a warning."""
+        items = {}
+        for name, (item, found) in self.typedef_pending.items():
+            if name in self.typedefs_used:
+                self.rw.diagnostics.extend(d for d in found if d not in self.rw.diagnostics)
+            else:
+                items.setdefault(id(item), (item, name))
+        for item, name in items.values():
+            if any(n in self.typedefs_used for n, (it, _f) in self.typedef_pending.items() if it is item):
+                continue
+            self.rw.note("typedef")
+            self.rw.warn(item, f"typedef {name}", "its type has no OpenCL C form, and no device "
+                         "code uses it (host code only, or unused), so it is left out",
+                         "keep host-only typedefs with the host code")
+            self.rw.delete(item)
 
     def _host_macros(self) -> None:
         """A refused macro is an error where device code uses it; one only host code uses (or
@@ -539,7 +562,17 @@ class OpenCLTranslator(WarpEmulation):
                     self._expr(value, self.globals)
 
     def _typedef(self, item) -> None:
+        before = len(self.rw.diagnostics)
         base = self._type(type_node(item))
+        refused = [d for d in self.rw.diagnostics[before:] if d.severity == "error"]
+        if refused:  # an error where device code uses the name; left out where none does
+            del self.rw.diagnostics[before:]
+            for d in item.children_by_field_name("declarator"):
+                name = declarator_parts(d)[0]
+                if name is not None:
+                    self.typedef_pending[text(name)] = (item, refused)
+                    self.typedefs[text(name)] = base
+            return
         for d in item.children_by_field_name("declarator"):
             name, ptr, arr = declarator_parts(d)
             if ptr or arr:
@@ -1354,4 +1387,6 @@ class OpenCLTranslator(WarpEmulation):
         return pointer_info(node, scope, self._normal)
 
     def _normal(self, spelled: str) -> str:
+        if spelled in self.typedef_pending:
+            self.typedefs_used.add(spelled)
         return self.typedefs.get(spelled, T.OPENCL_TYPES.get(spelled, spelled))
