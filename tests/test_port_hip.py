@@ -309,3 +309,16 @@ def test_cg_reduce_is_refused_for_hip_where_rocm_lacks_it():
         (5, "#include <cooperative_groups/reduce.h>"), (27, "cooperative groups (cg::reduce)"),
         (27, "cooperative groups (cg::plus<float>)"), (39, "cooperative groups (cg::reduce)"),
         (39, "cooperative groups (cg::plus<float>)")]
+
+
+def test_bfloat16_and_cache_hints_take_rocm_names_and_plain_accesses():
+    src = ("#include <cuda_bf16.h>\ntypedef __nv_bfloat16 floatX;\n"
+           "__global__ void k(floatX* out, const floatX* in, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    if (i < n) __stcs(&out[i], __float2bfloat16(2.0f * __bfloat162float(__ldcs(&in[i]))));\n}\n")
+    result = translate(src, "hip", filename="k.cu")
+    assert result.ok, result.errors
+    assert "typedef __hip_bfloat16 floatX;" in result.text and "#include <hip/hip_bf16.h>" in result.text
+    assert "__ldcs" not in result.text and "__stcs" not in result.text
+    assert "(*(&out[i]) = (__float2bfloat16(2.0f * __bfloat162float((*(&in[i]))))))" in result.text
+    assert any("ROCm 6.0" in str(d) for d in result.diagnostics if d.severity == "warning")

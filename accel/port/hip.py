@@ -124,6 +124,10 @@ def _include(rw: Rewriter, node) -> bool:
         return target == "hip/hip_runtime.h"
     if header in T.HIP_INCLUDES:
         rw.replace(path, f"<{target}>")
+        if header == "cuda_bf16.h":
+            rw.warn(node, f"#include <{header}>", "ROCm's bfloat16 header and __hip_bfloat16 "
+                    "(with __float2bfloat16 and __bfloat162float) arrive with ROCm 6.0; ROCm 5 "
+                    "has neither", "build with ROCm 6.0 or later")
         return False
     if header == "cooperative_groups/reduce.h":
         rw.error(node, f"#include {text(path)}", _CG_WHY, "a __shared__ tree reduction, or a "
@@ -214,6 +218,10 @@ def _library_name(rw: Rewriter, node, name: str, prefix: str) -> None:
                  "its arguments and semantics")
 
 
+_HIP_PLAIN_LOADS = frozenset(("__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
+_HIP_PLAIN_STORES = frozenset(("__stcs", "__stcg", "__stwb", "__stwt"))
+
+
 def _call(rw: Rewriter, node) -> None:
     callee = node.child_by_field_name("function")
     name = text(callee)
@@ -236,6 +244,14 @@ def _call(rw: Rewriter, node) -> None:
     elif name == "__syncwarp":
         rw.error(node, name, "HIP (ROCm 5) has no __syncwarp", "__syncthreads(), or rely on "
                  "wavefront lockstep only where the HIP docs guarantee it")
+    elif name in _HIP_PLAIN_LOADS and len(args) == 1:
+        # ROCm declares these cache hints for a few vector types only; a plain access
+        # computes the same value for every type
+        rw.note(name)
+        rw.replace(node, lambda _i: f"(*({rw.render(args[0])}))")
+    elif name in _HIP_PLAIN_STORES and len(args) == 2:
+        rw.note(name)
+        rw.replace(node, lambda _i: f"(*({rw.render(args[0])}) = ({rw.render(args[1])}))")
     elif name.startswith("__nv_") or name.startswith("__cvta"):
         rw.error(node, name, "an NVIDIA-only intrinsic", "the plain C expression it computes")
 

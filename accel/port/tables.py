@@ -383,6 +383,9 @@ NAMESPACE_FEATURES = {
 #: hip_runtime_api.h and driver_types.h spell them: mostly the prefix swapped, but not always
 #: (cudaDeviceProp is hipDeviceProp_t, cudaDevAttr* are hipDeviceAttribute*)
 HIP_RUNTIME = {
+    # ROCm's bfloat16 (hip/hip_bf16.h) has CUDA's conversions under the same names
+    "__nv_bfloat16": "__hip_bfloat16", "nv_bfloat16": "__hip_bfloat16",
+    "__nv_bfloat162": "__hip_bfloat162", "nv_bfloat162": "__hip_bfloat162",
     **{name: "hip" + name[4:] for name in (
         "cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
         "cudaMallocHost", "cudaFreeHost", "cudaMallocManaged", "cudaHostAlloc",
