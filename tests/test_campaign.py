@@ -152,6 +152,8 @@ def test_campaign_model_runs_the_model_conformance_on_every_device(cluster, tmp_
     from test_models import write_model
 
     c, nodes = cluster
+    if "cpu" not in nodes:  # the killed-node test removed it
+        nodes["cpu"] = c.add_node(num_cpus=1, resources={"accel_cpu": 1})
     path = write_model(tmp_path / "l.gguf", "llama")
     out = tmp_path / "models"
     # cpu only: a fresh OpenCL worker would spend a minute building the model's kernels
