@@ -224,6 +224,11 @@ def _random_super_blocks(fmt: str, nblocks: int, rng, data: str) -> np.ndarray:
         if data == "special_d":
             raw[: min(4, nblocks), 0] = np.array([0, 1, 254, 255], np.uint8)[:nblocks]
         return raw
+    if fmt == "nvfp4":  # every UE4M3 byte is a finite scale (0x7F and 0: zero)
+        if data == "special_d":
+            specials = np.array([[0, 1, 0x7E, 0x7F], [0xFF, 0x80, 0x08, 0x77]], np.uint8)
+            raw[: min(2, nblocks), :4] = specials[: min(2, nblocks)]
+        return raw
     for off, name in f.scales:  # the table's float scales: d (and dmin or m)
         dt = np.dtype(name).type
         d = (rng.standard_normal(nblocks) * (0.05 if dt == np.float16 else 1e-3)).astype(dt)

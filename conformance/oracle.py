@@ -17,9 +17,10 @@ LEGACY = ("q8_0", "q4_0")  # the formats this module quantizes itself
 SUPER = {"q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210), "q8_k": (256, 292),
          "mxfp4": (32, 17), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q2_k": (256, 84),
          "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136), "q8_1": (32, 36),
-         "q1_0": (128, 18), "tq1_0": (256, 54), "tq2_0": (256, 66)}
+         "q1_0": (128, 18), "tq1_0": (256, 54), "tq2_0": (256, 66), "nvfp4": (64, 36)}
 #: the formats whose blocks this module reads as groups w = a c - b (``group_parts``)
-GROUPED = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
+GROUPED = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0",
+           "nvfp4")
 #: the 4-bit non-linear code values of iq4_nl and iq4_xs (ggml-common.h's kvalues_iq4nl)
 _IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113])
 #: twice the FP4 (E2M1) value of each mxfp4 code
@@ -187,6 +188,9 @@ def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
                 out[tiny, 2:4] = 0
     if finite.all():
         return out.reshape(x.shape[:-1] + (-1,))
+    if fmt == "nvfp4":  # C is defined here: a NaN never raises a sub-block's maximum, an infinity
+        out[~finite] = _reference_quantize(blocks[~finite], fmt)  # saturates it; both get code 0
+        return out.reshape(x.shape[:-1] + (-1,))
     if fmt == "q1_0":  # C is defined here (d = sum |x| / 128, a bit per sign): ggml's bytes,
         out[~finite] = _reference_quantize(blocks[~finite], fmt)  # a NaN d stored as 0x7E00
         nan_d = np.isnan(out[:, :2].copy().view(np.float16)[:, 0])
@@ -335,6 +339,12 @@ def group_parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray, np.n
         return d[:, None], b[:, None], c[:, None, :]
     if fmt == "iq4_nl":
         return _f16(r8, 0)[:, None], np.zeros((n, 1)), _IQ4_VALUES[_nibbles(r[:, 2:])][:, None, :]
+    if fmt == "nvfp4":  # four groups of 16: an unsigned E4M3 byte each (four exponent bits, three
+        v = r[:, :4]    # mantissa bits; 0x7F is zero), halved; byte k of a group's 8 holds
+        e, m = (v // 8) % 16, v % 8  # elements k (low nibble) and k + 8 (high)
+        a = np.where(v == 0x7F, 0.0, np.where(e == 0, m * 2.0 ** -10, (8 + m) * 2.0 ** (e - 11)))
+        q = r[:, 4:].reshape(n, 4, 8)
+        return a, np.zeros((n, 4)), _E2M1_X2[np.concatenate([q % 16, q // 16], axis=2)]
     if fmt == "q1_0":  # bit j % 8 of byte 2 + j // 8: +d where set, -d where clear
         c = ((r[:, 2 + np.arange(128) // 8] >> (np.arange(128) % 8)) % 2) * 2 - 1
         return np.repeat(_f16(r8, 0)[:, None], 4, axis=1), np.zeros((n, 4)), c.reshape(n, 4, 32)

@@ -61,13 +61,13 @@ KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
 #: on every dialect
 KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1", "q8_1", "q2_k",
-                  "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
+                  "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
 #: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
 #: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
-KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
-#: weight formats whose blocks span several of their x format's (q1_0: 128 values, q8_0: 32),
-#: which qmatmul_kx does not pair: their x_format runs on the CPU reference
-_NO_DEVICE_X_FORMAT = ("q1_0",)
+KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
+#: weight formats whose blocks span several of their x format's (q1_0: 128 values, nvfp4: 64;
+#: q8_0: 32), which qmatmul_kx does not pair: their x_format runs on the CPU reference
+_NO_DEVICE_X_FORMAT = ("q1_0", "nvfp4")
 
 
 def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:

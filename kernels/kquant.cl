@@ -62,6 +62,9 @@
 #elif FMT_TQ2_0
 #define QB 256
 #define BLOCK_BYTES 66
+#elif FMT_NVFP4
+#define QB 64
+#define BLOCK_BYTES 36
 #else
 #define QB 32
 #define BLOCK_BYTES 17
@@ -72,10 +75,10 @@
  * here (their quantizers are searches: they run on the CPU reference so far) */
 #define SIGNS (FMT_Q1_0 || FMT_TQ1_0 || FMT_TQ2_0) /* codes -1 / 1 or -1 / 0 / 1 times d */
 #define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q8_1 || FMT_Q2_K || FMT_Q3_K || \
-                     FMT_IQ4_NL || FMT_IQ4_XS || SIGNS)
-#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS || SIGNS)
+                     FMT_IQ4_NL || FMT_IQ4_XS || SIGNS || FMT_NVFP4)
+#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS || SIGNS || FMT_NVFP4)
 /* q1_0's blocks of 128 meet four q8_0 blocks each: qmatmul_kx pairs one block with one */
-#define NO_KX (FMT_Q8_K || FMT_Q8_1 || FMT_Q1_0)
+#define NO_KX (FMT_Q8_K || FMT_Q8_1 || FMT_Q1_0 || FMT_NVFP4)
 /* the legacy layouts of blocks of 32: float16 d (then m or q8_1's s), the fifth bits, 16 bytes
  * of nibbles (q8_1: 32 int8 codes) */
 #define LEGACY32 (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1)
@@ -136,6 +139,14 @@ DEVICE int e2m1_x2(int c) {
     return (c & 8) ? -mag[c & 7] : mag[c & 7];
 }
 
+/* nvfp4's unsigned E4M3 sub-block scale, halved as GGML's ggml_ue4m3_to_fp32 (0 and 0x7F: 0;
+ * four exponent bits, so the byte's top bit is not read): (8 + m) 2^(e - 11), or m 2^-10 */
+DEVICE float ue4m3_half(int b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    if (b == 0x7F) return 0.0f;
+    return e == 0 ? (float)m * 0.0009765625f : AS_FLOAT((u32)(e + 119) << 23 | (u32)m << 20);
+}
+
 /* iq4_nl's and iq4_xs's 16 code values (ggml-common.h's kvalues_iq4nl). */
 DEVICE int iq4_value(int c) {
     const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -170,6 +181,9 @@ DEVICE int code_at(GLOBAL const u8* RESTRICT blk, int e) {
     return q;
 #elif FMT_IQ4_NL
     return iq4_value(blk[2 + (e & 15)] >> (4 * (e >> 4)));
+#elif FMT_NVFP4 /* sub-block e / 16: element k < 8 the low nibble of byte k, k + 8 the high */
+    const int k = e % 16;
+    return e2m1_x2((blk[4 + 8 * (e / 16) + (k & 7)] >> (4 * (k >> 3))) & 15);
 #elif FMT_IQ4_XS /* sub-block e / 32: 16 bytes of nibbles each */
     return iq4_value(blk[8 + 16 * (e / 32) + (e & 15)] >> (4 * ((e >> 4) & 1)));
 #else /* q2_k, q3_k: element e = 128 h + 32 j + l reads bits 2 j of code byte 32 h + l */
@@ -227,6 +241,11 @@ DEVICE void block_d(GLOBAL const u8* RESTRICT blk, float* d, float* dm) {
 
 /* group g's a and b, each rounded once as ggml's dequantize_row_* rounds them */
 DEVICE void group_scale(GLOBAL const u8* RESTRICT blk, int g, float* a, float* b) {
+#if FMT_NVFP4 /* a scale byte per group of 16, no minimum */
+    *a = ue4m3_half(blk[g]);
+    *b = 0.0f;
+    return;
+#endif
     float d, dm;
     int sx, sy;
     block_d(blk, &d, &dm);
@@ -457,6 +476,17 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
     UNROLL for (int v = 0; v < SV; ++v) {
         q[v] = iq4_values(VLOAD_U8(qs, (v * VW) & 15) >> (4 * ((v * VW) >> 4)));
         a[v] = d;
+    }
+#elif FMT_NVFP4 /* a vector never crosses a group of 16 (VW <= 16); codes lane by lane */
+    UNROLL for (int v = 0; v < SV; ++v) {
+        const int e0 = 32 * j + v * VW;
+#if VW == 1
+        q[v] = code_at(blk, e0);
+#else
+        __private int* ql = (__private int*)&q[v];
+        for (int i = 0; i < VW; ++i) ql[i] = code_at(blk, e0 + i);
+#endif
+        a[v] = ue4m3_half(blk[e0 / 16]);
     }
 #elif FMT_Q2_K || FMT_Q3_K
     GLOBAL const u8* qs = blk + Q2_CODES_AT + 32 * (j / 4);

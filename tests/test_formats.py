@@ -10,7 +10,7 @@ from accel.formats import FORMATS
 gguf = pytest.importorskip("gguf", reason="gguf-py (the test extra) is the dequantize reference")
 
 WEIGHTS = [f for f in FORMATS.values() if not f.activation_only]
-NEW = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0")
+NEW = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
 
 
 def _reference_values(raw: np.ndarray, f, k: int) -> np.ndarray:

@@ -33,7 +33,7 @@ class QuantFormat:
     vec_dot: str | None
     #: the codec module in this package: ``legacy`` (blocks of 32 with a float16 scale),
     #: ``kquants`` (super-blocks of 256, and mxfp4), ``iquants`` (non-linear codebooks),
-    #: ``ternary`` (q1_0's signs, tq1_0's and tq2_0's -1 / 0 / 1)
+    #: ``ternary`` (q1_0's signs, tq1_0's and tq2_0's -1 / 0 / 1), ``nvfp4``
     family: str
     #: ggml's name of the type (GGUF's tensor type)
     ggml: str = ""
@@ -93,6 +93,8 @@ FORMATS = dict([
     _row("tq1_0", SUPER_BLOCK, 48 + 4 + 2, 2, "q8_k", "ternary", (52,)),
     # ternary codes: 64 bytes of four 2-bit codes, f16 d
     _row("tq2_0", SUPER_BLOCK, SUPER_BLOCK // 4 + 2, 2, "q8_k", "ternary", (64,)),
+    # four UE4M3 sub-block scales (no float16: none in `scales`), 32 bytes of E2M1 nibbles
+    _row("nvfp4", 2 * BLOCK, 4 + BLOCK, 4, "q8_0", "nvfp4", ()),
     # activation formats: f16 d, f16 s = d * sum(codes), 32 int8 codes
     _row("q8_1", BLOCK, 4 + BLOCK, 8, None, "legacy", (0, 2)),
     # f32 d, 256 int8 codes, 16 int16 sums of 16 codes

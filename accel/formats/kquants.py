@@ -193,15 +193,22 @@ def _quantize_mxfp4(x: np.ndarray) -> np.ndarray:
     lg = np.where(amax > 0, lg, _F(0))
     # (uint8_t) of a float: C converts through int; the low byte is kept
     e = np.where(amax > 0, (lg - _F(2) + _F(127)).astype(np.int32) & 0xFF, 0).astype(np.uint8)
-    d = _e8m0_half(e)[:, None]
+    best = fp4_codes(x, _e8m0_half(e)[:, None])
+    return np.concatenate([e[:, None], best[:, :16] | (best[:, 16:] << 4)], axis=1)
+
+
+def fp4_codes(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """GGML's best_index_mxfp4: per element the E2M1 code whose value times the (halved) scale
+    d is nearest x; the first code of least error wins, as the C loop's strict < (so a NaN or
+    an infinity, whose every error compares false, gets code 0)."""
     best = np.zeros(x.shape, np.uint8)
     best_err = np.abs(_F(MXFP4_VALUES[0]) * d - x)
-    for i in range(1, 16):  # the first code of least error wins, as the C loop's strict <
+    for i in range(1, 16):
         err = np.abs(_F(MXFP4_VALUES[i]) * d - x)
         better = err < best_err
         best = np.where(better, np.uint8(i), best)
         best_err = np.where(better, err, best_err)
-    return np.concatenate([e[:, None], best[:, :16] | (best[:, 16:] << 4)], axis=1)
+    return best
 
 
 def _pack_2bit(L: np.ndarray) -> np.ndarray:
