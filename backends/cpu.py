@@ -81,7 +81,14 @@ class CPUBackend(Backend):
         return {"numpy": np.__version__, "ml_dtypes": ml_dtypes.__version__}
 
     def supports(self, spec) -> Support:
-        return YES  # the reference computes every case the API allows
+        # the reference computes every case the API allows, but quantizing into the codebook
+        # formats, which is ggml's own search (ggml-python) and, for some, needs an imatrix
+        if spec.op == "quantize" and spec.fmt.family == "codebook":
+            from accel.formats.codebook import quantize_declined
+
+            if why := quantize_declined(spec.fmt.name):
+                return Support(False, why)
+        return YES
 
     # ops: numpy in, numpy out; ``compute`` is also dispatch's path for numpy operands
     def run(self, spec, out, *inputs) -> None:

@@ -17,7 +17,12 @@ LEGACY = ("q8_0", "q4_0")  # the formats this module quantizes itself
 SUPER = {"q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210), "q8_k": (256, 292),
          "mxfp4": (32, 17), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q2_k": (256, 84),
          "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136), "q8_1": (32, 36),
-         "q1_0": (128, 18), "tq1_0": (256, 54), "tq2_0": (256, 66), "nvfp4": (64, 36)}
+         "q1_0": (128, 18), "tq1_0": (256, 54), "tq2_0": (256, 66), "nvfp4": (64, 36),
+         "iq2_xxs": (256, 66), "iq2_xs": (256, 74), "iq2_s": (256, 82), "iq3_xxs": (256, 98),
+         "iq3_s": (256, 110), "iq1_s": (256, 50), "iq1_m": (256, 56)}
+#: the codebook formats, whose values this oracle takes from gguf-py's dequantizers (a decoder
+#: written apart from accel's, by the GGUF project): restating seven grids here would only copy
+CODEBOOK = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m")
 #: the formats whose blocks this module reads as groups w = a c - b (``group_parts``)
 GROUPED = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0",
            "nvfp4")
@@ -177,6 +182,9 @@ def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
     block, nbytes = SUPER[fmt]
     blocks = x.astype(np.float32).reshape(-1, block)
     finite = np.isfinite(blocks).all(axis=1)
+    if fmt in CODEBOOK:
+        with np.errstate(invalid="ignore"):
+            finite &= np.abs(np.where(np.isfinite(blocks), blocks, 0)).max(axis=1) <= 2.0**32
     out = np.zeros((len(blocks), nbytes), np.uint8)
     if finite.any():
         out[finite] = _reference_quantize(blocks[finite], fmt)
@@ -188,6 +196,8 @@ def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
                 out[tiny, 2:4] = 0
     if finite.all():
         return out.reshape(x.shape[:-1] + (-1,))
+    if fmt in CODEBOOK:  # ggml's search aborts on these: accel's definition (docs/api.md)
+        return _codebook_nonfinite(out, blocks, fmt).reshape(x.shape[:-1] + (-1,))
     if fmt == "nvfp4":  # C is defined here: a NaN never raises a sub-block's maximum, an infinity
         out[~finite] = _reference_quantize(blocks[~finite], fmt)  # saturates it; both get code 0
         return out.reshape(x.shape[:-1] + (-1,))
@@ -214,6 +224,24 @@ def _quantize_super(x: np.ndarray, fmt: str) -> np.ndarray:
         if fmt == "q8_1":
             out[~finite, 2:4] = np.full(1, np.nan, np.float16).view(np.uint8)
     return out.reshape(x.shape[:-1] + (-1,))
+
+
+def _codebook_nonfinite(out: np.ndarray, blocks: np.ndarray, fmt: str) -> np.ndarray:
+    """Codebook blocks with a NaN or an infinity: an all-zero block's bytes with d = NaN; finite
+    blocks beyond 2**32 in magnitude (ggml aborts from about 1e12): the same with d = +inf."""
+    finite = np.isfinite(blocks).all(axis=1)
+    with np.errstate(invalid="ignore"):
+        huge = finite & (np.abs(np.where(finite[:, None], blocks, 0)).max(axis=1) > 2.0**32)
+    bad = ~finite | huge
+    out[bad] = _reference_quantize(np.zeros((1, blocks.shape[1]), np.float32), fmt)
+    for rows, d in ((~finite, np.float16(np.nan)), (huge, np.float16(np.inf))):
+        bits = int(np.array(d).view(np.uint16))
+        if fmt == "iq1_m":  # d's nibble k is the top nibble of 16-bit scale word k (bytes 48..55)
+            for k in range(4):
+                out[rows, 49 + 2 * k] = out[rows, 49 + 2 * k] % 16 + ((bits >> (4 * k)) % 16) * 16
+        else:
+            out[rows, 0], out[rows, 1] = bits % 256, bits // 256
+    return out
 
 
 #: the code bytes of the formats whose codes C leaves undefined where 1/d overflows
@@ -459,6 +487,13 @@ def _parts(raw: np.ndarray, fmt: str, rows: int) -> tuple[np.ndarray, np.ndarray
 
 def dequantize(raw: np.ndarray, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
     """float64 values of GGUF blocks (exactly representable in float32)."""
+    if fmt in CODEBOOK:
+        from gguf import GGMLQuantizationType, quants
+
+        with np.errstate(all="ignore"):
+            y = quants.dequantize(np.ascontiguousarray(raw).reshape(-1),
+                                  GGMLQuantizationType[fmt.upper()])
+        return y.astype(np.float64).reshape(shape)
     if fmt in GROUPED:
         return _dequantize_grouped(raw, fmt, shape)
     if fmt == "q8_1":
@@ -490,6 +525,13 @@ def qmatmul_quantized_x(x: np.ndarray, raw: np.ndarray, fmt: str, N: int,
     terms' magnitudes. float64: every term is exact (22-bit scale product, 20-bit integer)."""
     K = x.shape[-1]
     M = x.size // K
+    if fmt in CODEBOOK:  # x's q8_k values (exact) against the weights' values, in float64
+        dx, cx, _ = _x_blocks(quantize(x.reshape(M, K), x_fmt), x_fmt)
+        xv = (dx[:, None] * cx).reshape(M, K)
+        w = dequantize(raw, fmt, (N, K))
+        with np.errstate(invalid="ignore", over="ignore"):
+            out, mag = product_sum(xv, w.T), product_sum(np.abs(xv), np.abs(w).T)
+        return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))
     if fmt in GROUPED:
         out, mag = _grouped_dot(quantize(x.reshape(M, K), x_fmt), x_fmt, raw, fmt, M, N, K)
         return out.reshape(x.shape[:-1] + (N,)), mag.reshape(x.shape[:-1] + (N,))

@@ -27,7 +27,7 @@ import numpy as np
 
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, expected
-from accel.formats import BLOCK, get_format
+from accel.formats import BLOCK, FORMATS, get_format
 
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
@@ -70,6 +70,10 @@ KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_
 _NO_DEVICE_X_FORMAT = ("q1_0", "nvfp4")
 
 
+#: the codebook formats (iq1_*, iq2_*, iq3_*): kquant.cl has no grids for them yet
+CODEBOOK_FORMATS = tuple(f.name for f in FORMATS.values() if f.family == "codebook")
+
+
 def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:
     """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``) on any
     device, or None: the one reason every kernel runtime's ``supports()``, and the support
@@ -78,6 +82,9 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
     >>> kernel_declines("dequantize", "q2_k") is None, kernel_declines("quantize", "q2_k")[:21]
     (True, 'quantize to q2_k runs')
     """
+    if fmt in CODEBOOK_FORMATS:
+        return (f"{op} of {fmt} runs on the cpu reference only so far (the device kernels have "
+                "no codebook grids yet)")
     if fmt in _NO_DEVICE_X_FORMAT and x_fmt is not None:
         return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
                 f"far (a {fmt} block spans several {x_fmt} blocks); float x runs here")

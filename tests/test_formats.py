@@ -10,7 +10,8 @@ from accel.formats import FORMATS
 gguf = pytest.importorskip("gguf", reason="gguf-py (the test extra) is the dequantize reference")
 
 WEIGHTS = [f for f in FORMATS.values() if not f.activation_only]
-NEW = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
+NEW = ("q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4",
+       "iq2_s", "iq3_xxs", "iq3_s", "iq1_m")
 
 
 def _reference_values(raw: np.ndarray, f, k: int) -> np.ndarray:
@@ -42,17 +43,38 @@ def ggml_ref():
     return ggml_ref
 
 
-@pytest.mark.parametrize("fmt", [f.name for f in FORMATS.values()])
+#: the codebook formats ggml quantizes only with an importance matrix (its quantizer aborts
+#: without one): accel.quantize declines them
+NEEDS_IMATRIX = tuple(f.name for f in FORMATS.values() if f.needs_imatrix)
+
+
+@pytest.mark.parametrize("fmt", [f.name for f in FORMATS.values() if f.name not in NEEDS_IMATRIX])
 def test_quantize_gives_ggml_bytes(fmt, ggml_ref):
     x = _rows(FORMATS[fmt].block)
     got = accel.quantize(x, fmt, backend="cpu").raw
     assert np.array_equal(got, ggml_ref.quantize(x, fmt))
 
 
+@pytest.mark.parametrize("fmt", NEEDS_IMATRIX)
+def test_quantize_without_the_imatrix_ggml_needs_is_declined_by_name(fmt):
+    with pytest.raises(accel.UnsupportedError, match=f"{fmt} only with an importance matrix"):
+        accel.quantize(np.ones((1, 256), np.float32), fmt, backend="cpu")
+
+
+def _blocks_of(f, x, ggml_ref) -> np.ndarray:
+    """ggml's bytes of x, or random blocks with modest float16 scales where ggml needs an imatrix."""
+    if f.name not in NEEDS_IMATRIX:
+        return ggml_ref.quantize(x, f.name)
+    rng = np.random.default_rng(11)
+    raw = rng.integers(0, 256, (x.size // f.block, f.block_bytes), dtype=np.uint8)
+    raw[:, :2] = (rng.standard_normal(len(raw)) * 0.05).astype(np.float16).view(np.uint8).reshape(-1, 2)
+    return raw.reshape(x.shape[0], -1)
+
+
 @pytest.mark.parametrize("f", WEIGHTS, ids=lambda f: f.name)
 def test_dequantize_equals_gguf_py(f, ggml_ref):  # ggml's to_float for q1_0
     x = _rows(f.block)
-    raw = ggml_ref.quantize(x, f.name)
+    raw = _blocks_of(f, x, ggml_ref)
     qt = accel.QTensor.from_raw(raw, f.name, x.shape, backend="cpu")
     want = _reference_values(raw, f, x.shape[1])
     got = accel.dequantize(qt)
@@ -75,11 +97,11 @@ def test_qmatmul_with_the_x_format_is_ggmls_block_dot(fmt):
     assert np.abs(accel.qmatmul(x, w, backend="cpu") - x @ accel.dequantize(w).T).max() <= 1e-4
 
 
-@pytest.mark.parametrize("fmt", NEW)
-def test_gguf_file_of_every_new_type_loads(fmt, tmp_path):
+@pytest.mark.parametrize("fmt", NEW + NEEDS_IMATRIX)
+def test_gguf_file_of_every_new_type_loads(fmt, tmp_path, ggml_ref):
     f = FORMATS[fmt]
     x = _rows(f.block)[:3]
-    raw = accel.quantize(x, fmt, backend="cpu").raw.copy()
+    raw = np.ascontiguousarray(_blocks_of(f, x, ggml_ref))
     path = str(tmp_path / "w.gguf")
     w = gguf.GGUFWriter(path, "llama")
     w.add_tensor("w", raw, raw_dtype=getattr(gguf.GGMLQuantizationType, f.ggml))

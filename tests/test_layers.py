@@ -16,8 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conformance": "conformance",
                 "accel.kernels": "kernels"}
 
-BASE = {"accel.errors", "accel.dtypes", "accel.formats", "accel.formats.rounding",
-        "accel.formats.legacy", "accel.formats.kquants", "accel.formats.iquants", "accel.formats.ternary", "accel.spec", "accel.diskcache",
+BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.diskcache",
         "accel.exact_int8", "accel.argtypes", "accel.hostmem"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
@@ -45,6 +44,8 @@ def layer(module: str) -> str:
     for name, members in (("base", BASE), ("runtime", RUNTIME), ("kernels", KERNELS)):
         if module in members:
             return name
+    if _within(module, "accel.formats"):  # the format table and every codec: base
+        return "base"
     if _within(module, "accel.models"):  # a user of the public ops, at the runtime's level
         return "runtime"
     if _within(module, "accel.backends"):

@@ -33,13 +33,17 @@ class QuantFormat:
     vec_dot: str | None
     #: the codec module in this package: ``legacy`` (blocks of 32 with a float16 scale),
     #: ``kquants`` (super-blocks of 256, and mxfp4), ``iquants`` (non-linear codebooks),
-    #: ``ternary`` (q1_0's signs, tq1_0's and tq2_0's -1 / 0 / 1), ``nvfp4``
+    #: ``ternary`` (q1_0's signs, tq1_0's and tq2_0's -1 / 0 / 1), ``nvfp4``, ``codebook``
+    #: (iq1_*, iq2_*, iq3_*: grid entries)
     family: str
     #: ggml's name of the type (GGUF's tensor type)
     ggml: str = ""
     #: where the block's float scales sit: (byte offset, numpy dtype name) of d, then of its
     #: minimum's scale where it has one (dmin, m); mxfp4's E8M0 byte is no float: none
     scales: tuple[tuple[int, str], ...] = ((0, "float16"),)
+    #: ggml quantizes it only with an importance matrix (ggml_quantize_requires_imatrix), which
+    #: accel.quantize does not take yet: such files come from llama-quantize
+    needs_imatrix: bool = False
 
     def row_bytes(self, k: int) -> int:
         return k // self.block * self.block_bytes
@@ -57,9 +61,10 @@ class QuantFormat:
 
 
 def _row(name: str, block: int, block_bytes: int, bits: int, vec_dot: str | None,
-         family: str, scales: tuple[int, ...] = (0,), scale_dtype: str = "float16") -> tuple[str, QuantFormat]:
+         family: str, scales: tuple[int, ...] = (0,), scale_dtype: str = "float16",
+         needs_imatrix: bool = False) -> tuple[str, QuantFormat]:
     return name, QuantFormat(name, block, block_bytes, bits, vec_dot, family, name.upper(),
-                             tuple((at, scale_dtype) for at in scales))
+                             tuple((at, scale_dtype) for at in scales), needs_imatrix)
 
 
 # the byte layouts of ggml-common.h; a format is one row here plus its codec's branch
@@ -93,6 +98,19 @@ FORMATS = dict([
     _row("tq1_0", SUPER_BLOCK, 48 + 4 + 2, 2, "q8_k", "ternary", (52,)),
     # ternary codes: 64 bytes of four 2-bit codes, f16 d
     _row("tq2_0", SUPER_BLOCK, SUPER_BLOCK // 4 + 2, 2, "q8_k", "ternary", (64,)),
+    # codebooks: f16 d, then grid indices, signs and sub-scales (codebook.py); iq1_m's d is spread
+    # over four 16-bit words (none in `scales`)
+    _row("iq2_xxs", SUPER_BLOCK, 2 + SUPER_BLOCK // 4, 2, "q8_k", "codebook", needs_imatrix=True),
+    _row("iq2_xs", SUPER_BLOCK, 2 + SUPER_BLOCK // 4 + SUPER_BLOCK // 32, 2, "q8_k", "codebook",
+         needs_imatrix=True),
+    _row("iq2_s", SUPER_BLOCK, 2 + SUPER_BLOCK // 4 + 2 * SUPER_BLOCK // 32, 2, "q8_k", "codebook"),
+    _row("iq3_xxs", SUPER_BLOCK, 2 + 3 * SUPER_BLOCK // 8, 3, "q8_k", "codebook"),
+    _row("iq3_s", SUPER_BLOCK, 2 + SUPER_BLOCK // 4 + SUPER_BLOCK // 32 + SUPER_BLOCK // 8 + 4, 3,
+         "q8_k", "codebook"),
+    _row("iq1_s", SUPER_BLOCK, 2 + SUPER_BLOCK // 8 + SUPER_BLOCK // 16, 1, "q8_k", "codebook",
+         needs_imatrix=True),
+    _row("iq1_m", SUPER_BLOCK, SUPER_BLOCK // 8 + SUPER_BLOCK // 16 + SUPER_BLOCK // 32, 1, "q8_k",
+         "codebook", ()),
     # four UE4M3 sub-block scales (no float16: none in `scales`), 32 bytes of E2M1 nibbles
     _row("nvfp4", 2 * BLOCK, 4 + BLOCK, 4, "q8_0", "nvfp4", ()),
     # activation formats: f16 d, f16 s = d * sum(codes), 32 int8 codes

@@ -153,7 +153,7 @@ class CuPyBackend(DecoderKernels, Backend):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
     # the x_formats and formats its kernels compute (quant.cl's and kquant.cl's)
     x_formats = kernels.KERNEL_X_FORMATS + ("q8_1", "q8_k")
-    formats = kernels.KERNEL_FORMATS + kernels.KQUANT_FORMATS
+    formats = kernels.KERNEL_FORMATS + kernels.KQUANT_FORMATS + kernels.CODEBOOK_FORMATS
 
     platform: ClassVar[str]
     vendor: ClassVar[str]

@@ -108,7 +108,7 @@ class OpenCLBackend(DecoderKernels, Backend):
     [[5.0, 14.0], [14.0, 50.0]]
     """
     x_formats = K.KERNEL_X_FORMATS + ("q8_1", "q8_k")  # the x_formats and formats its kernels compute
-    formats = K.KERNEL_FORMATS + K.KQUANT_FORMATS
+    formats = K.KERNEL_FORMATS + K.KQUANT_FORMATS + K.CODEBOOK_FORMATS  # those: declined by kernel_declines
 
     name = "opencl"
     priority = 5
