@@ -81,11 +81,17 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     return run(spec, backend, ops)
 
 
-def quantize(x: Any, fmt: str, *, backend: str | Backend | None = None) -> QTensor:
+def quantize(x: Any, fmt: str, *, imatrix: np.ndarray | None = None,
+             backend: str | Backend | None = None) -> QTensor:
     """Quantize along the last axis into GGUF blocks of ``fmt`` (any format of
     ``accel.formats.FORMATS``; bit-exact with GGML's reference quantizer). The QTensor
     lives on the backend that computed it (the kernel runtimes leave q2_k, q3_k, iq4_nl and
     iq4_xs to the cpu reference: ``accel.kernels.kernel_declines``).
+
+    ``imatrix``: llama-quantize's importance matrix, float32 ``[K]`` (one weight >= 0 per
+    column): ggml's weighted quantizer (ggml-python) on the host, its bytes; required by the
+    formats ggml quantizes only that way (iq2_xxs, iq2_xs, iq1_s). The QTensor then lives on
+    ``backend`` (default: x's).
 
     >>> import accel, numpy as np
     >>> accel.quantize(np.linspace(-1, 1, 64, dtype=np.float32), "q4_0").raw.shape
@@ -94,6 +100,15 @@ def quantize(x: Any, fmt: str, *, backend: str | Backend | None = None) -> QTens
     ox = operand("x", x)
     spec = S.quantize_spec(ox.shape, ox.dtype, fmt)
     be, _ = resolve(backend, (ox,))
+    if imatrix is not None:
+        from accel.formats import weighted
+
+        w = weighted.check_imatrix(imatrix, ox.shape[-1])
+        host = (ox.x.numpy() if ox.kind == "accel" else np.asarray(ox.x)).astype(np.float32)
+        raw = weighted.quantize(host.reshape(-1, ox.shape[-1]), spec.fmt, w)
+        qt = QTensor.from_raw(raw.reshape(-1), spec.fmt.name, ox.shape, backend=be)
+        qt.kind = ox.kind
+        return qt
     out = execute(be, spec, to_tensor(ox, be))
     return QTensor(out, spec.fmt, ox.shape, kind=ox.kind)
 

@@ -57,8 +57,41 @@ def test_quantize_gives_ggml_bytes(fmt, ggml_ref):
 
 @pytest.mark.parametrize("fmt", NEEDS_IMATRIX)
 def test_quantize_without_the_imatrix_ggml_needs_is_declined_by_name(fmt):
-    with pytest.raises(accel.UnsupportedError, match=f"{fmt} only with an importance matrix"):
+    with pytest.raises(accel.UnsupportedError, match=f"{fmt} only with an importance matrix: pass imatrix="):
         accel.quantize(np.ones((1, 256), np.float32), fmt, backend="cpu")
+
+
+@pytest.mark.parametrize("fmt", NEEDS_IMATRIX + ("q4_k", "q5_0", "iq4_xs", "iq3_s"))
+def test_quantize_with_an_imatrix_gives_ggmls_weighted_bytes(fmt, ggml_ref):
+    import ctypes
+
+    import ggml
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 512)).astype(np.float32)
+    im = (rng.random(512) * np.linspace(0.1, 10, 512)).astype(np.float32)
+    t = getattr(ggml, f"GGML_TYPE_{fmt.upper()}")
+    want = np.zeros((3, ggml.ggml_row_size(t, 512)), np.uint8)
+    ggml.ggml_quantize_chunk(t, x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                             want.ctypes.data_as(ctypes.c_void_p), 0, 3, 512,
+                             im.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+    q = accel.quantize(x, fmt, imatrix=im)
+    assert np.array_equal(np.asarray(q.raw).reshape(3, -1), want) and q.shape == (3, 512)
+    if not FORMATS[fmt].needs_imatrix:  # the weights change the search's answer
+        assert not np.array_equal(q.raw, accel.quantize(x, fmt).raw)
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (np.ones(255, np.float32), ShapeError, r"imatrix.shape: expected \(256,\)"),
+    (np.ones(256, np.int32), accel.DTypeError, "imatrix.dtype"),
+    (np.full(256, -1.0, np.float32), ArgumentError, "imatrix: expected finite weights >= 0"),
+    (np.full(256, np.nan, np.float32), ArgumentError, "imatrix: expected finite weights >= 0"),
+    ([1.0] * 256, ArgumentError, "imatrix: expected a numpy array")])
+def test_a_bad_imatrix_is_a_typed_error_naming_it(bad, error, match):
+    with pytest.raises(error, match=match):
+        accel.quantize(np.ones((2, 256), np.float32), "iq2_xxs", imatrix=bad)
+    with pytest.raises(ArgumentError, match="x: expected finite values"):
+        accel.quantize(np.full((1, 256), np.inf, np.float32), "iq2_xxs", imatrix=np.ones(256, np.float32))
 
 
 def _blocks_of(f, x, ggml_ref) -> np.ndarray:

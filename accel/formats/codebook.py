@@ -10,8 +10,8 @@ their float32 operation order (scale = d times the sub-scale's factor, then scal
 
 Quantizing into these formats is a search over the grid guided by an importance matrix; ggml's
 own quantizer (ggml-python's ``ggml_quantize_chunk``, the ``ggml`` extra) does it here, for the
-formats ggml quantizes without an importance matrix. iq2_xxs, iq2_xs and iq1_s need one, which
-``accel.quantize`` does not take yet: quantize those with llama-quantize and load the GGUF.
+formats ggml quantizes without an importance matrix. iq2_xxs, iq2_xs and iq1_s need one:
+``accel.quantize(x, fmt, imatrix=...)`` (accel.formats.weighted).
 """
 from __future__ import annotations
 
@@ -135,9 +135,8 @@ def quantize_declined(fmt: str) -> str | None:
     from accel.formats import FORMATS
 
     if FORMATS[fmt].needs_imatrix:
-        return (f"ggml quantizes {fmt} only with an importance matrix (llama-quantize --imatrix), "
-                "which accel.quantize does not take yet: quantize with llama-quantize and load "
-                "the GGUF file")
+        return (f"ggml quantizes {fmt} only with an importance matrix: pass imatrix= (llama-"
+                "quantize's per-column weights, float32 [K]) to accel.quantize")
     try:
         import ggml  # noqa: F401
     except ImportError:
