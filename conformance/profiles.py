@@ -10,6 +10,7 @@ from typing import Iterator
 
 from accel.conformance.case import Case
 from accel.dtypes import FP8_DTYPES
+from accel.conformance import decoder_ops
 from accel.formats import FORMATS as QFORMATS
 
 PROFILES = ("quick", "full")
@@ -218,6 +219,9 @@ _OPS = {
     "dequantize": (FORMATS + NEW_FORMATS, _dequantize_cases),
     "qmatmul": (FLOATS, _qmatmul_cases),
     "scaled_matmul": (FP8_DTYPES, _scaled_matmul_cases),
+    # the decoder-step ops (accel.nn), run through the public op on the backend's Tensors
+    **{op: (dtypes, lambda dtype, profile, op=op: decoder_ops.cases(op, dtype, profile))
+       for op, (dtypes, _gen, _run) in decoder_ops.OPS.items()},
 }
 OPS = tuple(_OPS)
 

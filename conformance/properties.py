@@ -103,8 +103,48 @@ def _scaled_matmul(draw, dtype: str) -> dict:
     return case
 
 
+@st.composite
+def _norm(draw, dtype: str) -> dict:
+    lead = tuple(draw(st.lists(st.integers(1, 4), max_size=2)))
+    return {"shape": lead + (draw(st.integers(1, 700)),), "weight": draw(st.booleans()),
+            "data": draw(st.sampled_from(["normal", "zeros", "large"]))}
+
+
+@st.composite
+def _rope(draw, dtype: str) -> dict:
+    D = 2 * draw(st.integers(1, 80))
+    return {"shape": (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 6)), D),
+            "rotary_dim": 2 * draw(st.integers(1, D // 2)), "interleaved": draw(st.booleans()),
+            "pos": draw(st.integers(0, 2**17)), "data": "normal"}
+
+
+@st.composite
+def _softmax(draw, dtype: str) -> dict:
+    lead = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=2)))
+    return {"shape": lead + (draw(st.integers(1, 3000)),), "scale": draw(st.sampled_from([1.0, 0.125, 4.0])),
+            "mask": draw(st.sampled_from(["off", "bool", "additive"])), "data": "normal"}
+
+
+@st.composite
+def _glu(draw, dtype: str) -> dict:
+    return {"shape": (draw(st.integers(1, 5)), draw(st.integers(1, 300))),
+            "activation": draw(st.sampled_from(["silu", "gelu_tanh", "gelu"])),
+            "split": draw(st.booleans()), "data": draw(st.sampled_from(["normal", "large"]))}
+
+
+@st.composite
+def _binary(draw, dtype: str) -> dict:
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    other = tuple(d if draw(st.booleans()) else 1 for d in shape)[draw(st.integers(0, len(shape) - 1)):]
+    a, b = (shape, other) if draw(st.booleans()) else (other, shape)
+    return {"a": a, "b": b, "data": draw(st.sampled_from(["normal", "large"]))}
+
+
 STRATEGIES = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
-              "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}
+              "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul,
+              # the decoder-step ops (decoder_ops.py), get_rows by its fixed cases only
+              "rms_norm": _norm, "layer_norm": _norm, "rope": _rope, "softmax": _softmax,
+              "glu": _glu, "add": _binary, "mul": _binary}
 
 
 @contextlib.contextmanager

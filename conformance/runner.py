@@ -22,7 +22,7 @@ from accel.errors import AccelError, UnsupportedError
 from accel.tensor import QTensor
 from accel.tensor import Tensor
 
-from accel.conformance import oracle, tolerance
+from accel.conformance import decoder_ops, oracle, tolerance
 from accel.conformance.case import Case
 from accel.conformance.compare import Verdict, compare_bytes, compare_values
 from accel.conformance.guard import GuardedOutput
@@ -103,6 +103,8 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
 
 def _run_case(backend: Backend, case: Case) -> CaseResult:
     repro = repro_command(backend, case)
+    if case.op in decoder_ops.OPS:
+        return _run_decoder_case(backend, case, repro)
     spec, inputs = build(case)
     try:
         support = backend.verdict(spec)
@@ -131,6 +133,25 @@ def _run_case(backend: Backend, case: Case) -> CaseResult:
                           reason=f"raised {tb}", repro=repro)
     return CaseResult(case, "passed" if verdict.ok else "failed", backend.evidence, verdict.stats,
                       elapsed, verdict.reason, repro, digest)
+
+
+def _run_decoder_case(backend: Backend, case: Case, repro: str) -> CaseResult:
+    """A decoder-step op's case (decoder_ops): the public op on the backend's Tensors, against
+    its float64 oracle; an UnsupportedError is the backend's declining."""
+    if backend.evidence != "ran":
+        return CaseResult(case, "compiled_only", backend.evidence, repro=repro)
+    t0 = time.perf_counter()
+    try:
+        with np.errstate(all="ignore"):
+            ok, stats, reason = decoder_ops.run(backend, case)
+    except UnsupportedError as e:
+        return CaseResult(case, "unsupported", "untested", reason=e.reason, repro=repro)
+    except Exception as e:  # noqa: BLE001 - any crash of the backend is recorded as an error
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        return CaseResult(case, "error", backend.evidence, time_s=time.perf_counter() - t0,
+                          reason=f"raised {tb}", repro=repro)
+    return CaseResult(case, "passed" if ok else "failed", backend.evidence, stats,
+                      time.perf_counter() - t0, reason, repro)
 
 
 def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray]):

@@ -16,7 +16,7 @@ def property_targets(ops: Iterable[str] | None,
                      dtypes: Iterable[str] | None) -> list[tuple[str, str]]:
     """(op, dtype) pairs the property search covers, after the --ops/--dtypes filters."""
     ops, dtypes = set(ops or profiles.OPS), set(dtypes or ())
-    return [(op, dt) for op in profiles.OPS if op in ops
+    return [(op, dt) for op in profiles.OPS if op in ops and op in properties.STRATEGIES
             for dt in profiles.op_dtypes(op) if not dtypes or dt in dtypes]
 
 

@@ -61,3 +61,35 @@ def test_correct_backends_pass_the_quick_profile(name):
         assert {r.case.dtype for r in results if r.status == "passed"} >= {"float32", "float16"}
     else:
         assert not declined
+
+
+#: one planted bug per decoder-step op with an OpenCL kernel: an edit of kernels/decoder.cl as a
+#: careless port would make it (layer_norm has no device kernel: the reference runs it)
+_DECODER_PLANTS = {
+    "rms_norm": ("sqrt(part[0] / (float)D + eps)", "sqrt(part[0] / (float)(D - 1) + eps)"),
+    "rope": ("xr[partner] * si + xr[j] * c", "xr[j] * c - xr[partner] * si"),
+    "softmax": ("exp(xr[i] * scale - base) / s", "exp(xr[i] * scale - base) / (s * 1.001f)"),
+    "glu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
+    "get_rows": ("table[(i64)ids[e / D] * D + e % D]", "table[(i64)ids[e / D] * D + (e + 1) % D]"),
+    "add": ("op == 0 ? a[i] + b[i]", "op == 0 ? (a[i] + b[i]) * 1.000001f"),
+    "mul": (": a[i] * b[i];", ": a[i] * b[i] * 1.000001f;"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_DECODER_PLANTS))
+def test_quick_profile_catches_a_planted_decoder_kernel_bug(op, opencl_backend):
+    import accel.kernels as K
+    from accel.backends.opencl import OpenCLBackend
+
+    old, new = _DECODER_PLANTS[op]
+    assert K.source("decoder.cl").count(old) == 1
+
+    class Planted(OpenCLBackend):  # a real device build of the edited source
+        def decoder_kernel(self, name):
+            cache = self.__dict__.setdefault("_planted", {})
+            if name not in cache:
+                cache[name] = self.compile(K.source("decoder.cl").replace(old, new), name)
+            return cache[name]
+
+    results = suite.run(Planted(0), profile="quick", ops=[op])
+    assert any(r.status == "failed" and r.case.dtype == "float32" for r in results), op

@@ -1,0 +1,318 @@
+"""Conformance of the decoder-step ops (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu,
+get_rows, add, mul) on a backend: each case builds host inputs from its id, runs the public op on
+``accel.Tensor`` s of the backend (so device kernels run where the backend has them), and holds
+the result to a float64 oracle written here, sharing no code with ``accel.nn``.
+
+Bounds (u: the unit roundoff of float32; every bound adds the rounding to the output format, half an
+ulp, or its subnormal spacing where the result is that small):
+- add, mul: one rounding of the exact result: exactly the float64 result rounded to the dtype;
+- rms_norm: a sum of D squares (any order: D u), a square root and a division: (D/2 + 8) u |y|;
+- layer_norm: the mean and the variance sums (D u each), relative to |x - mean| / sigma:
+  (D + 8) u (|x| + |mean|) / sigma |w| + (8 u) |b|;
+- rope: the cos / sin tables are the float64 angle's, rounded once (accel takes the angles in
+  float64, so the bound does not grow with the position), then two products and a sum: 4 u
+  (|x_i| + |x_partner|);
+- softmax: exp of each logit less the row's maximum (relative 4 u, plus the logit's rounding
+  times its size), a sum of n terms (n u) and a division: ((n + 8) u + 2 u |s - max|) |p|;
+- glu: the activation (a few ulps of g; gelu_tanh's 1 + tanh(z) cancels to an ulp of 1, i.e.
+  u |g|) times up: 16 u |g| |up|;
+- get_rows: exactly the table's rows (a quantized table: exactly its dequantized rows).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from accel.conformance.case import Case
+from accel.conformance.compare import compare_values
+
+U = 2.0 ** -24
+_FLOATS = ("float32", "float16", "bfloat16")
+_HALF_U = {"float32": 0.0, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+#: the spacing of each format's subnormals: below its normal range a rounding is absolute
+_TINY = {"float32": 2.0 ** -149, "float16": 2.0 ** -24, "bfloat16": 2.0 ** -133}
+
+
+def _out(dtype: str, want: np.ndarray) -> np.ndarray:
+    """The rounding of a result to the output's format (nothing more for float32 but its
+    subnormal spacing)."""
+    return _HALF_U[dtype] * np.abs(want) + _TINY[dtype]
+
+
+def _np(dtype: str):
+    from accel.dtypes import to_numpy_dtype
+
+    return to_numpy_dtype(dtype)
+
+
+def _data(rng, shape: tuple[int, ...], data: str, dtype: str) -> np.ndarray:
+    x = rng.standard_normal(shape) * 2
+    if data == "zeros":
+        x[...] = 0
+    elif data == "nan":
+        x.reshape(-1)[:: max(1, x.size // 3)] = np.nan
+    elif data == "inf":
+        x.reshape(-1)[:: max(1, x.size // 3)] = np.inf
+    elif data == "large":
+        x *= 1e3
+    return x.astype(_np(dtype))
+
+
+# -- the ops: (dtypes, cases(profile) -> (kind, params), run(backend-op, case) -> (got, want, bound))
+def _norm_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    for shape in [(1, 64), (3, 5, 640), (2, 256)] + ([(4, 4096), (2, 80)] if profile == "full" else []):
+        for w in (True, False):
+            yield "grid", {"shape": shape, "weight": w, "data": "normal"}
+    for data in ("zeros", "nan", "inf", "large"):
+        yield "special", {"shape": (3, 64), "weight": True, "data": data}
+    yield "special", {"shape": (2, 64), "weight": True, "data": "zeros", "eps": 0.0}
+    yield "special", {"shape": (2, 64), "weight": False, "data": "normal", "eps": 0.0}
+
+
+def _rms_norm(op, case, rng):
+    p = case.params
+    x = _data(rng, p["shape"], p["data"], case.dtype)
+    w = rng.standard_normal(p["shape"][-1]).astype(x.dtype) if p["weight"] else None
+    eps = p.get("eps", 1e-6)
+    got = op("rms_norm", x, w, eps=eps)
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        y = xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + eps)
+        want = y * (w.astype(np.float64) if w is not None else 1.0)
+    D = p["shape"][-1]
+    return got, want, (D / 2 + 8) * U * np.abs(want) + _out(case.dtype, want)
+
+
+def _layer_norm(op, case, rng):
+    p = case.params
+    x = _data(rng, p["shape"], p["data"], case.dtype)
+    D = p["shape"][-1]
+    w = rng.standard_normal(D).astype(x.dtype) if p["weight"] else None
+    b = rng.standard_normal(D).astype(x.dtype) if p["weight"] else None
+    eps = p.get("eps", 1e-5)
+    got = op("layer_norm", x, w, b, eps=eps)
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        mu = xd.mean(-1, keepdims=True)
+        sd = np.sqrt(((xd - mu) ** 2).mean(-1, keepdims=True) + eps)
+        wd = w.astype(np.float64) if w is not None else 1.0
+        bd = b.astype(np.float64) if b is not None else 0.0
+        want = (xd - mu) / sd * wd + bd
+        mag = (np.abs(xd) + np.abs(mu)) / sd * np.abs(wd)
+    return got, want, (D + 8) * U * mag + 8 * U * np.abs(bd) + _out(case.dtype, want)
+
+
+def _rope_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    for D, r, inter in [(64, 64, False), (64, 64, True), (80, 32, False), (256, 256, False)]:
+        yield "grid", {"shape": (1, 2, 5, D), "rotary_dim": r, "interleaved": inter, "pos": 0,
+                       "data": "normal"}
+    for p0 in (2 ** 15 - 3, 2 ** 17 - 2) + ((2 ** 24 + 1, 2 ** 30) if profile == "full" else ()):
+        yield "special", {"shape": (2, 1, 3, 64), "rotary_dim": 64, "interleaved": False,
+                          "pos": p0, "data": "normal"}
+    yield "special", {"shape": (1, 1, 4, 64), "rotary_dim": 64, "interleaved": False, "pos": 7,
+                      "freq_scale": 0.25, "factors": True, "base": 1e6, "data": "normal"}
+    yield "special", {"shape": (1, 2, 3, 64), "rotary_dim": 64, "interleaved": True, "pos": 3,
+                      "data": "nan"}
+
+
+def _rope(op, case, rng):
+    p = case.params
+    B, H, S, D = p["shape"]
+    x = _data(rng, p["shape"], p["data"], case.dtype)
+    pos = np.arange(p["pos"], p["pos"] + S, dtype=np.int64)
+    r, base, fs = p["rotary_dim"], p.get("base", 10000.0), p.get("freq_scale", 1.0)
+    ff = (1.0 + rng.random(r // 2) * 3).astype(np.float32) if p.get("factors") else None
+    got = op("rope", x, pos, base=base, rotary_dim=r, interleaved=p["interleaved"],
+             freq_scale=fs, freq_factors=ff)
+    xd = x.astype(np.float64)
+    i = np.arange(r // 2)
+    theta = pos[:, None] * fs * base ** (-2.0 * i / r)
+    if ff is not None:
+        theta = theta / ff.astype(np.float64)
+    c, s = np.cos(theta), np.sin(theta)
+    if p["interleaved"]:
+        a, b = xd[..., 0:r:2], xd[..., 1:r:2]
+    else:
+        a, b = xd[..., : r // 2], xd[..., r // 2: r]
+    ya, yb = a * c - b * s, a * s + b * c
+    want = xd.copy()
+    if p["interleaved"]:
+        want[..., 0:r:2], want[..., 1:r:2] = ya, yb
+    else:
+        want[..., : r // 2], want[..., r // 2: r] = ya, yb
+    pair = np.zeros_like(xd)
+    pair[..., :r] = 1
+    mag = np.abs(xd).copy()
+    if p["interleaved"]:
+        mag[..., 0:r:2] = mag[..., 1:r:2] = np.abs(a) + np.abs(b)
+    else:
+        mag[..., : r // 2] = mag[..., r // 2: r] = np.abs(a) + np.abs(b)
+    return got, want, 4 * U * mag * pair + _out(case.dtype, want)
+
+
+def _softmax_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    for shape in [(1, 8), (4, 1000), (2, 3, 64)] + ([(2, 262144)] if profile == "full" else []):
+        yield "grid", {"shape": shape, "scale": 1.0, "mask": "off", "data": "normal"}
+    yield "grid", {"shape": (3, 50), "scale": 0.125, "mask": "bool", "data": "normal"}
+    yield "grid", {"shape": (3, 50), "scale": 1.0, "mask": "additive", "data": "normal"}
+    yield "special", {"shape": (3, 16), "scale": 1.0, "mask": "all_masked", "data": "normal"}
+    yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "nan"}
+    yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "large"}
+
+
+def _softmax(op, case, rng):
+    p = case.params
+    x = _data(rng, p["shape"], p["data"], case.dtype)
+    n = p["shape"][-1]
+    mask, keep = None, np.ones(p["shape"], bool)
+    if p["mask"] in ("bool", "all_masked"):
+        keep = rng.random(p["shape"]) < 0.7
+        keep[..., 0] = True
+        if p["mask"] == "all_masked":
+            keep[0] = False
+        mask = keep
+    add = np.zeros(p["shape"])
+    if p["mask"] == "additive":
+        mask = (rng.standard_normal(p["shape"]) * 2).astype(np.float32)
+        add = mask.astype(np.float64)
+    got = op("softmax", x, scale=p["scale"], mask=mask)
+    with np.errstate(all="ignore"):
+        s = x.astype(np.float64) * p["scale"] + add
+        s = np.where(keep, s, -np.inf)
+        m = s.max(-1, keepdims=True)
+        dead = m == -np.inf
+        e = np.exp(s - np.where(dead, 0, m))
+        want = np.where(dead, 0.0, e / e.sum(-1, keepdims=True))
+        bound = ((n + 8) * U + 2 * U * np.abs(np.where(keep, s - m, 0))) * np.abs(want)
+    return got, want, bound + _out(case.dtype, want)
+
+
+def _glu_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    for act in ("silu", "gelu_tanh", "gelu"):
+        for split in (False, True):
+            yield "grid", {"shape": (3, 64), "activation": act, "split": split, "data": "normal"}
+        yield "special", {"shape": (2, 32), "activation": act, "split": False, "data": "large"}
+        yield "special", {"shape": (2, 32), "activation": act, "split": False, "data": "nan"}
+    if profile == "full":
+        yield "grid", {"shape": (64, 2048), "activation": "gelu_tanh", "split": False, "data": "normal"}
+
+
+def _glu(op, case, rng):
+    p = case.params
+    g = _data(rng, p["shape"], p["data"], case.dtype)
+    u = rng.standard_normal(p["shape"]).astype(g.dtype)
+    if p["split"]:
+        got = op("glu", np.ascontiguousarray(np.concatenate([g, u], axis=-1)), None,
+                 activation=p["activation"])
+    else:
+        got = op("glu", g, u, activation=p["activation"])
+    gd, ud = g.astype(np.float64), u.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if p["activation"] == "silu":
+            a = gd / (1 + np.exp(-gd))
+        elif p["activation"] == "gelu_tanh":
+            a = 0.5 * gd * (1 + np.tanh(math.sqrt(2 / math.pi) * (gd + 0.044715 * gd ** 3)))
+        else:
+            a = 0.5 * gd * (1 + np.vectorize(math.erf)(gd / math.sqrt(2)))
+        want = a * ud
+        bound = 16 * U * np.abs(gd) * np.abs(ud) + _out(case.dtype, want)
+    return got, want, bound
+
+
+def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    for table in ("float", "q4_0", "q8_0", "q4_k", "q6_k", "q5_0", "nvfp4"):
+        yield "grid", {"rows": 40, "cols": 256, "table": table, "ids": (7,), "data": "normal"}
+    yield "grid", {"rows": 5, "cols": 64, "table": "float", "ids": (2, 3), "data": "normal"}
+    yield "special", {"rows": 3, "cols": 64, "table": "float", "ids": (4,), "data": "nan"}
+
+
+def _get_rows(op, case, rng):
+    import accel
+
+    p = case.params
+    x = _data(rng, (p["rows"], p["cols"]), p["data"], case.dtype)
+    ids = rng.integers(0, p["rows"], p["ids"]).astype(np.int32)
+    if p["table"] == "float":
+        got = op("get_rows", x, ids)
+        return got, x.astype(np.float64)[ids], None
+    q = accel.quantize(x.astype(np.float32), p["table"], backend="cpu")
+    from accel.conformance import oracle
+
+    rows = oracle.dequantize(np.asarray(q.raw), p["table"], (p["rows"], p["cols"]))
+    got = op("get_rows", q, ids)
+    return got, rows[ids], None
+
+
+def _binary_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    for a, b in [((4, 64), (4, 64)), ((3, 1, 64), (5, 64)), ((2, 7), (7,)), ((1,), (6, 6))]:
+        yield "grid", {"a": a, "b": b, "data": "normal"}
+    yield "special", {"a": (4, 8), "b": (4, 8), "data": "nan"}
+    yield "special", {"a": (4, 8), "b": (8,), "data": "inf"}
+    yield "special", {"a": (4, 8), "b": (4, 8), "data": "large"}
+
+
+def _binary(name: str) -> Callable:
+    def run(op, case, rng):
+        p = case.params
+        a = _data(rng, p["a"], p["data"], case.dtype)
+        b = _data(rng, p["b"], "normal", case.dtype)
+        got = op(name, a, b)
+        with np.errstate(all="ignore"):
+            exact = a.astype(np.float64) + b if name == "add" else a.astype(np.float64) * b
+            want = exact.astype(_np(case.dtype)).astype(np.float64)  # one rounding
+        return got, want, None
+    return run
+
+
+#: op -> (dtypes, case generator, runner)
+OPS: dict[str, tuple[tuple[str, ...], Callable, Callable]] = {
+    "rms_norm": (("float32", "float16"), _norm_cases, _rms_norm),
+    "layer_norm": (("float32", "float16"), _norm_cases, _layer_norm),
+    "rope": (("float32", "float16"), _rope_cases, _rope),
+    "softmax": (("float32", "float16"), _softmax_cases, _softmax),
+    "glu": (("float32", "float16"), _glu_cases, _glu),
+    "get_rows": (("float32",), _get_rows_cases, _get_rows),
+    "add": (_FLOATS, _binary_cases, _binary("add")),
+    "mul": (_FLOATS, _binary_cases, _binary("mul")),
+}
+
+
+def cases(op: str, dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
+    yield from OPS[op][1](profile)
+
+
+def _caller(backend) -> Callable:
+    """``op(name, *args, **kw)``: the public op on the args as Tensors of ``backend`` (numpy
+    arrays uploaded, QTensors moved there, ids int32), the result downloaded."""
+    import accel
+    from accel.tensor import QTensor, Tensor
+
+    def up(a: Any) -> Any:
+        if a is None or isinstance(a, (float, int, bool, str)):
+            return a
+        if isinstance(a, QTensor):
+            return a.to(backend)
+        return Tensor.from_host(backend, np.ascontiguousarray(a))
+
+    def op(name: str, *args: Any, **kw: Any) -> np.ndarray:
+        if name == "rope":  # positions and freq_factors as the host arrays they are
+            x, pos = args
+            out = accel.rope(up(x), pos, **kw)
+        else:
+            kw = {k: (up(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+            out = getattr(accel, name)(*(up(a) for a in args), **kw)
+        return np.asarray(out.numpy() if isinstance(out, Tensor) else out)
+    return op
+
+
+def run(backend, case: Case):
+    """(status, stats, reason) of ``case`` on ``backend``."""
+    rng = np.random.default_rng(case.params.get("seed", 0))
+    got, want, bound = OPS[case.op][2](_caller(backend), case, rng)
+    if got.shape != want.shape:
+        return False, {}, f"shape {got.shape}, expected {want.shape}"
+    fmt = case.dtype if case.op != "get_rows" else "float32"
+    v = compare_values(got, want, bound, fmt)
+    return v.ok, v.stats, v.reason
