@@ -17,9 +17,8 @@ from accel.errors import (AccelError, ArgumentError, BackendUnavailable, Compile
                           DeviceMismatchError, DTypeError, OutOfBoundsError, ShapeError,
                           UnsupportedError)
 from accel.kernel import kernel  # the function; shadows the submodule name on purpose
-from accel.ops import (add, attention, dequantize, glu, matmul, mul, qmatmul, quantize,
-                       quantize_fp8, rms_norm, rope, scaled_matmul, softmax)
-from accel.nn import gelu, get_rows, layer_norm, silu
+from accel.ops import (add, attention, dequantize, gelu, get_rows, glu, layer_norm, matmul, mul,
+                       qmatmul, quantize, quantize_fp8, rms_norm, rope, scaled_matmul, silu, softmax)
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 

@@ -353,6 +353,42 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
     return _nn.rms_norm(x, weight, eps=eps, backend=backend)
 
 
+@functools.wraps(_nn.layer_norm)
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-5,
+               backend: str | Backend | None = None) -> Any:
+    if _torch_all(x, weight, bias):
+        return _torch_op("layer_norm")(x, weight, bias, _nn._eps(eps), _device(backend))
+    return _nn.layer_norm(x, weight, bias, eps=eps, backend=backend)
+
+
+@functools.wraps(_nn.silu)
+def silu(x: Any, *, backend: str | Backend | None = None) -> Any:
+    if _torch_all(x):  # act(x) * 1, exactly act(x), with glu's autograd
+        return _torch_op("glu")(x, _ones_like(x), "silu", _device(backend))
+    return _nn.silu(x, backend=backend)
+
+
+@functools.wraps(_nn.gelu)
+def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = None) -> Any:
+    if _torch_all(x) and approximate in ("none", "tanh"):
+        act = "gelu_tanh" if approximate == "tanh" else "gelu"
+        return _torch_op("glu")(x, _ones_like(x), act, _device(backend))
+    return _nn.gelu(x, approximate, backend=backend)
+
+
+def _ones_like(x: Any) -> Any:
+    import torch
+
+    return torch.ones_like(x)
+
+
+@functools.wraps(_nn.get_rows)
+def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> Any:
+    if _torch_all(table, ids):
+        return _torch_op("get_rows")(table, ids, _device(backend))
+    return _nn.get_rows(table, ids, backend=backend)
+
+
 @functools.wraps(_nn.softmax)
 def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
             backend: str | Backend | None = None) -> Any:
@@ -401,4 +437,4 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
 
 
 __all__ = ["matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul", "quantize_fp8",
-           "rms_norm", "softmax", "add", "mul", "glu", "rope"]
+           "rms_norm", "layer_norm", "softmax", "add", "mul", "glu", "silu", "gelu", "get_rows", "rope"]

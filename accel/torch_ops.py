@@ -341,6 +341,73 @@ def _rms_norm_backward(ctx, grad):
 rms_norm.register_autograd(_rms_norm_backward, setup_context=_rms_norm_context)
 
 
+@torch.library.custom_op("accel::layer_norm", mutates_args=())
+def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None, eps: float = 1e-5,
+               backend: Optional[str] = None) -> torch.Tensor:
+    return _nn("layer_norm", x, backend, x, weight, bias, eps=eps)
+
+
+@layer_norm.register_fake
+def _(x, weight=None, bias=None, eps=1e-5, backend=None):
+    return torch.empty_like(x)
+
+
+def _layer_norm_context(ctx, inputs, output) -> None:
+    x, weight, bias, eps, _ = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.eps, ctx.has_bias = eps, bias is not None
+
+
+def _layer_norm_backward(ctx, grad):
+    # y = xh w + b with xh = (x - mean) r, r = 1 / sqrt(var + eps): the usual layer-norm adjoint
+    x, w = ctx.saved_tensors
+    xf, gf = x.float(), grad.float()
+    mu = xf.mean(-1, keepdim=True)
+    r = torch.rsqrt((xf - mu).pow(2).mean(-1, keepdim=True) + ctx.eps)
+    xh = (xf - mu) * r
+    gw = gf if w is None else gf * w.float()
+    gx = r * (gw - gw.mean(-1, keepdim=True) - xh * (gw * xh).mean(-1, keepdim=True))
+    flat = lambda t: t.reshape(-1, x.shape[-1]).sum(0)  # noqa: E731
+    gwt = None if w is None else flat(gf * xh).to(w.dtype)
+    gbt = flat(gf).to(x.dtype) if ctx.has_bias else None
+    return gx.to(x.dtype), gwt, gbt, None, None
+
+
+layer_norm.register_autograd(_layer_norm_backward, setup_context=_layer_norm_context)
+
+
+@torch.library.custom_op("accel::get_rows", mutates_args=())
+def get_rows(table: torch.Tensor, ids: torch.Tensor, backend: Optional[str] = None) -> torch.Tensor:
+    from accel import nn
+
+    result = nn.get_rows(_host("table", table), ids.detach().cpu().numpy(),
+                         backend=_backend(backend, table))
+    return _torch(result, table)
+
+
+@get_rows.register_fake
+def _(table, ids, backend=None):
+    return table.new_empty(tuple(ids.shape) + tuple(table.shape[1:]))
+
+
+def _get_rows_context(ctx, inputs, output) -> None:
+    table, ids, _ = inputs
+    ctx.save_for_backward(ids)
+    ctx.rows = table.shape[0]
+
+
+def _get_rows_backward(ctx, grad):
+    # each looked-up row's gradient added to its table row (rows looked up twice: twice)
+    (ids,) = ctx.saved_tensors
+    g = grad.reshape(-1, grad.shape[-1])
+    out = g.new_zeros((ctx.rows, grad.shape[-1])).index_add_(0, ids.reshape(-1).long(), g)
+    return out, None, None
+
+
+get_rows.register_autograd(_get_rows_backward, setup_context=_get_rows_context)
+
+
 @torch.library.custom_op("accel::add", mutates_args=())
 def add(a: torch.Tensor, b: torch.Tensor, backend: Optional[str] = None) -> torch.Tensor:
     return _nn("add", a, backend, a, b)
@@ -481,5 +548,5 @@ def _rope_backward(ctx, grad):
 rope.register_autograd(_rope_backward, setup_context=_rope_context)
 
 
-OPERATORS = (matmul, attention, qmatmul, quantize, dequantize, rms_norm, add, mul, softmax, glu,
-             rope)
+OPERATORS = (matmul, attention, qmatmul, quantize, dequantize, rms_norm, layer_norm, add, mul,
+             softmax, glu, rope, get_rows)

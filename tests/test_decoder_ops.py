@@ -476,3 +476,32 @@ def test_decoder_kernels_are_shipped_variants_for_every_dialect():
 
     assert K.DECODER in K.variants() and K.DECODER.dialects == K.DIALECTS
     assert set(K.DECODER.kernels) >= {"rms_norm_f32", "rope_f32", "softmax_f32", "glu_f32"}
+
+
+def test_torch_layer_norm_silu_gelu_get_rows_are_operators_with_autograd():
+    torch = pytest.importorskip("torch", reason="the torch extra")
+    from torch.library import opcheck
+
+    from accel import torch_ops
+
+    x = torch.randn(3, 64, requires_grad=True)
+    w, b = torch.randn(64, requires_grad=True), torch.randn(64, requires_grad=True)
+    y, ref = accel.layer_norm(x, w, b), torch.nn.functional.layer_norm(x, (64,), w, b, eps=1e-5)
+    assert isinstance(y, torch.Tensor) and (y - ref).abs().max() < 1e-5
+    g = torch.randn_like(y)
+    for got, want in zip(torch.autograd.grad(y, (x, w, b), g), torch.autograd.grad(ref, (x, w, b), g)):
+        assert (got - want).abs().max() < 1e-5
+    assert (accel.silu(x) - torch.nn.functional.silu(x)).abs().max() < 1e-6
+    for approximate in ("none", "tanh"):
+        got = accel.gelu(x, approximate)
+        assert (got - torch.nn.functional.gelu(x, approximate=approximate)).abs().max() < 1e-5
+        (gx,) = torch.autograd.grad(got.sum(), x)
+        want = torch.autograd.grad(torch.nn.functional.gelu(x, approximate=approximate).sum(), x)[0]
+        assert (gx - want).abs().max() < 1e-5
+    table, ids = torch.randn(10, 8, requires_grad=True), torch.tensor([[1, 3], [3, 9]])
+    rows = accel.get_rows(table, ids)
+    assert torch.equal(rows, table[ids])
+    (gt,) = torch.autograd.grad(rows, table, torch.ones_like(rows))
+    assert gt[3].tolist() == [2.0] * 8 and gt[0].tolist() == [0.0] * 8  # looked up twice, never
+    opcheck(torch_ops.layer_norm, (x.detach(), w.detach(), b.detach(), 1e-5, None))
+    opcheck(torch_ops.get_rows, (table.detach(), ids, None))
