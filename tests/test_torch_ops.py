@@ -53,6 +53,9 @@ def _raw(fmt: str, n: int, k: int) -> torch.Tensor:
     ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True)), {}),
     ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True), "gelu"), {}),
     ("rope", lambda: (torch.randn(1, 2, 3, 8, requires_grad=True), torch.tensor([0, 4, 9])), {"rotary_dim": 4}),
+    ("layer_norm", lambda: (torch.randn(3, 16, requires_grad=True), torch.randn(16, requires_grad=True),
+                            torch.randn(16, requires_grad=True)), {}),
+    ("get_rows", lambda: (torch.randn(6, 4, requires_grad=True), torch.tensor([[5, 0], [2, 2]])), {}),
 ])
 def test_opcheck(op, args, kwargs):
     """Schema, fake tensor, autograd registration and AOT dispatch (torch.library.opcheck)."""
