@@ -12,7 +12,7 @@ import accel
 import accel.spec as S
 from accel.backend import Backend
 from accel.formats import get_format
-from accel.kernels import KERNEL_FORMATS, KQUANT_FORMATS
+from accel.kernels import CODEBOOK_FORMATS, KERNEL_FORMATS, KQUANT_FORMATS
 
 pytest.importorskip("ggml", reason="ggml-python (the ggml extra) is not installed")
 from accel.conformance import ggml_ref as G  # noqa: E402 - only with ggml-python
@@ -188,7 +188,8 @@ def test_backends_without_kernels_decline_the_new_formats():
     assert accel.get_backend("cpu").verdict(spec).ok
     from accel.backends.cupy.backend import CuPyBackend  # imports without CuPy
 
-    assert set(CuPyBackend.formats) == set(KERNEL_FORMATS + KQUANT_FORMATS)  # kquant.cl on GPUs
+    # kquant.cl on GPUs; the codebook formats declared so that kernel_declines gives the reason
+    assert set(CuPyBackend.formats) == set(KERNEL_FORMATS + KQUANT_FORMATS + CODEBOOK_FORMATS)
     try:
         opencl = accel.get_backend("opencl")
     except accel.BackendUnavailable:

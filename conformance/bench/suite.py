@@ -119,7 +119,9 @@ class Case:
 def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
     from accel.ops import quantize
 
-    return quantize(x, fmt, backend="cpu").raw
+    # formats ggml quantizes only with an importance matrix: uniform weights (plain least squares)
+    im = np.ones(x.shape[-1], np.float32) if get_format(fmt).needs_imatrix else None
+    return quantize(x, fmt, imatrix=im, backend="cpu").raw
 
 
 @functools.lru_cache(maxsize=2)
