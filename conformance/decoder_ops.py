@@ -226,6 +226,9 @@ def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
         yield "grid", {"rows": 40, "cols": 256, "table": table, "ids": (7,), "data": "normal"}
     yield "grid", {"rows": 5, "cols": 64, "table": "float", "ids": (2, 3), "data": "normal"}
     yield "special", {"rows": 3, "cols": 64, "table": "float", "ids": (4,), "data": "nan"}
+    if profile == "full":  # an embedding table's size class: many rows, many ids, two dims of ids
+        for table in ("float", "q5_0", "q8_0"):
+            yield "grid", {"rows": 3000, "cols": 640, "table": table, "ids": (4, 96), "data": "normal"}
 
 
 def _get_rows(op, case, rng):
