@@ -76,7 +76,10 @@ def info_record() -> dict:
         "selected": chosen, "selection_error": invalid,
         "backends": [{"name": s.name, "available": s.available, "reason": s.reason,
                       "origin": s.origin, "priority": s.priority, "skipped": s.skipped,
-                      "formats": list(s.formats), "quantize_on_cpu_only": _cpu_only(s),
+                      "formats": [f for f in s.formats if f not in _cpu_only(s, "dequantize")],
+                      "quantize_on_cpu_only": [f for f in _cpu_only(s, "quantize")
+                                               if f not in _cpu_only(s, "dequantize")],
+                      "formats_on_cpu_only": _cpu_only(s, "dequantize"),
                       "devices": [{"device": f"{s.name}:{i}", **dataclasses.asdict(d)}
                                   for i, d in enumerate(s.devices)]}
                      for s in accel.backends()],
@@ -86,14 +89,15 @@ def info_record() -> dict:
     }
 
 
-def _cpu_only(status) -> list[str]:
-    """The formats a built-in kernel runtime (OpenCL, CUDA, HIP) declares but leaves quantize of
-    to the cpu reference (accel.kernels.kernel_declines)."""
+def _cpu_only(status, op: str) -> list[str]:
+    """The formats a built-in kernel runtime (OpenCL, CUDA, HIP) declares but leaves ``op`` of
+    to the cpu reference (accel.kernels.kernel_declines): quantize for some, every op (their
+    dequantize declined) for the codebook formats."""
     if status.origin != "builtin" or status.name not in ("opencl", "cuda", "hip"):
         return []
     from accel.kernels import kernel_declines
 
-    return [f for f in status.formats if kernel_declines("quantize", f)]
+    return [f for f in status.formats if kernel_declines(op, f)]
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -144,6 +148,8 @@ def _info(args: argparse.Namespace) -> int:
         if s["available"] and s["formats"]:
             cpu_only = f" (quantize of {', '.join(s['quantize_on_cpu_only'])} on the cpu reference)" \
                 if s["quantize_on_cpu_only"] else ""
+            if s.get("formats_on_cpu_only"):
+                cpu_only += f" (not {', '.join(s['formats_on_cpu_only'])}: the cpu reference only)"
             console.print(f"formats [bold]{escape(s['name'])}[/]: {escape(' '.join(s['formats']))}"
                           + escape(cpu_only))
     for why in record["ignored_plugins"]:

@@ -59,9 +59,13 @@ def test_info_lists_every_format_per_backend_and_what_stays_on_the_cpu(capsys):
     assert set(cpu["formats"]) == set(FORMATS) and cpu["quantize_on_cpu_only"] == []
     for b in record["backends"]:
         if b["name"] in ("opencl", "cuda", "hip") and b["formats"]:
-            assert set(b["formats"]) == set(FORMATS)  # every format decodes on the kernel runtimes
+            # every format decodes on the kernel runtimes but the codebook ones, listed apart
+            assert set(b["formats"]) | set(b["formats_on_cpu_only"]) == set(FORMATS)
             assert b["quantize_on_cpu_only"] == [f for f in b["formats"] if kernel_declines("quantize", f)]
             assert "q2_k" in b["quantize_on_cpu_only"] and "q4_0" not in b["quantize_on_cpu_only"]
+            # the codebook formats: declared (so declines give their reason), listed apart
+            assert "iq2_s" in b["formats_on_cpu_only"] and "iq2_s" not in b["formats"]
+            assert "iq2_s" not in b["quantize_on_cpu_only"] and "nvfp4" in b["formats"]
     assert main(["info"]) == 0
     assert "formats cpu: q8_0 q4_0" in capsys.readouterr().out
 
