@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from accel.conformance.case import Case
+from accel.dtypes import to_numpy_dtype
 from accel.conformance.compare import compare_values
 
 U = 2.0 ** -24
@@ -41,12 +42,6 @@ def _out(dtype: str, want: np.ndarray) -> np.ndarray:
     return _HALF_U[dtype] * np.abs(want) + _TINY[dtype]
 
 
-def _np(dtype: str):
-    from accel.dtypes import to_numpy_dtype
-
-    return to_numpy_dtype(dtype)
-
-
 def _data(rng, shape: tuple[int, ...], data: str, dtype: str) -> np.ndarray:
     x = rng.standard_normal(shape) * 2
     if data == "zeros":
@@ -57,7 +52,7 @@ def _data(rng, shape: tuple[int, ...], data: str, dtype: str) -> np.ndarray:
         x.reshape(-1)[:: max(1, x.size // 3)] = np.inf
     elif data == "large":
         x *= 1e3
-    return x.astype(_np(dtype))
+    return x.astype(to_numpy_dtype(dtype))
 
 
 # -- the ops: (dtypes, cases(profile) -> (kind, params), run(backend-op, case) -> (got, want, bound))
@@ -264,7 +259,7 @@ def _binary(name: str) -> Callable:
         got = op(name, a, b)
         with np.errstate(all="ignore"):
             exact = a.astype(np.float64) + b if name == "add" else a.astype(np.float64) * b
-            want = exact.astype(_np(case.dtype)).astype(np.float64)  # one rounding
+            want = exact.astype(to_numpy_dtype(case.dtype)).astype(np.float64)  # one rounding
         return got, want, None
     return run
 

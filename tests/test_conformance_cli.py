@@ -303,16 +303,23 @@ class Hangs(CPUBackend):
 '''
 
 
-def test_a_hung_case_is_an_error_with_the_results_so_far(tmp_path):
-    # a hanging backend once hung the run with no file and no case named
+def _conformance_on(tmp_path, backend: str, cls: str, source: str, *flags: str):
+    """`accel conformance` (a real process) of the q8_0 dequantize cases on the vendor backend
+    ``backend`` (class ``cls`` in ``source``): (the process, the --json path)."""
     import os
 
-    site = vendor_site(tmp_path, "vxh", {"vx_hangs": "vx_hangs:Hangs"}, {"vx_hangs": _HANGS})
+    site = vendor_site(tmp_path, f"site_{backend}", {backend: f"{backend}:{cls}"}, {backend: source})
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "vx_hangs",
-                           "--ops", "dequantize", "--dtypes", "q8_0", "--timeout", "2", "--no-progress",
-                           "--json", str(out)], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", backend,
+                           "--ops", "dequantize", "--dtypes", "q8_0", "--no-progress", *flags,
+                           "--json", str(out)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(site)})
+    return proc, out
+
+
+def test_a_hung_case_is_an_error_with_the_results_so_far(tmp_path):
+    # a hanging backend once hung the run with no file and no case named
+    proc, out = _conformance_on(tmp_path, "vx_hangs", "Hangs", _HANGS, "--timeout", "2")
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(out.read_text())
     # the first case ran both its paths (op method, compute()): the second case hung
@@ -339,14 +346,7 @@ class Crashes(CPUBackend):
 
 def test_a_case_that_crashes_the_process_is_recorded_and_the_run_goes_on(tmp_path):
     # a segfaulting backend once ended the run with no file and no case named
-    import os
-
-    site = vendor_site(tmp_path, "vxc", {"vx_crashes": "vx_crashes:Crashes"}, {"vx_crashes": _CRASHES})
-    out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "vx_crashes",
-                           "--ops", "dequantize", "--dtypes", "q8_0", "--no-progress",
-                           "--json", str(out)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(site)})
+    proc, out = _conformance_on(tmp_path, "vx_crashes", "Crashes", _CRASHES)
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(out.read_text())
     bad = [c for c in doc["cases"] if c["status"] != "passed"]
@@ -360,12 +360,5 @@ def test_a_case_that_crashes_the_process_is_recorded_and_the_run_goes_on(tmp_pat
 
 
 def test_no_isolation_runs_in_the_process_and_a_crash_ends_it(tmp_path):
-    import os
-
-    site = vendor_site(tmp_path, "vxc", {"vx_crashes": "vx_crashes:Crashes"}, {"vx_crashes": _CRASHES})
-    out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "accel", "conformance", "--backend", "vx_crashes",
-                           "--ops", "dequantize", "--dtypes", "q8_0", "--no-progress",
-                           "--no-isolation", "--json", str(out)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(site)})
+    proc, out = _conformance_on(tmp_path, "vx_crashes", "Crashes", _CRASHES, "--no-isolation")
     assert proc.returncode == -11 and not out.exists()

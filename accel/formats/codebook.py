@@ -161,7 +161,7 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     out = np.zeros((len(x), ggml.ggml_row_size(t, 256)), np.uint8)
     with np.errstate(invalid="ignore"):
         amax = np.abs(x).max(axis=1, initial=0)
-    finite, huge = np.isfinite(x).all(axis=1), amax > _LARGEST
+    finite, huge = np.isfinite(x).all(axis=1), amax > SEARCH_LIMIT
     ok = finite & ~huge
     if ok.any():
         good = np.ascontiguousarray(x[ok])
@@ -179,7 +179,7 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
 
 #: blocks beyond this magnitude abort ggml's search (from about 1e12); their float16 d would be
 #: infinite long before (d is near max |x| / 60 at most)
-_LARGEST = F(2.0**32)
+SEARCH_LIMIT = F(2.0**32)
 
 
 def _with_d(blocks: np.ndarray, fmt: str, d: np.float16) -> np.ndarray:

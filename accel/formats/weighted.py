@@ -13,9 +13,8 @@ import numpy as np
 
 from accel.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError, expected
 from accel.formats import QuantFormat
+from accel.formats.codebook import SEARCH_LIMIT
 
-#: beyond this magnitude ggml's codebook searches abort the process (from about 1e12)
-_LARGEST = 2.0**32
 
 
 def check_imatrix(imatrix: object, k: int) -> np.ndarray:
@@ -51,7 +50,7 @@ def quantize(x: np.ndarray, fmt: QuantFormat, imatrix: np.ndarray) -> np.ndarray
         raise ArgumentError(expected("x", "finite values when quantizing with an imatrix (ggml's "
                                      "weighted search has no answer for NaN or infinity)",
                                      "a NaN or an infinity"))
-    if x.size and np.abs(x).max() > _LARGEST:
+    if x.size and np.abs(x).max() > SEARCH_LIMIT:
         raise ArgumentError(expected("x", f"values within +-2**32 when quantizing with an imatrix "
                                      "(ggml's searches abort beyond)", float(np.abs(x).max())))
     t = getattr(ggml, f"GGML_TYPE_{fmt.ggml}")

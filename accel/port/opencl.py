@@ -179,39 +179,25 @@ class OpenCLTranslator(WarpEmulation):
         for fn in self._callers_first():
             self._function(fn)
         self.finish_warp()
-        self._host_macros()
-        self._host_typedefs()
+        self._host_only("macro", "its body", self.macro_pending, self.macros_used)
+        self._host_only("typedef", "its type", self.typedef_pending, self.typedefs_used)
         return self.rw.render()
 
-    def _host_typedefs(self) -> None:
-        """A typedef of a type OpenCL lacks is an error where device code uses it; one no device
-        code uses is left out with a warning."""
-        items = {}
-        for name, (item, found) in self.typedef_pending.items():
-            if name in self.typedefs_used:
-                self.rw.diagnostics.extend(d for d in found if d not in self.rw.diagnostics)
-            else:
-                items.setdefault(id(item), (item, name))
-        for item, name in items.values():
-            if any(n in self.typedefs_used for n, (it, _f) in self.typedef_pending.items() if it is item):
-                continue
-            self.rw.note("typedef")
-            self.rw.warn(item, f"typedef {name}", "its type has no OpenCL C form, and no device "
-                         "code uses it (host code only, or unused), so it is left out",
-                         "keep host-only typedefs with the host code")
-            self.rw.delete(item)
-
-    def _host_macros(self) -> None:
-        """A refused macro is an error where device code uses it; one only host code uses (or
-        none) has nothing to translate, and is left out with a warning."""
-        for name, (item, found) in self.macro_pending.items():
-            if name in self.macros_used:
+    def _host_only(self, kind: str, part: str, pending: dict, used: set) -> None:
+        """A refused macro or typedef (``pending``: name -> (its item, its errors)) is an error
+        where device code uses one of its names; one only host code uses (or none) has nothing
+        to translate, and is left out with a warning."""
+        items: dict[int, tuple[object, list, list[str]]] = {}
+        for name, (item, found) in pending.items():  # a typedef may declare several names
+            items.setdefault(id(item), (item, found, []))[2].append(name)
+        for item, found, names in items.values():
+            if any(n in used for n in names):
                 self.rw.diagnostics.extend(found)
                 continue
-            self.rw.note("macro")
-            self.rw.warn(item, f"macro {name}", "its body has no OpenCL C form, and no device "
+            self.rw.note(kind)
+            self.rw.warn(item, f"{kind} {names[0]}", f"{part} has no OpenCL C form, and no device "
                          "code uses it (host code only, or unused), so it is left out",
-                         "keep host-only macros with the host code")
+                         f"keep host-only {kind}s with the host code")
             self.rw.delete(item)
 
     def opencl_text(self) -> str:
