@@ -107,8 +107,12 @@ def _attention(case: Case, rng: np.random.Generator):
     mask_kind = p.get("mask")
     mask_shape = p.get("mask_shape") if mask_kind else None
     mask_dtype = {"bool": "bool", "additive": p.get("mask_dtype") or case.dtype}.get(mask_kind)
+    sinks = p.get("sinks")  # None, or where the sink logits sit against the row's logits
+    Hq = p["q"][1]
     spec = S.attention_spec(p["q"], p["k"], p["v"], (case.dtype,) * 3, p.get("causal", False),
-                            p.get("scale"), mask_shape, mask_dtype)
+                            p.get("scale"), mask_shape, mask_dtype, p.get("window"),
+                            p.get("softcap"), None if sinks is None else (Hq,),
+                            None if sinks is None else "float32")
     q, k, v = (rng.standard_normal(p[n]) for n in ("q", "k", "v"))
     data = p["data"]
     if data == "equal":  # every logit 0: uniform weights, output = mean of the visible v rows
@@ -130,7 +134,24 @@ def _attention(case: Case, rng: np.random.Generator):
     inputs = [q.astype(dt), k.astype(dt), v.astype(dt)]
     if mask_kind:
         inputs.append(_mask(spec, mask_kind, p.get("mask_data", "random"), rng))
+    if sinks is not None:  # after the mask's slot (None when there is no mask)
+        inputs += [None] * (4 - len(inputs)) + [_sinks(sinks, Hq, rng)]
     return spec, inputs
+
+
+def _sinks(data: str, Hq: int, rng: np.random.Generator) -> np.ndarray:
+    """One sink logit per query head: "normal" among the logits (~N(0, D) unscaled, so around
+    +-1 after 1/sqrt(D)), "above" far above them (the output tends to 0), "below" far below
+    (no effect), "mixed" heads of each kind plus an infinite one of either sign."""
+    if data == "normal":
+        return rng.standard_normal(Hq).astype(np.float32)
+    if data == "above":
+        return np.full(Hq, 60.0, np.float32)
+    if data == "below":
+        return np.full(Hq, -60.0, np.float32)
+    if data == "mixed":
+        return np.resize(np.array([0.5, 40.0, -40.0, -np.inf, 3.0], np.float32), Hq)
+    raise ArgumentError(expected("sinks", "a sinks data generator", repr(data)))
 
 
 def _mask(spec: S.AttentionSpec, kind: str, data: str, rng) -> np.ndarray:

@@ -76,11 +76,15 @@ def scaled_matmul(a, b, scale_a, scale_b, bias, block: int | None) -> tuple[np.n
         return (ref if bias is None else ref + bias.astype(np.float64)), mag
 
 
-def attention(q, k, v, mask, *, causal: bool, scale: float, mask_kind: str | None) -> dict:
+def attention(q, k, v, mask, *, causal: bool, scale: float, mask_kind: str | None,
+              window: int | None = None, softcap: float | None = None, sinks=None) -> dict:
     """Softmax attention in float64, returning the output and the terms the tolerance needs.
 
     GQA: query head h reads kv head h // (Hq // Hkv). Causal is bottom-right aligned: query i
-    sees key j iff j <= i + Sk - Sq. A query whose keys are all hidden returns zeros.
+    sees key j iff j <= i + Sk - Sq, and with ``window`` W also iff j > i + Sk - Sq - W.
+    ``softcap`` c maps each scaled logit s to c tanh(s / c) before the mask; ``sinks`` [Hq]
+    adds exp(sink - max) to each row's denominator (the max taken over the sink too). A query
+    whose keys are all hidden returns zeros.
     """
     q, k, v = (x.astype(np.float64) for x in (q, k, v))
     B, Hq, Sq, _ = q.shape
@@ -90,20 +94,30 @@ def attention(q, k, v, mask, *, causal: bool, scale: float, mask_kind: str | Non
     with np.errstate(invalid="ignore", over="ignore"):
         logits = scale * np.einsum("bhid,bhjd->bhij", q, k)
         logits_abs = abs(scale) * np.einsum("bhid,bhjd->bhij", np.abs(q), np.abs(k))
+        if softcap is not None:  # |d/ds c tanh(s/c)| <= 1: the cap never enlarges an error
+            logits = softcap * np.tanh(logits / softcap)
         visible = np.ones((B, Hq, Sq, Sk), dtype=bool)
         if causal:
             i = np.arange(Sq)[:, None]
             j = np.arange(Sk)[None, :]
             visible &= j <= i + (Sk - Sq)
+            if window is not None:
+                visible &= j > i + (Sk - Sq) - window
         if mask_kind == "bool":
             visible &= np.broadcast_to(mask, visible.shape)
         elif mask_kind == "additive":
             logits = logits + np.broadcast_to(mask.astype(np.float64), visible.shape)
         logits = np.where(visible, logits, -np.inf)
         row_max = logits.max(axis=-1, keepdims=True)  # NaN-propagating
+        sink = None if sinks is None else sinks.astype(np.float64)[None, :, None, None]
+        if sink is not None:
+            row_max = np.maximum(row_max, sink)
         dead = row_max == -np.inf
         weights = np.exp(logits - np.where(dead, 0.0, row_max))
-        probs = weights / np.where(dead, 1.0, weights.sum(axis=-1, keepdims=True))
+        denom = weights.sum(axis=-1, keepdims=True)
+        if sink is not None:
+            denom = denom + np.exp(sink - np.where(dead, 0.0, row_max))
+        probs = weights / np.where(dead, 1.0, denom)
         probs = np.where(dead, 0.0, probs)
         out = np.einsum("bhij,bhjd->bhid", probs, v)
         weighted_abs_v = np.einsum("bhij,bhjd->bhid", probs, np.abs(v))

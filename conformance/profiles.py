@@ -111,6 +111,26 @@ def _attention_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
     yield "special", _attn(1, 2, 1, 5, 8, 32, 32, True, data="large")
     yield "special", _attn(1, 2, 2, 4, 6, 32, 32, False, data="nan_q")
     yield "special", _attn(1, 2, 1, 4, 6, 32, 32, False, data="nan_v")
+    yield from _attention_option_cases(profile)
+
+
+def _attention_option_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    """window, softcap and sinks (issue 42), at head dims already built for the cases above
+    (window and softcap are kernel arguments; sinks a variant of their own)."""
+    for window in (1, 4, 50):  # one key, a few, more than there are
+        yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, True, window=window, data="normal")
+    yield "grid", _attn(1, 4, 1, 1, 700, 32, 32, True, window=64, data="normal")  # decode: key chunks
+    yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, False, softcap=0.5, data="normal")
+    yield "special", _attn(1, 2, 2, 7, 9, 32, 32, True, softcap=30.0, data="large")
+    for sinks in ("normal", "above", "below", "mixed"):
+        yield "grid", _attn(1, 5, 1, 3, 16, 32, 32, True, sinks=sinks, data="normal")
+    yield "grid", _attn(1, 5, 1, 1, 700, 32, 32, True, window=100, sinks="mixed", data="normal")
+    yield "grid", _attn(1, 4, 2, 6, 20, 32, 32, True, window=5, softcap=20.0, sinks="normal",
+                        mask="additive", mask_shape=(6, 20), mask_data="dead_rows", data="normal")
+    if profile == "full":  # Gemma 3's local layers (D 256, window 512) and D = 512
+        yield "grid", _attn(1, 4, 1, 1, 1500, 256, 256, True, window=512, data="normal")
+        yield "grid", _attn(1, 4, 1, 40, 600, 256, 256, True, window=512, softcap=50.0, data="normal")
+        yield "grid", _attn(1, 2, 1, 5, 40, 512, 512, True, window=16, sinks="normal", data="normal")
 
 
 def _quantize_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:

@@ -58,6 +58,14 @@ def _attention(draw, dtype: str) -> dict:
                       mask_data=draw(st.sampled_from(["random", "dead_rows"])))
     if draw(st.booleans()):
         params["scale"] = draw(st.sampled_from([0.05, 0.5, 2.0]))
+    # issue 42's options: window and softcap are kernel arguments (no new build); sinks are a
+    # variant of their own, so drawn only at the masked cases' head dims
+    if params["causal"] and draw(st.booleans()):
+        params["window"] = draw(st.integers(1, 30))
+    if draw(st.booleans()):
+        params["softcap"] = draw(st.sampled_from([0.5, 5.0, 50.0]))
+    if (D, Dv) == MASKED_HEAD_DIMS and draw(st.booleans()):
+        params["sinks"] = draw(st.sampled_from(["normal", "above", "below", "mixed"]))
     params.update(data="normal", seed=draw(_seeds))
     return params
 

@@ -154,9 +154,9 @@ def _run_decoder_case(backend: Backend, case: Case, repro: str) -> CaseResult:
                       time.perf_counter() - t0, reason, repro)
 
 
-def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray]):
-    kept = [np.array(x, copy=True) for x in inputs]
-    tensors = [Tensor.from_host(backend, x) for x in inputs]
+def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray | None]):
+    kept = [None if x is None else np.array(x, copy=True) for x in inputs]
+    tensors = [None if x is None else Tensor.from_host(backend, x) for x in inputs]
     tensors = _padded(tensors, spec.op)
     out = GuardedOutput.alloc(backend, spec.out_shape, spec.out_dtype)
     backend.synchronize()
@@ -179,7 +179,9 @@ def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarr
 
 
 def _padded(operands: list, op: str) -> list:
-    """An absent optional operand (attention's mask, scaled_matmul's bias) passed as None."""
+    """An absent optional operand (attention's mask, scaled_matmul's bias) passed as None;
+    attention's sinks, when a case has them, follow the mask's slot (as accel.attention passes
+    them: backends written before sinks never see a fifth operand)."""
     return operands + [None] * ({"attention": 4, "scaled_matmul": 5}.get(op, len(operands)) - len(operands))
 
 
@@ -191,14 +193,14 @@ def _judge_host_path(backend: Backend, case: Case, spec, kept: list[np.ndarray],
                      got: np.ndarray, op_verdict: Verdict) -> Verdict:
     """A host_compute backend answers numpy callers from ``compute()``, not from the op method
     that ``op_verdict`` judged (its output ``got``): that path is judged too."""
-    hosts = _padded([np.array(x, copy=True) for x in kept], spec.op)
+    hosts = _padded([None if x is None else np.array(x, copy=True) for x in kept], spec.op)
     result = backend.compute(spec, *hosts)
     try:
         dispatch.check_host_result(backend, spec, result)
     except AccelError as e:
         return Verdict(False, {}, f"compute(), the path numpy operands take: {e}")
     for i, (h, before) in enumerate(zip(hosts, kept)):
-        if not _same_bytes(h, before):
+        if h is not None and not _same_bytes(h, before):
             return Verdict(False, {}, f"compute() modified its input #{i}")
     if _same_bytes(result, got):  # the CPU reference: one implementation behind both paths
         return op_verdict
@@ -259,9 +261,10 @@ def judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray], got: np.
         ref, mag = oracle.qmatmul(inputs[0], inputs[1], spec.fmt.name, spec.N)
         bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
     else:
-        mask = inputs[3] if len(inputs) > 3 else None
+        mask, sinks = (inputs[i] if len(inputs) > i else None for i in (3, 4))
         res = oracle.attention(*inputs[:3], mask, causal=spec.causal, scale=spec.scale,
-                               mask_kind=spec.mask_kind)
+                               mask_kind=spec.mask_kind, window=spec.window,
+                               softcap=spec.softcap, sinks=sinks)
         ref = res["out"]
         bound = None if exact else tolerance.attention_bound(res, spec.D, spec.Sk, spec.dtype, acc)
     if exact:  # exact sums (float32 accumulation), then the one rounding of the output
@@ -280,7 +283,9 @@ def _check_declined(backend: Backend, case: Case, inputs: list[np.ndarray]) -> t
             accel.matmul(*inputs, out_dtype=p.get("out"), backend=backend)
         elif case.op == "attention":
             accel.attention(*inputs[:3], causal=p.get("causal", False), scale=p.get("scale"),
-                            mask=inputs[3] if len(inputs) > 3 else None, backend=backend)
+                            mask=inputs[3] if len(inputs) > 3 else None, window=p.get("window"),
+                            softcap=p.get("softcap"), sinks=inputs[4] if len(inputs) > 4 else None,
+                            backend=backend)
         elif case.op == "quantize":
             accel.quantize(inputs[0], p["fmt"], backend=backend)
         elif case.op == "dequantize":

@@ -452,9 +452,11 @@ def attention_splits_bytes(spec, chunks: int) -> int:
 
 def attention_combine_args(spec, chunks: int) -> tuple:
     """The scalar arguments of attention.cl's ``attention_combine`` (rows per kv head, chunks,
-    output values: one work-item each), as :func:`scalar_args` gives the others'."""
+    queries, kv heads, output values: one work-item each, last), as :func:`scalar_args` gives
+    the others'."""
     rows = attention_rows(spec)
-    return np.int32(rows), np.int32(chunks), np.int64(spec.B * spec.Hkv * rows * spec.Dv)
+    return (np.int32(rows), np.int32(chunks), np.int32(spec.Sq), np.int32(spec.Hkv),
+            np.int64(spec.B * spec.Hkv * rows * spec.Dv))
 
 
 def gemv_launch(name: str, params: dict, N: int, M: int) -> tuple[tuple[int, int], int]:
@@ -536,7 +538,8 @@ def scalar_args(spec) -> tuple:
     if spec.op == "attention":
         strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)
         return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
-                i32(spec.causal), *(np.int64(s) for s in strides))
+                i32(spec.causal), *(np.int64(s) for s in strides), i32(spec.window or 0),
+                np.float32(spec.softcap or 0.0))
     values = math.prod(spec.shape)  # quantize takes its count of blocks
     return (np.int64(values // spec.fmt.block if spec.op == "quantize" else values),)
 
@@ -596,13 +599,18 @@ def matmul_wgmma(in_dtype: str, out_dtype: str, params: dict | None = None) -> V
 
 
 def attention(dtype: str, head_dim: int, head_dim_v: int, mask: str | None = None,
-              mask_dtype: str | None = None, params: dict | None = None) -> Variant:
-    """The attention variant; ``mask`` is None, "bool" or "additive" (in ``mask_dtype``)."""
+              mask_dtype: str | None = None, params: dict | None = None,
+              sinks: bool = False) -> Variant:
+    """The attention variant; ``mask`` is None, "bool" or "additive" (in ``mask_dtype``);
+    ``sinks``: the kernels read one sink logit per query head (window and softcap are scalar
+    arguments of every variant)."""
     p = dict(GPU_ATTENTION if params is None else params)
     if "QSPLIT" in p:  # a power of two: halved until 4 * QSPLIT divides both head dims
         while p["QSPLIT"] > 1 and (head_dim % (4 * p["QSPLIT"]) or head_dim_v % (4 * p["QSPLIT"])):
             p["QSPLIT"] //= 2
     d = _attention_defines(dtype, _FLOATS, head_dim, head_dim_v, mask, mask_dtype)
+    if sinks:
+        d["SINKS"] = 1
     return Variant("attention.cl", ("attention", "attention_combine"), {**d, **p}, _dialects(p))
 
 
@@ -875,6 +883,7 @@ def variants() -> tuple[Variant, ...]:
                 out.append(attention(dt, d, d, params=params))
         out.append(attention("float32", 64, 64, "bool", params=params))
         out += [attention("float16", 64, 64, "additive", m, params=params) for m in _FLOATS]
+        out.append(attention("bfloat16", 256, 256, "bool", params=params, sinks=True))  # gpt-oss, Gemma
     out += [attention_mma(dt, d, dv) for dt in ("float16", "bfloat16")
             for d in ATTENTION_MMA_HEAD_DIMS for dv in ATTENTION_MMA_HEAD_DIMS]
     out.append(attention_mma("bfloat16", 64, 64, "bool"))

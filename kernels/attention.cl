@@ -16,6 +16,10 @@
  * dims each; their partial logits meet in local memory once per tile.
  * Semantics (accel's): GQA query head h reads kv head h / (Hq / Hkv); causal is bottom-right
  * aligned (query i sees keys j <= i + Sk - Sq); a row whose every logit is -inf gives zeros.
+ * Options (0 when off): `softcap` c > 0 maps each scaled logit s to c * tanh(s / c) before the
+ * mask; `window` W >= 1 (causal) also hides keys j <= i + Sk - Sq - W, and key tiles wholly
+ * outside every row's window are skipped; SINKS 1 reads `sinks[h]`, one logit per query head
+ * that joins the softmax's denominator with no value.
  * Rows: the G = Hq / Hkv query heads that share a kv head are one run of G * Sq rows (row r is
  * query r % Sq of head r / Sq; Q and O hold them contiguously), so a group reads each K/V tile
  * once for all of them and a decode step (Sq = 1) still fills G rows of a tile.
@@ -32,6 +36,9 @@
 #endif
 #ifndef QSPLIT
 #define QSPLIT 1
+#endif
+#ifndef SINKS
+#define SINKS 0
 #endif
 #if QSPLIT > 1 && (VW > 1 || !LOCAL_TILE)
 #error "QSPLIT > 1 is for GPU groups (LOCAL_TILE 1, VW 1)"
@@ -56,8 +63,9 @@
 KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL const IN_T* RESTRICT Kg,
                       GLOBAL const IN_T* RESTRICT Vg, GLOBAL OUT_T* RESTRICT O,
                       GLOBAL const MASK_T* RESTRICT mask, GLOBAL float* RESTRICT splits,
+                      GLOBAL const float* RESTRICT sinks,
                       int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
-                      i64 msb, i64 msh, i64 msq, i64 msk) {
+                      i64 msb, i64 msh, i64 msq, i64 msk, int window, float softcap) {
     const int hk = GROUP_ID(1), b = GROUP_ID(2);
     const int G = Hq / Hkv, rows = G * Sq;
 #if LOCAL_TILE
@@ -107,13 +115,17 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
 
     float pT[BKV * BQ];  /* this tile's logits, then probabilities: pT[j][i] */
     float lanes[BQ], lanes2[BQ];
-    /* Key tiles past the last key any of the group's queries sees are skipped; the bound is
-     * uniform over the group so the barriers below are reached by every work-item. */
+    /* Only the keys some query of the group sees, [k_lo, k_hi), are visited, split evenly
+     * over the key chunks; the bounds are uniform over the group so the barriers below are
+     * reached by every work-item. A group whose rows span two heads holds every query from 0. */
     const int r_last = imin(group_q0 + team_rows, rows) - 1;
-    const int q_last = group_q0 / Sq == r_last / Sq ? r_last % Sq : Sq - 1;
-    const int chunk_tiles = ((Sk + BKV - 1) / BKV + chunks - 1) / chunks;
-    const int k_first = chunk * chunk_tiles * BKV;
-    const int kend = imin(causal ? imax(0, imin(Sk, q_last + 1 + off)) : Sk, k_first + chunk_tiles * BKV);
+    const int same_head = group_q0 / Sq == r_last / Sq;
+    const int q_first = same_head ? group_q0 % Sq : 0, q_last = same_head ? r_last % Sq : Sq - 1;
+    const int k_lo = window > 0 ? imax(0, q_first + off - window + 1) : 0;
+    const int k_hi = causal ? imax(k_lo, imin(Sk, q_last + 1 + off)) : Sk;
+    const int chunk_tiles = ((k_hi - k_lo + BKV - 1) / BKV + chunks - 1) / chunks;
+    const int k_first = k_lo + chunk * chunk_tiles * BKV;
+    const int kend = imin(k_hi, k_first + chunk_tiles * BKV);
     for (int k0 = k_first; k0 < kend; k0 += BKV) {
 #if LOCAL_TILE
         for (int e = member; e < BKV * HEAD_D; e += TEAM)
@@ -161,6 +173,7 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
             int key = k0 + jj;
             UNROLL for (int iv = 0; iv < BQV; ++iv) {
                 vf_t x = VLOAD_ARR(pT, jj * BQ + iv * VW) * (vf_t)scale;
+                if (softcap > 0.0f) x = (vf_t)softcap * TANH(x / (vf_t)softcap);
 #if MASK_KIND
                 float mv[VW];
                 UNROLL for (int t = 0; t < VW; ++t) {
@@ -177,6 +190,7 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
 #endif
                 vi_t hidden = (vi_t)(key >= Sk ? -1 : 0);  /* vector truth is -1 */
                 if (causal) hidden = hidden | ((vi_t)key > last_key[iv]);
+                if (window > 0) hidden = hidden | ((vi_t)key <= last_key[iv] - (vi_t)window);
                 x = VSELECT(x, (vf_t)(-INF_F), hidden);
                 mx[iv] = VMAX(mx[iv], x);
                 VSTORE_ARR(x, pT, jj * BQ + iv * VW);
@@ -228,7 +242,17 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
         if (r >= rows) break;
         float row[DVV * VW];
         if (chunks == 1) {
-            float inv = lanes2[i] > 0.0f ? 1.0f / lanes2[i] : 0.0f;  /* fully masked row: zeros */
+            float l_row = lanes2[i], w = 1.0f;
+#if SINKS  /* the sink's logit joins the row's max and sum */
+            const float sink = sinks[hk * G + r / Sq];
+            const float top = IS_NAN(sink) ? sink : FMAX(lanes[i], sink);
+            if (top != -INF_F) {
+                w = EXP(lanes[i] - top);
+                l_row = l_row * w + EXP(sink - top);
+            }
+#endif
+            /* a fully masked row gives zeros; a NaN sum stays NaN */
+            float inv = l_row > 0.0f || IS_NAN(l_row) ? w / l_row : 0.0f;
             UNROLL for (int dv = 0; dv < DVV; ++dv) VSTORE_ARR(acc[i][dv] * (vf_t)inv, row, dv * VW);
             UNROLL for (int e = 0; e < DVV * VW; ++e) STORE_OUT(O, (i64)r * HEAD_DV + OWN(e), row[e]);
         } else {
@@ -250,7 +274,8 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
  * what one pass over all keys computes up to rounding; where no chunk saw a finite logit every
  * w_c is 1, so a fully masked row gives 0 and a NaN stays NaN, as in one pass. */
 KERNEL void attention_combine(GLOBAL const float* RESTRICT splits, GLOBAL OUT_T* RESTRICT O,
-                              int rows, int chunks, i64 total) {
+                              GLOBAL const float* RESTRICT sinks,
+                              int rows, int chunks, int Sq, int Hkv, i64 total) {
     const i64 e = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     if (e >= total) return;
     const i64 R = e / HEAD_DV, bh = R / rows;
@@ -260,10 +285,15 @@ KERNEL void attention_combine(GLOBAL const float* RESTRICT splits, GLOBAL OUT_T*
     float top = -INF_F;
     for (int c = 0; c < chunks; ++c) top = FMAX(top, rec[c * step + HEAD_DV]);
     float l = 0.0f, o = 0.0f;
+#if SINKS  /* query head (kv head) * G + row / Sq of the row's run; a NaN sink makes the row NaN */
+    const float sink = sinks[(int)(bh % Hkv) * (rows / Sq) + (int)(R - bh * rows) / Sq];
+    top = IS_NAN(sink) ? sink : FMAX(top, sink);
+    if (top != -INF_F) l = EXP(sink - top);
+#endif
     for (int c = 0; c < chunks; ++c) {
         const float w = top == -INF_F ? 1.0f : EXP(rec[c * step + HEAD_DV] - top);
         l += w * rec[c * step + HEAD_DV + 1];
         o += w * rec[c * step + dv];
     }
-    STORE_OUT(O, R * HEAD_DV + dv, o * (l > 0.0f ? 1.0f / l : 0.0f));
+    STORE_OUT(O, R * HEAD_DV + dv, o * (l > 0.0f || IS_NAN(l) ? 1.0f / l : 0.0f));
 }

@@ -103,13 +103,14 @@ DEVICE void stage_rows(u16* dst, const u16* src, int k0, int Sk, int tid) {
 }
 
 /* The arguments are attention.cl's (the backends pass both the same), `splits` unused: this
- * kernel never splits the keys. */
+ * kernel never splits the keys; `sinks`, `window` and `softcap` unused: the backends route
+ * attention with those options to attention.cl. */
 KERNEL void __launch_bounds__(THREADS)
 attention_mma(const IN_T* RESTRICT Q, const IN_T* RESTRICT Kg, const IN_T* RESTRICT Vg,
               OUT_T* RESTRICT O, const MASK_T* RESTRICT mask,
-              float* RESTRICT splits,
+              float* RESTRICT splits, const float* RESTRICT sinks,
               int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
-              i64 msb, i64 msh, i64 msq, i64 msk) {
+              i64 msb, i64 msh, i64 msq, i64 msk, int window, float softcap) {
     __shared__ __align__(128) u16 smem[2 * (STAGE_K + STAGE_V)];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z, hk = h / (Hq / Hkv);

@@ -93,3 +93,34 @@ def test_quick_profile_catches_a_planted_decoder_kernel_bug(op, opencl_backend):
 
     results = suite.run(Planted(0), profile="quick", ops=[op])
     assert any(r.status == "failed" and r.case.dtype == "float32" for r in results), op
+
+
+#: one planted bug per attention option, an edit of kernels/attention.cl: the window keeps one
+#: key too many, the soft-cap forgets to divide, the sink's term skips the rescaling
+_ATTENTION_OPTION_PLANTS = {
+    "window": ("(vi_t)key <= last_key[iv] - (vi_t)window", "(vi_t)key < last_key[iv] - (vi_t)window"),
+    "softcap": ("(vf_t)softcap * TANH(x / (vf_t)softcap)", "(vf_t)softcap * TANH(x)"),
+    "sinks": ("l_row = l_row * w + EXP(sink - top);", "l_row = l_row + EXP(sink - top);"),
+}
+
+
+@pytest.mark.parametrize("option", sorted(_ATTENTION_OPTION_PLANTS))
+def test_quick_profile_catches_a_planted_attention_option_bug(option, opencl_backend):
+    import pyopencl as cl
+
+    import accel.kernels as K
+    from accel.backends.opencl import OpenCLBackend
+
+    old, new = _ATTENTION_OPTION_PLANTS[option]
+    assert K.source("attention.cl").count(old) == 1
+
+    class Planted(OpenCLBackend):  # a real device build of the edited source
+        def kernel(self, variant, name):
+            if variant.source != "attention.cl":
+                return super().kernel(variant, name)
+            text = K.program_text(variant.source).replace(old, new)
+            return cl.Kernel(self._program(text, tuple(variant.options()), name), name)
+
+    results = suite.run(Planted(0), profile="quick", ops=["attention"], dtypes=["float32"])
+    failed = [r for r in results if r.status == "failed"]
+    assert failed and all(option in r.case.params for r in failed), option

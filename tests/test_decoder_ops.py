@@ -294,17 +294,43 @@ def test_attention_head_dim_256_and_512_with_window():
 
 
 def test_attention_options_declined_where_not_computed():
-    be = _opencl()
-    q = np.ones((1, 1, 2, 16), np.float32)
+    """A backend that does not declare attention_options (a plugin written before them) is
+    never handed softcap or sinks; a window alone reaches it as the equivalent mask."""
+    from accel.backends.cpu import CPUBackend
+
+    class Older(CPUBackend):
+        name = "older"
+        attention_options = False
+
+    be = Older()
+    q = RNG.standard_normal((1, 1, 3, 16)).astype(np.float32)
     with pytest.raises(accel.UnsupportedError, match="window, softcap and sinks"):
         accel.attention(q, q, q, causal=True, softcap=5.0, backend=be)
     with pytest.raises(accel.UnsupportedError, match="window, softcap and sinks"):
         accel.attention(q, q, q, causal=True, window=1, sinks=np.zeros(1, np.float32), backend=be)
+    got = accel.attention(q, q, q, causal=True, window=2, backend=be)
+    assert np.abs(got - _attention64(q, q, q, True, 2)).max() <= 1e-5
+
+
+@pytest.mark.parametrize("Sq, Sk, D", [(6, 20, 32), (1, 700, 64), (3, 40, 512)])
+def test_attention_options_on_opencl_against_float64(Sq, Sk, D):
+    """window, softcap and sinks computed by attention.cl (one pass, and the key chunks of a
+    decode step), D up to 512."""
+    be = _opencl()
+    q = RNG.standard_normal((1, 4, Sq, D)).astype(np.float32)
+    k = RNG.standard_normal((1, 2, Sk, D)).astype(np.float32)
+    v = RNG.standard_normal((1, 2, Sk, D)).astype(np.float32)
+    sinks = np.array([0.5, 30.0, -30.0, -np.inf], np.float32)
+    for window, softcap in ((None, 2.0), (5, None), (Sk + 3, 50.0)):
+        got = accel.attention(q, k, v, causal=True, window=window, softcap=softcap, sinks=sinks,
+                              backend=be)
+        want = _attention64(q, k, v, True, window, softcap, sinks)
+        assert np.abs(got - want).max() <= 1e-4, (window, softcap)
 
 
 @pytest.mark.parametrize("Sq", [1, 6])
 def test_attention_window_on_opencl_against_float64(Sq):
-    """A window alone runs on OpenCL as the equivalent boolean mask."""
+    """A window alone on OpenCL, on device Tensors in and out."""
     be = _opencl()
     q = RNG.standard_normal((1, 4, Sq, 32)).astype(np.float32)
     k = RNG.standard_normal((1, 2, 11, 32)).astype(np.float32)

@@ -82,14 +82,24 @@ def test_decoding_attention_splits_keys_then_combines_through_one_scratch(mask):
     assert chunks > 1 and (attend.kernel, combine.kernel) == ("attention", "attention_combine")
     splits = Scratch("splits", K.attention_splits_bytes(spec, chunks))
     assert attend.buffers == (*(Operand(n) for n in ("q", "k", "v", "out")),
-                              Operand("mask") if mask else Placeholder(), splits)
-    assert combine.buffers == (splits, Operand("out")) and combine.variant == attend.variant
+                              Operand("mask") if mask else Placeholder(), splits, Placeholder())
+    assert combine.buffers == (splits, Operand("out"), Placeholder())
+    assert combine.variant == attend.variant
     (tiles, heads, batch), items = K.attention_grid(spec, attend.variant.defines, chunks)
     assert _groups(attend) == (tiles, heads, batch) and attend.lsize == (items, 1, 1)
     assert tiles % chunks == 0 and attend.scalars == K.scalar_args(spec)
     outputs = spec.B * spec.Hkv * K.attention_rows(spec) * spec.Dv
     _covers(combine, outputs)
-    assert combine.scalars == K.attention_combine_args(spec, chunks) == (4, chunks, outputs)
+    assert combine.scalars == K.attention_combine_args(spec, chunks) == (4, chunks, 1, 8, outputs)
+
+
+def test_attention_with_sinks_reads_them_in_both_launches():
+    spec = S.attention_spec((1, 32, 1, 128), (1, 8, 4096, 128), (1, 8, 4096, 128),
+                            ("float32",) * 3, True, None, None, None, 1024, 30.0, (32,), "float32")
+    attend, combine = plan_for(spec, GPU, GPU_PARAMS)
+    assert attend.variant.defines["SINKS"] == 1 and attend.buffers[-1] == Operand("sinks")
+    assert combine.buffers[-1] == Operand("sinks")
+    assert attend.scalars[-2:] == (1024, np.float32(30.0))
 
 
 def test_attention_sizes_key_chunks_for_the_units_parameter_over_the_device():

@@ -154,6 +154,7 @@ class CuPyBackend(DecoderKernels, Backend):
     # the x_formats and formats its kernels compute (quant.cl's and kquant.cl's)
     x_formats = kernels.KERNEL_X_FORMATS + ("q8_1", "q8_k")
     formats = kernels.KERNEL_FORMATS + kernels.KQUANT_FORMATS + kernels.CODEBOOK_FORMATS
+    attention_options = True  # attention.cl's window, softcap and sinks
 
     platform: ClassVar[str]
     vendor: ClassVar[str]
@@ -406,12 +407,12 @@ class CuPyBackend(DecoderKernels, Backend):
             with self.device:
                 bufs = [*inputs, out, self.cupy.asarray(spec.batch_offsets().reshape(-1))]
         elif spec.op == "attention":
-            *qkv, mask = inputs
-            bufs = [*qkv, out, self._unused() if mask is None else mask,
-                    self._unused() if splits is None else splits]
+            q, k, v, mask, *sinks = inputs
+            bufs = [q, k, v, out, self._optional(mask), self._optional(splits),
+                    self._optional(sinks[0] if sinks else None)]
         elif spec.op == "scaled_matmul":
             *operands, bias = inputs
-            bufs = [*operands, self._unused() if bias is None else bias, out]
+            bufs = [*operands, self._optional(bias), out]
         else:
             bufs = [*inputs, out]
         return bufs + list(kernels.scalar_args(spec))
@@ -459,7 +460,7 @@ class CuPyBackend(DecoderKernels, Backend):
             return
         self._compute(spec, a, b, out=out)
 
-    def attention(self, spec, out, q, k, v, mask) -> None:
+    def attention(self, spec, out, q, k, v, mask, sinks=None) -> None:
 
         if kernel_path(spec, self.impl, self.arch) == "tensorcore":
             self._compute(spec, q, k, v, mask, out=out)
@@ -467,13 +468,15 @@ class CuPyBackend(DecoderKernels, Backend):
         variant = kernel_variant(spec)
         chunks = kernels.attention_chunks(spec, variant.defines, self.info.compute_units)
         if chunks == 1:
-            self.run_variant(spec, variant, self.kernel_args(spec, out, q, k, v, mask))
+            self.run_variant(spec, variant, self.kernel_args(spec, out, q, k, v, mask, sinks))
             return
         # flash-decoding: each key chunk's records in scratch, then merged into out
         splits = self.scratch(kernels.attention_splits_bytes(spec, chunks))
-        self.run_variant(spec, variant, self.kernel_args(spec, out, q, k, v, mask, splits=splits),
+        self.run_variant(spec, variant,
+                         self.kernel_args(spec, out, q, k, v, mask, sinks, splits=splits),
                          chunks=chunks)
-        self.run_variant(spec, variant, [splits, out, *kernels.attention_combine_args(spec, chunks)],
+        self.run_variant(spec, variant, [splits, out, self._optional(sinks),
+                                         *kernels.attention_combine_args(spec, chunks)],
                          "attention_combine", chunks)
 
     def quantize(self, spec, out, x) -> None:
@@ -539,9 +542,11 @@ class CuPyBackend(DecoderKernels, Backend):
                                                                self.cupy.uint8)
         return buf
 
-    def _unused(self) -> Any:
-        """A device buffer for a pointer argument the kernel never reads (attention without a
-        mask)."""
+    def _optional(self, operand: Any) -> Any:
+        """``operand``, or for None a device buffer the kernel never reads (attention without a
+        mask, sinks or key chunks; scaled_matmul without a bias)."""
+        if operand is not None:
+            return operand
         if not hasattr(self, "_unused_buf"):
             self._unused_buf = self.alloc(256)
         return self._unused_buf

@@ -87,7 +87,7 @@ def _has_tensorcore_kernel(spec) -> bool:
         return spec.dtype in TENSORCORE_DTYPES
     if spec.op == "scaled_matmul":  # the OCP formats; e4m3fnuz has no NVIDIA tensor-core type
         return spec.a_dtype in kernels.MMA_FP8_DTYPES and spec.b_dtype in kernels.MMA_FP8_DTYPES
-    return (spec.op == "attention" and spec.dtype in TENSORCORE_DTYPES
+    return (spec.op == "attention" and spec.dtype in TENSORCORE_DTYPES and not spec.options
             and spec.D in kernels.ATTENTION_MMA_HEAD_DIMS and spec.Dv in kernels.ATTENTION_MMA_HEAD_DIMS)
 
 
@@ -187,8 +187,10 @@ def kernel_variant(spec, path: str = "kernels"):
             return kernels.matmul_wmma(spec.dtype, spec.out_dtype)
         return kernels.matmul(spec.dtype, spec.out_dtype)
     if spec.op == "attention":
-        build = kernels.attention_mma if path == "tensorcore" else kernels.attention
-        return build(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
+        if path == "tensorcore":
+            return kernels.attention_mma(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
+        return kernels.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype,
+                                 sinks=spec.sinks)
     if spec.op == "scaled_matmul":  # FP8 on tensor cores, else decoded in registers on any arch
         if path == "tensorcore":
             return kernels.scaled_matmul_mma(spec.a_dtype, spec.b_dtype)

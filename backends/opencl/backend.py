@@ -109,6 +109,7 @@ class OpenCLBackend(DecoderKernels, Backend):
     """
     x_formats = K.KERNEL_X_FORMATS + ("q8_1", "q8_k")  # the x_formats and formats its kernels compute
     formats = K.KERNEL_FORMATS + K.KQUANT_FORMATS + K.CODEBOOK_FORMATS  # those: declined by kernel_declines
+    attention_options = True  # attention.cl's window, softcap and sinks
 
     name = "opencl"
     priority = 5
@@ -538,8 +539,9 @@ class OpenCLBackend(DecoderKernels, Backend):
     def matmul(self, spec, out, a, b) -> None:
         self._run(spec, a.buf, b.buf, out.buf)
 
-    def attention(self, spec, out, q, k, v, mask) -> None:
-        self._run(spec, q.buf, k.buf, v.buf, out.buf, None if mask is None else mask.buf)
+    def attention(self, spec, out, q, k, v, mask, sinks=None) -> None:
+        self._run(spec, q.buf, k.buf, v.buf, out.buf, None if mask is None else mask.buf,
+                  None if sinks is None else sinks.buf)
 
     def quantize(self, spec, out, x) -> None:
         self._run(spec, x.buf, out.buf)

@@ -19,11 +19,11 @@ from accel.backend import YES, Support, int32_sizes
 from accel.spec import (AttentionSpec, DequantizeSpec, MatmulSpec, QMatmulSpec, QuantizeSpec,
                         ScaledMatmulSpec, Spec)
 
-_MAX_HEAD_DIM = 256  # attention keeps per-query state in private arrays sized by the head dims
+_MAX_HEAD_DIM = 512  # attention keeps per-query state in private arrays sized by the head dims
 _LOCAL_1D = 64  # work-group size of the one-dimensional kernels (quantize, attention_combine, ...)
 
 #: the buffers each op's backend method passes per call, in order: inputs, then the output
-OPERANDS = {"matmul": ("a", "b", "out"), "attention": ("q", "k", "v", "out", "mask"),
+OPERANDS = {"matmul": ("a", "b", "out"), "attention": ("q", "k", "v", "out", "mask", "sinks"),
             "quantize": ("x", "out"), "dequantize": ("q", "out"), "qmatmul": ("x", "w", "out"),
             "scaled_matmul": ("a", "b", "scale_a", "scale_b", "bias", "out")}
 
@@ -209,14 +209,15 @@ def _attention(spec: AttentionSpec, facts: DeviceFacts, params: dict) -> Plan:
     if not p.get("LOCAL_TILE") and rows < p["BQ"]:  # decoding: no taller a tile than the rows
         p["BQ"] = 1 << (rows - 1).bit_length()
     p["VW"] = _lanes(p["BQ"], spec.Dv, widest=p.get("VW", 1))
-    v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p)
+    v = K.attention(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype, p, spec.sinks)
     chunks = K.attention_chunks(spec, v.defines, units)
     (groups, heads, batch), items = K.attention_grid(spec, v.defines, chunks)
     mask = Operand("mask") if spec.mask_shape is not None else Placeholder()
+    sinks = Operand("sinks") if spec.sinks else Placeholder()
 
     def attend(splits: Slot) -> Launch:
         return Launch(v, "attention", (groups * items, heads, batch), (items, 1, 1),
-                      (*_operands("q", "k", "v", "out"), mask, splits), K.scalar_args(spec),
+                      (*_operands("q", "k", "v", "out"), mask, splits, sinks), K.scalar_args(spec),
                       f"attention {v.id}")
 
     if chunks == 1:
@@ -225,7 +226,7 @@ def _attention(spec: AttentionSpec, facts: DeviceFacts, params: dict) -> Plan:
     splits = Scratch("splits", K.attention_splits_bytes(spec, chunks))
     combine_args = K.attention_combine_args(spec, chunks)
     return (attend(splits), _launch_1d(v, "attention_combine", int(combine_args[-1]),
-                                       (splits, Operand("out")), combine_args,
+                                       (splits, Operand("out"), sinks), combine_args,
                                        f"attention_combine {v.id}"))
 
 
