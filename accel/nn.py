@@ -159,7 +159,7 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
         wt = call.tensor("weight") if w else xt
         out = Tensor.empty(call.backend, xt.shape, "float32")
         D = xt.shape[-1]
-        call.backend.launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
+        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
                             [xt, wt, out, np.int32(D), np.float32(e), np.int32(w)])
         return out
     xf = call.host("x").astype(_F)
@@ -250,7 +250,7 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
         out = Tensor.empty(call.backend, shape, "float32")
         n = math.prod(shape)
         tabs = _device_tables(call.backend, pos, b, r, fs, ff)
-        call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+        call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [xt, *tabs, out, np.int32(H), np.int32(S), np.int32(D), np.int32(r),
                              np.int32(bool(interleaved)), np.int32(pos.ndim == 2), np.int32(n)])
         return out
@@ -322,7 +322,7 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
             and math.prod(call.shape("x")):
         xt = call.tensor("x")
         out = Tensor.empty(call.backend, xt.shape, "float32")
-        call.backend.launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
+        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
                             [xt, out, np.int32(xt.shape[-1]), np.float32(s)])
         return out
     with np.errstate(all="ignore"):
@@ -378,7 +378,7 @@ def _unary(call: _Call, k: Any, act: int) -> Tensor:
     xt = call.tensor("x")
     n = math.prod(xt.shape)
     out = Tensor.empty(call.backend, xt.shape, "float32")
-    call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1), [xt, out, np.int32(n), np.int32(act)])
+    call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1), [xt, out, np.int32(n), np.int32(act)])
     return out
 
 
@@ -430,7 +430,7 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
         rows = math.prod(out_shape) // h
         stride, up_off = (h, 0) if "up" in call.ops else (2 * h, h)
         out = Tensor.empty(call.backend, out_shape, "float32")
-        call.backend.launch(k, (-(-(rows * h) // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+        call.backend.decoder_launch(k, (-(-(rows * h) // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [gt, ut, out, np.int32(rows), np.int32(h), np.int32(stride),
                              np.int32(up_off), np.int32(activation != "silu")])
         return out
@@ -458,7 +458,7 @@ def _binary(name: str, a: Any, b: Any, backend: str | Backend | None) -> Any:
         at, bt = call.tensor("a"), call.tensor("b")
         n = math.prod(at.shape)
         out = Tensor.empty(call.backend, at.shape, "float32")
-        call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+        call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [at, bt, out, np.int32(n), np.int32(name == "mul")])
         return out
     fa, fb = call.host("a").astype(_F), call.host("b").astype(_F)
@@ -539,7 +539,7 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
             Tensor.from_host(call.backend, idx.astype(np.int32).reshape(-1))
         out = Tensor.empty(call.backend, idx.shape + (D,), "float32")
         n = idx.size * D
-        call.backend.launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+        call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [call.tensor("table"), it, out, np.int32(D), np.int32(n)])
         return out
     out = call.host("table")[idx]

@@ -13,6 +13,13 @@ class DecoderKernels:
 
     _decoder_lock = threading.Lock()
 
+    def decoder_launch(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                       args: list) -> None:
+        """Launch a decoder.cl kernel on arguments accel.nn built and checked: contiguous
+        tensors on this backend, then numpy scalars. The public ``launch`` by default; a runtime
+        whose argument setting is costly overrides it (a decode step makes ~200 such calls)."""
+        self.launch(kernel, grid, block, args)  # type: ignore[attr-defined]
+
     def decoder_kernel(self, name: str) -> Any:
         """Kernel ``name`` of kernels/decoder.cl built for this device (in the accel dialect)."""
         cache = self.__dict__.setdefault("_decoder_kernels", {})

@@ -299,13 +299,15 @@ def test_time_reads_profiling_events():
 
 def test_supports_declines_with_reasons():
     be = accel.get_backend(FIRST[0])
-    big_head = S.attention_spec((1, 1, 4, 512), (1, 1, 4, 512), (1, 1, 4, 512), ("float32",) * 3)
+    assert be.supports(S.attention_spec((1, 1, 4, 512), (1, 1, 4, 512), (1, 1, 4, 512),
+                                        ("float32",) * 3))  # D = 512 (issue 42)
+    big_head = S.attention_spec((1, 1, 4, 576), (1, 1, 4, 576), (1, 1, 4, 576), ("float32",) * 3)
     verdict = be.supports(big_head)
     assert not verdict and "head dims" in verdict.reason
     assert be.supports(S.matmul_spec((4, 8), "int8", (8, 4), "int8"))
     with pytest.raises(UnsupportedError, match="head dims"):
-        accel.attention(np.ones((1, 1, 4, 512), np.float32), np.ones((1, 1, 4, 512), np.float32),
-                        np.ones((1, 1, 4, 512), np.float32), backend=be)
+        accel.attention(np.ones((1, 1, 4, 576), np.float32), np.ones((1, 1, 4, 576), np.float32),
+                        np.ones((1, 1, 4, 576), np.float32), backend=be)
 
 
 @pytest.mark.parametrize("device", DEVICES)

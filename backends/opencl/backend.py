@@ -126,6 +126,7 @@ class OpenCLBackend(DecoderKernels, Backend):
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
         self._plans: dict[Any, Callable] = {}
+        self._bound_kernels: dict[tuple, cl.Kernel] = {}  # decoder_launch: one per scalar set
         self.params = params_for(self.dev)
         self.build_options = build_options(self.dev)  # every program's, recorded in versions()
         self._launch_lock = threading.Lock()
@@ -250,7 +251,10 @@ class OpenCLBackend(DecoderKernels, Backend):
 
     def write(self, dst, src) -> None:
         """``Tensor.__setitem__``'s device write: contiguous ``src`` into view ``dst`` with
-        rectangular buffer copies (clEnqueueCopyBufferRect), three merged dims per copy."""
+        rectangular buffer copies (clEnqueueCopyBufferRect), three merged dims per copy,
+        enqueued and not waited for: both are device buffers, ordered by the in-order queue
+        (a decode step writes its KV cache once per layer: a wait each time would stall the
+        host until the device caught up)."""
         item = to_numpy_dtype(dst.dtype).itemsize
         dims = [(n, st) for n, st in zip(dst.shape, dst.strides) if n != 1]
         merged: list[list[int]] = []
@@ -271,16 +275,12 @@ class OpenCLBackend(DecoderKernels, Backend):
         dst_pitches = (inner[1][1] * item, inner[0][1] * item)
         src_pitches = (region[0], region[0] * region[1])
         per = region[0] * region[1] * region[2]
-        copies = []
         with self._device_errors("writing a tensor view (Tensor.__setitem__)"):
             for k, index in enumerate(np.ndindex(*[n for n, _ in outer])):
                 origin = dst.offset * item + sum(i * st * item for i, (_, st) in zip(index, outer))
-                copies.append(cl.enqueue_copy(
-                    self.queue, dst.buf, src.buf, src_origin=(k * per, 0, 0),
-                    dst_origin=(origin, 0, 0), region=region, src_pitches=src_pitches,
-                    dst_pitches=dst_pitches))
-        for event in copies:
-            self._wait(event, "writing a tensor view")
+                cl.enqueue_copy(self.queue, dst.buf, src.buf, src_origin=(k * per, 0, 0),
+                                dst_origin=(origin, 0, 0), region=region,
+                                src_pitches=src_pitches, dst_pitches=dst_pitches)
 
     def gather(self, src, dtype: str) -> Any:
         """The view's elements in C order as ``dtype``, copied by kernels/copy.cl on the device
@@ -458,6 +458,29 @@ class OpenCLBackend(DecoderKernels, Backend):
             with self._device_errors(f"setting the arguments of {kernel.name!r}"):
                 kernel.kernel.set_args(*values)
             self._enqueue(kernel.kernel, gsize, block, f"kernel {kernel.name!r}")
+
+    def decoder_launch(self, kernel: CompiledKernel, grid: tuple[int, ...], block: tuple[int, ...],
+                       args: list) -> None:
+        """launch() for accel.nn's own calls, whose arguments it has checked: a kernel object
+        per set of scalar arguments keeps them set (pyopencl's set_args costs ~20 us a call,
+        a buffer's set_arg ~0.1 us), so a call sets only its buffers."""
+        if FORK_GUARD.forked_from is not None:
+            raise FORK_GUARD.error()
+        n = next((i for i, a in enumerate(args) if not isinstance(a, Tensor)), len(args))
+        key = (id(kernel), tuple(args[n:]))
+        bound = self._bound_kernels.get(key)
+        if bound is None:
+            if len(self._bound_kernels) >= _MAX_PLANS:
+                self._bound_kernels.clear()
+            bound = cl.Kernel(kernel.kernel.program, kernel.name)
+            for i, value in enumerate(args[n:], n):
+                bound.set_arg(i, value)
+            self._bound_kernels[key] = bound
+        gsize = tuple(g * b for g, b in zip(grid, block))
+        with self._launch_lock:
+            for i, t in enumerate(args[:n]):
+                bound.set_arg(i, t.buf)
+            self._enqueue(bound, gsize, block, f"kernel {kernel.name!r}")
 
     @staticmethod
     def _dims(arg: str, dims: Any) -> tuple[int, ...]:
