@@ -139,15 +139,25 @@ def _round(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 # -- norms ------------------------------------------------------------------------------------
-def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
+def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6, residual: Any = None,
              backend: str | Backend | None = None) -> Any:
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last axis, in float32, output in x's
     dtype; ``weight`` ``[D]`` of x's dtype (None: no scaling).
 
+    ``residual``: an array of x's shape and dtype; the call then returns the pair
+    ``(s, rms_norm(s))`` for ``s = add(x, residual)``: a pre-norm block's residual add and the
+    next norm, one kernel on a device (the same values as the two ops apart).
+
     >>> import accel, numpy as np
     >>> np.round(accel.rms_norm(np.array([[3.0, 4.0]], np.float32), eps=0.0) ** 2, 4)  # ms 12.5
     array([[0.72, 1.28]], dtype=float32)
+    >>> s, y = accel.rms_norm(np.array([[1.0, 4.0]], np.float32), eps=0.0,
+    ...                       residual=np.array([[2.0, 0.0]], np.float32))
+    >>> s, np.round(y ** 2, 4)
+    (array([[3., 4.]], dtype=float32), array([[0.72, 1.28]], dtype=float32))
     """
+    if residual is not None:
+        return _add_rms_norm(x, residual, weight, eps, backend)
     call = _Call(backend, x=x, weight=weight)
     dt = _float(call, "x")
     e = _eps(eps)
@@ -169,6 +179,28 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
         if w:
             y = y * call.host("weight").astype(_F)
     return call.out(_round(y, dt))
+
+
+def _add_rms_norm(x: Any, residual: Any, weight: Any, eps: float,
+                  backend: str | Backend | None) -> tuple[Any, Any]:
+    call = _Call(backend, x=x, residual=residual, weight=weight)
+    _float(call, "x")
+    _same_dtype(call, "residual", "x")
+    e = _eps(eps)
+    if call.shape("residual") != call.shape("x") or not call.shape("x"):
+        raise ShapeError(expected("residual.shape", f"x's shape {call.shape('x')} (at least 1 "
+                                  "dimension)", call.shape("residual")))
+    w = _vector(call, "weight", call.shape("x")[-1], "x")
+    if (k := call.kernel("add_rms_norm_f32")) is not None and math.prod(call.shape("x")):
+        xt, rt = call.tensor("x"), call.tensor("residual")
+        wt = call.tensor("weight") if w else xt
+        s, y = (Tensor.empty(call.backend, xt.shape, "float32") for _ in range(2))
+        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
+                                    [xt, rt, wt, s, y, np.int32(xt.shape[-1]), np.float32(e),
+                                     np.int32(w)])
+        return s, y
+    s = add(x, residual, backend=backend)
+    return s, rms_norm(s, weight, eps=e, backend=backend)
 
 
 def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-5,

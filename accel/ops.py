@@ -346,11 +346,14 @@ def _torch_all(*arrays: Any) -> bool:
 
 
 @functools.wraps(_nn.rms_norm)
-def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6,
+def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6, residual: Any = None,
              backend: str | Backend | None = None) -> Any:
-    if _torch_all(x, weight):
+    if _torch_all(x, weight, residual):
+        if residual is not None:  # the two operators (autograd through both)
+            s = add(x, residual, backend=backend)
+            return s, rms_norm(s, weight, eps=eps, backend=backend)
         return _torch_op("rms_norm")(x, weight, _nn._eps(eps), _device(backend))
-    return _nn.rms_norm(x, weight, eps=eps, backend=backend)
+    return _nn.rms_norm(x, weight, eps=eps, residual=residual, backend=backend)
 
 
 @functools.wraps(_nn.layer_norm)

@@ -38,6 +38,34 @@ KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RES
     }
 }
 
+/* s = x + r (the residual stream's next value) and y = rms_norm(s) * w in one pass: a
+ * pre-norm block's add and norm, one launch. Each work-item reads back only the s it wrote. */
+KERNEL void add_rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT r,
+                             GLOBAL const float* RESTRICT w, GLOBAL float* RESTRICT s,
+                             GLOBAL float* RESTRICT y, int D, float eps, int has_w) {
+    LOCAL float part[DEC_BLOCK];
+    int t = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    GLOBAL float* sr = s + row * D;
+    float q = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float v = x[row * D + i] + r[row * D + i];
+        sr[i] = v;
+        q += v * v;
+    }
+    part[t] = q;
+    BARRIER();
+    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
+        if (t < h) part[t] += part[t + h];
+        BARRIER();
+    }
+    float root = sqrt(part[0] / (float)D + eps);
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float v = sr[i] / root;
+        y[row * D + i] = has_w ? v * w[i] : v;
+    }
+}
+
 /* op 0: a + b, op 1: a * b (shapes equal; broadcasting stays on the host path) */
 KERNEL void binary_f32(GLOBAL const float* RESTRICT a, GLOBAL const float* RESTRICT b,
                        GLOBAL float* RESTRICT y, int n, int op) {

@@ -531,3 +531,28 @@ def test_torch_layer_norm_silu_gelu_get_rows_are_operators_with_autograd():
     assert gt[3].tolist() == [2.0] * 8 and gt[0].tolist() == [0.0] * 8  # looked up twice, never
     opcheck(torch_ops.layer_norm, (x.detach(), w.detach(), b.detach(), 1e-5, None))
     opcheck(torch_ops.get_rows, (table.detach(), ids, None))
+
+
+@pytest.mark.parametrize("where", ["cpu", "opencl"])
+def test_rms_norm_with_residual_is_the_add_then_the_norm(where):
+    """One kernel on a device; the same bits as accel.add then accel.rms_norm."""
+    be = _opencl() if where == "opencl" else accel.get_backend("cpu")
+    x, r = (RNG.standard_normal((3, 640)).astype(np.float32) for _ in range(2))
+    w = RNG.standard_normal(640).astype(np.float32)
+    tx, tr, tw = (accel.asarray(a, backend=be) for a in (x, r, w))
+    s, y = accel.rms_norm(tx, tw, eps=1e-6, residual=tr)
+    assert isinstance(s, accel.Tensor) and s.backend is be and y.backend is be
+    s2 = accel.add(tx, tr)
+    assert np.array_equal(s.numpy(), s2.numpy())
+    assert np.array_equal(y.numpy(), accel.rms_norm(s2, tw, eps=1e-6).numpy())
+    s64 = x.astype(F64) + r
+    want = s64 / np.sqrt(np.mean(s64 ** 2, axis=-1, keepdims=True) + 1e-6) * w
+    assert np.abs(y.numpy() - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_rms_norm_residual_bad_input_names_the_argument():
+    x = np.ones((2, 8), np.float32)
+    with pytest.raises(accel.ShapeError, match="residual.shape"):
+        accel.rms_norm(x, residual=np.ones((2, 4), np.float32))
+    with pytest.raises(accel.DTypeError, match="residual.dtype"):
+        accel.rms_norm(x, residual=np.ones((2, 8), np.float16))

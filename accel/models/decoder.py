@@ -47,6 +47,24 @@ class Linear:
                                          f"a type accel computes ({', '.join(_FLOAT_TYPES)} or "
                                          f"{', '.join(f.upper() for f in FORMATS)})", kind))
 
+    @classmethod
+    def stacked(cls, tensors: Sequence[Any], backend: Backend, where: str) -> Linear | None:
+        """One Linear whose output rows are those of ``tensors`` in order (one weight of their
+        rows stacked: one launch where there were several), or None unless they share a type
+        and K. A GGUF block never spans two rows, so the stacked blocks are the tensors' bytes
+        one after another."""
+        kinds = {t.tensor_type.name for t in tensors}
+        ks = {int(t.shape[0]) for t in tensors}
+        if len(kinds) != 1 or len(ks) != 1 or not ({k.lower() for k in kinds} <= set(FORMATS)):
+            return None
+        lin = cls.__new__(cls)
+        lin.name = "+".join(t.name for t in tensors)
+        lin.shape = (sum(int(np.prod([int(d) for d in t.shape[1:]])) for t in tensors), ks.pop())
+        raw = np.concatenate([np.asarray(t.data).reshape(-1).view(np.uint8) for t in tensors])
+        lin.q = QTensor.from_raw(raw, kinds.pop().lower(), lin.shape, backend=backend)
+        lin.wt = None
+        return lin
+
     def __call__(self, x: Tensor) -> Tensor:
         if self.q is not None:
             return accel.qmatmul(x, self.q)
@@ -70,8 +88,11 @@ class Layer:
     wv: Linear
     wo: Linear
     ffn_norm: Tensor
-    w_gate: Linear
-    w_up: Linear
+    #: the gate's and up's rows stacked ([2 ffn, d_model]: one GEMV, halves for glu) where
+    #: they share a quantization type, else w_gate and w_up apart
+    w_gate_up: Linear | None
+    w_gate: Linear | None
+    w_up: Linear | None
     w_down: Linear
     bq: Tensor | None = None
     bk: Tensor | None = None
@@ -167,11 +188,16 @@ class Model:
             wv=self._linear(p + "attn_v.weight", (c.n_kv_heads * c.head_dim, c.d_model)),
             wo=self._linear(p + "attn_output.weight", (c.d_model, c.q_dim)),
             ffn_norm=self._vector(p + "ffn_norm.weight", c.d_model),
-            w_gate=self._linear(p + "ffn_gate.weight", (c.ffn, c.d_model)),
-            w_up=self._linear(p + "ffn_up.weight", (c.ffn, c.d_model)),
+            w_gate_up=Linear.stacked([self._get(p + n, (c.ffn, c.d_model)) for n in
+                                      ("ffn_gate.weight", "ffn_up.weight")], self.backend,
+                                     self.source.name),
+            w_gate=None, w_up=None,
             w_down=self._linear(p + "ffn_down.weight", (c.d_model, c.ffn)),
             bq=opt("attn_q.bias", c.q_dim), bk=opt("attn_k.bias", c.n_kv_heads * c.head_dim),
             bv=opt("attn_v.bias", c.n_kv_heads * c.head_dim))
+        if layer.w_gate_up is None:
+            layer.w_gate = self._linear(p + "ffn_gate.weight", (c.ffn, c.d_model))
+            layer.w_up = self._linear(p + "ffn_up.weight", (c.ffn, c.d_model))
         if c.qk_norm:
             layer.q_norm = self._vector(p + "attn_q_norm.weight", c.head_dim)
             layer.k_norm = self._vector(p + "attn_k_norm.weight", c.head_dim)
@@ -233,20 +259,26 @@ class Model:
             x = accel.mul(x, self._embed_scale)
         if hidden is not None:
             hidden.append(x.numpy().copy())
+        h = accel.rms_norm(x, self.layers[0].attn_norm, eps=c.eps)
+        norms = [layer.attn_norm for layer in self.layers[1:]] + [self.output_norm]
         for i, layer in enumerate(self.layers):
-            x = self._block(i, layer, x, pos, cache)
+            x, f = self._block(i, layer, x, h, pos, cache)
+            # the block's last residual add, fused with the next norm (the next block's, or
+            # the output's): one launch for the two
+            x, h = accel.rms_norm(f, norms[i], eps=c.eps, residual=x)
             if hidden is not None:
                 hidden.append(x.numpy().copy())
         cache.pos = p0 + n
         if last_only:
-            x = x[n - 1:]
-        h = accel.rms_norm(x, self.output_norm, eps=c.eps)
+            h = h[n - 1:]
         return np.asarray(self.output(h).numpy(), dtype=np.float32)
 
-    def _block(self, i: int, L: Layer, x: Tensor, pos: np.ndarray, cache: KVCache) -> Tensor:
+    def _block(self, i: int, L: Layer, x: Tensor, h: Tensor, pos: np.ndarray,
+               cache: KVCache) -> tuple[Tensor, Tensor]:
+        """Block i on the residual stream x and its normed h: the stream after the attention's
+        residual add, and the feed-forward output still to be added to it."""
         c = self.config
         n, H, Hkv, D = x.shape[0], c.n_heads, c.n_kv_heads, c.head_dim
-        h = accel.rms_norm(x, L.attn_norm, eps=c.eps)
         q, k, v = L.wq(h), L.wk(h), L.wv(h)
         if L.bq is not None:
             q = accel.add(q, L.bq)
@@ -272,12 +304,15 @@ class Model:
         o = L.wo(o.transpose(0, 2, 1, 3).reshape(n, H * D))
         if L.post_attn_norm is not None:
             o = accel.rms_norm(o, L.post_attn_norm, eps=c.eps)
-        x = accel.add(x, o)
-        h = accel.rms_norm(x, L.ffn_norm, eps=c.eps)
-        f = L.w_down(accel.glu(L.w_gate(h), L.w_up(h), activation=c.activation))
+        x, h = accel.rms_norm(o, L.ffn_norm, eps=c.eps, residual=x)
+        if L.w_gate_up is not None:  # [n, 2 ffn]: glu takes the first half as the gate
+            g = accel.glu(L.w_gate_up(h), activation=c.activation)
+        else:
+            g = accel.glu(L.w_gate(h), L.w_up(h), activation=c.activation)
+        f = L.w_down(g)
         if L.post_ffw_norm is not None:
             f = accel.rms_norm(f, L.post_ffw_norm, eps=c.eps)
-        return accel.add(x, f)
+        return x, f
 
     def forward(self, tokens: Any, cache: KVCache | None = None, *,
                 last_only: bool = False) -> np.ndarray:
