@@ -59,9 +59,25 @@ def test_accel_portability_runs_conformance_and_benchmarks_then_prints_the_repor
     assert proc.stdout.strip().splitlines()[-1] == str((out / "report.html").resolve())
     conf = json.loads((out / "conformance-cpu.json").read_text())
     assert conf["schema"] == "accel.conformance/1" and conf["machine"]["label"] == "ci-box"
-    assert json.loads((out / "bench-cpu.json").read_text())["schema"] == "accel.bench/1"
+    bench = json.loads((out / "bench-cpu.json").read_text())
+    assert bench["schema"] == "accel.bench/1"
+    from accel.conformance.bench.decoder import OPS as DECODER_OPS
+    assert [r["op"] for r in bench["decoder_ops"]] == list(DECODER_OPS)
+    assert all(r["accel_s"] > 0 and r["ratio"] > 0 for r in bench["decoder_ops"])
     page = (out / "report.html").read_text()
     assert "ci-box/cpu:0" in page and 'class="passed">passed' in page
+    assert "Decoder-step ops" in page
+
+
+def test_bench_takes_a_decoder_op_alone(tmp_path):
+    out = tmp_path / "b.json"
+    proc = subprocess.run([sys.executable, "-m", "accel", "bench", "--backend", "cpu", "--ops", "add",
+                           "--no-baselines", "--json", str(out)], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "ACCEL_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["cases"] == [] and [r["op"] for r in doc["decoder_ops"]] == ["add"]
+    assert "torch_s" not in doc["decoder_ops"][0] and "decoder-step ops" in proc.stdout
 
 
 def test_a_busy_run_prints_the_same_warning_as_the_report(capsys):

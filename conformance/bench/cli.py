@@ -23,7 +23,9 @@ def register(subparsers) -> None:
                     "file. Exit status 1 when a case errors or its result is wrong.")
     p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
     p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
-                   help=f"ops to run, space or comma separated, from {', '.join(OPS)} (default: all)")
+                   help=f"ops to run, space or comma separated, from {', '.join(OPS)} and the "
+                        "decoder-step ops rms_norm, rope, glu, add, get_rows (4096 x 4096 float32 "
+                        "beside torch's CPU eager; not in --sizes decode) (default: all)")
     p.add_argument("--sizes", choices=("quick", "full", "decode"), default="quick",
                    help="quick: small cases, short budgets (minutes on PoCL); full: release sizes; "
                         "decode: the LLM decode sweep, quantized GEMV at M = 1..32, N = K = 4096, "
@@ -71,10 +73,12 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
 
         def advance(case, rec):
             progress.update(task, advance=1, description=f"{backend.device_id} {case.id}")
+        decoder_ops = [] if sizes == "decode" else [o for o in bench.DECODER_OPS
+                                                    if ops is None or o in ops]
         return bench.run_suite(backend, suite, budget=timing.BUDGETS[sizes], with_baselines=with_baselines,
                                flush=flush, label=label, profile=sizes, on_case=advance,
                                peaks_mode="refresh" if refresh_peaks else "update",
-                               command=command, ops=ops)
+                               command=command, ops=ops, decoder_ops=decoder_ops)
 
 
 def print_summary(doc: dict) -> None:
@@ -107,8 +111,32 @@ def print_summary(doc: dict) -> None:
     console.print(table)
     if streaming := [c for c in doc["cases"] if c["status"] == "ok" and c.get("weight_gbs") is not None]:
         console.print(weight_table(doc, streaming))
+    if doc.get("decoder_ops"):
+        console.print(decoder_table(doc["decoder_ops"]))
     for warning in filter(None, (busy_warning(doc), peak_warning(doc))):
         console.print(f"[yellow]warning: {warning}[/]")
+
+
+def decoder_table(rows: list[dict]):
+    """The decoder-step ops at n x n float32: accel's time and GB/s, torch's CPU eager time and
+    torch / accel (their goal: at least 0.8 on OpenCL)."""
+    from rich.table import Table
+
+    from accel.conformance.bench.decoder import GOAL
+    from accel.conformance.report.render import number
+
+    table = Table(title=f"decoder-step ops, {rows[0]['n']} x {rows[0]['n']} float32 (goal: "
+                        f"torch / accel >= {GOAL})")
+    for col in ("op", "accel ms", "GB/s", "torch ms", "torch / accel"):
+        table.add_column(col, justify="left" if col == "op" else "right")
+    for r in rows:
+        if "error" in r:
+            table.add_row(r["op"], "[yellow]error[/]", "", "", r["error"][:60])
+            continue
+        table.add_row(r["op"], number(r["accel_s"] * 1e3), number(r["accel_gbs"]),
+                      number(r["torch_s"] * 1e3) if "torch_s" in r else "–",
+                      f"{r['ratio']:.2f}" if "ratio" in r else "–")
+    return table
 
 
 def weight_table(doc: dict, cases: list[dict]):
@@ -152,7 +180,8 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         write_json(doc, args.json)
         console().print(f"wrote {args.json}")
-    return 1 if any(c["status"] in ("invalid", "error") for c in doc["cases"]) else 0
+    errors = any(c["status"] in ("invalid", "error") for c in doc["cases"])
+    return 1 if errors or any("error" in r for r in doc.get("decoder_ops", [])) else 0
 
 
 def _default_device() -> str:

@@ -32,6 +32,7 @@ from accel.dispatch import execute
 from accel.tensor import NAN_FILL, Tensor
 from accel.conformance.results import accel_environment, commit, machine
 from accel.conformance.bench.baselines import Unsupported
+from accel.conformance.bench.decoder import OPS as DECODER_OPS
 from accel.conformance.bench.peaks import CACHE_MULTIPLE, MEMORY_SHARE, available_memory
 from accel.conformance.bench.timing import QUICK, Budget, Contender, Stats, cache_flusher, measure_all
 
@@ -246,6 +247,8 @@ def _valid(case: Case) -> bool:
 
 #: the --sizes choices
 SIZES = ("quick", "full", "decode")
+#: the size of the decoder-step ops' cases (accel.conformance.bench.decoder: n x n float32)
+DECODER_N = 4096
 
 
 def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
@@ -264,12 +267,13 @@ def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
     out = sorted(unique.values(), key=lambda c: S.OPS.index(c.op))  # stable: by op, then as listed
     if ops is not None:
         wanted = set(ops)
-        unknown = wanted - set(S.OPS)
+        unknown = wanted - set(S.OPS) - set(DECODER_OPS)
         if unknown:
-            raise ArgumentError(expected("ops", f"names from {S.OPS}", sorted(unknown)))
+            raise ArgumentError(expected("ops", f"names from {S.OPS + DECODER_OPS}", sorted(unknown)))
         chosen_ops = sorted({c.op for c in out}, key=S.OPS.index)
         out = [c for c in out if c.op in wanted]
-        if not out:  # an empty result file would stand in a report for a real one
+        if not out and not (wanted & set(DECODER_OPS) and sizes != "decode"):
+            # an empty result file would stand in a report for a real one
             raise ArgumentError(expected("ops", f"ops the {sizes} sizes measure "
                                          f"({', '.join(chosen_ops)})", sorted(wanted)))
     return out
@@ -615,15 +619,18 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
               with_baselines: bool = True, flush: bool = False, label: str | None = None,
               profile: str = "quick", on_case: Callable[[Case, dict], None] | None = None,
               peaks_mode: str = "update", command: str = "",
-              ops: Iterable[str] | None = None) -> dict[str, Any]:
+              ops: Iterable[str] | None = None, decoder_ops: Iterable[str] = ()) -> dict[str, Any]:
     """Benchmark ``suite`` on ``backend``; returns an ``accel.bench/1`` document (``command``: the
     accel command line that ran it, recorded as it was typed; ``ops``: the op filter that chose
-    ``suite`` from the profile, recorded so a report can say why a case is absent). ``peaks_mode``:
+    ``suite`` from the profile, recorded so a report can say why a case is absent;
+    ``decoder_ops``: names of :data:`DECODER_OPS` timed after the suite). ``peaks_mode``:
     "cached" (measure only when nothing is cached), "update" (measure and keep the best of cache
     and now, the default) or "refresh" (measure and replace the cache); see accel.conformance.bench.peaks."""
     from accel import __version__
     from accel.conformance.bench import baselines as B
     from accel.conformance.bench import peaks as P
+
+    from accel.conformance.bench import decoder
 
     watch = CPUWatch()
     try:
@@ -643,6 +650,12 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         results.append(rec)
         if on_case is not None:
             on_case(case, rec)
+    # the decoder-step ops, timed apart at n x n float32 beside torch's CPU eager (their goal)
+    dec_ops = [o for o in DECODER_OPS if o in set(decoder_ops)]
+    try:
+        dec_rows = decoder.run(backend, DECODER_N, budget, dec_ops, with_baselines) if dec_ops else []
+    except ImportError as e:  # their inputs and baseline come from torch (the all extra)
+        dec_rows = [{"op": o, "n": DECODER_N, "error": f"needs torch: {e}"} for o in dec_ops]
     info = backend.info
     return {
         "schema": SCHEMA,
@@ -665,5 +678,6 @@ def run_suite(backend: Backend, suite: list[Case], *, budget: Budget = QUICK,
         "cache_bytes": cache_bytes,
         "baselines": {b.name: b.version for b in bases},
         "cases": results,
+        "decoder_ops": dec_rows,
     }
 

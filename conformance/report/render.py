@@ -986,7 +986,35 @@ def render_html(res: Results) -> str:
             f"<h2>Headline ratios</h2><p class=note>Per platform and op, the largest case: accel's speed "
             f"relative to the best baseline on the same device (above 1x: accel is faster).</p><ul>{summary or '<li>no baseline comparisons</li>'}</ul>"
             + support_section(res) + repeatability_section(res) + compiled_section(res) + portability_section(res) + throughput_section(res)
-            + model_section(res) + plots_section(res) + machines_section(res) + "</body></html>")
+            + decoder_section(res) + model_section(res) + plots_section(res) + machines_section(res) + "</body></html>")
+
+
+# -- the decoder-step ops: accel beside torch's CPU eager on the same device ---------------------
+def decoder_op_rows(res: Results) -> list[list[str]]:
+    """Per platform and decoder-step op (accel bench's decoder_ops): accel ms, GB/s, torch ms
+    and torch / accel."""
+    rows = []
+    for d in res.bench:
+        for r in d.get("decoder_ops") or []:
+            if "error" in r:
+                rows.append([PP.platform_name(d), r["op"], "error", "", "", r["error"][:80]])
+                continue
+            rows.append([PP.platform_name(d), r["op"], number(r["accel_s"] * 1e3),
+                         number(r["accel_gbs"]), number(r["torch_s"] * 1e3) if "torch_s" in r else "-",
+                         f"{r['ratio']:.2f}" if "ratio" in r else "-"])
+    return rows
+
+
+_DECODER_HEADERS = ["platform", "op", "accel ms", "GB/s", "torch ms", "torch / accel"]
+
+
+def decoder_section(res: Results) -> str:
+    rows = decoder_op_rows(res)
+    if not rows:
+        return ""
+    return ("<h2>Decoder-step ops</h2><p class=note>4096 x 4096 float32 on each platform beside "
+            "torch's CPU eager on the same host in the same run (goal on OpenCL: torch / accel at "
+            "least 0.8).</p>" + _table(_DECODER_HEADERS, rows))
 
 
 # -- a real model: its logits against the float64 forward, its speed beside llama.cpp ----------
@@ -1091,6 +1119,9 @@ def render_markdown(res: Results) -> str:
                       [[r.problem, number(r.pp_arch), number(r.pp_app)] for r in ops]), ""]
     if reasons := empty_reasons(ops):
         out += [f"- –: {why}" for why in reasons] + [""]
+    if dec := decoder_op_rows(res):
+        out += ["## Decoder-step ops (4096 x 4096 float32, beside torch's CPU eager)", "",
+                _md_table(_DECODER_HEADERS, dec), ""]
     out += ["## Ratios to the best baseline on the same device", ""]
     out += [f"- {headline(d, c)} ({percent(c.get('roofline_efficiency'))} of roofline)"
             + (" (noisy)" if noisy_ratio(c) else "")

@@ -71,6 +71,12 @@ BENCH = {
         "peaks": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["gflops", "gbs"],
                                                 "properties": {"gflops": _NUMBER, "gbs": _NUMBER}}]},
         "baselines": {"type": "object"},
+        # the decoder-step ops at n x n float32 beside torch's CPU eager, since 2026-12
+        "decoder_ops": {"type": "array", "items": {
+            "type": "object", "required": ["op", "n"],
+            "properties": {"op": _TEXT, "n": {"type": "integer", "minimum": 1},
+                           "accel_s": _NUMBER, "accel_gbs": _NUMBER, "torch_s": _NUMBER,
+                           "ratio": _NUMBER, "error": _TEXT}}},
         "cases": {"type": "array", "items": {
             "type": "object",
             "required": ["id", "op", "dtype", "params", "status", "flops", "bytes"],
