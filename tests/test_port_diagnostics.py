@@ -134,7 +134,7 @@ def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
     ("__global__ void k(size_t n) {}\n", 1, "size_t kernel argument"),
     ("__global__ void k(__half h) {}\n", 1, "half argument"),
     ("__global__ void k(__half* h, float* x) {\n  x[0] = h[1];\n}\n", 2, "half element access"),
-    ("__global__ void k(__half* h) {\n  h[0] = h[1];\n}\n", 2, "half store"),
+    ("__global__ void k(__half* h) {\n  h[0] = h[1] * h[2];\n}\n", 2, "half store"),
     ("__device__ int f(int n) { return n ? f(n - 1) : 0; }\n__global__ void k(int* x) { x[0] = f(3); }\n",
      1, "recursion through f"),
     ("__device__ void z(float* p) { p[0] = 0; }\n"

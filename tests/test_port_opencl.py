@@ -128,9 +128,66 @@ def test_half_storage_loads_and_stores_round_to_nearest_even(backend, to):
     np.testing.assert_array_equal(y.numpy(), (np.float32(1.7) * x.astype(np.float32)).astype(np.float16))
 
 
+def test_bfloat16_storage_converts_like_cuda_and_copies_bits(backend, to):
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    rows, C = 3, 300
+    x = (RNG.standard_normal((rows, C)) * 3).astype(bf16)
+    w = RNG.standard_normal(C).astype(bf16)
+    out = _dev(backend, np.zeros((rows, C), bf16))
+    _kernel(backend, "bf16_rmsnorm.cu", "rmsnorm_bf16", to)(
+        rows, 256, out, _dev(backend, x), _dev(backend, w), np.int32(C), np.float32(1e-5))
+    xf = x.astype(np.float32)
+    want = xf / np.sqrt((xf.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-5) * w.astype(np.float32)
+    got = out.numpy().astype(np.float32)
+    assert np.abs(got - want).max() <= 2 ** -7 * np.abs(want).max()  # one bf16 rounding
+    # a bf16 -> bf16 copy keeps every bit pattern, NaNs and infinities included
+    bits = np.arange(0, 65536, 97, dtype=np.uint16)
+    y = _dev(backend, np.zeros(bits.size, np.uint16))
+    _kernel(backend, "bf16_rmsnorm.cu", "copy_bf16", to)(
+        -(-bits.size // 64), 64, _dev(backend, bits), y, np.int32(bits.size))
+    nan = (bits & 0x7FFF) > 0x7F80
+    np.testing.assert_array_equal(y.numpy()[~nan], bits[~nan])
+    assert np.isnan(y.numpy()[nan].view(bf16).astype(np.float32)).all()
+
+
+def test_bfloat16_narrowing_rounds_to_nearest_even(backend, to):
+    import ml_dtypes
+
+    src = ("#include <cuda_bf16.h>\n__global__ void narrow(const float* x, __nv_bfloat16* y, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    if (i < n) y[i] = __float2bfloat16_rn(x[i]);\n}\n")
+    result = translate(src, to, filename="narrow.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    x = np.concatenate([RNG.standard_normal(500) * 1e3, [0.0, -0.0, np.inf, -np.inf, 3e38, 1e-40]])
+    x = x.astype(np.float32)
+    x[:8] = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 2 ** -126 * 1.5, 1, 2, 3, 4],
+                     np.float32)  # ties: to even
+    y = _dev(backend, np.zeros(x.size, np.uint16))
+    kernel(result.text, "narrow", backend=backend, options=result.options)(
+        -(-x.size // 64), 64, _dev(backend, x), y, np.int32(x.size))
+    np.testing.assert_array_equal(y.numpy(), x.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
 def test_explicitly_instantiated_template_runs_as_one_function_per_type(backend, to):
     n = 300
     x = RNG.standard_normal(n).astype(np.float32)
     dx = _dev(backend, x)
     _kernel(backend, "template_scale.cu", "scale_float", to)(5, 64, dx, np.float32(-2), np.int32(n))
     np.testing.assert_array_equal(dx.numpy(), x * np.float32(-2))
+
+
+@pytest.mark.parametrize("body, construct", [
+    ("y[i] = __float2bfloat16(__bfloat162float(x[i]) * 2.0f); y[i] = x[i] * x[i];", "bfloat16 store"),
+    ("__nv_bfloat16 v = x[i]; y[i] = v;", "bfloat16 variable"),
+    ("float v = x[i] + 1.0f; y[i] = __float2bfloat16(v);", "bfloat16 element access"),
+])
+def test_bfloat16_arithmetic_is_refused_on_its_line(body, construct):
+    """bf16 operators round every result to bfloat16 in CUDA: done in float (or in the ushort
+    bits) they would be silently different, so only the conversions translate."""
+    src = ("#include <cuda_bf16.h>\n__global__ void k(const __nv_bfloat16* x, __nv_bfloat16* y) {\n"
+           "    int i = threadIdx.x;\n    " + body + "\n}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert not result.ok
+    assert any(d.line == 4 and construct in str(d) for d in result.diagnostics), result.diagnostics

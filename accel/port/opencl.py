@@ -66,8 +66,9 @@ _CPP = {
                        "printf", "remove it"),
 }
 
-_HALF_LOADS = frozenset(("__half2float",))
-_HALF_STORES = frozenset(("__float2half", "__float2half_rn"))
+#: the conversions that read and write the memory-only 16-bit floats (half, bfloat16), all types
+_STORAGE_LOADS = frozenset().union(*T.STORAGE_LOADS.values())
+_STORAGE_STORES = frozenset().union(*T.STORAGE_STORES.values())
 #: OpenCL forbids these as kernel argument types
 _BAD_KERNEL_SCALARS = {"size_t": "ulong (pass np.uint64)", "bool": "int (pass np.int32)",
                        "ptrdiff_t": "long (pass np.int64)"}
@@ -85,7 +86,7 @@ def _cuda_builtin(name: str) -> bool:
     """Whether the translator maps calls to ``name`` as one of CUDA's own functions."""
     return (name in T.OPENCL_MATH or name in T.OPENCL_TYPED or name in T.OPENCL_ATOMICS
             or name in T.OPENCL_SAME or name in T.OPENCL_UNSUPPORTED or name in T.OPENCL_LOADS
-            or name in _HALF_LOADS or name in _HALF_STORES
+            or name in _STORAGE_LOADS or name in _STORAGE_STORES
             or name in ("min", "max", "abs", "atomicInc", "atomicDec", "__syncthreads",
                         "__threadfence_block"))
 
@@ -107,9 +108,14 @@ class Spelling:
     queries: dict = field(default_factory=lambda: dict(T.OPENCL_INDEX))
     barrier: str = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
     fence: str = "mem_fence(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
-    types: dict = field(default_factory=lambda: dict(T.OPENCL_TYPES))
-    half_load: str = "vload_half({i}, {p})"
-    half_store: str = "vstore_half_rte({v}, {i}, {p})"
+    types: dict = field(default_factory=lambda: {**T.OPENCL_TYPES, "__nv_bfloat16": "ushort",
+                                                  "nv_bfloat16": "ushort"})
+    #: element i of a memory-only 16-bit float array p read as float, and v written to it, by
+    #: the type's normalised name (T.STORAGE_FLOATS); helpers they call come from T.OPENCL_HELPERS
+    loads: dict = field(default_factory=lambda: {"half": "vload_half({i}, {p})",
+                                                 "bfloat16": "accel_bf16_to_float({p}[{i}])"})
+    stores: dict = field(default_factory=lambda: {
+        "half": "vstore_half_rte({v}, {i}, {p})", "bfloat16": "{p}[{i}] = accel_float_to_bf16({v})"})
     constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
                                                      "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
@@ -730,8 +736,8 @@ class OpenCLTranslator(WarpEmulation):
             if fn.kernel and base in _BAD_KERNEL_SCALARS:
                 self.rw.error(p, f"{base} kernel argument", "OpenCL forbids this type as a "
                               "kernel argument", _BAD_KERNEL_SCALARS[base])
-            if base == "half":
-                self.rw.error(p, "half argument", *T.HALF_MATH)
+            if base in T.STORAGE_MATH:
+                self.rw.error(p, f"{base} argument", *T.STORAGE_MATH[base])
             scope.names[text(name)] = Sym(base)
             return
         if base in T.VECTOR3_TYPES:
@@ -810,8 +816,9 @@ class OpenCLTranslator(WarpEmulation):
         if "__shared__" in q:
             self._shared(node, q, base, declarators, scope, depth)
             return
-        if base == "half":
-            self.rw.error(node, "half variable", *T.HALF_MATH)
+        if base in T.STORAGE_MATH and any(declarator_parts(d)[1:] != (1, 0) for d in declarators):
+            # pointers into half / bfloat16 memory are fine; values and arrays of them are not
+            self.rw.error(node, f"{base} variable", *T.STORAGE_MATH[base])
             return
         if (feature := self._namespace_feature(node)) is not None:
             for d in declarators:  # already refused; every later use is reported too
@@ -993,15 +1000,15 @@ class OpenCLTranslator(WarpEmulation):
         elif kind == "call_expression":
             self._call(node, scope)
         elif kind == "assignment_expression":
-            if not self._half_store(node, scope):
+            if not self._storage_store(node, scope):
                 for c in node.named_children:
                     self._expr(c, scope)
         elif kind == "subscript_expression" or (kind == "pointer_expression"
                                                 and text(node).startswith("*")):
             base = node.named_children[0]
             sym = scope.get(text(base)) if base.type == "identifier" else None
-            if sym is not None and sym.type == "half":
-                self.rw.error(node, "half element access", *T.HALF_MATH)
+            if sym is not None and sym.type in T.STORAGE_MATH:
+                self.rw.error(node, f"{sym.type} element access", *T.STORAGE_MATH[sym.type])
                 return
             for c in node.named_children:
                 self._expr(c, scope)
@@ -1051,7 +1058,23 @@ class OpenCLTranslator(WarpEmulation):
 
     def _cast_parts(self, node, tdesc, value, scope: Scope) -> None:
         """A C cast, or a C++ one (static_cast<T>(v) and friends, rewritten by the caller as a
-        C cast): the pointee's address space is inferred from the value."""
+        C cast): the pointee's address space is inferred from the value. ``(float)p[i]`` of a
+        half or bfloat16 pointer p is CUDA's exact widening: the type's load."""
+        target = " ".join(text(tdesc).split())
+        inner = value
+        while inner is not None and inner.type == "parenthesized_expression" and inner.named_children:
+            inner = inner.named_children[0]
+        kind = self._storage_kind(inner, scope) if target in ("float", "double") else None
+        if kind is not None:
+            ptr, index = self._storage_element(inner, scope, kind)
+            self._helpers_of(self.sp.loads[kind])
+            self.rw.note(f"({target}) on {kind}")
+            self.rw.replace(node, lambda _i: "(" + ("(double)" if target == "double" else "")
+                            + self.sp.loads[kind].format(i=self.rw.render(index) if index else "0",
+                                                         p=self.rw.render(ptr)) + ")")
+            if index is not None:
+                self._expr(index, scope)
+            return
         self._expr(value, scope)
         self._type(type_node(tdesc))
         if not any(n.type == "abstract_pointer_declarator" for n in walk(tdesc)):
@@ -1142,12 +1165,14 @@ class OpenCLTranslator(WarpEmulation):
         elif name in T.OPENCL_ATOMICS or name in ("atomicInc", "atomicDec"):
             if not self._atomic(node, name, arg_nodes, scope):
                 return
-        elif name in _HALF_LOADS:
-            if not self._half_load(node, arg_nodes, scope):
+        elif name in _STORAGE_LOADS:
+            if not self._storage_load(node, name, arg_nodes, scope):
                 return
-        elif name in _HALF_STORES:
-            self.rw.error(node, name, "a half value needs cl_khr_fp16 unless it is stored "
-                          "straight to memory", "p[i] = __float2half(v); as a statement of its own")
+        elif name in _STORAGE_STORES:
+            kind = next(t for t, names in T.STORAGE_STORES.items() if name in names)
+            self.rw.error(node, name, f"a {kind} value exists only in memory in OpenCL C 1.2 (no "
+                          "cl_khr_fp16, no bfloat16 type): it must be stored straight to memory",
+                          f"p[i] = {name}(v); as a statement of its own")
             return
         elif name in self.functions:
             self._record_call(self.functions[name], arg_nodes, scope)
@@ -1248,7 +1273,7 @@ class OpenCLTranslator(WarpEmulation):
         """The type CUDA gives a call to ``name`` with arguments of ``types`` (None: unknown)."""
         if name in T.OPENCL_TYPED:
             return T.OPENCL_TYPED[name][1]
-        if name in T.OPENCL_MATH or name in _HALF_LOADS:
+        if name in T.OPENCL_MATH or name in _STORAGE_LOADS:
             return "float"
         if name in ("min", "max") and len(types) == 2:
             return arithmetic(*types)
@@ -1310,49 +1335,83 @@ class OpenCLTranslator(WarpEmulation):
         self.rw.replace(node.child_by_field_name("function"), helper)
         return True
 
-    def _half_load(self, node, arg_nodes, scope: Scope) -> bool:
-        """``__half2float(p[i])`` -> ``vload_half(i, p)``: the one way to read half memory
-        without cl_khr_fp16."""
+    def _storage_load(self, node, name: str, arg_nodes, scope: Scope) -> bool:
+        """``__half2float(p[i])`` -> ``vload_half(i, p)``, ``__bfloat162float(p[i])`` -> the
+        widening of p[i]'s bits: the one way to read a memory-only 16-bit float."""
+        kind = next(t for t, names in T.STORAGE_LOADS.items() if name in names)
         arg = arg_nodes[0] if len(arg_nodes) == 1 else None
-        parts = self._half_element(arg, scope)
+        parts = self._storage_element(arg, scope, kind)
         if parts is None:
-            self.rw.error(node, "__half2float", "without cl_khr_fp16 only half values read "
-                          "straight from memory can be converted", "__half2float(p[i]) on a "
-                          "half pointer p")
+            self.rw.error(node, name, f"OpenCL C 1.2 has {kind} values only in memory (no "
+                          f"cl_khr_fp16, no bfloat16 type): only {kind} read straight from "
+                          "memory can be converted", f"{name}(p[i]) on a {kind} pointer p")
             return False
         ptr, index = parts
-        self.rw.note("__half2float")
-        self.rw.replace(node, lambda _i: self.sp.half_load.format(
+        self.rw.note(name)
+        self._helpers_of(self.sp.loads[kind])
+        self.rw.replace(node, lambda _i: self.sp.loads[kind].format(
             i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
         if index is not None:
             self._expr(index, scope)
         return False  # arguments handled
 
-    def _half_store(self, node, scope: Scope) -> bool:
-        """``p[i] = __float2half(v);`` -> ``vstore_half_rte(v, i, p);``."""
+    def _storage_store(self, node, scope: Scope) -> bool:
+        """``p[i] = __float2half(v);`` -> ``vstore_half_rte(v, i, p);``, and bfloat16's
+        ``p[i] = __float2bfloat16(v);`` -> the rounding of v to p[i]'s bits."""
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        parts = self._half_element(left, scope)
+        kind = self._storage_kind(left, scope)
+        parts = self._storage_element(left, scope, kind) if kind else None
         if parts is None:
             return False
         ptr, index = parts
-        ok = (node.parent.type == "expression_statement" and text(node.child_by_field_name("operator")) == "="
-              and right.type == "call_expression"
-              and text(right.child_by_field_name("function")) in _HALF_STORES
-              and len(right.child_by_field_name("arguments").named_children) == 1)
-        if not ok:
-            self.rw.error(node, "half store", *T.HALF_MATH)
+        statement = (node.parent.type == "expression_statement"
+                     and text(node.child_by_field_name("operator")) == "=")
+        converted = (right.type == "call_expression"
+                     and text(right.child_by_field_name("function")) in T.STORAGE_STORES[kind]
+                     and len(right.child_by_field_name("arguments").named_children) == 1)
+        copied = self._storage_element(right, scope, kind)  # q[j] of the same type: its bits
+        if not statement or not (converted or copied):
+            self.rw.error(node, f"{kind} store", *T.STORAGE_MATH[kind])
             return True
-        value = right.child_by_field_name("arguments").named_children[0]
-        self.rw.note(text(right.child_by_field_name("function")))
-        self.rw.replace(node, lambda _i: self.sp.half_store.format(
-            v=self.rw.render(value), i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
-        self._expr(value, scope)
+        if copied:  # widening then narrowing gives back the same bits (NaN payloads included)
+            src, src_index = copied
+            self._helpers_of(self.sp.loads[kind])
+            value = None
+
+            def loaded(_i=None) -> str:
+                return self.sp.loads[kind].format(i=self.rw.render(src_index) if src_index else "0",
+                                                  p=self.rw.render(src))
+        else:
+            value = right.child_by_field_name("arguments").named_children[0]
+            self.rw.note(text(right.child_by_field_name("function")))
+
+            def loaded(_i=None) -> str:
+                return self.rw.render(value)
+        self._helpers_of(self.sp.stores[kind])
+        self.rw.replace(node, lambda _i: self.sp.stores[kind].format(
+            v=loaded(), i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
+        if value is not None:
+            self._expr(value, scope)
+        elif copied[1] is not None:
+            self._expr(copied[1], scope)
         if index is not None:
             self._expr(index, scope)
         return True
 
-    def _half_element(self, node, scope: Scope):
-        """(pointer, index or None) when ``node`` is ``p[i]`` or ``*p`` with p a half pointer."""
+    def _helpers_of(self, template: str) -> None:
+        """The OpenCL helpers a load or store template calls (none in accel's dialect)."""
+        self.helpers.update(h for h in T.OPENCL_HELPERS if h + "(" in template)
+
+    def _storage_kind(self, node, scope: Scope) -> str | None:
+        """"half" or "bfloat16" when ``node`` is ``p[i]`` or ``*p`` with p a pointer to one."""
+        for kind in T.STORAGE_MATH:
+            if self._storage_element(node, scope, kind) is not None:
+                return kind
+        return None
+
+    def _storage_element(self, node, scope: Scope, kind: str):
+        """(pointer, index or None) when ``node`` is ``p[i]`` or ``*p`` with p a pointer to
+        ``kind`` ("half", "bfloat16")."""
         if node is None:
             return None
         if node.type == "subscript_expression":
@@ -1364,7 +1423,7 @@ class OpenCLTranslator(WarpEmulation):
         else:
             return None
         sym = scope.get(text(base)) if base.type == "identifier" else None
-        if sym is None or sym.type != "half" or not sym.pointer:
+        if sym is None or sym.type != kind or not sym.pointer:
             return None
         return base, index
 
@@ -1375,4 +1434,5 @@ class OpenCLTranslator(WarpEmulation):
     def _normal(self, spelled: str) -> str:
         if spelled in self.typedef_pending:
             self.typedefs_used.add(spelled)
-        return self.typedefs.get(spelled, T.OPENCL_TYPES.get(spelled, spelled))
+        return self.typedefs.get(spelled, T.STORAGE_FLOATS.get(spelled,
+                                                               T.OPENCL_TYPES.get(spelled, spelled)))

@@ -133,6 +133,14 @@ OPENCL_HELPERS = {
 }
 #: helpers a helper calls
 OPENCL_HELPER_NEEDS = {"accel_brevll": ("accel_brev",)}
+#: bfloat16 in memory as its bits: widening is exact; narrowing rounds to nearest even as CUDA's
+#: __float2bfloat16 does, a NaN staying a quiet NaN (the rounding carry would make it inf)
+OPENCL_HELPERS.update({
+    "accel_bf16_to_float": "float accel_bf16_to_float(ushort b) { return as_float((uint)b << 16); }",
+    "accel_float_to_bf16": "ushort accel_float_to_bf16(float f) { uint u = as_uint(f); "
+                           "if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); "
+                           "return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }",
+})
 
 #: maximum error in ulp of single-precision math, (CUDA, OpenCL 1.2), for the functions whose
 #: OpenCL bound is looser. CUDA: CUDA C++ Programming Guide, appendix "Mathematical Functions",
@@ -282,7 +290,8 @@ AXES = {"x": 0, "y": 1, "z": 2}
 
 #: headers whose declarations OpenCL C has built in
 OPENCL_DROP_INCLUDES = frozenset(("cuda_runtime.h", "cuda.h", "math.h", "cmath", "stdint.h",
-                                  "cstdint", "cuda_fp16.h", "float.h", "cfloat", "math_constants.h",
+                                  "cstdint", "cuda_fp16.h", "cuda_bf16.h", "float.h", "cfloat",
+                                  "math_constants.h",
                                   "device_launch_parameters.h", "limits.h", "climits"))
 
 #: host-side library headers: in an OpenCL C program they have nothing to declare
@@ -306,6 +315,10 @@ _VOTE = (_NO_WARPS, "a __shared__ int flag set with atomicOr (any) or atomicAnd 
 _SYNCWARP = (_NO_WARPS, "__syncthreads() (every work-item of the block must reach it)")
 HALF_MATH = ("half arithmetic needs cl_khr_fp16, which the OpenCL devices here lack",
               "load with __half2float(p[i]), compute in float, store with p[i] = __float2half(v)")
+BF16_MATH = ("OpenCL C 1.2 has no bfloat16 type: accel port keeps bfloat16 in memory as its 16 "
+             "bits and converts at the loads and stores",
+             "load with __bfloat162float(p[i]), compute in float, store with "
+             "p[i] = __float2bfloat16(v)")
 
 #: CUDA names with no faithful OpenCL C 1.2 translation: name -> (why, suggested rewrite)
 OPENCL_UNSUPPORTED = {
@@ -344,11 +357,21 @@ OPENCL_UNSUPPORTED = {
         "tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
         "surf1Dread", "surf2Dread", "surf1Dwrite", "surf2Dwrite", "cudaTextureObject_t",
         "cudaSurfaceObject_t", "texture")},
-    "__nv_bfloat16": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen "
-                      "to float with as_float((uint)bits << 16)"),
-    "nv_bfloat16": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen "
-                    "to float with as_float((uint)bits << 16)"),
+    **{n: BF16_MATH for n in (
+        "__nv_bfloat162", "nv_bfloat162", "__hadd_rn", "__floats2bfloat162_rn",
+        "__bfloat162bfloat162", "__low2bfloat16", "__high2bfloat16")},
 }
+
+#: the 16-bit float types OpenCL C 1.2 (no cl_khr_fp16) keeps in memory only, by CUDA spelling:
+#: their normalised name (the translator's, never an integer type, so arithmetic on them is
+#: refused rather than done in integers), the conversions that read them from memory and
+#: those that write them, and the refusal for anything else
+STORAGE_FLOATS = {"__half": "half", "half": "half", "__nv_bfloat16": "bfloat16",
+                  "nv_bfloat16": "bfloat16"}
+STORAGE_LOADS = {"half": frozenset(("__half2float",)), "bfloat16": frozenset(("__bfloat162float",))}
+STORAGE_STORES = {"half": frozenset(("__float2half", "__float2half_rn")),
+                  "bfloat16": frozenset(("__float2bfloat16", "__float2bfloat16_rn"))}
+STORAGE_MATH = {"half": HALF_MATH, "bfloat16": BF16_MATH}
 
 #: headers with no OpenCL C counterpart, and what to do instead of each
 OPENCL_INCLUDE_WHY = {
@@ -356,8 +379,6 @@ OPENCL_INCLUDE_WHY = {
                              "block groups; split grid-wide syncs into separate launches"),
     "mma.h": ("wmma fragments map to NVIDIA tensor cores only", "a tiled __shared__ matmul (or "
               "accel.matmul)"),
-    "cuda_bf16.h": ("OpenCL C 1.2 has no bfloat16 type", "store bfloat16 as ushort and widen to "
-                    "float with as_float((uint)bits << 16)"),
     "cub/": ("CUB's block and warp primitives are C++ templates with no OpenCL C form",
              "write the __shared__ reduction or scan out with __syncthreads() steps"),
     "thrust/": ("Thrust is a host-side C++ template library", "accel ops, or a kernel written out"),
