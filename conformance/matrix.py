@@ -121,7 +121,7 @@ def _declares(cls: type, case: dict) -> bool:
     x_fmt = params.get("x_fmt")
     return (hasattr(cls, case["op"]) and (fmt is None or fmt in cls.formats)
             and (x_fmt is None or x_fmt in cls.x_formats)
-            and not kernels.kernel_declines(case["op"], fmt, x_fmt))
+            and not kernels.kernel_declines(case["op"], fmt, x_fmt, getattr(cls, "name", None)))
 
 
 def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:

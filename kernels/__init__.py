@@ -51,6 +51,7 @@ SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "kquant.cl": ("quantize", "dequantize", "qmatmul"),
               "matmul_wmma.cu": ("matmul",),
               "matmul_wgmma.cu": ("matmul",), "attention_mma.cu": ("attention",),
+              "codebook.cl": ("dequantize", "qmatmul"),
               "scaled_matmul.cl": ("scaled_matmul",), "scaled_matmul_mma.cu": ("scaled_matmul",),
               "decoder.cl": (), "copy.cl": ()}  # decoder-step ops (accel.nn); Tensor.contiguous()
 SOURCES = tuple(SOURCE_OPS)
@@ -70,21 +71,35 @@ KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_
 _NO_DEVICE_X_FORMAT = ("q1_0", "nvfp4")
 
 
-#: the codebook formats (iq1_*, iq2_*, iq3_*): kquant.cl has no grids for them yet
+#: the codebook formats (iq1_*, iq2_*, iq3_*): kernels/codebook.cl (dequantize, float-x qmatmul;
+#: the grid a buffer from gguf-py), launched by the runtimes in CODEBOOK_RUNTIMES
 CODEBOOK_FORMATS = tuple(f.name for f in FORMATS.values() if f.family == "codebook")
+CODEBOOK_RUNTIMES = ("opencl",)
 
 
-def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:
-    """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``) on any
-    device, or None: the one reason every kernel runtime's ``supports()``, and the support
-    matrix's compiled-only columns, give where kquant.cl has no kernel for it.
+def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None,
+                    runtime: str | None = None) -> str | None:
+    """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``) on kernel
+    runtime ``runtime`` ("opencl", "cuda", "hip"; None: on every one), or None: the one reason
+    every kernel runtime's ``supports()``, and the support matrix's compiled-only columns, give
+    where kquant.cl or codebook.cl has no kernel for it.
 
     >>> kernel_declines("dequantize", "q2_k") is None, kernel_declines("quantize", "q2_k")[:21]
     (True, 'quantize to q2_k runs')
+    >>> kernel_declines("dequantize", "iq2_xs", runtime="opencl") is None
+    True
     """
     if fmt in CODEBOOK_FORMATS:
-        return (f"{op} of {fmt} runs on the cpu reference only so far (the device kernels have "
-                "no codebook grids yet)")
+        if runtime not in CODEBOOK_RUNTIMES:
+            return (f"{op} of {fmt} runs on the cpu reference only on {runtime or 'CUDA and HIP'} "
+                    "so far (kernels/codebook.cl builds for it; its launch plans are OpenCL's)")
+        if op == "quantize":
+            return (f"quantize to {fmt} is ggml's search over the grid: the cpu reference runs it "
+                    "(ggml-python); the device kernels dequantize it and take it in qmatmul")
+        if x_fmt is not None:
+            return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
+                    "far; float x runs here")
+        return None
     if fmt in _NO_DEVICE_X_FORMAT and x_fmt is not None:
         return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
                 f"far (a {fmt} block spans several {x_fmt} blocks); float x runs here")
@@ -94,10 +109,10 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
     return None
 
 
-def spec_declined(spec) -> str | None:
+def spec_declined(spec, runtime: str | None = None) -> str | None:
     """:func:`kernel_declines` for a spec (a quantize, dequantize or qmatmul spec, or any other)."""
     fmt, x_fmt = getattr(spec, "fmt", None), getattr(spec, "x_fmt", None)
-    return kernel_declines(spec.op, fmt and fmt.name, x_fmt and x_fmt.name)
+    return kernel_declines(spec.op, fmt and fmt.name, x_fmt and x_fmt.name, runtime)
 
 
 #: the schema of `accel kernels check --json` files: check.py writes them, the support matrix and
@@ -698,6 +713,27 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
                    _dialects(p))
 
 
+def codebook(fmt: str, dtype: str = "float32") -> Variant:
+    """The codebook.cl variant of a codebook format: ``dequantize_cb`` (float32 out) and
+    ``qmatmul_cb`` (x and out in ``dtype``); both take the format's grid as a buffer
+    (:func:`codebook_grid`).
+
+    >>> codebook("iq2_xs").kernels
+    ('dequantize_cb', 'qmatmul_cb')
+    """
+    if fmt not in CODEBOOK_FORMATS:
+        raise ArgumentError(expected("fmt", f"one of {CODEBOOK_FORMATS}", repr(fmt)))
+    return Variant("codebook.cl", ("dequantize_cb", "qmatmul_cb"),
+                   {f"FMT_{fmt.upper()}": 1, "IN_DT": _token(dtype, _FLOATS, "dtype")})
+
+
+def codebook_grid(fmt: str) -> np.ndarray:
+    """The float32 grid codebook.cl's kernels read for ``fmt``, flat (gguf-py's, at run time)."""
+    from accel.formats import codebook as cb
+
+    return cb.grid(fmt).reshape(-1)
+
+
 #: dims the strided copy takes apart (kernels/copy.cl); views of more dims after merging go
 #: through the host
 COPY_DIMS = 6
@@ -707,7 +743,7 @@ COPY_KIND = {1: 0, 2: 1, 4: 2, 8: 3, "float32": 4, "float16": 5, "bfloat16": 6}
 #: the one build of kernels/copy.cl: every dtype comes as an argument
 COPY = Variant("copy.cl", ("strided_copy",), {})
 #: accel.nn's decoder-step kernels (float32; no parameters)
-DECODER = Variant("decoder.cl", ("rms_norm_f32", "binary_f32", "glu_f32", "rope_f32", "softmax_f32",
+DECODER = Variant("decoder.cl", ("rms_norm_f32", "add_rms_norm_f32", "binary_f32", "glu_f32", "rope_f32", "softmax_f32",
                                  "get_rows_f32", "unary_f32"), {})
 
 
@@ -891,6 +927,7 @@ def variants() -> tuple[Variant, ...]:
     for params in (GPU_QMATMUL, GPU_GEMV, CPU_QMATMUL, CPU_GEMV):
         out += [quant(f, dt, params) for f in KERNEL_FORMATS for dt in _FLOATS]
     out += [kquant(f, dt, p) for p in (GPU_KGEMV, CPU_KGEMV) for f in KQUANT_FORMATS for dt in _FLOATS]
+    out += [codebook(f) for f in CODEBOOK_FORMATS] + [codebook("iq2_xxs", dt) for dt in _FLOATS[1:]]
     out += _scaled_matmul_variants()
     out += [COPY, DECODER]
     return tuple(dict.fromkeys(out))

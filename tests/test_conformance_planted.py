@@ -124,3 +124,26 @@ def test_quick_profile_catches_a_planted_attention_option_bug(option, opencl_bac
     results = suite.run(Planted(0), profile="quick", ops=["attention"], dtypes=["float32"])
     failed = [r for r in results if r.status == "failed"]
     assert failed and all(option in r.case.params for r in failed), option
+
+
+def test_quick_profile_catches_a_planted_codebook_kernel_bug(opencl_backend):
+    """kernels/codebook.cl with ksigns' parity bit dropped (the eighth weight's sign of every
+    group of iq2_xxs, iq2_xs and iq3_xxs): the quick profile's codebook cases fail on OpenCL."""
+    import pyopencl as cl
+
+    import accel.kernels as K
+    from accel.backends.opencl import OpenCLBackend
+
+    old, new = "return s7 | ((p & 1u) << 7);", "return s7;"
+    assert K.source("codebook.cl").count(old) == 1
+
+    class Planted(OpenCLBackend):  # a real device build of the edited source
+        def kernel(self, variant, name):
+            if variant.source != "codebook.cl":
+                return super().kernel(variant, name)
+            text = K.program_text(variant.source).replace(old, new)
+            return cl.Kernel(self._program(text, tuple(variant.options()), name), name)
+
+    results = suite.run(Planted(0), profile="quick", ops=["dequantize"], dtypes=["iq2_xxs", "iq2_s"])
+    failed = {r.case.dtype for r in results if r.status == "failed"}
+    assert failed == {"iq2_xxs"}, failed  # iq2_s stores all 8 signs: untouched

@@ -113,7 +113,7 @@ def test_attention_sizes_key_chunks_for_the_units_parameter_over_the_device():
 def test_attention_without_chunks_is_one_launch_with_placeholders():
     spec = S.attention_spec((2, 4, 37, 64), (2, 4, 100, 64), (2, 4, 100, 32), ("float16",) * 3)
     [launch] = plan_for(spec, CPU, CPU_PARAMS)
-    assert launch.buffers[4:] == (Placeholder(), Placeholder())
+    assert launch.buffers[4:] == (Placeholder(),) * 3  # mask, splits, sinks
     d = launch.variant.defines
     assert d["BQ"] == K.CPU_ATTENTION["BQ"] and d["VW"] == 16  # Dv = 32, BQ = 32: full width
     (tiles, heads, batch), items = K.attention_grid(spec, d)
@@ -193,11 +193,11 @@ def test_quantize_and_dequantize_take_a_work_item_per_block_and_per_value(device
     assert d.variant == K.quant("q4_0", "float32", _defines(params["qmatmul"]))
 
 
-def test_supports_declines_head_dims_past_256():
-    big = S.attention_spec((1, 2, 1, 512), (1, 2, 8, 512), (1, 2, 8, 64), ("float16",) * 3)
+def test_supports_declines_head_dims_past_512():
+    big = S.attention_spec((1, 2, 1, 576), (1, 2, 8, 576), (1, 2, 8, 64), ("float16",) * 3)
     verdict = support(big, GPU, GPU_PARAMS)
-    assert not verdict.ok and "head dims up to 256" in verdict.reason and "D=512, Dv=64" in verdict.reason
-    assert support(S.attention_spec((1, 2, 1, 256), (1, 2, 8, 256), (1, 2, 8, 256), ("float16",) * 3),
+    assert not verdict.ok and "head dims up to 512" in verdict.reason and "D=576, Dv=64" in verdict.reason
+    assert support(S.attention_spec((1, 2, 1, 512), (1, 2, 8, 512), (1, 2, 8, 64), ("float16",) * 3),
                    GPU, GPU_PARAMS).ok
 
 

@@ -110,7 +110,7 @@ def support(spec: Spec, facts: DeviceFacts, params: dict[str, dict]) -> Support:
             return Support(False, f"K/V tiles for D={spec.D}, Dv={spec.Dv} need {need} bytes of "
                            f"local memory; the device has {facts.local_mem}")
         return YES
-    if why := K.spec_declined(spec):
+    if why := K.spec_declined(spec, "opencl"):
         return Support(False, why)
     kq = getattr(spec, "fmt", None) is not None and spec.fmt.name in K.KQUANT_FORMATS
     if kq and isinstance(spec, QuantizeSpec) and spec.fmt.name == "mxfp4" and not facts.fp64:
@@ -246,6 +246,10 @@ def _quantize(spec: QuantizeSpec, facts: DeviceFacts, params: dict) -> Plan:
 
 
 def _dequantize(spec: DequantizeSpec, facts: DeviceFacts, params: dict) -> Plan:
+    if spec.fmt.name in K.CODEBOOK_FORMATS:  # a work-item per value, the grid a constant buffer
+        return (_launch_1d(K.codebook(spec.fmt.name), "dequantize_cb", math.prod(spec.shape),
+                           (Operand("q"), Upload(K.codebook_grid(spec.fmt.name)), Operand("out")),
+                           K.scalar_args(spec), "dequantize_cb"),)
     if spec.fmt.name in K.KQUANT_FORMATS:  # a work-item per 32 values
         return (_launch_1d(K.kquant(spec.fmt.name), "dequantize_k", math.prod(spec.shape) // 32,
                            _operands("q", "out"), K.scalar_args(spec), "dequantize_k"),)
@@ -303,6 +307,11 @@ def _kgemv_tile(params: dict, M: int, x_format: bool = False) -> dict:
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
     x8_rows = p.pop("X8RN", None)  # qmatmul_x8's RN where the set has its own (CPU_QMATMUL)
+    if spec.fmt.name in K.CODEBOOK_FORMATS:  # a work-item per output, groups along N
+        v = K.codebook(spec.fmt.name, spec.dtype)
+        return (Launch(v, "qmatmul_cb", (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1),
+                       (Operand("x"), Operand("w"), Upload(K.codebook_grid(spec.fmt.name)),
+                        Operand("out")), K.scalar_args(spec), f"qmatmul (qmatmul_cb {v.id})"),)
     if spec.fmt.name in K.KQUANT_FORMATS:
         if spec.x_fmt is None:  # qgemv_k: KWG work-items per group of RN rows, split K
             kp = _kgemv_tile(params["kgemv"], spec.M)

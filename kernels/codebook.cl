@@ -1,0 +1,122 @@
+/* GGML's codebook weights (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m; super-blocks of
+ * 256): dequantize, and the quantized matmul with float x. Layouts and the float32 operation
+ * order follow accel/formats/codebook.py (ggml's dequantize_row_iq*): a weight is its group's
+ * scale times a grid value (with its sign, or iq1's offset of +-1/8 added), one rounding; the
+ * scale is d times the sub-scale's factor, each operation rounded on its own. No a * b + c
+ * appears, so no FMA contraction can change a bit: dequantize is bit-exact with gguf-py.
+ *
+ * The grid (float32 [entries x 4 or 8], from gguf-py at run time) comes in as a buffer: the
+ * sources hold no table. Defines: one of FMT_IQ2_XXS, FMT_IQ2_XS, FMT_IQ2_S, FMT_IQ3_XXS,
+ * FMT_IQ3_S, FMT_IQ1_S, FMT_IQ1_M; IN_DT (x's dtype, also qmatmul's output).
+ */
+#define OUT_DT IN_DT
+#if FMT_IQ2_XXS
+#define BLOCK_BYTES 66
+#elif FMT_IQ2_XS
+#define BLOCK_BYTES 74
+#elif FMT_IQ2_S
+#define BLOCK_BYTES 82
+#elif FMT_IQ3_XXS
+#define BLOCK_BYTES 98
+#elif FMT_IQ3_S
+#define BLOCK_BYTES 110
+#elif FMT_IQ1_S
+#define BLOCK_BYTES 50
+#elif FMT_IQ1_M
+#define BLOCK_BYTES 56
+#else
+#error "define one of the codebook formats"
+#endif
+#define CB_DELTA 0.125f /* iq1's IQ1S_DELTA */
+
+DEVICE u32 cb_u16(GLOBAL const u8* RESTRICT p) { return (u32)p[0] | ((u32)p[1] << 8); }
+DEVICE u32 cb_u32(GLOBAL const u8* RESTRICT p) { return cb_u16(p) | (cb_u16(p + 2) << 16); }
+
+/* ksigns_iq2xs: 7 stored sign bits, their parity the eighth; bit j set: weight j negative */
+DEVICE u32 cb_ksigns(u32 s7) {
+    u32 p = s7 ^ (s7 >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return s7 | ((p & 1u) << 7);
+}
+
+DEVICE float cb_signed(float g, u32 signs, int j) { return ((signs >> j) & 1u) ? -g : g; }
+
+/* the 4-bit sub-scale k of a row of nibbles at p: low nibble for even k */
+DEVICE int cb_nibble(GLOBAL const u8* RESTRICT p, int k) { return (p[k / 2] >> (4 * (k % 2))) & 15; }
+
+/* weight e (0..255) of a block, as float32 */
+DEVICE float cb_weight(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const float* RESTRICT grid) {
+#if FMT_IQ1_M /* d: a float16 spread over the top nibbles of the four scale words at 48 */
+    const u32 d16 = (cb_u16(blk + 48) >> 12) | ((cb_u16(blk + 50) >> 8) & 0xF0u)
+                  | ((cb_u16(blk + 52) >> 4) & 0xF00u) | (cb_u16(blk + 54) & 0xF000u);
+    const float d = f16_to_f32(d16);
+#else
+    const float d = f16_to_f32(cb_u16(blk));
+#endif
+    float scale, v;
+#if FMT_IQ2_XXS /* per 32: a u32 of 4 grid bytes, a u32 of 4 x 7 sign bits and a 4-bit scale */
+    const int ib = e / 32, r = e % 32, l = r / 8;
+    const u32 w0 = cb_u32(blk + 2 + 8 * ib), w1 = cb_u32(blk + 6 + 8 * ib);
+    scale = (d * (0.5f + (float)(w1 >> 28))) * 0.25f;
+    v = cb_signed(grid[((w0 >> (8 * l)) & 255u) * 8 + r % 8], cb_ksigns((w1 >> (7 * l)) & 127u), r % 8);
+#elif FMT_IQ2_XS /* per 8 weights a u16: 9 grid bits, 7 sign bits; a 4-bit scale per 16 */
+    const u32 q = cb_u16(blk + 2 + 2 * (e / 8));
+    scale = (d * (0.5f + (float)cb_nibble(blk + 66, e / 16))) * 0.25f;
+    v = cb_signed(grid[(q & 511u) * 8 + e % 8], cb_ksigns(q >> 9), e % 8);
+#elif FMT_IQ2_S /* 32 grid bytes + 2 high bits each from qh, 32 sign bytes, 4-bit scales */
+    const int t = e / 8;
+    const u32 idx = (u32)blk[2 + t] | (((u32)blk[66 + t / 4] << (8 - 2 * (t % 4))) & 0x300u);
+    scale = (d * (0.5f + (float)cb_nibble(blk + 74, e / 16))) * 0.25f;
+    v = cb_signed(grid[idx * 8 + e % 8], blk[34 + t], e % 8);
+#elif FMT_IQ3_XXS /* 64 grid bytes of 4 values; per 32 a u32 of 4 x 7 sign bits and a scale */
+    const int ib = e / 32, r = e % 32;
+    const u32 w = cb_u32(blk + 66 + 4 * ib);
+    scale = (d * (0.5f + (float)(w >> 28))) * 0.5f;
+    v = cb_signed(grid[(u32)blk[2 + 8 * ib + r / 4] * 4 + r % 4], cb_ksigns((w >> (7 * (r / 8))) & 127u), r % 8);
+#elif FMT_IQ3_S /* 64 grid bytes + a ninth bit each from qh, 32 sign bytes, 4-bit scales per 32 */
+    const int t = e / 4;
+    const u32 idx = (u32)blk[2 + t] | ((((u32)blk[66 + t / 8] >> (t % 8)) & 1u) << 8);
+    scale = d * (float)(1 + 2 * cb_nibble(blk + 106, e / 32));
+    v = cb_signed(grid[idx * 4 + e % 4], blk[74 + e / 8], e % 8);
+#elif FMT_IQ1_S /* per 32: 4 grid bytes + 3 high bits each, a 3-bit scale and delta's sign */
+    const int ib = e / 32, l = (e % 32) / 8;
+    const u32 qh = cb_u16(blk + 34 + 2 * ib);
+    const u32 idx = (u32)blk[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7u) << 8);
+    scale = d * (float)(2 * (int)((qh >> 12) & 7u) + 1);
+    v = grid[idx * 8 + e % 8] + ((qh & 0x8000u) ? -CB_DELTA : CB_DELTA);
+#else /* iq1_m: per pair of entries a byte of two 3-bit high parts and delta signs; 3-bit
+       * scales per 16, four to each scale word */
+    const int t = e / 8, p = t / 2, k = e / 16;
+    const u32 h = (u32)blk[32 + p] >> (4 * (t % 2));
+    const u32 idx = (u32)blk[t] | ((h & 7u) << 8);
+    scale = d * (float)(2 * (int)((cb_u16(blk + 48 + 2 * (k / 4)) >> (3 * (k % 4))) & 7u) + 1);
+    v = grid[idx * 8 + e % 8] + ((h & 8u) ? -CB_DELTA : CB_DELTA);
+#endif
+    return scale * v;
+}
+
+/* A work-item per weight: n values in all. */
+KERNEL void dequantize_cb(GLOBAL const u8* RESTRICT q, GLOBAL const float* RESTRICT grid,
+                          GLOBAL float* RESTRICT out, i64 n) {
+    const i64 e = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (e >= n) return;
+    out[e] = cb_weight(q + (e / 256) * BLOCK_BYTES, (int)(e % 256), grid);
+}
+
+/* out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], float32 sums: a work-item per output.
+ * Grid: dim 0 over the N weight rows, dim 1 over the M rows of x. */
+KERNEL void qmatmul_cb(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
+                       GLOBAL const float* RESTRICT grid, GLOBAL OUT_T* RESTRICT out,
+                       int M, int N, int K) {
+    const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
+    if (n >= N || m >= M) return;
+    GLOBAL const IN_T* xr = x + (i64)m * K;
+    GLOBAL const u8* wr = w + (i64)n * (K / 256) * BLOCK_BYTES;
+    float acc = 0.0f;
+    for (int b = 0; b < K / 256; ++b)
+        for (int e = 0; e < 256; ++e)
+            acc = FMA(LOAD_IN(xr, b * 256 + e), cb_weight(wr + (i64)b * BLOCK_BYTES, e, grid), acc);
+    STORE_OUT(out, (i64)m * N + n, acc);
+}
