@@ -104,24 +104,30 @@ _ATTENTION_OPTION_PLANTS = {
 }
 
 
-@pytest.mark.parametrize("option", sorted(_ATTENTION_OPTION_PLANTS))
-def test_quick_profile_catches_a_planted_attention_option_bug(option, opencl_backend):
+def _planted_opencl(source: str, old: str, new: str):
+    """OpenCL device 0 with ``old`` replaced by ``new`` in shipped kernel ``source``: a real
+    device build of the edited text (the other sources as shipped)."""
     import pyopencl as cl
 
     import accel.kernels as K
     from accel.backends.opencl import OpenCLBackend
 
-    old, new = _ATTENTION_OPTION_PLANTS[option]
-    assert K.source("attention.cl").count(old) == 1
+    assert K.source(source).count(old) == 1
 
-    class Planted(OpenCLBackend):  # a real device build of the edited source
+    class Planted(OpenCLBackend):
         def kernel(self, variant, name):
-            if variant.source != "attention.cl":
+            if variant.source != source:
                 return super().kernel(variant, name)
             text = K.program_text(variant.source).replace(old, new)
             return cl.Kernel(self._program(text, tuple(variant.options()), name), name)
 
-    results = suite.run(Planted(0), profile="quick", ops=["attention"], dtypes=["float32"])
+    return Planted(0)
+
+
+@pytest.mark.parametrize("option", sorted(_ATTENTION_OPTION_PLANTS))
+def test_quick_profile_catches_a_planted_attention_option_bug(option, opencl_backend):
+    planted = _planted_opencl("attention.cl", *_ATTENTION_OPTION_PLANTS[option])
+    results = suite.run(planted, profile="quick", ops=["attention"], dtypes=["float32"])
     failed = [r for r in results if r.status == "failed"]
     assert failed and all(option in r.case.params for r in failed), option
 
@@ -129,21 +135,7 @@ def test_quick_profile_catches_a_planted_attention_option_bug(option, opencl_bac
 def test_quick_profile_catches_a_planted_codebook_kernel_bug(opencl_backend):
     """kernels/codebook.cl with ksigns' parity bit dropped (the eighth weight's sign of every
     group of iq2_xxs, iq2_xs and iq3_xxs): the quick profile's codebook cases fail on OpenCL."""
-    import pyopencl as cl
-
-    import accel.kernels as K
-    from accel.backends.opencl import OpenCLBackend
-
-    old, new = "return s7 | ((p & 1u) << 7);", "return s7;"
-    assert K.source("codebook.cl").count(old) == 1
-
-    class Planted(OpenCLBackend):  # a real device build of the edited source
-        def kernel(self, variant, name):
-            if variant.source != "codebook.cl":
-                return super().kernel(variant, name)
-            text = K.program_text(variant.source).replace(old, new)
-            return cl.Kernel(self._program(text, tuple(variant.options()), name), name)
-
-    results = suite.run(Planted(0), profile="quick", ops=["dequantize"], dtypes=["iq2_xxs", "iq2_s"])
+    planted = _planted_opencl("codebook.cl", "return s7 | ((p & 1u) << 7);", "return s7;")
+    results = suite.run(planted, profile="quick", ops=["dequantize"], dtypes=["iq2_xxs", "iq2_s"])
     failed = {r.case.dtype for r in results if r.status == "failed"}
     assert failed == {"iq2_xxs"}, failed  # iq2_s stores all 8 signs: untouched
