@@ -724,7 +724,13 @@ def codebook(fmt: str, dtype: str = "float32") -> Variant:
     if fmt not in CODEBOOK_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {CODEBOOK_FORMATS}", repr(fmt)))
     return Variant("codebook.cl", ("dequantize_cb", "qmatmul_cb"),
-                   {f"FMT_{fmt.upper()}": 1, "IN_DT": _token(dtype, _FLOATS, "dtype")})
+                   {f"FMT_{fmt.upper()}": 1, "IN_DT": _token(dtype, _FLOATS, "dtype"),
+                    "CB_RM": CODEBOOK_ROWS})
+
+
+#: rows of x per qmatmul_cb work-item: each decoded weight serves them all (M = 64 on PoCL:
+#: the float16 full profile's qmatmul took 95 s with one row per work-item)
+CODEBOOK_ROWS = 8
 
 
 def codebook_grid(fmt: str) -> np.ndarray:

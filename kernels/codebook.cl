@@ -7,7 +7,8 @@
  *
  * The grid (float32 [entries x 4 or 8], from gguf-py at run time) comes in as a buffer: the
  * sources hold no table. Defines: one of FMT_IQ2_XXS, FMT_IQ2_XS, FMT_IQ2_S, FMT_IQ3_XXS,
- * FMT_IQ3_S, FMT_IQ1_S, FMT_IQ1_M; IN_DT (x's dtype, also qmatmul's output).
+ * FMT_IQ3_S, FMT_IQ1_S, FMT_IQ1_M; IN_DT (x's dtype, also qmatmul's output); CB_RM rows of x
+ * per qmatmul work-item.
  */
 #define OUT_DT IN_DT
 #if FMT_IQ2_XXS
@@ -104,19 +105,26 @@ KERNEL void dequantize_cb(GLOBAL const u8* RESTRICT q, GLOBAL const float* RESTR
     out[e] = cb_weight(q + (e / 256) * BLOCK_BYTES, (int)(e % 256), grid);
 }
 
-/* out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], float32 sums: a work-item per output.
- * Grid: dim 0 over the N weight rows, dim 1 over the M rows of x. */
+/* out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], float32 sums: a work-item per weight row n
+ * and tile of CB_RM rows of x, each weight decoded once for the tile's rows.
+ * Grid: dim 0 over the N weight rows, dim 1 over the tiles of the M rows of x (CB_RM, a define
+ * of the variant). */
 KERNEL void qmatmul_cb(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                        GLOBAL const float* RESTRICT grid, GLOBAL OUT_T* RESTRICT out,
                        int M, int N, int K) {
     const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
-    const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
-    if (n >= N || m >= M) return;
-    GLOBAL const IN_T* xr = x + (i64)m * K;
+    const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * CB_RM;
+    if (n >= N || m0 >= M) return;
+    const int rows = imin(CB_RM, M - m0);
+    GLOBAL const IN_T* xr = x + (i64)m0 * K;
     GLOBAL const u8* wr = w + (i64)n * (K / 256) * BLOCK_BYTES;
-    float acc = 0.0f;
+    float acc[CB_RM];
+    for (int i = 0; i < CB_RM; ++i) acc[i] = 0.0f;
     for (int b = 0; b < K / 256; ++b)
-        for (int e = 0; e < 256; ++e)
-            acc = FMA(LOAD_IN(xr, b * 256 + e), cb_weight(wr + (i64)b * BLOCK_BYTES, e, grid), acc);
-    STORE_OUT(out, (i64)m * N + n, acc);
+        for (int e = 0; e < 256; ++e) {
+            const float v = cb_weight(wr + (i64)b * BLOCK_BYTES, e, grid);
+            for (int i = 0; i < rows; ++i)
+                acc[i] = FMA(LOAD_IN(xr, (i64)i * K + b * 256 + e), v, acc[i]);
+        }
+    for (int i = 0; i < rows; ++i) STORE_OUT(out, (i64)(m0 + i) * N + n, acc[i]);
 }

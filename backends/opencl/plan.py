@@ -307,9 +307,10 @@ def _kgemv_tile(params: dict, M: int, x_format: bool = False) -> dict:
 def _qmatmul(spec: QMatmulSpec, facts: DeviceFacts, params: dict) -> Plan:
     p, wg = _kernel_params(params[_qmatmul_params(spec, params)])
     x8_rows = p.pop("X8RN", None)  # qmatmul_x8's RN where the set has its own (CPU_QMATMUL)
-    if spec.fmt.name in K.CODEBOOK_FORMATS:  # a work-item per output, groups along N
+    if spec.fmt.name in K.CODEBOOK_FORMATS:  # a work-item per weight row and 8 rows of x
         v = K.codebook(spec.fmt.name, spec.dtype)
-        return (Launch(v, "qmatmul_cb", (_padded(spec.N, _LOCAL_1D), spec.M), (_LOCAL_1D, 1),
+        return (Launch(v, "qmatmul_cb", (_padded(spec.N, _LOCAL_1D), K.ceil_div(spec.M, K.CODEBOOK_ROWS)),
+                       (_LOCAL_1D, 1),
                        (Operand("x"), Operand("w"), Upload(K.codebook_grid(spec.fmt.name)),
                         Operand("out")), K.scalar_args(spec), f"qmatmul (qmatmul_cb {v.id})"),)
     if spec.fmt.name in K.KQUANT_FORMATS:
