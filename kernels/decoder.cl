@@ -17,6 +17,18 @@ DEVICE float gelu_tanh_f(float g) {
 /* max that keeps a NaN (fmax drops it): a row holding a NaN logit gives NaNs, as the reference */
 DEVICE float max_nan(float a, float b) { return (b != b || b > a) ? b : a; }
 
+/* sqrt(mean of the group's row of squares + eps): each work-item brings its partial sum q of
+ * squares; every work-item of the group calls it (its barriers) */
+DEVICE float rms_root(LOCAL_PTR float* part, int t, float q, int D, float eps) {
+    part[t] = q;
+    BARRIER();
+    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
+        if (t < h) part[t] += part[t + h];
+        BARRIER();
+    }
+    return sqrt(part[0] / (float)D + eps);
+}
+
 KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
                          GLOBAL float* RESTRICT y, int D, float eps, int has_w) {
     LOCAL float part[DEC_BLOCK];
@@ -25,13 +37,7 @@ KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RES
     GLOBAL const float* xr = x + row * D;
     float s = 0.0f;
     for (int i = t; i < D; i += DEC_BLOCK) s += xr[i] * xr[i];
-    part[t] = s;
-    BARRIER();
-    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
-        if (t < h) part[t] += part[t + h];
-        BARRIER();
-    }
-    float root = sqrt(part[0] / (float)D + eps);
+    float root = rms_root(part, t, s, D, eps);
     for (int i = t; i < D; i += DEC_BLOCK) {
         float v = xr[i] / root;
         y[row * D + i] = has_w ? v * w[i] : v;
@@ -53,13 +59,7 @@ KERNEL void add_rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float*
         sr[i] = v;
         q += v * v;
     }
-    part[t] = q;
-    BARRIER();
-    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
-        if (t < h) part[t] += part[t + h];
-        BARRIER();
-    }
-    float root = sqrt(part[0] / (float)D + eps);
+    float root = rms_root(part, t, q, D, eps);
     for (int i = t; i < D; i += DEC_BLOCK) {
         float v = sr[i] / root;
         y[row * D + i] = has_w ? v * w[i] : v;
