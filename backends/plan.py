@@ -14,6 +14,7 @@ so every plan for every device is checked on a machine without one.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 from typing import Union
 
@@ -92,9 +93,11 @@ class DeviceFacts:
         """Whether the GEMVs reduce with warp shuffles (CUDA, HIP) or in local memory (OpenCL)."""
         return self.runtime != "opencl"
 
+    def __post_init__(self) -> None:
+        if self.impl not in IMPLS:
+            raise ArgumentError(expected("impl", f"one of {IMPLS}", repr(self.impl)))
+
     def with_impl(self, impl: str) -> DeviceFacts:
-        if impl not in IMPLS:
-            raise ArgumentError(expected("impl", f"one of {IMPLS}", repr(impl)))
         return replace(self, impl=impl)
 
 
@@ -237,8 +240,9 @@ def cuda(arch: str, impl: str = "auto", compute_units: int = 132, missing: str |
                        impl=impl, tensorcore_missing=missing)
 
 
-def hip(arch: str, impl: str = "auto", compute_units: int = 110) -> DeviceFacts:
-    """The facts of a HIP device of compile target ``arch`` (HIP's LDS default as CUDA's)."""
+def hip(arch: str, impl: str = "auto", compute_units: int = 110, missing: str | None = None) -> DeviceFacts:
+    """The facts of a HIP device of compile target ``arch`` (HIP's LDS default as CUDA's; no
+    tensor cores accel uses, so nothing is ``missing`` for them)."""
     return DeviceFacts("hip", compute_units, 48 * 1024, 256, arch=arch, impl=impl)
 
 
@@ -323,16 +327,17 @@ def plan_for(spec: Spec, facts: DeviceFacts, tiles: dict[str, dict], align: int 
     ['matmul_wmma']
     """
     align = facts.mem_align_bytes if align is None else align
-    if kernel_path(spec, facts) == "tensorcore" and (launch := _tensorcore(spec, facts, align)):
+    if kernel_path(spec, facts) == "tensorcore" and (launch := _tensorcore(spec, facts, tiles, align)):
         return (launch,)
     planner = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
                "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}[spec.op]
     return planner(spec, facts, tiles, align)
 
 
-def _tensorcore(spec: Spec, facts: DeviceFacts, align: int) -> Launch | None:
+def _tensorcore(spec: Spec, facts: DeviceFacts, tiles: dict, align: int) -> Launch | None:
     """The tensor-core launch for ``spec`` with inputs aligned to ``align`` bytes, or None where
-    only the shared kernels can compute it.
+    only the shared kernels can compute it. ``tiles`` may hold the attention kernel's
+    (``attention_mma``: GPU_ATTENTION_MMA's keys).
 
     Matmul always has one: Hopper's wgmma kernel where the device is sm_90 and the rows are
     whole, 16-byte aligned 8-element chunks (its cp.async copies); else the WMMA kernel's
@@ -346,7 +351,8 @@ def _tensorcore(spec: Spec, facts: DeviceFacts, align: int) -> Launch | None:
     if spec.op == "attention":
         if not (aligned and abs(spec.scale) <= MMA_SCALE_MAX):
             return None
-        v = K.attention_mma(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype)
+        v = K.attention_mma(spec.dtype, spec.D, spec.Dv, spec.mask_kind, spec.mask_dtype,
+                            tiles.get("attention_mma"))
         d = v.defines
         mask = Operand("mask") if spec.mask_shape is not None else Placeholder()
         return _launch(v, "attention_mma", (K.ceil_div(spec.Sq, 16 * d["WARPS"]), spec.Hq, spec.B),
@@ -581,3 +587,27 @@ def _scaled_matmul(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
     return (_launch(v, "scaled_matmul", K.scaled_matmul_groups(spec, p, wg), (wg, wg),
                     (*_operands("a", "b", "scale_a", "scale_b"), bias, Operand("out")),
                     K.scalar_args(spec), f"scaled_matmul {v.id}"),)
+
+
+def accumulator(spec: Spec, facts: DeviceFacts) -> str:
+    """The accumulation format used for ``spec`` on a device of ``facts``: int32 for int8,
+    float32 for float ops (the kernels widen every operand to float32; tensor cores multiply
+    float16/bfloat16 exactly and add in float32), tf32 where the user asked CuPy for it
+    (CUPY_TF32=1 makes cuBLAS run float32 GEMMs on tf32 tensor cores) and for FP8 on tensor
+    cores: their FP8 accumulation keeps about 14 bits (DeepSeek-V3, section 3.3.2), and
+    kernels/scaled_matmul_mma.cu adds each 128-deep partial into float32, so tf32's unit
+    roundoff (2^-11) bounds it.
+
+    >>> from accel.spec import scaled_matmul_spec
+    >>> s = scaled_matmul_spec((4, 32), "float8_e4m3fn", (32, 8), "float8_e4m3fn", (), "float32", (), "float32")
+    >>> accumulator(s, cuda("sm_90")), accumulator(s, cuda("sm_90", "kernels")), accumulator(s, cuda("sm_80"))
+    ('tf32', 'float32', 'float32')
+    """
+    if spec.in_dtypes[0] == "int8":
+        return "int32"
+    path = kernel_path(spec, facts)
+    if spec.op == "scaled_matmul" and path == "tensorcore":
+        return "tf32"
+    if path == "vendor" and os.environ.get("CUPY_TF32") == "1":
+        return "tf32"
+    return "float32"

@@ -28,7 +28,7 @@
  * tot += (acc * sa) * sb (a's 1 x 128 block of the row, b's 128 x 128 block: BN = 128 keeps one
  * b block per tile), tensor and row scaling add acc and multiply ((tot * sa) * sb) at the end, as
  * scaled_matmul.cl does; then the bias, then one rounding to out_dt. The backend declares this
- * path's accumulator at tf32 precision (backends/cupy/plan.py accumulator_for).
+ * path's accumulator at tf32 precision (backends/plan.py accumulator).
  *
  * Fragments (PTX ISA "Matrix Fragments for mma.m16n8k32", 8-bit types), g = lane / 4,
  * t = lane % 4, four bytes per 32-bit register, the lowest k in the low byte:

@@ -85,9 +85,9 @@ def build_shipped(variant, kernel: str, arch: str) -> toolchains.CompileResult:
     """``kernel`` of the shipped ``variant`` compiled for ``arch`` along the cuda/hip backend's
     own path (the portability header, the variant's defines, ACCEL_WARP as a device of ``arch``
     reports it)."""
-    from accel.backends.cupy import plan as cupy_plan
+    from accel.backends.cupy import build as cupy_build
 
-    return cupy_plan.build_variant(variant, kernel, arch, toolchains.default_warp_size(arch))
+    return cupy_build.build_variant(variant, kernel, arch, toolchains.default_warp_size(arch))
 
 
 def built_without_spills(variant, kernel: str, arch: str, threads: int | None = None,

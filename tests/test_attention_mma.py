@@ -12,7 +12,9 @@ from gpu_toolchains import built_without_spills, need, sass_of
 import accel.kernels as K
 from accel.kernels import check as KC
 from accel import spec as S
-from accel.backends.cupy import plan as CP
+from accel.backends import plan as P
+from accel.backends.plan import cuda
+from planning import gpu_launch, gpu_plan, gpu_support, kernel_path
 from accel.errors import DTypeError
 
 MMA_VARIANTS = [v for v in K.variants() if v.source == "attention_mma.cu"]
@@ -78,16 +80,16 @@ def test_kernels_check_builds_them_for_ampere_and_later_only():
 def test_16_bit_attention_runs_on_tensor_cores_from_ampere_on(arch):
     for dtype in ("float16", "bfloat16"):
         for d, dv in ((64, 64), (128, 128), (64, 128)):
-            assert CP.kernel_path(att(dtype, d, dv), "auto", arch) == "tensorcore"
-            assert CP.support_for(att(dtype, d, dv), "auto", arch).ok
-    assert CP.kernel_variant(att(), "tensorcore").source == "attention_mma.cu"
+            assert kernel_path(att(dtype, d, dv), "auto", arch) == "tensorcore"
+            assert gpu_support(att(dtype, d, dv), "auto", arch).ok
+    assert gpu_launch(att(), arch=arch, impl="tensorcore").variant.source == "attention_mma.cu"
 
 
 @pytest.mark.parametrize("spec", [att("float32"), att(d=96, dv=96), att(d=32, dv=32), att(d=64, dv=80)])
 def test_cases_without_a_tensor_core_kernel_stay_on_the_shared_kernel(spec):
     for impl in ("auto", "tensorcore", "kernels", "vendor"):
-        assert CP.kernel_path(spec, impl, "sm_90") == "kernels"
-    assert CP.kernel_variant(spec, "kernels").source == "attention.cl"
+        assert kernel_path(spec, impl, "sm_90") == "kernels"
+    assert gpu_plan(spec, impl="kernels")[0].variant.source == "attention.cl"
 
 
 def test_a_scale_whose_log2_factor_overflows_runs_the_shared_kernel():
@@ -97,38 +99,39 @@ def test_a_scale_whose_log2_factor_overflows_runs_the_shared_kernel():
     for scale, kernel in ((2.3e38, "attention_mma"), (-2.3e38, "attention_mma"), (3e38, None),
                           (-3e38, None)):
         spec = S.attention_spec(q, q, q, ("float16",) * 3, scale=scale)
-        chosen = CP.tensorcore_kernel(spec, "sm_90", 256, 512, 768)
-        assert (chosen and chosen[1]) == kernel, scale
+        chosen = gpu_plan(spec, impl="tensorcore")[0].kernel
+        assert chosen == (kernel or "attention"), scale
 
 
 @pytest.mark.parametrize("arch,why", [("sm_75", "needs sm_80 or later"), ("gfx90a", "CUDA-only"),
                                       (None, "no device arch")])
 def test_older_gpus_and_amd_use_the_shared_kernel_and_decline_a_forced_tensorcore(arch, why):
-    assert CP.kernel_path(att(), "auto", arch) == "kernels"
-    assert CP.support_for(att(), "auto", arch).ok
-    verdict = CP.support_for(att(), "tensorcore", arch)
+    assert kernel_path(att(), "auto", arch) == "kernels"
+    assert gpu_support(att(), "auto", arch).ok
+    verdict = gpu_support(att(), "tensorcore", arch)
     assert not verdict.ok and why in verdict.reason and verdict.reason.startswith("impl='tensorcore': ")
 
 
 def test_the_attention_kernel_needs_no_wmma_header(tmp_path, monkeypatch):
-    monkeypatch.setattr(CP, "_wmma_header_missing", lambda: "no crt/mma.h")
-    assert CP.tensorcore_reason("sm_90", "attention") is None
-    assert CP.kernel_path(att(), "auto", "sm_90") == "tensorcore"
-    assert CP.tensorcore_reason("sm_90", "matmul") == "no crt/mma.h"
+    facts = cuda("sm_90", "auto", missing="no crt/mma.h")
+    assert P.tensorcore_reason("sm_90", "attention", facts.tensorcore_missing) is None
+    assert P.kernel_path(att(), facts) == "tensorcore"
+    assert P.tensorcore_reason("sm_90", "matmul", facts.tensorcore_missing) == "no crt/mma.h"
 
 
 # -- launch geometry ------------------------------------------------------------------------------
 @pytest.mark.parametrize("sq", [1, 63, 64, 65, 2048])
 def test_grid_covers_every_query_once(sq):
     spec = att(sq=sq)
-    v = CP.kernel_variant(spec, "tensorcore")
-    name, grid, block = CP.launch_plan(spec, v)
+    [launch] = gpu_plan(spec, impl="tensorcore")
+    v, name, grid, block = launch.variant, launch.kernel, launch.grid, launch.block
     rows = 16 * v.defines["WARPS"]
     assert name == "attention_mma" and block == (32 * v.defines["WARPS"], 1, 1)
     assert grid[0] * rows >= sq > (grid[0] - 1) * rows
     assert grid[1:] == (spec.Hq, spec.B)
 
 
-def test_unaligned_operands_are_detected():
-    assert CP.aligned16(256, 4096, 16)
-    assert not CP.aligned16(256, 4096 + 8, 16)
+def test_unaligned_operands_run_the_shared_kernel():
+    # the kernel copies 16-byte pieces of q, k and v rows
+    assert [launch.kernel for launch in gpu_plan(att(), impl="tensorcore", align=16)] == ["attention_mma"]
+    assert gpu_plan(att(), impl="tensorcore", align=8)[0].kernel == "attention"

@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from gpu_toolchains import build_shipped, distinct, hot_loop, need, sass_of
+from planning import gemv_tiles, gpu, gpu_launch, gpu_plan, gpu_support
 
 import accel
 import accel.kernels as K
@@ -17,7 +18,7 @@ from accel.errors import AccelError, BackendUnavailable, CompileError
 from accel.formats import get_format
 
 from accel.backends.cupy import backend as CB
-from accel.backends.cupy import plan as CP
+from accel.backends.cupy.build import build_kernel
 from accel.backends.cupy.cuda import CUDABackend
 from accel.backends.cupy.hip import HIPBackend
 from accel.conformance.bench import gpu_goals
@@ -113,11 +114,13 @@ def test_accumulator_is_honest(monkeypatch):
     mm = S.matmul_spec((4, 8), "float32", (8, 4), "float32")
     i8 = S.matmul_spec((4, 8), "int8", (8, 4), "int8")
     monkeypatch.delenv("CUPY_TF32", raising=False)
-    assert CP.accumulator_for(mm, "vendor") == "float32"
-    assert CP.accumulator_for(i8, "kernels") == "int32"
+    from accel.backends.plan import accumulator
+
+    assert accumulator(mm, gpu("sm_90", "vendor")) == "float32"
+    assert accumulator(i8, gpu("sm_90", "kernels")) == "int32"
     monkeypatch.setenv("CUPY_TF32", "1")
-    assert CP.accumulator_for(mm, "vendor") == "tf32"
-    assert CP.accumulator_for(mm, "kernels") == "float32"  # our kernels never use tf32
+    assert accumulator(mm, gpu("sm_90", "vendor")) == "tf32"
+    assert accumulator(mm, gpu("sm_90", "kernels")) == "float32"  # our kernels never use tf32
 
 
 # -- the vendor path's arithmetic, run on numpy (the same code runs on cupy arrays) ---------------
@@ -172,9 +175,8 @@ MM_SPECS = [S.matmul_spec((1, 1), "float32", (1, 1), "float32"),
 
 @pytest.mark.parametrize("spec", MM_SPECS)
 def test_matmul_grid_covers_the_output(spec):
-    v = CP.kernel_variant(spec)
-    name, grid, block = CP.launch_plan(spec, v)
-    d = v.defines
+    [launch] = gpu_plan(spec)
+    name, grid, block, d = launch.kernel, launch.grid, launch.block, launch.variant.defines
     assert name == "matmul" and block == (d["WG_N"], d["WG_M"], 1)
     cols, rows = grid[0] * d["WG_N"] * d["TN"], grid[1] * d["WG_M"] * d["TM"]
     assert cols >= spec.N > cols - d["WG_N"] * d["TN"]
@@ -186,33 +188,36 @@ def test_decode_attention_splits_its_keys_over_the_device():
     # flash-decoding: a decode step has one row tile per kv head, 8 groups for an H200's 132
     # SMs; its keys are split into chunks (each at least 2 tiles), then merged per output value
     decode = S.attention_spec((1, 32, 1, 128), (1, 8, 4096, 128), (1, 8, 4096, 128), ("float32",) * 3)
-    v = CP.kernel_variant(decode)
-    chunks = K.attention_chunks(decode, v.defines, 132)
-    name, grid, block = CP.launch_plan(decode, v, chunks=chunks)
+    attend, combine = gpu_plan(decode)
+    chunks = K.attention_chunks(decode, attend.variant.defines, 132)
+    name, grid = attend.kernel, attend.grid
     assert (name, grid[1:]) == ("attention", (8, 1)) and grid[0] * 8 >= 2 * 128 and chunks > 1
-    assert CP.launch_plan(decode, v)[1][0] * chunks == grid[0]
-    name, grid, block = CP.launch_plan(decode, v, "attention_combine", chunks)
-    assert name == "attention_combine" and grid[0] * block[0] >= 8 * 4 * 128
+    assert K.attention_grid(decode, attend.variant.defines)[0][0] * chunks == grid[0]
+    assert combine.kernel == "attention_combine" and combine.grid[0] * combine.block[0] >= 8 * 4 * 128
     prefill = S.attention_spec((4, 16, 2048, 64), (4, 16, 2048, 64), (4, 16, 2048, 64), ("float32",) * 3)
-    assert K.attention_chunks(prefill, CP.kernel_variant(prefill).defines, 132) == 1
+    assert [launch.kernel for launch in gpu_plan(prefill)] == ["attention"]
 
 
 def test_other_ops_cover_their_work():
     att = S.attention_spec((2, 8, 200, 64), (2, 2, 300, 64), (2, 2, 300, 32), ("float16",) * 3)
-    v = CP.kernel_variant(att)
-    name, grid, block = CP.launch_plan(att, v)
+    launch = gpu_plan(att)[0]
+    v, name, grid, block = launch.variant, launch.kernel, launch.grid, launch.block
     # a group per tile of the 4 * 200 rows of the 4 query heads sharing a kv head, per kv head
+    # and key chunk
     tile = block[0] // v.defines["QSPLIT"] * v.defines["BQ"]
-    assert name == "attention" and grid[1:] == (2, 2) and grid[0] * tile >= 4 * 200 > (grid[0] - 1) * tile
+    tiles = grid[0] // K.attention_chunks(att, v.defines, gpu().compute_units)
+    assert name == "attention" and grid[1:] == (2, 2) and tiles * tile >= 4 * 200 > (tiles - 1) * tile
     q = S.quantize_spec((3, 4096), "float32", "q4_0")
-    name, grid, block = CP.launch_plan(q, CP.kernel_variant(q))
+    [launch] = gpu_plan(q)
+    name, grid, block = launch.kernel, launch.grid, launch.block
     assert name == "quantize" and grid[0] * block[0] >= 3 * 4096 // 32
     dq = S.dequantize_spec((3, 4096), get_format("q8_0"))
-    name, grid, block = CP.launch_plan(dq, CP.kernel_variant(dq))
+    [launch] = gpu_plan(dq)
+    name, grid, block = launch.kernel, launch.grid, launch.block
     assert name == "dequantize" and grid[0] * block[0] >= 3 * 4096
     qm = S.qmatmul_spec((70, 256), "bfloat16", (300, 256), get_format("q8_0"))
-    v = CP.kernel_variant(qm)
-    name, grid, block = CP.launch_plan(qm, v)
+    [launch] = gpu_plan(qm)
+    v, name, grid, block = launch.variant, launch.kernel, launch.grid, launch.block
     assert name == "qmatmul" and grid[0] * block[0] * v.defines["RN"] >= 300
     assert grid[1] * v.defines["RM"] >= 70
 
@@ -223,35 +228,35 @@ def test_kquant_formats_plan_kquant_cl_covering_their_work(fmt):
 
     f = get_format(fmt)
     q = S.quantize_spec((3, 1024), "bfloat16", fmt)
-    v = CP.kernel_variant(q)
-    name, grid, block = CP.launch_plan(q, v)
+    [launch] = gpu_plan(q)
+    v, name, grid, block = launch.variant, launch.kernel, launch.grid, launch.block
     assert v == K.kquant(fmt, "bfloat16") and name == "quantize_k"
     assert grid[0] * block[0] >= 3 * 1024 // f.block  # a thread per block
     dq = S.dequantize_spec((3, 1024), f)
-    name, grid, block = CP.launch_plan(dq, CP.kernel_variant(dq))
+    [launch] = gpu_plan(dq)
+    name, grid, block = launch.kernel, launch.grid, launch.block
     assert name == "dequantize_k" and grid[0] * block[0] >= 3 * 1024 // 32
     qm = S.qmatmul_spec((70, 512), "float16", (301, 512), f)
-    d = CP.kernel_variant(qm).defines
-    name, grid, block = CP.launch_plan(qm, CP.kernel_variant(qm))
+    [launch] = gpu_plan(qm)
+    d, name, grid, block = launch.variant.defines, launch.kernel, launch.grid, launch.block
     assert name == "qgemv_k" and block == (d["KWG"], 1, 1)  # a warp per RN rows, split K
     assert grid[0] * d["RN"] >= 301 > (grid[0] - 1) * d["RN"] and grid[1] * d["RM"] >= 70
     for arch in ("sm_90", "gfx90a"):
-        assert CP.support_for(q, "auto", arch).ok and CP.support_for(qm, "auto", arch).ok
+        assert gpu_support(q, "auto", arch).ok and gpu_support(qm, "auto", arch).ok
     if fmt != "q8_k":  # x quantized to the format's vec_dot partner, then qmatmul_kx
         qx = S.qmatmul_spec((5, 512), "float32", (301, 512), f, f.vec_dot)
-        name, grid, block = CP.launch_plan(qx, CP.kernel_variant(qx))
+        quantize_x, launch = gpu_plan(qx)
+        name, grid, block = launch.kernel, launch.grid, launch.block
         assert name == "qmatmul_kx" and grid[0] * block[0] >= 301 and grid[1] * block[1] >= 5
-        xq = S.quantize_spec((5, 512), "float32", f.vec_dot)
-        assert CP.kernel_variant(xq).source == ("kquant.cl" if f.vec_dot == "q8_k" else "quant.cl")
-        assert CP.support_for(qx, "auto", "sm_80").ok
+        assert quantize_x.variant.source == ("kquant.cl" if f.vec_dot == "q8_k" else "quant.cl")
+        assert gpu_support(qx, "auto", "sm_80").ok
 
 
 @pytest.mark.parametrize("m", [1, 7, 8])
 def test_gemv_and_decode_batches_run_qgemv_covering_every_output(m):
     qm = S.qmatmul_spec((m, 256), "bfloat16", (301, 256), get_format("q4_0"))
-    v = CP.kernel_variant(qm)
-    d = v.defines
-    name, grid, block = CP.launch_plan(qm, v)
+    [launch] = gpu_plan(qm)
+    d, name, grid, block = launch.variant.defines, launch.kernel, launch.grid, launch.block
     assert name == "qgemv" and block == (d["GEMV_WG"] * d["GEMV_TEAMS"], 1, 1)
     rows = d["GEMV_TEAMS"] * d["RN"]  # weight rows per block
     assert grid[0] * rows >= 301 > (grid[0] - 1) * rows
@@ -266,14 +271,12 @@ def test_x_format_quantizes_x_then_covers_every_output(m, kernel, ksplit):
     from accel import kernels as K
 
     qm = S.qmatmul_spec((m, 256), "float16", (301, 256), get_format("q4_0"), "q8_0")
-    v = CP.kernel_variant(qm)
-    if ksplit > 1:
-        v = K.quant("q4_0", "float16", {**v.defines, "GEMV_KSPLIT": ksplit})
-    name, grid, block = CP.launch_plan(qm, v, "quantize_x8")
+    tiles = gemv_tiles(GEMV_KSPLIT=ksplit) if ksplit > 1 else None
+    quantize_x8, launch = gpu_plan(qm, tiles=tiles)
+    name, grid, block = quantize_x8.kernel, quantize_x8.grid, quantize_x8.block
     assert name == "quantize_x8" and grid[0] * block[0] >= m * 256 // 32 > (grid[0] - 1) * block[0]
-    name, grid, block = CP.launch_plan(qm, v)
-    d = v.defines
-    assert name == kernel and CP.support_for(qm, "auto", "sm_90").ok
+    name, grid, block, d = launch.kernel, launch.grid, launch.block, launch.variant.defines
+    assert name == kernel and gpu_support(qm, "auto", "sm_90", tiles).ok
     if kernel == "qgemv_x8":
         assert block == (d["GEMV_WG"] * d["GEMV_TEAMS"], 1, 1)
         rows = d["GEMV_TEAMS"] // ksplit * d["RN"]  # weight rows per block
@@ -310,11 +313,11 @@ def test_a_gemv_split_past_48_kib_of_shared_memory_does_not_build():
 
 
 @pytest.mark.parametrize("m", [1, 8])
-def test_gemv_stream_groups_cover_every_output(m):
+def test_gemv_stream_groups_cover_every_output(m, monkeypatch):
+    monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv_stream")
     qm = S.qmatmul_spec((m, 8192), "float32", (301, 8192), get_format("q4_0"))
-    v = CP.kernel_variant(qm)
-    d = v.defines
-    name, grid, block = CP.launch_plan(qm, v, "qgemv_stream")
+    [launch] = gpu_plan(qm)
+    d, name, grid, block = launch.variant.defines, launch.kernel, launch.grid, launch.block
     assert name == "qgemv_stream" and block == (32 * d["STREAM_WARPS"], 1, 1)
     assert grid[0] * d["STREAM_ROWS"] >= 301 > (grid[0] - 1) * d["STREAM_ROWS"]
     assert grid[1:] == (m, 1)  # one group row per row of x
@@ -427,19 +430,19 @@ def test_attention_keeps_its_state_in_registers(arch):
 
 def test_grid_limits_are_declined_with_a_reason():
     huge_batch = S.matmul_spec((70000, 2, 2), "float32", (2, 2), "float32")
-    verdict = CP.support_for(huge_batch, "kernels")
+    verdict = gpu_support(huge_batch, "kernels")
     assert not verdict.ok and "65535" in verdict.reason
-    assert CP.support_for(huge_batch, "vendor").ok  # cuBLAS batches have no such limit
-    assert CP.support_for(MM_SPECS[1], "kernels").ok
+    assert gpu_support(huge_batch, "vendor").ok  # cuBLAS batches have no such limit
+    assert gpu_support(MM_SPECS[1], "kernels").ok
 
 
 # -- the backend's own compile path, for real GPU targets -----------------------------------------
 def test_warp_width_reaches_every_kernel():
     need("sm_90")
     src = 'KERNEL void k(GLOBAL int* x) { static_assert(ACCEL_WARP == 64, "warp"); x[0] = ACCEL_WARP; }'
-    assert CP.build_kernel(src, "k", "sm_90", 64).ok
+    assert build_kernel(src, "k", "sm_90", 64).ok
     with pytest.raises(CompileError, match="warp") as info:
-        CP.build_kernel(src, "k", "sm_90", 32)
+        build_kernel(src, "k", "sm_90", 32)
     assert info.value.target == "sm_90" and isinstance(info.value, AccelError)
 
 
@@ -465,8 +468,8 @@ SHIPPED_SPECS = [
 @pytest.mark.parametrize("spec", SHIPPED_SPECS, ids=lambda s: f"{s.op}-{s.in_dtypes[0]}")
 def test_every_op_kernel_builds_for_sm_90(spec):
     need("sm_90")
-    v = CP.kernel_variant(spec)
-    name, _, _ = CP.launch_plan(spec, v)
+    launch = gpu_launch(spec)
+    v, name = launch.variant, launch.kernel
     r = build_shipped(v, name, "sm_90")
     assert name in r.resources and r.resources[name].spills == 0
 
@@ -494,12 +497,12 @@ def test_attention_head_dims_beyond_static_shared_memory_are_declined_not_miscom
         return S.attention_spec((1, 1, 1, d), (1, 1, 8, d), (1, 1, 8, d), ("float16",) * 3)
 
     # 16 keys of K and V rows plus 64 x 17 partial logits: D = 344 fits 48 KiB, D = 352 does not
-    assert CP.support_for(spec(344), "kernels", "sm_90").ok
-    declined = CP.support_for(spec(352), "kernels", "sm_90")
+    assert gpu_support(spec(344), "kernels", "sm_90").ok
+    declined = gpu_support(spec(352), "kernels", "sm_90")
     assert not declined.ok and "static shared memory" in declined.reason
     need("sm_90")
     for d, builds in ((344, True), (352, False)):  # the verdict agrees with the real compiler
-        v = CP.kernel_variant(spec(d))
+        v = gpu_launch(spec(d)).variant
         r = toolchains.compile_source(kernels.program_text(v.source), "sm_90",
                                       defines={"ACCEL_WARP": 32, **v.defines}, filename=v.source)
         assert r.ok is builds, r.log[-500:]
@@ -507,10 +510,10 @@ def test_attention_head_dims_beyond_static_shared_memory_are_declined_not_miscom
 
 def test_sizes_beyond_int32_kernel_arguments_are_declined_not_overflowed():
     huge = S.matmul_spec((1, 2**31), "float16", (2**31, 1), "float16")
-    verdict = CP.support_for(huge, "kernels", "sm_90")
+    verdict = gpu_support(huge, "kernels", "sm_90")
     assert not verdict.ok and "32-bit" in verdict.reason and "K" in verdict.reason
-    assert not CP.support_for(huge, "vendor", "sm_90").ok  # declined until verified on a GPU
+    assert not gpu_support(huge, "vendor", "sm_90").ok  # declined until verified on a GPU
     # 16 query heads on one kv head: 2**31 rows in attention.cl's one run, though Sq fits
     gqa = S.attention_spec((1, 16, 2**27, 8), (1, 1, 16, 8), (1, 1, 16, 8), ("float16",) * 3)
-    verdict = CP.support_for(gqa, "kernels", "sm_90")
+    verdict = gpu_support(gqa, "kernels", "sm_90")
     assert not verdict.ok and "rows_per_kv_head" in verdict.reason

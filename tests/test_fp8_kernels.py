@@ -13,17 +13,15 @@ import pytest
 import accel
 import accel.kernels as K
 from accel import spec as S
-from accel.backends.cupy import plan as CP
-from accel.backends.opencl.plan import DeviceFacts, Operand, Placeholder, plan_for, support
+from accel.backends.plan import IMPLS, DeviceFacts, Operand, Placeholder, plan_for, support
+from planning import gpu_plan, gpu_support, kernel_path
 from accel.dtypes import FP8_DTYPES
 
 E4, E5, FNUZ = FP8_DTYPES
 #: every (a, b) format pair accel.spec allows
 PAIRS = [(E4, E4), (E4, E5), (E5, E4), (FNUZ, FNUZ)]
-FACTS = {"cpu": DeviceFacts(compute_units=2, local_mem=32 * 1024, mem_align_bytes=128,
-                            correctly_rounded_divide=True, denormals=True),
-         "gpu": DeviceFacts(compute_units=132, local_mem=48 * 1024, mem_align_bytes=512,
-                            correctly_rounded_divide=True, denormals=True)}
+FACTS = {"cpu": DeviceFacts("opencl", compute_units=2, local_mem=32 * 1024, mem_align_bytes=128),
+         "gpu": DeviceFacts("opencl", compute_units=132, local_mem=48 * 1024, mem_align_bytes=512)}
 PARAMS = {"cpu": {"scaled_matmul": K.CPU_SCALED_MATMUL},
           "gpu": {"scaled_matmul": {**K.GPU_SCALED_MATMUL, "WG": K.SCALED_MATMUL_WG}}}
 
@@ -42,9 +40,9 @@ def test_opencl_launch_covers_every_output_with_the_operands_in_order(device, M,
     [launch] = plan_for(spec, FACTS[device], PARAMS[device])
     d = launch.variant.defines
     assert launch.kernel == "scaled_matmul" and (d["A_FP8"], d["B_FP8"]) == ("e4m3fn", "e4m3fn")
-    assert all(g % loc == 0 for g, loc in zip(launch.gsize, launch.lsize))
-    cols, rows = launch.gsize[0] * d["TN"], launch.gsize[1] * d["TM"]
-    assert cols >= N > cols - launch.lsize[0] * d["TN"] and rows >= M > rows - launch.lsize[1] * d["TM"]
+    items = [g * b for g, b in zip(launch.grid, launch.block)]
+    cols, rows = items[0] * d["TN"], items[1] * d["TM"]
+    assert cols >= N > cols - launch.block[0] * d["TN"] and rows >= M > rows - launch.block[1] * d["TM"]
     bias = Operand("bias") if spec.bias_dtype else Placeholder()
     assert launch.buffers == (*map(Operand, ("a", "b", "scale_a", "scale_b")), bias, Operand("out"))
     # the granularity and dtypes travel as arguments: one build per format pair
@@ -55,8 +53,8 @@ def test_opencl_launch_covers_every_output_with_the_operands_in_order(device, M,
 @pytest.mark.parametrize("M,N", [(1, 1), (65, 129), (300, 7)])
 def test_cuda_and_hip_grids_cover_every_output(M, N):
     spec = _spec(M, 128, N, "block")
-    v = CP.kernel_variant(spec)
-    name, grid, block = CP.launch_plan(spec, v)
+    [launch] = gpu_plan(spec, impl="kernels")
+    v, name, grid, block = launch.variant, launch.kernel, launch.grid, launch.block
     d = v.defines
     assert name == "scaled_matmul" and block == (K.SCALED_MATMUL_WG, K.SCALED_MATMUL_WG, 1)
     cols, rows = grid[0] * block[0] * d["TN"], grid[1] * block[1] * d["TM"]
@@ -67,12 +65,12 @@ def test_cuda_and_hip_grids_cover_every_output(M, N):
 @pytest.mark.parametrize("pair", PAIRS)
 def test_every_pair_is_supported_on_every_path_and_opencl_declines_flushing_devices(pair):
     spec = _spec(5, 256, 9, "block", pair, "float16", "float32")
-    for impl in CP.IMPLS:  # the shared kernel, or FP8 tensor cores (tests/test_scaled_matmul_mma.py)
+    for impl in IMPLS:  # the shared kernel, or FP8 tensor cores (tests/test_scaled_matmul_mma.py)
         tensorcore = impl in ("auto", "tensorcore") and FNUZ not in pair
-        assert CP.kernel_path(spec, impl, "sm_90") == ("tensorcore" if tensorcore else "kernels")
-        assert CP.kernel_path(spec, impl, "sm_80") == ("tensorcore" if impl == "tensorcore" and
+        assert kernel_path(spec, impl, "sm_90") == ("tensorcore" if tensorcore else "kernels")
+        assert kernel_path(spec, impl, "sm_80") == ("tensorcore" if impl == "tensorcore" and
                                                        FNUZ not in pair else "kernels")
-        assert CP.support_for(spec, impl, "sm_90").ok and CP.support_for(spec, impl, "gfx90a").ok == (
+        assert gpu_support(spec, impl, "sm_90").ok and gpu_support(spec, impl, "gfx90a").ok == (
             not (impl == "tensorcore" and FNUZ not in pair))
     assert support(spec, FACTS["cpu"], PARAMS["cpu"]).ok
     flushing = dataclasses.replace(FACTS["cpu"], denormals=False)
@@ -132,4 +130,4 @@ def test_the_gpu_tiling_runs_correctly_on_pocl():
     assert results and all(r.status == "passed" for r in results), \
         [(r.case.id, r.reason) for r in results if r.status != "passed"]
     [launch] = plan_for(_spec(5, 33, 17), be.facts, be.params)  # what those cases ran
-    assert launch.lsize == (K.SCALED_MATMUL_WG,) * 2 and launch.variant.defines["VW"] == 1
+    assert launch.block == (K.SCALED_MATMUL_WG,) * 2 + (1,) and launch.variant.defines["VW"] == 1

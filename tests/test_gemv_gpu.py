@@ -138,7 +138,7 @@ def test_qgemv_launch_contract(rng, monkeypatch):
         _check(be, rng, "q4_0", "float32", M, 20, 64)
     (what8, g8, l8), (what9, _, _) = seen
     assert "qgemv" in what8 and "qgemv" not in what9
-    assert l8 == (32, 1) and g8 == (4 * 32, 4)  # ceil(20 / 6) groups over N, ceil(8 / 2) over M
+    assert l8 == (32, 1, 1) and g8 == (4 * 32, 4, 1)  # ceil(20 / 6) groups over N, ceil(8 / 2) over M
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ def test_qgemv_stream_launch_contract(streaming, rng, monkeypatch):
     _check(be, rng, "q4_0", "float32", 3, 20, 128)
     _check(be, rng, "q4_0", "float32", 3, 20, 96)
     (what, gsize, lsize), (what_odd, _, _) = seen
-    assert "qgemv_stream" in what and lsize == (64, 1) and gsize == (4 * 64, 3)
+    assert "qgemv_stream" in what and lsize == (64, 1, 1) and gsize == (4 * 64, 3, 1)
     assert "qgemv_stream" not in what_odd and "qgemv" in what_odd
 
 
@@ -258,7 +258,7 @@ def test_qgemv_runs_launch_contract(runs, rng, monkeypatch):
     _check(be, rng, "q4_0", "float32", 3, 20, 512)
     _check(be, rng, "q4_0", "float32", 3, 20, 256 + 32)
     (what, gsize, lsize), (what_odd, _, _) = seen
-    assert "qgemv_runs" in what and lsize == (16, 1) and gsize == (4 * 16, 3)
+    assert "qgemv_runs" in what and lsize == (16, 1, 1) and gsize == (4 * 16, 3, 1)
     assert "qgemv_runs" not in what_odd and "qgemv" in what_odd
 
 
@@ -291,7 +291,7 @@ def test_a_device_without_room_for_the_gemv_declines_it():
     # the batches the GEMV does not serve
     import dataclasses
 
-    from accel.backends.opencl.plan import support
+    from accel.backends.plan import support
 
     be = _backend(K.GPU_GEMV)
     need = K.gemv_local_bytes(K.GPU_GEMV, "q4_0", shuffles=False)

@@ -142,10 +142,10 @@ def test_the_read_probe_reads_every_word_once():
 def test_the_read_probe_builds_for_gpus(arch):
     from gpu_toolchains import need
 
-    from accel.backends.cupy import plan as cupy_plan
+    from accel.backends.cupy import build as cupy_build
 
     need(arch)
-    r = cupy_plan.build_kernel(gpu_goals.READ_PROBE, "read_probe", arch, 32 if arch.startswith("sm") else 64)
+    r = cupy_build.build_kernel(gpu_goals.READ_PROBE, "read_probe", arch, 32 if arch.startswith("sm") else 64)
     assert r.resources["read_probe"].spills == 0
 
 
@@ -183,13 +183,13 @@ def test_prebuild_fills_the_cache_the_backend_reads(tmp_path, monkeypatch):
     from gpu_toolchains import need
 
     from accel import kernels
-    from accel.backends.cupy import plan as cupy_plan
+    from accel.backends.cupy import build as cupy_build
 
     need("sm_90")
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     variants = [kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "RUNS_TEAMS": t}) for t in (3, 5)]
     gpu_goals.prebuild("sm_90", 32, variants)
     for v in variants:
-        r = cupy_plan.build_kernel(kernels.program_text(v.source), "qgemv_runs", "sm_90", 32,
+        r = cupy_build.build_kernel(kernels.program_text(v.source), "qgemv_runs", "sm_90", 32,
                                    options=tuple(v.options()))
         assert r.ok and r.cached and "qgemv_runs" in r.resources

@@ -13,7 +13,7 @@ import accel
 import accel.kernels as K
 import accel.spec as S
 from accel.backends.opencl import params as P
-from accel.backends.opencl.plan import plan_for
+from accel.backends.plan import plan_for
 from accel.conformance import oracle, tolerance
 from accel.conformance.compare import compare_values
 from accel.formats import get_format

@@ -27,9 +27,10 @@ TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
 ALLOWED = {"base": {"base"}, "runtime": {"base", "runtime"}, "kernels": {"base", "kernels"},
            "backends": {"base", "runtime", "kernels", "backends"},
            "conformance": {"base", "runtime", "kernels", "conformance"}}
-#: what every kernel runtime shares (no vendor package): any backend family may import it
-SHARED_RUNTIME = "accel.backends.runtime"
-#: a backend family's vendor package, which its device-free planner must not import
+#: what every kernel runtime shares (no vendor package): any backend family may import them
+PLANNER = "accel.backends.plan"  # the one device-free planner
+SHARED = {"accel.backends.runtime", PLANNER}
+#: the backend families' vendor packages, which the planner must not import
 VENDOR = {"opencl": "pyopencl", "cupy": "cupy"}
 
 
@@ -109,20 +110,19 @@ def violations(edges: dict[str, list[tuple[str, int]]]) -> list[str]:
             where = f"{module}:{line} imports {name}"
             vendor = name.split(".")[0]
             if vendor in VENDOR.values():
-                if module.endswith(".plan") and VENDOR.get(family) == vendor:
-                    found.append(f"{where} (a planner stays device-free: no vendor package)")
+                if module == PLANNER:
+                    found.append(f"{where} (the planner stays device-free: no vendor package)")
                 continue
             dst = layer(name)
             if src != "tool" and dst == "tool":
                 found.append(f"{where} (nothing below the tools imports a tool)")
             elif src != "tool" and dst not in ALLOWED[src]:
                 found.append(f"{where} ({src} may import only {sorted(ALLOWED[src])})")
-            elif src == "backends" and dst == "backends" and name not in ("accel.backends", SHARED_RUNTIME):
-                other = name.split(".")[2]
-                if other != family:
+            elif module == PLANNER and dst == "backends" and name != "accel.backends":
+                found.append(f"{where} (the planner never imports a runtime or backend class)")
+            elif src == "backends" and dst == "backends" and name not in ("accel.backends", *SHARED):
+                if name.split(".")[2] != family:
                     found.append(f"{where} (one backend family never imports another)")
-                elif module.endswith(".plan") and name == f"accel.backends.{family}.backend":
-                    found.append(f"{where} (a planner never imports its backend class)")
     return found
 
 
@@ -189,9 +189,10 @@ def test_no_import_cycle(edges):
     ("accel.ops", "accel.conformance.bench.suite", "nothing below the tools imports a tool"),
     ("accel.kernels.toolchains", "accel.backend", "kernels may import only"),
     ("accel.backends.cpu", "accel.backends.opencl.params", "one backend family never imports another"),
-    ("accel.backends.opencl.plan", "accel.backends.opencl.backend", "never imports its backend class"),
-    ("accel.backends.opencl.plan", "pyopencl", "no vendor package"),
-    ("accel.backends.cupy.plan", "cupy.cuda", "no vendor package"),
+    ("accel.backends.plan", "accel.backends.opencl.backend", "never imports a runtime or backend class"),
+    ("accel.backends.plan", "accel.backends.runtime", "never imports a runtime or backend class"),
+    ("accel.backends.plan", "pyopencl", "no vendor package"),
+    ("accel.backends.plan", "cupy.cuda", "no vendor package"),
     ("accel.conformance.runner", "accel.backends.cpu", "conformance may import only"),
     ("accel.conformance.results", "accel.cli", "nothing below the tools imports a tool"),
 ])

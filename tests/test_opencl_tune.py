@@ -93,7 +93,7 @@ def test_tune_kgemv_chooses_qgemv_kx_rows_and_the_planner_uses_them(tmp_path, mo
     XRN is the M = 1 tile of the x_format plan on a new backend instance."""
     import accel.spec as S
     from accel.backends.opencl import params as P
-    from accel.backends.opencl.plan import plan_for
+    from accel.backends.plan import plan_for
     from accel.formats import get_format
 
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))

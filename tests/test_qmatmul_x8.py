@@ -150,13 +150,13 @@ def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monk
     for M in (8, 9):
         _run(be, rng.standard_normal((M, 64)).astype(np.float32), raw, "q4_0", 20)
     (q8, gq8, _), (what8, g8, l8), (q9, gq9, _), (what9, _, _) = seen
-    assert q8 == q9 == "quantize_x8" and gq8 == (64,) and gq9 == (64,)  # 16 and 18 blocks of x
-    assert "qgemv_x8" in what8 and l8 == (32, 1) and g8 == (4 * 32, 4)  # as qgemv's contract
+    assert q8 == q9 == "quantize_x8" and gq8 == (64, 1, 1) and gq9 == (64, 1, 1)  # 16 and 18 blocks of x
+    assert "qgemv_x8" in what8 and l8 == (32, 1, 1) and g8 == (4 * 32, 4, 1)  # as qgemv's contract
     assert "qmatmul_x8" in what9
     be = _opencl({**p, "GEMV_KSPLIT": 2})  # the 2 teams share their 3 rows: ceil(20 / 3) groups
     seen = _launches(be, monkeypatch)
     _run(be, rng.standard_normal((3, 64)).astype(np.float32), raw, "q4_0", 20)
-    assert seen[1][1:] == ((7 * 32, 2), (32, 1))
+    assert seen[1][1:] == ((7 * 32, 2, 1), (32, 1, 1))
 
 
 @needs_opencl
@@ -220,7 +220,7 @@ def test_opencl_declines_x_format_where_it_declines_quantize(fact):
     # inexact (an approximate 1/d, flushed denormals) it is declined with the same reason
     import dataclasses
 
-    from accel.backends.opencl.plan import support
+    from accel.backends.plan import support
 
     be = _opencl()
     facts = dataclasses.replace(be.facts, **{fact: False})

@@ -13,7 +13,8 @@ from gpu_toolchains import built_without_spills, need, ptx_entries
 
 import accel.kernels as K
 from accel import spec as S
-from accel.backends.cupy import plan as CP
+from accel.backends.plan import accumulator
+from planning import gpu, gpu_launch, gpu_support, kernel_path
 from accel.dtypes import FP8_DTYPES
 from accel.errors import DTypeError
 from accel.kernels import check as KC
@@ -123,29 +124,29 @@ def test_the_hopper_kernel_really_issues_fp8_wgmma(pair, types):
 def test_auto_takes_fp8_tensor_cores_from_sm89_at_every_granularity(arch, path, scaling):
     for pair in ((E4, E4), (E4, E5), (E5, E4)):
         spec = _spec(33, 256, 130, scaling, pair)
-        assert CP.kernel_path(spec, "auto", arch) == path
-        assert CP.kernel_variant(spec, path).source == (
+        assert kernel_path(spec, "auto", arch) == path
+        assert gpu_launch(spec, arch=arch or "sm_90", impl="auto" if arch else path).variant.source == (
             "scaled_matmul_mma.cu" if path == "tensorcore" else "scaled_matmul.cl")
-        assert CP.support_for(spec, "auto", arch).ok
+        assert gpu_support(spec, "auto", arch).ok
     fnuz = _spec(33, 256, 130, scaling, (FNUZ, FNUZ))
-    assert CP.kernel_path(fnuz, "auto", arch) == CP.kernel_path(fnuz, "tensorcore", arch) == "kernels"
+    assert kernel_path(fnuz, "auto", arch) == kernel_path(fnuz, "tensorcore", arch) == "kernels"
 
 
 def test_forced_tensorcore_is_declined_below_sm89_with_the_reason():
     spec = _spec(5, 64, 9)
-    verdict = CP.support_for(spec, "tensorcore", "sm_86")
+    verdict = gpu_support(spec, "tensorcore", "sm_86")
     assert not verdict.ok
     assert "scaled_matmul needs sm_89 or later (FP8 mma); this device is sm_86" in verdict.reason
-    assert "AMD" in CP.support_for(spec, "tensorcore", "gfx942").reason
-    assert CP.support_for(spec, "tensorcore", "sm_89").ok
-    assert CP.kernel_path(spec, "kernels", "sm_90") == CP.kernel_path(spec, "vendor", "sm_90") == "kernels"
+    assert "AMD" in gpu_support(spec, "tensorcore", "gfx942").reason
+    assert gpu_support(spec, "tensorcore", "sm_89").ok
+    assert kernel_path(spec, "kernels", "sm_90") == kernel_path(spec, "vendor", "sm_90") == "kernels"
 
 
 def test_the_async_kernel_needs_whole_aligned_16_byte_chunks():
     for arch, fast in (("sm_89", "scaled_matmul_mma_vec"), ("sm_90", "scaled_matmul_wgmma"),
                        ("sm_100", "scaled_matmul_mma_vec")):
         def pick(spec, a=256, b=512, arch=arch):
-            return CP.tensorcore_kernel(spec, arch, a, b)[1]
+            return gpu_launch(spec, arch=arch, impl="tensorcore", align=min(a & -a, b & -b, 256)).kernel
 
         assert pick(_spec(5, 64, 32)) == fast
         assert pick(_spec(5, 64, 32), a=264) == pick(_spec(5, 64, 32), b=520) == "scaled_matmul_mma"
@@ -153,25 +154,25 @@ def test_the_async_kernel_needs_whole_aligned_16_byte_chunks():
 
 
 @pytest.mark.parametrize("M,N", [(1, 1), (129, 257), (8192, 8192), (300, 7)])
-@pytest.mark.parametrize("build", [K.scaled_matmul_mma, K.scaled_matmul_wgmma])
-def test_grid_covers_the_output_once(M, N, build):
+@pytest.mark.parametrize("arch", ["sm_89", "sm_90"])  # mma.sync's kernel, wgmma's
+def test_grid_covers_the_output_once(M, N, arch):
     spec = _spec(M, 128, N, "block")
-    v = build(E4, E4)
-    name, grid, block = CP.launch_plan(spec, v)
+    launch = gpu_launch(spec, arch=arch, impl="tensorcore")
+    v, name, grid, block = launch.variant, launch.kernel, launch.grid, launch.block
     d = v.defines
-    assert name == v.kernels[0] and block == (256, 1, 1) and grid[2] == 1
+    assert name in v.kernels and block == (256, 1, 1) and grid[2] == 1
     assert grid[0] * d["BN"] >= N > (grid[0] - 1) * d["BN"]
     assert grid[1] * d["BM"] >= M > (grid[1] - 1) * d["BM"]
 
 
 def test_the_tensor_core_path_declares_its_reduced_accumulation():
     spec = _spec(5, 64, 9, "tensor", out="float32")
-    assert CP.accumulator_for(spec, "auto", "sm_90") == "tf32"
-    assert CP.accumulator_for(spec, "tensorcore", "sm_89") == "tf32"
-    assert CP.accumulator_for(spec, "auto", "sm_86") == "float32"
-    assert CP.accumulator_for(spec, "kernels", "sm_90") == "float32"
+    assert accumulator(spec, gpu("sm_90", "auto")) == "tf32"
+    assert accumulator(spec, gpu("sm_89", "tensorcore")) == "tf32"
+    assert accumulator(spec, gpu("sm_86", "auto")) == "float32"
+    assert accumulator(spec, gpu("sm_90", "kernels")) == "float32"
     fnuz = _spec(5, 64, 9, "tensor", (FNUZ, FNUZ), "float32")
-    assert CP.accumulator_for(fnuz, "auto", "sm_90") == "float32"
+    assert accumulator(fnuz, gpu("sm_90", "auto")) == "float32"
 
 
 # -- what the GPU run checks --------------------------------------------------------------------
@@ -185,7 +186,7 @@ def test_the_full_profile_reaches_both_kernels_for_every_pair():
         spec = build(case)[0]
         # fresh device buffers are 256-byte aligned: the shapes decide
         for arch in ("sm_89", "sm_90"):
-            name = CP.tensorcore_kernel(spec, arch, 256, 512)[1]
+            name = gpu_launch(spec, arch=arch, impl="tensorcore").kernel
             reached.setdefault((spec.a_dtype, spec.b_dtype), set()).add(f"{name} {spec.scaling}")
     want = {f"{k} {g}" for k in ("scaled_matmul_mma", "scaled_matmul_mma_vec", "scaled_matmul_wgmma")
             for g in ("row", "block")}

@@ -12,7 +12,7 @@ import accel.kernels as K
 from accel.kernels import check as KC
 from accel import spec as S
 from accel.kernels import toolchains
-from accel.backends.cupy import plan as CP
+from planning import gpu_launch
 
 WGMMA_VARIANTS = [v for v in K.variants() if v.source == "matmul_wgmma.cu"]
 
@@ -69,10 +69,9 @@ def test_dynamic_shared_memory_is_the_stages_of_both_tiles_plus_alignment():
 @pytest.mark.parametrize("m,n,batch", [(1, 8, 1), (128, 256, 1), (129, 264, 3), (4096, 4096, 1)])
 def test_grid_covers_the_output_once(m, n, batch):
     spec = S.matmul_spec((batch, m, 64), "bfloat16", (64, n), "bfloat16")
-    v, name = CP.tensorcore_kernel(spec, "sm_90", 256, 512)
-    plan_name, grid, block = CP.launch_plan(spec, v)
-    d = v.defines
-    assert name == plan_name == "matmul_wgmma" and block == (2 * d["BM"], 1, 1)
+    launch = gpu_launch(spec, arch="sm_90", impl="tensorcore")
+    name, grid, block, d = launch.kernel, launch.grid, launch.block, launch.variant.defines
+    assert name == "matmul_wgmma" and block == (2 * d["BM"], 1, 1)
     assert grid[0] * d["BN"] >= n > (grid[0] - 1) * d["BN"]
     assert grid[1] * d["BM"] >= m > (grid[1] - 1) * d["BM"]
     assert grid[2] == batch

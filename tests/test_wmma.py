@@ -15,7 +15,9 @@ import accel.kernels as K
 from accel.kernels import check as KC
 from accel import spec as S
 from accel.kernels import toolchains
-from accel.backends.cupy import plan as CP
+from accel.backends.cupy.build import wmma_header_missing
+from accel.backends.plan import accumulator
+from planning import gpu, gpu_launch, gpu_support, kernel_path, tensorcore_reason
 from accel.backends.cupy.cuda import CUDABackend
 from accel.errors import ArgumentError, DTypeError
 
@@ -35,7 +37,7 @@ def need_wmma(*archs: str) -> None:
     """NVRTC for ``archs`` and the WMMA header (crt/mma.h, the nvidia-cuda-crt wheel): skipped
     without them, failed in CI (ACCEL_REQUIRE_TOOLCHAINS=1) like every compile test."""
     need(*archs)
-    if why := CP._wmma_header_missing():
+    if why := wmma_header_missing():
         missing(why)
 
 
@@ -99,58 +101,58 @@ def test_tensor_cores_and_async_copies_are_really_used(dtype, token):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"])
 def test_ampere_and_later_have_tensor_cores(arch):
     need_wmma()
-    assert CP.tensorcore_reason(arch) is None
-    assert CP.kernel_path(BF16, "auto", arch) == "tensorcore"
-    assert CP.kernel_path(F16, "auto", arch) == "tensorcore"
+    assert tensorcore_reason(arch) is None
+    assert kernel_path(BF16, "auto", arch) == "tensorcore"
+    assert kernel_path(F16, "auto", arch) == "tensorcore"
 
 
 @pytest.mark.parametrize("arch,why", [("sm_75", "needs sm_80 or later"), ("sm_70", "this device is sm_70"),
                                       ("gfx90a", "CUDA-only"), ("gfx1100", "CUDA-only"),
                                       (None, "no device arch")])
 def test_older_gpus_and_amd_fall_back_to_the_shared_kernels(arch, why):
-    assert why in CP.tensorcore_reason(arch)
-    assert CP.kernel_path(BF16, "auto", arch) == "kernels"
-    assert CP.support_for(BF16, "auto", arch).ok
+    assert why in tensorcore_reason(arch)
+    assert kernel_path(BF16, "auto", arch) == "kernels"
+    assert gpu_support(BF16, "auto", arch).ok
 
 
 def test_each_setting_picks_its_path():
     for arch in ("sm_90", "sm_75", "gfx90a"):
-        assert CP.kernel_path(BF16, "kernels", arch) == "kernels"  # the SIMT kernel, as asked
-        assert CP.kernel_path(BF16, "vendor", arch) == "vendor"
-        assert CP.kernel_path(BF16, "tensorcore", arch) == "tensorcore"  # forced: supports() judges
+        assert kernel_path(BF16, "kernels", arch) == "kernels"  # the SIMT kernel, as asked
+        assert kernel_path(BF16, "vendor", arch) == "vendor"
+        assert kernel_path(BF16, "tensorcore", arch) == "tensorcore"  # forced: supports() judges
         # tensor cores take 16-bit floats only: float32 and int8 stay on the shared kernels
         for spec in (F32, I8):
-            assert CP.kernel_path(spec, "auto", arch) == "kernels"
-            assert CP.kernel_path(spec, "tensorcore", arch) == "kernels"
-    assert CP.kernel_variant(BF16, "tensorcore").source == "matmul_wmma.cu"
-    assert CP.kernel_variant(BF16, "kernels").source == "matmul.cl"
+            assert kernel_path(spec, "auto", arch) == "kernels"
+            assert kernel_path(spec, "tensorcore", arch) == "kernels"
+    assert gpu_launch(BF16, arch="sm_80", impl="tensorcore").variant.source == "matmul_wmma.cu"
+    assert gpu_launch(BF16, arch="sm_80", impl="kernels").variant.source == "matmul.cl"
 
 
 @pytest.mark.parametrize("arch", ["sm_75", "gfx90a"])
 def test_forced_tensorcore_is_declined_with_the_reason(arch):
-    verdict = CP.support_for(BF16, "tensorcore", arch)
+    verdict = gpu_support(BF16, "tensorcore", arch)
     assert not verdict.ok
     assert verdict.reason.startswith("impl='tensorcore': ") and arch in verdict.reason
-    assert CP.support_for(F32, "tensorcore", arch).ok  # not a tensor-core case: shared kernel
+    assert gpu_support(F32, "tensorcore", arch).ok  # not a tensor-core case: shared kernel
 
 
 def test_forced_tensorcore_is_supported_on_hopper():
     need_wmma()
-    assert CP.support_for(BF16, "tensorcore", "sm_90").ok
-    assert CP.support_for(F16, "tensorcore", "sm_80").ok
+    assert gpu_support(BF16, "tensorcore", "sm_90").ok
+    assert gpu_support(F16, "tensorcore", "sm_80").ok
 
 
 def test_headers_without_wmma_fall_back_with_the_reason(tmp_path, monkeypatch):
     (tmp_path / "cuda_fp16.h").write_text("")  # a CUDA include dir as the runtime wheel has it
     monkeypatch.setattr(toolchains, "cuda_include_dirs", lambda: (str(tmp_path),))
-    CP._wmma_header_missing.cache_clear()
+    wmma_header_missing.cache_clear()
     try:
-        assert "lack crt/mma.h (WMMA): pip install nvidia-cuda-crt" in CP.tensorcore_reason("sm_90")
-        assert CP.kernel_path(BF16, "auto", "sm_90") == "kernels"
-        verdict = CP.support_for(BF16, "tensorcore", "sm_90")
+        assert "lack crt/mma.h (WMMA): pip install nvidia-cuda-crt" in tensorcore_reason("sm_90")
+        assert kernel_path(BF16, "auto", "sm_90") == "kernels"
+        verdict = gpu_support(BF16, "tensorcore", "sm_90")
         assert not verdict.ok and "nvidia-cuda-crt" in verdict.reason
     finally:
-        CP._wmma_header_missing.cache_clear()
+        wmma_header_missing.cache_clear()
 
 
 def test_a_toolkit_supplies_what_the_runtime_wheel_lacks(tmp_path, monkeypatch):
@@ -164,33 +166,32 @@ def test_a_toolkit_supplies_what_the_runtime_wheel_lacks(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_HOME", str(toolkit))
     real = toolchains.cuda_include_dirs
     real.cache_clear()
-    CP._wmma_header_missing.cache_clear()
+    wmma_header_missing.cache_clear()
     try:
         dirs = toolchains.cuda_include_dirs()
         assert str(toolkit / "include") in dirs
         monkeypatch.setattr(toolchains, "cuda_include_dirs", lambda: (str(wheel), str(toolkit / "include")))
-        assert CP._wmma_header_missing() is None
+        assert wmma_header_missing() is None
         opts = toolchains.build_options(toolchains.parse_target("sm_90"), (13, 0))
         assert opts.index(f"-I{wheel}") < opts.index(f"-I{toolkit / 'include'}")  # wheel first
     finally:
         real.cache_clear()
-        CP._wmma_header_missing.cache_clear()
+        wmma_header_missing.cache_clear()
 
 
 def test_accumulation_stays_float32(monkeypatch):
     monkeypatch.setenv("CUPY_TF32", "1")  # asks cuBLAS for tf32; WMMA on 16-bit inputs is unaffected
     for impl in ("auto", "tensorcore"):
-        assert CP.accumulator_for(BF16, impl) == "float32"
-        assert CP.accumulator_for(F16, impl) == "float32"
+        assert accumulator(BF16, gpu("sm_90", impl)) == "float32"
+        assert accumulator(F16, gpu("sm_90", impl)) == "float32"
 
 
 # -- launch geometry ------------------------------------------------------------------------------
 @pytest.mark.parametrize("spec", [BF16, F16, S.matmul_spec((1, 1), "float16", (1, 1), "float16"),
                                   S.matmul_spec((2, 1, 257, 64), "bfloat16", (3, 64, 129), "bfloat16")])
 def test_grid_covers_the_output_once(spec):
-    v = CP.kernel_variant(spec, "tensorcore")
-    name, grid, block = CP.launch_plan(spec, v)
-    d = v.defines
+    launch = gpu_launch(spec, arch="sm_80", impl="tensorcore", align=2)  # the any-shape kernel
+    name, grid, block, d = launch.kernel, launch.grid, launch.block, launch.variant.defines
     assert name == "matmul_wmma" and block == (32 * d["WARPS_M"] * d["WARPS_N"], 1, 1)
     assert grid[0] * d["BN"] >= spec.N > (grid[0] - 1) * d["BN"]
     assert grid[1] * d["BM"] >= spec.M > (grid[1] - 1) * d["BM"]
@@ -200,7 +201,7 @@ def test_grid_covers_the_output_once(spec):
 def test_grid_limits_are_declined():
     need_wmma()
     huge_batch = S.matmul_spec((70000, 2, 2), "bfloat16", (2, 2), "bfloat16")
-    verdict = CP.support_for(huge_batch, "tensorcore", "sm_90")
+    verdict = gpu_support(huge_batch, "tensorcore", "sm_90")
     assert not verdict.ok and "65535" in verdict.reason
 
 
@@ -208,7 +209,8 @@ def test_the_async_kernels_need_aligned_whole_chunks():
     spec = S.matmul_spec((5, 64), "bfloat16", (64, 24), "bfloat16")
     for arch, fast in (("sm_80", "matmul_wmma_vec"), ("sm_90", "matmul_wgmma"), ("sm_100", "matmul_wmma_vec")):
         def pick(a_addr, b_addr, s=spec):
-            return CP.tensorcore_kernel(s, arch, a_addr, b_addr)[1]
+            align = min(a_addr & -a_addr, b_addr & -b_addr, 256)
+            return gpu_launch(s, arch=arch, impl="tensorcore", align=align).kernel
 
         assert pick(1 << 20, 256) == fast
         assert pick((1 << 20) + 8, 256) == "matmul_wmma"  # A 8-byte aligned only
@@ -220,7 +222,8 @@ def test_the_async_kernels_need_aligned_whole_chunks():
 
 # -- typed errors -------------------------------------------------------------------------------
 def test_a_bad_impl_is_a_typed_error():
-    backend = object.__new__(CUDABackend)  # the property needs no device
+    backend = object.__new__(CUDABackend)  # the property needs no device, only its facts
+    backend.facts = gpu("sm_90", "auto")
     backend.impl = "vendor"
     assert backend.impl == "vendor"
     backend.impl = "tensorcore"
@@ -230,9 +233,9 @@ def test_a_bad_impl_is_a_typed_error():
         backend.impl = "wmma"
     assert backend.impl == "tensorcore"  # a rejected value changes nothing
     with pytest.raises(ArgumentError, match="^impl: expected"):
-        CP.kernel_path(BF16, "cublas", "sm_90")
+        kernel_path(BF16, "cublas", "sm_90")
     with pytest.raises(ArgumentError, match="^target: expected"):
-        CP.tensorcore_reason("sm90")
+        tensorcore_reason("sm90")
 
 
 def test_the_gpu_run_covers_the_tensorcore_paths():

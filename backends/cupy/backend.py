@@ -18,13 +18,14 @@ environment variable ``ACCEL_CUDA_IMPL`` / ``ACCEL_HIP_IMPL``, else ``"auto"``):
 - ``"tensorcore"``: float16/bfloat16 matmul and attention (head dims 64 and 128) on NVIDIA
   tensor cores (kernels/matmul_wgmma.cu, matmul_wmma.cu, attention_mma.cu; sm_80 and later),
   and FP8 scaled_matmul of e4m3fn/e5m2 (kernels/scaled_matmul_mma.cu; sm_89 and later);
-  declined with the reason elsewhere; :func:`accel.backends.cupy.plan.tensorcore_kernel` picks
-  one by the operands' addresses), everything else as ``"kernels"``;
+  declined with the reason elsewhere; the planner picks one by the operands' alignment),
+  everything else as ``"kernels"``;
 - ``"auto"``: ``"tensorcore"`` where the device has it, else ``"kernels"``.
 
-Which of these computes a spec, with which kernel, grid and block, and whether it is supported
-is decided without a device in backends/cupy/plan.py; this module is the device side: discovery,
-memory, loading and launching kernels, timing, DLPack.
+Which of these computes a spec, with which kernels, grids and blocks, and whether it is
+supported is decided without a device by the one planner of every kernel runtime,
+backends/plan.py (:class:`accel.backends.runtime.KernelRuntime` runs its plans); this module is
+the device side: discovery, memory, loading and launching kernels, timing, DLPack.
 """
 from __future__ import annotations
 
@@ -33,25 +34,25 @@ import functools
 import math
 import os
 import sys
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Iterator
 
 import numpy as np
 
 from accel import kernels
-from accel.backend import Backend, DeviceInfo, Support
-from accel.backends.runtime import DecoderKernels
+from accel.backend import DeviceInfo
+from accel.backends.runtime import KernelRuntime
 from accel.dtypes import to_numpy_dtype
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DTypeError, UnsupportedError, expected)
 from accel.exact_int8 import exact_int8_matmul
 from accel.kernels import toolchains
 from accel.registry import ForkGuard
-from accel.spec import quantize_spec
 from accel.tensor import Tensor
 
-from accel.backends.cupy.plan import (IMPLS, STATIC_SHARED_MAX, TENSORCORE_KERNEL, accumulator_for,
-                                      build_kernel, build_variant, kernel_path, kernel_variant,
-                                      launch_plan, support_for, tensorcore_kernel, tensorcore_reason)
+from accel.backends.cupy.build import STATIC_SHARED_MAX, build_kernel, build_variant, wmma_header_missing
+from accel.backends import plan
+from accel.backends.plan import (DEFAULT_TILES, IMPLS, TENSORCORE_KERNEL, Launch, Operand, Placeholder,
+                                 Scratch, Upload, kernel_path, tensorcore_reason)
 
 
 #: a CUDA or HIP context does not survive fork(): a forked child's first call would fail or hang
@@ -149,12 +150,8 @@ def _storage_dtype(dtype: str):
 
 
 # -- the backend --------------------------------------------------------------------------------
-class CuPyBackend(DecoderKernels, Backend):
+class CuPyBackend(KernelRuntime):
     """One CuPy device; subclasses fix the platform (``cuda`` or ``hip``)."""
-    # the x_formats and formats its kernels compute (quant.cl's and kquant.cl's)
-    x_formats = kernels.KERNEL_X_FORMATS + ("q8_1", "q8_k")
-    formats = kernels.KERNEL_FORMATS + kernels.KQUANT_FORMATS + kernels.CODEBOOK_FORMATS
-    attention_options = True  # attention.cl's window, softcap and sinks
 
     platform: ClassVar[str]
     vendor: ClassVar[str]
@@ -232,9 +229,12 @@ class CuPyBackend(DecoderKernels, Backend):
         self.arch: str = self.info.extra["arch"]
         self.warp_size: int = self.info.extra["warp_size"]
         env = f"ACCEL_{self.platform.upper()}_IMPL"
-        self._impl = os.environ.get(env, "auto")
-        if self._impl not in IMPLS:
-            raise ArgumentError(expected(env, f"one of {IMPLS}", repr(self._impl)))
+        impl = os.environ.get(env, "auto")
+        if impl not in IMPLS:
+            raise ArgumentError(expected(env, f"one of {IMPLS}", repr(impl)))
+        facts_of = {"cuda": plan.cuda, "hip": plan.hip}[self.platform]
+        self.facts = facts_of(self.arch, impl, self.info.compute_units, wmma_header_missing())
+        self.tiles = DEFAULT_TILES["gpu"]
         self._modules: dict[tuple, Any] = {}
         self._shipped: dict[tuple, Any] = {}
         self._scratch: dict[int, Any] = {}  # stream -> its scratch buffer (see scratch())
@@ -246,13 +246,11 @@ class CuPyBackend(DecoderKernels, Backend):
         """"auto" (default: "tensorcore" where the device has it), "kernels" (shared-dialect
         kernels for every op), "vendor" (vendor BLAS for matmul) or "tensorcore" (float16/bfloat16
         matmul and attention on tensor cores, sm_80+ CUDA only; e4m3fn/e5m2 scaled_matmul, sm_89+)."""
-        return self._impl
+        return self.facts.impl
 
     @impl.setter
     def impl(self, value: str) -> None:
-        if value not in IMPLS:
-            raise ArgumentError(expected("impl", f"one of {IMPLS}", repr(value)))
-        self._impl = value
+        self.facts = self.facts.with_impl(value)
         self.settings_changed()
 
     # -- memory: a buffer is a 1-d uint8 cupy array ---------------------------------------------
@@ -385,50 +383,63 @@ class CuPyBackend(DecoderKernels, Backend):
             return self.cupy.cuda.Stream.from_external(current)
         return self.cupy.cuda.ExternalStream(current.cuda_stream, self.index)
 
-    # -- ops ------------------------------------------------------------------------------------
+    # -- plans (backends/plan.py) --------------------------------------------------------------
     def run(self, spec, out, *inputs) -> None:
+        if spec.op == "matmul" and kernel_path(spec, self.facts) == "vendor":
+            a, b = inputs
+            with self.calling(inputs):
+                self._array(out)[...] = vendor_matmul(self.cupy, self._array(a), self._array(b),
+                                                      spec.dtype, spec.out_dtype)
+            return
+        super().run(spec, out, *inputs)
+
+    @contextlib.contextmanager
+    def calling(self, inputs: tuple) -> Iterator[None]:
         with self.device, self.stream_of(inputs):  # the stream is entered with its device current
-            super().run(spec, out, *inputs)
+            yield
 
-    def supports(self, spec) -> Support:
-        return support_for(spec, self.impl, self.arch)
+    def bind(self, launch: Launch, index: dict[str, int]) -> Callable[..., None]:
+        """The launch's kernel, built and loaded once, with its constants in place; a call fills
+        in its buffers."""
+        kernel = self.shipped(launch.variant, launch.kernel)
+        args = [None if isinstance(slot, (Operand, Scratch)) else self._constant(slot)
+                for slot in launch.buffers] + list(launch.scalars)
+        picks = [(i, index[slot.name]) for i, slot in enumerate(launch.buffers)
+                 if isinstance(slot, (Operand, Scratch))]
+        grid, block, shared = launch.grid, launch.block, launch.variant.dynamic_local_bytes
 
-    def accumulator(self, spec) -> str:
-        return accumulator_for(spec, self.impl, self.arch)
+        def run(*bufs: Any) -> None:
+            call = list(args)
+            for i, j in picks:
+                call[i] = bufs[j]
+            self.launch(kernel, grid, block, call, shared)
 
-    def kernel_args(self, spec, out, *inputs, splits: Any = None) -> list:
-        """The arguments every shipped kernel of ``spec``'s op takes: the op's inputs (tensors,
-        attention's mask after the output and a placeholder for none; scaled_matmul's bias
-        before the output, a placeholder for none), the output, matmul's
-        batch offsets, attention's key-chunk records (``splits``; a placeholder for one pass),
-        then :func:`accel.kernels.scalar_args`."""
+        return run
 
-        if spec.op == "matmul":
-            with self.device:
-                bufs = [*inputs, out, self.cupy.asarray(spec.batch_offsets().reshape(-1))]
-        elif spec.op == "attention":
-            q, k, v, mask, *sinks = inputs
-            bufs = [q, k, v, out, self._optional(mask), self._optional(splits),
-                    self._optional(sinks[0] if sinks else None)]
-        elif spec.op == "scaled_matmul":
-            *operands, bias = inputs
-            bufs = [*operands, self._optional(bias), out]
-        else:
-            bufs = [*inputs, out]
-        return bufs + list(kernels.scalar_args(spec))
+    def scratch_buffers(self, sizes: tuple[int, ...]) -> tuple:
+        """Slices of :meth:`scratch`, each starting 256-byte aligned."""
+        starts = [0]
+        for n in sizes:
+            starts.append(starts[-1] + -(-n // 256) * 256)
+        buf = self.scratch(starts[-1])
+        return tuple(buf[a: a + n] for a, n in zip(starts, sizes))
 
-    def run_variant(self, spec, variant, args: list, name: str | None = None, chunks: int = 1) -> None:
-        """Launch shipped ``variant`` (kernel ``name``, else the one launch_plan names) on
-        ``args`` (:meth:`kernel_args`), built once per variant for the compile target it needs
-        on this device. The ops call it with the variant they choose; the speed-goal script
-        (accel.conformance.bench.gpu_goals) with the alternatives it times."""
-        planned, grid, block = launch_plan(spec, variant, name, chunks)
-        self.launch(self.shipped(variant, name or planned), grid, block, args,
-                    variant.dynamic_local_bytes)
+    def operand_alignment(self, inputs: tuple) -> int:
+        """Adopted arrays (torch, CuPy views) may start anywhere: the least alignment of the
+        inputs' addresses, up to the allocator's 256 bytes."""
+        align = self.alignment
+        for t in inputs:
+            ptr = 0 if t is None else t.buf.data.ptr
+            if ptr:
+                align = min(align, ptr & -ptr)
+        return align
+
+    def _constant(self, slot: Upload | Placeholder) -> Any:
+        return self.upload(slot.host) if isinstance(slot, Upload) else self._optional(None)
 
     def shipped(self, variant, name: str) -> Any:
-        """Kernel ``name`` of shipped ``variant``, built and loaded once per variant (no source
-        reading or hashing on later calls)."""
+        """Kernel ``name`` of shipped ``variant``, built for the compile target it needs on this
+        device and loaded once per variant (no source reading or hashing on later calls)."""
         fn = self._shipped.get((variant, name))
         if fn is None:
             fn = self._load(build_variant(variant, name, self.arch, self.warp_size), name)
@@ -437,94 +448,6 @@ class CuPyBackend(DecoderKernels, Backend):
                     fn.max_dynamic_shared_size_bytes = variant.dynamic_local_bytes
             self._shipped[(variant, name)] = fn
         return fn
-
-    def _compute(self, spec, *inputs: Any, out: Any, name: str | None = None) -> None:
-        """Run ``spec``'s kernel on the path ``impl`` gives it: the tensor-core kernel chosen by
-        the operands' addresses where there is one, else the shipped shared-dialect variant
-        (kernel ``name``, else the one launch_plan names)."""
-        args = self.kernel_args(spec, out, *inputs)
-        if kernel_path(spec, self.impl, self.arch) == "tensorcore":
-            # matmul's a, b; attention's q, k, v; scaled_matmul's a, b (and scale_a, unused)
-            addresses = (t.buf.data.ptr for t in inputs[:3])
-            chosen = tensorcore_kernel(spec, self.arch, *addresses)
-            if chosen is not None:
-                self.run_variant(spec, chosen[0], args, chosen[1])
-                return
-        self.run_variant(spec, kernel_variant(spec), args, name)
-
-    def matmul(self, spec, out, a, b) -> None:
-        if kernel_path(spec, self.impl, self.arch) == "vendor":
-            with self.device:
-                self._array(out)[...] = vendor_matmul(self.cupy, self._array(a), self._array(b),
-                                                      spec.dtype, spec.out_dtype)
-            return
-        self._compute(spec, a, b, out=out)
-
-    def attention(self, spec, out, q, k, v, mask, sinks=None) -> None:
-
-        if kernel_path(spec, self.impl, self.arch) == "tensorcore":
-            self._compute(spec, q, k, v, mask, out=out)
-            return
-        variant = kernel_variant(spec)
-        chunks = kernels.attention_chunks(spec, variant.defines, self.info.compute_units)
-        if chunks == 1:
-            self.run_variant(spec, variant, self.kernel_args(spec, out, q, k, v, mask, sinks))
-            return
-        # flash-decoding: each key chunk's records in scratch, then merged into out
-        splits = self.scratch(kernels.attention_splits_bytes(spec, chunks))
-        self.run_variant(spec, variant,
-                         self.kernel_args(spec, out, q, k, v, mask, sinks, splits=splits),
-                         chunks=chunks)
-        self.run_variant(spec, variant, [splits, out, self._optional(sinks),
-                                         *kernels.attention_combine_args(spec, chunks)],
-                         "attention_combine", chunks)
-
-    def quantize(self, spec, out, x) -> None:
-        self._compute(spec, x, out=out)
-
-    def dequantize(self, spec, out, q) -> None:
-        self._compute(spec, q, out=out)
-
-    def qmatmul(self, spec, out, x, w) -> None:
-
-        if spec.fmt.name in kernels.KQUANT_FORMATS:
-            self._kquant_matmul(spec, out, x, w)
-            return
-        if spec.x_fmt is not None:
-            self.run_x8(spec, kernel_variant(spec), out, x, w)
-            return
-        name = None
-        if kernels.gemv_applies(spec, kernels.GPU_GEMV):  # which GEMV: by K and the addresses
-            name = kernels.gemv_kernel(spec.fmt.name, spec.K, kernels.GPU_GEMV, x_addr=x.buf.data.ptr,
-                                       w_addr=w.buf.data.ptr, local_mem=STATIC_SHARED_MAX)
-        self._compute(spec, x, w, out=out, name=name)
-
-    def scaled_matmul(self, spec, out, a, b, scale_a, scale_b, bias) -> None:
-        self._compute(spec, a, b, scale_a, scale_b, bias, out=out)
-
-    def run_x8(self, spec, variant, out: Any, x: Any, w: Any) -> None:
-        """A quantized matmul with ``x_fmt`` through shipped ``variant``: ``quantize_x8`` writes
-        x's X8 words into :meth:`scratch`, then the variant's X8 kernel (launch_plan's choice)
-        multiplies them with ``w``. The op runs it with its own variant; the speed-goal script
-        with the parameter sets it times."""
-
-        nbytes, count = kernels.x8_words(spec)
-        words = self.scratch(nbytes)
-        self.run_variant(spec, variant, [x, words, *count], "quantize_x8")
-        self.run_variant(spec, variant, self.kernel_args(spec, out, words, w))
-
-    def _kquant_matmul(self, spec, out: Any, x: Any, w: Any) -> None:
-        """A K-quant / mxfp4 quantized matmul: with float x, kquant.cl's qmatmul_k; with an
-        ``x_fmt``, x quantized to it first (q8_k by kquant.cl, mxfp4's q8_0 by quant.cl: the
-        quantize op's own kernels) into :meth:`scratch`, then qmatmul_kx."""
-        variant = kernel_variant(spec)
-        if spec.x_fmt is None:
-            self.run_variant(spec, variant, self.kernel_args(spec, out, x, w))
-            return
-        xspec = quantize_spec((spec.M, spec.K), spec.dtype, spec.x_fmt)
-        xq = self.scratch(spec.M * spec.K // spec.x_fmt.block * spec.x_fmt.block_bytes)
-        self.run_variant(xspec, kernel_variant(xspec), self.kernel_args(xspec, xq, x))
-        self.run_variant(spec, variant, self.kernel_args(spec, out, xq, w))
 
     def scratch(self, nbytes: int) -> Any:
         """At least ``nbytes`` of device memory owned by the backend for the current stream (its
@@ -571,7 +494,7 @@ class CuPyBackend(DecoderKernels, Backend):
         except BackendUnavailable as e:
             out["compiler"] = f"unavailable: {e}"
         if self.platform == "cuda":  # result files then say whether 16-bit matmul had tensor cores
-            out["tensorcore"] = "; ".join(filter(None, (tensorcore_reason(self.arch, op)
+            out["tensorcore"] = "; ".join(filter(None, (tensorcore_reason(self.arch, op, self.facts.tensorcore_missing)
                                                         for op in TENSORCORE_KERNEL))) or "available"
         return out
 

@@ -1,11 +1,11 @@
 """The ``cuda`` backend: NVIDIA GPUs through CuPy (cupy-cuda12x / cupy-cuda13x).
 
-Everything is shared with ``hip`` in backends/cupy/backend.py (its device-free launch planning in
-backends/cupy/plan.py); this class only states what is NVIDIA's: kernels are compiled by NVRTC for
+Everything is shared with ``hip`` in backends/cupy/backend.py (its launches planned by the one
+planner, backends/plan.py); this class only states what is NVIDIA's: kernels are compiled by NVRTC for
 ``sm_XY`` from the device's compute capability, warps are 32 wide (read from the device all the
 same), and the vendor BLAS is cuBLAS. On sm_80 and later, float16/bfloat16 matmul and attention
 run on tensor cores (kernels/matmul_wmma.cu, kernels/attention_mma.cu) unless ``impl`` says
-otherwise; the choice from the arch is ``accel.backends.cupy.plan.kernel_path``.
+otherwise; the choice from the arch is ``accel.backends.plan.kernel_path``.
 
 >>> import accel
 >>> status = next(s for s in accel.backends() if s.name == "cuda")

@@ -1,7 +1,7 @@
 """The ``hip`` backend: AMD GPUs through CuPy for ROCm (cupy-rocm-7-0).
 
-Everything is shared with ``cuda`` in backends/cupy/backend.py (its device-free launch planning in
-backends/cupy/plan.py); this class only states what is AMD's: kernels are compiled by hiprtc for
+Everything is shared with ``cuda`` in backends/cupy/backend.py (its launches planned by the one
+planner, backends/plan.py); this class only states what is AMD's: kernels are compiled by hiprtc for
 the device's ``gcnArchName`` (``gfx90a``, ``gfx1100``, feature flags kept), the wavefront is 64
 wide on CDNA and 32 on RDNA (read from the device and passed to kernels as ``ACCEL_WARP``), and
 the vendor BLAS is hipBLAS.

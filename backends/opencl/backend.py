@@ -22,8 +22,8 @@ import pyopencl.array as cl_array
 import pyopencl.tools as cl_tools
 
 import accel.kernels as K
-from accel.backend import Backend, DeviceInfo, Support
-from accel.backends.runtime import DecoderKernels
+from accel.backend import DeviceInfo
+from accel.backends.runtime import KernelRuntime
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
 from accel.hostmem import host_bytes_free, host_memory_error
@@ -32,8 +32,7 @@ from accel.kernel import Param, check_args, includes_files
 
 from accel.backends.opencl.cache import ProgramCache
 from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_devices, skipped_devices
-from accel.backends.opencl.plan import (OPERANDS, DeviceFacts, Launch, Operand, Placeholder, Scratch,
-                                        Upload, plan_for, support)
+from accel.backends.plan import DeviceFacts, Launch, Operand, Placeholder, Scratch, Upload
 from accel.backends.opencl.params import build_options, params_for, tuned_in_effect
 
 _MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
@@ -98,7 +97,7 @@ def _code_name(e: cl.Error) -> str:
         return str(code)
 
 
-class OpenCLBackend(DecoderKernels, Backend):
+class OpenCLBackend(KernelRuntime):
     """accel on one OpenCL device (``opencl:N``, in the order of docs/opencl.md).
 
     >>> import accel, numpy as np
@@ -107,10 +106,6 @@ class OpenCLBackend(DecoderKernels, Backend):
     >>> accel.matmul(a, a.T, backend=be).tolist()
     [[5.0, 14.0], [14.0, 50.0]]
     """
-    x_formats = K.KERNEL_X_FORMATS + ("q8_1", "q8_k")  # the x_formats and formats its kernels compute
-    formats = K.KERNEL_FORMATS + K.KQUANT_FORMATS + K.CODEBOOK_FORMATS  # those: declined by kernel_declines
-    attention_options = True  # attention.cl's window, softcap and sinks
-
     name = "opencl"
     priority = 5
 
@@ -120,12 +115,13 @@ class OpenCLBackend(DecoderKernels, Backend):
             raise FORK_GUARD.error()
         self.dev: CLDevice = enumerate_devices()[index]
         self.alignment = self.dev.mem_align_bytes
-        self.facts = DeviceFacts.of(self.dev)  # what plan.py reads of the device
+        self.facts = DeviceFacts("opencl", self.dev.compute_units, self.dev.local_mem,
+                                 self.dev.mem_align_bytes, self.dev.correctly_rounded_divide,
+                                 self.dev.denormals, self.dev.fp64)  # what the planner reads
         self.ctx = cl.Context([self.dev.device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
-        self._plans: dict[Any, Callable] = {}
         self._bound_kernels: dict[tuple, cl.Kernel] = {}  # decoder_launch: one per scalar set
         self.params = params_for(self.dev)
         self.build_options = build_options(self.dev)  # every program's, recorded in versions()
@@ -137,8 +133,8 @@ class OpenCLBackend(DecoderKernels, Backend):
 
     @property
     def params(self) -> dict[str, dict]:
-        """Kernel tile parameters per op (DEFAULTS, or what ``accel tune`` stored). Assign a new
-        dict to change them: launch plans and supports() verdicts depend on them."""
+        """Kernel tile parameters per op (DEFAULT_TILES, or what ``accel tune`` stored). Assign
+        a new dict to change them: launch plans and supports() verdicts depend on them."""
         return self._params
 
     @params.setter
@@ -146,9 +142,9 @@ class OpenCLBackend(DecoderKernels, Backend):
         self._params = value
         self.settings_changed()
 
-    def settings_changed(self) -> None:
-        super().settings_changed()
-        self._plans.clear()
+    @property
+    def tiles(self) -> dict[str, dict]:  # the planner's name for them
+        return self._params
 
     # -- discovery -------------------------------------------------------------------------
     @classmethod
@@ -502,35 +498,8 @@ class OpenCLBackend(DecoderKernels, Backend):
                             f"{name} ({variant.id})")
         return cl.Kernel(prg, name)
 
-    def _run(self, spec, *bufs) -> None:
-        if FORK_GUARD.forked_from is not None:  # a caller's own output tensor skips alloc()
-            raise FORK_GUARD.error()
-        plan = self._plans.get(spec)
-        if plan is None:
-            if len(self._plans) >= _MAX_PLANS:  # bounded: a decode loop makes a new spec per step
-                self._plans.clear()
-            plan = self._plans[spec] = self._runnable(spec)
-        plan(*bufs)
-
-    def _runnable(self, spec) -> Callable[..., None]:
-        """A callable taking the spec's buffers (plan.OPERANDS) and enqueueing its plan; scratch
-        buffers follow them, allocated per call."""
-        launches = plan_for(spec, self.facts, self.params)
-        sizes = {s.name: s.nbytes for launch in launches for s in launch.buffers if isinstance(s, Scratch)}
-        index = {name: i for i, name in enumerate((*OPERANDS[spec.op], *sizes))}
-        steps = [self._step(launch, index) for launch in launches]
-        if len(steps) == 1 and not sizes:
-            return steps[0]
-        nbytes = tuple(sizes.values())
-
-        def run(*bufs) -> None:
-            bufs += tuple(map(self.alloc, nbytes))
-            for step in steps:
-                step(*bufs)
-
-        return run
-
-    def _step(self, launch: Launch, index: dict[str, int]) -> Callable[..., None]:
+    # -- plans (backends/plan.py): a launch bound to a kernel object of its own -------------------
+    def bind(self, launch: Launch, index: dict[str, int]) -> Callable[..., None]:
         """The launch on a kernel object of its own, so its constant arguments are set once here;
         a call sets only the per-call buffers (pyopencl's scalar set_arg costs ~7 us each, a
         buffer's ~0.1 us)."""
@@ -544,10 +513,13 @@ class OpenCLBackend(DecoderKernels, Backend):
                 kernel.set_arg(i, constants[-1])
         for i, value in enumerate(launch.scalars, len(launch.buffers)):
             kernel.set_arg(i, value)
-        gsize, lsize, what = launch.gsize, launch.lsize, launch.what
+        lsize = launch.block
+        gsize, what = tuple(g * b for g, b in zip(launch.grid, lsize)), launch.what
         lock = threading.Lock()  # set_arg + enqueue on one shared cl.Kernel must not interleave
 
         def run(*bufs) -> None:
+            if FORK_GUARD.forked_from is not None:  # a caller's own output tensor skips alloc()
+                raise FORK_GUARD.error()
             with lock:
                 for i, j in picks:
                     kernel.set_arg(i, bufs[j])
@@ -556,30 +528,10 @@ class OpenCLBackend(DecoderKernels, Backend):
         run.constants = constants  # OpenCL does not retain buffers set as arguments: the plan must
         return run
 
+    def scratch_buffers(self, sizes: tuple[int, ...]) -> tuple:
+        """Pooled buffers: each returns for reuse only behind the work already queued on the
+        in-order queue."""
+        return tuple(map(self.alloc, sizes))
+
     def _constant(self, slot: Upload | Placeholder) -> cl.Buffer:
         return self.upload(slot.host) if isinstance(slot, Upload) else self._placeholder
-
-    def matmul(self, spec, out, a, b) -> None:
-        self._run(spec, a.buf, b.buf, out.buf)
-
-    def attention(self, spec, out, q, k, v, mask, sinks=None) -> None:
-        self._run(spec, q.buf, k.buf, v.buf, out.buf, None if mask is None else mask.buf,
-                  None if sinks is None else sinks.buf)
-
-    def quantize(self, spec, out, x) -> None:
-        self._run(spec, x.buf, out.buf)
-
-    def dequantize(self, spec, out, q) -> None:
-        self._run(spec, q.buf, out.buf)
-
-    def qmatmul(self, spec, out, x, w) -> None:
-        self._run(spec, x.buf, w.buf, out.buf)
-
-    def scaled_matmul(self, spec, out, a, b, scale_a, scale_b, bias) -> None:
-        self._run(spec, a.buf, b.buf, scale_a.buf, scale_b.buf, None if bias is None else bias.buf,
-                  out.buf)
-
-    # -- the contract ----------------------------------------------------------------------------------
-    def supports(self, spec) -> Support:
-        """What this device computes correctly, with the reason when not."""
-        return support(spec, self.facts, self.params)

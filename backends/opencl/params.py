@@ -13,16 +13,11 @@ from accel.errors import ArgumentError, expected
 from accel.diskcache import atomic_write, locked, read_regular
 
 from accel.backends.opencl.cache import device_dir
+from accel.backends.plan import DEFAULT_TILES
 from accel.backends.opencl.devices import CLDevice
 
-#: the ops whose parameters are tunable, and the default for each device kind
-DEFAULTS = {
-    "cpu": {"matmul": K.CPU_MATMUL, "attention": K.CPU_ATTENTION, "qmatmul": K.CPU_QMATMUL,
-            "gemv": K.CPU_GEMV, "kgemv": K.CPU_KGEMV, "scaled_matmul": K.CPU_SCALED_MATMUL},
-    "gpu": {"matmul": K.GPU_MATMUL, "attention": K.GPU_ATTENTION,
-            "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV, "kgemv": K.GPU_KGEMV,
-            "scaled_matmul": {**K.GPU_SCALED_MATMUL, "WG": K.SCALED_MATMUL_WG}},
-}
+#: the default tile parameters for each device kind (the planner's)
+DEFAULTS = DEFAULT_TILES
 #: the ops ``accel tune`` searches (the FP8 scaled matmul has its defaults only, so far)
 TUNABLE = ("matmul", "attention", "qmatmul", "gemv", "kgemv")
 

@@ -20,6 +20,7 @@ on qgemv_x8, where it is installed).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -148,12 +149,12 @@ def prebuild(arch: str, warp_size: int, variants) -> None:
     (one after another, the GEMV goal's 20 parameter sets of quant.cl would take about 1.6 s
     each, as on our CPU-only machine). A variant that fails to build is left for its own first
     call to report."""
-    from accel.backends.cupy import plan as CP
+    from accel.backends.cupy.build import build_variant
     from accel.errors import AccelError
 
     def build(v) -> None:
         try:
-            CP.build_variant(v, v.kernels[0], arch, warp_size)
+            build_variant(v, v.kernels[0], arch, warp_size)
         except AccelError:  # a compile error or a missing toolchain: reported where v is used
             pass
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -232,13 +233,29 @@ def measure(be) -> list[dict]:
     import accel
     from accel import kernels
     from accel import spec as S
-    from accel.backends.cupy import plan as CP
+    from accel.backends.plan import plan_for
     from accel.conformance import oracle
     from accel.dispatch import execute
     from accel.tensor import Tensor
 
     def adopt(x, dtype):
         return Tensor(be, be.import_array(x), tuple(x.shape), dtype)
+
+    simt = be.facts.with_impl("kernels")  # the shared kernels, as impl="kernels" runs them
+
+    def on_arch(arch: str):  # the facts of another NVIDIA arch: its choice of tensor-core kernel
+        return dataclasses.replace(be.facts, arch=arch, impl="tensorcore")
+
+    def run(plan, op: str, out, *operands) -> Callable[[], None]:
+        return lambda: be.run_plan(plan, op, out, *operands)
+
+    def gemv_plan(spec, params: dict, name: str):
+        """``spec``'s plan under GEMV tiles ``params``, its product by quant.cl's kernel ``name``
+        on that kernel's launch contract (the planner would pick by K and alignment)."""
+        *first, last = plan_for(spec, be.facts, {**be.tiles, "gemv": params})
+        (groups_n, groups_m), items = kernels.gemv_launch(name, params, spec.N, spec.M)
+        return (*first, dataclasses.replace(last, kernel=name, grid=(groups_n, groups_m, 1),
+                                            block=(items, 1, 1)))
 
     def timed_runs(calls: dict, outputs: dict, ref, baseline: tuple[str, Callable], timer=None):
         """Time accel's ``calls`` (label -> callable writing ``outputs[label]``, NaN-filled
@@ -257,20 +274,20 @@ def measure(be) -> list[dict]:
         b = torch.randn(N_MATMUL, N_MATMUL, device="cuda", dtype=tdt)
         spec = S.matmul_spec(a.shape, dtype, b.shape, dtype)
         calls, outputs = {}, {}
-        for label, (variant, kernel) in candidates(spec, a, b).items():
+        ta, tb = adopt(a, dtype), adopt(b, dtype)
+        for label, plan in candidates(spec, ta, tb).items():
             outputs[label] = out = torch.empty_like(a)
-            args = be.kernel_args(spec, adopt(out, dtype), adopt(a, dtype), adopt(b, dtype))
-            calls[label] = lambda v=variant, k=kernel, args=args: be.run_variant(spec, v, args, k)
+            calls[label] = run(plan, "matmul", adopt(out, dtype), ta, tb)
         t_base, runs = timed_runs(calls, outputs, a.double() @ b.double(), (baseline_name, baseline(a, b)))
         return entry(name, goal, max_err, baseline_name, t_base, runs)
 
     def sgemm():
         def candidates(spec, a, b):
-            alts = {"shared-dialect matmul.cl (GPU_MATMUL)": (CP.kernel_variant(spec, "kernels"), None)}
+            alts = {"shared-dialect matmul.cl (GPU_MATMUL)": plan_for(spec, simt, be.tiles)}
             for p in (dict(WG_M=16, WG_N=16, TM=8, TN=8, TK=16), dict(WG_M=16, WG_N=16, TM=4, TN=4, TK=16)):
                 params = {**kernels.GPU_MATMUL, **p}
                 if params != kernels.GPU_MATMUL:
-                    alts[f"matmul.cl {p}"] = (kernels.matmul("float32", "float32", params), None)
+                    alts[f"matmul.cl {p}"] = plan_for(spec, simt, {**be.tiles, "matmul": params})
             return alts
 
         def cublas(a, b):  # cuBLAS SGEMM; CUPY_TF32 unset: no tf32
@@ -282,10 +299,10 @@ def measure(be) -> list[dict]:
 
     def tensorcore_gemm():
         def candidates(spec, a, b):
-            auto = CP.tensorcore_kernel(spec, be.arch, a.data_ptr(), b.data_ptr())
-            alts = {f"tensor cores, impl=auto ({auto[1]})": auto}
-            if auto[1] != "matmul_wmma_vec":
-                alts["WMMA (matmul_wmma_vec)"] = (kernels.matmul_wmma("bfloat16", "bfloat16"), "matmul_wmma_vec")
+            auto = plan_for(spec, be.facts, be.tiles, be.operand_alignment((a, b)))
+            alts = {f"tensor cores, impl=auto ({auto[0].kernel})": auto}
+            if auto[0].kernel != "matmul_wmma_vec":  # WMMA's cp.async kernel, as on Ampere
+                alts["WMMA (matmul_wmma_vec)"] = plan_for(spec, on_arch("sm_80"), be.tiles)
             return alts
         return matmul_goal("bfloat16", candidates,
                            f"bfloat16 matmul N={N_MATMUL}: accel's tensor-core kernel vs cuBLAS", 0.6, 1e-2,
@@ -300,14 +317,13 @@ def measure(be) -> list[dict]:
         outputs = {label: torch.empty_like(q)}
         to = adopt(outputs[label], "bfloat16")
         calls = {label: lambda: execute(be, spec, tq, tk, tv, None, out=to)}
-        variants = {"impl=kernels (SIMT attention.cl)": CP.kernel_variant(spec, "kernels")}
+        plans = {"impl=kernels (SIMT attention.cl)": plan_for(spec, simt, be.tiles)}
         for p in (dict(WARPS=8), dict(BKV=32), dict(WARPS=8, BKV=32)):
-            variants[f"attention_mma.cu {p}"] = kernels.attention_mma(
-                "bfloat16", D, D, params={**kernels.GPU_ATTENTION_MMA, **p})
-        for label, variant in variants.items():
+            tiles = {**be.tiles, "attention_mma": {**kernels.GPU_ATTENTION_MMA, **p}}
+            plans[f"attention_mma.cu {p}"] = plan_for(spec, be.facts, tiles)
+        for label, plan in plans.items():
             outputs[label] = out = torch.empty_like(q)
-            args = be.kernel_args(spec, adopt(out, "bfloat16"), tq, tk, tv, None)
-            calls[label] = lambda v=variant, args=args: be.run_variant(spec, v, args)
+            calls[label] = run(plan, "attention", adopt(out, "bfloat16"), tq, tk, tv, None)
         ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
         sdpa = torch.nn.functional.scaled_dot_product_attention
         t_base, runs = timed_runs(calls, outputs, ref, ("torch SDPA", lambda: sdpa(q, k, v)))
@@ -332,17 +348,15 @@ def measure(be) -> list[dict]:
                                     sa.shape, "float32", sb.shape, "float32", "bfloat16")
         ops = [adopt(a8, "float8_e4m3fn"), adopt(b8, "float8_e4m3fn"), adopt(sa, "float32"),
                adopt(sb, "float32"), None]
-        auto = CP.tensorcore_kernel(spec, be.arch, a8.data_ptr(), b8.data_ptr())
-        mma = CP.kernel_variant(spec, "tensorcore")
-        candidates = {f"tensor cores, impl=auto ({auto[1]})": auto,
-                      "mma.sync, cp.async kernel (scaled_matmul_mma_vec)": (mma, "scaled_matmul_mma_vec"),
-                      "mma.sync, any-shape kernel (scaled_matmul_mma)": (mma, "scaled_matmul_mma"),
-                      "shared-dialect scaled_matmul.cl (impl=kernels)": (CP.kernel_variant(spec, "kernels"), None)}
+        auto = plan_for(spec, be.facts, be.tiles, be.operand_alignment(tuple(ops[:2])))
+        candidates = {f"tensor cores, impl=auto ({auto[0].kernel})": auto,  # mma.sync's, as on Ada:
+                      "mma.sync, cp.async kernel (scaled_matmul_mma_vec)": plan_for(spec, on_arch("sm_89"), be.tiles),
+                      "mma.sync, any-shape kernel (scaled_matmul_mma)": plan_for(spec, on_arch("sm_89"), be.tiles, 8),
+                      "shared-dialect scaled_matmul.cl (impl=kernels)": plan_for(spec, simt, be.tiles)}
         calls, outputs = {}, {}
-        for label, (variant, kernel) in candidates.items():
+        for label, plan in candidates.items():
             outputs[label] = out = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-            args = be.kernel_args(spec, adopt(out, "bfloat16"), *ops)
-            calls[label] = lambda v=variant, k=kernel, args=args: be.run_variant(spec, v, args, k)
+            calls[label] = run(plan, "scaled_matmul", adopt(out, "bfloat16"), *ops)
         base = "torch._scaled_mm (cuBLASLt), row-wise scales"
 
         def scaled_mm():
@@ -370,7 +384,8 @@ def measure(be) -> list[dict]:
                                        [w.data, words, np.int64(w.data.nbytes // 16)])
 
         real = kernels.quant("q4_0", "float32", kernels.GPU_GEMV)
-        _, grid, block = CP.launch_plan(spec, real)
+        (groups_n, groups_m), items = kernels.gemv_launch("qgemv", kernels.GPU_GEMV, spec.N, spec.M)
+        grid, block = (groups_n, groups_m, 1), (items, 1, 1)
         source = kernels.program_text(real.source)
         out = Tensor.empty(be, (1, spec.N), "float32")
 
@@ -383,11 +398,11 @@ def measure(be) -> list[dict]:
                 kernels.quant("q4_0", "float32", {**kernels.GPU_GEMV, "GEMV_PROBE": probe}).options()))
             target = resident(qgemv, 0)
             pad = occupancy_padding(lambda shared: resident(fn, shared), target,
-                                    CP.STATIC_SHARED_MAX - fn.shared_size_bytes)  # no opt-in
+                                    be.facts.local_mem - fn.shared_size_bytes)  # no opt-in
             occupancy[PROBES[probe]] = {"groups_per_sm": resident(fn, pad), "pad_bytes": pad,
                                         "registers": fn.num_regs, "qgemv_groups_per_sm": target,
                                         "qgemv_registers": qgemv.num_regs}
-            return lambda w: be.launch(fn, grid, block, be.kernel_args(spec, out, tx, w.data), pad)
+            return lambda w: be.launch(fn, grid, block, [tx, w.data, out, *kernels.scalar_args(spec)], pad)
 
         def mv():
             row = spec.fmt.row_bytes(spec.K) // 2
@@ -449,8 +464,8 @@ def measure(be) -> list[dict]:
             return lambda: graph.launch(stream)
 
         if fmt == "q4_0":
-            auto = kernels.gemv_kernel("q4_0", n, kernels.GPU_GEMV, x_addr=x.data_ptr(),
-                                       w_addr=copies[0].data.buf.data.ptr, local_mem=CP.STATIC_SHARED_MAX)
+            [launch] = plan_for(spec, be.facts, be.tiles, be.operand_alignment((tx, copies[0].data)))
+            auto = launch.kernel
             ops = {f"impl=auto ({auto}, GPU_GEMV)": spec,
                    X8_LABEL: S.qmatmul_spec((1, n), "float32", (n, n), copies[0].format, "q8_0")}
         else:  # the K-quants' GEMV (kernels/kquant.cl qgemv_k), as the planner picks it
@@ -469,12 +484,9 @@ def measure(be) -> list[dict]:
             if plan is None:  # the op itself
                 def call(w, to=to, op=ops[label]):
                     execute(be, op, tx, w.data, out=to)
-            elif plan[1] == "qgemv_x8":  # the x_format op under other parameters
-                def call(w, to=to, v=kernels.quant("q4_0", "float32", plan[0]), op=ops[X8_LABEL]):
-                    be.run_x8(op, v, to, tx, w.data)
-            else:
-                def call(w, to=to, v=kernels.quant("q4_0", "float32", plan[0]), name=plan[1]):
-                    be.run_variant(spec, v, be.kernel_args(spec, to, tx, w.data), name)
+            else:  # the op (the x_format op for qgemv_x8) under other parameters, that kernel
+                def call(w, to=to, gemv=gemv_plan(ops[X8_LABEL] if plan[1] == "qgemv_x8" else spec, *plan)):
+                    be.run_plan(gemv, "qmatmul", to, tx, w.data)
             try:
                 calls[label] = replay(call)
             except Exception as exc:  # e.g. a parameter set this GPU cannot launch: noted, not fatal

@@ -61,7 +61,7 @@ def test_opencl_matmul_op_overhead_over_bare_enqueue(benchmark, ratio_lines, ope
     # the kernel accel enqueued for this spec with its sizes, read from the backend's launch plan
     # (its constant arguments are already set on it): setting the three buffers and enqueueing
     # is the least any pyopencl program computing this product must do
-    plan = next(p for s, p in opencl._plans.items() if s.op == "matmul" and s.a_shape == (4, 4))
+    plan = next(p for (s, _), p in opencl._runners.items() if s.op == "matmul" and s.a_shape == (4, 4))
     bound = dict(zip(plan.__code__.co_freevars, (c.cell_contents for c in plan.__closure__ or ())))
     if not {"kernel", "gsize", "lsize"} <= bound.keys():
         pytest.fail(f"the OpenCL launch plan no longer holds kernel/gsize/lsize (has {sorted(bound)}): "

@@ -1,6 +1,7 @@
-"""The OpenCL backend's launch planning (backends/opencl/plan.py) without a device: which kernels a
-spec runs, with which sizes, buffer slots and constant arguments, and the supports() verdicts,
-for device facts written by hand. Nothing here imports pyopencl: the plans are data."""
+"""The one launch planner (backends/plan.py) for OpenCL devices, without a device: which kernels
+a spec runs, with which grids, buffer slots and constant arguments, and the supports() verdicts,
+for device facts written by hand (CUDA and HIP plans: tests/test_cuda_hip.py and the tensor-core
+tests). Nothing here imports a vendor package: the plans are data."""
 from __future__ import annotations
 
 import subprocess
@@ -11,28 +12,20 @@ import pytest
 
 import accel.kernels as K
 from accel import spec as S
-from accel.backends.opencl.plan import (DeviceFacts, Launch, Operand, Placeholder, Scratch, Upload,
-                                        plan_for, support)
+from accel.backends.plan import (DEFAULT_TILES, DeviceFacts, Launch, Operand, Placeholder, Scratch,
+                                 Upload, plan_for, support)
 from accel.formats import get_format
 
-# the tile parameters of backends/opencl/params.py's DEFAULTS, whose module imports pyopencl
-CPU_PARAMS = {"matmul": K.CPU_MATMUL, "attention": K.CPU_ATTENTION, "qmatmul": K.CPU_QMATMUL,
-              "gemv": K.CPU_GEMV}
-GPU_PARAMS = {"matmul": K.GPU_MATMUL, "attention": K.GPU_ATTENTION,
-              "qmatmul": {**K.GPU_QMATMUL, "WG": 64}, "gemv": K.GPU_GEMV}
-CPU = DeviceFacts(compute_units=2, local_mem=32 * 1024, mem_align_bytes=128,
-                  correctly_rounded_divide=True, denormals=True)
-GPU = DeviceFacts(compute_units=132, local_mem=48 * 1024, mem_align_bytes=512,
-                  correctly_rounded_divide=True, denormals=True)
+CPU_PARAMS, GPU_PARAMS = DEFAULT_TILES["cpu"], DEFAULT_TILES["gpu"]
+CPU = DeviceFacts("opencl", compute_units=2, local_mem=32 * 1024, mem_align_bytes=128)
+GPU = DeviceFacts("opencl", compute_units=132, local_mem=48 * 1024, mem_align_bytes=512)
 DEVICES = {"cpu": (CPU, CPU_PARAMS), "gpu": (GPU, GPU_PARAMS)}
 Q4, Q8 = get_format("q4_0"), get_format("q8_0")
 
 
-def _groups(launch: Launch) -> tuple[int, ...]:
-    """Work-groups per dimension; OpenCL 1.2 needs the global size a multiple of the local."""
-    assert len(launch.gsize) == len(launch.lsize), launch
-    assert all(g % loc == 0 and g > 0 for g, loc in zip(launch.gsize, launch.lsize)), launch
-    return tuple(g // loc for g, loc in zip(launch.gsize, launch.lsize))
+def _items(launch: Launch) -> tuple[int, ...]:
+    """Work-items per dimension (OpenCL's global size)."""
+    return tuple(g * b for g, b in zip(launch.grid, launch.block))
 
 
 def _defines(params: dict) -> dict:
@@ -42,7 +35,7 @@ def _defines(params: dict) -> dict:
 
 def _covers(launch: Launch, items: int) -> None:
     """A one-dimensional launch has a work-item per item, short of one more group."""
-    assert launch.lsize == (64,) and items <= launch.gsize[0] < items + 64, (launch, items)
+    assert launch.block == (64, 1, 1) and items <= _items(launch)[0] < items + 64, (launch, items)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -53,14 +46,14 @@ def test_matmul_launch_covers_every_output_once_per_batch(device, a_shape, b_sha
     spec = S.matmul_spec(a_shape, "float32", b_shape, "float32")
     [launch] = plan_for(spec, facts, params)
     p = params["matmul"]
-    groups = _groups(launch)
+    groups = launch.grid
     if p["LOCAL_TILE"]:  # a group per WG_M*TM x WG_N*TN tile, columns along dimension 0
         rows, cols = groups[1] * p["WG_M"] * p["TM"], groups[0] * p["WG_N"] * p["TN"]
         assert rows - p["WG_M"] * p["TM"] < spec.M <= rows and cols - p["WG_N"] * p["TN"] < spec.N <= cols
     else:  # a work-item per TM x TN block, rows along dimension 0
-        rows, cols = launch.gsize[0] * p["TM"], launch.gsize[1] * p["TN"]
+        rows, cols = _items(launch)[0] * p["TM"], _items(launch)[1] * p["TN"]
         assert rows - p["TM"] < spec.M <= rows and cols - p["TN"] < spec.N <= cols
-    assert launch.gsize[2] == launch.lsize[2] * groups[2] == spec.batch
+    assert launch.grid[2] == spec.batch and launch.block[2] == 1
     assert (launch.kernel, launch.variant) == ("matmul", K.matmul("float32", "float32", p))
     *operands, offsets = launch.buffers
     assert operands == [Operand("a"), Operand("b"), Operand("out")] and isinstance(offsets, Upload)
@@ -86,7 +79,7 @@ def test_decoding_attention_splits_keys_then_combines_through_one_scratch(mask):
     assert combine.buffers == (splits, Operand("out"), Placeholder())
     assert combine.variant == attend.variant
     (tiles, heads, batch), items = K.attention_grid(spec, attend.variant.defines, chunks)
-    assert _groups(attend) == (tiles, heads, batch) and attend.lsize == (items, 1, 1)
+    assert attend.grid == (tiles, heads, batch) and attend.block == (items, 1, 1)
     assert tiles % chunks == 0 and attend.scalars == K.scalar_args(spec)
     outputs = spec.B * spec.Hkv * K.attention_rows(spec) * spec.Dv
     _covers(combine, outputs)
@@ -117,7 +110,7 @@ def test_attention_without_chunks_is_one_launch_with_placeholders():
     d = launch.variant.defines
     assert d["BQ"] == K.CPU_ATTENTION["BQ"] and d["VW"] == 16  # Dv = 32, BQ = 32: full width
     (tiles, heads, batch), items = K.attention_grid(spec, d)
-    assert launch.gsize == (tiles, 4, 2) and launch.lsize == (1, 1, 1) == (items, 1, 1)
+    assert launch.grid == (tiles, 4, 2) and launch.block == (1, 1, 1) == (items, 1, 1)
     assert tiles * d["BQ"] >= K.attention_rows(spec) == 37
 
 
@@ -146,12 +139,12 @@ def test_x_format_qmatmul_quantizes_x_into_words_then_multiplies_them(device, M)
     assert dot.variant == K.quant("q4_0", "float32", {**_defines(p), "RN": p.get("X8RN", p["RN"])})
     if gemv:  # quant.cl's GEMV launch contract
         (groups_n, groups_m), items = K.gemv_launch("qgemv_x8", p, spec.N, M)
-        assert _groups(dot) == (groups_n, groups_m) and dot.lsize == (items, 1)
+        assert dot.grid == (groups_n, groups_m, 1) and dot.block == (items, 1, 1)
     else:  # a work-item per RM rows of x by RN weight rows, WG per group along N
         wg = p.get("WG", 1)
         rn = p.get("X8RN", p["RN"])
-        assert dot.lsize == (wg, 1) and _groups(dot) == (K.ceil_div(K.ceil_div(spec.N, rn), wg),
-                                                         K.ceil_div(M, p["RM"]))
+        assert dot.block == (wg, 1, 1) and dot.grid == (K.ceil_div(K.ceil_div(spec.N, rn), wg),
+                                                        K.ceil_div(M, p["RM"]), 1)
 
 
 @pytest.mark.parametrize("M, rows", [(2, 2), (3, 4), (4, 4), (9, 4)])
@@ -159,7 +152,7 @@ def test_qmatmul_takes_no_more_rows_per_work_item_than_x_has(M, rows):
     spec = S.qmatmul_spec((M, 64), "float32", (8, 64), Q4)
     [launch] = plan_for(spec, CPU, CPU_PARAMS)
     assert launch.kernel == "qmatmul" and launch.variant.defines["RM"] == rows
-    assert _groups(launch)[1] == K.ceil_div(M, rows)
+    assert launch.grid[1] == K.ceil_div(M, rows)
 
 
 def test_qmatmul_reads_x_directly_without_an_x_format():
@@ -167,18 +160,17 @@ def test_qmatmul_reads_x_directly_without_an_x_format():
     [launch] = plan_for(spec, GPU, GPU_PARAMS)
     assert launch.kernel == "qmatmul" and launch.buffers == tuple(Operand(n) for n in ("x", "w", "out"))
     assert launch.variant == K.quant("q8_0", "float16", K.GPU_QMATMUL)  # WG is not a define
-    assert launch.lsize == (64, 1) and launch.gsize == (64, 9) and launch.scalars == (9, 8, 64)
+    assert launch.block == (64, 1, 1) and launch.grid == (1, 9, 1) and launch.scalars == (9, 8, 64)
 
 
 def test_the_gemv_kernel_follows_the_device_alignment(monkeypatch):
     monkeypatch.setenv("ACCEL_GEMV_KERNEL", "qgemv_stream")  # needs x 16-byte aligned
     spec = S.qmatmul_spec((1, 8192), "float32", (301, 8192), Q4)
     assert plan_for(spec, GPU, GPU_PARAMS)[0].kernel == "qgemv_stream"
-    unaligned = DeviceFacts(132, 48 * 1024, 4, True, True)
-    [launch] = plan_for(spec, unaligned, GPU_PARAMS)
+    [launch] = plan_for(spec, GPU, GPU_PARAMS, align=4)  # an adopted array's alignment
     assert launch.kernel == "qgemv" and launch.what == "qmatmul (qgemv)"
     (groups_n, groups_m), items = K.gemv_launch("qgemv", K.GPU_GEMV, 301, 1)
-    assert _groups(launch) == (groups_n, groups_m) and launch.lsize == (items, 1)
+    assert launch.grid == (groups_n, groups_m, 1) and launch.block == (items, 1, 1)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -204,11 +196,11 @@ def test_supports_declines_head_dims_past_512():
 def test_supports_declines_attention_whose_tiles_exceed_local_memory():
     spec = S.attention_spec((1, 2, 1, 256), (1, 2, 8, 256), (1, 2, 8, 128), ("float32",) * 3)
     need = K.attention("float32", 256, 128, params=K.GPU_ATTENTION).static_local_bytes
-    small = DeviceFacts(132, need - 1, 512, True, True)
+    small = DeviceFacts("opencl", 132, need - 1, 512)
     verdict = support(spec, small, GPU_PARAMS)
     assert not verdict.ok
-    assert f"need {need} bytes of local memory; the device has {need - 1}" in verdict.reason
-    assert support(spec, DeviceFacts(132, need, 512, True, True), GPU_PARAMS).ok
+    assert f"need {need} bytes of local memory; the device allows {need - 1}" in verdict.reason
+    assert support(spec, DeviceFacts("opencl", 132, need, 512), GPU_PARAMS).ok
     assert support(spec, small, CPU_PARAMS).ok  # CPU tiles live in private memory
 
 
@@ -225,7 +217,7 @@ def test_supports_declines_quantizing_where_it_would_not_be_bit_exact(fact, word
 
 def test_supports_declines_a_gemv_without_room_for_its_local_memory():
     need = K.gemv_local_bytes(K.GPU_GEMV, "q4_0", shuffles=False)
-    small = DeviceFacts(132, need - 1, 512, True, True)
+    small = DeviceFacts("opencl", 132, need - 1, 512)
     verdict = support(S.qmatmul_spec((1, 64), "float32", (8, 64), Q4), small, GPU_PARAMS)
     assert not verdict.ok and f"need {need} bytes of local memory; the device has {need - 1}" in verdict.reason
     assert support(S.qmatmul_spec((9, 64), "float32", (8, 64), Q4), small, GPU_PARAMS).ok  # no GEMV
@@ -237,17 +229,10 @@ def test_supports_declines_sizes_past_int32():
     assert not verdict.ok and "32-bit" in verdict.reason
 
 
-def test_device_facts_are_read_by_attribute_name():
-    class Device:  # as CLDevice: more attributes than planning reads
-        name, compute_units, local_mem, mem_align_bytes = "d", 7, 1024, 64
-        correctly_rounded_divide, denormals, fp64 = False, True, True
-
-    assert DeviceFacts.of(Device()) == DeviceFacts(7, 1024, 64, False, True, True)
-
-
-def test_the_planner_never_imports_pyopencl_or_the_backend():
-    code = ("import sys, accel.backends.opencl.plan; "
-            "loaded = {'pyopencl', 'accel.backends.opencl.backend'} & set(sys.modules); "
+def test_the_planner_never_imports_a_vendor_package_or_a_backend():
+    code = ("import sys, accel.backends.plan; "
+            "loaded = {'pyopencl', 'cupy', 'accel.backends.opencl.backend', 'accel.backends.cupy.backend',"
+            " 'accel.backends.runtime'} & set(sys.modules); "
             "assert not loaded, loaded")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
