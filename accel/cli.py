@@ -19,7 +19,7 @@ _SUBCOMMAND_MODULES = (
     "accel.conformance.report.cli",  # accel report, accel portability
     "accel.conformance.bench.tune",  # accel tune
     "accel.kernels.check",     # accel kernels check
-    "accel.port",              # accel port
+    "accel.kernels.port",      # accel port
     "accel.models.run",        # accel run
 )
 

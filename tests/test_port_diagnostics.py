@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
 
-from accel.port import translate  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "cuda_corpus"
 
@@ -558,7 +558,7 @@ def test_output_onto_the_source_file_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize("to", ["opencl", "hip", "dialect"])
 def test_stats_count_every_warned_use_as_translated_too(to):
     """docs/porting.md: translated counts include warned uses (warpSize on HIP counted none)."""
-    from accel.port.stats import tally
+    from accel.kernels.port.stats import tally
 
     files = sorted(CORPUS.glob("*.cu")) + sorted((CORPUS.parent / "port_corpus").glob("*.cu"))
     entries = [(p, p.read_text(), translate(p.read_text(), to, filename=p.name)) for p in files]
