@@ -62,7 +62,7 @@ def info_record() -> dict:
     import os
 
     import accel
-    from accel.diskcache import cache_root
+    from accel.host import cache_root
     from accel.errors import AccelError
     from accel.registry import ignored_plugins
 
@@ -164,7 +164,7 @@ def _cache_line() -> str:
     """Where accel keeps what it learns, and whether it can (asked without writing anything)."""
     from rich.markup import escape
 
-    from accel.diskcache import cache_root, writable_dir
+    from accel.host import cache_root, writable_dir
 
     root = cache_root()
     if writable_dir(root, create=False):
