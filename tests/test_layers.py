@@ -17,7 +17,7 @@ PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conforman
                 "accel.kernels": "kernels"}
 
 BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.host",
-        "accel.exact_int8", "accel.argtypes"}
+        "accel.argtypes"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
 KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources"}
