@@ -8,7 +8,7 @@ import shlex
 import sys
 
 import accel
-from accel.argtypes import int_at_least
+from accel.conformance.argtypes import int_at_least
 
 #: modules that add subcommands: each defines ``register(subparsers)``; heavy imports stay inside
 #: the command functions so ``accel info`` stays fast

@@ -136,7 +136,7 @@ def test_info_shows_a_valid_selection_as_the_choice(selection, capsys):
 def test_an_existing_writable_output_needs_no_writable_folder():
     import argparse
 
-    from accel.argtypes import output_file
+    from accel.conformance.argtypes import output_file
 
     assert str(output_file("/dev/null")) == "/dev/null"
     with pytest.raises(argparse.ArgumentTypeError, match="is a folder"):

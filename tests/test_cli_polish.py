@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import accel
-from accel.argtypes import dtype_names
 from accel.cli import ENVIRONMENT, main
+from accel.conformance.argtypes import dtype_names
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -171,7 +171,7 @@ def test_a_missing_parser_is_one_line_with_one_prefix(tmp_path):
     (["bench"], "--ops", ["matmul", "qmatmul"]),
     (["tune"], "--ops", ["matmul", "gemv"])])
 def test_every_list_option_takes_spaces_or_commas(command, option, names):
-    from accel.argtypes import split_names
+    from accel.conformance.argtypes import split_names
     from accel.cli import build_parser
 
     parser = build_parser()

@@ -16,8 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conformance": "conformance",
                 "accel.kernels": "kernels"}
 
-BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.host",
-        "accel.argtypes"}
+BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.host"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
 KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources"}

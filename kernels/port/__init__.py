@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from accel.argtypes import output_file
+from accel.conformance.argtypes import output_file
 from accel.errors import ArgumentError, expected
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, syntax_errors
 from accel.kernels.port.templates import Expansion, expand
