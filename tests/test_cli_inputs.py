@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import accel
-from accel.cli import build_parser, main
+from accel.__main__ import build_parser, main
 
 DATA = Path(__file__).parent / "kernels_check_data"
 PARSER = build_parser()
