@@ -1,6 +1,6 @@
 """The layer rules of docs/architecture.md, checked on the import statements of every module
 (top-level, in-function and TYPE_CHECKING imports all count; a package's implicit import of its
-parents does not)."""
+parents does not), and the size of the interface package accel/."""
 from __future__ import annotations
 
 import ast
@@ -30,6 +30,8 @@ ALLOWED = {"base": {"base"}, "runtime": {"base", "runtime"}, "kernels": {"base",
 SHARED_RUNTIME = "accel.backends.runtime"
 #: a backend family's vendor package, which its device-free planner must not import
 VENDOR = {"opencl": "pyopencl", "cupy": "cupy"}
+#: the most top-level modules the interface package accel/ may hold (issue 40)
+MAX_INTERFACE_MODULES = 16
 
 
 def _within(module: str, prefix: str) -> bool:
@@ -64,6 +66,16 @@ def discover() -> dict[str, Path]:
                 parts.pop()
             found[".".join([package, *parts])] = path
     return found
+
+
+def top_level_modules(folder: Path) -> list[str]:
+    """The top-level modules of a package folder, as its ``ls`` shows them: every ``.py`` file
+    directly in it (``__init__.py`` and ``__main__.py`` included) and every folder directly under
+    it that holds Python code (a subpackage, each counted once, whatever it holds)."""
+    files = [p.name for p in folder.glob("*.py")]
+    packages = [f"{p.name}/" for p in folder.iterdir()
+                if p.is_dir() and p.name != "__pycache__" and any(p.rglob("*.py"))]
+    return sorted(files + packages)
 
 
 def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int]]:
@@ -181,6 +193,25 @@ def test_no_import_breaks_a_layer_rule(edges):
 
 def test_no_import_cycle(edges):
     assert cycles(edges) == []
+
+
+def test_the_interface_package_stays_small():
+    """accel/ is the interface; tools and helpers live elsewhere (kernels/port, conformance/argtypes)
+    or in the module whose job they share, so its ``ls`` stays readable."""
+    found = top_level_modules(ROOT / "accel")
+    assert len(found) <= MAX_INTERFACE_MODULES, (
+        f"accel/ has {len(found)} top-level modules, at most {MAX_INTERFACE_MODULES}: "
+        f"{', '.join(found)}; move a tool out of the interface package or merge a helper into "
+        "the module whose job it shares (docs/architecture.md)")
+
+
+def test_the_module_count_sees_every_kind_of_module(tmp_path):
+    """The counter itself: dunder files and subpackages count, caches and data files do not."""
+    for name in ("__init__.py", "__main__.py", "ops.py", "py.typed", "pkg/__init__.py",
+                 "pkg/deep/x.py", "__pycache__/ops.cpython-312.pyc", "data/table.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert top_level_modules(tmp_path) == ["__init__.py", "__main__.py", "ops.py", "pkg/"]
 
 
 @pytest.mark.parametrize("module, name, why", [
