@@ -19,7 +19,7 @@ from accel.dtypes import NAME_OF_NUMPY, convert, dtype_name, to_numpy_dtype
 from accel.errors import (ArgumentError, BackendUnavailable, DeviceError, DeviceMismatchError,
                           DTypeError, OutOfBoundsError, ShapeError, expected)
 from accel.formats import FORMATS, QuantFormat, check_quantizable_shape, get_format
-from accel.hostmem import host_bytes_free, host_memory_error
+from accel.host import host_bytes_free, host_memory_error
 from accel.registry import backends as list_backends
 from accel.registry import get_backend
 

@@ -14,11 +14,10 @@ import platform
 import numpy as np
 
 from accel.backend import YES, Backend, DeviceInfo, Support
-from accel.dtypes import to_numpy_dtype
-from accel.exact_int8 import exact_int8_matmul
+from accel.dtypes import exact_int8_matmul, to_numpy_dtype
 from accel.formats import FORMATS, X_FORMATS, dequantize_blocks, quantize_blocks
 from accel.spec import FP8_BLOCK
-from accel.hostmem import host_bytes_free, host_memory_error
+from accel.host import host_bytes_free, host_memory_error
 
 # attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
 _ATTN_SCRATCH = 1 << 24

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from accel.argtypes import comma_list, dtype_names, int_at_least, names, output_file, split_names
+from accel.conformance.argtypes import comma_list, dtype_names, int_at_least, names, output_file, split_names
 from accel.conformance.profiles import PROFILES  # the case lists only: no hypothesis
 
 FAILURES_SHOWN = 25  # failing cases printed in full; the JSON file has all of them

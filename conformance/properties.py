@@ -161,7 +161,7 @@ def _storage_under_cache_root() -> Iterator[None]:
     it touches its storage): during a search it is told accel's cache root, so a conformance run
     (the command, the pytest plugin, a campaign) writes nothing in the user's folder; a value
     the user set wins; the variable is put back."""
-    from accel.diskcache import cache_root
+    from accel.host import cache_root
 
     before = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache_root() / "hypothesis"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 # the filters parse as `accel conformance --ops/--dtypes` do: ',' is an error naming the option
-from accel.argtypes import dtype_names, int_at_least, names, split_names
+from accel.conformance.argtypes import dtype_names, int_at_least, names, split_names
 
 
 def pytest_addoption(parser) -> None:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from accel.argtypes import comma_list, int_at_least, names, output_file, split_names
+from accel.conformance.argtypes import comma_list, int_at_least, names, output_file, split_names
 from accel.errors import ArgumentError
 from accel.kernels import KERNELS_CHECK_SCHEMA, toolchains
 

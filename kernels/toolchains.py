@@ -8,7 +8,7 @@ code object) and, per kernel, the resources the toolchain reports: ptxas's ``-v`
 NVIDIA, the code object's metadata note (read with ``llvm-readelf --notes``) for AMD, both read
 by accel.kernels.resources.
 
-Successful builds are cached on disk under ``cache_root()/binaries`` (accel.diskcache:
+Successful builds are cached on disk under ``cache_root()/binaries`` (accel.host:
 ``$ACCEL_CACHE_DIR``, else the XDG cache folder) by a key over the toolchain and its version, the
 target, the options, the source and the headers in the include directories the caller names.
 Entries are written atomically and checked against their recorded key and digest on read, so an
@@ -36,8 +36,8 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from accel.diskcache import atomic_write, cache_root
 from accel.errors import ArgumentError, BackendUnavailable, expected
+from accel.host import atomic_write, cache_root
 from accel.kernels.resources import KernelResources, amd_code_object_resources, parse_ptxas_log, sass_counts
 
 #: the targets ``accel kernels check`` compiles for when none are named
@@ -458,7 +458,7 @@ _CACHE_FORMAT = 2
 
 
 def cache_dir() -> Path:
-    """Where compiled binaries live: ``cache_root()/binaries`` (see accel.diskcache)."""
+    """Where compiled binaries live: ``cache_root()/binaries`` (see accel.host)."""
     return cache_root() / "binaries"
 
 

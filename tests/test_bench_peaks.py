@@ -58,7 +58,7 @@ def test_cache_key_changes_with_the_driver():
 
 
 def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
-    from accel.diskcache import cache_root
+    from accel.host import cache_root
 
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path / "x"))
     assert cache_root() == tmp_path / "x"

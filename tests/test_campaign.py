@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import accel
-from accel.cli import main
+from accel.__main__ import main
 from accel.conformance import suite
 from accel.conformance.campaign import plan, store
 

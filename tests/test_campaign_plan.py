@@ -14,7 +14,7 @@ import pytest
 
 import accel
 from accel.backends.cpu import CPUBackend
-from accel.cli import build_parser, main
+from accel.__main__ import build_parser, main
 from accel.conformance import properties, suite
 from accel.conformance.campaign import node, store
 from accel.conformance.campaign.cli import settings_from
@@ -137,7 +137,7 @@ def test_bitwise_results_reach_the_report(tmp_path):
 
 def test_without_ray_the_command_names_the_extra(tmp_path):
     # a Python where `import ray` fails, as on a machine without the extra
-    code = ("import sys; sys.modules['ray'] = None; from accel.cli import main; "
+    code = ("import sys; sys.modules['ray'] = None; from accel.__main__ import main; "
             f"sys.exit(main(['campaign', '--cluster', 'local', '--out', {str(tmp_path)!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "200"})
@@ -167,7 +167,7 @@ def test_a_cluster_address_nothing_answers_at_is_refused_at_once(tmp_path, addre
     with socket.socket() as s:  # a port just freed: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code = ("import sys; from accel.cli import main; sys.exit(main(['campaign', '--cluster', "
+    code = ("import sys; from accel.__main__ import main; sys.exit(main(['campaign', '--cluster', "
             f"{address.format(port=port)!r}, '--out', {str(tmp_path)!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "COLUMNS": "200"})

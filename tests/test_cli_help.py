@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from accel.cli import build_parser, main
+from accel.__main__ import build_parser, main
 
 DATA = Path(__file__).parent / "kernels_check_data"
 CORPUS = Path(__file__).parent / "cuda_corpus"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import accel
-from accel.cli import build_parser, main
+from accel.__main__ import build_parser, main
 
 DATA = Path(__file__).parent / "kernels_check_data"
 PARSER = build_parser()
@@ -136,7 +136,7 @@ def test_info_shows_a_valid_selection_as_the_choice(selection, capsys):
 def test_an_existing_writable_output_needs_no_writable_folder():
     import argparse
 
-    from accel.argtypes import output_file
+    from accel.conformance.argtypes import output_file
 
     assert str(output_file("/dev/null")) == "/dev/null"
     with pytest.raises(argparse.ArgumentTypeError, match="is a folder"):

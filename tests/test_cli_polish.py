@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import accel
-from accel.argtypes import dtype_names
-from accel.cli import ENVIRONMENT, main
+from accel.__main__ import ENVIRONMENT, main
+from accel.conformance.argtypes import dtype_names
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -157,7 +157,7 @@ def test_a_missing_parser_is_one_line_with_one_prefix(tmp_path):
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
     code = ("import sys; sys.modules['tree_sitter_cuda'] = None\n"  # as if the extra were absent
-            "from accel.cli import main\n"
+            "from accel.__main__ import main\n"
             f"sys.exit(main(['port', {str(src)!r}, '--to', 'opencl']))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
@@ -171,8 +171,8 @@ def test_a_missing_parser_is_one_line_with_one_prefix(tmp_path):
     (["bench"], "--ops", ["matmul", "qmatmul"]),
     (["tune"], "--ops", ["matmul", "gemv"])])
 def test_every_list_option_takes_spaces_or_commas(command, option, names):
-    from accel.argtypes import split_names
-    from accel.cli import build_parser
+    from accel.conformance.argtypes import split_names
+    from accel.__main__ import build_parser
 
     parser = build_parser()
     spaced = parser.parse_args([*command, option, *names])
@@ -227,7 +227,7 @@ def test_accel_imports_where_torch_is_blocked_or_too_old():
 def test_an_oserror_that_is_no_file_problem_is_not_called_one(monkeypatch):
     """Only a file that cannot be written or read is a one-line status 2; another OSError (a
     library that fails to load) is a bug to show, not a 'file' message."""
-    import accel.cli as cli
+    import accel.__main__ as cli
 
     def broken(args):
         raise OSError("libggml.so: cannot open shared object file")

@@ -166,7 +166,7 @@ def test_every_planned_and_drawn_case_reads_all_its_parameters():
     ("matmul/float32/grid/a=2x3,b=3x4,data=normal,seed=0,seed=5", ["each parameter once", "'seed' twice"]),
 ])
 def test_a_mistyped_case_id_is_refused_not_run_as_another_case(case_id, words, capsys):
-    from accel.cli import main
+    from accel.__main__ import main
 
     assert main(["conformance", "--backend", "cpu", "--case", case_id]) == 2
     err = " ".join(capsys.readouterr().err.split())

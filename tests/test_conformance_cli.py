@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import accel
-from accel.cli import main
+from accel.__main__ import main
 from accel.conformance import results
 from accel import kernels
 from accel.kernels import KERNELS_CHECK_SCHEMA

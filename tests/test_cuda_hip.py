@@ -22,7 +22,7 @@ from accel.backends.cupy.build import build_kernel
 from accel.backends.cupy.cuda import CUDABackend
 from accel.backends.cupy.hip import HIPBackend
 from accel.conformance.bench import gpu_goals
-from accel.exact_int8 import exact_int8_matmul
+from accel.dtypes import exact_int8_matmul
 
 
 @pytest.fixture(autouse=True)

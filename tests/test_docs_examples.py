@@ -24,7 +24,7 @@ def _modules() -> list[str]:
         module = importlib.import_module(pkg)
         names.append(pkg)
         names += [m.name for m in pkgutil.walk_packages(module.__path__, f"{pkg}.")]
-    return sorted({n for n in names if n != "accel.__main__" and ".test_" not in n})
+    return sorted({n for n in names if ".test_" not in n})
 
 
 def _has_examples(name: str) -> bool:

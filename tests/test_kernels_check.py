@@ -11,7 +11,7 @@ import pytest
 from gpu_toolchains import need
 
 from accel.kernels import check as KC
-from accel.cli import main
+from accel.__main__ import main
 
 DATA = Path(__file__).parent / "kernels_check_data"
 
@@ -168,7 +168,7 @@ def test_check_reports_each_outcome_as_it_is_known():
 
 def test_a_file_written_after_targets_is_a_file_not_a_target(tmp_path):
     """`--targets opencl k.cl`: argparse's nargs="+" would take k.cl as a target name."""
-    from accel.cli import main
+    from accel.__main__ import main
 
     src = tmp_path / "k.cl"
     src.write_text("__kernel void k(__global float* x) { x[get_global_id(0)] *= 2.0f; }\n")

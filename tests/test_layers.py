@@ -1,6 +1,6 @@
 """The layer rules of docs/architecture.md, checked on the import statements of every module
 (top-level, in-function and TYPE_CHECKING imports all count; a package's implicit import of its
-parents does not)."""
+parents does not), and the size of the interface package accel/."""
 from __future__ import annotations
 
 import ast
@@ -16,12 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conformance": "conformance",
                 "accel.kernels": "kernels"}
 
-BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.diskcache",
-        "accel.exact_int8", "accel.argtypes", "accel.hostmem"}
+BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.host"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
 KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources"}
-TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
+TOOLS = ("accel.__main__", "accel.kernels.port", "accel.conformance.bench",
          "accel.conformance.report", "accel.conformance.campaign", "accel.kernels.check")
 #: what each layer may import (tools may import anything)
 ALLOWED = {"base": {"base"}, "runtime": {"base", "runtime"}, "kernels": {"base", "kernels"},
@@ -32,6 +31,8 @@ PLANNER = "accel.backends.plan"  # the one device-free planner
 SHARED = {"accel.backends.runtime", PLANNER}
 #: the backend families' vendor packages, which the planner must not import
 VENDOR = {"opencl": "pyopencl", "cupy": "cupy"}
+#: the most top-level modules the interface package accel/ may hold (issue 40)
+MAX_INTERFACE_MODULES = 16
 
 
 def _within(module: str, prefix: str) -> bool:
@@ -66,6 +67,16 @@ def discover() -> dict[str, Path]:
                 parts.pop()
             found[".".join([package, *parts])] = path
     return found
+
+
+def top_level_modules(folder: Path) -> list[str]:
+    """The top-level modules of a package folder, as its ``ls`` shows them: every ``.py`` file
+    directly in it (``__init__.py`` and ``__main__.py`` included) and every folder directly under
+    it that holds Python code (a subpackage, each counted once, whatever it holds)."""
+    files = [p.name for p in folder.glob("*.py")]
+    packages = [f"{p.name}/" for p in folder.iterdir()
+                if p.is_dir() and p.name != "__pycache__" and any(p.rglob("*.py"))]
+    return sorted(files + packages)
 
 
 def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int]]:
@@ -184,6 +195,25 @@ def test_no_import_cycle(edges):
     assert cycles(edges) == []
 
 
+def test_the_interface_package_stays_small():
+    """accel/ is the interface; tools and helpers live elsewhere (kernels/port, conformance/argtypes)
+    or in the module whose job they share, so its ``ls`` stays readable."""
+    found = top_level_modules(ROOT / "accel")
+    assert len(found) <= MAX_INTERFACE_MODULES, (
+        f"accel/ has {len(found)} top-level modules, at most {MAX_INTERFACE_MODULES}: "
+        f"{', '.join(found)}; move a tool out of the interface package or merge a helper into "
+        "the module whose job it shares (docs/architecture.md)")
+
+
+def test_the_module_count_sees_every_kind_of_module(tmp_path):
+    """The counter itself: dunder files and subpackages count, caches and data files do not."""
+    for name in ("__init__.py", "__main__.py", "ops.py", "py.typed", "pkg/__init__.py",
+                 "pkg/deep/x.py", "__pycache__/ops.cpython-312.pyc", "data/table.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert top_level_modules(tmp_path) == ["__init__.py", "__main__.py", "ops.py", "pkg/"]
+
+
 @pytest.mark.parametrize("module, name, why", [
     ("accel.spec", "accel.tensor", "base may import only"),
     ("accel.ops", "accel.conformance.bench.suite", "nothing below the tools imports a tool"),
@@ -194,7 +224,7 @@ def test_no_import_cycle(edges):
     ("accel.backends.plan", "pyopencl", "no vendor package"),
     ("accel.backends.plan", "cupy.cuda", "no vendor package"),
     ("accel.conformance.runner", "accel.backends.cpu", "conformance may import only"),
-    ("accel.conformance.results", "accel.cli", "nothing below the tools imports a tool"),
+    ("accel.conformance.results", "accel.__main__", "nothing below the tools imports a tool"),
 ])
 def test_each_rule_catches_its_violation(edges, module, name, why):
     """The checker itself: one planted import per rule is reported with its reason."""

@@ -203,7 +203,7 @@ def test_real_gemma3_270m_matches_the_float64_reference():
 def test_conformance_model_cli_reports_and_writes_json(tmp_path, capsys):
     import json
 
-    from accel.cli import main
+    from accel.__main__ import main
 
     path = write_model(tmp_path / "q.gguf", "qwen3", **CASES["qwen3"])
     out = tmp_path / "r.json"
@@ -215,7 +215,7 @@ def test_conformance_model_cli_reports_and_writes_json(tmp_path, capsys):
 
 
 def test_run_cli_prints_the_greedy_continuation(tmp_path, capsys):
-    from accel.cli import main
+    from accel.__main__ import main
 
     path = write_model(tmp_path / "l.gguf", "llama")
     assert main(["run", path, "--tokens", "1 7 3", "-n", "3", "--backend", "cpu"]) == 0
@@ -250,7 +250,7 @@ def test_last_only_logits_are_the_last_row(tmp_path):
 def test_bench_model_times_the_greedy_run_and_names_what_it_did_not_run(tmp_path, capsys):
     import json
 
-    from accel.cli import main
+    from accel.__main__ import main
     from accel.conformance.bench import model as bm
 
     path = write_model(tmp_path / "l.gguf", "llama")
@@ -287,7 +287,7 @@ def test_real_gemma3_270m_on_opencl_matches_the_float64_reference():
 def test_run_prompt_without_a_tokenizer_library_is_a_usage_error(tmp_path, capsys):
     import importlib.util
 
-    from accel.cli import main
+    from accel.__main__ import main
 
     if any(importlib.util.find_spec(m) for m in ("llama_cpp", "transformers")):
         pytest.skip("a tokenizer library is installed here; this checks the error without one")

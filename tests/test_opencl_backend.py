@@ -91,7 +91,7 @@ def test_info_prints_each_device_left_out(capsys):
         pytest.skip("every OpenCL device here builds kernels: none left out to print")
     status = next(s for s in accel.backends() if s.name == "opencl")
     assert status.skipped == list(skipped)
-    from accel.cli import main
+    from accel.__main__ import main
 
     assert main(["info", "--width", "400"]) == 0
     out = capsys.readouterr().out

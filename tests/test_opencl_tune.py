@@ -9,7 +9,7 @@ from test_opencl_common import FIRST, needs_device
 from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl.params import DEFAULTS, candidates, params_for
 from accel.conformance.bench.tune import PROBLEMS, tune
-from accel.cli import build_parser, main
+from accel.__main__ import build_parser, main
 
 @pytest.mark.parametrize("kind,lanes", [("cpu", 16), ("cpu", 8), ("gpu", 1)])
 def test_candidates_respect_vector_width(kind, lanes):

@@ -180,7 +180,7 @@ def test_a_plugin_left_out_for_its_name_is_said_so(tmp_path):
     first = _vendor_site(tmp_path, {"vx_good": "vx_backend:Good"}, "vendorx")
     second = _vendor_site(tmp_path, {"vx_good": "vx_backend:Renamed", "opencl": "vx_backend:Good"},
                           "othervendor")
-    proc = _with_sites("from accel.cli import main; main(['info', '--width', '250'])", first, second)
+    proc = _with_sites("from accel.__main__ import main; main(['info', '--width', '250'])", first, second)
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "ignored plugin vx_good (plugin othervendor, vx_backend:Renamed): the name of the plugin vendorx backend 'vx_good'" in out

@@ -19,7 +19,7 @@ pytest.importorskip("pyopencl", reason="the OpenCL runs need pyopencl ([opencl] 
 
 import accel  # noqa: E402
 from accel.kernel import kernel  # noqa: E402
-from accel.port import translate  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "port_corpus"
 F32 = np.float32
@@ -576,7 +576,7 @@ def test_corpus_kernel_is_refused_at_each_use(file):
 
 def test_the_guide_quotes_the_corpus_statistics():
     """docs/porting.md quotes ``accel port --stats`` on this corpus: it must be today's figure."""
-    from accel.port.stats import format_text, sources, tally
+    from accel.kernels.port.stats import format_text, sources, tally
 
     entries = [(p, p.read_text(), translate(p.read_text(), "opencl", filename=str(p)))
                for p in sources([CORPUS])]

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
 
-from accel.port import translate  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "cuda_corpus"
 
@@ -154,7 +154,7 @@ def test_dialect_refuses_dynamic_shared_memory():
 
 
 def _cli(tmp_path, file: Path, *extra: str) -> int:
-    from accel.cli import main
+    from accel.__main__ import main
 
     return main(["port", str(file), *extra])
 
@@ -398,7 +398,7 @@ def test_a_refused_macro_is_named_at_each_use_and_expression_or_statement_macros
 def test_stats_count_uses_per_construct_and_the_share_of_kernels(tmp_path, capsys):
     import json
 
-    from accel.cli import main
+    from accel.__main__ import main
 
     (tmp_path / "ok.cu").write_text("__global__ void a(float* x) {\n  x[threadIdx.x] = expf(x[0]);\n"
                                     "  x[1] = expf(x[2]);\n}\n")
@@ -417,7 +417,7 @@ def test_stats_count_uses_per_construct_and_the_share_of_kernels(tmp_path, capsy
 
 
 def test_several_files_without_stats_is_a_usage_error(tmp_path):
-    from accel.cli import main
+    from accel.__main__ import main
 
     (tmp_path / "a.cu").write_text("__global__ void a() {}\n")
     assert main(["port", str(tmp_path / "a.cu"), str(tmp_path / "a.cu"), "--to", "opencl"]) == 2
@@ -493,7 +493,7 @@ def test_constructs_are_named_as_what_they_are(src, found):
 def test_deep_nesting_translates_or_is_refused_in_one_line(tmp_path, capsys):
     """A 500-branch else-if chain or a 3000-term sum raised RecursionError (a traceback, exit
     1), from translate() and --stats alike."""
-    from accel.cli import main
+    from accel.__main__ import main
 
     chain = ("__global__ void k(int* x, int n) {\n  if (n == 0) x[0] = 0;\n"
              + "".join(f"  else if (n == {i}) x[0] = {i};\n" for i in range(1, 500)) + "}\n")
@@ -514,7 +514,7 @@ def test_deep_nesting_translates_or_is_refused_in_one_line(tmp_path, capsys):
 
 
 def test_a_byte_order_mark_is_not_part_of_the_code(tmp_path, capsys, backend):
-    from accel.cli import main
+    from accel.__main__ import main
     from accel.kernel import kernel
 
     src = tmp_path / "bom.cu"
@@ -529,7 +529,7 @@ def test_a_byte_order_mark_is_not_part_of_the_code(tmp_path, capsys, backend):
 
 
 def test_stats_count_each_file_once_and_an_unreadable_file_is_a_usage_error(tmp_path, capsys):
-    from accel.cli import main
+    from accel.__main__ import main
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.cuh").write_text("__global__ void a(float* x) { x[0] = 1.0f; }\n")
@@ -544,7 +544,7 @@ def test_stats_count_each_file_once_and_an_unreadable_file_is_a_usage_error(tmp_
 
 
 def test_output_onto_the_source_file_is_a_usage_error(tmp_path, capsys):
-    from accel.cli import main
+    from accel.__main__ import main
 
     src = tmp_path / "a.cuh"
     cuda = "__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"
@@ -558,7 +558,7 @@ def test_output_onto_the_source_file_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize("to", ["opencl", "hip", "dialect"])
 def test_stats_count_every_warned_use_as_translated_too(to):
     """docs/porting.md: translated counts include warned uses (warpSize on HIP counted none)."""
-    from accel.port.stats import tally
+    from accel.kernels.port.stats import tally
 
     files = sorted(CORPUS.glob("*.cu")) + sorted((CORPUS.parent / "port_corpus").glob("*.cu"))
     entries = [(p, p.read_text(), translate(p.read_text(), to, filename=p.name)) for p in files]

@@ -13,7 +13,7 @@ pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cud
 
 from gpu_toolchains import HIPCC, need, need_tool  # noqa: E402
 
-from accel.port import translate  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "cuda_corpus"
 FILES = sorted(p.name for p in CORPUS.glob("*.cu"))

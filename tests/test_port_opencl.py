@@ -14,7 +14,7 @@ pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cud
 pytest.importorskip("pyopencl", reason="the OpenCL runs need pyopencl ([opencl] extra)")
 
 from accel.kernel import kernel  # noqa: E402
-from accel.port import translate  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "cuda_corpus"
 RNG = np.random.default_rng(7)

@@ -14,7 +14,7 @@ pytest.importorskip("pyopencl", reason="the OpenCL runs need pyopencl ([opencl] 
 
 import accel  # noqa: E402
 from accel.kernel import kernel  # noqa: E402
-from accel.port import translate  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
 
 REAL = Path(__file__).parent / "port_real"
 F32 = np.float32
@@ -123,7 +123,7 @@ def test_shuffle_lanes_follow_cudas_rules(opencl_backend, b, width):
 
 
 def test_stats_over_the_real_kernels():
-    from accel.port.stats import sources, tally
+    from accel.kernels.port.stats import sources, tally
 
     entries = [(p, p.read_text(), translate(p.read_text(), "opencl", filename=str(p)))
                for p in sources([REAL])]
@@ -136,7 +136,7 @@ def test_stats_over_the_real_kernels():
 
 
 def test_stats_count_a_file_the_translator_failed_on_apart():
-    from accel.port.stats import format_text, tally
+    from accel.kernels.port.stats import format_text, tally
 
     src = "__global__ void k(float* x) { x[0] = 1.0f; }"
     stats = tally([("a.cu", src, translate(src, "opencl")), ("b.cu", src, RecursionError("deep"))],

@@ -11,7 +11,7 @@ pytest.importorskip("pyopencl", reason="the OpenCL runs need pyopencl ([opencl] 
 
 import accel  # noqa: E402
 from accel.kernel import kernel  # noqa: E402
-from accel.port import translate  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -41,10 +41,9 @@ import numpy as np
 from accel import kernels
 from accel.backend import DeviceInfo
 from accel.backends.runtime import KernelRuntime
-from accel.dtypes import to_numpy_dtype
+from accel.dtypes import exact_int8_matmul, to_numpy_dtype
 from accel.errors import (ArgumentError, BackendUnavailable, CompileError, DeviceError,
                           DTypeError, UnsupportedError, expected)
-from accel.exact_int8 import exact_int8_matmul
 from accel.kernels import toolchains
 from accel.registry import ForkGuard
 from accel.tensor import Tensor

@@ -26,7 +26,7 @@ from accel.backend import DeviceInfo
 from accel.backends.runtime import KernelRuntime
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, CompileError, DeviceError, UnsupportedError, expected
-from accel.hostmem import host_bytes_free, host_memory_error
+from accel.host import host_bytes_free, host_memory_error
 from accel.tensor import Tensor
 from accel.kernel import Param, check_args, includes_files
 

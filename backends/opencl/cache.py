@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from accel.diskcache import atomic_write, cache_root, read_regular
 from accel.errors import CompileError
+from accel.host import atomic_write, cache_root, read_regular
 
 from accel.backends.opencl.compiler_caches import pyopencl_cache_dir
 from accel.backends.opencl.devices import CLDevice

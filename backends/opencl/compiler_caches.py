@@ -21,7 +21,7 @@ from pathlib import Path
 import platformdirs
 import pyopencl as cl
 
-from accel.diskcache import cache_root, writable_dir
+from accel.host import cache_root, writable_dir
 
 
 def pyopencl_cache_dir() -> str | bool:

@@ -10,7 +10,7 @@ import os
 import accel.kernels as K
 from accel.errors import ArgumentError, expected
 
-from accel.diskcache import atomic_write, locked, read_regular
+from accel.host import atomic_write, locked, read_regular
 
 from accel.backends.opencl.cache import device_dir
 from accel.backends.plan import DEFAULT_TILES

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from accel.argtypes import names, output_file, split_names
+from accel.conformance.argtypes import names, output_file, split_names
 
 def register(subparsers) -> None:
     from accel.spec import OPS

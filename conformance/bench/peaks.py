@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from accel.backend import Backend
-from accel.diskcache import atomic_write, cache_root
 from accel.errors import UnsupportedError
+from accel.host import atomic_write, cache_root
 from accel.conformance.bench.timing import Budget, host_timer, measure
 
 #: a weight-streaming case rotates among copies of its weight until they span this many times the

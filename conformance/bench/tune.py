@@ -135,7 +135,7 @@ def tune(be, ops: list[str], repeat: int = 10, store: bool = True, echo=print) -
 
 def _tune(args: argparse.Namespace) -> int:
     import accel
-    from accel.argtypes import split_names
+    from accel.conformance.argtypes import split_names
     from accel.conformance.bench.timing import pin_pocl_threads
     from accel.errors import ArgumentError, expected
 
@@ -184,7 +184,7 @@ def _show_or_reset(be, reset: bool) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from accel.argtypes import int_at_least, names
+    from accel.conformance.argtypes import int_at_least, names
 
     p = subparsers.add_parser(
         "tune", help="search OpenCL kernel tile sizes and store the best per device",

@@ -9,7 +9,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from accel.argtypes import dtype_names, int_at_least, names, output_folder, split_names
+from accel.conformance.argtypes import dtype_names, int_at_least, names, output_folder, split_names
 
 FAILURES_SHOWN = 25  # failing cases printed with their repro line; the files have all of them
 #: options that decide the shards: with --resume they come from campaign.json

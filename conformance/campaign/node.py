@@ -111,7 +111,7 @@ class DeviceWorker:
     kernels and the backend's caches stay warm from one shard to the next."""
 
     def __init__(self, device: str) -> None:
-        from accel.diskcache import cache_root
+        from accel.host import cache_root
 
         # as accel conformance does: hypothesis' files under the cache root, not the cwd
         os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache_root() / "hypothesis"))

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from accel.argtypes import names, split_names
+from accel.conformance.argtypes import names, split_names
 from accel.conformance.bench.cli import console, print_summary, run_bench, write_json
 
 #: the conformance run of one backend must not eat the whole 10-minute budget of `portability`

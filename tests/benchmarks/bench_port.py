@@ -3,7 +3,7 @@ every edit (4000 small kernels, 530 KB, took 26 s); 8 times the code should take
 as long. Printed as a ratio against that goal (timing lives here, never in unit tests)."""
 import time
 
-from accel.port import translate
+from accel.kernels.port import translate
 
 ONE = ("__global__ void k{i}(float* x, int n) {{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
        "  if (i < n) x[i] = expf(x[i]) * 2.0f;\n}}\n")

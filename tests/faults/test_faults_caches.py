@@ -34,9 +34,9 @@ def test_a_read_only_home_directory_leaves_opencl_working(tmp_path):
     env["ACCEL_CACHE_DIR"] = str(home / ".cache" / "accel")
     ran = child(MATMUL, env=env, prefix=prefix)
     assert "result True" in ran.stdout, ran.stderr
-    info = child("from accel.cli import main; main(['info', '--width', '200'])", env=env, prefix=prefix)
+    info = child("from accel.__main__ import main; main(['info', '--width', '200'])", env=env, prefix=prefix)
     assert f"cache: {home}/.cache/accel (not writable" in info.stdout, info.stdout + info.stderr
-    info = child("from accel.cli import main; main(['info', '--width', '200'])",
+    info = child("from accel.__main__ import main; main(['info', '--width', '200'])",
                  env={"ACCEL_CACHE_DIR": str(tmp_path / "accel")})
     assert f"cache: {tmp_path}/accel (pyopencl's build cache under it)" in info.stdout
 
@@ -85,7 +85,7 @@ def test_concurrent_tuners_of_different_ops_keep_every_result(tmp_path):
 def test_tune_on_a_read_only_cache_prints_its_result_and_one_line_naming_the_store(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
-    ran = child("import sys; from accel.cli import main; sys.exit(main(['tune', '--ops', 'gemv', "
+    ran = child("import sys; from accel.__main__ import main; sys.exit(main(['tune', '--ops', 'gemv', "
                 "'--repeat', '1']))", env={"ACCEL_CACHE_DIR": str(cache)}, prefix=read_only(cache),
                 timeout=300)
     assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr

@@ -1,19 +1,60 @@
-"""Where accel keeps what it learns on disk (built kernels, tuned parameters, measured peaks), and
-the ways it touches it: writes are atomic, so a concurrent or killed process never leaves half a
-file; reads take only regular files, so a FIFO or device in an entry's place never blocks accel;
-read-modify-write cycles hold a file lock, so concurrent writers never lose each other's updates.
+"""What accel asks of the host machine: how much memory this process can still get, and where
+and how accel keeps what it learns on disk.
+
+Memory: the bytes left (``host_bytes_free``) and the error for a copy that needs more, shared by
+the tensor bridge and the backends whose device memory is the host's.
+
+Disk (built kernels, tuned parameters, measured peaks): writes are atomic, so a concurrent or
+killed process never leaves half a file; reads take only regular files, so a FIFO or device in an
+entry's place never blocks accel; read-modify-write cycles hold a file lock, so concurrent writers
+never lose each other's updates.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
-import filelock
+from accel.errors import DeviceError, expected
 
+
+# -- memory ---------------------------------------------------------------------------------
+def host_bytes_free() -> int:
+    """Bytes the host can still give this process: the kernel's MemAvailable, or less where an
+    address-space limit (``ulimit -v``, RLIMIT_AS) leaves less room."""
+    free = sys.maxsize
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            free = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith(b"MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:
+                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            free = min(free, limit - used)
+    except (ImportError, OSError, ValueError):
+        pass
+    return max(0, free)
+
+
+def host_memory_error(arg: str, nbytes: int, what: str) -> DeviceError:
+    """The error for host memory ``arg`` needs (``nbytes``, for ``what``) and cannot get."""
+    return DeviceError(expected(arg, f"at most the {host_bytes_free()} bytes of host memory left "
+                                f"for {what}", f"{nbytes} bytes"))
+
+
+# -- disk -----------------------------------------------------------------------------------
 #: how long a writer waits for another process's lock before giving up (a hung holder)
 LOCK_TIMEOUT_S = 60.0
 
@@ -76,6 +117,8 @@ def locked(path: Path) -> Iterator[None]:
     """Hold ``path``'s lock (``path.lock`` beside it) against every other process and thread, for a
     read-modify-write of ``path``. Raises OSError when the directory is not writable, and
     ``filelock.Timeout`` (an OSError too) after LOCK_TIMEOUT_S."""
+    import filelock  # here, not at the top: ``import accel`` (which reads host memory) never needs it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
         yield

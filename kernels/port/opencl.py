@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from accel.port import tables as T
-from accel.port import warp as W
-from accel.port.emulation import SHUFFLE_NAMES, WarpEmulation, callee_name
-from accel.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
-from accel.port.groups import NAMESPACE as CG_NAMESPACE
-from accel.port.groups import Groups
-from accel.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
-from accel.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
+from accel.kernels.port import tables as T
+from accel.kernels.port import warp as W
+from accel.kernels.port.emulation import SHUFFLE_NAMES, WarpEmulation, callee_name
+from accel.kernels.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
+from accel.kernels.port.groups import NAMESPACE as CG_NAMESPACE
+from accel.kernels.port.groups import Groups
+from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
+from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
                                 pointer_info, qualifiers, type_node)
 
 #: node types passed through as they are (their children are still visited)
@@ -119,7 +119,7 @@ class Spelling:
     constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
                                                      "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
-    #: translation's prologue defines them for OpenCL (see accel.port.dialect)
+    #: translation's prologue defines them for OpenCL (see accel.kernels.port.dialect)
     rename_calls: bool = True
     #: how a cast the translation inserts spells an OpenCL scalar type
     cast_types: dict = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """Block-level cooperative groups in CUDA -> OpenCL C: ``cg::this_thread_block()`` is the
 work-group, so its ``sync()`` is a barrier and its indices are OpenCL's queries; a
 ``thread_block_tile<N>`` (N a power of 2 up to 32) of it is emulated like warp shuffles
-(accel.port.warp), where the call is block-uniform. Grid groups, multi-device groups and
+(accel.kernels.port.warp), where the call is block-uniform. Grid groups, multi-device groups and
 cooperative launches stay refused: OpenCL 1.2 cannot synchronise work-groups.
 
 The group variables themselves vanish from the output: their declarations are deleted and each
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from accel.port import warp as W
-from accel.port.symbols import Scope, Sym, declarator_parts
-from accel.port.syntax import text
+from accel.kernels.port import warp as W
+from accel.kernels.port.symbols import Scope, Sym, declarator_parts
+from accel.kernels.port.syntax import text
 
 NAMESPACE = "cooperative_groups"
 #: a tile declaration the grammar reads as an expression (``cg::thread_block_tile<32> w = ...``)

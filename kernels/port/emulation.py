@@ -1,4 +1,4 @@
-"""The OpenCL translator's side of warp emulation (accel.port.warp): deciding, per call, whether
+"""The OpenCL translator's side of warp emulation (accel.kernels.port.warp): deciding, per call, whether
 a shuffle can be emulated (full mask, 32-bit value, block-uniform), and threading the local
 scratch array from each kernel to the device functions that shuffle.
 
@@ -9,10 +9,10 @@ function is translated, so those edits are recorded as functions of that final s
 """
 from __future__ import annotations
 
-from accel.port import tables as T
-from accel.port import warp as W
-from accel.port.syntax import line, text, walk
-from accel.port.uniform import Uniformity
+from accel.kernels.port import tables as T
+from accel.kernels.port import warp as W
+from accel.kernels.port.syntax import line, text, walk
+from accel.kernels.port.uniform import Uniformity
 
 _PURE = frozenset(("min", "max", "abs"))
 #: the warp primitives whose OpenCL form is the emulation (others stay refused)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from accel.port.syntax import text, walk
+from accel.kernels.port.syntax import text, walk
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from accel.port import tables as T
-from accel.port.symbols import declarator_parts
-from accel.port.syntax import Rewriter, parse, text, walk
+from accel.kernels.port import tables as T
+from accel.kernels.port.symbols import declarator_parts
+from accel.kernels.port.syntax import Rewriter, parse, text, walk
 
 #: hiprtc (runtime compilation) builds in these declarations and fails on the headers
 #: themselves, hipcc needs the headers: the translation guards them so both compile it

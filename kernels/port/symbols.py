@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from accel.port.syntax import text
+from accel.kernels.port.syntax import text
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 OpenCL 1.2 has no subgroups (PoCL has no ``cl_khr_subgroup_shuffle``). A full-mask shuffle
 requires every lane of its warp to arrive; where the translator proves the call block-uniform
-(accel.port.uniform), every work-item of the work-group arrives, so the shuffle can go through
+(accel.kernels.port.uniform), every work-item of the work-group arrives, so the shuffle can go through
 local memory: each work-item writes its value to its slot, a barrier, each reads the slot of
 the lane it asked for. Lanes are CUDA's: 32 per warp, numbered by the linear thread index
 (``x + y * dimx + z * dimx * dimy``), and the source lane follows PTX's ``shfl.sync``

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from accel.port import tables as T
-from accel.port.syntax import Rewriter
-from accel.port.opencl import OpenCLTranslator, Spelling
+from accel.kernels.port import tables as T
+from accel.kernels.port.syntax import Rewriter
+from accel.kernels.port.opencl import OpenCLTranslator, Spelling
 
 DIALECT = Spelling(
     kernel="KERNEL", device="DEVICE", forceinline="", restrict="RESTRICT",

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 
-from accel.port.symbols import declarator_parts
-from accel.port.syntax import line, text, walk
+from accel.kernels.port.symbols import declarator_parts
+from accel.kernels.port.syntax import line, text, walk
 
 _UNIFORM_QUERIES = frozenset(("blockIdx", "blockDim", "gridDim"))
 #: nodes that are uniform when all their children are

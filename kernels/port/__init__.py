@@ -1,7 +1,7 @@
 r"""``accel port FILE.cu --to hip|opencl|dialect [-o OUT]``: translate CUDA kernels, or say exactly
 which construct on which line cannot be translated faithfully, why, and what to write instead.
 
->>> from accel.port import translate
+>>> from accel.kernels.port import translate
 >>> r = translate("__global__ void k(float* x) { x[threadIdx.x] = expf(x[threadIdx.x]); }", "opencl")
 >>> print(r.text.splitlines()[-1])
 __kernel void k(__global float* x) { x[(uint)get_local_id(0)] = exp(x[(uint)get_local_id(0)]); }
@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from accel.argtypes import output_file
+from accel.conformance.argtypes import output_file
 from accel.errors import ArgumentError, expected
-from accel.port.syntax import Diagnostic, Rewriter, line, parse, syntax_errors
-from accel.port.templates import Expansion, expand
+from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, syntax_errors
+from accel.kernels.port.templates import Expansion, expand
 
 TARGETS = ("hip", "opencl", "dialect")
 #: the deepest syntax tree accel port translates (a 3000-term sum nests 3000 levels); the
@@ -106,15 +106,15 @@ def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
         tree = parse(raw)
     rw = Rewriter(raw, filename)
     if to == "opencl":
-        from accel.port.opencl import BUILD_OPTIONS, OpenCLTranslator
+        from accel.kernels.port.opencl import BUILD_OPTIONS, OpenCLTranslator
 
         out, options = OpenCLTranslator(rw, tree.root_node).opencl_text(), BUILD_OPTIONS
     elif to == "hip":
-        from accel.port.hip import translate_hip
+        from accel.kernels.port.hip import translate_hip
 
         out, options = translate_hip(rw, tree.root_node), ()
     else:
-        from accel.port.dialect import translate_dialect
+        from accel.kernels.port.dialect import translate_dialect
 
         out, options = translate_dialect(rw, tree.root_node), ()
     for node in syntax_errors(tree.root_node):  # for every target, wherever the node is
@@ -208,7 +208,7 @@ def _read(path: Path) -> str:
 def _stats(args: argparse.Namespace) -> int:
     import json
 
-    from accel.port.stats import format_text, sources, tally
+    from accel.kernels.port.stats import format_text, sources, tally
 
     to = args.to or "opencl"
     entries = []

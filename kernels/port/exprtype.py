@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from accel.port.symbols import Scope, cxx_cast, functional_cast, pointer_info, type_node
-from accel.port.syntax import text
+from accel.kernels.port.symbols import Scope, cxx_cast, functional_cast, pointer_info, type_node
+from accel.kernels.port.syntax import text
 
 INTEGERS = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong")
 FLOATS = ("half", "float", "double")

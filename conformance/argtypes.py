@@ -1,5 +1,9 @@
 """argparse types shared by every accel command and the conformance pytest plugin: name lists,
 bounded integers, and output paths checked while parsing, so a long run cannot fail at its end.
+
+A tool helper, outside the interface package: it sits in the conformance layer, the lowest one
+all its users may import (``accel conformance`` and the pytest plugin are conformance modules;
+the other commands are tools).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@ r"""``accel port --stats DIR_OR_FILES``: what the translator did with a body of 
 construct (uses translated, warned, refused) and per kernel (the share in files that port), as
 text or JSON, like hipify's statistics. This module counts; the command translates.
 
->>> from accel.port import translate
+>>> from accel.kernels.port import translate
 >>> srcs = {"a.cu": "__global__ void k(float* x) { x[threadIdx.x] = expf(x[0]); }",
 ...         "b.cu": "__global__ void k(float* x) { x[0] = __shfl_sync(0xffu, x[0], 0); }"}
 >>> s = tally([(f, t, translate(t, "opencl", filename=f)) for f, t in srcs.items()], "opencl")
@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from accel.errors import ArgumentError, expected
-from accel.port.syntax import Diagnostic, parse, walk
+from accel.kernels.port.syntax import Diagnostic, parse, walk
 
 #: diagnostics whose construct names a use ("double literal 0.1", "template scale<float>"):
 #: counted under the prefix
