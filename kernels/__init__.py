@@ -28,6 +28,12 @@ import numpy as np
 from accel.dtypes import to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, expected
 from accel.formats import BLOCK, FORMATS, get_format
+from accel.kernels.tiles import (CODEBOOK_ROWS, CPU_ATTENTION, CPU_GEMV, CPU_KGEMV, CPU_MATMUL,
+                                 CPU_QMATMUL, CPU_SCALED_MATMUL, CPU_WIDE, GEMV_MAX_M,
+                                 GPU_ATTENTION, GPU_ATTENTION_MMA, GPU_GEMV, GPU_KGEMV, GPU_MATMUL,
+                                 GPU_QMATMUL, GPU_SCALED_MATMUL, GPU_SCALED_MATMUL_MMA,
+                                 GPU_SCALED_MATMUL_WGMMA, GPU_WGMMA, GPU_WMMA, PLANNER_KEYS,
+                                 PREFETCH_NEXT, SCALED_MATMUL_WG)
 
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
@@ -127,103 +133,11 @@ SM_ANY_LATER = 999
 DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "I8",
                "int32": "I32", "uint8": "U8", "bool": "U8"}
 
-#: tile parameters that suit GPUs (one work-item per SIMD lane, local-memory tiles) and those
-#: that suit CPU OpenCL devices (one work-item per group, explicit 16-lane vectors). VW > 1 is
-#: OpenCL-only, so only the GPU parameters are compiled for CUDA and HIP.
-GPU_MATMUL = dict(LOCAL_TILE=1, WG_M=16, WG_N=16, TM=8, TN=8, TK=8, VW=1)
-CPU_MATMUL = dict(LOCAL_TILE=0, TM=12, TN=32, VW=16)
-#: attention: TEAM work-items per group, a compile-time size so that compilers budget registers
-#: for TEAM rather than for their largest group (HIP would keep 128 VGPRs and spill); QSPLIT of
-#: them share each row, each holding a quarter of its query and output (fewer where 4 does not
-#: divide the head dims)
-GPU_ATTENTION = dict(LOCAL_TILE=1, BQ=1, BKV=16, VW=1, TEAM=64, QSPLIT=4)
-CPU_ATTENTION = dict(LOCAL_TILE=0, BQ=32, BKV=32, VW=16)
-GPU_QMATMUL = dict(RM=1, RN=1, VW=1)
-#: the GPU GEMVs (quant.cl): qgemv's teams of GEMV_WG work-items over RN weight rows;
-#: qgemv_stream's groups of STREAM_WARPS teams over STREAM_ROWS rows, STREAM_STAGES - 1 rows in
-#: flight per team, STREAM_MIN_GROUPS groups per multiprocessor asked of the compiler (CUDA);
-#: qgemv_runs' RUNS_TEAMS teams of RUNS_WG work-items over RUNS_RN rows (16 rows per group of 128
-#: work-items: N = 8192 launches 512 groups for an H200's 528 slots, at 128 registers)
-GPU_GEMV = dict(RM=1, RN=4, VW=1, GEMV_WG=32, GEMV_TEAMS=4,
-                STREAM_WARPS=4, STREAM_ROWS=16, STREAM_STAGES=4, STREAM_MIN_GROUPS=4,
-                RUNS_WG=16, RUNS_TEAMS=8, RUNS_RN=2)
-#: rows of x up to which a quantized matmul runs as a GEMV kernel on GPUs (decode batches):
-#: rereading the weight per row from cache beats qmatmul's one output per work-item there
-GEMV_MAX_M = 8
 #: the GEMV kernels of quant.cl: qgemv (any K, any even weight address), qgemv_stream (K a
 #: multiple of 64, a 4-byte aligned weight) and qgemv_runs (K a multiple of 256, a 16-byte aligned
 #: weight), which the environment variable ACCEL_GEMV_KERNEL selects where they apply; on an H200
 #: qgemv is as fast as qgemv_stream or faster, qgemv_runs has not run there yet (docs/gpu.md)
 GEMV_KERNELS = ("qgemv", "qgemv_stream", "qgemv_runs")
-#: the software prefetch of the CPU GEMVs and qmatmul (accel.h's PREFETCH_ROWS, defines PF and
-#: PFN): each work-item asks, step by step, for the lines of the next work-item's weight rows
-#: where it reads its own. On a 2-core AVX-512 VM (PoCL 3.1, N = 4096, weights rotated over 2 GB,
-#: kernel time, interleaved A/B, 2026-12-03), none against PFN = 1 (asked once per run of blocks):
-#: K = 4096, M = 1, q4_0 0.72 -> 0.63 ms, q8_0 0.94 -> 0.80, q4_k 0.96 -> 0.68 (qgemv_k), q4_0 x
-#: q8_0 0.75 -> 0.61; M = 8 q4_0 1.90 -> 1.75, x q8_0 2.59 -> 2.23; K = 14336, M = 1: q4_0 1.82 ->
-#: 1.66, q4_k 2.40 -> 2.23, q4_k x q8_k at XRN = 4 1.31 (XRN = 1 with PF = 2048, 2 KB along its
-#: one row: 1.51). PF = 2048 alone slowed the 4-row qgemv_k at K = 14336 (2.62 ms) and was best
-#: for qgemv_kx at XRN = 1, K = 4096 before it asked row by row: tune searches both
-PREFETCH_NEXT = dict(PF=0, PFN=1)
-#: X8RN: the weight rows per work-item of qmatmul_x8 (x as q8_0, M > 1), a planner parameter:
-#: its integer sums hold more registers than the float kernel's, and on a 2-core AVX-512 VM (PoCL
-#: 3.1, 4096 x 4096, weights rotated over 1.1 GB, RM = 4) q8_0 x q8_0 took 1.57 ms at RN = 2
-#: against 1.95 at RN = 4 for M = 4, 2.77 against 3.79 at M = 8, 9.2 against 11.8 at M = 32; q4_0
-#: 1.31 against 1.67 at M = 4 and 9.5 against 10.5 at M = 32 (1.04 against 0.98 at M = 2); the
-#: float kernel was faster at RN = 4 (q8_0 M = 4: 1.22 against 1.37)
-CPU_QMATMUL = dict(RM=4, RN=4, VW=16, X8RN=2, **PREFETCH_NEXT)
-#: kquant.cl's qgemv_k: on GPUs a team of KWG work-items (a warp) per RN weight rows, one
-#: sub-block of 32 values each (USUB); on CPU devices one work-item per group over whole blocks
-#: with 16-lane vectors, RN rows sharing each load of x at M = 1, up to RM rows of x sharing each
-#: decoded weight (the OpenCL planner trades RN for RM as M grows); XRN: the RN of qgemv_kx (x as
-#: q8_k) at M = 1, a planner parameter, not a define.
-GPU_KGEMV = dict(KWG=32, USUB=1, RN=1, RM=1, VW=1)
-CPU_KGEMV = dict(KWG=1, USUB=8, RN=2, RM=8, VW=16, XRN=1, **PREFETCH_NEXT)
-#: CPU GEMVs (M = 1) run qmatmul with one weight row per work-item: on PoCL 3.1, q4_0 4096 x 4096
-#: on 2 cores, RN = 1 took half the time of RN = 2 or 4 (and beat RN = 4 in issue 22's first
-#: hand search too); `accel tune --ops gemv` searches RN per device
-CPU_GEMV = dict(RM=1, RN=1, VW=16, **PREFETCH_NEXT)
-#: what changes in the CPU sets where the device takes 16-lane vectors (PoCL names an AVX-512
-#: target; 32 vector registers): more weight rows per work-item in the GEMVs. On a 2-core
-#: AVX-512 VM (PoCL 3.1, 4096 x 4096, weights rotated over 600 MB, kernel time, 2026-12-03) at
-#: M = 1: q8_0 0.86 ms at RN = 4 against 1.44 at RN = 1, q4_0 0.73 against 1.24 (x as q8_0: 0.69
-#: to 0.80 ms at RN = 1, 2 and 4 alike); qgemv_k q4_k 0.95 against 1.14 at RN = 2, q6_k 1.26
-#: against 1.66, mxfp4 1.18 against 1.63, and q4_k at M = 2 1.31 against 2.05 (the planner's RN
-#: 2 x RM 2 against 1 x 2). TILE 8 (RN x RM at M > 1, the planner's): at M = 2 q4_k 1.00 ms
-#: against 1.31 at TILE 4 (RN 4 x RM 2 against 2 x 2), q6_k 1.21 against 1.42, mxfp4 1.04 against
-#: 1.26; at M = 4 alike or better. qgemv_kx's XRN = 4 with PREFETCH_NEXT (without a prefetch XRN
-#: = 1 had been best): M = 1 q4_k x q8_k 0.50 ms against 0.50 (XRN = 1, PF = 2048), q6_k x q8_k
-#: 0.65 against 0.73, mxfp4 x q8_0 0.67 against 0.69, and q4_k 1.31 against 1.51 at K = 14336;
-#: M = 2 (RN 2 x RM 2 against 1 x 2) q4_k 0.56 against 0.60, q6_k 0.74 against 0.87
-CPU_WIDE = {"gemv": dict(RN=4), "kgemv": dict(RN=4, TILE=8, XRN=4)}
-#: the tensor-core matmul's tiling (kernels/matmul_wmma.cu): 128 x 128 outputs per block of
-#: 2 x 2 warps, each 64 x 64 (4 x 4 WMMA fragments: 8 fragment loads from shared memory feed 16
-#: MMAs, where 32 x 64 warp pieces would need 6 for 8), 32-deep double-buffered shared tiles
-GPU_WMMA = dict(BM=128, BN=128, BK=32, WARPS_M=2, WARPS_N=2)
-#: the Hopper tensor-core matmul's tiling (kernels/matmul_wgmma.cu, sm_90a only): 128 x 256
-#: outputs per block of 2 warpgroups (one m64n256k16 accumulator each), 64-deep K tiles in 4
-#: cp.async stages of dynamic shared memory (4 stages beat 3 on an H200: 457 vs 420 TFLOP/s)
-GPU_WGMMA = dict(BM=128, BN=256, BK=64, STAGES=4)
-#: the tensor-core attention's tiling (kernels/attention_mma.cu): 8 warps of 16 queries per
-#: block (on an H200, B=4 H=16 S=2048 D=64 bf16: 0.29 ms with 8 warps, 0.39 ms with 4); the
-#: keys per shared tile (BKV) follow from the head dims (attention_mma below)
-GPU_ATTENTION_MMA = dict(WARPS=8)
-#: the FP8 scaled matmul (kernels/scaled_matmul.cl): TM x TN outputs per work-item, on GPUs in
-#: work-groups of SCALED_MATMUL_WG x SCALED_MATMUL_WG (a warp reads 128 adjacent bytes of a row
-#: of b), on CPU devices one work-item per group with 16-lane vectors over 6 x 64 outputs (on a
-#: busy 2-core PoCL 3.1 at 512^3: 6 x 64 took 10-16 ms, 6 x 32 16-17 ms, 6 x 128 8-18 ms: each
-#: row's byte of a is decoded once per k for all its columns, so wide tiles pay off)
-GPU_SCALED_MATMUL = dict(TM=4, TN=4, VW=1)
-CPU_SCALED_MATMUL = dict(TM=6, TN=64, VW=16)
-SCALED_MATMUL_WG = 16
-#: the FP8 tensor-core scaled matmul's tiling (kernels/scaled_matmul_mma.cu, sm_89 and later):
-#: 128 x 128 outputs per block of 2 x 4 warps (64 x 32 each), K tiles of 128 (the FP8 scale
-#: block), two stages of A and B plus B's transpose in dynamic shared memory (80 KiB: sm_89
-#: allows a block 99 KiB)
-GPU_SCALED_MATMUL_MMA = dict(BM=128, BN=128, BK=128)
-#: its sm_90a wgmma kernel: the same block tile over 2 warpgroups, 4 cp.async stages of A and B
-#: and two of B's transpose (161 KiB)
-GPU_SCALED_MATMUL_WGMMA = dict(BM=128, BN=128, BK=128, STAGES=4)
 #: FP8 formats with NVIDIA tensor-core types (mma.sync .e4m3 / .e5m2); e4m3fnuz has none
 MMA_FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 #: head dims the tensor-core attention ships for (each pairing compiled and SASS-checked in CI)
@@ -663,11 +577,6 @@ def _attention_defines(dtype: str, dtypes: tuple[str, ...], head_dim: int, head_
     return d
 
 
-#: keys of a parameter set the OpenCL planner reads and no kernel does: XRN (qgemv_kx's rows at
-#: M = 1), TILE (qgemv_k's RN x RM bound at M > 1), X8RN (qmatmul_x8's rows)
-PLANNER_KEYS = ("XRN", "TILE", "X8RN")
-
-
 def _without_planner_keys(params: dict) -> dict:
     """``params`` without the planner's keys: what a variant is built with."""
     return {k: v for k, v in params.items() if k not in PLANNER_KEYS}
@@ -726,11 +635,6 @@ def codebook(fmt: str, dtype: str = "float32") -> Variant:
     return Variant("codebook.cl", ("dequantize_cb", "qmatmul_cb"),
                    {f"FMT_{fmt.upper()}": 1, "IN_DT": _token(dtype, _FLOATS, "dtype"),
                     "CB_RM": CODEBOOK_ROWS})
-
-
-#: rows of x per qmatmul_cb work-item: each decoded weight serves them all (M = 64 on PoCL:
-#: the float16 full profile's qmatmul took 95 s with one row per work-item)
-CODEBOOK_ROWS = 8
 
 
 def codebook_grid(fmt: str) -> np.ndarray:

@@ -20,7 +20,8 @@ BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.diskcache",
         "accel.exact_int8", "accel.argtypes", "accel.hostmem"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
-KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources"}
+KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources",
+           "accel.kernels.tiles"}
 TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
          "accel.conformance.report", "accel.conformance.campaign", "accel.kernels.check")
 #: what each layer may import (tools may import anything)
