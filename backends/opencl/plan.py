@@ -268,8 +268,7 @@ def _qmatmul_params(spec: QMatmulSpec, params: dict) -> str:
 def _rows_per_item(p: dict, M: int) -> dict:
     """qmatmul's RM no taller than M needs, rounded up to a power of two (the shapes tune
     searches): rows past M are copies of the last one, computed and thrown away, and each costs
-    as much as a real one (M = 2 took 5.2 ms at RM = 4 and 3.9 ms at RM = 2 on PoCL, q4_0
-    4096 x 4096).
+    as much as a real one (docs/benchmarks.md, "Why the tile defaults are what they are").
 
     >>> _rows_per_item({"RM": 4, "RN": 4}, 2), _rows_per_item({"RM": 4, "RN": 4}, 3)
     ({'RM': 2, 'RN': 4}, {'RM': 4, 'RN': 4})
@@ -282,12 +281,11 @@ def _rows_per_item(p: dict, M: int) -> dict:
 def _kgemv_tile(params: dict, M: int, x_format: bool = False) -> dict:
     """qgemv_k's tiling for M rows of x: RM no taller than M needs (as _rows_per_item), and RN
     weight rows shrinking as RM grows, RN x RM at most the set's RN (the set's RN is its M = 1
-    tile): each output holds a vector accumulator, and on PoCL M = 8 took 6.9 ms at RN = 1,
-    RM = 8 but 9.4 at RN = 2 (q4_k 4096 x 4096; 26 ms at RM = 1, each group decoding the
-    weights again). A set's TILE, where it has one, bounds RN x RM at M > 1 in place of its RN
-    (AVX-512's 32 registers hold more accumulators: ``CPU_WIDE``). ``x_format``: qgemv_kx's,
-    whose M = 1 tile is the set's XRN (where it has one): on PoCL, weights rotated beyond the
-    L3, RN = 1 took about half the time of RN = 2.
+    tile): each output holds a vector accumulator, so a taller RM wants a narrower RN, while
+    RM = 1 decodes the weights again in every group. A set's TILE, where it has one, bounds
+    RN x RM at M > 1 in place of its RN (AVX-512's 32 registers hold more accumulators:
+    ``CPU_WIDE``). ``x_format``: qgemv_kx's, whose M = 1 tile is the set's XRN (where it has
+    one). The measurements: docs/benchmarks.md, "Why the tile defaults are what they are".
 
     >>> [tuple(_kgemv_tile(dict(KWG=1, RN=2, RM=8), m)[k] for k in ("RN", "RM")) for m in (1, 3, 32)]
     [(2, 1), (1, 4), (1, 8)]
