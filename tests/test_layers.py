@@ -21,7 +21,8 @@ BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.diskcache",
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
 KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources",
-           "accel.kernels.tiles", "accel.kernels.coverage", "accel.kernels.launch"}
+           "accel.kernels.tiles", "accel.kernels.coverage", "accel.kernels.variant",
+           "accel.kernels.launch"}
 TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
          "accel.conformance.report", "accel.conformance.campaign", "accel.kernels.check")
 #: what each layer may import (tools may import anything)
