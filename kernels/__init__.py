@@ -44,6 +44,7 @@ from accel.kernels.launch import (GEMV_KERNELS, attention_chunks, attention_comb
                                   preferred_gemv, runs_local_bytes, scaled_matmul_groups,
                                   stream_local_bytes, x8_kernel, x8_words)
 from accel.kernels.variant import (DIALECTS, SM_ANY_LATER, Variant, nvidia_target)
+from accel.kernels.arguments import (FLOAT_CODE, SCALING_CODE, scalar_args)
 
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
@@ -78,30 +79,6 @@ KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"
 #: accel dtype -> the dtype token the header's LOAD_/STORE_ macros are named by
 DTYPE_TOKEN = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int8": "I8",
                "int32": "I32", "uint8": "U8", "bool": "U8"}
-
-
-def scalar_args(spec) -> tuple:
-    """The scalar arguments every shipped kernel of ``spec``'s op takes after its buffers, as
-    numpy scalars of the sources' parameter types (int: int32, i64: int64, float: float32), so
-    that every backend passes the same values the same way.
-
-    >>> from accel.spec import matmul_spec
-    >>> scalar_args(matmul_spec((2, 3), "float32", (3, 4), "float32"))
-    (np.int32(2), np.int32(4), np.int32(3))
-    """
-    i32 = np.int32
-    if spec.op in ("matmul", "qmatmul"):
-        return i32(spec.M), i32(spec.N), i32(spec.K)
-    if spec.op == "scaled_matmul":
-        return (i32(spec.M), i32(spec.N), i32(spec.K), i32(SCALING_CODE[spec.scaling]),
-                i32(FLOAT_CODE[spec.out_dtype]), i32(FLOAT_CODE.get(spec.bias_dtype, -1)))
-    if spec.op == "attention":
-        strides = spec.mask_strides() if spec.mask_shape is not None else (0, 0, 0, 0)
-        return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
-                i32(spec.causal), *(np.int64(s) for s in strides), i32(spec.window or 0),
-                np.float32(spec.softcap or 0.0))
-    values = math.prod(spec.shape)  # quantize takes its count of blocks
-    return (np.int64(values // spec.fmt.block if spec.op == "quantize" else values),)
 
 
 def _token(dtype: str, allowed: tuple[str, ...], arg: str) -> str:
@@ -357,11 +334,6 @@ def copy_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, dty
 
 #: the FP8 formats' names in scaled_matmul.cl's A_FP8 / B_FP8 defines (its decoders' suffixes)
 FP8_TOKEN = {"float8_e4m3fn": "e4m3fn", "float8_e5m2": "e5m2", "float8_e4m3fnuz": "e4m3fnuz"}
-#: scaled_matmul.cl's arguments: the scale granularity (accel.spec.SCALINGS), the output's and
-#: the bias's dtype (-1: no bias)
-SCALING_CODE = {"tensor": 0, "row": 1, "block": 2}
-FLOAT_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
-
 
 def scaled_matmul(a_dtype: str, b_dtype: str, params: dict | None = None) -> Variant:
     """The FP8 scaled-matmul variant (kernels/scaled_matmul.cl) for a and b in FP8 formats
