@@ -22,7 +22,8 @@ RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.di
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
 KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources",
            "accel.kernels.tiles", "accel.kernels.coverage", "accel.kernels.variant",
-           "accel.kernels.catalog", "accel.kernels.launch", "accel.kernels.arguments"}
+           "accel.kernels.catalog", "accel.kernels.launch", "accel.kernels.arguments",
+           "accel.kernels.strided_copy"}
 TOOLS = ("accel.cli", "accel.__main__", "accel.port", "accel.conformance.bench",
          "accel.conformance.report", "accel.conformance.campaign", "accel.kernels.check")
 #: what each layer may import (tools may import anything)
