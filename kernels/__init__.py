@@ -6,6 +6,18 @@ Every kernel is written once against the portability header ``accel.h`` and spec
 file, kernel function names and defines. :func:`variants` lists every variant accel ships, the
 set the compile checks (``accel kernels check``) build for each target.
 
+This module holds the sources themselves; the rest lives in one module a job, every public name
+re-exported here (``accel.kernels.X``):
+
+- ``tiles``: the default tile parameter sets (``GPU_*``, ``CPU_*``) and the planners' sizes;
+- ``coverage``: the formats, FP8 pairs and head dims the kernels take, and ``kernel_declines``;
+- ``variant``: the :class:`Variant` type and ``nvidia_target``;
+- ``catalog``: the variant constructors (``matmul``, ``attention``, ``quant``, ...) and
+  :func:`variants`;
+- ``launch``: launch arithmetic (grids, local memory, which GEMV kernel applies);
+- ``arguments``: the scalar arguments after the buffers (``scalar_args``) and their codes;
+- ``strided_copy``: the plan of kernels/copy.cl (``copy_layout``, ``copy_plan``).
+
 >>> import accel.kernels as K
 >>> v = K.matmul("float16", "float32")
 >>> v.source, v.kernels, v.defines["IN_DT"]
@@ -16,24 +28,14 @@ True
 from __future__ import annotations
 
 import re
-
-import math
-import os
-from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
-import numpy as np
-
-from accel.dtypes import to_numpy_dtype
-from accel.errors import ArgumentError, DTypeError, expected
-from accel.formats import BLOCK, FORMATS, get_format
-from accel.kernels.tiles import (CODEBOOK_ROWS, CPU_ATTENTION, CPU_GEMV, CPU_KGEMV, CPU_MATMUL,
-                                 CPU_QMATMUL, CPU_SCALED_MATMUL, CPU_WIDE, GEMV_MAX_M,
-                                 GPU_ATTENTION, GPU_ATTENTION_MMA, GPU_GEMV, GPU_KGEMV, GPU_MATMUL,
-                                 GPU_QMATMUL, GPU_SCALED_MATMUL, GPU_SCALED_MATMUL_MMA,
-                                 GPU_SCALED_MATMUL_WGMMA, GPU_WGMMA, GPU_WMMA, PLANNER_KEYS,
-                                 PREFETCH_NEXT, SCALED_MATMUL_WG)
+from accel.errors import ArgumentError, expected
+from accel.kernels.arguments import FLOAT_CODE, SCALING_CODE, scalar_args
+from accel.kernels.catalog import (COPY, DECODER, DTYPE_TOKEN, FP8_TOKEN, attention, attention_mma,
+                                   codebook, codebook_grid, kquant, matmul, matmul_wgmma, matmul_wmma,
+                                   quant, scaled_matmul, scaled_matmul_mma, scaled_matmul_wgmma,
+                                   variants)
 from accel.kernels.coverage import (ATTENTION_MMA_HEAD_DIMS, CODEBOOK_FORMATS, CODEBOOK_RUNTIMES,
                                     KERNEL_FORMATS, KERNEL_X_FORMATS, KQUANT_FORMATS,
                                     KQUANT_NO_QUANTIZE, MMA_FP8_DTYPES, kernel_declines,
@@ -43,13 +45,13 @@ from accel.kernels.launch import (GEMV_KERNELS, attention_chunks, attention_comb
                                   gemv_applies, gemv_kernel, gemv_launch, gemv_local_bytes,
                                   preferred_gemv, runs_local_bytes, scaled_matmul_groups,
                                   stream_local_bytes, x8_kernel, x8_words)
-from accel.kernels.variant import (DIALECTS, SM_ANY_LATER, Variant, nvidia_target)
-from accel.kernels.arguments import (FLOAT_CODE, SCALING_CODE, scalar_args)
-from accel.kernels.catalog import (COPY, DECODER, DTYPE_TOKEN, FP8_TOKEN, attention, attention_mma,
-                                   codebook, codebook_grid, kquant, matmul, matmul_wgmma,
-                                   matmul_wmma, quant, scaled_matmul, scaled_matmul_mma,
-                                   scaled_matmul_wgmma, variants)
-from accel.kernels.strided_copy import (COPY_DIMS, COPY_KIND, copy_layout, copy_plan)
+from accel.kernels.strided_copy import COPY_DIMS, COPY_KIND, copy_layout, copy_plan
+from accel.kernels.tiles import (CODEBOOK_ROWS, CPU_ATTENTION, CPU_GEMV, CPU_KGEMV, CPU_MATMUL,
+                                 CPU_QMATMUL, CPU_SCALED_MATMUL, CPU_WIDE, GEMV_MAX_M, GPU_ATTENTION,
+                                 GPU_ATTENTION_MMA, GPU_GEMV, GPU_KGEMV, GPU_MATMUL, GPU_QMATMUL,
+                                 GPU_SCALED_MATMUL, GPU_SCALED_MATMUL_MMA, GPU_SCALED_MATMUL_WGMMA,
+                                 GPU_WGMMA, GPU_WMMA, PLANNER_KEYS, PREFETCH_NEXT, SCALED_MATMUL_WG)
+from accel.kernels.variant import DIALECTS, SM_ANY_LATER, Variant, nvidia_target
 
 HERE = Path(__file__).resolve().parent
 #: the portability header every source includes (prepended by :func:`program_text`)
@@ -65,6 +67,8 @@ def uses_header(text: str) -> bool:
     (True, False)
     """
     return bool(_USES_HEADER.search(text))
+
+
 #: every shipped kernel source and the ops its kernels compute (the support matrix reads a
 #: kernels-check result through this): one source per op family in the shared dialect, then
 #: CUDA-only tensor-core variants (matmul, attention), still written against accel.h
@@ -77,7 +81,6 @@ SOURCE_OPS = {"matmul.cl": ("matmul",), "attention.cl": ("attention",),
               "scaled_matmul.cl": ("scaled_matmul",), "scaled_matmul_mma.cu": ("scaled_matmul",),
               "decoder.cl": (), "copy.cl": ()}  # decoder-step ops (accel.nn); Tensor.contiguous()
 SOURCES = tuple(SOURCE_OPS)
-
 #: the schema of `accel kernels check --json` files: check.py writes them, the support matrix and
 #: the report read them (both below the tools, hence here)
 KERNELS_CHECK_SCHEMA = "accel.kernels_check/1"
