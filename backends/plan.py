@@ -474,7 +474,7 @@ def _qmatmul_tiles(spec, tiles: dict) -> str:
 def _rows_per_item(p: dict, M: int) -> dict:
     """qmatmul's RM no taller than M needs, rounded up to a power of two: rows past M are copies
     of the last one, computed and thrown away, each costing as much as a real one
-    (docs/benchmarks.md, "Tile choices at small M").
+    (docs/benchmarks.md, "Why the tile defaults are what they are").
 
     >>> _rows_per_item({"RM": 4, "RN": 4}, 2), _rows_per_item({"RM": 4, "RN": 4}, 3)
     ({'RM': 2, 'RN': 4}, {'RM': 4, 'RN': 4})
@@ -490,7 +490,7 @@ def _kgemv_tile(tiles: dict, M: int, x_format: bool = False) -> dict:
     tile): each output holds a vector accumulator. A set's TILE, where it has one, bounds
     RN x RM at M > 1 in place of its RN (AVX-512's 32 registers hold more accumulators:
     ``CPU_WIDE``). ``x_format``: qgemv_kx's, whose M = 1 tile is the set's XRN (where it has
-    one). Measurements behind these rules: docs/benchmarks.md, "Tile choices at small M".
+    one). Measurements behind these rules: docs/benchmarks.md, "Why the tile defaults are what they are".
 
     >>> [tuple(_kgemv_tile(dict(KWG=1, RN=2, RM=8), m)[k] for k in ("RN", "RM")) for m in (1, 3, 32)]
     [(2, 1), (1, 4), (1, 8)]

@@ -19,7 +19,10 @@ PACKAGE_DIRS = {"accel": "accel", "accel.backends": "backends", "accel.conforman
 BASE = {"accel.errors", "accel.dtypes", "accel.spec", "accel.host"}
 RUNTIME = {"accel", "accel.backend", "accel.registry", "accel.tensor", "accel.dispatch", "accel.ops",
            "accel.torch_ops", "accel.kernel", "accel.backends", "accel.nn"}  # accel.backends itself is the listing function accel.backends()
-KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources"}
+KERNELS = {"accel.kernels", "accel.kernels.toolchains", "accel.kernels.resources",
+           "accel.kernels.tiles", "accel.kernels.coverage", "accel.kernels.variant",
+           "accel.kernels.catalog", "accel.kernels.launch", "accel.kernels.arguments",
+           "accel.kernels.strided_copy"}
 TOOLS = ("accel.__main__", "accel.kernels.port", "accel.conformance.bench",
          "accel.conformance.report", "accel.conformance.campaign", "accel.kernels.check")
 #: what each layer may import (tools may import anything)

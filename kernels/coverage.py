@@ -1,0 +1,69 @@
+"""Which quantization formats, FP8 pairs and head dims the shipped kernels take, and the one
+reason the kernel runtimes give for the rest (importable as ``accel.kernels.coverage``; every name
+is also ``accel.kernels.X``): both planners, the backends' ``supports()`` and the support matrix
+read these rows.
+"""
+from __future__ import annotations
+
+from accel.formats import FORMATS
+
+#: the quantization formats quant.cl's kernels read and write, and the x_formats its qmatmul
+#: quantizes x into; the OpenCL, CUDA and HIP backends decline the others (Backend.verdict)
+KERNEL_FORMATS = ("q8_0", "q4_0")
+KERNEL_X_FORMATS = ("q8_0",)
+#: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
+#: on every dialect
+KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1", "q8_1", "q2_k",
+                  "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
+#: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
+#: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
+KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
+#: weight formats whose blocks span several of their x format's (q1_0: 128 values, nvfp4: 64;
+#: q8_0: 32), which qmatmul_kx does not pair: their x_format runs on the CPU reference
+_NO_DEVICE_X_FORMAT = ("q1_0", "nvfp4")
+#: the codebook formats (iq1_*, iq2_*, iq3_*): kernels/codebook.cl (dequantize, float-x qmatmul;
+#: the grid a buffer from gguf-py), launched by the runtimes in CODEBOOK_RUNTIMES
+CODEBOOK_FORMATS = tuple(f.name for f in FORMATS.values() if f.family == "codebook")
+CODEBOOK_RUNTIMES = ("opencl",)
+#: FP8 formats with NVIDIA tensor-core types (mma.sync .e4m3 / .e5m2); e4m3fnuz has none
+MMA_FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+#: head dims the tensor-core attention ships for (each pairing compiled and SASS-checked in CI)
+ATTENTION_MMA_HEAD_DIMS = (64, 128)
+
+
+def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None,
+                    runtime: str | None = None) -> str | None:
+    """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``) on kernel
+    runtime ``runtime`` ("opencl", "cuda", "hip"; None: on every one), or None: the one reason
+    every kernel runtime's ``supports()``, and the support matrix's compiled-only columns, give
+    where kquant.cl or codebook.cl has no kernel for it.
+
+    >>> kernel_declines("dequantize", "q2_k") is None, kernel_declines("quantize", "q2_k")[:21]
+    (True, 'quantize to q2_k runs')
+    >>> kernel_declines("dequantize", "iq2_xs", runtime="opencl") is None
+    True
+    """
+    if fmt in CODEBOOK_FORMATS:
+        if runtime not in CODEBOOK_RUNTIMES:
+            return (f"{op} of {fmt} runs on the cpu reference only on {runtime or 'CUDA and HIP'} "
+                    "so far (kernels/codebook.cl builds for it; its launch plans are OpenCL's)")
+        if op == "quantize":
+            return (f"quantize to {fmt} is ggml's search over the grid: the cpu reference runs it "
+                    "(ggml-python); the device kernels dequantize it and take it in qmatmul")
+        if x_fmt is not None:
+            return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
+                    "far; float x runs here")
+        return None
+    if fmt in _NO_DEVICE_X_FORMAT and x_fmt is not None:
+        return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
+                f"far (a {fmt} block spans several {x_fmt} blocks); float x runs here")
+    if fmt in KQUANT_NO_QUANTIZE and op == "quantize":
+        return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "
+                f"dequantize it and take it in qmatmul)")
+    return None
+
+
+def spec_declined(spec, runtime: str | None = None) -> str | None:
+    """:func:`kernel_declines` for a spec (a quantize, dequantize or qmatmul spec, or any other)."""
+    fmt, x_fmt = getattr(spec, "fmt", None), getattr(spec, "x_fmt", None)
+    return kernel_declines(spec.op, fmt and fmt.name, x_fmt and x_fmt.name, runtime)
