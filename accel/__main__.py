@@ -92,13 +92,12 @@ def info_record() -> dict:
 
 def _cpu_only(status, op: str) -> list[str]:
     """The formats a built-in kernel runtime (OpenCL, CUDA, HIP) declares but leaves ``op`` of
-    to the cpu reference (accel.kernels.kernel_declines): quantize for some, on CUDA and HIP
-    every op of the codebook formats."""
+    to the cpu reference (accel.kernels.kernel_declines): quantize for some."""
     if status.origin != "builtin" or status.name not in ("opencl", "cuda", "hip"):
         return []
     from accel.kernels import kernel_declines
 
-    return [f for f in status.formats if kernel_declines(op, f, runtime=status.name)]
+    return [f for f in status.formats if kernel_declines(op, f)]
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -253,10 +253,16 @@ class Backend:
         return None
 
     # -- ops ----------------------------------------------------------------------------------
+    @classmethod
+    def implements(cls, op: str) -> bool:
+        """Whether the class computes ``op`` at all (before any case is asked): by default,
+        whether it has an op method of that name; kernel runtimes run every op they plan."""
+        return hasattr(cls, op)
+
     def supports(self, spec: Spec) -> Support:
         """The single truth of what this backend computes correctly, with the reason when not.
         Read through :meth:`verdict`, never directly. Default: the ops it has a method for."""
-        if not hasattr(self, spec.op):
+        if not self.implements(spec.op):
             return Support(False, f"op {spec.op} is not implemented by {self.name}")
         return YES
 

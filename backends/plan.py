@@ -273,7 +273,7 @@ def _kernel_verdict(spec: Spec, facts: DeviceFacts, tiles: dict, path: str) -> s
     if spec.op == "attention" and max(spec.D, spec.Dv) > _MAX_HEAD_DIM:
         return (f"head dims up to {_MAX_HEAD_DIM} (per-query state lives in private memory); "
                 f"got D={spec.D}, Dv={spec.Dv}")
-    if why := K.spec_declined(spec, facts.runtime):
+    if why := K.spec_declined(spec):
         return why
     if spec.op in ("matmul", "attention", "scaled_matmul"):
         need = max(launch.variant.static_local_bytes for launch in plan_for(spec, facts, tiles))

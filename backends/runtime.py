@@ -61,6 +61,10 @@ class KernelRuntime(DecoderKernels, Backend):
     tiles: dict[str, dict]
     _runners: dict | None = None
 
+    @classmethod
+    def implements(cls, op: str) -> bool:
+        return op in OPERANDS
+
     def supports(self, spec: Spec) -> Support:
         """What this device computes correctly, with the reason when not."""
         return support(spec, self.facts, self.tiles)

@@ -119,9 +119,9 @@ def _declares(cls: type, case: dict) -> bool:
     # a dequantize case names its format as its input dtype
     fmt = case.get("dtype") if case["op"] == "dequantize" else params.get("fmt")
     x_fmt = params.get("x_fmt")
-    return (hasattr(cls, case["op"]) and (fmt is None or fmt in cls.formats)
+    return (cls.implements(case["op"]) and (fmt is None or fmt in cls.formats)
             and (x_fmt is None or x_fmt in cls.x_formats)
-            and not kernels.kernel_declines(case["op"], fmt, x_fmt, getattr(cls, "name", None)))
+            and not kernels.kernel_declines(case["op"], fmt, x_fmt))
 
 
 def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
@@ -196,7 +196,7 @@ def render(reports: list[dict], sources: list[str],
                     _, row = _row_key(case)
                     rows.setdefault(row, {}).setdefault(label, Counter())[case["status"]] += 1
                     examples.setdefault(row, case)
-        if not rows and not any(cls and hasattr(cls, op) for cls in extra.values()):
+        if not rows and not any(cls and cls.implements(op) for cls in extra.values()):
             continue
         if not rows:
             rows = {dt: {} for dt in op_dtypes(op)}

@@ -36,7 +36,7 @@ from accel.kernels.catalog import (COPY, DECODER, DTYPE_TOKEN, FP8_TOKEN, attent
                                    codebook, codebook_grid, kquant, matmul, matmul_wgmma, matmul_wmma,
                                    quant, scaled_matmul, scaled_matmul_mma, scaled_matmul_wgmma,
                                    variants)
-from accel.kernels.coverage import (ATTENTION_MMA_HEAD_DIMS, CODEBOOK_FORMATS, CODEBOOK_RUNTIMES,
+from accel.kernels.coverage import (ATTENTION_MMA_HEAD_DIMS, CODEBOOK_FORMATS,
                                     KERNEL_FORMATS, KERNEL_X_FORMATS, KQUANT_FORMATS,
                                     KQUANT_NO_QUANTIZE, MMA_FP8_DTYPES, kernel_declines,
                                     spec_declined)

@@ -22,31 +22,26 @@ KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_
 #: q8_0: 32), which qmatmul_kx does not pair: their x_format runs on the CPU reference
 _NO_DEVICE_X_FORMAT = ("q1_0", "nvfp4")
 #: the codebook formats (iq1_*, iq2_*, iq3_*): kernels/codebook.cl (dequantize, float-x qmatmul;
-#: the grid a buffer from gguf-py), launched by the runtimes in CODEBOOK_RUNTIMES
+#: the grid a buffer from gguf-py)
 CODEBOOK_FORMATS = tuple(f.name for f in FORMATS.values() if f.family == "codebook")
-CODEBOOK_RUNTIMES = ("opencl",)
 #: FP8 formats with NVIDIA tensor-core types (mma.sync .e4m3 / .e5m2); e4m3fnuz has none
 MMA_FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 #: head dims the tensor-core attention ships for (each pairing compiled and SASS-checked in CI)
 ATTENTION_MMA_HEAD_DIMS = (64, 128)
 
 
-def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None,
-                    runtime: str | None = None) -> str | None:
-    """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``) on kernel
-    runtime ``runtime`` ("opencl", "cuda", "hip"; None: on every one), or None: the one reason
-    every kernel runtime's ``supports()``, and the support matrix's compiled-only columns, give
-    where kquant.cl or codebook.cl has no kernel for it.
+def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str | None:
+    """Why the shared kernels do not compute ``op`` on ``fmt`` (with x in ``x_fmt``), or None:
+    the one reason every kernel runtime's ``supports()`` (through the one planner), and the
+    support matrix's compiled-only columns, give where kquant.cl or codebook.cl has no kernel
+    for it.
 
     >>> kernel_declines("dequantize", "q2_k") is None, kernel_declines("quantize", "q2_k")[:21]
     (True, 'quantize to q2_k runs')
-    >>> kernel_declines("dequantize", "iq2_xs", runtime="opencl") is None
+    >>> kernel_declines("dequantize", "iq2_xs") is None
     True
     """
     if fmt in CODEBOOK_FORMATS:
-        if runtime not in CODEBOOK_RUNTIMES:
-            return (f"{op} of {fmt} runs on the cpu reference only on {runtime or 'CUDA and HIP'} "
-                    "so far (kernels/codebook.cl builds for it; its launch plans are OpenCL's)")
         if op == "quantize":
             return (f"quantize to {fmt} is ggml's search over the grid: the cpu reference runs it "
                     "(ggml-python); the device kernels dequantize it and take it in qmatmul")
@@ -63,7 +58,7 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None,
     return None
 
 
-def spec_declined(spec, runtime: str | None = None) -> str | None:
+def spec_declined(spec) -> str | None:
     """:func:`kernel_declines` for a spec (a quantize, dequantize or qmatmul spec, or any other)."""
     fmt, x_fmt = getattr(spec, "fmt", None), getattr(spec, "x_fmt", None)
-    return kernel_declines(spec.op, fmt and fmt.name, x_fmt and x_fmt.name, runtime)
+    return kernel_declines(spec.op, fmt and fmt.name, x_fmt and x_fmt.name)

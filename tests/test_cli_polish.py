@@ -59,17 +59,12 @@ def test_info_lists_every_format_per_backend_and_what_stays_on_the_cpu(capsys):
     assert set(cpu["formats"]) == set(FORMATS) and cpu["quantize_on_cpu_only"] == []
     for b in record["backends"]:
         if b["name"] in ("opencl", "cuda", "hip") and b["formats"]:
-            # every format decodes on the kernel runtimes; CUDA and HIP leave the codebook ones
-            # to the cpu (listed apart), OpenCL quantizes none of them (ggml's grid search)
-            assert set(b["formats"]) | set(b["formats_on_cpu_only"]) == set(FORMATS)
-            assert b["quantize_on_cpu_only"] == [f for f in b["formats"]
-                                                 if kernel_declines("quantize", f, runtime=b["name"])]
+            # every format decodes on every kernel runtime (one planner); none quantizes the
+            # codebook ones (ggml's grid search)
+            assert set(b["formats"]) == set(FORMATS) and b["formats_on_cpu_only"] == []
+            assert b["quantize_on_cpu_only"] == [f for f in b["formats"] if kernel_declines("quantize", f)]
             assert "q2_k" in b["quantize_on_cpu_only"] and "q4_0" not in b["quantize_on_cpu_only"]
-            assert "nvfp4" in b["formats"]
-            if b["name"] == "opencl":
-                assert b["formats_on_cpu_only"] == [] and "iq2_s" in b["quantize_on_cpu_only"]
-            else:
-                assert "iq2_s" in b["formats_on_cpu_only"] and "iq2_s" not in b["formats"]
+            assert "nvfp4" in b["formats"] and "iq2_s" in b["quantize_on_cpu_only"]
     assert main(["info"]) == 0
     assert "formats cpu: q8_0 q4_0" in capsys.readouterr().out
 

@@ -26,7 +26,7 @@ def _left_to_the_cpu(r) -> bool:
     """A case the shared kernels decline by their one documented rule (kernel_declines)."""
     p = r.case.params
     fmt = p.get("fmt") or (r.case.dtype if r.case.op == "dequantize" else None)  # by format
-    why = kernels.kernel_declines(r.case.op, fmt, p.get("x_fmt"), runtime="opencl")
+    why = kernels.kernel_declines(r.case.op, fmt, p.get("x_fmt"))
     return r.status == "unsupported" and why is not None and why in r.reason
 
 

@@ -517,3 +517,25 @@ def test_sizes_beyond_int32_kernel_arguments_are_declined_not_overflowed():
     gqa = S.attention_spec((1, 16, 2**27, 8), (1, 1, 16, 8), (1, 1, 16, 8), ("float16",) * 3)
     verdict = gpu_support(gqa, "kernels", "sm_90")
     assert not verdict.ok and "rows_per_kv_head" in verdict.reason
+
+
+@pytest.mark.parametrize("fmt", K.CODEBOOK_FORMATS)
+def test_codebook_formats_plan_codebook_cl_on_gpus_as_on_opencl(fmt):
+    # one planner: the grid uploaded once per plan, a thread per value (dequantize), a thread per
+    # weight row and CODEBOOK_ROWS rows of x (qmatmul); quantize stays ggml's search on the cpu
+    f = get_format(fmt)
+    dq = S.dequantize_spec((3, 512), f)
+    qm = S.qmatmul_spec((9, 512), "float16", (70, 512), f)
+    for arch in ("sm_90", "gfx90a"):
+        [d] = gpu_plan(dq, arch=arch)
+        assert d.kernel == "dequantize_cb" and d.grid[0] * d.block[0] >= 3 * 512
+        np.testing.assert_array_equal(d.buffers[1].host, K.codebook_grid(fmt))
+        [m] = gpu_plan(qm, arch=arch)
+        assert m.kernel == "qmatmul_cb" and m.grid[0] * m.block[0] >= 70
+        assert m.grid[1] * K.CODEBOOK_ROWS >= 9 and gpu_support(qm, "auto", arch).ok
+        declined = gpu_support(S.quantize_spec((3, 512), "float32", fmt), "auto", arch)
+        assert not declined.ok and "ggml's search" in declined.reason
+    need("sm_90")
+    for launch in (d, m):
+        r = build_shipped(launch.variant, launch.kernel, "sm_90")
+        assert r.resources[launch.kernel].spills == 0
