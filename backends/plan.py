@@ -69,7 +69,9 @@ class DeviceFacts:
     group's kernel may declare; ``mem_align_bytes``: every buffer and view starts at a multiple
     of it; ``arch``: the CUDA/HIP compile target; ``impl``: which implementation computes what
     (:func:`kernel_path`; OpenCL runs the shared kernels only); ``tensorcore_missing``: why the
-    tensor-core kernels cannot build here (a header the toolchain lacks), None when they can.
+    tensor-core kernels cannot build here (a header the toolchain lacks), None when they can;
+    ``launch_flops``: the most work one launch may hold (0: any), on devices whose launches
+    cannot be interrupted and take seconds (CPU devices): longer ones are split (:func:`plan_for`).
     """
 
     runtime: str
@@ -82,6 +84,7 @@ class DeviceFacts:
     arch: str | None = None
     impl: str = "kernels"
     tensorcore_missing: str | None = None
+    launch_flops: int = 0
 
     @property
     def block_1d(self) -> int:
@@ -135,7 +138,10 @@ Slot = Union[Operand, Scratch, Upload, Placeholder]
 @dataclass(frozen=True)
 class Launch:
     """One launch of function ``kernel`` of ``variant``: ``grid`` groups of ``block`` work-items
-    (three dims each), buffer arguments, then scalars; ``what`` names it in error messages."""
+    (three dims each), buffer arguments, then scalars; ``what`` names it in error messages.
+    A piece of a split launch covers groups ``offset`` onward (kernels count GROUP_ID from
+    there) and is ``paced``: the runtime lets at most one more piece wait in its queue, so an
+    interrupted call leaves little work behind."""
 
     variant: K.Variant
     kernel: str
@@ -144,6 +150,8 @@ class Launch:
     buffers: tuple[Slot, ...]
     scalars: tuple
     what: str
+    offset: tuple[int, int, int] = (0, 0, 0)
+    paced: bool = False
 
 
 Plan = tuple[Launch, ...]
@@ -331,7 +339,35 @@ def plan_for(spec: Spec, facts: DeviceFacts, tiles: dict[str, dict], align: int 
         return (launch,)
     planner = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
                "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}[spec.op]
-    return planner(spec, facts, tiles, align)
+    plan = planner(spec, facts, tiles, align)
+    if facts.launch_flops and spec.flops > facts.launch_flops:
+        return tuple(piece for launch in plan for piece in _pieces(launch, spec, facts))
+    return plan
+
+
+#: kernels whose work is not the op's FLOPs (x quantized first, key chunks merged): never split
+_LIGHT = ("quantize", "quantize_k", "quantize_x8", "attention_combine")
+
+
+def _pieces(launch: Launch, spec: Spec, facts: DeviceFacts) -> tuple[Launch, ...]:
+    """``launch`` split along grid dim 0 into paced pieces of at most ``facts.launch_flops``
+    of ``spec``'s work each (work spread evenly over the groups; a group is never split).
+
+    >>> from accel.spec import matmul_spec
+    >>> s = matmul_spec((4096, 4096), "float32", (4096, 4096), "float32")
+    >>> cpu = DeviceFacts("opencl", 2, 32 * 1024, 128, launch_flops=2 * 10**10)
+    >>> pieces = plan_for(s, cpu, DEFAULT_TILES["cpu"])
+    >>> len(pieces), pieces[1].offset, sum(p.grid[0] for p in pieces) == -(-4096 // 12)
+    (8, (48, 0, 0), True)
+    """
+    groups = launch.grid[0]
+    count = min(groups, K.ceil_div(spec.flops, facts.launch_flops))
+    if launch.kernel in _LIGHT or count == 1:
+        return (launch,)
+    per = groups // count
+    return tuple(replace(launch, grid=(min(per, groups - start), *launch.grid[1:]), offset=(start, 0, 0),
+                         paced=True, what=f"{launch.what} [groups {start}..]")
+                 for start in range(0, groups, per))
 
 
 def _tensorcore(spec: Spec, facts: DeviceFacts, tiles: dict, align: int) -> Launch | None:
@@ -420,7 +456,7 @@ def _attention(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
 
     def attend(splits: Slot) -> Launch:
         return _launch(v, "attention", grid, (items,), (*_operands("q", "k", "v", "out"), mask, splits, sinks),
-                       K.scalar_args(spec), f"attention {v.id}")
+                       (*K.scalar_args(spec), np.int32(chunks)), f"attention {v.id}")
 
     if chunks == 1:
         return (attend(Placeholder()),)

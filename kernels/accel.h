@@ -26,7 +26,8 @@
 #define DEVICE static inline __attribute__((always_inline))
 #define DEVICE_NOINLINE static __attribute__((noinline))
 #define LOCAL_ID(d) ((int)get_local_id(d))
-#define GROUP_ID(d) ((int)get_group_id(d))
+/* counted from the launch's global offset: a plan may split a long launch into pieces */
+#define GROUP_ID(d) ((int)(get_group_id(d) + get_global_offset(d) / get_local_size(d)))
 #define LOCAL_SIZE(d) ((int)get_local_size(d))
 #define NUM_GROUPS(d) ((int)get_num_groups(d))
 #define BARRIER() barrier(CLK_LOCAL_MEM_FENCE)

@@ -23,8 +23,9 @@
  * Rows: the G = Hq / Hkv query heads that share a kv head are one run of G * Sq rows (row r is
  * query r % Sq of head r / Sq; Q and O hold them contiguously), so a group reads each K/V tile
  * once for all of them and a decode step (Sq = 1) still fills G rows of a tile.
- * Grid: dim 0 over tiles of those rows (TEAM / QSPLIT * BQ rows per group), once per chunk of
- * the keys; dim 1 over kv heads, dim 2 over the batch. With one chunk a group writes O. With
+ * Grid: dim 0 over tiles of those rows (TEAM / QSPLIT * BQ rows per group), once per `chunks`
+ * of the keys; dim 1 over kv heads, dim 2 over the batch. A launch may cover part of dim 0
+ * (GROUP_ID counts from the launch's offset: a long one is split so an interrupt waits little). With one chunk a group writes O. With
  * more (a decode step has few row tiles to spread over a device: flash-decoding), a group
  * takes its chunk's key tiles and writes each row's unnormalized output, running max and sum
  * to `splits` (one record of HEAD_DV + 2 floats per chunk and row), and attention_combine
@@ -65,7 +66,7 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
                       GLOBAL const MASK_T* RESTRICT mask, GLOBAL float* RESTRICT splits,
                       GLOBAL const float* RESTRICT sinks,
                       int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
-                      i64 msb, i64 msh, i64 msq, i64 msk, int window, float softcap) {
+                      i64 msb, i64 msh, i64 msq, i64 msk, int window, float softcap, int chunks) {
     const int hk = GROUP_ID(1), b = GROUP_ID(2);
     const int G = Hq / Hkv, rows = G * Sq;
 #if LOCAL_TILE
@@ -76,13 +77,13 @@ KERNEL ATTENTION_BOUNDS void attention(GLOBAL const IN_T* RESTRICT Q, GLOBAL con
     LOCAL float partial[TEAM * (BKV * BQ + 1)];
 #endif
     const int member = LOCAL_ID(0), part = member % QSPLIT, team_rows = TEAM / QSPLIT * BQ;
-    const int unit = GROUP_ID(0), units = NUM_GROUPS(0);
+    const int unit = GROUP_ID(0);
 #else
     const int part = 0, team_rows = BQ;
-    const int unit = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0), units = NUM_GROUPS(0) * LOCAL_SIZE(0);
+    const int unit = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
 #endif
     /* dim 0 is every row tile once per key chunk */
-    const int row_tiles = (rows + team_rows - 1) / team_rows, chunks = units / row_tiles;
+    const int row_tiles = (rows + team_rows - 1) / team_rows;
     const int chunk = unit / row_tiles, group_q0 = unit % row_tiles * team_rows;
 #if LOCAL_TILE
     const int q0 = group_q0 + member / QSPLIT * BQ;

@@ -80,7 +80,7 @@ def test_decoding_attention_splits_keys_then_combines_through_one_scratch(mask):
     assert combine.variant == attend.variant
     (tiles, heads, batch), items = K.attention_grid(spec, attend.variant.defines, chunks)
     assert attend.grid == (tiles, heads, batch) and attend.block == (items, 1, 1)
-    assert tiles % chunks == 0 and attend.scalars == K.scalar_args(spec)
+    assert tiles % chunks == 0 and attend.scalars == (*K.scalar_args(spec), chunks)
     outputs = spec.B * spec.Hkv * K.attention_rows(spec) * spec.Dv
     _covers(combine, outputs)
     assert combine.scalars == K.attention_combine_args(spec, chunks) == (4, chunks, 1, 8, outputs)
@@ -92,7 +92,7 @@ def test_attention_with_sinks_reads_them_in_both_launches():
     attend, combine = plan_for(spec, GPU, GPU_PARAMS)
     assert attend.variant.defines["SINKS"] == 1 and attend.buffers[-1] == Operand("sinks")
     assert combine.buffers[-1] == Operand("sinks")
-    assert attend.scalars[-2:] == (1024, np.float32(30.0))
+    assert attend.scalars[-3:-1] == (1024, np.float32(30.0))  # window, softcap; then chunks
 
 
 def test_attention_sizes_key_chunks_for_the_units_parameter_over_the_device():
@@ -236,3 +236,25 @@ def test_the_planner_never_imports_a_vendor_package_or_a_backend():
             "assert not loaded, loaded")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_long_launches_on_cpu_devices_are_split_into_paced_pieces():
+    # a launch cannot be interrupted, and on a CPU device it holds every core: a plan holds at
+    # most launch_flops of work per launch, so Ctrl-C waits for a piece, not the whole op
+    budget = DeviceFacts("opencl", 2, 32 * 1024, 128, launch_flops=10**9)
+    spec = S.attention_spec((1, 8, 1024, 128), (1, 2, 1024, 128), (1, 2, 1024, 128), ("float32",) * 3)
+    [whole] = plan_for(spec, CPU, CPU_PARAMS)
+    pieces = plan_for(spec, budget, CPU_PARAMS)
+    assert len(pieces) >= K.ceil_div(spec.flops, 10**9) and all(p.paced for p in pieces)
+    assert max(p.grid[0] for p in pieces) * spec.flops / whole.grid[0] <= 10**9
+    starts = [p.offset[0] for p in pieces]
+    assert starts[0] == 0 and all(a.offset[0] + a.grid[0] == b.offset[0] for a, b in zip(pieces, pieces[1:]))
+    assert pieces[-1].offset[0] + pieces[-1].grid[0] == whole.grid[0]
+    assert {(p.grid[1:], p.block, p.buffers, p.scalars) for p in pieces} == \
+        {(whole.grid[1:], whole.block, whole.buffers, whole.scalars)}
+    # a decode step's key chunks are merged by a light launch, never split
+    decode = S.attention_spec((1, 32, 1, 128), (1, 8, 65536, 128), (1, 8, 65536, 128), ("float32",) * 3)
+    tiny = DeviceFacts("opencl", 64, 32 * 1024, 128, launch_flops=10**7)
+    plan = plan_for(decode, tiny, CPU_PARAMS)
+    assert plan[-1].kernel == "attention_combine" and not plan[-1].paced and len(plan) > 2
+    assert not any(p.paced for p in plan_for(spec, CPU, CPU_PARAMS))  # no budget: one launch

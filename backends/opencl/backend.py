@@ -64,6 +64,11 @@ class CompiledKernel:
     params: tuple[Param, ...] = ()
 
 
+#: work per launch and compute unit on a CPU device, where a running kernel holds every core
+#: and cannot be stopped: about 0.25 s at the 40 GFLOP/s PoCL reached over 2 cores with
+#: attention, so that Ctrl-C waits for at most two such pieces
+CPU_LAUNCH_FLOPS = 5 * 10**9
+
 #: work-groups one launch may have: PoCL 3.1 killed the process (SIGILL) at 2**32 blocks of one
 #: work-item, and ran 2**32 - 1 (10 s on 2 cores)
 MAX_WORK_GROUPS = 2**32 - 1
@@ -117,7 +122,10 @@ class OpenCLBackend(KernelRuntime):
         self.alignment = self.dev.mem_align_bytes
         self.facts = DeviceFacts("opencl", self.dev.compute_units, self.dev.local_mem,
                                  self.dev.mem_align_bytes, self.dev.correctly_rounded_divide,
-                                 self.dev.denormals, self.dev.fp64)  # what the planner reads
+                                 self.dev.denormals, self.dev.fp64,  # what the planner reads
+                                 launch_flops=CPU_LAUNCH_FLOPS * self.dev.compute_units
+                                 if self.dev.kind == "cpu" else 0)
+        self._paced: cl.Event | None = None  # the last paced launch enqueued
         self.ctx = cl.Context([self.dev.device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
@@ -370,14 +378,15 @@ class OpenCLBackend(KernelRuntime):
         return (end - start) * 1e-9
 
     def _enqueue(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                 what: str) -> None:
+                 what: str, offset: tuple[int, ...] | None = None) -> cl.Event:
         try:  # not _device_errors: this is the per-call path, so no message is built up front
-            ev = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+            ev = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize, offset)
         except cl.Error:
             with self._device_errors(f"launching {what} (global {gsize}, local {lsize})"):
                 raise
         if self._recording is not None:
             self._recording.append(ev)
+        return ev
 
     # -- user kernels ------------------------------------------------------------------------------
     def compile(self, source: str, name: str, *, options: tuple[str, ...] = (),
@@ -515,6 +524,7 @@ class OpenCLBackend(KernelRuntime):
             kernel.set_arg(i, value)
         lsize = launch.block
         gsize, what = tuple(g * b for g, b in zip(launch.grid, lsize)), launch.what
+        offset = tuple(o * b for o, b in zip(launch.offset, lsize)) if any(launch.offset) else None
         lock = threading.Lock()  # set_arg + enqueue on one shared cl.Kernel must not interleave
 
         def run(*bufs) -> None:
@@ -523,7 +533,11 @@ class OpenCLBackend(KernelRuntime):
             with lock:
                 for i, j in picks:
                     kernel.set_arg(i, bufs[j])
-                self._enqueue(kernel, gsize, lsize, what)
+                ev = self._enqueue(kernel, gsize, lsize, what, offset)
+            if launch.paced:  # one piece running, one queued behind it: no more
+                before, self._paced = self._paced, ev
+                if before is not None:
+                    self._wait(before, what)
 
         run.constants = constants  # OpenCL does not retain buffers set as arguments: the plan must
         return run
