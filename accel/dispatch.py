@@ -65,6 +65,11 @@ def execute(backend: Backend, spec: S.Spec, *inputs: Tensor | None, out: Tensor 
     """Run a validated spec on tensors already on ``backend`` (the conformance suite passes a
     guarded ``out``)."""
     check_supported(backend, spec)
+    return _computed(backend, spec, inputs, out)
+
+
+def _computed(backend: Backend, spec: S.Spec, inputs: tuple, out: Tensor | None) -> Tensor:
+    """:func:`execute` after its support check."""
     if out is None:
         out = Tensor.empty(backend, spec.out_shape, spec.out_dtype)
     elif (out.backend, out.shape, out.dtype) != (backend, spec.out_shape, spec.out_dtype) or \
@@ -87,7 +92,7 @@ def run(spec: S.Spec, backend: str | Backend | None, operands: tuple[Operand | N
         if be.check_host_results:
             check_host_result(be, spec, result)
         return result
-    out = execute(be, spec, *(None if op is None else to_tensor(op, be) for op in operands))
+    out = _computed(be, spec, tuple(None if op is None else to_tensor(op, be) for op in operands), None)
     # the result takes the kind of ``result_like`` if given, else Tensor if any operand is one,
     # else the first operand's kind
     like = result_like or next((op for op in operands if op is not None and op.kind == "accel"),
