@@ -74,7 +74,7 @@ def int32_sizes(spec: Spec) -> Support:
                                        rows_per_kv_head_and_a_tile=spec.Hq // spec.Hkv * spec.Sq + 256),
              "qmatmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
              "scaled_matmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
-             "quantize": lambda: dict(blocks=spec.rows * spec.shape[-1] // 32),
+             "quantize": lambda: dict(blocks=spec.rows * spec.shape[-1] // spec.fmt.block),
              "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}[spec.op]()
     big = {k: v for k, v in sizes.items() if v > _INT32_MAX}
     if big:

@@ -1,7 +1,8 @@
 """Which quantization formats, FP8 pairs and head dims the shipped kernels take, and the one
 reason the kernel runtimes give for the rest (importable as ``accel.kernels.coverage``; every name
-is also ``accel.kernels.X``): both planners, the backends' ``supports()`` and the support matrix
-read these rows.
+is also ``accel.kernels.X``): the planner, the backends' ``supports()`` and the support matrix
+read these rows. The format lists come from the format table (``accel.formats.FORMATS``): a new
+format is kquant.cl's unless it is a codebook one.
 """
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from accel.formats import FORMATS
 KERNEL_FORMATS = ("q8_0", "q4_0")
 KERNEL_X_FORMATS = ("q8_0",)
 #: the formats kquant.cl reads (quantize, dequantize, qmatmul with float x and with x_format),
-#: on every dialect
-KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q4_1", "q5_0", "q5_1", "q8_1", "q2_k",
-                  "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
+#: on every dialect: every row of the table but quant.cl's and the codebook ones
+KQUANT_FORMATS = tuple(f.name for f in FORMATS.values()
+                       if f.name not in KERNEL_FORMATS and f.family != "codebook")
 #: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
 #: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
 KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")

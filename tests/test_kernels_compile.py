@@ -160,7 +160,7 @@ def _op_specs():
 
 
 def test_every_kernel_signature_takes_the_scalar_args_the_backends_pass():
-    # both backends pass accel.kernels.scalar_args after the buffers: its count and types must
+    # the planner passes accel.kernels.scalar_args after the buffers: its count and types must
     # be the ones every shipped kernel's parameter list ends with
     specs = _op_specs()
     seen = set()
@@ -172,6 +172,13 @@ def test_every_kernel_signature_takes_the_scalar_args_the_backends_pass():
                 continue
             scalars = [p.split()[-2] for p in params if "*" not in p]
             want = [type(a).__name__ for a in K.scalar_args(specs[_OP_OF_KERNEL[name]])]
+            if name == "attention":  # attention.cl's key chunks follow them (the planner's)
+                want.append("int32")
             assert [_C_SCALAR[t] for t in scalars] == want, (src, name, scalars)
             seen.add(name)
     assert seen == set(_OP_OF_KERNEL)
+    from accel.backends.plan import DEFAULT_TILES, DeviceFacts, plan_for
+
+    [attend] = plan_for(specs["attention"], DeviceFacts("opencl", 2, 32 * 1024, 128), DEFAULT_TILES["cpu"])
+    assert [type(a).__name__ for a in attend.scalars] == [*(type(a).__name__ for a in K.scalar_args(
+        specs["attention"])), "int32"]
