@@ -25,8 +25,9 @@
  * once for all of them and a decode step (Sq = 1) still fills G rows of a tile.
  * Grid: dim 0 over tiles of those rows (TEAM / QSPLIT * BQ rows per group), once per `chunks`
  * of the keys; dim 1 over kv heads, dim 2 over the batch. A launch may cover part of dim 0
- * (GROUP_ID counts from the launch's offset: a long one is split so an interrupt waits little). With one chunk a group writes O. With
- * more (a decode step has few row tiles to spread over a device: flash-decoding), a group
+ * (GROUP_ID counts from the launch's offset: a long one is split so an interrupt waits
+ * little). With one chunk a group writes O. With more (a decode step has few row tiles to
+ * spread over a device: flash-decoding), a group
  * takes its chunk's key tiles and writes each row's unnormalized output, running max and sum
  * to `splits` (one record of HEAD_DV + 2 floats per chunk and row), and attention_combine
  * merges the chunks into O.
