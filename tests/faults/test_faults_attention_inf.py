@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import accel
-from test_opencl_common import FIRST, needs_device
+from opencl_common import FIRST, needs_device
 
 pytestmark = needs_device
 

@@ -10,7 +10,7 @@ import pytest
 from accel.conformance.bench.tune import PROBLEMS
 
 from faults_common import child, read_only
-from test_opencl_common import needs_device
+from opencl_common import needs_device
 
 pytestmark = needs_device
 

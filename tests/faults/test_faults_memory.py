@@ -4,7 +4,7 @@ the bytes, before any huge host copy, and never a PoCL abort."""
 from __future__ import annotations
 
 from faults_common import child
-from test_opencl_common import needs_device
+from opencl_common import needs_device
 
 LIMIT = """
     import resource

@@ -11,7 +11,7 @@ import textwrap
 import time
 
 from faults_common import ROOT, child
-from test_opencl_common import needs_device
+from opencl_common import needs_device
 
 pytestmark = needs_device
 

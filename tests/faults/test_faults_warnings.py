@@ -5,7 +5,7 @@ installed for good)."""
 from __future__ import annotations
 
 from faults_common import child
-from test_opencl_common import needs_device
+from opencl_common import needs_device
 
 pytestmark = needs_device
 
