@@ -118,14 +118,12 @@ def test_the_suite_catches_e4m3fn_decoded_as_fnuz_on_opencl(monkeypatch):
 
 
 @needs_opencl
-def test_the_gpu_tiling_runs_correctly_on_pocl():
+def test_the_gpu_tiling_runs_correctly_on_pocl(opencl_with):
     # CUDA and HIP run GPU_SCALED_MATMUL (one lane per work-item, 16 x 16 groups), which no GPU
     # checks here: the same variant on the OpenCL device passes the quick profile
-    from accel.backends.opencl import OpenCLBackend
     from accel.conformance import suite
 
-    be = OpenCLBackend(0)
-    be.params = {**be.params, "scaled_matmul": {**K.GPU_SCALED_MATMUL, "WG": K.SCALED_MATMUL_WG}}
+    be = opencl_with(scaled_matmul={**K.GPU_SCALED_MATMUL, "WG": K.SCALED_MATMUL_WG})
     results = suite.run(be, profile="quick", ops=["scaled_matmul"], dtypes=[E5])
     assert results and all(r.status == "passed" for r in results), \
         [(r.case.id, r.reason) for r in results if r.status != "passed"]

@@ -28,24 +28,21 @@ needs_opencl = pytest.mark.skipif(not OPENCL.available, reason=f"OpenCL unavaila
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
-def _opencl(gemv: dict | None = None):
-    """opencl:0, with the GPU GEMV parameters ``gemv`` (and GPU_QMATMUL beyond M = 8) if given."""
-    from accel.backends.opencl import OpenCLBackend
-
-    be = OpenCLBackend(0)
-    if gemv is not None:
-        be.params = {**be.params, "gemv": dict(gemv), "qmatmul": {**K.GPU_QMATMUL, "WG": 16}}
-    return be
+#: the GPU quantized matmul beside every GPU GEMV set (beyond M = 8): opencl_with(gemv=...,
+#: qmatmul=QMATMUL)
+QMATMUL = {**K.GPU_QMATMUL, "WG": 16}
 
 
 BACKENDS = ["cpu"] + (["opencl-cpu-params", "opencl-gpu-params"] if OPENCL.available else [])
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def be(request):
+def be(request, opencl_with):
     if request.param == "cpu":
         return accel.get_backend("cpu")
-    return _opencl(K.GPU_GEMV if request.param == "opencl-gpu-params" else None)
+    if request.param == "opencl-gpu-params":
+        return opencl_with(gemv=K.GPU_GEMV, qmatmul=QMATMUL)
+    return opencl_with()
 
 
 def _raw(codes: np.ndarray, d: np.ndarray, fmt: str) -> np.ndarray:
@@ -141,9 +138,9 @@ def _launches(be, monkeypatch) -> list:
 
 
 @needs_opencl
-def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monkeypatch):
+def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(opencl_with, rng, monkeypatch):
     p = dict(RM=2, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=2)
-    be = _opencl(p)
+    be = opencl_with(gemv=p, qmatmul=QMATMUL)
     seen = _launches(be, monkeypatch)
     raw = np.asarray(accel.quantize(rng.standard_normal((20, 64)).astype(np.float32), "q4_0",
                                     backend="cpu").raw)
@@ -153,7 +150,8 @@ def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monk
     assert q8 == q9 == "quantize_x8" and gq8 == (64, 1, 1) and gq9 == (64, 1, 1)  # 16 and 18 blocks of x
     assert "qgemv_x8" in what8 and l8 == (32, 1, 1) and g8 == (4 * 32, 4, 1)  # as qgemv's contract
     assert "qmatmul_x8" in what9
-    be = _opencl({**p, "GEMV_KSPLIT": 2})  # the 2 teams share their 3 rows: ceil(20 / 3) groups
+    # the 2 teams share their 3 rows: ceil(20 / 3) groups
+    be = opencl_with(gemv={**p, "GEMV_KSPLIT": 2}, qmatmul=QMATMUL)
     seen = _launches(be, monkeypatch)
     _run(be, rng.standard_normal((3, 64)).astype(np.float32), raw, "q4_0", 20)
     assert seen[1][1:] == ((7 * 32, 2, 1), (32, 1, 1))
@@ -169,8 +167,8 @@ def test_opencl_launches_quantize_x8_then_the_gemv_or_the_any_m_kernel(rng, monk
     dict(RM=2, RN=1, VW=1, GEMV_WG=8, GEMV_TEAMS=4, GEMV_KSPLIT=4),  # 45 blocks: phases of 6, 5, ...
 ], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items() if k != "VW"))
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
-def test_qgemv_x8_parameter_sets(rng, params, fmt):
-    be = _opencl(params)
+def test_qgemv_x8_parameter_sets(opencl_with, rng, params, fmt):
+    be = opencl_with(gemv=params, qmatmul=QMATMUL)
     for M, N, Kd in [(3, 23, 32 * 45), (1, 7, 32)]:
         x = rng.standard_normal((M, Kd)).astype(np.float32)
         raw = np.asarray(accel.quantize(rng.standard_normal((N, Kd)).astype(np.float32), fmt,
@@ -215,14 +213,14 @@ def test_qgemv_x8_multiplies_with_v_dot4_on_gfx90a(fmt, most):
 
 @needs_opencl
 @pytest.mark.parametrize("fact", ["correctly_rounded_divide", "denormals"])
-def test_opencl_declines_x_format_where_it_declines_quantize(fact):
+def test_opencl_declines_x_format_where_it_declines_quantize(opencl_with, fact):
     # x_format quantizes x with quantize's own functions: on a device whose facts make quantize
     # inexact (an approximate 1/d, flushed denormals) it is declined with the same reason
     import dataclasses
 
     from accel.backends.plan import support
 
-    be = _opencl()
+    be = opencl_with()
     facts = dataclasses.replace(be.facts, **{fact: False})
     q4 = get_format("q4_0")
     declined = support(S.quantize_spec((2, 64), "float32", "q4_0"), facts, be.params)

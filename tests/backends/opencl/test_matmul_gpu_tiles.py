@@ -13,7 +13,6 @@ from opencl_common import matmul_bound, needs_device
 import accel
 import accel.kernels as K
 from accel import spec as S
-from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl.params import candidates
 from accel.tensor import Tensor
 
@@ -23,15 +22,9 @@ P = K.GPU_MATMUL
 BM, BN, TK = P["WG_M"] * P["TM"], P["WG_N"] * P["TN"], P["TK"]
 
 
-def _backend(params: dict) -> OpenCLBackend:
-    b = OpenCLBackend(0)
-    b.params = {**b.params, "matmul": dict(params)}
-    return b
-
-
 @pytest.fixture(scope="module")
-def be():
-    return _backend(P)
+def be(opencl_with):
+    return opencl_with(matmul=P)
 
 
 def _tensor(be, host: np.ndarray, guard: int = 0) -> Tensor:
@@ -107,8 +100,8 @@ def test_int8_exact_where_float32_would_round(be, rng):
 
 @pytest.mark.parametrize("params", candidates("matmul", "gpu", 1), ids=lambda p: "-".join(
     f"{k}{v}" for k, v in p.items() if k in ("WG_M", "WG_N", "TM", "TN", "TK")))
-def test_every_tune_candidate_exact(rng, params):
+def test_every_tune_candidate_exact(opencl_with, rng, params):
     a = rng.integers(-8, 9, (2, 71, 2 * params["TK"] + 3)).astype(np.float32)
     b = rng.integers(-8, 9, (2 * params["TK"] + 3, 69)).astype(np.float32)
-    got = _matmul(_backend(params), a, b)
+    got = _matmul(opencl_with(matmul=params), a, b)
     np.testing.assert_array_equal(got, np.matmul(a.astype(np.int64), b.astype(np.int64)))

@@ -14,7 +14,6 @@ from opencl_common import DEVICES, FIRST, U, attention_ref, matmul_bound, needs_
 import accel
 import accel.kernels as K
 from accel import spec as S
-from accel.backends.opencl import OpenCLBackend
 from accel.tensor import Tensor
 
 pytestmark = needs_device
@@ -22,16 +21,13 @@ NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat
 
 
 @pytest.fixture(scope="module", params=["cpu-params", "gpu-params"])
-def be(request):
+def be(request, opencl_with):
     """opencl:0 with its default (CPU-device) parameters, and a second instance running the GPU
     parameter set (local-memory tiles, one lane per work-item) on the same real device."""
     if request.param == "cpu-params":
         return accel.get_backend(FIRST[0])
-    b = OpenCLBackend(0)
-    gpu = {"matmul": K.GPU_MATMUL, "attention": {**K.GPU_ATTENTION, "TEAM": 8},
-           "qmatmul": {**K.GPU_QMATMUL, "WG": 16}, "gemv": dict(K.GPU_GEMV, GEMV_WG=16)}
-    b.params = {op: dict(p) for op, p in gpu.items()}
-    return b
+    return opencl_with(matmul=K.GPU_MATMUL, attention={**K.GPU_ATTENTION, "TEAM": 8},
+                       qmatmul={**K.GPU_QMATMUL, "WG": 16}, gemv=dict(K.GPU_GEMV, GEMV_WG=16))
 
 
 def run(be, spec, *hosts):
@@ -171,13 +167,10 @@ def test_attention_decode_step(be, rng, Hq, Hkv, dtype):
 
 
 @pytest.fixture(scope="module")
-def chunked(be):
+def chunked(be, opencl_with):
     """``be``'s parameters, with attention's keys split into chunks (flash-decoding) wherever
     there are at least two key tiles per chunk, as a device with many compute units would."""
-    b = OpenCLBackend(0)
-    b.params = {op: dict(p) for op, p in be.params.items()}
-    b.params["attention"]["UNITS"] = 10**6
-    return b
+    return opencl_with(**{**be.params, "attention": {**be.params["attention"], "UNITS": 10**6}})
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,Sq,Sk,D,Dv,causal", [

@@ -18,7 +18,6 @@ from opencl_common import matmul_bound, needs_device
 
 import accel
 from accel import spec as S
-from accel.backends.opencl import OpenCLBackend
 from accel.conformance import oracle, tolerance
 from accel.tensor import Tensor
 
@@ -28,11 +27,6 @@ BLOCK_BYTES = {"q4_0": 18, "q8_0": 34}
 SCALES = np.array([0x0000, 0x8000, 0x0001, 0x03FF, 0x3C00, 0xC100, 0x7BFF, 0x7C00, 0x7E00], np.uint16)
 
 
-def _backend(vw: int, rm: int, rn: int) -> OpenCLBackend:
-    be = OpenCLBackend(0)
-    p = dict(RM=rm, RN=rn, VW=vw)
-    be.params = {**be.params, "gemv": {**p, "RM": 1}, "qmatmul": p}
-    return be
 
 
 def _weights(rng, fmt: str, N: int, Kd: int, scales: np.ndarray | None) -> np.ndarray:
@@ -69,15 +63,16 @@ _SHAPES = pytest.mark.parametrize("vw,rm,rn,Kd,special", [
     for kd in (32 * 19, 32 * 7) for sp in (False, True)])
 
 
-def _setup(rng, fmt, vw, rm, rn, Kd, scales):
-    be, M, N = _backend(vw, rm, rn), (1 if rm == 1 else 3), 2 * len(SCALES) + 1
+def _setup(opencl_with, rng, fmt, vw, rm, rn, Kd, scales):
+    p = dict(RM=rm, RN=rn, VW=vw)
+    be, M, N = opencl_with(gemv={**p, "RM": 1}, qmatmul=p), (1 if rm == 1 else 3), 2 * len(SCALES) + 1
     return be, M, N, _weights(rng, fmt, N, Kd, scales)
 
 
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
 @_SHAPES
-def test_float_x_within_bound_of_float64(rng, fmt, vw, rm, rn, Kd, special):
-    be, M, N, raw = _setup(rng, fmt, vw, rm, rn, Kd, SCALES[SCALES != 0x7C00] if special else None)
+def test_float_x_within_bound_of_float64(opencl_with, rng, fmt, vw, rm, rn, Kd, special):
+    be, M, N, raw = _setup(opencl_with, rng, fmt, vw, rm, rn, Kd, SCALES[SCALES != 0x7C00] if special else None)
     wd = np.asarray(accel.dequantize(accel.QTensor.from_raw(raw, fmt, (N, Kd))), np.float64)
     x = rng.standard_normal((M, Kd)).astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -88,8 +83,8 @@ def test_float_x_within_bound_of_float64(rng, fmt, vw, rm, rn, Kd, special):
 
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
 @_SHAPES
-def test_x8_within_bound_of_the_oracle(rng, fmt, vw, rm, rn, Kd, special):
-    be, M, N, raw = _setup(rng, fmt, vw, rm, rn, Kd, SCALES if special else None)
+def test_x8_within_bound_of_the_oracle(opencl_with, rng, fmt, vw, rm, rn, Kd, special):
+    be, M, N, raw = _setup(opencl_with, rng, fmt, vw, rm, rn, Kd, SCALES if special else None)
     # large x codes: products of +-127 with q8_0's extreme weight codes test the 16-bit lanes
     x = (rng.standard_normal((M, Kd)) * np.where(rng.random((M, Kd)) < 0.1, 50, 1)).astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
