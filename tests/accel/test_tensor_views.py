@@ -8,6 +8,7 @@ import torch
 import accel
 from accel.conformance import oracle, tolerance
 from accel.dtypes import to_numpy_dtype
+from markers import cuda_gpu_count
 from tolerance_checks import assert_within
 
 BACKENDS = ["cpu", "opencl"]
@@ -302,15 +303,6 @@ def test_views_of_more_dims_than_the_copy_kernel_takes_go_through_the_host(openc
     np.testing.assert_array_equal(t[:, :, :, :, :, :, ::-1].T.astype("int8").numpy(), a[..., ::-1].T)
 
 
-def _gpu_count() -> int:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no CuPy, no driver
-        return 0
-
-
 class CUDAArrayOnly:
     """A producer with only the CUDA array interface (as a Numba device array)."""
 
@@ -322,7 +314,7 @@ class DLPackOnGPU(DLPackOnly):
         return (2, 0)  # kDLCUDA, device 0
 
 
-@pytest.mark.skipif(_gpu_count() > 0, reason="a GPU is here: the no-GPU path does not apply")
+@pytest.mark.skipif(cuda_gpu_count() > 0, reason="a GPU is here: the no-GPU path does not apply")
 @pytest.mark.parametrize("producer", [CUDAArrayOnly(), DLPackOnGPU(np.zeros(4, np.float32))])
 def test_gpu_producers_go_to_cupy_which_says_why_it_cannot_take_them(producer):
     # no GPU on this machine: the array reaches CuPy, whose refusal becomes a typed error

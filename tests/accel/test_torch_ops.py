@@ -17,16 +17,12 @@ from accel import torch_ops  # noqa: E402
 from accel.conformance import oracle, tolerance  # noqa: E402
 from accel.dtypes import UNIT_ROUNDOFF  # noqa: E402
 from accel.errors import ArgumentError  # noqa: E402
+from markers import needs_opencl  # noqa: E402
 from repo_paths import ROOT  # noqa: E402
 from tolerance_checks import assert_within  # noqa: E402
 
 
-def _opencl_available() -> bool:
-    return next(s for s in accel.backends() if s.name == "opencl").available
-
-
-BACKENDS = ["cpu", pytest.param("opencl:0", marks=pytest.mark.skipif(
-    not _opencl_available(), reason="no OpenCL device here (accel info says why)"))]
+BACKENDS = ["cpu", pytest.param("opencl:0", marks=needs_opencl)]
 
 
 def _raw(fmt: str, n: int, k: int) -> torch.Tensor:

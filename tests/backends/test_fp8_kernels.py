@@ -14,6 +14,7 @@ import accel
 import accel.kernels as K
 from accel import spec as S
 from accel.backends.plan import IMPLS, DeviceFacts, Operand, Placeholder, plan_for, support
+from markers import needs_opencl
 from planning import gpu_plan, gpu_support, kernel_path
 from accel.dtypes import FP8_DTYPES
 
@@ -76,15 +77,6 @@ def test_every_pair_is_supported_on_every_path_and_opencl_declines_flushing_devi
     flushing = dataclasses.replace(FACTS["cpu"], denormals=False)
     verdict = support(spec, flushing, PARAMS["cpu"])
     assert not verdict.ok and "denormals" in verdict.reason
-
-
-def _opencl_first() -> list[str]:
-    status = next((s for s in accel.backends() if s.name == "opencl"), None)
-    return ["opencl:0"] if status and status.available else []
-
-
-needs_opencl = pytest.mark.skipif(not _opencl_first(), reason="no OpenCL device here "
-                                  "(pip install pyopencl pocl-binary-distribution)")
 
 
 @needs_opencl

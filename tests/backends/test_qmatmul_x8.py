@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gpu_toolchains import amd_disassembly, build_shipped, distinct, hot_loop, need
+from markers import OPENCL, needs_opencl
 
 import accel
 import accel.kernels as K
@@ -21,10 +22,6 @@ from accel.conformance.bench import gpu_goals
 from accel.formats import get_format
 from accel.tensor import Tensor
 
-#: OpenCL's status read through accel (importing the OpenCL test helpers would skip this whole
-#: file without pyopencl, the CPU and compile-only tests included)
-OPENCL = next(s for s in accel.backends() if s.name == "opencl")
-needs_opencl = pytest.mark.skipif(not OPENCL.available, reason=f"OpenCL unavailable: {OPENCL.reason}")
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 

@@ -7,18 +7,15 @@ import sys
 
 import pytest
 
-import accel
 from accel.__main__ import main
 from accel.conformance import results
 from accel import kernels
 from accel.kernels import KERNELS_CHECK_SCHEMA
+from markers import needs_planted
 from vendor_sites import vendor_site
 from repo_paths import ROOT
 
 
-needs_planted = pytest.mark.skipif(
-    not any(s.name == "planted_k_off_by_one" for s in accel.backends()),
-    reason="the planted-bug backends are a separate distribution: pip install -e tests/plugins/planted")
 
 
 def _run(capsys, *argv):

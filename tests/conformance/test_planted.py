@@ -5,9 +5,9 @@ import pytest
 
 import accel
 from accel.conformance import suite
+from markers import needs_planted
 
-pytest.importorskip("accel_planted", reason="the planted-bug backends are a separate distribution: "
-                    "pip install -e tests/plugins/planted")
+pytestmark = needs_planted
 
 #: planted backend -> (what must fail, a predicate on the failing case)
 PLANTED = {

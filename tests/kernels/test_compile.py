@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from gpu_toolchains import HIPCC, need_tool, nvrtc_binding
+from markers import OPENCL_DEVICES, needs_opencl
 
 import accel.kernels as K
 from accel.kernels import toolchains
-from accel.errors import AccelError, ArgumentError, DTypeError
+from accel.errors import ArgumentError, DTypeError
 
 
 GPU_VARIANTS = [v for v in K.variants() if "cuda" in v.dialects]
@@ -43,17 +44,8 @@ def test_sources_and_builders_validate_their_arguments():
     assert text.index("#define KERNEL") < text.index('#line 1 "matmul.cl"')
 
 
-def _opencl_devices() -> list[str]:
-    try:
-        from accel.backends.opencl.devices import enumerate_devices
-
-        return [f"opencl:{i}" for i in range(len(enumerate_devices()))]
-    except (ImportError, AccelError):
-        return []
-
-
-@pytest.mark.skipif(not _opencl_devices(), reason="no OpenCL device (or pyopencl) here")
-@pytest.mark.parametrize("device", _opencl_devices())
+@needs_opencl
+@pytest.mark.parametrize("device", OPENCL_DEVICES)
 def test_every_variant_builds_on_opencl(device):
     import accel
     from accel.backends.opencl.params import safe_lanes

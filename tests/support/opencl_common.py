@@ -11,16 +11,11 @@ import pytest
 
 cl = pytest.importorskip("pyopencl", reason="pyopencl is not installed (pip install 'accel-portable[opencl]')")
 
-from accel.backends.opencl.devices import enumerate_devices  # noqa: E402
-from accel.errors import BackendUnavailable  # noqa: E402
+from markers import OPENCL_DEVICES  # noqa: E402
 
-try:
-    DEVICES = [f"opencl:{i}" for i in range(len(enumerate_devices()))]
-except BackendUnavailable:
-    DEVICES = []
-
-#: every device for the cheap checks; the first (fastest, see docs/opencl.md) for the full matrix
-needs_device = pytest.mark.skipif(not DEVICES, reason="no OpenCL device on this machine")
+#: every device for the cheap checks (skip without one: markers.needs_opencl); the first (fastest,
+#: see docs/opencl.md) for the full matrix
+DEVICES = OPENCL_DEVICES
 FIRST = DEVICES[:1]
 
 U = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}

@@ -10,6 +10,8 @@ from accel.errors import ArgumentError, ShapeError
 
 gguf = pytest.importorskip("gguf", reason="gguf (a test dependency) is not installed")
 
+from markers import needs_opencl  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
@@ -52,9 +54,7 @@ def test_round_trip_keeps_format_shape_and_bytes(model):
         assert np.array_equal(accel.dequantize(qt), ref.reshape(want.shape))
 
 
-@pytest.mark.parametrize("backend", ["cpu", pytest.param("opencl:0", marks=pytest.mark.skipif(
-    not next(s for s in accel.backends() if s.name == "opencl").available,
-    reason="no OpenCL device here (accel info says why)"))])
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("opencl:0", marks=needs_opencl)])
 def test_qmatmul_on_weights_read_from_the_file(model, backend):
     reader, quantized = model
     t = next(t for t in reader.tensors if t.name == "blk.0.attn_q.weight")

@@ -13,6 +13,7 @@ gguf = pytest.importorskip("gguf", reason="the gguf package writes and reads the
 import accel  # noqa: E402
 import accel.models as models  # noqa: E402
 from accel.conformance.model_ref import ModelReference, logit_measures, relative_errors  # noqa: E402
+from markers import needs_opencl  # noqa: E402
 from model_files import write_model  # noqa: E402
 
 CASES = {
@@ -163,10 +164,8 @@ def test_run_cli_prints_the_greedy_continuation(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("arch", sorted(CASES))
+@needs_opencl
 def test_forward_on_opencl_matches_the_float64_reference(tmp_path, arch):
-    spec = next(s for s in accel.backends() if s.name == "opencl")
-    if not spec.available:
-        pytest.skip(f"no OpenCL here: {spec.reason}")
     path = write_model(tmp_path / f"{arch}.gguf", arch, **CASES[arch])
     logits, hidden = models.load(path, backend="opencl").forward_hidden(TOKENS)
     ref_logits, ref_hidden = ModelReference(path).forward(TOKENS)
@@ -209,11 +208,9 @@ def test_bench_model_times_the_greedy_run_and_names_what_it_did_not_run(tmp_path
     assert main(["bench", "--model", path, "--ops", "matmul"]) == 2
 
 
+@needs_opencl
 def test_real_gemma3_270m_on_opencl_matches_the_float64_reference():
     path = _gemma_path()
-    spec = next(s for s in accel.backends() if s.name == "opencl")
-    if not spec.available:
-        pytest.skip(f"no OpenCL here: {spec.reason}")
     tokens = [2, 818, 5279, 529, 7001, 563]
     logits, hidden = models.load(path, backend="opencl").forward_hidden(tokens)
     ref_logits, ref_hidden = ModelReference(path).forward(tokens)

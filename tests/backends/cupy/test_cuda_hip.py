@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from gpu_toolchains import build_shipped, distinct, hot_loop, need, sass_of
+from markers import cuda_gpu_count, import_cupy
 from planning import gemv_tiles, gpu, gpu_launch, gpu_plan, gpu_support
 
 import accel
@@ -34,12 +35,8 @@ def shared_binaries(gpu_build_cache, monkeypatch):
 @pytest.fixture
 def cupy():
     """CuPy, on a machine without a GPU (these tests check the reasons given then)."""
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed (pip install 'accel-portable[cuda13]')")
-    try:
-        has_device = cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # CuPy's runtime errors: no driver, no device
-        has_device = False
-    if has_device:
+    cupy = import_cupy()
+    if cuda_gpu_count() > 0:
         pytest.skip("checks the reasons given when no GPU is present; this machine has one")
     return cupy
 

@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from opencl_common import DEVICES, FIRST, needs_device
+from markers import needs_opencl
+from opencl_common import DEVICES, FIRST
 
 import accel
 import accel.kernels as K
@@ -21,7 +22,7 @@ from accel.backends.opencl.params import build_options
 from accel.errors import AccelError, ArgumentError, CompileError, DeviceError, UnsupportedError
 from accel.tensor import Tensor
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 
 ADD = """
 KERNEL void add_one(GLOBAL float* x, int n) {

@@ -11,15 +11,7 @@ import accel
 from accel import kernels
 from accel.backends.opencl import OpenCLBackend
 from accel.conformance import profiles, suite
-
-
-def _devices() -> list[str]:
-    status = next((s for s in accel.backends() if s.name == "opencl"), None)
-    return [f"opencl:{i}" for i in range(len(status.devices))] if status and status.available else []
-
-
-needs_opencl = pytest.mark.skipif(not _devices(), reason="no OpenCL device here "
-                                  "(pip install pyopencl pocl-binary-distribution)")
+from markers import OPENCL_DEVICES, needs_opencl
 
 
 def _left_to_the_cpu(r) -> bool:
@@ -41,14 +33,14 @@ def _assert_all_passed(results) -> None:
 def test_full_profile_passes_on_the_first_device(op, dtype):
     # one op and dtype per test: the suite's workers share the profile evenly (qmatmul alone is
     # 728 cases over 16 formats)
-    results = suite.run(accel.get_backend(_devices()[0]), profile="full", ops=[op], dtypes=[dtype])
+    results = suite.run(accel.get_backend(OPENCL_DEVICES[0]), profile="full", ops=[op], dtypes=[dtype])
     _assert_all_passed(results)
     assert len(results) > len(suite.planned("quick", 0, [op], [dtype])[0])
     assert {(r.case.op, r.case.dtype) for r in results} == {(op, dtype)}
 
 
 @needs_opencl
-@pytest.mark.parametrize("device", _devices()[1:] or [pytest.param("opencl:1", marks=pytest.mark.skip(
+@pytest.mark.parametrize("device", OPENCL_DEVICES[1:] or [pytest.param("opencl:1", marks=pytest.mark.skip(
     reason="one OpenCL device here: the first runs the full profile above"))])
 def test_quick_profile_passes_on_every_other_device(device):
     # every op, in the dtypes that reach every kind of kernel (float32, a legacy, a K-quant and an

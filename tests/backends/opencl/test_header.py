@@ -8,13 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opencl_common import DEVICES, needs_device
+from markers import needs_opencl
+from opencl_common import DEVICES
 
 import accel
 from accel.backends.opencl.params import safe_lanes
 from accel.tensor import Tensor
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 
 CONVERT = """
 KERNEL void widen(GLOBAL const T_F16* h, GLOBAL float* out, int n) {

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from opencl_common import needs_device
+from markers import needs_opencl
 
 import accel
 from accel.backends.opencl import OpenCLBackend
@@ -23,7 +23,7 @@ def _budgeted(flops: int) -> OpenCLBackend:
     return be
 
 
-@needs_device
+@needs_opencl
 def test_a_split_launch_computes_what_the_whole_one_does():
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((1, 4, 300, 64), dtype=np.float32) for _ in range(3))
@@ -34,7 +34,7 @@ def test_a_split_launch_computes_what_the_whole_one_does():
     np.testing.assert_array_equal(accel.matmul(a, b, backend=split), accel.matmul(a, b, backend=OpenCLBackend(0)))
 
 
-@needs_device
+@needs_opencl
 def test_an_interrupt_stops_a_split_op_and_leaves_the_device_usable(monkeypatch):
     be = _budgeted(10**9)
     rng = np.random.default_rng(1)

@@ -8,7 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from opencl_common import matmul_bound, needs_device
+from markers import needs_opencl
+from opencl_common import matmul_bound
 
 import accel
 import accel.kernels as K
@@ -16,7 +17,7 @@ from accel import spec as S
 from accel.backends.opencl.params import candidates
 from accel.tensor import Tensor
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 P = K.GPU_MATMUL
 BM, BN, TK = P["WG_M"] * P["TM"], P["WG_N"] * P["TN"], P["TK"]

@@ -9,14 +9,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from opencl_common import DEVICES, FIRST, U, attention_ref, matmul_bound, needs_device
+from markers import needs_opencl
+from opencl_common import DEVICES, FIRST, U, attention_ref, matmul_bound
 
 import accel
 import accel.kernels as K
 from accel import spec as S
 from accel.tensor import Tensor
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 

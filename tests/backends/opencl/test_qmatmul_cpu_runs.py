@@ -14,14 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opencl_common import matmul_bound, needs_device
+from markers import needs_opencl
+from opencl_common import matmul_bound
 
 import accel
 from accel import spec as S
 from accel.conformance import oracle, tolerance
 from accel.tensor import Tensor
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 BLOCK_BYTES = {"q4_0": 18, "q8_0": 34}
 #: float16 bit patterns: 0, -0, smallest and largest subnormal, 1, -2.5, largest finite, inf, NaN
 SCALES = np.array([0x0000, 0x8000, 0x0001, 0x03FF, 0x3C00, 0xC100, 0x7BFF, 0x7C00, 0x7E00], np.uint16)

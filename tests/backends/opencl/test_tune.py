@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from opencl_common import FIRST, needs_device
+from markers import needs_opencl
+from opencl_common import FIRST
 
 from accel.backends.opencl import OpenCLBackend
 from accel.backends.opencl.params import DEFAULTS, candidates, params_for
@@ -25,7 +26,7 @@ def test_candidates_respect_vector_width(kind, lanes):
         assert set(DEFAULTS[kind][op]) - {"WG"} <= set(cands[0]) | {"WG"}
 
 
-@needs_device
+@needs_opencl
 def test_tune_stores_the_best_and_new_instances_use_it(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     be = OpenCLBackend(0)
@@ -38,7 +39,7 @@ def test_tune_stores_the_best_and_new_instances_use_it(tmp_path, monkeypatch):
     assert be.params["gemv"] == found["gemv"]  # the tuned instance was reset to the stored set
 
 
-@needs_device
+@needs_opencl
 def test_tune_command_is_registered_and_validates_ops(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     args = build_parser().parse_args(["tune", "--backend", FIRST[0], "--ops", "gemv"])
@@ -49,7 +50,7 @@ def test_tune_command_is_registered_and_validates_ops(tmp_path, monkeypatch, cap
     assert "--backend" in capsys.readouterr().err
 
 
-@needs_device
+@needs_opencl
 def test_stored_parameters_the_device_cannot_take_fall_back_to_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCEL_CACHE_DIR", str(tmp_path))
     from accel.backends.opencl.devices import enumerate_devices
@@ -87,7 +88,7 @@ def test_cpu_kgemv_candidates_keep_the_default_rows_of_x():
     assert len({c["XRN"] for c in cands}) > 1 and len({c["RN"] for c in cands}) > 1
 
 
-@needs_device
+@needs_opencl
 def test_tune_kgemv_chooses_qgemv_kx_rows_and_the_planner_uses_them(tmp_path, monkeypatch):
     """Two candidates that differ only in XRN (qgemv_kx's rows at M = 1): the stored winner's
     XRN is the M = 1 tile of the x_format plan on a new backend instance."""
@@ -114,7 +115,7 @@ def test_tune_kgemv_chooses_qgemv_kx_rows_and_the_planner_uses_them(tmp_path, mo
     assert launch.kernel == "qgemv_kx" and launch.variant.defines["RN"] == found["kgemv"]["XRN"]
 
 
-@needs_device
+@needs_opencl
 def test_cpu_devices_with_16_lanes_take_more_gemv_rows(tmp_path, monkeypatch):
     """Untuned, a CPU device PoCL builds 16-lane vectors for (AVX-512) takes CPU_WIDE's rows per
     work-item in the GEMVs; other CPU devices keep the CPU defaults."""
@@ -132,7 +133,7 @@ def test_cpu_devices_with_16_lanes_take_more_gemv_rows(tmp_path, monkeypatch):
             assert all((p[op].get(k) == v) == wide for k, v in changes.items()), (dev.name, op, p[op])
 
 
-@needs_device
+@needs_opencl
 def test_gemv_operands_are_rotated_beyond_the_cache_as_the_benchmarks_do():
     from accel.conformance.bench.suite import CACHE_MULTIPLE, MAX_COPIES
     from accel.conformance.bench.tune import _cases, operand_sets
@@ -148,7 +149,7 @@ def test_gemv_operands_are_rotated_beyond_the_cache_as_the_benchmarks_do():
     assert len(operand_sets(be, case, None)) == 1  # no cache known: one copy
 
 
-@needs_device
+@needs_opencl
 def test_stored_parameters_can_be_shown_reset_and_are_recorded_in_results(tmp_path, monkeypatch, capsys):
     import json
 
@@ -168,7 +169,7 @@ def test_stored_parameters_can_be_shown_reset_and_are_recorded_in_results(tmp_pa
     assert OpenCLBackend(0).versions()["opencl_tuned"] == "none"
 
 
-@needs_device
+@needs_opencl
 def test_a_stored_set_the_kernels_ignore_is_neither_shown_nor_recorded_as_in_effect(
         tmp_path, monkeypatch, capsys):
     import json

@@ -10,6 +10,7 @@ from accel.conformance.bench import suite as bench
 from accel.conformance.bench import timing
 from accel.conformance.bench.suite import Case
 from accel.conformance import oracle, tolerance
+from markers import needs_opencl
 
 
 def float64_attention(q, k, v, causal):
@@ -79,10 +80,8 @@ def test_every_baseline_has_a_version_and_cpu_hardware_gets_cpu_libraries():
     assert B.hardware_of(accel.get_backend("cpu")) == "cpu"
 
 
+@needs_opencl
 def test_opencl_cpu_device_is_compared_with_cpu_libraries():
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
     be = accel.get_backend("opencl:0")
     expected = "cpu" if be.info.extra.get("kind") == "cpu" else "other"
     assert B.hardware_of(be) == expected
@@ -96,11 +95,9 @@ def test_ops_a_baseline_lacks_are_not_applicable():
     assert numpy_base.prepare(case.spec(), case.host_inputs(), accel.get_backend("cpu")) is None
 
 
+@needs_opencl
 def test_clblast_baseline_runs_on_the_backends_own_opencl_device():
     pytest.importorskip("pyclblast", reason="pyclblast (CLBlast) is not installed")
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
     be = accel.get_backend("opencl:0")
     base = next(b for b in B.for_backend(be) if b.name == "CLBlast")
     assert base.version.startswith("pyclblast ")

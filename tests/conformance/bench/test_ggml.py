@@ -14,6 +14,7 @@ from accel.conformance.bench import peaks as P
 from accel.conformance.bench import suite as bench
 from accel.conformance.bench import timing
 from accel.conformance.bench.suite import Case
+from markers import needs_opencl
 
 FORMATS = B.GGML_WEIGHT_FORMATS
 
@@ -102,10 +103,8 @@ def test_weight_copies_stay_within_a_share_of_available_memory(monkeypatch):
     assert rec["status"] == "ok" and rec["copies"] == 5
 
 
+@needs_opencl
 def test_last_level_cache_covers_what_the_device_reports():
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
     be = accel.get_backend("opencl:0")
     reported = be.info.extra["cache_bytes"]
     assert reported > 0 and P.last_level_cache(be) >= reported

@@ -14,6 +14,7 @@ import pytest
 import accel
 from accel.conformance.bench import gpu_goals
 from accel.tensor import Tensor
+from markers import OPENCL_DEVICES, import_cupy, needs_opencl
 
 
 def test_without_a_cuda_device_it_says_why_and_fails(tmp_path):
@@ -121,15 +122,12 @@ def test_an_entry_takes_the_ratio_it_is_given():
     assert e["ratio"] == 2.0 and e["alternatives"]["alt"]["ratio"] == 1.0
 
 
+@needs_opencl
 def test_the_read_probe_reads_every_word_once():
     # the GEMV goal's read ceiling (gpu_goals.READ_PROBE) on an OpenCL device: each work-item's
     # word is the xor of exactly the 16-byte words a grid-stride loop gives it (3 groups of 64:
     # 1000 words leave a tail after its loop of 4 loads in flight)
-    from opencl_common import DEVICES
-
-    if not DEVICES:
-        pytest.skip("no OpenCL device on this machine")
-    be = accel.get_backend(DEVICES[0])
+    be = accel.get_backend(OPENCL_DEVICES[0])
     words = np.random.default_rng(0).integers(0, 2**32, size=(1000, 4), dtype=np.uint32)
     a = Tensor(be, be.upload(words.view(np.int32)), (4000,), "int32")
     out = Tensor.empty(be, (192,), "int32")
@@ -165,7 +163,7 @@ def test_the_probes_rely_only_on_cupy_api_that_exists():
     # CuPyBackend.compile returns RawModule.get_function's RawKernel, whose CUfunction handle is
     # .kernel.ptr (a RawKernel has no .ptr of its own), with the static shared memory and
     # registers the probes record
-    cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install 'accel-portable[cuda13]')")
+    cupy = import_cupy()
     from cupy.cuda.function import Function
     from cupy_backends.cuda.api import driver
 

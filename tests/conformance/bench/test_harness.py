@@ -14,6 +14,7 @@ from accel.backend import Support
 from accel.backends.cpu import CPUBackend
 from accel.conformance.bench.suite import Case
 from accel.conformance.bench.timing import Budget, Stats, measure
+from markers import needs_opencl
 
 
 def test_stats_on_known_samples():
@@ -270,10 +271,8 @@ def test_spread_above_a_quarter_of_the_median_is_flagged_noisy():
     assert not bench.noisy({"status": "unsupported"})
 
 
+@needs_opencl
 def test_an_opencl_case_is_timed_on_the_device_and_validated():
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
     be = accel.get_backend("opencl:0")
     t0 = time.perf_counter()
     rec = bench.run_case(be, Case.make("matmul", "float32", M=64, N=64, K=64), budget=timing.TINY)
@@ -324,6 +323,7 @@ print("single-cpu threads", single)
 """
 
 
+@needs_opencl
 def test_bench_commands_pin_pocl_workers_unless_told_otherwise():
     """pin_pocl_threads sets POCL_AFFINITY=1 before PoCL starts, and PoCL's worker threads then
     run on one CPU each; a POCL_AFFINITY the user set is left as it is."""
@@ -331,9 +331,6 @@ def test_bench_commands_pin_pocl_workers_unless_told_otherwise():
     import subprocess
     import sys
 
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
     cpus = os.cpu_count() or 1
     if cpus < 2 or not set(range(cpus)) <= os.sched_getaffinity(0):
         pytest.skip("pinning needs a process allowed on every CPU, and more than one")

@@ -8,6 +8,7 @@ import pytest
 import accel
 from accel.conformance.bench import peaks as P
 from accel.backends.cpu import CPUBackend
+from markers import needs_opencl
 
 
 @pytest.fixture
@@ -67,15 +68,9 @@ def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
     assert cache_root() == tmp_path / "xdg" / "accel"
 
 
-def opencl_or_skip():
-    status = next(s for s in accel.backends() if s.name == "opencl")
-    if not status.available:
-        pytest.skip(f"OpenCL backend unavailable: {status.reason}")
-    return accel.get_backend("opencl")
-
-
+@needs_opencl
 def test_opencl_peaks_run_through_the_backends_compile_and_launch(cache):
-    be = opencl_or_skip()
+    be = accel.get_backend("opencl")
     p = P.measure_peaks(be)
     assert positive(p.gflops) and positive(p.gbs)
     assert p.method.startswith("opencl")
