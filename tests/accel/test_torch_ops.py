@@ -205,7 +205,7 @@ def test_the_docs_model_runs_eager_with_gradients_and_compiled():
 @pytest.mark.parametrize("flags,name", [({"scale": "x"}, "scale"), ({"causal": None}, "causal"),
                                         ({"scale": float("inf")}, "scale")])
 def test_attention_on_torch_tensors_names_a_bad_scale_or_causal(flags, name):
-    """Found by tests/test_fuzz.py: torch's operator schema turned scale='x' into its own
+    """Found by tests/accel/test_fuzz.py: torch's operator schema turned scale='x' into its own
     RuntimeError; accel's typed error names the argument first."""
     q = torch.ones(1, 1, 1, 4)
     with pytest.raises(ArgumentError, match=f"^{name}: expected"):

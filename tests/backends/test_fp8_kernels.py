@@ -1,7 +1,7 @@
 """The FP8 scaled-matmul kernel (kernels/scaled_matmul.cl): its launches cover every output on
 every backend's planner (no device needed); on the OpenCL devices here it decodes every byte of
 every format as ml_dtypes does, and the conformance suite catches it decoding e4m3fn as e4m3fnuz;
-its CUDA and HIP builds are compiled in tests/test_cuda_hip.py and tests/test_kernels_check.py."""
+its CUDA and HIP builds are compiled in tests/backends/cupy/test_cuda_hip.py and tests/kernels/test_check.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -66,7 +66,7 @@ def test_cuda_and_hip_grids_cover_every_output(M, N):
 @pytest.mark.parametrize("pair", PAIRS)
 def test_every_pair_is_supported_on_every_path_and_opencl_declines_flushing_devices(pair):
     spec = _spec(5, 256, 9, "block", pair, "float16", "float32")
-    for impl in IMPLS:  # the shared kernel, or FP8 tensor cores (tests/test_scaled_matmul_mma.py)
+    for impl in IMPLS:  # the shared kernel, or FP8 tensor cores (tests/kernels/test_scaled_matmul_mma.py)
         tensorcore = impl in ("auto", "tensorcore") and FNUZ not in pair
         assert kernel_path(spec, impl, "sm_90") == ("tensorcore" if tensorcore else "kernels")
         assert kernel_path(spec, impl, "sm_80") == ("tensorcore" if impl == "tensorcore" and

@@ -1,6 +1,6 @@
 """The one launch planner (backends/plan.py) for OpenCL devices, without a device: which kernels
 a spec runs, with which grids, buffer slots and constant arguments, and the supports() verdicts,
-for device facts written by hand (CUDA and HIP plans: tests/test_cuda_hip.py and the tensor-core
+for device facts written by hand (CUDA and HIP plans: tests/backends/cupy/test_cuda_hip.py and the tensor-core
 tests). Nothing here imports a vendor package: the plans are data."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The shared kernel sources stay one honest dialect: every shipped variant builds on the OpenCL
-devices here, GPU variants compile with hipcc for gfx90a (tests/test_kernels_check.py compiles every
+devices here, GPU variants compile with hipcc for gfx90a (tests/kernels/test_check.py compiles every
 GPU variant for sm_80, sm_90 and gfx90a through accel.kernels.toolchains), and the quantizer keeps every
 rounding GGML's reference does (no FMA contraction) on CUDA and HIP."""
 from __future__ import annotations

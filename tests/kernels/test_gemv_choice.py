@@ -1,6 +1,6 @@
 """Which GEMV kernel a quantized matmul runs (``accel.kernels.gemv_kernel``) and the default GPU
 GEMV parameters: pure decisions, checked without a device (the kernels themselves run in
-tests/test_gemv_gpu.py)."""
+tests/backends/opencl/test_gemv_gpu.py)."""
 from __future__ import annotations
 
 import pytest

@@ -1,7 +1,7 @@
 """The K-quants (q4_k, q5_k, q6_k, the activation format q8_k) and mxfp4 on the CPU reference and
 OpenCL (kernels/kquant.cl), held byte for byte to ggml's own C reference quantizers
 (accel.conformance.ggml_ref) and to gguf-py's dequantizers; CUDA and HIP run the same kernels
-(their plans: tests/test_cuda_hip.py)."""
+(their plans: tests/backends/cupy/test_cuda_hip.py)."""
 from __future__ import annotations
 
 import gguf

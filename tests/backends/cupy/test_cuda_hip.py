@@ -474,7 +474,7 @@ def test_every_op_kernel_builds_for_sm_90(spec):
 
 def test_gpu_check_script_parses():
     """The GPU run cannot run here; at least its shell and its embedded Python must parse (the
-    speed-goal module runs here too: tests/test_gpu_goals.py)."""
+    speed-goal module runs here too: tests/conformance/bench/test_gpu_goals.py)."""
     import re
 
     script = ROOT / "conformance" / "gpu_check.sh"

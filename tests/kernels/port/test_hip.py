@@ -152,7 +152,7 @@ DIALECT_FILES = [f for f in FILES if f not in ("stencil_halo.cu", "warp_reduce.c
 def test_dialect_translation_builds_for_cuda_and_hip(file, tmp_path):
     """accel's dialect is one source for every backend: the translation, behind the portability
     header the backends prepend, builds with NVRTC for sm_80 and with hipcc for gfx90a (it runs
-    on PoCL in test_port_opencl.py)."""
+    on PoCL in test_opencl.py)."""
     _build_dialect((CORPUS / file).read_text(), file, tmp_path)
 
 
