@@ -26,7 +26,7 @@ _SUBCOMMAND_MODULES = (
 
 
 #: every environment variable accel reads: name -> what it does (docs/environment.md lists the
-#: same; tests/test_cli_polish.py checks both against the code's reads)
+#: same; tests/accel/cli/test_polish.py checks both against the code's reads)
 ENVIRONMENT = {
     "ACCEL_BACKEND": "device chosen when no call, accel.use() or set_backend() names one (e.g. opencl:0)",
     "ACCEL_CACHE_DIR": "where accel keeps kernel binaries, tuned parameters and device peaks "

@@ -19,7 +19,7 @@
 #                               full profile: every pair and scale granularity, both its any-shape
 #                               and its cp.async kernel, special values; e4m3fnuz stays on
 #                               scaled_matmul.cl (the conformance-kernels step runs that)
-#   (torch-streams step)        tests/test_torch_streams_gpu.py: accel ordered on torch's stream
+#   (torch-streams step)        tests/accel/test_torch_streams_gpu.py: accel ordered on torch's stream
 #   bench-cuda.json             `accel bench --backend cuda` (impl=auto: tensor cores for 16-bit ops)
 #   speed-goals-cuda.json       the speed goals as ratios measured in this run, with the
 #                               alternatives timed too (accel.conformance.bench.gpu_goals)
@@ -95,7 +95,7 @@ step conformance-tensorcore 90 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel con
 step conformance-fp8-tensorcore 60 env ACCEL_CUDA_IMPL=tensorcore "$PY" -m accel conformance \
     --backend cuda --profile full --ops scaled_matmul --dtypes float8_e4m3fn float8_e5m2 \
     --no-progress --json "$OUT/conformance-cuda-fp8-tensorcore.json"
-step torch-streams 60 "$PY" -m pytest -q -p no:cacheprovider tests/test_torch_streams_gpu.py
+step torch-streams 60 "$PY" -m pytest -q -p no:cacheprovider tests/accel/test_torch_streams_gpu.py
 step bench 60 "$PY" -m accel bench --backend cuda --sizes quick --json "$OUT/bench-cuda.json"
 step speed-goals 270 "$PY" -m accel.conformance.bench.gpu_goals "$OUT/speed-goals-cuda.json"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)

@@ -180,7 +180,7 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
 def super_quantizer() -> str:
     """Whose bytes the K-quant / mxfp4 / q8_k quantize oracle is: ggml's own C reference
     quantizers where ggml-python is installed ("ggml"), else the CPU reference backend's numpy
-    restatement of them ("cpu"), which tests/test_kquants.py holds byte-identical to ggml where
+    restatement of them ("cpu"), which tests/accel/formats/test_kquants.py holds byte-identical to ggml where
     both exist; that keeps GPU images without ggml-python comparing bytes. The CPU backend itself
     is never judged by its own quantizer (runner.judge)."""
     from accel.conformance import ggml_ref

@@ -10,8 +10,8 @@
  * a quantized byte goes through accel.h's FMUL_RN / FADD_RN / FDIV_RN / SQRT_RN: on OpenCL plain
  * operators with contraction off and correctly rounded divide/sqrt (a build option); on CUDA the
  * __f*_rn intrinsics, which NVRTC never contracts; on HIP the operators under the header's
- * fp contract(off), IEEE division (its default) and a root through double. tests/
- * test_kernels_compile.py checks the GPU binaries for stray FMAs.
+ * fp contract(off), IEEE division (its default) and a root through double.
+ * tests/kernels/test_compile.py checks the GPU binaries for stray FMAs.
  *
  * Defines: one of FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_MXFP4, FMT_Q8_K; IN_DT (F32, F16, BF16)
  * for quantize_k and qmatmul_k, OUT_DT for qmatmul_k.

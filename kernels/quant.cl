@@ -383,7 +383,7 @@ KERNEL void qmatmul(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 /* Whether qgemv finds a block's offset in its 16-byte words per tile rather than once per row:
  * NVIDIA's compiler turns the once-found offset into 26 fewer instructions per tile (sm_90), AMD's
  * into 70 more live VGPRs (gfx90a: 192 against 123, half the waves per SIMD). A define, so that
- * the HIP build's way also runs on OpenCL devices (tests/test_gemv_gpu.py) */
+ * the HIP build's way also runs on OpenCL devices (tests/backends/opencl/test_gemv_gpu.py) */
 #ifndef GEMV_OFFSET_PER_TILE
 #if defined(ACCEL_HIP)
 #define GEMV_OFFSET_PER_TILE 1

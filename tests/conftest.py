@@ -19,6 +19,24 @@ def opencl_backend():
 
 
 @pytest.fixture(scope="session")
+def opencl_with():
+    """A factory of OpenCL backends with chosen tile parameters: ``opencl_with(gemv={...},
+    qmatmul={...})`` is a new ``OpenCLBackend(0)`` (plans, verdicts and kernels of its own, so
+    other tests' backends keep theirs) whose parameters of each op named are the dict given, the
+    other ops keeping the device's own. Tests that use it skip without a device (``needs_opencl``,
+    tests/support/markers.py) before calling it."""
+    def make(**tiles: dict):
+        from accel.backends.opencl import OpenCLBackend
+
+        be = OpenCLBackend(0)
+        if tiles:
+            be.params = {**be.params, **{op: dict(p) for op, p in tiles.items()}}
+        return be
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def gpu_build_cache(tmp_path_factory):
     """One kernel-binary cache for every GPU compile test of this run (xdist workers included):
     entries are keyed by toolchain, target, options, source and headers, so a variant several

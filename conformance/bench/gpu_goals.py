@@ -40,7 +40,7 @@ N_GEMV = 8192
 #: qgemv_stream's parameters timed beside its defaults: the two best of the six the H200 run of
 #: stop 11 timed (3 stages; 8 warps over 32 rows with 3 stages: 0.54 each, the defaults 0.51, the
 #: others 0.46 to 0.49; docs/gpu.md), kept to see whether they move with the rest
-#: (tests/test_cuda_hip.py compiles each for sm_90)
+#: (tests/backends/cupy/test_cuda_hip.py compiles each for sm_90)
 STREAM_ALTERNATIVES = (dict(STREAM_STAGES=3),
                        dict(STREAM_WARPS=8, STREAM_ROWS=32, STREAM_STAGES=3, STREAM_MIN_GROUPS=2))
 #: qgemv's parameters timed beside its defaults (RN = 4 rows per team of 32, 4 teams, at most
@@ -78,7 +78,7 @@ X8_LABEL = "qmatmul(x_format='q8_0'): quantize_x8 + qgemv_x8, GGML semantics"
 #: block-row in its loop, 103 registers): 5 groups per SM (96 registers), RN = 2 (72 registers,
 #: 81 per block-row: twice the groups), RN = 8 (168 registers, 63 per block-row: half the x
 #: loads), teams of 16, K split between pairs of teams (twice the groups at 69 per block-row)
-#: (tests/test_qmatmul_x8.py compiles each for sm_90)
+#: (tests/backends/test_qmatmul_x8.py compiles each for sm_90)
 X8_ALTERNATIVES = (dict(GEMV_MIN_GROUPS=5), dict(RN=2), dict(RN=8, GEMV_MIN_GROUPS=2),
                    dict(GEMV_WG=16, GEMV_TEAMS=8), dict(GEMV_KSPLIT=2))
 #: qgemv_x8 in the decode survey: K split between pairs of teams (512 groups where the defaults
@@ -95,7 +95,7 @@ PROBES = {"read": "read_probe: the weight's 16-byte words, coalesced, 4 loads in
           1: "qgemv GEMV_PROBE=1: its loads, x staging and barriers, no arithmetic",
           2: "qgemv GEMV_PROBE=2: its arithmetic, every tile's weight from the row's first",
           "mv": "torch.mv float16 over the same bytes (cuBLAS)"}
-#: the read probe, in the kernel dialect (so that it runs on OpenCL too: tests/test_gpu_goals.py);
+#: the read probe, in the kernel dialect (so that it runs on OpenCL too: tests/conformance/bench/test_gpu_goals.py);
 #: the words' xor per work-item is stored so that no load is dead
 READ_PROBE = """
 KERNEL void read_probe(GLOBAL const u32x4* RESTRICT a, GLOBAL u32* RESTRICT out, i64 n16) {

@@ -2,7 +2,7 @@
 
 The schemas hold what the report relies on, so a malformed or truncated file is refused with
 ``FILE: where: what is wrong`` instead of a KeyError deep in rendering. They are published in
-docs/schemas/ (tests/test_report_schemas.py checks the published copies are these). Fields are
+docs/schemas/ (tests/conformance/report/test_trust.py checks the published copies are these). Fields are
 only required where every accel version that wrote the schema wrote them: old files keep loading.
 
 >>> validate({"schema": "accel.kernels_check/1", "targets": [], "results": []}, "k.json")

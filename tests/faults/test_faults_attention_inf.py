@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import accel
-from test_opencl_common import FIRST, needs_device
+from markers import needs_opencl
+from opencl_common import FIRST
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 
 
 @pytest.mark.parametrize("device", FIRST)

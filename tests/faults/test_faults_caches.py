@@ -10,9 +10,9 @@ import pytest
 from accel.conformance.bench.tune import PROBLEMS
 
 from faults_common import child, read_only
-from test_opencl_common import needs_device
+from markers import needs_opencl
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 
 MATMUL = """
     import numpy as np, accel

@@ -4,7 +4,7 @@ the bytes, before any huge host copy, and never a PoCL abort."""
 from __future__ import annotations
 
 from faults_common import child
-from test_opencl_common import needs_device
+from markers import needs_opencl
 
 LIMIT = """
     import resource
@@ -33,7 +33,7 @@ def test_a_cpu_result_larger_than_the_host_is_a_typed_error():
                 and "got 100000000000 bytes" in ran.stdout), ran.stdout + ran.stderr
 
 
-@needs_device
+@needs_opencl
 def test_opencl_refuses_huge_host_copies_and_buffers_before_making_them():
     ran = child(LIMIT + """
     import numpy as np, accel

@@ -11,9 +11,9 @@ import textwrap
 import time
 
 from faults_common import ROOT, child
-from test_opencl_common import needs_device
+from markers import needs_opencl
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 
 FORKED_POOL = """
     import multiprocessing as mp

@@ -5,9 +5,9 @@ installed for good)."""
 from __future__ import annotations
 
 from faults_common import child
-from test_opencl_common import needs_device
+from markers import needs_opencl
 
-pytestmark = needs_device
+pytestmark = needs_opencl
 
 BUILDS = """
     import threading, warnings

@@ -1,0 +1,186 @@
+"""Kernels from public repositories, kept verbatim in tests/port_real/ (each file names its source,
+commit and licence), translated by ``accel port --to opencl`` and run through ``accel.kernel`` on
+PoCL against numpy; and those with no faithful OpenCL 1.2 form, refused on the exact line with
+the reason. Plus the warp emulation's lane semantics, checked against CUDA's documented rules."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tree_sitter_cuda", reason="accel port needs tree-sitter-cuda ([port] extra)")
+pytest.importorskip("pyopencl", reason="the OpenCL runs need pyopencl ([opencl] extra)")
+
+import accel  # noqa: E402
+from accel.kernel import kernel  # noqa: E402
+from accel.kernels.port import translate  # noqa: E402
+from repo_paths import TESTS  # noqa: E402
+
+REAL = TESTS / "port_real"
+F32 = np.float32
+
+
+def _port(src: str, name: str, backend, filename: str = "k.cu"):
+    result = translate(src, "opencl", filename=filename)
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    return kernel(result.text, name, backend=backend, options=result.options)
+
+
+def _dev(a, backend):
+    return accel.asarray(np.ascontiguousarray(a), backend=backend)
+
+
+def test_llmc_softmax_kernel4_with_warp_shuffles_matches_numpy(opencl_backend):
+    file = REAL / "llmc_softmax_forward_kernel4.cu"
+    k = _port(file.read_text(), "softmax_forward_kernel4", opencl_backend, file.name)
+    N, C, block = 5, 300, 128  # C not a multiple of the block: the coarsening loops' tails
+    x = np.random.default_rng(4).standard_normal((N, C)).astype(F32) * 4
+    out = _dev(np.zeros((N, C), F32), opencl_backend)
+    k(N, block, out, _dev(x, opencl_backend), np.int32(N), np.int32(C), shared_mem=block // 32 * 4)
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True), rtol=2e-5, atol=1e-7)
+
+
+def test_llmc_layernorm_kernel3_is_refused_at_its_reductions_naming_the_early_return():
+    file = REAL / "llmc_layernorm_forward_kernel3.cu"
+    result = translate(file.read_text(), "opencl", filename=file.name)
+    assert result.text is None
+    assert [(d.line, d.construct) for d in result.errors] == [(27, "cg::reduce"), (39, "cg::reduce")]
+    assert all("the return on line 16 is taken by only some threads (under (idx >= N), line 15)"
+               in str(d) for d in result.errors)
+
+
+def test_cuda_samples_shfl_scan_is_refused_at_its_default_argument_and_partial_mask():
+    file = REAL / "cudasamples_shfl_scan_test.cu"
+    result = translate(file.read_text(), "opencl", filename=file.name)
+    assert result.text is None
+    assert [(d.line, d.construct) for d in result.errors] == [
+        (4, "optional parameter declaration"), (27, "__shfl_up_sync"), (52, "__shfl_up_sync")]
+    assert "names only some lanes" in str(result.errors[2])
+
+
+_BLOCK_CG = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#define FULL 0xffffffff
+__device__ float warpReduceSum(float val) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        val += __shfl_xor_sync(FULL, val, offset);
+    }
+    return val;
+}
+__global__ void k(float* out, const float* in, int n) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+    int i = block.group_index().x * block.size() + block.thread_rank();
+    float v = i < n ? in[i] : 0.0f;
+    float s = warpReduceSum(v);
+    float m = cg::reduce(warp, v, cg::greater<float>());
+    block.sync();
+    if (warp.thread_rank() == 0) { out[2 * (i / 32)] = s; out[2 * (i / 32) + 1] = m; }
+}
+"""
+
+
+def test_block_groups_and_tile_reductions_match_numpy(opencl_backend):
+    k = _port(_BLOCK_CG, "k", opencl_backend)
+    n = 200  # the last warps hold padding: every thread still reaches the reductions
+    x = np.random.default_rng(1).standard_normal(256).astype(F32)
+    out = _dev(np.zeros(16, F32), opencl_backend)
+    k(2, (32, 4), out, _dev(x, opencl_backend), np.int32(n))  # 2-d blocks: linear lane order
+    padded = np.where(np.arange(256) < n, x, 0).reshape(8, 32)
+    got = out.numpy().reshape(8, 2)
+    np.testing.assert_allclose(got[:, 0], padded.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[:, 1], padded.max(1))
+
+
+_LANES = """__global__ void lanes(int* out, int b, int width) {
+    int t = threadIdx.x, v = 1000 + t;
+    out[t] = __shfl_sync(0xffffffff, v, b, width);
+    out[64 + t] = __shfl_up_sync(0xffffffff, v, b, width);
+    out[128 + t] = __shfl_down_sync(0xffffffff, v, b, width);
+    out[192 + t] = __shfl_xor_sync(0xffffffff, v, b, width);
+}
+"""
+
+
+@pytest.mark.parametrize("b, width", [(3, 32), (5, 16), (1, 8), (19, 32), (7, 4)])
+def test_shuffle_lanes_follow_cudas_rules(opencl_backend, b, width):
+    """CUDA Programming Guide, warp shuffle functions: lanes are split into segments of
+    ``width``; __shfl_sync reads lane srcLane % width of the segment, up/down read lane -/+
+    delta unless that leaves the segment (then the caller's own value), xor reads lane ^ mask
+    within the segment (or its own value past it)."""
+    k = _port(_LANES, "lanes", opencl_backend)
+    out = _dev(np.zeros(256, np.int32), opencl_backend)
+    k(1, 64, out, np.int32(b), np.int32(width))
+    lane = np.arange(64) % 32
+    base, seg = np.arange(64) - lane, lane // width * width
+    want = np.concatenate([
+        base + seg + b % width,
+        base + np.where(lane - b >= seg, lane - b, lane),
+        base + np.where(lane + b < seg + width, lane + b, lane),
+        base + np.where((lane ^ b) < seg + width, lane ^ b, lane)]) + 1000
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_stats_over_the_real_kernels():
+    from accel.kernels.port.stats import sources, tally
+
+    entries = [(p, p.read_text(), translate(p.read_text(), "opencl", filename=str(p)))
+               for p in sources([REAL])]
+    stats = tally(entries, "opencl")
+    assert (stats["files"], stats["files_ported"]) == (3, 1)
+    assert stats["constructs"]["cg::reduce"]["refused"] == 2
+    assert stats["refused_by_reason"] == {"__shfl_up_sync": 1, "cg::reduce": 1,
+                                          "optional parameter declaration": 1}
+    assert (stats["files_refused"], stats["files_failed"]) == (2, 0)
+
+
+def test_stats_count_a_file_the_translator_failed_on_apart():
+    from accel.kernels.port.stats import format_text, tally
+
+    src = "__global__ void k(float* x) { x[0] = 1.0f; }"
+    stats = tally([("a.cu", src, translate(src, "opencl")), ("b.cu", src, RecursionError("deep"))],
+                  "opencl")
+    assert (stats["files_ported"], stats["files_refused"], stats["files_failed"]) == (1, 0, 1)
+    assert "failed: 1 files\n  b.cu: RecursionError: deep" in format_text(stats)
+
+
+def test_output_builds_on_strict_opencl_compilers(opencl_backend):
+    """No redefinition of OpenCL's own types (typedef uint uint;) and no C++ empty initializer
+    (= {}), which strict C99 OpenCL compilers reject; the result still computes CUDA's."""
+    src = ("typedef unsigned int uint;\n"
+           "__global__ void k(uint* x) { float a[4] = {}; uint b = 3; x[threadIdx.x] = b + (uint)a[2]; }\n")
+    result = translate(src, "opencl")
+    assert "typedef uint uint" not in result.text and "= {}" not in result.text
+    k = _port(src, "k", opencl_backend)
+    x = _dev(np.full(8, 7, np.uint32), opencl_backend)
+    k(1, 8, x)
+    np.testing.assert_array_equal(x.numpy(), np.full(8, 3, np.uint32))
+
+
+def test_shared_array_declared_in_a_loop_is_hoisted_and_computes_the_same(opencl_backend):
+    src = ("#define T 8\n__global__ void k(float* x) {\n  for (int r = 0; r < 2; r++) {\n"
+           "    __shared__ float t[T];\n    t[threadIdx.x] = x[threadIdx.x] + r;\n    __syncthreads();\n"
+           "    x[threadIdx.x] = t[(threadIdx.x + 1) % T];\n    __syncthreads();\n  }\n}\n")
+    result = translate(src, "opencl")
+    assert [(d.line, d.construct, d.severity) for d in result.diagnostics] == [
+        (4, "__shared__ hoisted", "warning")]
+    k = _port(src, "k", opencl_backend)
+    x0 = np.arange(8, dtype=F32)
+    x = _dev(x0, opencl_backend)
+    k(1, 8, x)
+    want = np.roll(np.roll(x0, -1) + 1, -1)  # round 0 adds 0 and rotates, round 1 adds 1
+    np.testing.assert_array_equal(x.numpy(), want)
+
+
+def test_namespaces_around_device_code_are_dropped(opencl_backend):
+    src = ("namespace ops {\n__device__ void sq(float* p) { p[0] = p[0] * p[0]; }\n}\n"
+           "namespace {\n__global__ void k(float* x) {\n  __shared__ float s[8];\n"
+           "  s[threadIdx.x] = x[threadIdx.x];\n  ops::sq(&s[threadIdx.x]);\n"
+           "  x[threadIdx.x] = s[threadIdx.x] + 1.0f;\n}\n}\n")
+    result = translate(src, "opencl")
+    assert "void sq(__local float* p)" in result.text  # the address space from the ops:: call
+    k = _port(src, "k", opencl_backend)
+    x0 = np.arange(8, dtype=F32)
+    x = _dev(x0, opencl_backend)
+    k(1, 8, x)
+    np.testing.assert_array_equal(x.numpy(), x0 * x0 + 1)
