@@ -123,15 +123,9 @@ def test_float_and_integer_semantics_differ_by_x_rounding_alone():
 
 
 def _launches(be, monkeypatch) -> list:
-    """What ``be`` enqueues from now on, as (what, global size, local size), still enqueued."""
-    seen, real = [], be._enqueue
+    from opencl_common import recorded_launches  # pyopencl: only where an OpenCL test runs
 
-    def enqueue(kernel, gsize, lsize, what):
-        seen.append((what, gsize, lsize))
-        real(kernel, gsize, lsize, what)
-
-    monkeypatch.setattr(be, "_enqueue", enqueue)
-    return seen
+    return recorded_launches(be, monkeypatch)
 
 
 @needs_opencl

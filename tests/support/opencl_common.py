@@ -53,3 +53,16 @@ def attention_ref(q, k, v, *, causal=False, scale=None, mask=None):
     p = np.where(dead, 0, p)
     den = p.sum(axis=-1, keepdims=True)
     return np.where(dead, 0, (p @ v) / np.where(dead, 1, den))
+
+
+def recorded_launches(be, monkeypatch) -> list:
+    """What OpenCL backend ``be`` enqueues from now on, as (what, global size, local size): still
+    enqueued."""
+    seen, real = [], be._enqueue
+
+    def enqueue(kernel, gsize, lsize, what, offset=None):
+        seen.append((what, gsize, lsize))
+        return real(kernel, gsize, lsize, what, offset)
+
+    monkeypatch.setattr(be, "_enqueue", enqueue)
+    return seen

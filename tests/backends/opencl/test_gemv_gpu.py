@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from markers import needs_opencl
-from opencl_common import matmul_bound
+from opencl_common import matmul_bound, recorded_launches
 
 import accel
 import accel.kernels as K
@@ -33,17 +33,6 @@ NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat
 QMATMUL = {**K.GPU_QMATMUL, "WG": 16}
 
 
-def _launches(be, monkeypatch) -> list:
-    """What ``be`` enqueues from now on, as (what, global size, local size), still enqueued."""
-    seen = []
-    real = be._enqueue
-
-    def enqueue(kernel, gsize, lsize, what):
-        seen.append((what, gsize, lsize))
-        real(kernel, gsize, lsize, what)
-
-    monkeypatch.setattr(be, "_enqueue", enqueue)
-    return seen
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +120,7 @@ def test_qgemv_launch_contract(opencl_with, rng, monkeypatch):
     # beyond
     p = dict(RM=2, RN=3, VW=1, GEMV_WG=16, GEMV_TEAMS=2)
     be = opencl_with(gemv=p, qmatmul=QMATMUL)
-    seen = _launches(be, monkeypatch)
+    seen = recorded_launches(be, monkeypatch)
     for M in (8, 9):
         _check(be, rng, "q4_0", "float32", M, 20, 64)
     (what8, g8, l8), (what9, _, _) = seen
@@ -182,7 +171,7 @@ def test_qgemv_stream_launch_contract(opencl_with, streaming, rng, monkeypatch):
     # kernels/quant.cl: local (32 * STREAM_WARPS), groups (ceil(N / STREAM_ROWS), M); K not a
     # multiple of 64 falls back to qgemv
     be = opencl_with(gemv={**K.GPU_GEMV, "STREAM_WARPS": 2, "STREAM_ROWS": 6}, qmatmul=QMATMUL)
-    seen = _launches(be, monkeypatch)
+    seen = recorded_launches(be, monkeypatch)
     _check(be, rng, "q4_0", "float32", 3, 20, 128)
     _check(be, rng, "q4_0", "float32", 3, 20, 96)
     (what, gsize, lsize), (what_odd, _, _) = seen
@@ -252,7 +241,7 @@ def test_qgemv_runs_launch_contract(opencl_with, runs, rng, monkeypatch):
     # kernels/quant.cl: local (RUNS_WG * RUNS_TEAMS), groups (ceil(N / (RUNS_TEAMS * RUNS_RN)),
     # ceil(M / RM)); K not a multiple of 256 falls back to qgemv
     be = opencl_with(gemv={**K.GPU_GEMV, "RUNS_WG": 8, "RUNS_TEAMS": 2, "RUNS_RN": 3}, qmatmul=QMATMUL)
-    seen = _launches(be, monkeypatch)
+    seen = recorded_launches(be, monkeypatch)
     _check(be, rng, "q4_0", "float32", 3, 20, 512)
     _check(be, rng, "q4_0", "float32", 3, 20, 256 + 32)
     (what, gsize, lsize), (what_odd, _, _) = seen
@@ -273,7 +262,7 @@ def test_conformance_profile_passes_through_each_gpu_gemv(opencl_with, rng, monk
 
     monkeypatch.setenv("ACCEL_GEMV_KERNEL", kernel)
     be = opencl_with(gemv={**K.GPU_GEMV, **params}, qmatmul=QMATMUL)
-    seen = _launches(be, monkeypatch)
+    seen = recorded_launches(be, monkeypatch)
     cases, targets = suite.planned(profile, 0, ["qmatmul"])
     results = [suite.run_case(be, c) for c in cases if c.params["fmt"] in ("q4_0", "q8_0")]
     for op, dtype in targets:
