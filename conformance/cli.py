@@ -82,7 +82,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from accel.errors import ArgumentError, expected
 
-    from accel.conformance import inputs, properties, results, suite
+    from accel.conformance import properties, results, suite
+    from accel.conformance.ops import unread_params
     from accel.conformance.case import Case
     from accel.conformance.runner import CaseResult, repro_command, run_case
 
@@ -112,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
                                          " ".join(given)))
         cases, targets = [Case.parse(c) for c in args.case], []
         for case in cases:  # a mistyped key (causl=true) would run another case, and pass
-            if unread := inputs.unread_params(case):
+            if unread := unread_params(case):
                 raise ArgumentError(expected("--case", f"only parameters the {case.op} cases read "
                                              "(as in a printed repro id)",
                                              f"{', '.join(map(repr, unread))} in {case.id!r}"))

@@ -13,21 +13,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import accel
 from accel import dispatch
-from accel import spec as S
 from accel.backend import Backend
-from accel.dtypes import UNIT_ROUNDOFF, to_numpy_dtype
 from accel.errors import AccelError, UnsupportedError
-from accel.tensor import QTensor
 from accel.tensor import Tensor
 
-from accel.conformance import decoder_ops, oracle, tolerance
 from accel.conformance.case import Case
-from accel.conformance.compare import Verdict, compare_bytes, compare_values
+from accel.conformance.compare import Verdict
 from accel.conformance.guard import GuardedOutput
-from accel.conformance.inputs import build
 from accel.conformance.isolation import Journal
+from accel.conformance.ops import OPS, build
 
 
 @dataclass
@@ -103,8 +98,8 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
 
 def _run_case(backend: Backend, case: Case) -> CaseResult:
     repro = repro_command(backend, case)
-    if case.op in decoder_ops.OPS:
-        return _run_decoder_case(backend, case, repro)
+    if OPS[case.op].run_public is not None:
+        return _run_public_case(backend, case, repro)
     spec, inputs = build(case)
     try:
         support = backend.verdict(spec)
@@ -135,15 +130,16 @@ def _run_case(backend: Backend, case: Case) -> CaseResult:
                       elapsed, verdict.reason, repro, digest)
 
 
-def _run_decoder_case(backend: Backend, case: Case, repro: str) -> CaseResult:
-    """A decoder-step op's case (decoder_ops): the public op on the backend's Tensors, against
-    its float64 oracle; an UnsupportedError is the backend's declining."""
+def _run_public_case(backend: Backend, case: Case, repro: str) -> CaseResult:
+    """A case of an op without a spec (accel.nn's decoder-step ops): its row's ``run_public``,
+    the public op on the backend's Tensors against its float64 oracle; an UnsupportedError is
+    the backend's declining."""
     if backend.evidence != "ran":
         return CaseResult(case, "compiled_only", backend.evidence, repro=repro)
     t0 = time.perf_counter()
     try:
         with np.errstate(all="ignore"):
-            ok, stats, reason = decoder_ops.run(backend, case)
+            ok, stats, reason = OPS[case.op].run_public(backend, case)
     except UnsupportedError as e:
         return CaseResult(case, "unsupported", "untested", reason=e.reason, repro=repro)
     except Exception as e:  # noqa: BLE001 - any crash of the backend is recorded as an error
@@ -179,10 +175,9 @@ def _execute_and_judge(backend: Backend, case: Case, spec, inputs: list[np.ndarr
 
 
 def _padded(operands: list, op: str) -> list:
-    """An absent optional operand (attention's mask, scaled_matmul's bias) passed as None;
-    attention's sinks, when a case has them, follow the mask's slot (as accel.attention passes
-    them: backends written before sinks never see a fifth operand)."""
-    return operands + [None] * ({"attention": 4, "scaled_matmul": 5}.get(op, len(operands)) - len(operands))
+    """The operands with an absent optional one (attention's mask, scaled_matmul's bias) passed
+    as None, up to the row's ``slots``."""
+    return operands + [None] * (OPS[op].slots - len(operands))
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -211,91 +206,22 @@ def _judge_host_path(backend: Backend, case: Case, spec, kept: list[np.ndarray],
 
 
 def _no_oracle(backend: Backend, spec) -> str | None:
-    """Why ``spec`` cannot be judged on ``backend`` here, or None: the K-quants' quantize oracle
-    is ggml's own quantizer, and without ggml-python it is the CPU reference's, which cannot
-    judge the CPU reference itself."""
-    if spec.op == "quantize" and spec.fmt.name in oracle.SUPER and backend.name == "cpu" \
-            and oracle.super_quantizer() == "cpu":
-        return (f"not judged here: {spec.fmt.name}'s quantize oracle is ggml's own quantizer "
-                "(pip install 'accel-portable[ggml]'); without it the CPU reference would be "
-                "judged by itself")
-    return None
+    """Why ``spec`` cannot be judged on ``backend`` here (its row's ``unjudged``), or None."""
+    unjudged = OPS[spec.op].unjudged
+    return unjudged(backend, spec) if unjudged else None
 
 
 def judge(backend: Backend, case: Case, spec, inputs: list[np.ndarray], got: np.ndarray) -> Verdict:
-    """Compare an output with the oracle under the tolerance model."""
-    exact = case.kind == "exact"
+    """Compare an output with the oracle under the tolerance model (the op row's ``judge``)."""
     if why := _no_oracle(backend, spec):
         return Verdict(False, {}, why)
-    if spec.op == "quantize":
-        ref = oracle.quantize(inputs[0], spec.fmt.name)
-        blocks = ref.size // spec.fmt.block_bytes
-        with np.errstate(invalid="ignore", over="ignore"):  # a non-finite scale reads back so
-            values = oracle.dequantize(ref, spec.fmt.name, (blocks, spec.fmt.block))
-        return compare_bytes(got, ref, spec.fmt.block_bytes, ~np.isfinite(values).all(axis=1))
-    if spec.op == "dequantize":
-        return compare_values(got, oracle.dequantize(inputs[0], spec.fmt.name, spec.shape), None,
-                              "float32", signed_zero=True)
-    acc = backend.accumulator(spec)
-    if spec.op == "matmul" and spec.dtype == "int8":
-        ref, _ = oracle.matmul(*inputs)
-        return compare_values(got, ref, None, "int32")
-    if acc not in UNIT_ROUNDOFF:
-        return Verdict(False, {}, f"accumulator({spec.op}) declared {acc!r}, not a float format "
-                       f"the tolerance model knows ({sorted(UNIT_ROUNDOFF)})")
-    if spec.op == "matmul":
-        ref, mag = oracle.matmul(*inputs)
-        bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
-    elif spec.op == "qmatmul" and spec.x_fmt is not None:  # float32 sums of K / 32 exact terms
-        ref, mag = oracle.qmatmul_quantized_x(inputs[0], inputs[1], spec.fmt.name, spec.N,
-                                              spec.x_fmt.name)
-        bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K // oracle.BLOCK,
-                                                          spec.out_dtype, acc)
-    elif spec.op == "scaled_matmul":  # exact products of scaled FP8 values, float32 sums; the
-        # float32 products by the scales after each (slab) sum add two roundings of the result
-        bias = inputs[4] if len(inputs) > 4 else None
-        ref, mag = oracle.scaled_matmul(*inputs[:4], bias, S.FP8_BLOCK if spec.scaling == "block" else None)
-        bound = tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc) + \
-            2 * UNIT_ROUNDOFF[acc] * (np.abs(ref) if spec.scaling != "block" else mag)
-    elif spec.op == "qmatmul":
-        ref, mag = oracle.qmatmul(inputs[0], inputs[1], spec.fmt.name, spec.N)
-        bound = None if exact else tolerance.matmul_bound(ref, mag, spec.K, spec.out_dtype, acc)
-    else:
-        mask, sinks = (inputs[i] if len(inputs) > i else None for i in (3, 4))
-        res = oracle.attention(*inputs[:3], mask, causal=spec.causal, scale=spec.scale,
-                               mask_kind=spec.mask_kind, window=spec.window,
-                               softcap=spec.softcap, sinks=sinks)
-        ref = res["out"]
-        bound = None if exact else tolerance.attention_bound(res, spec.D, spec.Sk, spec.dtype, acc)
-    if exact:  # exact sums (float32 accumulation), then the one rounding of the output
-        # conversion, to nearest with ties to even: exact-answer data may need it
-        ref = ref.astype(to_numpy_dtype(spec.out_dtype)).astype(np.float64)
-    verdict = compare_values(got, ref, bound, spec.out_dtype)
-    verdict.stats["accumulator"] = acc
-    return verdict
+    return OPS[spec.op].judge(backend, case, spec, inputs, got)
 
 
 def _check_declined(backend: Backend, case: Case, inputs: list[np.ndarray]) -> tuple[str, str]:
     """A declined case must raise UnsupportedError from the public op, not compute anything."""
-    p = case.params
     try:
-        if case.op == "matmul":
-            accel.matmul(*inputs, out_dtype=p.get("out"), backend=backend)
-        elif case.op == "attention":
-            accel.attention(*inputs[:3], causal=p.get("causal", False), scale=p.get("scale"),
-                            mask=inputs[3] if len(inputs) > 3 else None, window=p.get("window"),
-                            softcap=p.get("softcap"), sinks=inputs[4] if len(inputs) > 4 else None,
-                            backend=backend)
-        elif case.op == "quantize":
-            accel.quantize(inputs[0], p["fmt"], backend=backend)
-        elif case.op == "dequantize":
-            accel.dequantize(QTensor.from_raw(inputs[0], case.dtype, p["shape"], backend=backend))
-        elif case.op == "scaled_matmul":
-            accel.scaled_matmul(*inputs[:4], out_dtype=p.get("out", "bfloat16"),
-                                bias=inputs[4] if len(inputs) > 4 else None, backend=backend)
-        else:
-            w = QTensor.from_raw(inputs[1], p["fmt"], (p["N"], p["x"][-1]), backend=backend)
-            accel.qmatmul(inputs[0], w, x_format=p.get("x_fmt"), backend=backend)
+        OPS[case.op].call(backend, case, inputs)
     except UnsupportedError:
         return "unsupported", ""
     except AccelError as e:

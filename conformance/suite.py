@@ -9,6 +9,7 @@ from accel.errors import ArgumentError, expected
 
 from accel.conformance import profiles, properties
 from accel.conformance.case import Case
+from accel.conformance.ops import OPS
 from accel.conformance.runner import CaseResult, run_case
 
 
@@ -16,7 +17,7 @@ def property_targets(ops: Iterable[str] | None,
                      dtypes: Iterable[str] | None) -> list[tuple[str, str]]:
     """(op, dtype) pairs the property search covers, after the --ops/--dtypes filters."""
     ops, dtypes = set(ops or profiles.OPS), set(dtypes or ())
-    return [(op, dt) for op in profiles.OPS if op in ops and op in properties.STRATEGIES
+    return [(op, dt) for op in profiles.OPS if op in ops and OPS[op].strategy is not None
             for dt in profiles.op_dtypes(op) if not dtypes or dt in dtypes]
 
 

@@ -1,6 +1,29 @@
 import numpy as np
 import pytest
 
+FULL_PROFILES = "--full-profiles"
+
+
+def pytest_addoption(parser):
+    parser.addoption(FULL_PROFILES, action="store_true",
+                     help="also run the tests marked full_profile: the full conformance profiles "
+                          "and the other release-size checks (minutes each on PoCL; CI runs the "
+                          "quick ones)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "full_profile: a release-size check, run with --full-profiles")
+
+
+def pytest_collection_modifyitems(config, items):
+    # on demand, so that CI's cost grows with the tables, not with profile x op x format
+    if config.getoption(FULL_PROFILES):
+        return
+    skip = pytest.mark.skip(reason=f"a full-profile check, run on demand: pytest {FULL_PROFILES}")
+    for item in items:
+        if "full_profile" in item.keywords:
+            item.add_marker(skip)
+
 
 @pytest.fixture
 def rng():

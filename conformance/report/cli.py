@@ -58,6 +58,9 @@ def register(subparsers) -> None:
                         "GPU targets without a device)")
     p.add_argument("--sizes", choices=("quick", "full"), default="quick",
                    help="benchmark sizes, as for accel bench (default: %(default)s)")
+    p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
+                   help="only these ops, space or comma separated, in the conformance run and in "
+                        "the benchmarks where they measure it (default: every op)")
     p.add_argument("--label", default=None, help="machine name in merged reports (default: hostname)")
     p.add_argument("--model", metavar="GGUF", type=_gguf_file,
                    help="also a real model on every device: its model conformance (logits and "
@@ -108,13 +111,14 @@ def _as_typed(cmd: list[str]) -> str:
     return " ".join(["accel", *cmd[3:]])
 
 
-def run_conformance(device: str, out: Path, label: str) -> dict | None:
-    """`accel conformance --profile quick` in a subprocess (a crash there cannot take the report
-    down); its result file gets this machine's identity so reports can merge it."""
+def run_conformance(device: str, out: Path, label: str, ops: list[str] | None = None) -> dict | None:
+    """`accel conformance --profile quick` (of ``ops``, default all) in a subprocess (a crash
+    there cannot take the report down); its result file gets this machine's identity so reports
+    can merge it."""
     from accel.conformance.results import machine
 
     cmd = [sys.executable, "-m", "accel", "conformance", "--backend", device, "--profile", "quick",
-           "--json", str(out)]
+           "--json", str(out), *(["--ops", ",".join(ops)] if ops else [])]
     out_console = console()
     out_console.print(f"[bold]conformance[/] {device}: {_as_typed(cmd)}")
     out.unlink(missing_ok=True)  # never read back an earlier run's file as this one's
@@ -222,6 +226,19 @@ def _warn_of_other_files(out: Path, written: list[Path]) -> None:
                         "run's files are); `accel report` on the folder would mix them in[/]")
 
 
+def _chosen_ops(ops: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """``--ops`` checked against the conformance suite's ops, and those of them the benchmarks
+    measure (None: every op; an empty list: none of them is benchmarked)."""
+    from accel.conformance import suite
+    from accel.conformance.bench.suite import DECODER_OPS
+    from accel.spec import OPS
+
+    if ops is None:
+        return None, None
+    suite.planned("quick", 0, ops, None)  # an unknown name is refused before anything runs
+    return ops, [o for o in ops if o in OPS or o in DECODER_OPS]
+
+
 def _portability(args: argparse.Namespace) -> int:
     """Exit status 1 when anything failed: a conformance case, a run that did not finish, an
     invalid benchmark, a kernel that did not compile (the report is written either way)."""
@@ -235,6 +252,7 @@ def _portability(args: argparse.Namespace) -> int:
     devices = split_names(args.backends) or portability_devices()
     for device in devices:  # a typo in the last name must not cost the runs before it
         accel.get_backend(device)
+    ops, bench_ops = _chosen_ops(split_names(args.ops))
     out = args.out
     out.mkdir(parents=True, exist_ok=True)  # only now: a refused device leaves no folder
     label = args.label or machine()["label"]
@@ -242,15 +260,16 @@ def _portability(args: argparse.Namespace) -> int:
     problems: list[str | None] = []
     for device in devices:
         slug = device.replace(":", "")
-        conf = run_conformance(device, out / f"conformance-{slug}.json", label)
+        conf = run_conformance(device, out / f"conformance-{slug}.json", label, ops)
         problems.append(_conformance_problem(device, conf))
         if conf is not None:
             res.conformance.append(conf)
-        doc = run_bench(device, sizes=args.sizes, label=label, command=args.command_line)
-        write_json(doc, out / f"bench-{slug}.json")
-        print_summary(doc)
-        problems.append(_bench_problem(device, doc))
-        res.bench.append(doc)
+        if bench_ops != []:
+            doc = run_bench(device, ops=bench_ops, sizes=args.sizes, label=label, command=args.command_line)
+            write_json(doc, out / f"bench-{slug}.json")
+            print_summary(doc)
+            problems.append(_bench_problem(device, doc))
+            res.bench.append(doc)
         if args.model:
             docs, failed = run_model(device, args.model, out, label)
             res.models += docs

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import accel
-from accel.conformance import decoder_ops, inputs, profiles, properties
+from accel.conformance import ops, profiles
+from accel.conformance.ops import OPS
 from accel.conformance.case import Case
 from accel.conformance.guard import GuardedOutput
 from accel.errors import ArgumentError
@@ -68,7 +69,7 @@ def test_quick_profile_covers_quantization_specifics():
 def test_tie_blocks_put_every_code_half_way():
     case = Case("quantize", "float32", "special", {"shape": (6, 64), "fmt": "q8_0",
                                                     "data": "ties", "seed": 3})
-    _, (x,) = inputs.build(case)
+    _, (x,) = ops.build(case)
     blocks = x.reshape(-1, 32).astype(np.float64)
     d = np.abs(blocks).max(axis=1, keepdims=True) / 127
     codes = blocks[:, 1:] / d
@@ -79,16 +80,16 @@ def test_exact_float_cases_stay_exact_in_the_output_format():
     exact = [c for c in QUICK if c.kind == "exact" and c.op == "matmul" and c.dtype != "int8"]
     assert exact
     for case in exact:
-        spec, (a, b) = inputs.build(case)
+        spec, (a, b) = ops.build(case)
         bits = {"float16": 11, "bfloat16": 8, "float32": 24}[spec.out_dtype]
         worst = np.abs(a.astype(np.float64)).max() * np.abs(b.astype(np.float64)).max() * spec.K
         assert worst <= 2 ** min(bits, 11), case.id
 
 
-@pytest.mark.parametrize("case", [c for c in QUICK if c.op not in decoder_ops.OPS], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in QUICK if OPS[c.op].build], ids=lambda c: c.id)
 def test_same_id_same_inputs(case):
-    a = inputs.build(Case.parse(case.id))[1]
-    b = inputs.build(case)[1]
+    a = ops.build(Case.parse(case.id))[1]
+    b = ops.build(case)[1]
     assert len(a) == len(b)  # None: an absent optional operand (attention's mask before sinks)
     assert all(x is y is None or np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
 
@@ -105,16 +106,16 @@ def test_guard_region_sees_a_write_just_outside_the_output(where):
     assert ("before" if where < 0 else "after") in guarded.check()
 
 
-@pytest.mark.parametrize("op", [op for op in decoder_ops.OPS if op in properties.STRATEGIES])
+@pytest.mark.parametrize("op", [op for op, r in OPS.items() if r.run_public and r.strategy])
 def test_drawn_decoder_op_cases_pass_on_the_reference(op):
     # each drawn case runs on the cpu reference and is judged by the float64 oracle
     from hypothesis import HealthCheck, given, settings
 
     @settings(max_examples=8, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(properties.STRATEGIES[op](decoder_ops.OPS[op][0][0]))
+    @given(OPS[op].strategy(OPS[op].dtypes[0]))
     def passes(params):
-        ok, _, reason = decoder_ops.run(accel.get_backend("cpu"), Case(op, "float32", "property",
-                                                                       {**params, "seed": 1}))
+        ok, _, reason = OPS[op].run_public(accel.get_backend("cpu"), Case(op, "float32", "property",
+                                                                          {**params, "seed": 1}))
         assert ok, reason
     passes()
 
@@ -124,19 +125,17 @@ def test_unwritten_outputs_read_as_nan():
     assert np.isnan(guarded.values().astype(np.float32)).all()
 
 
-@pytest.mark.parametrize("op", [op for op in profiles.OPS if op not in decoder_ops.OPS])
+@pytest.mark.parametrize("op", [op for op, r in OPS.items() if r.build])
 def test_every_drawn_property_case_builds(op):
     from hypothesis import HealthCheck, given, settings
-
-    from accel.conformance.properties import STRATEGIES
 
     for dtype in profiles.op_dtypes(op):
         @settings(max_examples=40, database=None, deadline=None,
                   suppress_health_check=list(HealthCheck))
-        @given(STRATEGIES[op](dtype))
+        @given(OPS[op].strategy(dtype))
         def builds(params):
             case = Case(op, dtype, "property", params)
-            spec, arrays = inputs.build(Case.parse(case.id))
+            spec, arrays = ops.build(Case.parse(case.id))
             # None only stands for an absent optional operand (attention's mask before sinks)
             assert spec.op == op and all(isinstance(x, np.ndarray) for x in arrays[:2])
             assert all(x is None or isinstance(x, np.ndarray) for x in arrays)
@@ -148,15 +147,15 @@ def test_every_planned_and_drawn_case_reads_all_its_parameters():
     """unread_params is what refuses a mistyped --case key: no generated id may trip it."""
     from hypothesis import HealthCheck, given, settings
 
-    from accel.conformance import inputs, properties, suite
+    from accel.conformance import suite
 
     cases, targets = suite.planned("full", 0)
-    assert [c.id for c in cases if inputs.unread_params(c)] == []
+    assert [c.id for c in cases if ops.unread_params(c)] == []
     for op, dtype in targets:
         @settings(max_examples=5, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(properties.STRATEGIES[op](dtype))
+        @given(OPS[op].strategy(dtype))
         def drawn(params):
-            assert inputs.unread_params(Case(op, dtype, "property", params)) == []
+            assert ops.unread_params(Case(op, dtype, "property", params)) == []
         drawn()
 
 
@@ -190,7 +189,7 @@ def test_nan_inf_ok_reads_each_formats_own_scale(fmt, shape):
     # q6_k keeps d at the block's end, q8_k as float32: reading bytes 0-1 as every format's
     # float16 scale said nan_inf_ok for blocks whose non-finite scale was written wrong
     from accel.conformance import oracle
-    from accel.conformance.inputs import build
+    from accel.conformance.ops import build
     from accel.conformance.runner import judge
 
     case = Case.parse(f"quantize/float32/special/shape={shape},fmt={fmt},data=nonfinite,seed=0")
@@ -206,7 +205,7 @@ def test_nan_inf_ok_reads_each_formats_own_scale(fmt, shape):
 
 def test_dequantize_is_judged_with_the_sign_of_zero():
     # a zero code under a negative scale is -0.0 (exactly code x d); +0.0 there passed
-    from accel.conformance.inputs import build
+    from accel.conformance.ops import build
     from accel.conformance.runner import judge
     from accel.conformance import oracle
 

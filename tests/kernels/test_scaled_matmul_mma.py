@@ -179,7 +179,7 @@ def test_the_tensor_core_path_declares_its_reduced_accumulation():
 # -- what the GPU run checks --------------------------------------------------------------------
 def test_the_full_profile_reaches_both_kernels_for_every_pair():
     from accel.conformance import suite
-    from accel.conformance.inputs import build
+    from accel.conformance.ops import build
 
     cases, _ = suite.planned("full", 0, ["scaled_matmul"], [E4, E5])
     reached: dict[tuple[str, str], set[str]] = {}

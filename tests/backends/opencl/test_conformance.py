@@ -1,10 +1,14 @@
-"""The OpenCL backend passes the FULL conformance profile on the first OpenCL device (Debian's
-PoCL 3.1 where installed, else PyPI's 3.0), one op per test so that the suite's workers share it,
-and the quick profile (every op, fewer and smaller cases, in float32, q8_0, q4_0, q4_k and
-float8_e4m3fn) on every other device (PyPI's PoCL 3.0 where it can build for the CPU), with every case claimed: nothing declined but what the shared kernels
-leave to the cpu reference by one rule (kernels.kernel_declines), nothing failed; and the float32 quick profile with PoCL 3.0's spelling of the math (ACCEL_CLANG_BUILTINS)
-forced on the first device, so that spelling is checked where 3.0 cannot run. The full profile on
-every device is `accel conformance --backend opencl:N --profile full` (docs/results)."""
+"""Conformance on OpenCL, every case claimed (nothing declined but what the shared kernels leave
+to the cpu reference by one rule, kernels.kernel_declines; nothing failed):
+- the quick profile on the first device (Debian's PoCL 3.1 where installed, else PyPI's 3.0),
+  one op per test so that the suite's workers share it; the FULL profile there, one op and dtype
+  per test, with ``pytest --full-profiles``;
+- the quick profile in the dtypes that reach every kind of kernel (float32, q8_0, q4_0, q4_k,
+  float8_e4m3fn) on every other device (PyPI's PoCL 3.0 where it can build for the CPU);
+- PoCL 3.0's spelling of the math (ACCEL_CLANG_BUILTINS) forced on the first device where no
+  other device builds with it, so that spelling is checked where 3.0 cannot run.
+The full profile on every device is `accel conformance --backend opencl:N --profile full`
+(docs/results)."""
 import pytest
 
 import accel
@@ -29,6 +33,15 @@ def _assert_all_passed(results) -> None:
 
 
 @needs_opencl
+@pytest.mark.parametrize("op", profiles.OPS)
+def test_quick_profile_passes_on_the_first_device(op):
+    results = suite.run(accel.get_backend(OPENCL_DEVICES[0]), profile="quick", ops=[op])
+    _assert_all_passed(results)
+    assert {r.case.dtype for r in results} == set(profiles.op_dtypes(op))
+
+
+@needs_opencl
+@pytest.mark.full_profile
 @pytest.mark.parametrize("op, dtype", [(op, dt) for op in profiles.OPS for dt in profiles.op_dtypes(op)])
 def test_full_profile_passes_on_the_first_device(op, dtype):
     # one op and dtype per test: the suite's workers share the profile evenly (qmatmul alone is
@@ -52,7 +65,14 @@ def test_quick_profile_passes_on_every_other_device(device):
     assert {r.case.op for r in results} == set(profiles.OPS)
 
 
+def _builds_with_builtins(device: str) -> bool:
+    return "-DACCEL_CLANG_BUILTINS=1" in accel.get_backend(device).build_options
+
+
 @needs_opencl
+@pytest.mark.skipif(any(_builds_with_builtins(d) for d in OPENCL_DEVICES[1:]), reason=(
+    "another OpenCL device here (PyPI's PoCL 3.0) builds with the clang builtins and runs the "
+    "quick profile above: forcing them on the first device would repeat it"))
 def test_quick_profile_passes_with_clang_builtins(monkeypatch):
     monkeypatch.setenv("ACCEL_OPENCL_BUILTINS", "1")
     be = OpenCLBackend(0)  # a new instance: the build options are fixed when it is made

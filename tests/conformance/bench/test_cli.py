@@ -52,21 +52,31 @@ def test_portability_runs_builtin_backends_only():
 
 def test_accel_portability_runs_conformance_and_benchmarks_then_prints_the_report(tmp_path):
     out = tmp_path / "report"
+    # two ops (one of each table) keep it to seconds; every op is what users run (the README)
     proc = subprocess.run([sys.executable, "-m", "accel", "portability", "--backends", "cpu", "-o", str(out),
-                           "--label", "ci-box"], capture_output=True, text=True, timeout=600,
+                           "--label", "ci-box", "--ops", "matmul,add"], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "ACCEL_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == str((out / "report.html").resolve())
     conf = json.loads((out / "conformance-cpu.json").read_text())
     assert conf["schema"] == "accel.conformance/1" and conf["machine"]["label"] == "ci-box"
+    assert {c["op"] for c in conf["cases"]} == {"matmul", "add"}
     bench = json.loads((out / "bench-cpu.json").read_text())
     assert bench["schema"] == "accel.bench/1"
-    from accel.conformance.bench.decoder import OPS as DECODER_OPS
-    assert [r["op"] for r in bench["decoder_ops"]] == list(DECODER_OPS)
+    assert {c["op"] for c in bench["cases"]} == {"matmul"}
+    assert [r["op"] for r in bench["decoder_ops"]] == ["add"]
     assert all(r["accel_s"] > 0 and r["ratio"] > 0 for r in bench["decoder_ops"])
     page = (out / "report.html").read_text()
     assert "ci-box/cpu:0" in page and 'class="passed">passed' in page
     assert "Decoder-step ops" in page
+
+
+def test_portability_refuses_an_unknown_op_before_running_anything(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "accel", "portability", "--backends", "cpu", "-o",
+                           str(tmp_path / "r"), "--ops", "matmul,nonesuch"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "--ops" in proc.stderr and "nonesuch" in proc.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_bench_takes_a_decoder_op_alone(tmp_path):

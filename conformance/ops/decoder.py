@@ -1,4 +1,4 @@
-"""Conformance of the decoder-step ops (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu,
+"""The decoder-step ops' rows (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu,
 get_rows, add, mul) on a backend: each case builds host inputs from its id, runs the public op on
 ``accel.Tensor`` s of the backend (so device kernels run where the backend has them), and holds
 the result to a float64 oracle written here, sharing no code with ``accel.nn``.
@@ -28,19 +28,19 @@ import numpy as np
 from accel.conformance.case import Case
 from accel.dtypes import to_numpy_dtype
 from accel.conformance.compare import compare_values
+from accel.conformance.ops.common import FLOATS, OpInfo
 
 U = 2.0 ** -24
-_FLOATS = ("float32", "float16", "bfloat16")
+
 _HALF_U = {"float32": 0.0, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
 #: the spacing of each format's subnormals: below its normal range a rounding is absolute
 _TINY = {"float32": 2.0 ** -149, "float16": 2.0 ** -24, "bfloat16": 2.0 ** -133}
-
 
 def _out(dtype: str, want: np.ndarray) -> np.ndarray:
     """The rounding of a result to the output's format (nothing more for float32 but its
     subnormal spacing)."""
     return _HALF_U[dtype] * np.abs(want) + _TINY[dtype]
-
 
 def _data(rng, shape: tuple[int, ...], data: str, dtype: str) -> np.ndarray:
     x = rng.standard_normal(shape) * 2
@@ -54,8 +54,7 @@ def _data(rng, shape: tuple[int, ...], data: str, dtype: str) -> np.ndarray:
         x *= 1e3
     return x.astype(to_numpy_dtype(dtype))
 
-
-# -- the ops: (dtypes, cases(profile) -> (kind, params), run(backend-op, case) -> (got, want, bound))
+# -- the ops: cases(profile) -> (kind, params); check(op, case, rng) -> (got, want, bound)
 def _norm_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for shape in [(1, 64), (3, 5, 640), (2, 256)] + ([(4, 4096), (2, 80)] if profile == "full" else []):
         for w in (True, False):
@@ -64,7 +63,6 @@ def _norm_cases(profile: str) -> Iterator[tuple[str, dict]]:
         yield "special", {"shape": (3, 64), "weight": True, "data": data}
     yield "special", {"shape": (2, 64), "weight": True, "data": "zeros", "eps": 0.0}
     yield "special", {"shape": (2, 64), "weight": False, "data": "normal", "eps": 0.0}
-
 
 def _rms_norm(op, case, rng):
     p = case.params
@@ -78,7 +76,6 @@ def _rms_norm(op, case, rng):
         want = y * (w.astype(np.float64) if w is not None else 1.0)
     D = p["shape"][-1]
     return got, want, (D / 2 + 8) * U * np.abs(want) + _out(case.dtype, want)
-
 
 def _layer_norm(op, case, rng):
     p = case.params
@@ -98,7 +95,6 @@ def _layer_norm(op, case, rng):
         mag = (np.abs(xd) + np.abs(mu)) / sd * np.abs(wd)
     return got, want, (D + 8) * U * mag + 8 * U * np.abs(bd) + _out(case.dtype, want)
 
-
 def _rope_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for D, r, inter in [(64, 64, False), (64, 64, True), (80, 32, False), (256, 256, False)]:
         yield "grid", {"shape": (1, 2, 5, D), "rotary_dim": r, "interleaved": inter, "pos": 0,
@@ -110,7 +106,6 @@ def _rope_cases(profile: str) -> Iterator[tuple[str, dict]]:
                       "freq_scale": 0.25, "factors": True, "base": 1e6, "data": "normal"}
     yield "special", {"shape": (1, 2, 3, 64), "rotary_dim": 64, "interleaved": True, "pos": 3,
                       "data": "nan"}
-
 
 def _rope(op, case, rng):
     p = case.params
@@ -146,7 +141,6 @@ def _rope(op, case, rng):
         mag[..., : r // 2] = mag[..., r // 2: r] = np.abs(a) + np.abs(b)
     return got, want, 4 * U * mag * pair + _out(case.dtype, want)
 
-
 def _softmax_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for shape in [(1, 8), (4, 1000), (2, 3, 64)] + ([(2, 262144)] if profile == "full" else []):
         yield "grid", {"shape": shape, "scale": 1.0, "mask": "off", "data": "normal"}
@@ -155,7 +149,6 @@ def _softmax_cases(profile: str) -> Iterator[tuple[str, dict]]:
     yield "special", {"shape": (3, 16), "scale": 1.0, "mask": "all_masked", "data": "normal"}
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "nan"}
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "large"}
-
 
 def _softmax(op, case, rng):
     p = case.params
@@ -183,7 +176,6 @@ def _softmax(op, case, rng):
         bound = ((n + 8) * U + 2 * U * np.abs(np.where(keep, s - m, 0))) * np.abs(want)
     return got, want, bound + _out(case.dtype, want)
 
-
 def _glu_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for act in ("silu", "gelu_tanh", "gelu"):
         for split in (False, True):
@@ -192,7 +184,6 @@ def _glu_cases(profile: str) -> Iterator[tuple[str, dict]]:
         yield "special", {"shape": (2, 32), "activation": act, "split": False, "data": "nan"}
     if profile == "full":
         yield "grid", {"shape": (64, 2048), "activation": "gelu_tanh", "split": False, "data": "normal"}
-
 
 def _glu(op, case, rng):
     p = case.params
@@ -215,7 +206,6 @@ def _glu(op, case, rng):
         bound = 16 * U * np.abs(gd) * np.abs(ud) + _out(case.dtype, want)
     return got, want, bound
 
-
 def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for table in ("float", "q4_0", "q8_0", "q4_k", "q6_k", "q5_0", "nvfp4"):
         yield "grid", {"rows": 40, "cols": 256, "table": table, "ids": (7,), "data": "normal"}
@@ -224,7 +214,6 @@ def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
     if profile == "full":  # an embedding table's size class: many rows, many ids, two dims of ids
         for table in ("float", "q5_0", "q8_0"):
             yield "grid", {"rows": 3000, "cols": 640, "table": table, "ids": (4, 96), "data": "normal"}
-
 
 def _get_rows(op, case, rng):
     import accel
@@ -242,14 +231,12 @@ def _get_rows(op, case, rng):
     got = op("get_rows", q, ids)
     return got, rows[ids], None
 
-
 def _binary_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for a, b in [((4, 64), (4, 64)), ((3, 1, 64), (5, 64)), ((2, 7), (7,)), ((1,), (6, 6))]:
         yield "grid", {"a": a, "b": b, "data": "normal"}
     yield "special", {"a": (4, 8), "b": (4, 8), "data": "nan"}
     yield "special", {"a": (4, 8), "b": (8,), "data": "inf"}
     yield "special", {"a": (4, 8), "b": (4, 8), "data": "large"}
-
 
 def _binary(name: str) -> Callable:
     def run(op, case, rng):
@@ -262,24 +249,6 @@ def _binary(name: str) -> Callable:
             want = exact.astype(to_numpy_dtype(case.dtype)).astype(np.float64)  # one rounding
         return got, want, None
     return run
-
-
-#: op -> (dtypes, case generator, runner)
-OPS: dict[str, tuple[tuple[str, ...], Callable, Callable]] = {
-    "rms_norm": (("float32", "float16"), _norm_cases, _rms_norm),
-    "layer_norm": (("float32", "float16"), _norm_cases, _layer_norm),
-    "rope": (("float32", "float16"), _rope_cases, _rope),
-    "softmax": (("float32", "float16"), _softmax_cases, _softmax),
-    "glu": (("float32", "float16"), _glu_cases, _glu),
-    "get_rows": (("float32",), _get_rows_cases, _get_rows),
-    "add": (_FLOATS, _binary_cases, _binary("add")),
-    "mul": (_FLOATS, _binary_cases, _binary("mul")),
-}
-
-
-def cases(op: str, dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
-    yield from OPS[op][1](profile)
-
 
 def _caller(backend) -> Callable:
     """``op(name, *args, **kw)``: the public op on the args as Tensors of ``backend`` (numpy
@@ -304,13 +273,92 @@ def _caller(backend) -> Callable:
         return np.asarray(out.numpy() if isinstance(out, Tensor) else out)
     return op
 
+# -- property search
+def _norm_strategy(dtype: str):
+    from hypothesis import strategies as st
 
-def run(backend, case: Case):
-    """(status, stats, reason) of ``case`` on ``backend``."""
-    rng = np.random.default_rng(case.params.get("seed", 0))
-    got, want, bound = OPS[case.op][2](_caller(backend), case, rng)
-    if got.shape != want.shape:
-        return False, {}, f"shape {got.shape}, expected {want.shape}"
-    fmt = case.dtype if case.op != "get_rows" else "float32"
-    v = compare_values(got, want, bound, fmt)
-    return v.ok, v.stats, v.reason
+    @st.composite
+    def params(draw) -> dict:
+        lead = tuple(draw(st.lists(st.integers(1, 4), max_size=2)))
+        return {"shape": lead + (draw(st.integers(1, 700)),), "weight": draw(st.booleans()),
+                "data": draw(st.sampled_from(["normal", "zeros", "large"]))}
+
+    return params()
+
+def _rope_strategy(dtype: str):
+    from hypothesis import strategies as st
+
+    @st.composite
+    def params(draw) -> dict:
+        D = 2 * draw(st.integers(1, 80))
+        return {"shape": (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 6)), D),
+                "rotary_dim": 2 * draw(st.integers(1, D // 2)), "interleaved": draw(st.booleans()),
+                "pos": draw(st.integers(0, 2**17)), "data": "normal"}
+
+    return params()
+
+def _softmax_strategy(dtype: str):
+    from hypothesis import strategies as st
+
+    @st.composite
+    def params(draw) -> dict:
+        lead = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=2)))
+        return {"shape": lead + (draw(st.integers(1, 3000)),), "scale": draw(st.sampled_from([1.0, 0.125, 4.0])),
+                "mask": draw(st.sampled_from(["off", "bool", "additive"])), "data": "normal"}
+
+    return params()
+
+def _glu_strategy(dtype: str):
+    from hypothesis import strategies as st
+
+    @st.composite
+    def params(draw) -> dict:
+        return {"shape": (draw(st.integers(1, 5)), draw(st.integers(1, 300))),
+                "activation": draw(st.sampled_from(["silu", "gelu_tanh", "gelu"])),
+                "split": draw(st.booleans()), "data": draw(st.sampled_from(["normal", "large"]))}
+
+    return params()
+
+def _binary_strategy(dtype: str):
+    from hypothesis import strategies as st
+
+    @st.composite
+    def params(draw) -> dict:
+        shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+        other = tuple(d if draw(st.booleans()) else 1 for d in shape)[draw(st.integers(0, len(shape) - 1)):]
+        a, b = (shape, other) if draw(st.booleans()) else (other, shape)
+        return {"a": a, "b": b, "data": draw(st.sampled_from(["normal", "large"]))}
+
+    return params()
+
+def _through_public_op(check: Callable) -> Callable[[Any, Case], tuple[bool, dict, str]]:
+    """``run_public`` of a row: (ok, stats, reason) of a case on a backend, ``check`` giving the
+    public op's result, the float64 answer and the bound."""
+    def run(backend, case: Case) -> tuple[bool, dict, str]:
+        rng = np.random.default_rng(case.params.get("seed", 0))
+        got, want, bound = check(_caller(backend), case, rng)
+        if got.shape != want.shape:
+            return False, {}, f"shape {got.shape}, expected {want.shape}"
+        fmt = case.dtype if case.op != "get_rows" else "float32"
+        v = compare_values(got, want, bound, fmt)
+        return v.ok, v.stats, v.reason
+    return run
+
+
+def _row(name: str, dtypes: tuple[str, ...], cases: Callable, check: Callable,
+         strategy: Callable | None) -> OpInfo:
+    return OpInfo(name, dtypes, lambda dtype, profile: cases(profile), strategy,
+                  run_public=_through_public_op(check))
+
+
+_HALVES = ("float32", "float16")
+ROWS = (
+    _row("rms_norm", _HALVES, _norm_cases, _rms_norm, _norm_strategy),
+    _row("layer_norm", _HALVES, _norm_cases, _layer_norm, _norm_strategy),
+    _row("rope", _HALVES, _rope_cases, _rope, _rope_strategy),
+    _row("softmax", _HALVES, _softmax_cases, _softmax, _softmax_strategy),
+    _row("glu", _HALVES, _glu_cases, _glu, _glu_strategy),
+    _row("get_rows", ("float32",), _get_rows_cases, _get_rows, None),  # by its fixed cases only
+    _row("add", FLOATS, _binary_cases, _binary("add"), _binary_strategy),
+    _row("mul", FLOATS, _binary_cases, _binary("mul"), _binary_strategy),
+)
