@@ -17,16 +17,25 @@ DEVICE float gelu_tanh_f(float g) {
 /* max that keeps a NaN (fmax drops it): a row holding a NaN logit gives NaNs, as the reference */
 DEVICE float max_nan(float a, float b) { return (b != b || b > a) ? b : a; }
 
-/* sqrt(mean of the group's row of squares + eps): each work-item brings its partial sum q of
- * squares; every work-item of the group calls it (its barriers) */
-DEVICE float rms_root(LOCAL_PTR float* part, int t, float q, int D, float eps) {
+/* The sum over the group of each work-item's q, in a tree; every work-item of the group calls
+ * it (its barriers). The last barrier lets a kernel call it again on the same part: no work-item
+ * overwrites part[0] before all have read it. */
+DEVICE float block_sum(LOCAL_PTR float* part, int t, float q) {
     part[t] = q;
     BARRIER();
     for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
         if (t < h) part[t] += part[t + h];
         BARRIER();
     }
-    return sqrt(part[0] / (float)D + eps);
+    float s = part[0];
+    BARRIER();
+    return s;
+}
+
+/* sqrt(mean of the group's row of squares + eps): each work-item brings its partial sum q of
+ * squares; every work-item of the group calls it (its barriers) */
+DEVICE float rms_root(LOCAL_PTR float* part, int t, float q, int D, float eps) {
+    return sqrt(block_sum(part, t, q) / (float)D + eps);
 }
 
 KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
