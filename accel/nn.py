@@ -5,10 +5,10 @@ for numpy operands.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
-kernels/decoder.cl on the device for ``rms_norm``, ``rope``, ``glu`` (``"silu"``,
-``"gelu_tanh"``), ``silu``, ``gelu(approximate="tanh")``, unmasked ``softmax``, same-shape
-``add``/``mul`` and ``get_rows`` of a float32 table. Every other case on a backend other than
-``cpu`` (other dtypes, ``layer_norm``, erf ``gelu``, masked ``softmax``, quantized tables,
+kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu``
+(``"silu"``, ``"gelu_tanh"``), ``silu``, ``gelu(approximate="tanh")``, unmasked ``softmax``,
+same-shape ``add``/``mul`` and ``get_rows`` of a float32 table. Every other case on a backend
+other than ``cpu`` (other dtypes, erf ``gelu``, masked ``softmax``, quantized tables,
 broadcasting ``add``/``mul``) reads the operands to the host, computes the reference and writes
 the result back to that backend: the reference's answer, with a round trip of the data.
 """
@@ -219,6 +219,15 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-
         raise ShapeError(expected("x.shape", "at least 1 dimension [..., D]", call.shape("x")))
     n = call.shape("x")[-1]
     w, b = _vector(call, "weight", n, "x"), _vector(call, "bias", n, "x")
+    if (k := call.kernel("layer_norm_f32")) is not None and math.prod(call.shape("x")):
+        xt = call.tensor("x")
+        wt = call.tensor("weight") if w else xt  # absent: a buffer the kernel never reads
+        bt = call.tensor("bias") if b else xt
+        out = Tensor.empty(call.backend, xt.shape, "float32")
+        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
+                                    [xt, wt, bt, out, np.int32(n), np.float32(e), np.int32(w),
+                                     np.int32(b)])
+        return out
     xf = call.host("x").astype(_F)
     with np.errstate(all="ignore"):
         c = xf - np.mean(xf, axis=-1, keepdims=True, dtype=_F)

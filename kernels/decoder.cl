@@ -1,8 +1,8 @@
 /* Decoder-step ops (issue 42), float32 on the device: RMSNorm, add/mul of equal shapes, gated
- * activations, RoPE. Arithmetic in float32 as the cpu reference; a reduction's order (RMSNorm's
- * sum of squares in a tree of 256) and contraction into fused multiply-adds may differ from it by
- * float32 roundings, inside the tolerance the tests hold both to against float64. One work-group
- * of 256 per row for RMSNorm, one work-item per element otherwise. */
+ * activations, RoPE, LayerNorm. Arithmetic in float32 as the cpu reference; a reduction's order
+ * (the norms' sums in a tree of 256) and contraction into fused multiply-adds may differ from it
+ * by float32 roundings, inside the tolerance the tests hold both to against float64. One
+ * work-group of 256 per row for the norms and softmax, one work-item per element otherwise. */
 #define DEC_BLOCK 256
 
 DEVICE float silu_f(float g) { return g / (1.0f + exp(-g)); }
@@ -17,16 +17,25 @@ DEVICE float gelu_tanh_f(float g) {
 /* max that keeps a NaN (fmax drops it): a row holding a NaN logit gives NaNs, as the reference */
 DEVICE float max_nan(float a, float b) { return (b != b || b > a) ? b : a; }
 
-/* sqrt(mean of the group's row of squares + eps): each work-item brings its partial sum q of
- * squares; every work-item of the group calls it (its barriers) */
-DEVICE float rms_root(LOCAL_PTR float* part, int t, float q, int D, float eps) {
+/* The sum over the group of each work-item's q, in a tree; every work-item of the group calls
+ * it (its barriers). The last barrier lets a kernel call it again on the same part: no work-item
+ * overwrites part[0] before all have read it. */
+DEVICE float block_sum(LOCAL_PTR float* part, int t, float q) {
     part[t] = q;
     BARRIER();
     for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
         if (t < h) part[t] += part[t + h];
         BARRIER();
     }
-    return sqrt(part[0] / (float)D + eps);
+    float s = part[0];
+    BARRIER();
+    return s;
+}
+
+/* sqrt(mean of the group's row of squares + eps): each work-item brings its partial sum q of
+ * squares; every work-item of the group calls it (its barriers) */
+DEVICE float rms_root(LOCAL_PTR float* part, int t, float q, int D, float eps) {
+    return sqrt(block_sum(part, t, q) / (float)D + eps);
 }
 
 KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
@@ -63,6 +72,33 @@ KERNEL void add_rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float*
     for (int i = t; i < D; i += DEC_BLOCK) {
         float v = sr[i] / root;
         y[row * D + i] = has_w ? v * w[i] : v;
+    }
+}
+
+/* y = (x - mean) / sqrt(var + eps) * w + b over a row (population variance; w, b optional).
+ * Two passes over the row, as the reference: the mean, then the mean of (x - mean)^2, which is
+ * rms_root of the centred row. One pass of E[x^2] - mean^2 would cancel to noise (or below 0) for
+ * a row whose mean is large against its spread. */
+KERNEL void layer_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
+                           GLOBAL const float* RESTRICT b, GLOBAL float* RESTRICT y, int D,
+                           float eps, int has_w, int has_b) {
+    LOCAL float part[DEC_BLOCK];
+    int t = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    GLOBAL const float* xr = x + row * D;
+    float s = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) s += xr[i];
+    float mean = block_sum(part, t, s) / (float)D;
+    float q = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float c = xr[i] - mean;
+        q += c * c;
+    }
+    float sd = rms_root(part, t, q, D, eps);
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float v = (xr[i] - mean) / sd;
+        if (has_w) v *= w[i];
+        y[row * D + i] = has_b ? v + b[i] : v;
     }
 }
 

@@ -367,6 +367,14 @@ def test_opencl_device_kernels_against_float64():
     assert isinstance(out, accel.Tensor) and out.backend is be
     close(out.numpy(), xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + 1e-5) * w, scale=8)
     close(accel.rms_norm(tx).numpy(), xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + 1e-6), scale=8)
+
+    def ln64(a):  # float64 layer_norm, no weight or bias, eps 1e-5
+        a = a.astype(F64)
+        return (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
+    close(accel.layer_norm(tx, tw).numpy(), ln64(x) * w, scale=8)  # weight or bias alone
+    close(accel.layer_norm(tx, bias=tw).numpy(), ln64(x) + w, scale=8)
+    far = x + np.float32(1e4)  # mean 1e4, spread 2: a one-pass E[x^2] - mean^2 is off by ~1e3
+    close(accel.layer_norm(accel.asarray(far, backend=be)).numpy(), ln64(far), scale=1e4)
     xr = x[..., :80]
     pos = np.array([[0, 3, 9, 100, 2000, 31, 7], [1, 2, 3, 4, 5, 6, 32768]])
     for interleaved, r in ((False, 80), (True, 80), (False, 32), (True, 16)):
@@ -398,8 +406,8 @@ def test_opencl_device_kernels_against_float64():
     assert np.array_equal(accel.get_rows(accel.asarray(table, backend=be), ids.astype(np.int64)).numpy(),
                           table[ids])
     built = set(be.__dict__.get("_decoder_kernels", {}))
-    assert {"rms_norm_f32", "rope_f32", "glu_f32", "binary_f32", "softmax_f32", "unary_f32",
-            "get_rows_f32"} <= built
+    assert {"rms_norm_f32", "layer_norm_f32", "rope_f32", "glu_f32", "binary_f32", "softmax_f32",
+            "unary_f32", "get_rows_f32"} <= built
 
 
 def test_get_rows_of_a_quantized_table_on_opencl():
@@ -501,7 +509,7 @@ def test_decoder_kernels_are_shipped_variants_for_every_dialect():
     import accel.kernels as K
 
     assert K.DECODER in K.variants() and K.DECODER.dialects == K.DIALECTS
-    assert set(K.DECODER.kernels) >= {"rms_norm_f32", "rope_f32", "softmax_f32", "glu_f32"}
+    assert set(K.DECODER.kernels) >= {"rms_norm_f32", "layer_norm_f32", "rope_f32", "softmax_f32", "glu_f32"}
 
 
 def test_torch_layer_norm_silu_gelu_get_rows_are_operators_with_autograd():

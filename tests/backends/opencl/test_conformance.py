@@ -80,3 +80,17 @@ def test_quick_profile_passes_with_clang_builtins(monkeypatch):
     results = suite.run(be, profile="quick", dtypes=["float32", "q8_0", "q4_0", "float8_e4m3fn"])
     _assert_all_passed(results)
     assert {r.case.op for r in results} == set(profiles.OPS)
+
+
+@needs_opencl
+@pytest.mark.parametrize("device", OPENCL_DEVICES)
+def test_layer_norm_runs_its_device_kernel_within_the_bound(device, monkeypatch):
+    # each float32 case is one launch of decoder.cl's layer_norm_f32, so none was the host
+    # reference written back (what layer_norm was on a device before it had a kernel)
+    from opencl_common import recorded_launches  # pyopencl: only where an OpenCL test runs
+
+    be = accel.get_backend(device)
+    seen = recorded_launches(be, monkeypatch)
+    results = suite.run(be, profile="quick", ops=["layer_norm"], dtypes=["float32"])
+    _assert_all_passed(results)
+    assert [what for what, _, _ in seen].count("kernel 'layer_norm_f32'") == len(results) > 0
