@@ -129,7 +129,7 @@ def test_portability_fails_when_conformance_fails_and_says_so_in_the_report(tmp_
     out.mkdir()
     (out / "bench-gone0.json").write_text("{}")  # an earlier run's device, not in this one
     proc = subprocess.run([sys.executable, "-m", "accel", "portability", "--backends",
-                           "planted_nan_to_zero", "-o", str(out)], capture_output=True, text=True,
+                           "planted_nan_to_zero", "--ops", "matmul", "-o", str(out)], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "ACCEL_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 1, proc.stderr[-2000:]
     err = " ".join(proc.stderr.split())
