@@ -579,9 +579,8 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
         it = ids.contiguous() if isinstance(ids, Tensor) and ids.dtype == "int32" else \
             Tensor.from_host(call.backend, idx.astype(np.int32).reshape(-1))
         out = Tensor.empty(call.backend, idx.shape + (D,), "float32")
-        n = idx.size * D
-        call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                            [call.tensor("table"), it, out, np.int32(D), np.int32(n)])
+        call.backend.decoder_launch(k, (idx.size, -(-D // _BLOCK), 1), (_BLOCK, 1, 1),
+                                    [call.tensor("table"), it, out, np.int32(D)])
         return out
     out = call.host("table")[idx]
     if dev and not call.device:
