@@ -7,9 +7,10 @@ Where they run: the cpu reference computes every case in numpy (float32 arithmet
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
 kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu``
 (``"silu"``, ``"gelu_tanh"``), ``silu``, ``gelu(approximate="tanh")``, unmasked ``softmax``,
-same-shape ``add``/``mul`` and ``get_rows`` of a float32 table. Every other case on a backend
-other than ``cpu`` (other dtypes, erf ``gelu``, masked ``softmax``, quantized tables,
-broadcasting ``add``/``mul``) reads the operands to the host, computes the reference and writes
+``add``/``mul`` of the same shapes or with one operand repeated along the other's leading dims
+(a bias, a scalar) and ``get_rows`` of a float32 table. Every other case on a backend other than
+``cpu`` (other dtypes, erf ``gelu``, masked ``softmax``, quantized tables, other broadcasts)
+reads the operands to the host, computes the reference and writes
 the result back to that backend: the reference's answer, with a round trip of the data.
 """
 from __future__ import annotations
@@ -490,21 +491,31 @@ def _binary(name: str, a: Any, b: Any, backend: str | Backend | None) -> Any:
     dt = _float(call, "a")
     _same_dtype(call, "b", "a")
     try:
-        np.broadcast_shapes(call.shape("a"), call.shape("b"))
+        shape = np.broadcast_shapes(call.shape("a"), call.shape("b"))
     except ValueError:
         raise ShapeError(expected("a, b shapes", "shapes that broadcast",
                                   f"{call.shape('a')} and {call.shape('b')}")) from None
-    if call.shape("a") == call.shape("b") and (k := call.kernel("binary_f32")) is not None \
-            and math.prod(call.shape("a")):
-        at, bt = call.tensor("a"), call.tensor("b")
+    big, small = ("a", "b") if call.shape("a") == shape else ("b", "a")
+    if call.shape(big) == shape and _repeats_along_leading_dims(call.shape(small), shape) \
+            and (k := call.kernel("binary_f32")) is not None and math.prod(call.shape(big)):
+        # a + b and a * b are commutative in IEEE arithmetic: the repeated operand goes second
+        at, bt = call.tensor(big), call.tensor(small)
         n = math.prod(at.shape)
         out = Tensor.empty(call.backend, at.shape, "float32")
         call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                            [at, bt, out, np.int32(n), np.int32(name == "mul")])
+                                    [at, bt, out, np.int32(n), np.int32(name == "mul"),
+                                     np.int32(max(1, math.prod(bt.shape)))])
         return out
     fa, fb = call.host("a").astype(_F), call.host("b").astype(_F)
     with np.errstate(all="ignore"):
         return call.out(_round(fa + fb if name == "add" else fa * fb, dt))
+
+
+def _repeats_along_leading_dims(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
+    """Whether an operand of shape ``small`` broadcast to ``big`` repeats its elements whole
+    along big's leading dims (the same shape, a bias of the last dims, a scalar)."""
+    core = small[next((i for i, d in enumerate(small) if d != 1), len(small)):]  # leading 1s off
+    return big[len(big) - len(core):] == core if core else True
 
 
 def add(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:

@@ -27,6 +27,8 @@ True
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -90,17 +92,32 @@ def source(name: str) -> str:
     """The text of kernel source ``name`` (one of :data:`SOURCES`, or ``accel.h``)."""
     if name not in SOURCES and name != HEADER.name:
         raise ArgumentError(expected("name", f"one of {SOURCES + (HEADER.name,)}", repr(name)))
-    return (HERE / name).read_text()
+    path = os.path.join(_HERE, name)
+    return _read(path, os.stat(path).st_mtime_ns)
 
 
 def program_text(name_or_text: str, filename: str | None = None) -> str:
     """A self-contained program: the header, then the source (a file of :data:`SOURCES` or kernel
     text in the accel dialect), with a ``#line`` so compiler messages point into the source."""
     if name_or_text in SOURCES:
-        filename, text = name_or_text, source(name_or_text)
-    else:
-        text = name_or_text
-    return f'{source(HEADER.name)}\n#line 1 "{filename or "kernel"}"\n{text}'
+        return _shipped_text(name_or_text, source(name_or_text), source(HEADER.name))
+    return f'{source(HEADER.name)}\n#line 1 "{filename or "kernel"}"\n{name_or_text}'
+
+
+# A plan is bound per spec (a decode step makes new ones each token): the same str object for
+# the same files keeps reading and hashing a 30 KB program out of that path; an edited file
+# (another modification time) is read again.
+_HERE = str(HERE)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: str, mtime_ns: int) -> str:
+    return Path(path).read_text()
+
+
+@functools.lru_cache(maxsize=64)
+def _shipped_text(name: str, text: str, header: str) -> str:
+    return f'{header}\n#line 1 "{name}"\n{text}'
 
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",

@@ -102,11 +102,14 @@ KERNEL void layer_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* R
     }
 }
 
-/* op 0: a + b, op 1: a * b (shapes equal; broadcasting stays on the host path) */
+/* op 0: a + b, op 1: a * b; b holds nb elements repeated along a's leading dims (nb == n: the
+ * same shape; a bias of the last dims; 1: a scalar). Other broadcasts stay on the host path. */
 KERNEL void binary_f32(GLOBAL const float* RESTRICT a, GLOBAL const float* RESTRICT b,
-                       GLOBAL float* RESTRICT y, int n, int op) {
+                       GLOBAL float* RESTRICT y, int n, int op, int nb) {
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
-    if (i < n) y[i] = op == 0 ? a[i] + b[i] : a[i] * b[i];
+    if (i >= n) return;
+    float bi = b[nb == n ? i : i % nb];
+    y[i] = op == 0 ? a[i] + bi : a[i] * bi;
 }
 
 /* y[r, j] = act(gate[r * stride + j]) * up[r * stride + up_off + j] for j < h; act 0: silu,

@@ -35,7 +35,6 @@ from accel.backends.opencl.devices import FORK_GUARD, CLDevice, enumerate_device
 from accel.backends.plan import DeviceFacts, Launch, Operand, Placeholder, Scratch, Upload
 from accel.backends.opencl.params import build_options, params_for, tuned_in_effect
 
-_MAX_PLANS = 512  # launch plans kept per backend (each holds a kernel object, some a buffer)
 # buffers from this size on are weighed against the memory left before they are made: a failed
 # allocation aborts the process inside PoCL (an assertion) instead of returning an error
 _CHECKED_BYTES = 1 << 26
@@ -102,6 +101,28 @@ def _code_name(e: cl.Error) -> str:
         return str(code)
 
 
+class _SharedKernel:
+    """One kernel object per (program, kernel name), shared by every plan and decoder call that
+    launches it: pyopencl builds an object's argument setter when it is made (80-250 us, through
+    its disk cache), which a decode step would otherwise pay for each new attention plan (the
+    key count grows by one a token). A user sets its fixed arguments when another one set the
+    object last; ``lock`` covers that, its per-call arguments and the enqueue."""
+
+    __slots__ = ("kernel", "lock", "owner")
+
+    def __init__(self, kernel: cl.Kernel):
+        self.kernel, self.lock, self.owner = kernel, threading.Lock(), None
+
+    def claim(self, owner: object, fixed: list[tuple[int, Any]]) -> cl.Kernel:
+        """The kernel with ``fixed`` (argument index, value) set, once per change of ``owner``
+        (compared by ``!=``); call under ``lock``."""
+        if self.owner != owner:
+            for i, value in fixed:
+                self.kernel.set_arg(i, value)
+            self.owner = owner
+        return self.kernel
+
+
 class OpenCLBackend(KernelRuntime):
     """accel on one OpenCL device (``opencl:N``, in the order of docs/opencl.md).
 
@@ -130,7 +151,7 @@ class OpenCLBackend(KernelRuntime):
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
-        self._bound_kernels: dict[tuple, cl.Kernel] = {}  # decoder_launch: one per scalar set
+        self._shared: dict[tuple, _SharedKernel] = {}  # by (program id, kernel name)
         self.params = params_for(self.dev)
         self.build_options = build_options(self.dev)  # every program's, recorded in versions()
         self._launch_lock = threading.Lock()
@@ -466,26 +487,27 @@ class OpenCLBackend(KernelRuntime):
 
     def decoder_launch(self, kernel: CompiledKernel, grid: tuple[int, ...], block: tuple[int, ...],
                        args: list) -> None:
-        """launch() for accel.nn's own calls, whose arguments it has checked: a kernel object
-        per set of scalar arguments keeps them set (pyopencl's set_args costs ~20 us a call,
-        a buffer's set_arg ~0.1 us), so a call sets only its buffers."""
+        """launch() for accel.nn's own calls, whose arguments it has checked: the scalars are
+        set only when they differ from the last call's on the kernel (pyopencl's set_args costs
+        ~20 us a call, a buffer's set_arg ~0.1 us), so a call mostly sets its buffers."""
         if FORK_GUARD.forked_from is not None:
             raise FORK_GUARD.error()
         n = next((i for i, a in enumerate(args) if not isinstance(a, Tensor)), len(args))
-        key = (id(kernel), tuple(args[n:]))
-        bound = self._bound_kernels.get(key)
-        if bound is None:
-            if len(self._bound_kernels) >= _MAX_PLANS:
-                self._bound_kernels.clear()
-            bound = cl.Kernel(kernel.kernel.program, kernel.name)
-            for i, value in enumerate(args[n:], n):
-                bound.set_arg(i, value)
-            self._bound_kernels[key] = bound
+        shared = self._shared_kernel(kernel.kernel.program, kernel.name)
+        scalars = list(enumerate(args[n:], n))
         gsize = tuple(g * b for g, b in zip(grid, block))
-        with self._launch_lock:
+        with shared.lock:
+            k = shared.claim(tuple(args[n:]), scalars)
             for i, t in enumerate(args[:n]):
-                bound.set_arg(i, t.buf)
-            self._enqueue(bound, gsize, block, f"kernel {kernel.name!r}")
+                k.set_arg(i, t.buf)
+            self._enqueue(k, gsize, block, f"kernel {kernel.name!r}")
+
+    def _shared_kernel(self, program: cl.Program, name: str) -> _SharedKernel:
+        key = (program.int_ptr, name)
+        shared = self._shared.get(key)
+        if shared is None:
+            shared = self._shared.setdefault(key, _SharedKernel(cl.Kernel(program, name)))
+        return shared
 
     @staticmethod
     def _dims(arg: str, dims: Any) -> tuple[int, ...]:
@@ -512,25 +534,26 @@ class OpenCLBackend(KernelRuntime):
         """The launch on a kernel object of its own, so its constant arguments are set once here;
         a call sets only the per-call buffers (pyopencl's scalar set_arg costs ~7 us each, a
         buffer's ~0.1 us)."""
-        kernel = self.kernel(launch.variant, launch.kernel)
-        picks, constants = [], []  # (argument, index into the call's buffers); set-once buffers
+        program = self._program(K.program_text(launch.variant.source), tuple(launch.variant.options()),
+                                f"{launch.kernel} ({launch.variant.id})")
+        shared = self._shared_kernel(program, launch.kernel)
+        picks, fixed = [], []  # (argument, index into the call's buffers); (argument, value)
         for i, slot in enumerate(launch.buffers):
             if isinstance(slot, (Operand, Scratch)):
                 picks.append((i, index[slot.name]))
             else:
-                constants.append(self._constant(slot))
-                kernel.set_arg(i, constants[-1])
-        for i, value in enumerate(launch.scalars, len(launch.buffers)):
-            kernel.set_arg(i, value)
+                fixed.append((i, self._constant(slot)))
+        fixed += list(enumerate(launch.scalars, len(launch.buffers)))
         lsize = launch.block
         gsize, what = tuple(g * b for g, b in zip(launch.grid, lsize)), launch.what
         offset = tuple(o * b for o, b in zip(launch.offset, lsize)) if any(launch.offset) else None
-        lock = threading.Lock()  # set_arg + enqueue on one shared cl.Kernel must not interleave
+        owner = object()  # this binding: its fixed arguments are set again after another's
 
         def run(*bufs) -> None:
             if FORK_GUARD.forked_from is not None:  # a caller's own output tensor skips alloc()
                 raise FORK_GUARD.error()
-            with lock:
+            with shared.lock:
+                kernel = shared.claim(owner, fixed)
                 for i, j in picks:
                     kernel.set_arg(i, bufs[j])
                 ev = self._enqueue(kernel, gsize, lsize, what, offset)
@@ -539,7 +562,7 @@ class OpenCLBackend(KernelRuntime):
                 if before is not None:
                     self._wait(before, what)
 
-        run.constants = constants  # OpenCL does not retain buffers set as arguments: the plan must
+        run.constants = fixed  # OpenCL does not retain buffers set as arguments: the plan must
         return run
 
     def scratch_buffers(self, sizes: tuple[int, ...]) -> tuple:

@@ -149,6 +149,24 @@ def test_add_mul_broadcast_and_one_rounding():
     assert np.array_equal(accel.mul(a, b), (a.astype(F64) * b.astype(F64)).astype(np.float16))
 
 
+@pytest.mark.parametrize("a_shape, b_shape, device", [
+    ((4, 8), (8,), True), ((8,), (4, 8), True), ((2, 3, 8), (1, 3, 8), True), ((5, 6), (1,), True),
+    ((4, 8), (), True), ((4, 8), (4, 8), True), ((4, 8), (4, 1), False), ((1, 8), (4, 1), False)])
+def test_add_mul_repeating_an_operand_along_leading_dims_run_on_the_device(a_shape, b_shape, device,
+                                                                           monkeypatch):
+    # a bias of the last dims or a scalar (a model's bias terms, Gemma's embedding scale) is one
+    # kernel launch; other broadcasts are the host's, with the same bits
+    from opencl_common import recorded_launches
+
+    be = _opencl()
+    a, b = (RNG.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
+    seen = recorded_launches(be, monkeypatch)
+    for name, exact in (("add", a.astype(F64) + b), ("mul", a.astype(F64) * b)):
+        got = getattr(accel, name)(accel.asarray(a, backend=be), accel.asarray(b, backend=be))
+        assert isinstance(got, accel.Tensor) and np.array_equal(got.numpy(), exact.astype(np.float32))
+    assert sum("binary_f32" in what for what, _, _ in seen) == (2 if device else 0)
+
+
 def test_get_rows_float_and_quantized():
     t = RNG.standard_normal((10, 64)).astype(np.float32)
     ids = np.array([[3, 0], [9, 3]])

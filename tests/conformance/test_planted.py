@@ -72,8 +72,8 @@ _DECODER_PLANTS = {
     "softmax": ("exp(xr[i] * scale - base) / s", "exp(xr[i] * scale - base) / (s * 1.001f)"),
     "glu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
     "get_rows": ("table[(i64)ids[r] * D + j]", "table[(i64)ids[r] * D + (j + 1) % D]"),
-    "add": ("op == 0 ? a[i] + b[i]", "op == 0 ? (a[i] + b[i]) * 1.000001f"),
-    "mul": (": a[i] * b[i];", ": a[i] * b[i] * 1.000001f;"),
+    "add": ("op == 0 ? a[i] + bi", "op == 0 ? (a[i] + bi) * 1.000001f"),
+    "mul": (": a[i] * bi;", ": a[i] * bi * 1.000001f;"),
 }
 
 
