@@ -101,23 +101,26 @@ def _code_name(e: cl.Error) -> str:
         return str(code)
 
 
+_MAX_KERNELS = 512  # kernel objects kept per backend (a user kernel's scalar sets may not repeat)
+
+
 class _SharedKernel:
-    """One kernel object per (program, kernel name), shared by every plan and decoder call that
-    launches it: pyopencl builds an object's argument setter when it is made (80-250 us, through
-    its disk cache), which a decode step would otherwise pay for each new attention plan (the
-    key count grows by one a token). A user sets its fixed arguments when another one set the
-    object last; ``lock`` covers that, its per-call arguments and the enqueue."""
+    """A kernel object with its scalar arguments set, shared by every plan launch and decoder
+    call of one (program, kernel, scalars): pyopencl builds an object's argument setter when it
+    is made (80-250 us, through its disk cache) and sets a scalar in ~7 us (a buffer in ~0.1),
+    so neither is paid per call. A plan launch's constant buffers are set again when another
+    plan set the object last; ``lock`` covers that, the per-call buffers and the enqueue."""
 
     __slots__ = ("kernel", "lock", "owner")
 
     def __init__(self, kernel: cl.Kernel):
         self.kernel, self.lock, self.owner = kernel, threading.Lock(), None
 
-    def claim(self, owner: object, fixed: list[tuple[int, Any]]) -> cl.Kernel:
-        """The kernel with ``fixed`` (argument index, value) set, once per change of ``owner``
-        (compared by ``!=``); call under ``lock``."""
-        if self.owner != owner:
-            for i, value in fixed:
+    def claim(self, owner: object, constants: list[tuple[int, Any]]) -> cl.Kernel:
+        """The kernel with ``constants`` (argument index, buffer) set, once per change of
+        ``owner``; call under ``lock``."""
+        if self.owner is not owner:
+            for i, value in constants:
                 self.kernel.set_arg(i, value)
             self.owner = owner
         return self.kernel
@@ -151,7 +154,7 @@ class OpenCLBackend(KernelRuntime):
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
-        self._shared: dict[tuple, _SharedKernel] = {}  # by (program id, kernel name)
+        self._shared: dict[tuple, _SharedKernel] = {}  # by (program id, kernel name, tag)
         self.params = params_for(self.dev)
         self.build_options = build_options(self.dev)  # every program's, recorded in versions()
         self._launch_lock = threading.Lock()
@@ -487,26 +490,31 @@ class OpenCLBackend(KernelRuntime):
 
     def decoder_launch(self, kernel: CompiledKernel, grid: tuple[int, ...], block: tuple[int, ...],
                        args: list) -> None:
-        """launch() for accel.nn's own calls, whose arguments it has checked: the scalars are
-        set only when they differ from the last call's on the kernel (pyopencl's set_args costs
-        ~20 us a call, a buffer's set_arg ~0.1 us), so a call mostly sets its buffers."""
+        """launch() for accel.nn's own calls, whose arguments it has checked: a kernel object
+        per set of scalar arguments keeps them set (pyopencl's scalar set_arg costs ~7 us, a
+        buffer's ~0.1 us; a model's calls use a few sets each), so a call sets its buffers."""
         if FORK_GUARD.forked_from is not None:
             raise FORK_GUARD.error()
         n = next((i for i, a in enumerate(args) if not isinstance(a, Tensor)), len(args))
-        shared = self._shared_kernel(kernel.kernel.program, kernel.name)
-        scalars = list(enumerate(args[n:], n))
+        shared = self._shared_kernel(kernel.kernel.program, kernel.name, tuple(args[n:]), n)
         gsize = tuple(g * b for g, b in zip(grid, block))
         with shared.lock:
-            k = shared.claim(tuple(args[n:]), scalars)
             for i, t in enumerate(args[:n]):
-                k.set_arg(i, t.buf)
-            self._enqueue(k, gsize, block, f"kernel {kernel.name!r}")
+                shared.kernel.set_arg(i, t.buf)
+            self._enqueue(shared.kernel, gsize, block, f"kernel {kernel.name!r}")
 
-    def _shared_kernel(self, program: cl.Program, name: str) -> _SharedKernel:
-        key = (program.int_ptr, name)
+    def _shared_kernel(self, program: cl.Program, name: str, scalars: tuple, first: int) -> _SharedKernel:
+        """The kernel object of (program, name) with ``scalars`` set from argument ``first``
+        on; objects past _MAX_KERNELS are dropped (users still holding one keep it)."""
+        key = (program.int_ptr, name, scalars)
         shared = self._shared.get(key)
         if shared is None:
-            shared = self._shared.setdefault(key, _SharedKernel(cl.Kernel(program, name)))
+            if len(self._shared) >= _MAX_KERNELS:
+                self._shared.clear()
+            kernel = cl.Kernel(program, name)
+            for i, value in enumerate(scalars, first):
+                kernel.set_arg(i, value)
+            shared = self._shared.setdefault(key, _SharedKernel(kernel))
         return shared
 
     @staticmethod
@@ -536,24 +544,23 @@ class OpenCLBackend(KernelRuntime):
         buffer's ~0.1 us)."""
         program = self._program(K.program_text(launch.variant.source), tuple(launch.variant.options()),
                                 f"{launch.kernel} ({launch.variant.id})")
-        shared = self._shared_kernel(program, launch.kernel)
-        picks, fixed = [], []  # (argument, index into the call's buffers); (argument, value)
+        shared = self._shared_kernel(program, launch.kernel, tuple(launch.scalars), len(launch.buffers))
+        picks, constants = [], []  # (argument, index into the call's buffers); (argument, buffer)
         for i, slot in enumerate(launch.buffers):
             if isinstance(slot, (Operand, Scratch)):
                 picks.append((i, index[slot.name]))
             else:
-                fixed.append((i, self._constant(slot)))
-        fixed += list(enumerate(launch.scalars, len(launch.buffers)))
+                constants.append((i, self._constant(slot)))
         lsize = launch.block
         gsize, what = tuple(g * b for g, b in zip(launch.grid, lsize)), launch.what
         offset = tuple(o * b for o, b in zip(launch.offset, lsize)) if any(launch.offset) else None
-        owner = object()  # this binding: its fixed arguments are set again after another's
+        owner = object()  # this binding: its constants are set again after another's
 
         def run(*bufs) -> None:
             if FORK_GUARD.forked_from is not None:  # a caller's own output tensor skips alloc()
                 raise FORK_GUARD.error()
             with shared.lock:
-                kernel = shared.claim(owner, fixed)
+                kernel = shared.claim(owner, constants)
                 for i, j in picks:
                     kernel.set_arg(i, bufs[j])
                 ev = self._enqueue(kernel, gsize, lsize, what, offset)
@@ -562,7 +569,7 @@ class OpenCLBackend(KernelRuntime):
                 if before is not None:
                     self._wait(before, what)
 
-        run.constants = fixed  # OpenCL does not retain buffers set as arguments: the plan must
+        run.constants = constants  # OpenCL does not retain buffers set as arguments: the plan must
         return run
 
     def scratch_buffers(self, sizes: tuple[int, ...]) -> tuple:
