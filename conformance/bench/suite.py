@@ -14,7 +14,6 @@ The result file format (``accel.bench/1``) is documented in docs/benchmarks.md.
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import math
 import os
 import time
@@ -30,6 +29,7 @@ from accel.errors import AccelError, ArgumentError, expected
 from accel.formats import get_format
 from accel.dispatch import execute
 from accel.tensor import NAN_FILL, Tensor
+from accel.conformance.ops import OPS
 from accel.conformance.results import accel_environment, commit, machine
 from accel.conformance.bench.baselines import Unsupported
 from accel.conformance.bench.decoder import OPS as DECODER_OPS
@@ -66,77 +66,14 @@ class Case:
         return f"{self.op} {self.dtype} " + " ".join(f"{k}={v}" for k, v in self.params)
 
     def spec(self) -> S.Spec:
-        """The op spec (validation, shapes, FLOPs and bytes come from accel.spec alone)."""
-        p = self.p
-        if self.op == "matmul":
-            a, b = p.get("batch", ()) + (p["M"], p["K"]), (p["K"], p["N"])
-            return S.matmul_spec(a, self.dtype, b, self.dtype)
-        if self.op == "attention":
-            q = (p["B"], p["Hq"], p["Sq"], p["D"])
-            kv = (p["B"], p["Hkv"], p["Sk"], p["D"])
-            return S.attention_spec(q, kv, kv, (self.dtype,) * 3, p.get("causal", False))
-        if self.op == "quantize":
-            return S.quantize_spec((p["rows"], p["K"]), self.dtype, p["fmt"])
-        if self.op == "dequantize":
-            return S.dequantize_spec((p["rows"], p["K"]), get_format(p["fmt"]))
-        if self.op == "scaled_matmul":
-            shapes = S.fp8_scale_shapes(p["scaling"], p["M"], p["K"], p["N"])
-            return S.scaled_matmul_spec((p["M"], p["K"]), self.dtype, (p["K"], p["N"]),
-                                        p.get("b_dtype", self.dtype), shapes[0], "float32",
-                                        shapes[1], "float32", p.get("out", "bfloat16"))
-        return S.qmatmul_spec((p["M"], p["K"]), self.dtype, (p["N"], p["K"]), get_format(p["fmt"]),
-                              p.get("x_fmt"))
+        """The op spec (validation, shapes, FLOPs and bytes come from accel.spec alone), built
+        by the op's row (conformance/ops)."""
+        return OPS[self.op].bench_spec(self.dtype, self.p)
 
     def host_inputs(self, seed: int = 0) -> list[np.ndarray | None]:
-        """Seeded random operands as host arrays (None for an absent attention mask)."""
+        """Seeded random operands as host arrays (None for an absent optional operand)."""
         rng = np.random.default_rng(seed)
-        spec = self.spec()
-
-        def normal(shape, dtype):
-            return rng.standard_normal(shape, np.float32).astype(to_numpy_dtype(dtype))
-
-        if self.op == "matmul":
-            if self.dtype == "int8":
-                return [rng.integers(-128, 128, s, dtype=np.int8) for s in (spec.a_shape, spec.b_shape)]
-            return [normal(spec.a_shape, self.dtype), normal(spec.b_shape, self.dtype)]
-        if self.op == "attention":
-            kv = (spec.B, spec.Hkv, spec.Sk, spec.D)
-            return [normal((spec.B, spec.Hq, spec.Sq, spec.D), self.dtype), normal(kv, self.dtype),
-                    normal(kv, self.dtype), None]
-        if self.op == "quantize":
-            return [normal(spec.shape, self.dtype)]
-        if self.op == "dequantize":
-            return [_quantized(normal(spec.shape, "float32"), spec.fmt.name)]
-        if self.op == "scaled_matmul":  # FP8 data and its scales, as quantize_fp8 makes them
-            from accel.ops import quantize_fp8
-
-            a = quantize_fp8(normal((spec.M, spec.K), "float32"), spec.a_dtype, spec.scaling)
-            b = quantize_fp8(normal((spec.K, spec.N), "float32"), spec.b_dtype, spec.scaling,
-                             operand_of="b")
-            return [a[0], b[0], a[1], b[1], None]
-        return [normal(spec.x_shape, self.dtype), _quantized_weight(spec.N, spec.K, spec.fmt.name, seed)]
-
-
-def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
-    from accel.ops import quantize
-
-    # formats ggml quantizes only with an importance matrix: uniform weights (plain least squares)
-    im = np.ones(x.shape[-1], np.float32) if get_format(fmt).needs_imatrix else None
-    return quantize(x, fmt, imatrix=im, backend="cpu").raw
-
-
-@functools.lru_cache(maxsize=2)
-def _seeded_weight(n: int, k: int, fmt: str, seed: int) -> np.ndarray:
-    w = _quantized(np.random.default_rng([seed, n, k]).standard_normal((n, k), np.float32), fmt)
-    w.flags.writeable = False
-    return w
-
-
-def _quantized_weight(n: int, k: int, fmt: str, seed: int) -> np.ndarray:
-    """A seeded random [n, k] weight quantized to ``fmt``, the same for every M and x_format (the
-    CPU reference quantizes a 4096 x 4096 q4_k weight in about 16 s, q6_k in 8: a decode
-    sweep's cases share one); a fresh copy each call, so no caller can change another's."""
-    return _seeded_weight(n, k, fmt, seed).copy()
+        return OPS[self.op].bench_inputs(self.spec(), rng, seed)
 
 
 def portability_cases() -> list[Case]:

@@ -13,7 +13,7 @@ from accel.errors import ArgumentError, expected
 
 from accel.conformance import oracle, tolerance
 from accel.conformance.case import Case
-from accel.conformance.ops.common import FLOATS, OpInfo, float_verdict, place
+from accel.conformance.ops.common import FLOATS, OpInfo, float_verdict, normal, place
 
 # attention: (B, Hq, Hkv, Sq, Sk, D, Dv, causal)
 _ATTN_QUICK = [
@@ -211,4 +211,16 @@ def _call(backend, case: Case, inputs: list):
 
 # the mask's slot is always passed (None when absent); sinks, when a case has them, follow it, as
 # accel.attention passes them: backends written before sinks never see a fifth operand
-ROWS = (OpInfo("attention", FLOATS, _attention_cases, _strategy, _attention, _judge, _call, slots=4),)
+def _bench_spec(dtype: str, p: dict) -> S.AttentionSpec:
+    kv = (p["B"], p["Hkv"], p["Sk"], p["D"])
+    return S.attention_spec((p["B"], p["Hq"], p["Sq"], p["D"]), kv, kv, (dtype,) * 3, p.get("causal", False))
+
+
+def _bench_inputs(spec: S.AttentionSpec, rng: np.random.Generator, seed: int) -> list:
+    kv = (spec.B, spec.Hkv, spec.Sk, spec.D)
+    return [normal(rng, (spec.B, spec.Hq, spec.Sq, spec.D), spec.dtype), normal(rng, kv, spec.dtype),
+            normal(rng, kv, spec.dtype), None]
+
+
+ROWS = (OpInfo("attention", FLOATS, _attention_cases, _strategy, _attention, _judge, _call, slots=4,
+               bench_spec=_bench_spec, bench_inputs=_bench_inputs),)

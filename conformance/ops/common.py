@@ -45,7 +45,9 @@ class OpInfo:
       UnsupportedError through it);
     - ``unjudged(backend, spec)``: why a case cannot be judged on that backend here, or None;
     - ``run_public(backend, case)``: for the ops without a spec yet (accel.nn's), the whole case
-      through the public op: ``(ok, stats, reason)``; such rows have no build/judge/call.
+      through the public op: ``(ok, stats, reason)``; such rows have no build/judge/call;
+    - ``bench_spec(dtype, params)``, ``bench_inputs(spec, rng, seed)``: a benchmark case's spec
+      from its sizes (M, N, K, ...) and seeded random operands (accel bench, accel tune).
     """
 
     name: str
@@ -58,6 +60,8 @@ class OpInfo:
     slots: int = 0
     unjudged: Callable[[Backend, Any], str | None] | None = None
     run_public: Callable[[Backend, Case], tuple[bool, dict, str]] | None = None
+    bench_spec: Callable[[str, dict], Any] | None = None
+    bench_inputs: Callable[[Any, np.random.Generator, int], list] | None = None
 
 
 def subnormal(dtype: str) -> float:
@@ -77,6 +81,11 @@ def place(x: np.ndarray, rng: np.random.Generator, values: list[float]) -> None:
     for pos, value in zip(rng.choice(flat.size, size=min(len(values), flat.size), replace=False),
                           values):
         flat[pos] = value
+
+
+def normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Standard normal values drawn in float32, in ``dtype`` (a benchmark's operands)."""
+    return rng.standard_normal(shape, np.float32).astype(to_numpy_dtype(dtype))
 
 
 def float_verdict(backend: Backend, case: Case, spec: Any, got: np.ndarray,

@@ -13,7 +13,7 @@ from accel.errors import ArgumentError, expected
 from accel.conformance import oracle, tolerance
 from accel.conformance.case import Case
 from accel.conformance.compare import compare_values
-from accel.conformance.ops.common import FLOATS, OpInfo, exact_int_range, float_verdict, place, subnormal
+from accel.conformance.ops.common import FLOATS, OpInfo, exact_int_range, float_verdict, normal, place, subnormal
 
 # (a shape, b shape): sizes 1/2/3, primes, 63/64/65, tall-skinny, decode GEMV, long K, broadcasts
 _MATMUL_QUICK = [
@@ -143,4 +143,15 @@ def _call(backend, case: Case, inputs: list):
     return accel.matmul(*inputs, out_dtype=case.params.get("out"), backend=backend)
 
 
-ROWS = (OpInfo("matmul", FLOATS + ("int8",), _matmul_cases, _strategy, _matmul, _judge, _call, slots=2),)
+def _bench_spec(dtype: str, p: dict) -> S.MatmulSpec:
+    return S.matmul_spec(p.get("batch", ()) + (p["M"], p["K"]), dtype, (p["K"], p["N"]), dtype)
+
+
+def _bench_inputs(spec: S.MatmulSpec, rng: np.random.Generator, seed: int) -> list:
+    if spec.dtype == "int8":
+        return [rng.integers(-128, 128, s, dtype=np.int8) for s in (spec.a_shape, spec.b_shape)]
+    return [normal(rng, spec.a_shape, spec.dtype), normal(rng, spec.b_shape, spec.dtype)]
+
+
+ROWS = (OpInfo("matmul", FLOATS + ("int8",), _matmul_cases, _strategy, _matmul, _judge, _call, slots=2,
+               bench_spec=_bench_spec, bench_inputs=_bench_inputs),)

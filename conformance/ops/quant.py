@@ -2,6 +2,7 @@
 (float x, or x in an activation format with exact integer block dots)."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Iterator
 
@@ -18,7 +19,7 @@ from accel.conformance import oracle, tolerance
 from accel.conformance.case import Case
 from accel.conformance.compare import compare_bytes, compare_values
 from accel.conformance.ops.common import (FLOATS, FORMATS, NEW_BLOCK, NEW_FORMATS, WEIGHT_FORMATS,
-                                          OpInfo, exact_int_range, float_verdict, place, subnormal)
+                                          OpInfo, exact_int_range, float_verdict, normal, place, subnormal)
 
 # -- cases
 def _quantize_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
@@ -326,12 +327,41 @@ def _call_qmatmul(backend, case: Case, inputs: list):
     return accel.qmatmul(inputs[0], w, x_format=p.get("x_fmt"), backend=backend)
 
 
+# -- benchmark cases: rows x K weights, quantized by the cpu reference
+def _quantized(x: np.ndarray, fmt: str) -> np.ndarray:
+    # formats ggml quantizes only with an importance matrix: uniform weights (plain least squares)
+    im = np.ones(x.shape[-1], np.float32) if get_format(fmt).needs_imatrix else None
+    return accel.quantize(x, fmt, imatrix=im, backend="cpu").raw
+
+
+@functools.lru_cache(maxsize=2)
+def _seeded_weight(n: int, k: int, fmt: str, seed: int) -> np.ndarray:
+    w = _quantized(np.random.default_rng([seed, n, k]).standard_normal((n, k), np.float32), fmt)
+    w.flags.writeable = False
+    return w
+
+
+def _quantized_weight(n: int, k: int, fmt: str, seed: int) -> np.ndarray:
+    """A seeded random [n, k] weight quantized to ``fmt``, the same for every M and x_format (the
+    CPU reference quantizes a 4096 x 4096 q4_k weight in about 16 s, q6_k in 8: a decode
+    sweep's cases share one); a fresh copy each call, so no caller can change another's."""
+    return _seeded_weight(n, k, fmt, seed).copy()
+
+
 ROWS = (
     OpInfo("quantize", FLOATS, _quantize_cases, _quantize_strategy, _quantize, _judge_quantize,
-           _call_quantize, slots=1, unjudged=_unjudged),
+           _call_quantize, slots=1, unjudged=_unjudged,
+           bench_spec=lambda dtype, p: S.quantize_spec((p["rows"], p["K"]), dtype, p["fmt"]),
+           bench_inputs=lambda spec, rng, seed: [normal(rng, spec.shape, spec.dtype)]),
     # dequantize's dtypes are its formats
     OpInfo("dequantize", FORMATS + NEW_FORMATS, _dequantize_cases, _dequantize_strategy, _dequantize,
-           _judge_dequantize, _call_dequantize, slots=1),
+           _judge_dequantize, _call_dequantize, slots=1,
+           bench_spec=lambda dtype, p: S.dequantize_spec((p["rows"], p["K"]), get_format(p["fmt"])),
+           bench_inputs=lambda spec, rng, seed: [_quantized(normal(rng, spec.shape, "float32"), spec.fmt.name)]),
     OpInfo("qmatmul", FLOATS, _qmatmul_cases, _qmatmul_strategy, _qmatmul, _judge_qmatmul,
-           _call_qmatmul, slots=2),
+           _call_qmatmul, slots=2,
+           bench_spec=lambda dtype, p: S.qmatmul_spec((p["M"], p["K"]), dtype, (p["N"], p["K"]),
+                                                      get_format(p["fmt"]), p.get("x_fmt")),
+           bench_inputs=lambda spec, rng, seed: [normal(rng, spec.x_shape, spec.dtype),
+                                                 _quantized_weight(spec.N, spec.K, spec.fmt.name, seed)]),
 )

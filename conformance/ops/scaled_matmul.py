@@ -12,7 +12,7 @@ from accel.dtypes import FP8_DTYPES, UNIT_ROUNDOFF, to_numpy_dtype
 
 from accel.conformance import oracle, tolerance
 from accel.conformance.case import Case
-from accel.conformance.ops.common import OpInfo, float_verdict, place
+from accel.conformance.ops.common import OpInfo, float_verdict, normal, place
 
 #: (a dtype, b dtype) pairs of the FP8 cases: both OCP formats mixed as torch allows, fnuz alone
 _FP8_PAIRS = {"float8_e4m3fn": ("float8_e4m3fn", "float8_e5m2"), "float8_e5m2": ("float8_e4m3fn",),
@@ -124,5 +124,19 @@ def _call(backend, case: Case, inputs: list):
                                bias=inputs[4] if len(inputs) > 4 else None, backend=backend)
 
 
+def _bench_spec(dtype: str, p: dict) -> S.ScaledMatmulSpec:
+    sa, sb = S.fp8_scale_shapes(p["scaling"], p["M"], p["K"], p["N"])
+    return S.scaled_matmul_spec((p["M"], p["K"]), dtype, (p["K"], p["N"]), p.get("b_dtype", dtype), sa,
+                                "float32", sb, "float32", p.get("out", "bfloat16"))
+
+
+def _bench_inputs(spec: S.ScaledMatmulSpec, rng: np.random.Generator, seed: int) -> list:
+    # FP8 data and its scales, as quantize_fp8 makes them
+    a = accel.quantize_fp8(normal(rng, (spec.M, spec.K), "float32"), spec.a_dtype, spec.scaling)
+    b = accel.quantize_fp8(normal(rng, (spec.K, spec.N), "float32"), spec.b_dtype, spec.scaling,
+                           operand_of="b")
+    return [a[0], b[0], a[1], b[1], None]
+
+
 ROWS = (OpInfo("scaled_matmul", FP8_DTYPES, _scaled_matmul_cases, _strategy, _scaled_matmul, _judge,
-               _call, slots=5),)
+               _call, slots=5, bench_spec=_bench_spec, bench_inputs=_bench_inputs),)
