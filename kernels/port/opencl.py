@@ -995,6 +995,12 @@ class OpenCLTranslator(WarpEmulation):
         elif kind == "initializer_list" and not [c for c in node.named_children if c.type != "comment"]:
             self.rw.note("empty initializer")  # C++'s = {}; C99 (and OpenCL C) needs {0}
             self.rw.replace(node, "{0}")
+        elif kind == "conditional_expression" and self.typer.of(
+                cond := node.child_by_field_name("condition"), scope) in FLOATS:
+            # OpenCL C forbids a floating-point condition for ?: (C and CUDA test it against 0)
+            self.rw.replace(cond, lambda inner: f"(({inner}) != 0)")
+            for c in node.named_children:
+                self._expr(c, scope)
         elif kind == "number_literal":
             self._literal(node)
         elif kind == "call_expression":

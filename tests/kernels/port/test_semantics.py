@@ -435,3 +435,16 @@ __global__ void k(float* x, int n) {
     result = translate(arch, to, filename="k.cu")
     assert [(d.line, d.construct) for d in result.errors] == [(1, "__CUDA_ARCH__")]
     assert "another branch" in result.errors[0].why
+
+
+def test_a_float_condition_of_the_conditional_operator_is_tested_against_zero(backend, to):
+    """OpenCL C refuses a floating-point condition for ?: (ggml's ``d ? 1.0f/d : 0.0f``); CUDA's
+    is true for every value but zero, NaN included."""
+    src = """__global__ void k(const float* a, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] ? 1.0f / a[i] : -1.0f;
+}"""
+    a = np.array([0, -0.0, 2, np.nan, np.inf, -0.5], np.float32)
+    (_, out) = _run(backend, to, src, a, np.zeros(6, np.float32), n=6)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(out, np.where(a != 0, np.float32(1) / a, np.float32(-1)))
