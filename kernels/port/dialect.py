@@ -33,6 +33,10 @@ DIALECT = Spelling(
            "__nv_bfloat16": "T_BF16", "nv_bfloat16": "T_BF16"},
     loads={"half": "LOAD_F16({p}, {i})", "bfloat16": "LOAD_BF16({p}, {i})"},
     stores={"half": "STORE_F16({p}, {i}, {v})", "bfloat16": "STORE_BF16({p}, {i}, {v})"},
+    # a struct member holds the bits, as the header's T_F16 / T_BF16 do on every backend
+    member_types={"half": "T_F16", "bfloat16": "T_BF16"},
+    member_loads={"half": "LOAD_F16(&({e}), 0)", "bfloat16": "LOAD_BF16(&({e}), 0)"},
+    member_stores={"half": "STORE_F16(&({e}), 0, {v})", "bfloat16": "STORE_BF16(&({e}), 0, {v})"},
     constants={"INFINITY": "INF_F", "NAN": "NAN_F", "CUDART_INF_F": "INF_F", "CUDART_NAN_F": "NAN_F"},
     rename_calls=False, dynamic_shared=False, name="accel's dialect",
     cast_types={"uint": "u32", "long": "i64", "ulong": "u64", "ushort": "u16", "short": "i16",

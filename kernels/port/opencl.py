@@ -20,7 +20,7 @@ from accel.kernels.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.kernels.port.groups import Groups
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
 from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
-                                pointer_info, qualifiers, type_node)
+                                member_info, pointer_info, qualifiers, type_node)
 
 #: node types passed through as they are (their children are still visited)
 _PLAIN = frozenset((
@@ -116,6 +116,14 @@ class Spelling:
                                                  "bfloat16": "accel_bf16_to_float({p}[{i}])"})
     stores: dict = field(default_factory=lambda: {
         "half": "vstore_half_rte({v}, {i}, {p})", "bfloat16": "{p}[{i}] = accel_float_to_bf16({v})"})
+    #: a struct member of a memory-only 16-bit float type: its type (OpenCL C allows half only
+    #: behind a pointer, so the member holds the bits: the same size and alignment as CUDA's),
+    #: and the read as float of, and the write of v to, member lvalue e
+    member_types: dict = field(default_factory=lambda: {"half": "ushort", "bfloat16": "ushort"})
+    member_loads: dict = field(default_factory=lambda: {"half": "accel_half_to_float({e})",
+                                                        "bfloat16": "accel_bf16_to_float({e})"})
+    member_stores: dict = field(default_factory=lambda: {
+        "half": "{e} = accel_float_to_half({v})", "bfloat16": "{e} = accel_float_to_bf16({v})"})
     constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
                                                      "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
@@ -128,6 +136,24 @@ class Spelling:
 
 
 OPENCL = Spelling()
+
+
+@dataclass(frozen=True)
+class _Element:
+    """A memory-only 16-bit float element (OpenCLTranslator._storage_element): the templates of
+    its read as float and of the write of a float {v}, the rendered fields they take, and the
+    nodes inside it still to translate (an index, a struct expression)."""
+
+    load: str
+    store: str
+    fields: object  # () -> {"p": ..., "i": ...} or {"e": ...}
+    inner: list
+
+    def read(self) -> str:
+        return self.load.format(**self.fields())
+
+    def write(self, value: str) -> str:
+        return self.store.format(v=value, **self.fields())
 
 
 @dataclass
@@ -340,6 +366,11 @@ class OpenCLTranslator(WarpEmulation):
             pass
         elif kind == "enum_specifier" and item.child_by_field_name("body") is not None:
             self._enum(item)
+        elif kind == "struct_specifier" and item.child_by_field_name("body") is not None:
+            # C++'s struct S { }; names the type S, C's only struct S: typedef it for C
+            tag = self._struct(item)
+            if item.child_by_field_name("name") is not None:
+                self.rw.replace(item, lambda inner, t=tag: f"typedef {inner} {t}")
         elif kind == "static_assert_declaration":  # a compile-time check: results do not change
             self.rw.note("static_assert")
             self.rw.warn(item, "static_assert", "OpenCL C 1.2 has no static assertions, so it is "
@@ -571,7 +602,8 @@ class OpenCLTranslator(WarpEmulation):
                 self.rw.error(item, "pointer typedef", "a pointer typedef hides the address "
                               "space OpenCL needs", "spell the pointer type out")
             elif text(name) == base and len(item.children_by_field_name("declarator")) == 1 \
-                    and self.sp.rename_calls:  # the dialect's CUDA side needs the typedef
+                    and self.sp.rename_calls and base not in self.globals.structs:
+                # (the dialect's CUDA side needs the typedef; typedef struct S {...} S; defines S)
                 # typedef unsigned int uint;: OpenCL C has the type built in, and redefining
                 # it (typedef uint uint;) is an error for strict compilers
                 self.rw.note("typedef of an OpenCL type")
@@ -660,10 +692,51 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(node, "dim3", "OpenCL C has no dim3", "three uint variables")
         elif node.type == "placeholder_type_specifier":
             self.rw.error(node, "auto", "OpenCL C has no type deduction", "spell the type out")
-        elif node.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
+        elif node.type == "struct_specifier":
+            return self._struct(node)
+        elif node.type in ("class_specifier", "union_specifier", "enum_specifier"):
             self.rw.error(node, node.type.removesuffix("_specifier"), "aggregate types are "
                           "outside the subset accel port translates", "separate arrays per field")
         return name
+
+    def _struct(self, node) -> str:
+        """A struct type; with a body, its definition: the members' types are translated (a
+        16-bit float member holds its bits, see Spelling.member_types) and recorded for the
+        expressions that use them. A member whose size or alignment differs in OpenCL C (a
+        pointer, bool, size_t, a 3-component vector) is refused: the struct's layout must stay
+        CUDA's, byte for byte, for the buffers the host fills."""
+        tag, body = node.child_by_field_name("name"), node.child_by_field_name("body")
+        if body is None:
+            return self._normal(text(tag)) if tag is not None else "int"
+        if tag is None and node.parent.type == "type_definition":  # typedef struct { } name;
+            tag = declarator_parts(node.parent.child_by_field_name("declarator"))[0]
+        if tag is None:
+            self.rw.error(node, "anonymous struct", "accel port needs a name to follow its "
+                          "members", "typedef struct { ... } name;")
+            return "int"
+        members = self.globals.structs.setdefault(text(tag), {})
+        for f in body.named_children:
+            if f.type == "comment":
+                continue
+            if f.type != "field_declaration" or f.child_by_field_name("type") is None:
+                self.rw.error(f, f"struct member ({f.type.replace('_', ' ')})", "OpenCL C structs "
+                              "hold data members only", "plain data members; functions outside")
+                continue
+            base = self._type(type_node(f))
+            for d in f.children_by_field_name("declarator"):
+                name, ptr, arr = declarator_parts(d)
+                if ptr or base in ("bool", "size_t", "ptrdiff_t") or base in T.VECTOR3_TYPES \
+                        or any(c.type == "bitfield_clause" for c in f.named_children):
+                    self.rw.error(f, f"struct member {text(name) if name is not None else ''}",
+                                  "its size or alignment differs between CUDA and OpenCL C "
+                                  "(or is the implementation's there), so the struct's layout "
+                                  "would differ", "a fixed-width integer or float member (an "
+                                  "index instead of a pointer)")
+                    continue
+                members[text(name)] = Sym(base, array=arr > 0)
+            if base in self.sp.member_types:
+                self.rw.replace(type_node(f), self.sp.member_types[base])
+        return text(tag)
 
     # -- functions ------------------------------------------------------------------------------------
     def _function(self, fn: _Function) -> None:
@@ -738,6 +811,10 @@ class OpenCLTranslator(WarpEmulation):
                               "kernel argument", _BAD_KERNEL_SCALARS[base])
             if base in T.STORAGE_MATH:
                 self.rw.error(p, f"{base} argument", *T.STORAGE_MATH[base])
+            if fn.kernel and base in self.globals.structs:
+                self.rw.error(p, f"struct kernel argument {text(name)}", "accel.kernel passes "
+                              "tensors and numpy scalars, not structs", "a pointer to the struct "
+                              "in a buffer, or its members as separate arguments")
             scope.names[text(name)] = Sym(base)
             return
         if base in T.VECTOR3_TYPES:
@@ -836,7 +913,10 @@ class OpenCLTranslator(WarpEmulation):
                               "handles one level of pointer", "a plain pointer or value")
                 continue
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-            if value is not None:
+            if value is not None and not (ptr or arr) and self._widen(
+                    value, value, base, scope, "{target} initialized from {kind}"):
+                pass  # float d = x[ib].d; (ggml's blocks): CUDA's implicit, exact widening
+            elif value is not None:
                 self._expr(value, scope)
             if ptr:
                 info = self._pointer(value, scope) if value is not None else None
@@ -958,6 +1038,10 @@ class OpenCLTranslator(WarpEmulation):
                 construct, why, rewrite = sym.refused
                 self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
                 return
+            member = member_info(node, scope, self._normal)
+            if member is not None and member.type in T.STORAGE_MATH and not member.array:
+                self.rw.error(node, f"{member.type} member {text(fld)}", *T.STORAGE_MATH[member.type])
+                return
             self._expr(arg, scope)
         elif kind == "identifier":
             name = text(node)
@@ -1066,20 +1150,7 @@ class OpenCLTranslator(WarpEmulation):
         """A C cast, or a C++ one (static_cast<T>(v) and friends, rewritten by the caller as a
         C cast): the pointee's address space is inferred from the value. ``(float)p[i]`` of a
         half or bfloat16 pointer p is CUDA's exact widening: the type's load."""
-        target = " ".join(text(tdesc).split())
-        inner = value
-        while inner is not None and inner.type == "parenthesized_expression" and inner.named_children:
-            inner = inner.named_children[0]
-        kind = self._storage_kind(inner, scope) if target in ("float", "double") else None
-        if kind is not None:
-            ptr, index = self._storage_element(inner, scope, kind)
-            self._helpers_of(self.sp.loads[kind])
-            self.rw.note(f"({target}) on {kind}")
-            self.rw.replace(node, lambda _i: "(" + ("(double)" if target == "double" else "")
-                            + self.sp.loads[kind].format(i=self.rw.render(index) if index else "0",
-                                                         p=self.rw.render(ptr)) + ")")
-            if index is not None:
-                self._expr(index, scope)
+        if self._widen(node, value, " ".join(text(tdesc).split()), scope, "({target}) on {kind}"):
             return
         self._expr(value, scope)
         self._type(type_node(tdesc))
@@ -1091,6 +1162,24 @@ class OpenCLTranslator(WarpEmulation):
                           "cannot be inferred", "cast a parameter or an array directly")
         elif info.space != "private":
             self.rw.replace(tdesc, lambda inner, s=info.space: f"{self.sp.spaces[s]} {inner}")
+
+    def _widen(self, node, value, target: str, scope: Scope, construct: str) -> bool:
+        """``node`` converting ``value`` to ``target``: where that is a half or bfloat16 element
+        in memory made float (``(float)p[i]``, ``float d = x[ib].d;``), CUDA's exact widening,
+        translated as the type's load (True); anything else is left to the caller (False)."""
+        while value is not None and value.type == "parenthesized_expression" and value.named_children:
+            value = value.named_children[0]
+        kind = self._storage_kind(value, scope) if target in ("float", "double") else None
+        if kind is None:
+            return False
+        element = self._storage_element(value, scope, kind)
+        self._helpers_of(element.load)
+        self.rw.note(construct.format(target=target, kind=kind))
+        self.rw.replace(node, lambda _i: "(" + ("(double)" if target == "double" else "")
+                        + element.read() + ")")
+        for n in element.inner:
+            self._expr(n, scope)
+        return True
 
     def _call(self, node, scope: Scope) -> None:
         callee, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
@@ -1346,19 +1435,17 @@ class OpenCLTranslator(WarpEmulation):
         widening of p[i]'s bits: the one way to read a memory-only 16-bit float."""
         kind = next(t for t, names in T.STORAGE_LOADS.items() if name in names)
         arg = arg_nodes[0] if len(arg_nodes) == 1 else None
-        parts = self._storage_element(arg, scope, kind)
-        if parts is None:
+        element = self._storage_element(arg, scope, kind)
+        if element is None:
             self.rw.error(node, name, f"OpenCL C 1.2 has {kind} values only in memory (no "
                           f"cl_khr_fp16, no bfloat16 type): only {kind} read straight from "
                           "memory can be converted", f"{name}(p[i]) on a {kind} pointer p")
             return False
-        ptr, index = parts
         self.rw.note(name)
-        self._helpers_of(self.sp.loads[kind])
-        self.rw.replace(node, lambda _i: self.sp.loads[kind].format(
-            i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
-        if index is not None:
-            self._expr(index, scope)
+        self._helpers_of(element.load)
+        self.rw.replace(node, lambda _i: element.read())
+        for n in element.inner:
+            self._expr(n, scope)
         return False  # arguments handled
 
     def _storage_store(self, node, scope: Scope) -> bool:
@@ -1366,10 +1453,9 @@ class OpenCLTranslator(WarpEmulation):
         ``p[i] = __float2bfloat16(v);`` -> the rounding of v to p[i]'s bits."""
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         kind = self._storage_kind(left, scope)
-        parts = self._storage_element(left, scope, kind) if kind else None
-        if parts is None:
+        target = self._storage_element(left, scope, kind) if kind else None
+        if target is None:
             return False
-        ptr, index = parts
         statement = (node.parent.type == "expression_statement"
                      and text(node.child_by_field_name("operator")) == "=")
         converted = (right.type == "call_expression"
@@ -1380,28 +1466,16 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(node, f"{kind} store", *T.STORAGE_MATH[kind])
             return True
         if copied:  # widening then narrowing gives back the same bits (NaN payloads included)
-            src, src_index = copied
-            self._helpers_of(self.sp.loads[kind])
-            value = None
-
-            def loaded(_i=None) -> str:
-                return self.sp.loads[kind].format(i=self.rw.render(src_index) if src_index else "0",
-                                                  p=self.rw.render(src))
+            self._helpers_of(copied.load)
+            value, loaded, inner = None, copied.read, copied.inner
         else:
             value = right.child_by_field_name("arguments").named_children[0]
             self.rw.note(text(right.child_by_field_name("function")))
-
-            def loaded(_i=None) -> str:
-                return self.rw.render(value)
-        self._helpers_of(self.sp.stores[kind])
-        self.rw.replace(node, lambda _i: self.sp.stores[kind].format(
-            v=loaded(), i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
-        if value is not None:
-            self._expr(value, scope)
-        elif copied[1] is not None:
-            self._expr(copied[1], scope)
-        if index is not None:
-            self._expr(index, scope)
+            loaded, inner = (lambda: self.rw.render(value)), [value]
+        self._helpers_of(target.store)
+        self.rw.replace(node, lambda _i: target.write(loaded()))
+        for n in inner + target.inner:
+            self._expr(n, scope)
         return True
 
     def _helpers_of(self, template: str) -> None:
@@ -1409,15 +1483,16 @@ class OpenCLTranslator(WarpEmulation):
         self.helpers.update(h for h in T.OPENCL_HELPERS if h + "(" in template)
 
     def _storage_kind(self, node, scope: Scope) -> str | None:
-        """"half" or "bfloat16" when ``node`` is ``p[i]`` or ``*p`` with p a pointer to one."""
+        """"half" or "bfloat16" when ``node`` is an element of one (see _storage_element)."""
         for kind in T.STORAGE_MATH:
             if self._storage_element(node, scope, kind) is not None:
                 return kind
         return None
 
-    def _storage_element(self, node, scope: Scope, kind: str):
-        """(pointer, index or None) when ``node`` is ``p[i]`` or ``*p`` with p a pointer to
-        ``kind`` ("half", "bfloat16")."""
+    def _storage_element(self, node, scope: Scope, kind: str) -> "_Element | None":
+        """How to read and write ``node`` when it is one ``kind`` ("half", "bfloat16") value in
+        memory: ``p[i]`` or ``*p`` with p a pointer to kind, or a struct member of kind
+        (``s.f``, ``p->f``, ``s.f[i]``), whose bits the translation keeps; else None."""
         if node is None:
             return None
         if node.type == "subscript_expression":
@@ -1426,12 +1501,22 @@ class OpenCLTranslator(WarpEmulation):
             index = idx[0] if len(idx) == 1 else None
         elif node.type == "pointer_expression" and text(node).startswith("*"):
             base, index = node.child_by_field_name("argument"), None
+        elif node.type == "field_expression":
+            base, index = node, None
         else:
             return None
+        if base.type == "field_expression":  # s.f, or s.f[i] of an array member: the bits
+            member = member_info(base, scope, self._normal)
+            if member is None or member.type != kind or member.array != (base != node):
+                return None
+            return _Element(self.sp.member_loads[kind], self.sp.member_stores[kind],
+                            lambda: {"e": self.rw.render_inside(node)}, node.named_children)
         sym = scope.get(text(base)) if base.type == "identifier" else None
         if sym is None or sym.type != kind or not sym.pointer:
             return None
-        return base, index
+        return _Element(self.sp.loads[kind], self.sp.stores[kind], lambda: {
+            "p": self.rw.render(base), "i": self.rw.render(index) if index is not None else "0"},
+            [index] if index is not None else [])
 
     # -- address spaces -------------------------------------------------------------------------------
     def _pointer(self, node, scope: Scope) -> Sym | None:

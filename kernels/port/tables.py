@@ -137,6 +137,11 @@ OPENCL_HELPER_NEEDS = {"accel_brevll": ("accel_brev",)}
 #: __float2bfloat16 does, a NaN staying a quiet NaN (the rounding carry would make it inf)
 OPENCL_HELPERS.update({
     "accel_bf16_to_float": "float accel_bf16_to_float(ushort b) { return as_float((uint)b << 16); }",
+    # a half struct member holds its bits (OpenCL C allows half only behind a pointer): the
+    # core conversions, through the address of a private copy
+    "accel_half_to_float": "float accel_half_to_float(ushort h) { return vload_half(0, (const half*)&h); }",
+    "accel_float_to_half": "ushort accel_float_to_half(float f) { ushort h; "
+                           "vstore_half_rte(f, 0, (half*)&h); return h; }",
     "accel_float_to_bf16": "ushort accel_float_to_bf16(float f) { uint u = as_uint(f); "
                            "if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); "
                            "return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }",
