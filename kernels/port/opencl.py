@@ -1231,6 +1231,10 @@ class OpenCLTranslator(WarpEmulation):
         if name == "__syncwarp" and scope.get(name) is None:
             self.syncwarp(node, arg_nodes)
             return
+        if name in T.OPENCL_STORES and len(arg_nodes) == 2 and scope.get(name) is None \
+                and self._storage_store(node, scope, *arg_nodes):
+            self.rw.note(name)  # __stcs(&h[i], __float2half(v)): a plain store, the type's
+            return
         if name == "__syncthreads":
             self.rw.replace(node, self.sp.barrier)
         elif name == "__threadfence_block":
@@ -1448,16 +1452,20 @@ class OpenCLTranslator(WarpEmulation):
             self._expr(n, scope)
         return False  # arguments handled
 
-    def _storage_store(self, node, scope: Scope) -> bool:
+    def _storage_store(self, node, scope: Scope, address=None, right=None) -> bool:
         """``p[i] = __float2half(v);`` -> ``vstore_half_rte(v, i, p);``, and bfloat16's
-        ``p[i] = __float2bfloat16(v);`` -> the rounding of v to p[i]'s bits."""
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        kind = self._storage_kind(left, scope)
-        target = self._storage_element(left, scope, kind) if kind else None
+        ``p[i] = __float2bfloat16(v);`` -> the rounding of v to p[i]'s bits; also as the
+        cache-hinted store ``__stcs(&p[i], __float2half(v));`` (``address``, ``right``)."""
+        if address is None:
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            plain = text(node.child_by_field_name("operator")) == "="
+        else:
+            left, plain = address, True
+        kind = self._storage_kind(left, scope, address is not None)
+        target = self._storage_element(left, scope, kind, address is not None) if kind else None
         if target is None:
             return False
-        statement = (node.parent.type == "expression_statement"
-                     and text(node.child_by_field_name("operator")) == "=")
+        statement = node.parent.type == "expression_statement" and plain
         converted = (right.type == "call_expression"
                      and text(right.child_by_field_name("function")) in T.STORAGE_STORES[kind]
                      and len(right.child_by_field_name("arguments").named_children) == 1)
@@ -1482,20 +1490,35 @@ class OpenCLTranslator(WarpEmulation):
         """The OpenCL helpers a load or store template calls (none in accel's dialect)."""
         self.helpers.update(h for h in T.OPENCL_HELPERS if h + "(" in template)
 
-    def _storage_kind(self, node, scope: Scope) -> str | None:
+    def _storage_kind(self, node, scope: Scope, address: bool = False) -> str | None:
         """"half" or "bfloat16" when ``node`` is an element of one (see _storage_element)."""
         for kind in T.STORAGE_MATH:
-            if self._storage_element(node, scope, kind) is not None:
+            if self._storage_element(node, scope, kind, address) is not None:
                 return kind
         return None
 
-    def _storage_element(self, node, scope: Scope, kind: str) -> "_Element | None":
+    def _storage_element(self, node, scope: Scope, kind: str, address: bool = False) -> "_Element | None":
         """How to read and write ``node`` when it is one ``kind`` ("half", "bfloat16") value in
         memory: ``p[i]`` or ``*p`` with p a pointer to kind, or a struct member of kind
-        (``s.f``, ``p->f``, ``s.f[i]``), whose bits the translation keeps; else None."""
+        (``s.f``, ``p->f``, ``s.f[i]``), whose bits the translation keeps, or a cache-hinted
+        load of one (``__ldg(&p[i])``, ``__ldcs(p + i)``); else None. With ``address``, the
+        element ``node`` points at (``&p[i]``, ``p + i``, ``p``)."""
+        while node is not None and node.type == "parenthesized_expression" and node.named_children:
+            node = node.named_children[0]
         if node is None:
             return None
-        if node.type == "subscript_expression":
+        if address and node.type == "pointer_expression" and text(node).startswith("&"):
+            return self._storage_element(node.child_by_field_name("argument"), scope, kind)
+        if address and node.type == "binary_expression" and text(node.child_by_field_name("operator")) == "+":
+            base, index = node.child_by_field_name("left"), node.child_by_field_name("right")
+        elif address:
+            base, index = node, None
+        elif node.type == "call_expression" and (name := callee_name(node)) in T.OPENCL_LOADS \
+                and scope.get(name) is None:
+            # a cache hint on the load: a plain load reads the same value
+            args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]
+            return self._storage_element(args[0], scope, kind, True) if len(args) == 1 else None
+        elif node.type == "subscript_expression":
             base = node.child_by_field_name("argument")
             idx = node.child_by_field_name("indices").named_children
             index = idx[0] if len(idx) == 1 else None

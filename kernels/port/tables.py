@@ -31,6 +31,11 @@ OPENCL_MATH = {
 #: the 64-bit value hi:lo of the funnel shifts (arguments lo, hi)
 _HI_LO = "(((ulong)(uint)({1})) << 32 | (uint)({0}))"
 
+#: CUDA cache-hinted loads: a plain load computes the same value
+OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
+#: ... and stores (streaming, write-back...): a plain store writes the same value
+OPENCL_STORES = frozenset(("__stcs", "__stcg", "__stwb", "__stwt"))
+
 #: CUDA integer, bit and reinterpretation intrinsics -> an OpenCL C expression with CUDA's
 #: parameter and result types spelled out: OpenCL's builtins are overloaded on their argument
 #: and return its (often unsigned) type, where CUDA's convert the argument and return int, so a
@@ -102,7 +107,7 @@ OPENCL_TYPED = {
         ("__funnelshift_rc", ">>", "min((uint)({2}), 32u)", ""))},
     "__byte_perm": ("accel_byte_perm((uint)({0}), (uint)({1}), (uint)({2}))", "uint"),
     # cache-hinted stores (streaming, write-back...): a plain store computes the same
-    **{n: ("(*({0}) = ({1}))", None) for n in ("__stcs", "__stcg", "__stwb", "__stwt")},
+    **{n: ("(*({0}) = ({1}))", None) for n in OPENCL_STORES},
 }
 
 #: OpenCL C definitions of the helpers OPENCL_TYPED calls (OpenCL 1.2 has no find-first-set
@@ -169,8 +174,6 @@ OPENCL_SAME = frozenset((
     "copysign", "hypot", "isnan", "isinf", "isfinite", "signbit", "lgamma", "tgamma",
 ))
 
-#: CUDA cache-hinted loads: a plain load computes the same value
-OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
 
 #: CUDA atomics OpenCL 1.2 lacks, as an atomic_cmpxchg loop on the 32-bit word computing CUDA's
 #: new value from the word seen and the operand v (a helper per address space: OpenCL 1.2 has no

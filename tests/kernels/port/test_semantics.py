@@ -448,3 +448,37 @@ def test_a_float_condition_of_the_conditional_operator_is_tested_against_zero(ba
     (_, out) = _run(backend, to, src, a, np.zeros(6, np.float32), n=6)
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(out, np.where(a != 0, np.float32(1) / a, np.float32(-1)))
+
+
+def test_cache_hinted_half_and_bfloat16_loads_and_stores_are_plain_accesses(backend, to):
+    """``__ldg``/``__ldcs``/``__ldcg`` around a half or bfloat16 element (by ``&p[i]`` or
+    ``p + i``) read it like ``p[i]``; ``__stcs``/``__stcg``/``__stwb`` of a converted value or a
+    copied element store like ``p[i] = ...``: the hint changes caching, not values."""
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    src = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__global__ void k(const float* a, const __half* h, const __nv_bfloat16* b, __half* oh,
+                  __nv_bfloat16* ob, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float v = __ldg(&a[i]) + __half2float(__ldg(&h[i])) + __bfloat162float(__ldcs(b + i))
+              + 2.0f * (float)__ldcg(&b[i]) + __ldcs(a + i);
+    out[i] = v;
+    __stcs(&oh[i], __float2half(v));
+    __stcg(ob + i, __float2bfloat16(v));
+    __stwb(&ob[n + i], __ldcs(&b[i]));
+  }
+}"""
+    n = 100
+    a = RNG.standard_normal(n).astype(np.float32)
+    h = RNG.standard_normal(n).astype(np.float16)
+    b = RNG.standard_normal(n).astype(bf16)
+    *_, oh, ob, out = _run(backend, to, src, a, h, b, np.zeros(n, np.float16),
+                           np.zeros(2 * n, bf16), np.zeros(n, np.float32), n=n)
+    bf = b.astype(np.float32)
+    want = a + h.astype(np.float32) + bf + np.float32(2) * bf + a  # float32 sums, in CUDA's order
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(oh, want.astype(np.float16))
+    np.testing.assert_array_equal(ob.view(np.uint16), np.concatenate([want.astype(bf16), b]).view(np.uint16))
