@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 
 from accel.kernels.port import tables as T
-from accel.kernels.port.syntax import Rewriter
 from accel.kernels.port.opencl import OpenCLTranslator, Spelling
 
 DIALECT = Spelling(
@@ -72,8 +71,8 @@ def _opencl_definition(name: str) -> str:
     return f"#define {name}(...) (({name[5:]})(__VA_ARGS__))"  # make_float4 and friends
 
 
-def translate_dialect(rw: Rewriter, root) -> str:
-    tr = OpenCLTranslator(rw, root, DIALECT)
+def translate_dialect(tr: OpenCLTranslator) -> str:
+    """The translation in accel's dialect, by ``tr`` (an OpenCLTranslator spelling DIALECT)."""
     body = tr.run()
     # helpers the code calls by name (compare-and-swap atomics, one per address space) are
     # CUDA's own function on the CUDA and HIP side

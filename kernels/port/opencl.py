@@ -19,6 +19,7 @@ from accel.kernels.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
 from accel.kernels.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.kernels.port.groups import Groups
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
+from accel.kernels.port.templates import Expansion, apply_edits
 from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
                                 member_info, pointer_info, qualifiers, type_node)
 
@@ -166,6 +167,9 @@ class _Function:
     returns: str | None = None  # the return type, for the expression typer
     #: for device functions: the address spaces callers pass for each pointer parameter
     arg_spaces: dict[int, set[str]] = field(default_factory=dict)
+    #: each call: the callee's name node, and the address space of each pointer argument
+    #: (None where it cannot be inferred)
+    sites: list = field(default_factory=list)
 
 
 class OpenCLTranslator(WarpEmulation):
@@ -200,6 +204,9 @@ class OpenCLTranslator(WarpEmulation):
         self.typer = ExprTyper(self._normal, self._result, self.macro_types, self.typedefs)
         self.groups = Groups(self)
         self.user_namespaces: set[str] = set()
+        #: device functions called with pointers into several address spaces, and those
+        #: parameters (index, name): see space_copies
+        self.splits: dict[str, tuple[_Function, list[tuple[int, str]]]] = {}
         self.current = None
         self._warp_init()
 
@@ -214,6 +221,46 @@ class OpenCLTranslator(WarpEmulation):
         self._host_only("macro", "its body", self.macro_pending, self.macros_used)
         self._host_only("typedef", "its type", self.typedef_pending, self.typedefs_used)
         return self.rw.render()
+
+    def space_copies(self) -> Expansion | None:
+        """The source with one copy of each function in ``splits`` per combination of address
+        spaces its calls pass (``block_sum`` called with a __global and a __local pointer:
+        ``block_sum_global`` and ``block_sum_local``), each call naming its copy; None when
+        there is nothing to split. OpenCL 1.2 has no generic address space, and the copies'
+        bodies may differ (their local pointers and casts take the parameter's space)."""
+        if not self.splits:
+            return None
+        source, edits, notes = self.rw.source, {}, []
+        taken = {text(n) for n in walk(self.root) if n.type in ("identifier", "type_identifier")}
+        for name, (fn, params) in sorted(self.splits.items()):
+            combos = sorted({tuple(spaces[i] for i, _p in params) for _n, spaces in fn.sites})
+            names = {}
+            for combo in combos:
+                new = base = "_".join((name, *combo))
+                k = 2
+                while new in taken:
+                    new, k = f"{base}_{k}", k + 1
+                taken.add(new)
+                names[combo] = new
+            for node, spaces in fn.sites:
+                edits[(node.start_byte, node.end_byte)] = [
+                    (names[tuple(spaces[i] for i, _p in params)].encode(), line(node))]
+            decl = fn.node.child_by_field_name("declarator")
+            while decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            own = decl.child_by_field_name("declarator")
+            head, tail = source[fn.node.start_byte:own.start_byte], source[own.end_byte:fn.node.end_byte]
+            edits[(fn.node.start_byte, fn.node.end_byte)] = [
+                ((b"\n" if k else b"") + head + names[c].encode() + tail, line(fn.node) - (k > 0))
+                for k, c in enumerate(combos)]
+            what = ", ".join(f"{p} ({' / '.join('__' + c[k] for c in combos)})"
+                             for k, (_i, p) in enumerate(params))
+            notes.append(Diagnostic(self.rw.filename, line(fn.node), f"device function {name}",
+                                    f"called with pointers into different address spaces for {what}, "
+                                    "and OpenCL 1.2 has no generic address space: translated once "
+                                    "per address space", f"call it as {' or '.join(names.values())}",
+                                    "warning"))
+        return Expansion(*apply_edits(source, edits), [], tuple(notes))
 
     def _host_only(self, kind: str, part: str, pending: dict, used: set) -> None:
         """A refused macro or typedef (``pending``: name -> (its item, its errors)) is an error
@@ -826,10 +873,20 @@ class OpenCLTranslator(WarpEmulation):
         else:
             spaces = fn.arg_spaces.get(index, set())
             if len(spaces) > 1:
+                # an error for this translation; where every call's space is known, translate()
+                # translates again with one copy of the function per address space
                 self.rw.error(p, f"pointer parameter {text(name)}", f"{fn.name} is called with "
                               f"pointers to {' and '.join(sorted('__' + s for s in spaces))} "
                               "memory; OpenCL 1.2 has no generic address space",
                               "one copy of the function per address space")
+                unknown = [n for n, site in fn.sites if site.get(index) is None]
+                for n in unknown:
+                    self.rw.error(n, f"call of {fn.name}", f"its argument for {text(name)} points "
+                                  "into memory whose address space accel port cannot infer, so "
+                                  "it cannot pick a copy of the function per address space",
+                                  "pass a parameter or an array (or a pointer into one) directly")
+                if not unknown:
+                    self.splits.setdefault(fn.name, (fn, []))[1].append((index, text(name)))
             space = next(iter(spaces), "global")
         scope.names[text(name)] = Sym(base, pointer=True, space=space)
         if space != "private":
@@ -1274,7 +1331,7 @@ class OpenCLTranslator(WarpEmulation):
                           f"p[i] = {name}(v); as a statement of its own")
             return
         elif name in self.functions:
-            self._record_call(self.functions[name], arg_nodes, scope)
+            self._record_call(self.functions[name], arg_nodes, scope, callee)
             self.scratch_arg(name, args)
         elif name in T.OPENCL_SAME:
             self._precision(node, name, name)
@@ -1388,11 +1445,14 @@ class OpenCLTranslator(WarpEmulation):
             return name[5:]
         return None
 
-    def _record_call(self, callee: _Function, arg_nodes, scope: Scope) -> None:
+    def _record_call(self, callee: _Function, arg_nodes, scope: Scope, name_node) -> None:
+        spaces = {}
         for i, a in enumerate(arg_nodes):
             info = self._pointer(a, scope)
+            spaces[i] = None if info is None else info.space
             if info is not None:
                 callee.arg_spaces.setdefault(i, set()).add(info.space)
+        callee.sites.append((name_node, spaces))
 
     def _atomic(self, node, name: str, arg_nodes, scope: Scope) -> bool:
         info = self._pointer(arg_nodes[0], scope) if arg_nodes else None

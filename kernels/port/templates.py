@@ -24,6 +24,8 @@ class Expansion:
     lines: list[int]
     #: (template name, its arguments, name of the copy, line of the template) per copy made
     copies: list[tuple[str, tuple[str, ...], str, int]]
+    #: warnings about the expansion, on lines of the source it expanded
+    notes: tuple = ()
 
 
 def _items(root):
@@ -184,6 +186,13 @@ def expand(source: bytes, root) -> Expansion | None:
     if first is not None and prototypes:
         spot = (first.start_byte, first.start_byte)
         edits[spot] = [(b" ".join(prototypes) + b" ", first.start_point.row + 1)] + edits.get(spot, [])
+    return Expansion(*apply_edits(source, edits), copies)
+
+
+def apply_edits(source: bytes, edits: dict) -> tuple[bytes, list[int]]:
+    """``source`` with each byte range (start, end) of ``edits`` replaced by its chunks, each
+    (text, original line of its first byte); and, for each line of the result, its original
+    line."""
     # a line that begins after a newline of a chunk comes from the chunk's origin plus the
     # newlines up to it (counted as the chunks go: a file of many calls stays linear)
     chunks, pos, row = [], 0, 1
@@ -196,7 +205,7 @@ def expand(source: bytes, root) -> Expansion | None:
     lines = [1]
     for data, origin in chunks:
         lines.extend(origin + k + 1 for k in range(data.count(b"\n")))
-    return Expansion(b"".join(c[0] for c in chunks), lines, copies)
+    return b"".join(c[0] for c in chunks), lines
 
 
 def _substitute(source: bytes, fn, new_name: str, params, args) -> tuple[bytes, int]:

@@ -139,8 +139,8 @@ def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
     ("__device__ int f(int n) { return n ? f(n - 1) : 0; }\n__global__ void k(int* x) { x[0] = f(3); }\n",
      1, "recursion through f"),
     ("__device__ void z(float* p) { p[0] = 0; }\n"
-     "__global__ void k(float* x) {\n  __shared__ float s[4];\n  z(x);\n  z(s);\n}\n", 1,
-     "pointer parameter p"),
+     "__global__ void k(float* x, int c) {\n  __shared__ float s[4];\n  z(x);\n  z(s);\n"
+     "  z(c ? x : s);\n}\n", 1, "pointer parameter p"),
     ("__global__ void k(float* x) {\n  extern __shared__ float a[];\n  extern __shared__ float b[];\n}\n",
      3, "second extern __shared__ array"),
     ("__global__ void kernel(float* x) {}\n", 1, "kernel name kernel"),
@@ -210,7 +210,7 @@ extern "C" __global__ void analysed(const float* __restrict__ x, float* out, lon
     __syncthreads();
     float4 v = make_float4(stage[global], 1.0f, __fdividef(1.0f, 4.0f), (float)n);
     store(&out[4 * global], v.x + v.y);   // a __global pointer into a device function
-    store(stage + global, v.z + v.w);     // the same function with... a __local one: refused
+    store(stage + global, v.z + v.w);     // the same function with a __local one: a copy
     wide[global] = threadIdx.x - 1;       // CUDA: unsigned 32-bit wrap, then widened
     flags[global] = threadIdx.x - 1 < 5u; // false for thread 0 in CUDA (unsigned compare)
     out[4 * global + 1] = first(x + global) + static_cast<float>(n);
@@ -218,8 +218,13 @@ extern "C" __global__ void analysed(const float* __restrict__ x, float* out, lon
 """
 
 
-def test_one_device_function_with_two_address_spaces_is_refused_on_its_parameter():
-    assert _errors(ANALYSIS) == [(4, "pointer parameter dst")]
+def test_two_address_spaces_are_refused_where_a_call_passes_an_unknown_one():
+    """One copy per address space needs every call's space (a function called with a __global
+    and a __local pointer is copied, see test_semantics); one it cannot infer is refused."""
+    assert _errors(ANALYSIS) == []
+    src = ANALYSIS.replace("store(stage + global, v.z + v.w);",
+                          "store(stage + global, v.z + v.w); store(n ? out : stage, 0.0f);")
+    assert _errors(src) == [(4, "pointer parameter dst"), (15, "call of store")]
 
 
 @pytest.fixture(scope="module")

@@ -482,3 +482,42 @@ __global__ void k(const float* a, const __half* h, const __nv_bfloat16* b, __hal
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(oh, want.astype(np.float16))
     np.testing.assert_array_equal(ob.view(np.uint16), np.concatenate([want.astype(bf16), b]).view(np.uint16))
+
+
+#: a reduction helper run on a __shared__ tile and on a block's slice of a global buffer; the
+#: helper it calls is split in turn (its copies call one copy each)
+_TWO_SPACES = """__device__ void add_into(float* d, int i, int j) { d[i] += d[j]; }
+__device__ float block_reduce(float* data, int tid) {
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) add_into(data, tid, tid + s);
+        __syncthreads();
+    }
+    return data[0];
+}
+__global__ void k(const float* x, float* scratch, float* out, int n) {
+    __shared__ float tile[64];
+    int tid = threadIdx.x, i = blockIdx.x * blockDim.x + tid;
+    float v = i < n ? x[i] : 0.0f;
+    tile[tid] = v;
+    scratch[i] = v * v;
+    __syncthreads();
+    float s = block_reduce(tile, tid);
+    float q = block_reduce(scratch + blockIdx.x * blockDim.x, tid);
+    if (tid == 0) { out[2 * blockIdx.x] = s; out[2 * blockIdx.x + 1] = q; }
+}"""
+
+
+def test_a_helper_called_with_global_and_shared_pointers_gets_a_copy_per_space(backend, to):
+    """OpenCL 1.2 has no generic address space: one copy per space the calls pass, named after
+    it, each call naming its copy, with a warning on the helper's line."""
+    result = translate(_TWO_SPACES, to, filename="k.cu")
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [
+        (1, "warning", "device function add_into"), (2, "warning", "device function block_reduce")]
+    assert "call it as block_reduce_global or block_reduce_local" in str(result.diagnostics[1])
+    n = 300
+    x = RNG.integers(-50, 51, n).astype(np.float32)  # integers: every partial sum is exact
+    blocks = (n + 63) // 64
+    *_, out = _run(backend, to, _TWO_SPACES, x, np.zeros(blocks * 64, np.float32),
+                   np.zeros(2 * blocks, np.float32), n=n)
+    padded = np.concatenate([x, np.zeros(blocks * 64 - n, np.float32)]).reshape(blocks, 64)
+    np.testing.assert_array_equal(out.reshape(blocks, 2), np.stack([padded.sum(1), (padded ** 2).sum(1)], 1))
