@@ -207,6 +207,8 @@ class OpenCLTranslator(WarpEmulation):
         #: device functions called with pointers into several address spaces, and those
         #: parameters (index, name): see space_copies
         self.splits: dict[str, tuple[_Function, list[tuple[int, str]]]] = {}
+        #: the file's prototypes of device functions: name -> [(declaration, its name node)]
+        self.prototypes: dict[str, list] = {}
         self.current = None
         self._warp_init()
 
@@ -253,6 +255,10 @@ class OpenCLTranslator(WarpEmulation):
             edits[(fn.node.start_byte, fn.node.end_byte)] = [
                 ((b"\n" if k else b"") + head + names[c].encode() + tail, line(fn.node) - (k > 0))
                 for k, c in enumerate(combos)]
+            for proto, own in self.prototypes.get(name, []):  # one per copy, on its line
+                edits[(proto.start_byte, proto.end_byte)] = [(b" ".join(
+                    source[proto.start_byte:own.start_byte] + names[c].encode()
+                    + source[own.end_byte:proto.end_byte] for c in combos), line(proto))]
             what = ", ".join(f"{p} ({' / '.join('__' + c[k] for c in combos)})"
                              for k, (_i, p) in enumerate(params))
             notes.append(Diagnostic(self.rw.filename, line(fn.node), f"device function {name}",
@@ -674,6 +680,11 @@ class OpenCLTranslator(WarpEmulation):
                         self.rw.delete(c)
                 for p in declarators[0].child_by_field_name("parameters").named_children:
                     self._const_reference(p)
+                # a function of the file is declared as its translation is defined: the address
+                # spaces and extra parameters (shuffle scratch) its calls take are decided there
+                name = declarators[0].child_by_field_name("declarator")
+                self.prototypes.setdefault(text(name), []).append((item, name))
+                self.rw.replace(item, lambda inner, n=text(name): self._prototype(n) or inner)
             else:
                 self.rw.delete(item)
             return
@@ -812,6 +823,14 @@ class OpenCLTranslator(WarpEmulation):
             plist = plist.child_by_field_name("parameters")
             self.rw.replace(plist, lambda inner: (inner[:-1].rstrip() + f", {extra})")
                             if fn.params else f"({extra})")
+
+    def _prototype(self, name: str) -> str | None:
+        """The declaration of the file's function ``name`` as translated (None: no such one)."""
+        fn = self.functions.get(name)
+        if fn is None:
+            return None
+        return self.rw.render_range(fn.node.start_byte,
+                                    fn.node.child_by_field_name("body").start_byte).rstrip() + ";"
 
     def _const_reference(self, p) -> bool:
         """A reference parameter ``const T& x`` of a device function becomes ``const T x``: the

@@ -521,3 +521,26 @@ def test_a_helper_called_with_global_and_shared_pointers_gets_a_copy_per_space(b
                    np.zeros(2 * blocks, np.float32), n=n)
     padded = np.concatenate([x, np.zeros(blocks * 64 - n, np.float32)]).reshape(blocks, 64)
     np.testing.assert_array_equal(out.reshape(blocks, 2), np.stack([padded.sum(1), (padded ** 2).sum(1)], 1))
+
+
+def test_prototypes_declare_functions_as_their_translation_defines_them(backend):
+    """A prototype (the user's, or a template copy's, which CUDA's two-phase lookup needs) is
+    the translated head: a __global or __local pointer, the shuffle scratch argument; one per
+    copy of a function called with pointers into two address spaces."""
+    src = """__device__ void put(float* p, float v);
+__device__ float lane_sum(float v);
+template <typename T> __device__ void twice(T* p, T v) { p[0] = 2 * v; }
+__global__ void k(float* out, float* twice_out, int n) {
+    __shared__ float s[64];
+    float v = lane_sum(1.0f);
+    put(s + threadIdx.x, v);
+    __syncthreads();
+    if (threadIdx.x == 0) { put(out + blockIdx.x, s[31]); twice<float>(twice_out + blockIdx.x, s[0]); }
+}
+__device__ void put(float* p, float v) { p[0] = v; }
+__device__ float lane_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}"""
+    *_, out, twice_out = _run(backend, "opencl", src, np.zeros(2, np.float32), np.zeros(2, np.float32), n=64)
+    np.testing.assert_array_equal(out, [32, 0]), np.testing.assert_array_equal(twice_out, [64, 0])
