@@ -95,16 +95,16 @@ def _recursion_limit(frames: int):
 
 def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
     expansion = None
-    for _ in range(_EXPANSION_ROUNDS if to != "hip" else 0):  # HIP keeps templates
-        # a copy may call another template with arguments it now spells (a function-pointer
-        # argument silu<float>): expanded in the next round, lines mapped back through each
-        more = expand(raw, tree.root_node)
-        if more is None:
-            break
-        expansion = more if expansion is None else _compose(expansion, more)
-        raw = expansion.source
-        tree = parse(raw)
     for split in range(_EXPANSION_ROUNDS + 1):
+        for _ in range(_EXPANSION_ROUNDS if to != "hip" else 0):  # HIP keeps templates
+            # a copy may call another template with arguments it now spells (a function-pointer
+            # argument silu<float>): expanded in the next round, lines mapped back through each
+            more = expand(raw, tree.root_node)
+            if more is None:
+                break
+            expansion = more if expansion is None else _compose(expansion, more)
+            raw = expansion.source
+            tree = parse(raw)
         rw = Rewriter(raw, filename)
         if to == "hip":
             from accel.kernels.port.hip import translate_hip
@@ -116,10 +116,11 @@ def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
 
         tr = OpenCLTranslator(rw, tree.root_node, OPENCL if to == "opencl" else DIALECT)
         out, options = (tr.opencl_text(), BUILD_OPTIONS) if to == "opencl" else (translate_dialect(tr), ())
-        # a function called with pointers into two address spaces: again, with a copy per
-        # space (whose calls may split a function they call in the next round); past the last
-        # round, the translation's errors stand
-        more = tr.space_copies() if split < _EXPANSION_ROUNDS else None
+        # a function called with pointers into two address spaces, or a template whose call
+        # deduces its arguments: again, with a copy per space or the arguments spelled out
+        # (whose calls may split a function they call in the next round); past the last round,
+        # the translation's errors stand
+        more = tr.rewrites() if split < _EXPANSION_ROUNDS else None
         if more is None:
             break
         expansion = more if expansion is None else _compose(expansion, more)

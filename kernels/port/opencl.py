@@ -19,7 +19,7 @@ from accel.kernels.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
 from accel.kernels.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.kernels.port.groups import Groups
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
-from accel.kernels.port.templates import Expansion, apply_edits
+from accel.kernels.port.templates import Expansion, apply_edits, function_template
 from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
                                 member_info, pointer_info, qualifiers, type_node)
 
@@ -70,6 +70,9 @@ _CPP = {
 #: the conversions that read and write the memory-only 16-bit floats (half, bfloat16), all types
 _STORAGE_LOADS = frozenset().union(*T.STORAGE_LOADS.values())
 _STORAGE_STORES = frozenset().union(*T.STORAGE_STORES.values())
+#: the CUDA spelling of a translator's type name, for template arguments it writes out
+_CUDA_SPELLING = {"uint": "unsigned int", "long": "long long", "ulong": "unsigned long long",
+                  "uchar": "unsigned char", "ushort": "unsigned short", "bfloat16": "__nv_bfloat16"}
 #: OpenCL forbids these as kernel argument types
 _BAD_KERNEL_SCALARS = {"size_t": "ulong (pass np.uint64)", "bool": "int (pass np.int32)",
                        "ptrdiff_t": "long (pass np.int64)"}
@@ -205,8 +208,14 @@ class OpenCLTranslator(WarpEmulation):
         self.groups = Groups(self)
         self.user_namespaces: set[str] = set()
         #: device functions called with pointers into several address spaces, and those
-        #: parameters (index, name): see space_copies
+        #: parameters (index, name): see rewrites
         self.splits: dict[str, tuple[_Function, list[tuple[int, str]]]] = {}
+        #: the file's function templates (name -> (parameters, function node)), calls of them
+        #: whose template arguments the argument types give: (name node, name, arguments), and
+        #: the templates a call of which gives none (all their calls stay refused)
+        self.templates: dict[str, tuple[list, object]] = {}
+        self.deduced: list[tuple[object, str, tuple[str, ...]]] = []
+        self.undeduced: set[str] = set()
         #: the file's prototypes of device functions: name -> [(declaration, its name node)]
         self.prototypes: dict[str, list] = {}
         self.current = None
@@ -224,15 +233,19 @@ class OpenCLTranslator(WarpEmulation):
         self._host_only("typedef", "its type", self.typedef_pending, self.typedefs_used)
         return self.rw.render()
 
-    def space_copies(self) -> Expansion | None:
+    def rewrites(self) -> Expansion | None:
         """The source with one copy of each function in ``splits`` per combination of address
         spaces its calls pass (``block_sum`` called with a __global and a __local pointer:
-        ``block_sum_global`` and ``block_sum_local``), each call naming its copy; None when
-        there is nothing to split. OpenCL 1.2 has no generic address space, and the copies'
-        bodies may differ (their local pointers and casts take the parameter's space)."""
-        if not self.splits:
+        ``block_sum_global`` and ``block_sum_local``), each call naming its copy, and with the
+        template arguments of the ``deduced`` calls spelled out; None when there is nothing to
+        do. OpenCL 1.2 has no generic address space, and the copies' bodies may differ (their
+        local pointers and casts take the parameter's space)."""
+        deduced = [(n, args) for n, name, args in self.deduced if name not in self.undeduced]
+        if not self.splits and not deduced:
             return None
-        source, edits, notes = self.rw.source, {}, []
+        source, notes = self.rw.source, []
+        edits = {(n.end_byte, n.end_byte): [(f"<{', '.join(args)}>".encode(), line(n))]
+                 for n, args in deduced}
         taken = {text(n) for n in walk(self.root) if n.type in ("identifier", "type_identifier")}
         for name, (fn, params) in sorted(self.splits.items()):
             combos = sorted({tuple(spaces[i] for i, _p in params) for _n, spaces in fn.sites})
@@ -440,6 +453,8 @@ class OpenCLTranslator(WarpEmulation):
             else:
                 self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
+            if kind == "template_declaration" and (t := function_template(item)) is not None:
+                self.templates[t[0]] = (t[1], t[2])  # for calls that deduce its arguments
             self.rw.error(item, *_CPP[kind])
         else:
             self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
@@ -1354,6 +1369,9 @@ class OpenCLTranslator(WarpEmulation):
             self.scratch_arg(name, args)
         elif name in T.OPENCL_SAME:
             self._precision(node, name, name)
+        elif name in self.templates and scope.get(name) is None:
+            self._deduce(callee, name, arg_nodes, scope)
+            return
         else:
             self.rw.error(callee, name, "not a function accel port knows to exist in OpenCL C "
                           "with the same meaning", "define it as a __device__ function in this file")
@@ -1463,6 +1481,37 @@ class OpenCLTranslator(WarpEmulation):
         if name.startswith("make_") and name[5:] in T.VECTOR_TYPES:
             return name[5:]
         return None
+
+    def _deduce(self, callee, name: str, arg_nodes, scope: Scope) -> None:
+        """A call of a function template that names no template arguments (``sq(x[i])``):
+        where every template parameter is a type that the arguments' types give, as C++
+        deduces it (``T v`` from a value, ``T* p`` from a pointer's element type), the call is
+        recorded (translate() names the arguments, ``sq<float>(x[i])``, and expands the
+        template); anything else is refused on the call."""
+        params, fn = self.templates[name]
+        types = dict.fromkeys(p for p, kind in params if kind == "type")
+        decl = fn.child_by_field_name("declarator")
+        fparams = [p for p in decl.child_by_field_name("parameters").named_children if p.type != "comment"]
+        ok = len(types) == len(params) and len(fparams) == len(arg_nodes)
+        for p, a in zip(fparams if ok else (), arg_nodes):
+            spelled = " ".join(text(type_node(p)).split()) if p.type == "parameter_declaration" else ""
+            if spelled not in types:
+                continue
+            d = p.child_by_field_name("declarator")
+            ptr = 0 if d is None or d.type == "reference_declarator" else declarator_parts(d)[1]
+            info = self._pointer(a, scope) if ptr == 1 else None
+            got = info.type if info is not None else self.typer.of(a, scope) if ptr == 0 else None
+            ok = got is not None and types[spelled] in (None, got)
+            if not ok:
+                break
+            types[spelled] = got
+        if ok and None not in types.values():
+            self.deduced.append((callee, name, tuple(_CUDA_SPELLING.get(t, t) for t in types.values())))
+            return
+        self.undeduced.add(name)
+        self.rw.error(callee, f"template call {name}", "OpenCL C has no templates, and accel port "
+                      "cannot tell every template argument from the arguments' types",
+                      f"name them: {name}<float>(...)")
 
     def _record_call(self, callee: _Function, arg_nodes, scope: Scope, name_node) -> None:
         spaces = {}

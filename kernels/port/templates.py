@@ -48,7 +48,7 @@ def _function_pointer(decl):
     return inner if inner is not None and inner.type == "identifier" else None
 
 
-def _template(item):
+def function_template(item):
     """(name, parameters, function node) of a function template, each parameter (name, "type")
     for ``typename T``, (name, "function") for ``float (*F)(float)``, or (name, its type) for
     ``unsigned int N``; None for any other kind."""
@@ -125,7 +125,7 @@ def expand(source: bytes, root) -> Expansion | None:
     there is nothing to expand."""
     templates, wanted, calls = {}, [], []
     for item in _items(root):
-        if item.type == "template_declaration" and (t := _template(item)) is not None:
+        if item.type == "template_declaration" and (t := function_template(item)) is not None:
             templates[t[0]] = (item, t[1], t[2])
     #: byte range -> replacement chunks, each (text, original line of its first byte)
     edits: dict[tuple[int, int], list[tuple[bytes, int]]] = {}

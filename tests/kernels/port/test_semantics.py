@@ -544,3 +544,43 @@ __device__ float lane_sum(float v) {
 }"""
     *_, out, twice_out = _run(backend, "opencl", src, np.zeros(2, np.float32), np.zeros(2, np.float32), n=64)
     np.testing.assert_array_equal(out, [32, 0]), np.testing.assert_array_equal(twice_out, [64, 0])
+
+
+_DEDUCED = """template <typename T>
+__device__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+template <typename T>
+__device__ void store_max(T* p, const T& a, T b) { p[0] = a > b ? a : b; }
+__global__ void k(const float* x, const int* y, float* out, int* iout, float* top, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    int w = i < n ? y[i] : 0;
+    float s = warp_sum(v);
+    int t = warp_sum(w);
+    if ((threadIdx.x & 31) == 0) { out[i / 32] = s; iout[i / 32] = t; }
+    if (i == 0) store_max(top, x[0], x[1]);
+}"""
+
+
+def test_template_calls_that_deduce_their_arguments_are_instantiated(backend):
+    """``warp_sum(v)`` names no template arguments: C++ deduces T from v's type, and so does
+    the translation (float and int here), spelling ``warp_sum<float>`` before expanding. (The
+    dialect has no warp emulation.)"""
+    to = "opencl"
+    result = translate(_DEDUCED, to, filename="k.cu")
+    assert [(d.line, d.construct) for d in result.diagnostics if d.construct.startswith("template")] == [
+        (1, "template warp_sum<float>"), (1, "template warp_sum<int>"), (6, "template store_max<float>")]
+    n = 200
+    x = RNG.integers(-50, 51, n).astype(np.float32)  # integers: the sums are exact in float
+    y = RNG.integers(-1000, 1000, n).astype(np.int32)
+    *_, out, iout, top = _run(backend, to, _DEDUCED, x, y, np.zeros(8, np.float32),
+                              np.zeros(8, np.int32), np.zeros(1, np.float32), n=n)
+    pad = lambda a: np.concatenate([a, np.zeros(256 - n, a.dtype)]).reshape(8, 32)  # noqa: E731
+    np.testing.assert_array_equal(out, pad(x).sum(1))
+    np.testing.assert_array_equal(iout, pad(y).sum(1))
+    assert top[0] == max(x[0], x[1])
+    mixed = translate(_DEDUCED.replace("warp_sum(w)", "warp_sum(w, 1)"), to, filename="k.cu")
+    assert [(d.line, d.construct) for d in mixed.errors] == [
+        (1, "template"), (13, "template call warp_sum")]
