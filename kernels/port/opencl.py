@@ -21,7 +21,7 @@ from accel.kernels.port.groups import Groups
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
 from accel.kernels.port.templates import Expansion, apply_edits, function_template
 from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
-                                member_info, pointer_info, qualifiers, type_node)
+                                member_info, pointer_info, qualifiers, storage_info, type_node)
 
 #: node types passed through as they are (their children are still visited)
 _PLAIN = frozenset((
@@ -173,6 +173,8 @@ class _Function:
     #: each call: the callee's name node, and the address space of each pointer argument
     #: (None where it cannot be inferred)
     sites: list = field(default_factory=list)
+    #: the indexes of its parameters that are (non-const) references, T& x
+    references: set[int] = field(default_factory=set)
 
 
 class OpenCLTranslator(WarpEmulation):
@@ -522,7 +524,12 @@ class OpenCLTranslator(WarpEmulation):
         params = [p for p in fdecl.child_by_field_name("parameters").named_children
                   if p.type != "comment"]
         fn = _Function(node, name, "__global__" in q, params,
-                       returns=self._normal(" ".join(text(type_node(node)).split())))
+                       returns=self._normal(" ".join(text(type_node(node)).split())),
+                       references={i for i, p in enumerate(params) if p.type == "parameter_declaration"
+                                   and (d := p.child_by_field_name("declarator")) is not None
+                                   and d.type == "reference_declarator" and not any(
+                                       c.type == "type_qualifier" and text(c) == "const"
+                                       for c in p.named_children)})
         fn.calls = {callee_name(c) for c in walk(node) if c.type == "call_expression"} - {None}
         self.functions[name] = fn
 
@@ -849,19 +856,20 @@ class OpenCLTranslator(WarpEmulation):
 
     def _const_reference(self, p) -> bool:
         """A reference parameter ``const T& x`` of a device function becomes ``const T x``: the
-        callee only reads it, so a copy of the value is the same thing. Any other reference is
-        refused (False); a parameter that is no reference is left alone (True)."""
+        callee only reads it, so a copy of the value is the same thing. ``T& x`` is left to
+        _param (True), a reference it cannot read refused (False); a parameter that is no
+        reference is left alone (True)."""
         decl = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
         if decl is None or decl.type != "reference_declarator":
             return True
         name = decl.named_children[0] if decl.named_children else None
-        if name is None or name.type != "identifier" or \
-                not any(c.type == "type_qualifier" and text(c) == "const" for c in p.named_children):
+        if name is None or name.type != "identifier":
             self.rw.error(p, f"reference parameter {text(name) if name is not None else text(p)}",
-                          "OpenCL C has no references, and the function may write through this one",
-                          "a pointer parameter (T* p, used as *p; callers pass &x)")
+                          "OpenCL C has no references", "a pointer parameter (T* p, used as "
+                          "*p; callers pass &x)")
             return False
-        self.rw.replace(decl, lambda _inner, n=text(name): " " + n)
+        if any(c.type == "type_qualifier" and text(c) == "const" for c in p.named_children):
+            self.rw.replace(decl, lambda _inner, n=text(name): " " + n)
         return True
 
     def _param(self, fn: _Function, index: int, p, scope: Scope) -> None:
@@ -876,9 +884,12 @@ class OpenCLTranslator(WarpEmulation):
         decl = p.child_by_field_name("declarator")
         if decl is None:
             return
+        reference = None
         if decl.type == "reference_declarator" and not fn.kernel:
             if not self._const_reference(p):
                 return
+            if index in fn.references:  # T& x: a pointer to the caller's variable, below
+                reference = decl
             decl = decl.named_children[0]
         name, ptr, arr = declarator_parts(decl)
         self._restrict(decl)
@@ -886,7 +897,7 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(p, "parameter type", "OpenCL kernels take one level of pointer "
                           "(no references, no pointers to pointers)", "flatten to one buffer and index it")
             return
-        if ptr + arr == 0:
+        if ptr + arr == 0 and reference is None:
             if fn.kernel and base in _BAD_KERNEL_SCALARS:
                 self.rw.error(p, f"{base} kernel argument", "OpenCL forbids this type as a "
                               "kernel argument", _BAD_KERNEL_SCALARS[base])
@@ -922,7 +933,13 @@ class OpenCLTranslator(WarpEmulation):
                 if not unknown:
                     self.splits.setdefault(fn.name, (fn, []))[1].append((index, text(name)))
             space = next(iter(spaces), "global")
-        scope.names[text(name)] = Sym(base, pointer=True, space=space)
+        if reference is not None:
+            # OpenCL C has no references: T& x is a pointer to the caller's variable (in its
+            # address space), each use of x reads or writes *x, and callers pass &v
+            self.rw.replace(reference, lambda _i, n=text(name): "* " + n)
+            scope.names[text(name)] = Sym(base, space=space, reference=True)
+        else:
+            scope.names[text(name)] = Sym(base, pointer=True, space=space)
         if space != "private":
             self.rw.replace(p, lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
 
@@ -1144,6 +1161,8 @@ class OpenCLTranslator(WarpEmulation):
                 self.rw.error(node, f"cooperative groups ({name})", "a group passed as a value has "
                               "no OpenCL form (only its methods are translated)", "call its "
                               "methods where it is declared, or pass what they return")
+            elif sym is not None and sym.reference:
+                self.rw.replace(node, lambda inner: f"(*{inner})")
             elif sym is None and name == "warpSize":
                 self.rw.note(name)  # the 32 lanes of the warp emulation (and of CUDA)
                 self.rw.replace(node, "32")
@@ -1516,7 +1535,10 @@ class OpenCLTranslator(WarpEmulation):
     def _record_call(self, callee: _Function, arg_nodes, scope: Scope, name_node) -> None:
         spaces = {}
         for i, a in enumerate(arg_nodes):
-            info = self._pointer(a, scope)
+            if i in callee.references:  # T& x: the caller passes its variable's address
+                self.rw.replace(a, lambda inner: f"&({inner})")
+            info = (storage_info(a, scope, self._normal) if i in callee.references
+                    else self._pointer(a, scope))
             spaces[i] = None if info is None else info.space
             if info is not None:
                 callee.arg_spaces.setdefault(i, set()).add(info.space)

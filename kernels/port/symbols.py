@@ -22,6 +22,8 @@ class Sym:
     refused: tuple[str, str, str] | None = None
     #: a cooperative group variable: "block", or "tile:N" for a thread_block_tile<N>
     group: str | None = None
+    #: a reference parameter T& x, translated as a pointer: each use is *x
+    reference: bool = False
 
 
 @dataclass

@@ -584,3 +584,38 @@ def test_template_calls_that_deduce_their_arguments_are_instantiated(backend):
     mixed = translate(_DEDUCED.replace("warp_sum(w)", "warp_sum(w, 1)"), to, filename="k.cu")
     assert [(d.line, d.construct) for d in mixed.errors] == [
         (1, "template"), (13, "template call warp_sum")]
+
+
+_REFERENCES = """__device__ void minmax(float v, float& lo, float& hi) { lo = fminf(lo, v); hi = fmaxf(hi, v); }
+__device__ void bump(int& count) { ++count; }
+__global__ void k(const float* x, float* window, float* range, int* counts, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float lo = x[i], hi = x[i];
+    for (int j = 1; j < 4; ++j) minmax(x[(i + j) % n], lo, hi);
+    window[2 * i] = lo;
+    window[2 * i + 1] = hi;
+    minmax(x[i], range[2 * i], range[2 * i + 1]);
+    int c = 0;
+    bump(c);
+    bump(c);
+    bump(counts[i]);
+    counts[n + i] = c;
+}"""
+
+
+def test_reference_parameters_write_the_callers_variables(backend, to):
+    """``float& lo``: OpenCL C has no references, so the parameter is a pointer to the caller's
+    variable, in its address space (private here, global there: a copy each), each use is
+    ``*lo`` and each call passes ``&(v)``."""
+    n = 70
+    x = RNG.standard_normal(n).astype(np.float32)
+    bounds = RNG.standard_normal((n, 2)).astype(np.float32)
+    counts = RNG.integers(0, 9, 2 * n).astype(np.int32)
+    _, window, range_, got = _run(backend, to, _REFERENCES, x, np.zeros(2 * n, np.float32),
+                                  bounds.ravel().copy(), counts.copy(), n=n)
+    near = np.stack([np.roll(x, -j) for j in range(4)])
+    np.testing.assert_array_equal(window.reshape(n, 2), np.stack([near.min(0), near.max(0)], 1))
+    np.testing.assert_array_equal(range_.reshape(n, 2), np.stack(
+        [np.minimum(bounds[:, 0], x), np.maximum(bounds[:, 1], x)], 1))
+    np.testing.assert_array_equal(got, np.concatenate([counts[:n] + 1, np.full(n, 2)]))
