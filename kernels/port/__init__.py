@@ -146,7 +146,10 @@ def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
     diagnostics = sorted(diagnostics, key=lambda d: (d.line, d.severity != "error"))
     translated = dict(rw.translated)
     if expansion is not None:
-        translated["template"] = len(expansion.copies)
+        if expansion.copies:
+            translated["template"] = len(expansion.copies)
+        if expansion.notes:  # functions copied per address space
+            translated["device function"] = len(expansion.notes)
     return PortResult(to, None if rw.failed else out, diagnostics, options, translated)
 
 

@@ -570,7 +570,9 @@ def test_stats_count_every_warned_use_as_translated_too(to):
     entries = [(p, p.read_text(), translate(p.read_text(), to, filename=p.name)) for p in files]
     extra = ("#include <cstdio>\nfloat host[4];\nvoid run() {}\n__global__ void k(float* x, float* y) {\n"
              "  float v = x[threadIdx.x & 31] * 0.5;\n  for (int o = warpSize / 2; o > 0; o /= 2)\n"
-             "    v += __shfl_down_sync(0xffffffff, v, o);\n  y[0] = v;\n}\n")
+             "    v += __shfl_down_sync(0xffffffff, v, o);\n  y[0] = v;\n}\n"
+             "__device__ void put(float* p) { p[0] = 1.0f; }\n"  # copied per address space
+             "__global__ void k2(float* y) { __shared__ float s[2]; put(s); put(y); }\n")
     entries.append(("extra.cu", extra, translate(extra, to, filename="extra.cu")))
     stats = tally(entries, to)
     assert {k: v for k, v in stats["constructs"].items() if v["warned"] > v["translated"]} == {}
