@@ -673,7 +673,14 @@ class OpenCLTranslator(WarpEmulation):
             return
         for d in item.children_by_field_name("declarator"):
             name, ptr, arr = declarator_parts(d)
-            if ptr or arr:
+            if d.type == "function_declarator" and name is not None:
+                # typedef void (*kernel_t)(...): the type of a template's function parameter,
+                # which expanding the template leaves unused; an error only where code uses it
+                self.typedef_pending[text(name)] = (item, [Diagnostic(
+                    self.rw.filename, line(item), f"typedef {text(name)}", "OpenCL C has no "
+                    "function pointers", "call the function directly, or make it a template "
+                    "parameter with explicit instantiations")])
+            elif ptr or arr:
                 self.rw.error(item, "pointer typedef", "a pointer typedef hides the address "
                               "space OpenCL needs", "spell the pointer type out")
             elif text(name) == base and len(item.children_by_field_name("declarator")) == 1 \

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from accel.kernels.port.symbols import declarator_parts
 from accel.kernels.port.syntax import text, walk
 
 
@@ -48,10 +49,17 @@ def _function_pointer(decl):
     return inner if inner is not None and inner.type == "identifier" else None
 
 
-def function_template(item):
+def function_types(root) -> frozenset[str]:
+    """The file's typedefs of function pointer types (``typedef void (*kernel_t)(float);``)."""
+    return frozenset(text(declarator_parts(d)[0]) for n in walk(root) if n.type == "type_definition"
+                     for d in n.children_by_field_name("declarator") if d.type == "function_declarator")
+
+
+def function_template(item, fn_types: frozenset[str] = frozenset()):
     """(name, parameters, function node) of a function template, each parameter (name, "type")
-    for ``typename T``, (name, "function") for ``float (*F)(float)``, or (name, its type) for
-    ``unsigned int N``; None for any other kind."""
+    for ``typename T``, (name, "function") for ``float (*F)(float)`` or ``kernel_t F`` with
+    kernel_t one of ``fn_types``, or (name, its type) for ``unsigned int N``; None for any
+    other kind."""
     params = []
     for p in item.child_by_field_name("parameters").named_children:
         if p.type == "type_parameter_declaration":
@@ -60,6 +68,8 @@ def function_template(item):
         elif p.type == "parameter_declaration" and (fp := _function_pointer(
                 p.child_by_field_name("declarator"))) is not None:
             ids, kind = [fp], "function"  # instantiated with a function's name
+        elif p.type == "parameter_declaration" and text(p.child_by_field_name("type")) in fn_types:
+            ids, kind = [p.child_by_field_name("declarator")], "function"
         elif p.type == "parameter_declaration" and p.child_by_field_name("declarator") is not None:
             ids = [p.child_by_field_name("declarator")]
             # the constant keeps the parameter's type (unsigned stays unsigned)
@@ -123,9 +133,9 @@ def expand(source: bytes, root) -> Expansion | None:
     """The source with every explicitly instantiated function template expanded (and calls
     that name the template's arguments, ``sq<float>(v)``, pointed at the copy), or None when
     there is nothing to expand."""
-    templates, wanted, calls = {}, [], []
+    templates, wanted, calls, fn_types = {}, [], [], function_types(root)
     for item in _items(root):
-        if item.type == "template_declaration" and (t := function_template(item)) is not None:
+        if item.type == "template_declaration" and (t := function_template(item, fn_types)) is not None:
             templates[t[0]] = (item, t[1], t[2])
     #: byte range -> replacement chunks, each (text, original line of its first byte)
     edits: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
