@@ -86,6 +86,12 @@ def _opencl_builtin(name: str) -> bool:
     return name in T.OPENCL_BUILTINS or re.fullmatch(T.OPENCL_CONVERSION, name) is not None
 
 
+def _std_function(name: str) -> bool:
+    """Whether ``std::name`` is C++'s overload set of CUDA's device function ``name`` (the
+    float overload for a float argument, as unqualified calls in device code resolve)."""
+    return name in ("min", "max", "abs") or name in T.OPENCL_SAME or name in T.OPENCL_MATH
+
+
 def _cuda_builtin(name: str) -> bool:
     """Whether the translator maps calls to ``name`` as one of CUDA's own functions."""
     return (name in T.OPENCL_MATH or name in T.OPENCL_TYPED or name in T.OPENCL_ATOMICS
@@ -1309,8 +1315,11 @@ class OpenCLTranslator(WarpEmulation):
             return
         if callee.type == "qualified_identifier" and callee.child_by_field_name("name").type == "identifier" \
                 and ((ns := callee.child_by_field_name("scope")) is None and text(callee).startswith("::")
-                     or ns is not None and text(ns) in self.user_namespaces):
-            inner = callee.child_by_field_name("name")  # ops::sq(v) -> sq(v); ::tanhf(x) -> tanhf(x)
+                     or ns is not None and text(ns) in self.user_namespaces
+                     or ns is not None and text(ns) == "std" and _std_function(text(callee.child_by_field_name("name")))):
+            # ops::sq(v) -> sq(v); ::tanhf(x) -> tanhf(x); std::max(a, b) -> max(a, b), which
+            # CUDA's device code overloads alike
+            inner = callee.child_by_field_name("name")
             self.rw.replace(callee, lambda _i, n=inner: self.rw.render(n))
             callee = inner
         if callee.type == "template_function" and text(callee.child_by_field_name("name")) in T.OPENCL_UNSUPPORTED:

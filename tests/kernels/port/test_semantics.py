@@ -619,3 +619,24 @@ def test_reference_parameters_write_the_callers_variables(backend, to):
     np.testing.assert_array_equal(range_.reshape(n, 2), np.stack(
         [np.minimum(bounds[:, 0], x), np.maximum(bounds[:, 1], x)], 1))
     np.testing.assert_array_equal(got, np.concatenate([counts[:n] + 1, np.full(n, 2)]))
+
+
+def test_std_math_in_device_code_is_cudas_overload(backend, to):
+    """``std::max(a, b)``, ``std::min``, ``std::abs``, ``std::exp`` on floats in device code are
+    the float overloads, as the unqualified calls; on ints, the int ones."""
+    src = """#include <cmath>
+#include <algorithm>
+__global__ void k(const float* a, const int* b, float* out, int* iout, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = std::max(a[i], 0.5f) + std::min(a[i], -0.5f) + std::abs(a[i]) + std::exp(a[i]);
+    iout[i] = std::max(b[i], 3) - std::abs(b[i]);
+  }
+}"""
+    n = 50
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = RNG.integers(-9, 9, n).astype(np.int32)
+    *_, out, iout = _run(backend, to, src, a, b, np.zeros(n, np.float32), np.zeros(n, np.int32), n=n)
+    want = np.maximum(a, 0.5) + np.minimum(a, -0.5) + np.abs(a) + np.exp(a.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    np.testing.assert_array_equal(iout, np.maximum(b, 3) - np.abs(b))
