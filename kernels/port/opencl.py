@@ -215,6 +215,8 @@ class OpenCLTranslator(WarpEmulation):
         self.typer = ExprTyper(self._normal, self._result, self.macro_types, self.typedefs)
         self.groups = Groups(self)
         self.user_namespaces: set[str] = set()
+        #: the file's scoped enums (enum class E), whose E::A are translated as E_A
+        self.enum_classes: set[str] = set()
         #: device functions called with pointers into several address spaces, and those
         #: parameters (index, name): see rewrites
         self.splits: dict[str, tuple[_Function, list[tuple[int, str]]]] = {}
@@ -658,12 +660,28 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.replace(value, lambda _i: sub.render_range(start, start + len(value.text)))
 
     def _enum(self, item) -> None:
-        """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int."""
+        """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int. C++ names
+        the type of ``enum E { ... };`` E, C only ``enum E``: it is typedef'd. C++'s scoped
+        ``enum class E : int { A }`` becomes C's ``enum E { E_A }`` (its enumerators in the
+        file's scope, so prefixed), and ``E::A`` becomes ``E_A``."""
+        tag = item.child_by_field_name("name")
+        scoped = tag is not None and any(c.type in ("class", "struct") for c in item.children)
+        for c in item.children:
+            if scoped and c.type in ("class", "struct", ":"):
+                self.rw.delete(c)
+            elif scoped and c == item.child_by_field_name("base"):  # its values are ints either way
+                self.rw.delete(c)
         for e in item.child_by_field_name("body").named_children:
             if e.type == "enumerator":
-                self.macro_types[text(e.child_by_field_name("name"))] = "int"
+                name = e.child_by_field_name("name")
+                self.macro_types[text(name)] = "int"
+                if scoped:
+                    self.enum_classes.add(text(tag))
+                    self.rw.replace(name, f"{text(tag)}_{text(name)}")
                 if (value := e.child_by_field_name("value")) is not None:
                     self._expr(value, self.globals)
+        if tag is not None:
+            self.rw.replace(item, lambda inner, t=text(tag): f"typedef {inner} {t}")
 
     def _typedef(self, item) -> None:
         before = len(self.rw.diagnostics)
@@ -1258,6 +1276,9 @@ class OpenCLTranslator(WarpEmulation):
 
     def _qualified(self, node) -> None:
         ns = text(node).split("::")[0]
+        if ns in self.enum_classes and node.child_by_field_name("name").type == "identifier":
+            self.rw.replace(node, f"{ns}_{text(node.child_by_field_name('name'))}")  # Act::Gelu
+            return
         if ns in self.groups.aliases:
             self.groups._refuse(node, text(node))
             return

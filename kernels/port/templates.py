@@ -100,7 +100,8 @@ def _arguments(tf, params) -> tuple[str, ...] | None:
             if a.type not in ("identifier", "type_descriptor", "template_function"):
                 return None
             continue
-        if kind != "type" and a.type == "type_descriptor" and a.named_children[0].type != "type_identifier":
+        if kind != "type" and a.type == "type_descriptor" and a.named_children[0].type not in (
+                "type_identifier", "qualified_identifier"):  # a constant, or E::A of a scoped enum
             return None
     # a function argument's namespace goes, as the translation drops the file's namespaces
     return tuple(re.sub(r"\b\w+\s*::\s*", "", " ".join(text(a).split())) if kind == "function"

@@ -640,3 +640,24 @@ __global__ void k(const float* a, const int* b, float* out, int* iout, int n) {
     want = np.maximum(a, 0.5) + np.minimum(a, -0.5) + np.abs(a) + np.exp(a.astype(np.float64))
     np.testing.assert_allclose(out, want, rtol=1e-6)
     np.testing.assert_array_equal(iout, np.maximum(b, 3) - np.abs(b))
+
+
+def test_enums_name_their_type_and_scoped_enums_become_prefixed_constants(backend, to):
+    """C++ names the type of ``enum Mode { ... }`` Mode (C only ``enum Mode``), and its scoped
+    ``enum class Act : int`` has enumerators ``Act::Gelu`` (C has no scopes), here also as a
+    template argument: the translation typedefs the types and spells ``Act_Gelu``."""
+    src = """enum class Act : int { Relu, Gelu = 3 };
+enum Mode { ADD, MUL };
+template <Act A>
+__device__ float act(float x) { return A == Act::Gelu ? x * 0.5f : fmaxf(x, 0.0f); }
+__global__ void k(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    Mode m = i % 2 ? MUL : ADD;
+    Act a = Act::Relu;
+    if (i < n) y[i] = m == MUL ? act<Act::Gelu>(x[i]) * 2.0f : act<Act::Relu>(x[i]) + (int)Act::Gelu + (int)a;
+}"""
+    n = 40
+    x = RNG.standard_normal(n).astype(np.float32)
+    (_, y) = _run(backend, to, src, x, np.zeros(n, np.float32), n=n)
+    np.testing.assert_array_equal(y, np.where(np.arange(n) % 2, x * np.float32(0.5) * 2,
+                                              np.maximum(x, 0) + 3))
