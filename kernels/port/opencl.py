@@ -217,6 +217,8 @@ class OpenCLTranslator(WarpEmulation):
         self.user_namespaces: set[str] = set()
         #: the file's scoped enums (enum class E), whose E::A are translated as E_A
         self.enum_classes: set[str] = set()
+        #: enums of a type narrower than int (enum class E : uint8_t), which C's enums are not
+        self.narrow_enums: set[str] = set()
         #: device functions called with pointers into several address spaces, and those
         #: parameters (index, name): see rewrites
         self.splits: dict[str, tuple[_Function, list[tuple[int, str]]]] = {}
@@ -666,10 +668,11 @@ class OpenCLTranslator(WarpEmulation):
         file's scope, so prefixed), and ``E::A`` becomes ``E_A``."""
         tag = item.child_by_field_name("name")
         scoped = tag is not None and any(c.type in ("class", "struct") for c in item.children)
+        base = item.child_by_field_name("base")
+        if tag is not None and base is not None and self._normal(" ".join(text(base).split())) not in ("int", "uint"):
+            self.narrow_enums.add(text(tag))  # values fit an int, but it takes fewer bytes in memory
         for c in item.children:
-            if scoped and c.type in ("class", "struct", ":"):
-                self.rw.delete(c)
-            elif scoped and c == item.child_by_field_name("base"):  # its values are ints either way
+            if c.type in ("class", "struct") or (base is not None and (c.type == ":" or c == base)):
                 self.rw.delete(c)
         for e in item.child_by_field_name("body").named_children:
             if e.type == "enumerator":
@@ -837,6 +840,7 @@ class OpenCLTranslator(WarpEmulation):
             for d in f.children_by_field_name("declarator"):
                 name, ptr, arr = declarator_parts(d)
                 if ptr or base in ("bool", "size_t", "ptrdiff_t") or base in T.VECTOR3_TYPES \
+                        or base in self.narrow_enums \
                         or any(c.type == "bitfield_clause" for c in f.named_children):
                     self.rw.error(f, f"struct member {text(name) if name is not None else ''}",
                                   "its size or alignment differs between CUDA and OpenCL C "

@@ -580,16 +580,17 @@ def test_stats_count_every_warned_use_as_translated_too(to):
 
 @pytest.mark.parametrize("to", ["opencl", "dialect"])
 def test_struct_members_without_cudas_layout_or_used_as_half_values_are_refused(to):
-    """A struct must keep CUDA's layout byte for byte (no pointer or bool members), reach a
-    kernel through a pointer, and its half members are read only by a conversion to float."""
-    src = ("#include <cuda_fp16.h>\n"
-           "typedef struct { half d; float* p; bool b; } blk;\n"
+    """A struct must keep CUDA's layout byte for byte (no pointer, bool or 1-byte enum
+    members), reach a kernel through a pointer, and its half members are read only by a
+    conversion to float."""
+    src = ("#include <cuda_fp16.h>\nenum class Kind : unsigned char { A, B };\n"
+           "typedef struct { half d; float* p; bool b; Kind k; } blk;\n"
            "__global__ void k(const blk* x, blk v, float* y) {\n"
            "  y[0] = x[0].d * 2.0f;\n  y[1] = __half2float(x->d) + (float)x[1].d;\n}\n")
     result = translate(src, to, filename="k.cu")
     assert [(d.line, d.construct) for d in result.errors] == [
-        (2, "struct member p"), (2, "struct member b"), (3, "struct kernel argument v"),
-        (4, "half member d")]
+        (3, "struct member p"), (3, "struct member b"), (3, "struct member k"),
+        (4, "struct kernel argument v"), (5, "half member d")]
 
 
 def test_host_only_code_is_left_out_with_warnings_naming_the_lines():
