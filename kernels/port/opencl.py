@@ -527,6 +527,12 @@ class OpenCLTranslator(WarpEmulation):
                 self.rw.delete(c)
             elif c.type == "launch_bounds":  # a scheduling hint: dropping it keeps the results
                 self.rw.delete(c)
+        inline = next((c for c in node.children if c.type == "__forceinline__" or (
+            c.type == "storage_class_specifier" and text(c) in ("inline", "__inline__", "__inline"))), None)
+        if inline is not None and "__global__" not in q and "static" not in q and not self.sp.device:
+            # OpenCL C's inline is C99's: an inline function without static has no external
+            # definition, and a call the compiler does not inline fails to link
+            self.rw.replace(inline, lambda inner: "static " + inner)
         if decl.type != "function_declarator":
             self.rw.error(node, "pointer return type", "an OpenCL 1.2 function cannot return a "
                           "pointer without naming its address space", "return an index into the "

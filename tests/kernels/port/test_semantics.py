@@ -661,3 +661,69 @@ __global__ void k(const float* x, float* y, int n) {
     (_, y) = _run(backend, to, src, x, np.zeros(n, np.float32), n=n)
     np.testing.assert_array_equal(y, np.where(np.arange(n) % 2, x * np.float32(0.5) * 2,
                                               np.maximum(x, 0) + 3))
+
+
+
+#: the block reductions inference engines write: warp shuffles, and a __shared__ array for the
+#: warps' partials, in inline device functions
+_BLOCK_REDUCE = """#define WARP_SIZE 32
+__inline__ __device__ float warp_sum(float val) {
+#pragma unroll
+  for (int mask = WARP_SIZE / 2; mask > 0; mask >>= 1)
+    val += __shfl_xor_sync(0xffffffff, val, mask, 32);
+  return val;
+}
+__inline__ __device__ float warp_max(float val) {
+  for (int mask = WARP_SIZE / 2; mask > 0; mask >>= 1)
+    val = fmaxf(val, __shfl_xor_sync(0xffffffff, val, mask, 32));
+  return val;
+}
+__inline__ __device__ float block_sum(float val, float* shared) {
+  int lane = threadIdx.x & 0x1f, wid = threadIdx.x >> 5;
+  val = warp_sum(val);
+  if (lane == 0) shared[wid] = val;
+  __syncthreads();
+  val = (threadIdx.x < (blockDim.x / 32.f)) ? shared[lane] : 0.0f;
+  return warp_sum(val);
+}
+__inline__ __device__ float block_max(float val, float* shared) {
+  int lane = threadIdx.x & 0x1f, wid = threadIdx.x >> 5;
+  val = warp_max(val);
+  if (lane == 0) shared[wid] = val;
+  __syncthreads();
+  val = (threadIdx.x < (blockDim.x / 32.f)) ? shared[lane] : -INFINITY;
+  return warp_max(val);
+}
+__global__ void softmax(float* __restrict__ out, const float* __restrict__ in, const int cols) {
+  __shared__ float s_max, s_sum, red[WARP_SIZE];
+  const float* row = in + blockIdx.x * cols;
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
+  m = block_max(m, red);
+  if (threadIdx.x == 0) s_max = m;
+  __syncthreads();
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += expf(row[c] - s_max);
+  s = block_sum(s, red);
+  if (threadIdx.x == 0) s_sum = s;
+  __syncthreads();
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[blockIdx.x * cols + c] = expf(row[c] - s_max) / s_sum;
+}"""
+
+
+def _softmax_rows(backend, src: str) -> None:
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    rows, cols = 3, 300
+    x = (RNG.standard_normal((rows, cols)) * 3).astype(np.float32)
+    out = accel.asarray(np.zeros((rows, cols), np.float32), backend=backend)
+    kernel(result.text, "softmax", backend=backend, options=result.options)(
+        rows, 128, out, accel.asarray(x, backend=backend), np.int32(cols))
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-8)
+
+
+def test_inline_device_functions_are_static_so_every_call_links(backend):
+    """OpenCL C's ``inline`` is C99's: without ``static`` there is no external definition, and
+    PoCL fails to link the calls it does not inline (here: the shuffling reductions)."""
+    _softmax_rows(backend, _BLOCK_REDUCE)
