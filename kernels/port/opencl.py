@@ -217,6 +217,10 @@ class OpenCLTranslator(WarpEmulation):
         self.user_namespaces: set[str] = set()
         #: the file's scoped enums (enum class E), whose E::A are translated as E_A
         self.enum_classes: set[str] = set()
+        #: __shared__ arrays declared in device functions (function -> declarations), and the
+        #: ones each function holds or passes on: (declaring function, declaration)
+        self.shared_owned: dict[str, list] = {}
+        self.shared_users: dict[str, list] = {}
         #: enums of a type narrower than int (enum class E : uint8_t), which C's enums are not
         self.narrow_enums: set[str] = set()
         #: device functions called with pointers into several address spaces, and those
@@ -241,6 +245,7 @@ class OpenCLTranslator(WarpEmulation):
         for fn in self._callers_first():
             self._function(fn)
         self.finish_warp()
+        self._finish_shared()
         self._host_only("macro", "its body", self.macro_pending, self.macros_used)
         self._host_only("typedef", "its type", self.typedef_pending, self.typedefs_used)
         return self.rw.render()
@@ -869,11 +874,17 @@ class OpenCLTranslator(WarpEmulation):
         body = fn.node.child_by_field_name("body")
         if fn.kernel:
             self.scratch_body(fn, body)
+            self.rw.replace(body, lambda inner, f=fn.name: inner[:1] + "".join(
+                f"\n    {self._shared_text(a, owner, f)};  /* accel port: __shared__ of {owner} */"
+                for owner, a in self.shared_users.get(f, ())) + inner[1:])
         else:
             plist = fn.node.child_by_field_name("declarator")
             while plist.type != "function_declarator":
                 plist = plist.child_by_field_name("declarator")
             self.scratch_param(fn, plist.child_by_field_name("parameters"))
+            self.rw.replace(plist.child_by_field_name("parameters"), lambda inner, f=fn.name: inner if not
+                            self.shared_users.get(f) else inner[:-1].rstrip() + (", " if inner.strip("() \n") else "")
+                            + ", ".join(self._shared_text(a, o, f, True) for o, a in self.shared_users[f]) + ")")
         self._block(body, scope, depth=1)
         if self.dynamic_shared:
             decl = self.dynamic_shared[0]
@@ -1152,10 +1163,51 @@ class OpenCLTranslator(WarpEmulation):
                          "kernel's outermost scope, so it is declared there (CUDA's is one per "
                          "block wherever it is declared, so nothing changes)", "none needed")
             return
+        if not fn.kernel and len(declarators) == 1 and self._hoistable(node, fn):
+            # one array per block, wherever declared: each kernel that calls the function
+            # declares it, and passes it down the calls as a parameter
+            self.shared_owned.setdefault(fn.name, []).append(node)
+            self.rw.delete(node)
+            self.rw.note("__shared__ in a device function")
+            self.rw.warn(node, "__shared__ in a device function", "OpenCL allows __local arrays "
+                         "only at a kernel's outermost scope, so each kernel calling the function "
+                         "declares it and passes it down as a parameter (CUDA's is one per block "
+                         "too, shared by every call)", "none needed")
+            return
         if not fn.kernel or depth != 1:
             self.rw.error(node, "__shared__ array", "OpenCL 1.2 allows __local variables only "
                           "at the outermost scope of a kernel", "declare it at the top of the kernel "
                           "(and pass a pointer to device functions)")
+
+    def _shared_name(self, decl, owner: str, holder: str | None = None) -> str:
+        """The name a device function's __shared__ array ``decl`` has in function ``holder``:
+        its own in the function that declares it, ``accel_<owner>_<name>`` elsewhere (arrays of
+        two functions may share a name)."""
+        name = text(declarator_parts(decl.children_by_field_name("declarator")[0])[0])
+        return name if holder == owner else f"accel_{owner}_{name}"
+
+    def _shared_text(self, decl, owner: str, holder: str, param: bool = False) -> str:
+        """The declaration of ``decl`` in ``holder``: a kernel's __local array, or a parameter."""
+        name = declarator_parts(decl.children_by_field_name("declarator")[0])[0]
+        head = self.rw.render_range(decl.start_byte, name.start_byte)
+        if param:  # LOCAL is the dialect's __shared__ on CUDA, no parameter qualifier
+            head = head.replace(self.sp.shared, self.sp.spaces["local"], 1)
+        return (head + self._shared_name(decl, owner, holder)
+                + self.rw.render_range(name.end_byte, decl.end_byte).rstrip().rstrip(";"))
+
+    def _finish_shared(self) -> None:
+        """Each function's device-function __shared__ arrays, its own and its callees'."""
+        need = {f: {(f, a) for a in self.shared_owned.get(f, ())} for f in self.functions}
+        changed = True
+        while changed:
+            changed = False
+            for fn in self.functions.values():
+                more = set().union(*(need[c] for c in fn.calls if c in need)) - need[fn.name]
+                if more:
+                    need[fn.name] |= more
+                    changed = True
+        self.shared_users = {f: sorted(v, key=lambda oa: (oa[0], oa[1].start_byte))
+                             for f, v in need.items() if v}
 
     def _hoistable(self, node, fn) -> bool:
         """Whether a nested __shared__ declaration means the same at the kernel's top: no
@@ -1433,6 +1485,9 @@ class OpenCLTranslator(WarpEmulation):
         elif name in self.functions:
             self._record_call(self.functions[name], arg_nodes, scope, callee)
             self.scratch_arg(name, args)
+            self.rw.replace(args, lambda inner, f=name: inner if not self.shared_users.get(f) else
+                            inner[:-1].rstrip() + (", " if inner.strip("() \n") else "") + ", ".join(
+                                self._shared_name(a, o) for o, a in self.shared_users[f]) + ")")
         elif name in T.OPENCL_SAME:
             self._precision(node, name, name)
         elif name in self.templates and scope.get(name) is None:

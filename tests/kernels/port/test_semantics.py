@@ -727,3 +727,16 @@ def test_inline_device_functions_are_static_so_every_call_links(backend):
     """OpenCL C's ``inline`` is C99's: without ``static`` there is no external definition, and
     PoCL fails to link the calls it does not inline (here: the shuffling reductions)."""
     _softmax_rows(backend, _BLOCK_REDUCE)
+
+
+def test_shared_arrays_of_device_functions_are_declared_by_each_kernel(backend):
+    """``static __shared__ float shared[32]`` in a device function (the reductions above, as
+    inference engines write them) is one array per block in CUDA: the kernel declares it, one
+    per declaring function (both name theirs ``shared``), and passes it down the calls."""
+    src = _BLOCK_REDUCE.replace(", red[WARP_SIZE]", "").replace(", red)", ")")
+    for name in ("block_sum", "block_max"):
+        src = src.replace(f"float {name}(float val, float* shared) {{",
+                          f"float {name}(float val) {{\n  static __shared__ float shared[WARP_SIZE];")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [d.line for d in result.diagnostics if d.construct == "__shared__ in a device function"] == [14, 23]
+    _softmax_rows(backend, src)
