@@ -74,8 +74,9 @@ _STORAGE_STORES = frozenset().union(*T.STORAGE_STORES.values())
 _CUDA_SPELLING = {"uint": "unsigned int", "long": "long long", "ulong": "unsigned long long",
                   "uchar": "unsigned char", "ushort": "unsigned short", "bfloat16": "__nv_bfloat16"}
 #: OpenCL forbids these as kernel argument types
-_BAD_KERNEL_SCALARS = {"size_t": "ulong (pass np.uint64)", "bool": "int (pass np.int32)",
-                       "ptrdiff_t": "long (pass np.int64)"}
+_BAD_KERNEL_SCALARS = {"bool": "int (pass np.int32)"}
+#: ... and these are CUDA's 64-bit integers there, as OpenCL's own spell them
+_KERNEL_WIDTHS = {"size_t": "ulong", "ptrdiff_t": "long"}
 #: what OpenCL needs to divide and take square roots like CUDA (correctly rounded)
 BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
 
@@ -953,6 +954,10 @@ class OpenCLTranslator(WarpEmulation):
             if fn.kernel and base in _BAD_KERNEL_SCALARS:
                 self.rw.error(p, f"{base} kernel argument", "OpenCL forbids this type as a "
                               "kernel argument", _BAD_KERNEL_SCALARS[base])
+            elif fn.kernel and base in _KERNEL_WIDTHS:  # OpenCL forbids size_t arguments
+                self.rw.note(f"{base} kernel argument")
+                self.rw.replace(type_node(p), self._spell(_KERNEL_WIDTHS[base]))
+                base = _KERNEL_WIDTHS[base]
             if base in T.STORAGE_MATH:
                 self.rw.error(p, f"{base} argument", *T.STORAGE_MATH[base])
             if fn.kernel and base in self.globals.structs:

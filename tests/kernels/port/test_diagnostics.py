@@ -132,7 +132,7 @@ def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
      "macro SCRATCH"),
     ("#include <mma.h>\n__global__ void k() {}\n", 1, "#include <mma.h>"),
     ("__global__ void k(const float3* p) {}\n", 1, "float3 pointer"),
-    ("__global__ void k(size_t n) {}\n", 1, "size_t kernel argument"),
+    ("__global__ void k(bool n) {}\n", 1, "bool kernel argument"),
     ("__global__ void k(__half h) {}\n", 1, "half argument"),
     ("__global__ void k(__half* h, float* x) {\n  x[0] = h[1];\n}\n", 2, "half element access"),
     ("__global__ void k(__half* h) {\n  h[0] = h[1] * h[2];\n}\n", 2, "half store"),

@@ -740,3 +740,18 @@ def test_shared_arrays_of_device_functions_are_declared_by_each_kernel(backend):
     result = translate(src, "opencl", filename="k.cu")
     assert [d.line for d in result.diagnostics if d.construct == "__shared__ in a device function"] == [14, 23]
     _softmax_rows(backend, src)
+
+
+def test_size_t_kernel_arguments_are_64_bit_unsigned(backend, to):
+    """OpenCL forbids size_t kernel arguments; CUDA's is 64-bit unsigned, OpenCL's ulong (and
+    ptrdiff_t's long), which the launch passes as np.uint64 / np.int64 alike."""
+    src = """__global__ void k(float* y, size_t n, ptrdiff_t shift) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = (float)((ptrdiff_t)i + shift) + (float)(n >> 33);
+}"""
+    result = translate(src, to, filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    y = accel.asarray(np.zeros(128, np.float32), backend=backend)
+    kernel(result.text, "k", backend=backend, options=result.options)(
+        2, 64, y, np.uint64(1 << 34), np.int64(-5))  # n past 32 bits: every thread stores
+    np.testing.assert_array_equal(y.numpy(), (np.arange(128) - 5 + 2).astype(np.float32))
