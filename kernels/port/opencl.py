@@ -983,10 +983,12 @@ class OpenCLTranslator(WarpEmulation):
                               "one copy of the function per address space")
                 unknown = [n for n, site in fn.sites if site.get(index) is None]
                 for n in unknown:
-                    self.rw.error(n, f"call of {fn.name}", f"its argument for {text(name)} points "
-                                  "into memory whose address space accel port cannot infer, so "
-                                  "it cannot pick a copy of the function per address space",
-                                  "pass a parameter or an array (or a pointer into one) directly")
+                    self.rw.error(n or p, f"call of {fn.name}", (
+                        f"its argument for {text(name)} points into memory whose address space "
+                        "accel port cannot infer" if n else "a call of it in a macro's body, "
+                        "which accel port translates as a text of its own") + ", so no copy of "
+                        "the function per address space can be picked for it", "pass a "
+                        "parameter or an array (or a pointer into one) directly, outside macros")
                 if not unknown:
                     self.splits.setdefault(fn.name, (fn, []))[1].append((index, text(name)))
             space = next(iter(spaces), "global")
@@ -1631,7 +1633,7 @@ class OpenCLTranslator(WarpEmulation):
             if not ok:
                 break
             types[spelled] = got
-        if ok and None not in types.values():
+        if ok and None not in types.values() and self.rw is self._main_rw:  # not in a macro body
             self.deduced.append((callee, name, tuple(_CUDA_SPELLING.get(t, t) for t in types.values())))
             return
         self.undeduced.add(name)
@@ -1649,7 +1651,8 @@ class OpenCLTranslator(WarpEmulation):
             spaces[i] = None if info is None else info.space
             if info is not None:
                 callee.arg_spaces.setdefault(i, set()).add(info.space)
-        callee.sites.append((name_node, spaces))
+        # a call in a macro's body is in another text than the file's: no copy is picked for it
+        callee.sites.append((name_node, spaces) if self.rw is self._main_rw else (None, {}))
 
     def _atomic(self, node, name: str, arg_nodes, scope: Scope) -> bool:
         info = self._pointer(arg_nodes[0], scope) if arg_nodes else None

@@ -218,6 +218,20 @@ extern "C" __global__ void analysed(const float* __restrict__ x, float* out, lon
 """
 
 
+def test_a_function_called_in_a_macro_with_two_address_spaces_is_refused_not_garbled():
+    """A macro's body is translated as a text of its own: a copy per address space cannot be
+    picked for a call in it (its byte positions are not the file's), so the function is refused
+    on its parameter, naming the macro call, instead of rewriting the file at the wrong bytes."""
+    src = ("__constant__ float table[4] = {1.0f, 2.0f, 3.0f, 4.0f};\n"
+           "__device__ float get(const float* p, unsigned i) { return p[i]; }\n"
+           "#define FROM_TABLE() get(table, threadIdx.x % 4)\n"
+           "__global__ void k(float* y) {\n    __shared__ float s[64];\n"
+           "    y[threadIdx.x] = get(s, 0) + get(y, 0) + FROM_TABLE();\n}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(2, "pointer parameter p"), (2, "call of get")]
+    assert "macro's body" in str(result.errors[1])
+
+
 def test_two_address_spaces_are_refused_where_a_call_passes_an_unknown_one():
     """One copy per address space needs every call's space (a function called with a __global
     and a __local pointer is copied, see test_semantics); one it cannot infer is refused."""
