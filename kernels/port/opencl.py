@@ -93,6 +93,18 @@ def _std_function(name: str) -> bool:
     return name in ("min", "max", "abs") or name in T.OPENCL_SAME or name in T.OPENCL_MATH
 
 
+def _const(param) -> bool:
+    return any(c.type == "type_qualifier" and text(c) == "const" for c in param.named_children)
+
+
+def _append(parenthesized: str, items: list[str]) -> str:
+    """``(a, b)`` with ``items`` added at the end (a parameter or argument list)."""
+    if not items:
+        return parenthesized
+    sep = ", " if parenthesized.strip("() \n") else ""
+    return parenthesized[:-1].rstrip() + sep + ", ".join(items) + ")"
+
+
 def _cuda_builtin(name: str) -> bool:
     """Whether the translator maps calls to ``name`` as one of CUDA's own functions."""
     return (name in T.OPENCL_MATH or name in T.OPENCL_TYPED or name in T.OPENCL_ATOMICS
@@ -549,9 +561,7 @@ class OpenCLTranslator(WarpEmulation):
                        returns=self._normal(" ".join(text(type_node(node)).split())),
                        references={i for i, p in enumerate(params) if p.type == "parameter_declaration"
                                    and (d := p.child_by_field_name("declarator")) is not None
-                                   and d.type == "reference_declarator" and not any(
-                                       c.type == "type_qualifier" and text(c) == "const"
-                                       for c in p.named_children)})
+                                   and d.type == "reference_declarator" and not _const(p)})
         fn.calls = {callee_name(c) for c in walk(node) if c.type == "call_expression"} - {None}
         self.functions[name] = fn
 
@@ -883,9 +893,8 @@ class OpenCLTranslator(WarpEmulation):
             while plist.type != "function_declarator":
                 plist = plist.child_by_field_name("declarator")
             self.scratch_param(fn, plist.child_by_field_name("parameters"))
-            self.rw.replace(plist.child_by_field_name("parameters"), lambda inner, f=fn.name: inner if not
-                            self.shared_users.get(f) else inner[:-1].rstrip() + (", " if inner.strip("() \n") else "")
-                            + ", ".join(self._shared_text(a, o, f, True) for o, a in self.shared_users[f]) + ")")
+            self.rw.replace(plist.child_by_field_name("parameters"), lambda inner, f=fn.name: _append(
+                inner, [self._shared_text(a, o, f, True) for o, a in self.shared_users.get(f, ())]))
         self._block(body, scope, depth=1)
         if self.dynamic_shared:
             decl = self.dynamic_shared[0]
@@ -921,7 +930,7 @@ class OpenCLTranslator(WarpEmulation):
                           "OpenCL C has no references", "a pointer parameter (T* p, used as "
                           "*p; callers pass &x)")
             return False
-        if any(c.type == "type_qualifier" and text(c) == "const" for c in p.named_children):
+        if _const(p):
             self.rw.replace(decl, lambda _inner, n=text(name): " " + n)
         return True
 
@@ -1492,9 +1501,8 @@ class OpenCLTranslator(WarpEmulation):
         elif name in self.functions:
             self._record_call(self.functions[name], arg_nodes, scope, callee)
             self.scratch_arg(name, args)
-            self.rw.replace(args, lambda inner, f=name: inner if not self.shared_users.get(f) else
-                            inner[:-1].rstrip() + (", " if inner.strip("() \n") else "") + ", ".join(
-                                self._shared_name(a, o) for o, a in self.shared_users[f]) + ")")
+            self.rw.replace(args, lambda inner, f=name: _append(
+                inner, [self._shared_name(a, o) for o, a in self.shared_users.get(f, ())]))
         elif name in T.OPENCL_SAME:
             self._precision(node, name, name)
         elif name in self.templates and scope.get(name) is None:
