@@ -1084,6 +1084,9 @@ class OpenCLTranslator(WarpEmulation):
         for d in declarators:
             name, ptr, arr = declarator_parts(d)
             self._restrict(d)
+            if (space := self._reference_variable(node, d, base, scope)) is not None:
+                spaces.add(space)
+                continue
             if ptr < 0 or ptr > 1 or (ptr and arr):
                 self.rw.error(d, "declarator", "OpenCL C has no references and accel port "
                               "handles one level of pointer", "a plain pointer or value")
@@ -1116,6 +1119,31 @@ class OpenCLTranslator(WarpEmulation):
                               "one declaration per pointer")
             else:
                 self.rw.replace(type_node(node), lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
+
+    def _reference_variable(self, node, d, base: str, scope: Scope) -> str | None:
+        """``T& r = x[i];``: OpenCL C has no references, so r is a pointer to what it names,
+        each use ``(*r)`` (the address space of r's pointee is returned). ``const T& m = f(x);``
+        of a value (no lvalue to point to) is a copy of it, which nothing else can change.
+        None for other declarators."""
+        ref = d.child_by_field_name("declarator") if d.type == "init_declarator" else None
+        own = ref.named_children[0] if ref is not None and ref.type == "reference_declarator" \
+            and ref.named_children else None
+        if own is None or own.type != "identifier":
+            return None
+        value = d.child_by_field_name("value")
+        self._expr(value, scope)
+        held = storage_info(value, scope, self._normal)
+        if held is None and not _const(node):
+            return None  # refused by the caller, as a reference it cannot follow
+        self.rw.note("reference variable")
+        if held is None:
+            self.rw.replace(ref, lambda _i, n=text(own): " " + n)
+            scope.names[text(own)] = Sym(base)
+            return "private"
+        self.rw.replace(ref, lambda _i, n=text(own): "* " + n)
+        self.rw.replace(value, lambda inner: f"&({inner})")
+        scope.names[text(own)] = Sym(base, space=held.space, reference=True)
+        return held.space
 
     def _namespace_feature(self, node) -> tuple[str, str, str] | None:
         """(construct, why, rewrite) for a declaration whose type or initializer comes from an

@@ -591,23 +591,27 @@ __device__ void bump(int& count) { ++count; }
 __global__ void k(const float* x, float* window, float* range, int* counts, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float lo = x[i], hi = x[i];
+    const float& xi = x[i];
+    float lo = xi, hi = xi;
     for (int j = 1; j < 4; ++j) minmax(x[(i + j) % n], lo, hi);
     window[2 * i] = lo;
     window[2 * i + 1] = hi;
     minmax(x[i], range[2 * i], range[2 * i + 1]);
     int c = 0;
+    int& alias = c;
     bump(c);
-    bump(c);
+    bump(alias);
     bump(counts[i]);
-    counts[n + i] = c;
+    int& out = counts[n + i];
+    out = c;
 }"""
 
 
 def test_reference_parameters_write_the_callers_variables(backend, to):
     """``float& lo``: OpenCL C has no references, so the parameter is a pointer to the caller's
     variable, in its address space (private here, global there: a copy each), each use is
-    ``*lo`` and each call passes ``&(v)``."""
+    ``*lo`` and each call passes ``&(v)``; a reference variable ``int& out = counts[j];`` is
+    such a pointer too."""
     n = 70
     x = RNG.standard_normal(n).astype(np.float32)
     bounds = RNG.standard_normal((n, 2)).astype(np.float32)
