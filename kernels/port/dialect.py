@@ -14,7 +14,7 @@ from accel.kernels.port import tables as T
 from accel.kernels.port.opencl import OpenCLTranslator, Spelling
 
 DIALECT = Spelling(
-    kernel="KERNEL", device="DEVICE", forceinline="", restrict="RESTRICT",
+    kernel="KERNEL", device="DEVICE", forceinline="", inlined="", restrict="RESTRICT",
     # LOCAL is __shared__ on CUDA: right for arrays, wrong on a pointer, whose CUDA spelling is
     # plain; the prologue defines the pointer qualifier per dialect
     spaces={"global": "GLOBAL", "local": "ACCEL_PORT_LOCAL_PTR"}, shared="LOCAL",

@@ -123,6 +123,12 @@ class Spelling:
     kernel: str = "__kernel"
     device: str = ""  # what ``__device__`` becomes
     forceinline: str = "inline"
+    #: what every device function is declared as (accel.h's DEVICE spells it in the dialect):
+    #: OpenCL C's inline is C99's, an inline function without static has no external definition
+    #: (a call left uninlined fails to link), and PoCL computed wrong results on some first
+    #: launches where a function with barriers (__syncthreads, the warp emulation's) was left
+    #: uninlined (1 in 7 runs of a block reduction); recursion is refused, so all can be inlined
+    inlined: str = "static inline __attribute__((always_inline))"
     restrict: str = "restrict"
     spaces: dict = field(default_factory=lambda: {"global": "__global", "local": "__local",
                                                   "constant": "__constant"})
@@ -530,9 +536,13 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(name_node, f"overloaded function {name}", f"{also}, and OpenCL C has no "
                           "overloading", "give each definition its own name")
             return
+        inlined = "__global__" not in q and self.sp.inlined
         for c in node.children:
             if c.type == "storage_class_specifier" and text(c) == "static" and "__global__" in q:
                 self.rw.delete(c)  # OpenCL forbids static kernels; the linkage changes nothing
+            elif inlined and (c.type == "__forceinline__" or c.type == "storage_class_specifier"
+                              and text(c) in ("static", "inline", "__inline__", "__inline")):
+                self.rw.delete(c)  # in Spelling.inlined
             elif c.type == "__global__":
                 self.rw.replace(c, self.sp.kernel)
             elif c.type == "__device__" and self.sp.device:
@@ -545,12 +555,8 @@ class OpenCLTranslator(WarpEmulation):
                 self.rw.delete(c)
             elif c.type == "launch_bounds":  # a scheduling hint: dropping it keeps the results
                 self.rw.delete(c)
-        inline = next((c for c in node.children if c.type == "__forceinline__" or (
-            c.type == "storage_class_specifier" and text(c) in ("inline", "__inline__", "__inline"))), None)
-        if inline is not None and "__global__" not in q and "static" not in q and not self.sp.device:
-            # OpenCL C's inline is C99's: an inline function without static has no external
-            # definition, and a call the compiler does not inline fails to link
-            self.rw.replace(inline, lambda inner: "static " + inner)
+        if inlined:
+            self.rw.replace(node, lambda inner: f"{self.sp.inlined} {inner}")
         if decl.type != "function_declarator":
             self.rw.error(node, "pointer return type", "an OpenCL 1.2 function cannot return a "
                           "pointer without naming its address space", "return an index into the "
@@ -913,8 +919,8 @@ class OpenCLTranslator(WarpEmulation):
         fn = self.functions.get(name)
         if fn is None:
             return None
-        return self.rw.render_range(fn.node.start_byte,
-                                    fn.node.child_by_field_name("body").start_byte).rstrip() + ";"
+        head = self.rw.render_range(fn.node.start_byte, fn.node.child_by_field_name("body").start_byte)
+        return (f"{self.sp.inlined} " if self.sp.inlined and not fn.kernel else "") + head.rstrip() + ";"
 
     def _const_reference(self, p) -> bool:
         """A reference parameter ``const T& x`` of a device function becomes ``const T x``: the
