@@ -95,33 +95,43 @@ def _recursion_limit(frames: int):
 
 def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
     expansion = None
-    for _ in range(_EXPANSION_ROUNDS if to != "hip" else 0):  # HIP keeps templates
-        # a copy may call another template with arguments it now spells (a function-pointer
-        # argument silu<float>): expanded in the next round, lines mapped back through each
-        more = expand(raw, tree.root_node)
+    for split in range(_EXPANSION_ROUNDS + 1):
+        for _ in range(_EXPANSION_ROUNDS if to != "hip" else 0):  # HIP keeps templates
+            # a copy may call another template with arguments it now spells (a function-pointer
+            # argument silu<float>): expanded in the next round, lines mapped back through each
+            more = expand(raw, tree.root_node)
+            if more is None:
+                break
+            expansion = more if expansion is None else _compose(expansion, more)
+            raw = expansion.source
+            tree = parse(raw)
+        rw = Rewriter(raw, filename)
+        if to == "hip":
+            from accel.kernels.port.hip import translate_hip
+
+            out, options = translate_hip(rw, tree.root_node), ()
+            break
+        from accel.kernels.port.dialect import DIALECT, translate_dialect
+        from accel.kernels.port.opencl import BUILD_OPTIONS, OPENCL, OpenCLTranslator
+
+        tr = OpenCLTranslator(rw, tree.root_node, OPENCL if to == "opencl" else DIALECT)
+        out, options = (tr.opencl_text(), BUILD_OPTIONS) if to == "opencl" else (translate_dialect(tr), ())
+        # a function called with pointers into two address spaces, or a template whose call
+        # deduces its arguments: again, with a copy per space or the arguments spelled out
+        # (whose calls may split a function they call in the next round); past the last round,
+        # the translation's errors stand
+        more = tr.rewrites() if split < _EXPANSION_ROUNDS else None
         if more is None:
             break
         expansion = more if expansion is None else _compose(expansion, more)
         raw = expansion.source
         tree = parse(raw)
-    rw = Rewriter(raw, filename)
-    if to == "opencl":
-        from accel.kernels.port.opencl import BUILD_OPTIONS, OpenCLTranslator
-
-        out, options = OpenCLTranslator(rw, tree.root_node).opencl_text(), BUILD_OPTIONS
-    elif to == "hip":
-        from accel.kernels.port.hip import translate_hip
-
-        out, options = translate_hip(rw, tree.root_node), ()
-    else:
-        from accel.kernels.port.dialect import translate_dialect
-
-        out, options = translate_dialect(rw, tree.root_node), ()
     for node in syntax_errors(tree.root_node):  # for every target, wherever the node is
         rw.error(node, "syntax", _unreadable(node), "fix the syntax (check it compiles with nvcc)")
     diagnostics = rw.diagnostics
     if expansion is not None:
-        diagnostics = [replace(d, line=expansion.lines[d.line - 1]) for d in diagnostics] + [
+        diagnostics = [replace(d, line=expansion.lines[d.line - 1]) for d in diagnostics] + list(
+            expansion.notes) + [
             Diagnostic(filename, line, f"template {name}<{', '.join(args)}>", "OpenCL C has no "
                        "templates: expanded into one function per instantiation",
                        f"launch or call it as {copy}", "warning")
@@ -136,7 +146,10 @@ def _translate(raw: bytes, tree, to: str, filename: str) -> PortResult:
     diagnostics = sorted(diagnostics, key=lambda d: (d.line, d.severity != "error"))
     translated = dict(rw.translated)
     if expansion is not None:
-        translated["template"] = len(expansion.copies)
+        if expansion.copies:
+            translated["template"] = len(expansion.copies)
+        if expansion.notes:  # functions copied per address space
+            translated["device function"] = len(expansion.notes)
     return PortResult(to, None if rw.failed else out, diagnostics, options, translated)
 
 
@@ -148,7 +161,8 @@ def _compose(first: Expansion, then: Expansion) -> Expansion:
     """Two rounds of expansion as one: ``then``'s lines mapped to the original through ``first``."""
     return Expansion(then.source, [first.lines[n - 1] for n in then.lines],
                      first.copies + [(name, args, copy, first.lines[line - 1])
-                                     for name, args, copy, line in then.copies])
+                                     for name, args, copy, line in then.copies],
+                     first.notes + tuple(replace(d, line=first.lines[d.line - 1]) for d in then.notes))
 
 
 def _unreadable(node) -> str:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 from accel.kernels.port import tables as T
-from accel.kernels.port.syntax import Rewriter
 from accel.kernels.port.opencl import OpenCLTranslator, Spelling
 
 DIALECT = Spelling(
-    kernel="KERNEL", device="DEVICE", forceinline="", restrict="RESTRICT",
+    kernel="KERNEL", device="DEVICE", forceinline="", inlined="", restrict="RESTRICT",
     # LOCAL is __shared__ on CUDA: right for arrays, wrong on a pointer, whose CUDA spelling is
     # plain; the prologue defines the pointer qualifier per dialect
     spaces={"global": "GLOBAL", "local": "ACCEL_PORT_LOCAL_PTR"}, shared="LOCAL",
@@ -33,6 +32,10 @@ DIALECT = Spelling(
            "__nv_bfloat16": "T_BF16", "nv_bfloat16": "T_BF16"},
     loads={"half": "LOAD_F16({p}, {i})", "bfloat16": "LOAD_BF16({p}, {i})"},
     stores={"half": "STORE_F16({p}, {i}, {v})", "bfloat16": "STORE_BF16({p}, {i}, {v})"},
+    # a struct member holds the bits, as the header's T_F16 / T_BF16 do on every backend
+    member_types={"half": "T_F16", "bfloat16": "T_BF16"},
+    member_loads={"half": "LOAD_F16(&({e}), 0)", "bfloat16": "LOAD_BF16(&({e}), 0)"},
+    member_stores={"half": "STORE_F16(&({e}), 0, {v})", "bfloat16": "STORE_BF16(&({e}), 0, {v})"},
     constants={"INFINITY": "INF_F", "NAN": "NAN_F", "CUDART_INF_F": "INF_F", "CUDART_NAN_F": "NAN_F"},
     rename_calls=False, dynamic_shared=False, name="accel's dialect",
     cast_types={"uint": "u32", "long": "i64", "ulong": "u64", "ushort": "u16", "short": "i16",
@@ -68,8 +71,8 @@ def _opencl_definition(name: str) -> str:
     return f"#define {name}(...) (({name[5:]})(__VA_ARGS__))"  # make_float4 and friends
 
 
-def translate_dialect(rw: Rewriter, root) -> str:
-    tr = OpenCLTranslator(rw, root, DIALECT)
+def translate_dialect(tr: OpenCLTranslator) -> str:
+    """The translation in accel's dialect, by ``tr`` (an OpenCLTranslator spelling DIALECT)."""
     body = tr.run()
     # helpers the code calls by name (compare-and-swap atomics, one per address space) are
     # CUDA's own function on the CUDA and HIP side

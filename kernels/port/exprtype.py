@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from accel.kernels.port.symbols import Scope, cxx_cast, functional_cast, pointer_info, type_node
+from accel.kernels.port.symbols import (Scope, cxx_cast, functional_cast, member_info, pointer_info,
+                                       type_node)
 from accel.kernels.port.syntax import text
 
 INTEGERS = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong")
@@ -102,7 +103,8 @@ class ExprTyper:
             base = self.of(arg, scope)
             if base and base[-1].isdigit() and fld in ("x", "y", "z", "w"):
                 return base.rstrip("0123456789")
-            return None
+            member = member_info(node, scope, self.normal)
+            return None if member is None or member.array else member.type
         if kind == "subscript_expression" or (kind == "pointer_expression"
                                               and text(node).startswith("*")):
             info = pointer_info(node.named_children[0], scope, self.normal)

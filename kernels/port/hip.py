@@ -20,6 +20,11 @@ from accel.kernels.port.syntax import Rewriter, parse, text, walk
 _RTC_BUILTIN = ("hip/hip_runtime.h", "hip/hip_fp16.h", "math.h", "cmath", "stdint.h", "cstdint", "stdio.h", "float.h",
                 "cfloat", "limits.h", "climits", "stddef.h", "cstddef")
 _RTC_GUARD = "#ifndef __HIPCC_RTC__\n{}\n#endif"
+#: <stdint.h> types ROCm 5's hiprtc does not declare (it has the 32- and 64-bit ones): defined
+#: for hiprtc only, as the compiler's own macros spell them (a later hiprtc declaring the same
+#: type again is no error in C++)
+_RTC_INTS = {"int8_t": "__INT8_TYPE__", "uint8_t": "__UINT8_TYPE__", "int16_t": "__INT16_TYPE__",
+             "uint16_t": "__UINT16_TYPE__"}
 #: math.h macros hiprtc lacks (it has no math.h): the compiler builtins they expand to
 _MATH_MACROS = {"INFINITY": "__builtin_huge_valf()", "NAN": "__builtin_nanf(\"\")",
                 "HUGE_VALF": "__builtin_huge_valf()"}
@@ -44,6 +49,10 @@ def translate_hip(rw: Rewriter, root) -> str:
     has_runtime_include, has_device_code = _visit(rw, root, own)
     head = ("" if has_runtime_include or not has_device_code
             else _RTC_GUARD.format("#include <hip/hip_runtime.h>") + "\n")
+    ints = sorted({text(n) for n in walk(root) if n.type in ("primitive_type", "type_identifier")
+                   and text(n) in _RTC_INTS})
+    if ints:
+        head += "#ifdef __HIPCC_RTC__\n" + "".join(f"typedef {_RTC_INTS[t]} {t};\n" for t in ints) + "#endif\n"
     return head + rw.render()
 
 

@@ -19,8 +19,9 @@ from accel.kernels.port.exprtype import FLOATS, ExprTyper, arithmetic, promote
 from accel.kernels.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.kernels.port.groups import Groups
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
+from accel.kernels.port.templates import Expansion, apply_edits, function_template
 from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
-                                pointer_info, qualifiers, type_node)
+                                member_info, pointer_info, qualifiers, storage_info, type_node)
 
 #: node types passed through as they are (their children are still visited)
 _PLAIN = frozenset((
@@ -69,9 +70,13 @@ _CPP = {
 #: the conversions that read and write the memory-only 16-bit floats (half, bfloat16), all types
 _STORAGE_LOADS = frozenset().union(*T.STORAGE_LOADS.values())
 _STORAGE_STORES = frozenset().union(*T.STORAGE_STORES.values())
+#: the CUDA spelling of a translator's type name, for template arguments it writes out
+_CUDA_SPELLING = {"uint": "unsigned int", "long": "long long", "ulong": "unsigned long long",
+                  "uchar": "unsigned char", "ushort": "unsigned short", "bfloat16": "__nv_bfloat16"}
 #: OpenCL forbids these as kernel argument types
-_BAD_KERNEL_SCALARS = {"size_t": "ulong (pass np.uint64)", "bool": "int (pass np.int32)",
-                       "ptrdiff_t": "long (pass np.int64)"}
+_BAD_KERNEL_SCALARS = {"bool": "int (pass np.int32)"}
+#: ... and these are CUDA's 64-bit integers there, as OpenCL's own spell them
+_KERNEL_WIDTHS = {"size_t": "ulong", "ptrdiff_t": "long"}
 #: what OpenCL needs to divide and take square roots like CUDA (correctly rounded)
 BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
 
@@ -80,6 +85,24 @@ def _opencl_builtin(name: str) -> bool:
     """Whether OpenCL C 1.2 has a built-in function of this name (all are overloadable, so a
     function of the file with the name would clash with it)."""
     return name in T.OPENCL_BUILTINS or re.fullmatch(T.OPENCL_CONVERSION, name) is not None
+
+
+def _std_function(name: str) -> bool:
+    """Whether ``std::name`` is C++'s overload set of CUDA's device function ``name`` (the
+    float overload for a float argument, as unqualified calls in device code resolve)."""
+    return name in ("min", "max", "abs") or name in T.OPENCL_SAME or name in T.OPENCL_MATH
+
+
+def _const(param) -> bool:
+    return any(c.type == "type_qualifier" and text(c) == "const" for c in param.named_children)
+
+
+def _append(parenthesized: str, items: list[str]) -> str:
+    """``(a, b)`` with ``items`` added at the end (a parameter or argument list)."""
+    if not items:
+        return parenthesized
+    sep = ", " if parenthesized.strip("() \n") else ""
+    return parenthesized[:-1].rstrip() + sep + ", ".join(items) + ")"
 
 
 def _cuda_builtin(name: str) -> bool:
@@ -100,6 +123,12 @@ class Spelling:
     kernel: str = "__kernel"
     device: str = ""  # what ``__device__`` becomes
     forceinline: str = "inline"
+    #: what every device function is declared as (accel.h's DEVICE spells it in the dialect):
+    #: OpenCL C's inline is C99's, an inline function without static has no external definition
+    #: (a call left uninlined fails to link), and PoCL computed wrong results on some first
+    #: launches where a function with barriers (__syncthreads, the warp emulation's) was left
+    #: uninlined (1 in 7 runs of a block reduction); recursion is refused, so all can be inlined
+    inlined: str = "static inline __attribute__((always_inline))"
     restrict: str = "restrict"
     spaces: dict = field(default_factory=lambda: {"global": "__global", "local": "__local",
                                                   "constant": "__constant"})
@@ -116,6 +145,14 @@ class Spelling:
                                                  "bfloat16": "accel_bf16_to_float({p}[{i}])"})
     stores: dict = field(default_factory=lambda: {
         "half": "vstore_half_rte({v}, {i}, {p})", "bfloat16": "{p}[{i}] = accel_float_to_bf16({v})"})
+    #: a struct member of a memory-only 16-bit float type: its type (OpenCL C allows half only
+    #: behind a pointer, so the member holds the bits: the same size and alignment as CUDA's),
+    #: and the read as float of, and the write of v to, member lvalue e
+    member_types: dict = field(default_factory=lambda: {"half": "ushort", "bfloat16": "ushort"})
+    member_loads: dict = field(default_factory=lambda: {"half": "accel_half_to_float({e})",
+                                                        "bfloat16": "accel_bf16_to_float({e})"})
+    member_stores: dict = field(default_factory=lambda: {
+        "half": "{e} = accel_float_to_half({v})", "bfloat16": "{e} = accel_float_to_bf16({v})"})
     constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
                                                      "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
@@ -130,6 +167,24 @@ class Spelling:
 OPENCL = Spelling()
 
 
+@dataclass(frozen=True)
+class _Element:
+    """A memory-only 16-bit float element (OpenCLTranslator._storage_element): the templates of
+    its read as float and of the write of a float {v}, the rendered fields they take, and the
+    nodes inside it still to translate (an index, a struct expression)."""
+
+    load: str
+    store: str
+    fields: object  # () -> {"p": ..., "i": ...} or {"e": ...}
+    inner: list
+
+    def read(self) -> str:
+        return self.load.format(**self.fields())
+
+    def write(self, value: str) -> str:
+        return self.store.format(v=value, **self.fields())
+
+
 @dataclass
 class _Function:
     node: object
@@ -140,6 +195,11 @@ class _Function:
     returns: str | None = None  # the return type, for the expression typer
     #: for device functions: the address spaces callers pass for each pointer parameter
     arg_spaces: dict[int, set[str]] = field(default_factory=dict)
+    #: each call: the callee's name node, and the address space of each pointer argument
+    #: (None where it cannot be inferred)
+    sites: list = field(default_factory=list)
+    #: the indexes of its parameters that are (non-const) references, T& x
+    references: set[int] = field(default_factory=set)
 
 
 class OpenCLTranslator(WarpEmulation):
@@ -174,6 +234,25 @@ class OpenCLTranslator(WarpEmulation):
         self.typer = ExprTyper(self._normal, self._result, self.macro_types, self.typedefs)
         self.groups = Groups(self)
         self.user_namespaces: set[str] = set()
+        #: the file's scoped enums (enum class E), whose E::A are translated as E_A
+        self.enum_classes: set[str] = set()
+        #: __shared__ arrays declared in device functions (function -> declarations), and the
+        #: ones each function holds or passes on: (declaring function, declaration)
+        self.shared_owned: dict[str, list] = {}
+        self.shared_users: dict[str, list] = {}
+        #: enums of a type narrower than int (enum class E : uint8_t), which C's enums are not
+        self.narrow_enums: set[str] = set()
+        #: device functions called with pointers into several address spaces, and those
+        #: parameters (index, name): see rewrites
+        self.splits: dict[str, tuple[_Function, list[tuple[int, str]]]] = {}
+        #: the file's function templates (name -> (parameters, function node)), calls of them
+        #: whose template arguments the argument types give: (name node, name, arguments), and
+        #: the templates a call of which gives none (all their calls stay refused)
+        self.templates: dict[str, tuple[list, object]] = {}
+        self.deduced: list[tuple[object, str, tuple[str, ...]]] = []
+        self.undeduced: set[str] = set()
+        #: the file's prototypes of device functions: name -> [(declaration, its name node)]
+        self.prototypes: dict[str, list] = {}
         self.current = None
         self._warp_init()
 
@@ -185,9 +264,58 @@ class OpenCLTranslator(WarpEmulation):
         for fn in self._callers_first():
             self._function(fn)
         self.finish_warp()
+        self._finish_shared()
         self._host_only("macro", "its body", self.macro_pending, self.macros_used)
         self._host_only("typedef", "its type", self.typedef_pending, self.typedefs_used)
         return self.rw.render()
+
+    def rewrites(self) -> Expansion | None:
+        """The source with one copy of each function in ``splits`` per combination of address
+        spaces its calls pass (``block_sum`` called with a __global and a __local pointer:
+        ``block_sum_global`` and ``block_sum_local``), each call naming its copy, and with the
+        template arguments of the ``deduced`` calls spelled out; None when there is nothing to
+        do. OpenCL 1.2 has no generic address space, and the copies' bodies may differ (their
+        local pointers and casts take the parameter's space)."""
+        deduced = [(n, args) for n, name, args in self.deduced if name not in self.undeduced]
+        if not self.splits and not deduced:
+            return None
+        source, notes = self.rw.source, []
+        edits = {(n.end_byte, n.end_byte): [(f"<{', '.join(args)}>".encode(), line(n))]
+                 for n, args in deduced}
+        taken = {text(n) for n in walk(self.root) if n.type in ("identifier", "type_identifier")}
+        for name, (fn, params) in sorted(self.splits.items()):
+            combos = sorted({tuple(spaces[i] for i, _p in params) for _n, spaces in fn.sites})
+            names = {}
+            for combo in combos:
+                new = base = "_".join((name, *combo))
+                k = 2
+                while new in taken:
+                    new, k = f"{base}_{k}", k + 1
+                taken.add(new)
+                names[combo] = new
+            for node, spaces in fn.sites:
+                edits[(node.start_byte, node.end_byte)] = [
+                    (names[tuple(spaces[i] for i, _p in params)].encode(), line(node))]
+            decl = fn.node.child_by_field_name("declarator")
+            while decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            own = decl.child_by_field_name("declarator")
+            head, tail = source[fn.node.start_byte:own.start_byte], source[own.end_byte:fn.node.end_byte]
+            edits[(fn.node.start_byte, fn.node.end_byte)] = [
+                ((b"\n" if k else b"") + head + names[c].encode() + tail, line(fn.node) - (k > 0))
+                for k, c in enumerate(combos)]
+            for proto, own in self.prototypes.get(name, []):  # one per copy, on its line
+                edits[(proto.start_byte, proto.end_byte)] = [(b" ".join(
+                    source[proto.start_byte:own.start_byte] + names[c].encode()
+                    + source[own.end_byte:proto.end_byte] for c in combos), line(proto))]
+            what = ", ".join(f"{p} ({' / '.join('__' + c[k] for c in combos)})"
+                             for k, (_i, p) in enumerate(params))
+            notes.append(Diagnostic(self.rw.filename, line(fn.node), f"device function {name}",
+                                    f"called with pointers into different address spaces for {what}, "
+                                    "and OpenCL 1.2 has no generic address space: translated once "
+                                    "per address space", f"call it as {' or '.join(names.values())}",
+                                    "warning"))
+        return Expansion(*apply_edits(source, edits), [], tuple(notes))
 
     def _host_only(self, kind: str, part: str, pending: dict, used: set) -> None:
         """A refused macro or typedef (``pending``: name -> (its item, its errors)) is an error
@@ -340,6 +468,11 @@ class OpenCLTranslator(WarpEmulation):
             pass
         elif kind == "enum_specifier" and item.child_by_field_name("body") is not None:
             self._enum(item)
+        elif kind == "struct_specifier" and item.child_by_field_name("body") is not None:
+            # C++'s struct S { }; names the type S, C's only struct S: typedef it for C
+            tag = self._struct(item)
+            if item.child_by_field_name("name") is not None:
+                self.rw.replace(item, lambda inner, t=tag: f"typedef {inner} {t}")
         elif kind == "static_assert_declaration":  # a compile-time check: results do not change
             self.rw.note("static_assert")
             self.rw.warn(item, "static_assert", "OpenCL C 1.2 has no static assertions, so it is "
@@ -356,6 +489,8 @@ class OpenCLTranslator(WarpEmulation):
             else:
                 self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
+            if kind == "template_declaration" and (t := function_template(item)) is not None:
+                self.templates[t[0]] = (t[1], t[2])  # for calls that deduce its arguments
             self.rw.error(item, *_CPP[kind])
         else:
             self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
@@ -401,9 +536,13 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(name_node, f"overloaded function {name}", f"{also}, and OpenCL C has no "
                           "overloading", "give each definition its own name")
             return
+        inlined = "__global__" not in q and self.sp.inlined
         for c in node.children:
             if c.type == "storage_class_specifier" and text(c) == "static" and "__global__" in q:
                 self.rw.delete(c)  # OpenCL forbids static kernels; the linkage changes nothing
+            elif inlined and (c.type == "__forceinline__" or c.type == "storage_class_specifier"
+                              and text(c) in ("static", "inline", "__inline__", "__inline")):
+                self.rw.delete(c)  # in Spelling.inlined
             elif c.type == "__global__":
                 self.rw.replace(c, self.sp.kernel)
             elif c.type == "__device__" and self.sp.device:
@@ -416,6 +555,8 @@ class OpenCLTranslator(WarpEmulation):
                 self.rw.delete(c)
             elif c.type == "launch_bounds":  # a scheduling hint: dropping it keeps the results
                 self.rw.delete(c)
+        if inlined:
+            self.rw.replace(node, lambda inner: f"{self.sp.inlined} {inner}")
         if decl.type != "function_declarator":
             self.rw.error(node, "pointer return type", "an OpenCL 1.2 function cannot return a "
                           "pointer without naming its address space", "return an index into the "
@@ -423,7 +564,10 @@ class OpenCLTranslator(WarpEmulation):
         params = [p for p in fdecl.child_by_field_name("parameters").named_children
                   if p.type != "comment"]
         fn = _Function(node, name, "__global__" in q, params,
-                       returns=self._normal(" ".join(text(type_node(node)).split())))
+                       returns=self._normal(" ".join(text(type_node(node)).split())),
+                       references={i for i, p in enumerate(params) if p.type == "parameter_declaration"
+                                   and (d := p.child_by_field_name("declarator")) is not None
+                                   and d.type == "reference_declarator" and not _const(p)})
         fn.calls = {callee_name(c) for c in walk(node) if c.type == "call_expression"} - {None}
         self.functions[name] = fn
 
@@ -546,12 +690,29 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.replace(value, lambda _i: sub.render_range(start, start + len(value.text)))
 
     def _enum(self, item) -> None:
-        """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int."""
+        """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int. C++ names
+        the type of ``enum E { ... };`` E, C only ``enum E``: it is typedef'd. C++'s scoped
+        ``enum class E : int { A }`` becomes C's ``enum E { E_A }`` (its enumerators in the
+        file's scope, so prefixed), and ``E::A`` becomes ``E_A``."""
+        tag = item.child_by_field_name("name")
+        scoped = tag is not None and any(c.type in ("class", "struct") for c in item.children)
+        base = item.child_by_field_name("base")
+        if tag is not None and base is not None and self._normal(" ".join(text(base).split())) not in ("int", "uint"):
+            self.narrow_enums.add(text(tag))  # values fit an int, but it takes fewer bytes in memory
+        for c in item.children:
+            if c.type in ("class", "struct") or (base is not None and (c.type == ":" or c == base)):
+                self.rw.delete(c)
         for e in item.child_by_field_name("body").named_children:
             if e.type == "enumerator":
-                self.macro_types[text(e.child_by_field_name("name"))] = "int"
+                name = e.child_by_field_name("name")
+                self.macro_types[text(name)] = "int"
+                if scoped:
+                    self.enum_classes.add(text(tag))
+                    self.rw.replace(name, f"{text(tag)}_{text(name)}")
                 if (value := e.child_by_field_name("value")) is not None:
                     self._expr(value, self.globals)
+        if tag is not None:
+            self.rw.replace(item, lambda inner, t=text(tag): f"typedef {inner} {t}")
 
     def _typedef(self, item) -> None:
         before = len(self.rw.diagnostics)
@@ -567,11 +728,19 @@ class OpenCLTranslator(WarpEmulation):
             return
         for d in item.children_by_field_name("declarator"):
             name, ptr, arr = declarator_parts(d)
-            if ptr or arr:
+            if d.type == "function_declarator" and name is not None:
+                # typedef void (*kernel_t)(...): the type of a template's function parameter,
+                # which expanding the template leaves unused; an error only where code uses it
+                self.typedef_pending[text(name)] = (item, [Diagnostic(
+                    self.rw.filename, line(item), f"typedef {text(name)}", "OpenCL C has no "
+                    "function pointers", "call the function directly, or make it a template "
+                    "parameter with explicit instantiations")])
+            elif ptr or arr:
                 self.rw.error(item, "pointer typedef", "a pointer typedef hides the address "
                               "space OpenCL needs", "spell the pointer type out")
             elif text(name) == base and len(item.children_by_field_name("declarator")) == 1 \
-                    and self.sp.rename_calls:  # the dialect's CUDA side needs the typedef
+                    and self.sp.rename_calls and base not in self.globals.structs:
+                # (the dialect's CUDA side needs the typedef; typedef struct S {...} S; defines S)
                 # typedef unsigned int uint;: OpenCL C has the type built in, and redefining
                 # it (typedef uint uint;) is an error for strict compilers
                 self.rw.note("typedef of an OpenCL type")
@@ -595,6 +764,11 @@ class OpenCLTranslator(WarpEmulation):
                         self.rw.delete(c)
                 for p in declarators[0].child_by_field_name("parameters").named_children:
                     self._const_reference(p)
+                # a function of the file is declared as its translation is defined: the address
+                # spaces and extra parameters (shuffle scratch) its calls take are decided there
+                name = declarators[0].child_by_field_name("declarator")
+                self.prototypes.setdefault(text(name), []).append((item, name))
+                self.rw.replace(item, lambda inner, n=text(name): self._prototype(n) or inner)
             else:
                 self.rw.delete(item)
             return
@@ -660,10 +834,52 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(node, "dim3", "OpenCL C has no dim3", "three uint variables")
         elif node.type == "placeholder_type_specifier":
             self.rw.error(node, "auto", "OpenCL C has no type deduction", "spell the type out")
-        elif node.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
+        elif node.type == "struct_specifier":
+            return self._struct(node)
+        elif node.type in ("class_specifier", "union_specifier", "enum_specifier"):
             self.rw.error(node, node.type.removesuffix("_specifier"), "aggregate types are "
                           "outside the subset accel port translates", "separate arrays per field")
         return name
+
+    def _struct(self, node) -> str:
+        """A struct type; with a body, its definition: the members' types are translated (a
+        16-bit float member holds its bits, see Spelling.member_types) and recorded for the
+        expressions that use them. A member whose size or alignment differs in OpenCL C (a
+        pointer, bool, size_t, a 3-component vector) is refused: the struct's layout must stay
+        CUDA's, byte for byte, for the buffers the host fills."""
+        tag, body = node.child_by_field_name("name"), node.child_by_field_name("body")
+        if body is None:
+            return self._normal(text(tag)) if tag is not None else "int"
+        if tag is None and node.parent.type == "type_definition":  # typedef struct { } name;
+            tag = declarator_parts(node.parent.child_by_field_name("declarator"))[0]
+        if tag is None:
+            self.rw.error(node, "anonymous struct", "accel port needs a name to follow its "
+                          "members", "typedef struct { ... } name;")
+            return "int"
+        members = self.globals.structs.setdefault(text(tag), {})
+        for f in body.named_children:
+            if f.type == "comment":
+                continue
+            if f.type != "field_declaration" or f.child_by_field_name("type") is None:
+                self.rw.error(f, f"struct member ({f.type.replace('_', ' ')})", "OpenCL C structs "
+                              "hold data members only", "plain data members; functions outside")
+                continue
+            base = self._type(type_node(f))
+            for d in f.children_by_field_name("declarator"):
+                name, ptr, arr = declarator_parts(d)
+                if ptr or base in ("bool", "size_t", "ptrdiff_t") or base in T.VECTOR3_TYPES \
+                        or base in self.narrow_enums \
+                        or any(c.type == "bitfield_clause" for c in f.named_children):
+                    self.rw.error(f, f"struct member {text(name) if name is not None else ''}",
+                                  "its size or alignment differs between CUDA and OpenCL C "
+                                  "(or is the implementation's there), so the struct's layout "
+                                  "would differ", "a fixed-width integer or float member (an "
+                                  "index instead of a pointer)")
+                    continue
+                members[text(name)] = Sym(base, array=arr > 0)
+            if base in self.sp.member_types:
+                self.rw.replace(type_node(f), self.sp.member_types[base])
+        return text(tag)
 
     # -- functions ------------------------------------------------------------------------------------
     def _function(self, fn: _Function) -> None:
@@ -675,11 +891,16 @@ class OpenCLTranslator(WarpEmulation):
         body = fn.node.child_by_field_name("body")
         if fn.kernel:
             self.scratch_body(fn, body)
+            self.rw.replace(body, lambda inner, f=fn.name: inner[:1] + "".join(
+                f"\n    {self._shared_text(a, owner, f)};  /* accel port: __shared__ of {owner} */"
+                for owner, a in self.shared_users.get(f, ())) + inner[1:])
         else:
             plist = fn.node.child_by_field_name("declarator")
             while plist.type != "function_declarator":
                 plist = plist.child_by_field_name("declarator")
             self.scratch_param(fn, plist.child_by_field_name("parameters"))
+            self.rw.replace(plist.child_by_field_name("parameters"), lambda inner, f=fn.name: _append(
+                inner, [self._shared_text(a, o, f, True) for o, a in self.shared_users.get(f, ())]))
         self._block(body, scope, depth=1)
         if self.dynamic_shared:
             decl = self.dynamic_shared[0]
@@ -693,21 +914,30 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.replace(plist, lambda inner: (inner[:-1].rstrip() + f", {extra})")
                             if fn.params else f"({extra})")
 
+    def _prototype(self, name: str) -> str | None:
+        """The declaration of the file's function ``name`` as translated (None: no such one)."""
+        fn = self.functions.get(name)
+        if fn is None:
+            return None
+        head = self.rw.render_range(fn.node.start_byte, fn.node.child_by_field_name("body").start_byte)
+        return (f"{self.sp.inlined} " if self.sp.inlined and not fn.kernel else "") + head.rstrip() + ";"
+
     def _const_reference(self, p) -> bool:
         """A reference parameter ``const T& x`` of a device function becomes ``const T x``: the
-        callee only reads it, so a copy of the value is the same thing. Any other reference is
-        refused (False); a parameter that is no reference is left alone (True)."""
+        callee only reads it, so a copy of the value is the same thing. ``T& x`` is left to
+        _param (True), a reference it cannot read refused (False); a parameter that is no
+        reference is left alone (True)."""
         decl = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
         if decl is None or decl.type != "reference_declarator":
             return True
         name = decl.named_children[0] if decl.named_children else None
-        if name is None or name.type != "identifier" or \
-                not any(c.type == "type_qualifier" and text(c) == "const" for c in p.named_children):
+        if name is None or name.type != "identifier":
             self.rw.error(p, f"reference parameter {text(name) if name is not None else text(p)}",
-                          "OpenCL C has no references, and the function may write through this one",
-                          "a pointer parameter (T* p, used as *p; callers pass &x)")
+                          "OpenCL C has no references", "a pointer parameter (T* p, used as "
+                          "*p; callers pass &x)")
             return False
-        self.rw.replace(decl, lambda _inner, n=text(name): " " + n)
+        if _const(p):
+            self.rw.replace(decl, lambda _inner, n=text(name): " " + n)
         return True
 
     def _param(self, fn: _Function, index: int, p, scope: Scope) -> None:
@@ -722,9 +952,12 @@ class OpenCLTranslator(WarpEmulation):
         decl = p.child_by_field_name("declarator")
         if decl is None:
             return
+        reference = None
         if decl.type == "reference_declarator" and not fn.kernel:
             if not self._const_reference(p):
                 return
+            if index in fn.references:  # T& x: a pointer to the caller's variable, below
+                reference = decl
             decl = decl.named_children[0]
         name, ptr, arr = declarator_parts(decl)
         self._restrict(decl)
@@ -732,12 +965,20 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(p, "parameter type", "OpenCL kernels take one level of pointer "
                           "(no references, no pointers to pointers)", "flatten to one buffer and index it")
             return
-        if ptr + arr == 0:
+        if ptr + arr == 0 and reference is None:
             if fn.kernel and base in _BAD_KERNEL_SCALARS:
                 self.rw.error(p, f"{base} kernel argument", "OpenCL forbids this type as a "
                               "kernel argument", _BAD_KERNEL_SCALARS[base])
+            elif fn.kernel and base in _KERNEL_WIDTHS:  # OpenCL forbids size_t arguments
+                self.rw.note(f"{base} kernel argument")
+                self.rw.replace(type_node(p), self._spell(_KERNEL_WIDTHS[base]))
+                base = _KERNEL_WIDTHS[base]
             if base in T.STORAGE_MATH:
                 self.rw.error(p, f"{base} argument", *T.STORAGE_MATH[base])
+            if fn.kernel and base in self.globals.structs:
+                self.rw.error(p, f"struct kernel argument {text(name)}", "accel.kernel passes "
+                              "tensors and numpy scalars, not structs", "a pointer to the struct "
+                              "in a buffer, or its members as separate arguments")
             scope.names[text(name)] = Sym(base)
             return
         if base in T.VECTOR3_TYPES:
@@ -749,12 +990,30 @@ class OpenCLTranslator(WarpEmulation):
         else:
             spaces = fn.arg_spaces.get(index, set())
             if len(spaces) > 1:
+                # an error for this translation; where every call's space is known, translate()
+                # translates again with one copy of the function per address space
                 self.rw.error(p, f"pointer parameter {text(name)}", f"{fn.name} is called with "
                               f"pointers to {' and '.join(sorted('__' + s for s in spaces))} "
                               "memory; OpenCL 1.2 has no generic address space",
                               "one copy of the function per address space")
+                unknown = [n for n, site in fn.sites if site.get(index) is None]
+                for n in unknown:
+                    self.rw.error(n or p, f"call of {fn.name}", (
+                        f"its argument for {text(name)} points into memory whose address space "
+                        "accel port cannot infer" if n else "a call of it in a macro's body, "
+                        "which accel port translates as a text of its own") + ", so no copy of "
+                        "the function per address space can be picked for it", "pass a "
+                        "parameter or an array (or a pointer into one) directly, outside macros")
+                if not unknown:
+                    self.splits.setdefault(fn.name, (fn, []))[1].append((index, text(name)))
             space = next(iter(spaces), "global")
-        scope.names[text(name)] = Sym(base, pointer=True, space=space)
+        if reference is not None:
+            # OpenCL C has no references: T& x is a pointer to the caller's variable (in its
+            # address space), each use of x reads or writes *x, and callers pass &v
+            self.rw.replace(reference, lambda _i, n=text(name): "* " + n)
+            scope.names[text(name)] = Sym(base, space=space, reference=True)
+        else:
+            scope.names[text(name)] = Sym(base, pointer=True, space=space)
         if space != "private":
             self.rw.replace(p, lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
 
@@ -831,12 +1090,18 @@ class OpenCLTranslator(WarpEmulation):
         for d in declarators:
             name, ptr, arr = declarator_parts(d)
             self._restrict(d)
+            if (space := self._reference_variable(node, d, base, scope)) is not None:
+                spaces.add(space)
+                continue
             if ptr < 0 or ptr > 1 or (ptr and arr):
                 self.rw.error(d, "declarator", "OpenCL C has no references and accel port "
                               "handles one level of pointer", "a plain pointer or value")
                 continue
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-            if value is not None:
+            if value is not None and not (ptr or arr) and self._widen(
+                    value, value, base, scope, "{target} initialized from {kind}"):
+                pass  # float d = x[ib].d; (ggml's blocks): CUDA's implicit, exact widening
+            elif value is not None:
                 self._expr(value, scope)
             if ptr:
                 info = self._pointer(value, scope) if value is not None else None
@@ -860,6 +1125,31 @@ class OpenCLTranslator(WarpEmulation):
                               "one declaration per pointer")
             else:
                 self.rw.replace(type_node(node), lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
+
+    def _reference_variable(self, node, d, base: str, scope: Scope) -> str | None:
+        """``T& r = x[i];``: OpenCL C has no references, so r is a pointer to what it names,
+        each use ``(*r)`` (the address space of r's pointee is returned). ``const T& m = f(x);``
+        of a value (no lvalue to point to) is a copy of it, which nothing else can change.
+        None for other declarators."""
+        ref = d.child_by_field_name("declarator") if d.type == "init_declarator" else None
+        own = ref.named_children[0] if ref is not None and ref.type == "reference_declarator" \
+            and ref.named_children else None
+        if own is None or own.type != "identifier":
+            return None
+        value = d.child_by_field_name("value")
+        self._expr(value, scope)
+        held = storage_info(value, scope, self._normal)
+        if held is None and not _const(node):
+            return None  # refused by the caller, as a reference it cannot follow
+        self.rw.note("reference variable")
+        if held is None:
+            self.rw.replace(ref, lambda _i, n=text(own): " " + n)
+            scope.names[text(own)] = Sym(base)
+            return "private"
+        self.rw.replace(ref, lambda _i, n=text(own): "* " + n)
+        self.rw.replace(value, lambda inner: f"&({inner})")
+        scope.names[text(own)] = Sym(base, space=held.space, reference=True)
+        return held.space
 
     def _namespace_feature(self, node) -> tuple[str, str, str] | None:
         """(construct, why, rewrite) for a declaration whose type or initializer comes from an
@@ -923,10 +1213,51 @@ class OpenCLTranslator(WarpEmulation):
                          "kernel's outermost scope, so it is declared there (CUDA's is one per "
                          "block wherever it is declared, so nothing changes)", "none needed")
             return
+        if not fn.kernel and len(declarators) == 1 and self._hoistable(node, fn):
+            # one array per block, wherever declared: each kernel that calls the function
+            # declares it, and passes it down the calls as a parameter
+            self.shared_owned.setdefault(fn.name, []).append(node)
+            self.rw.delete(node)
+            self.rw.note("__shared__ in a device function")
+            self.rw.warn(node, "__shared__ in a device function", "OpenCL allows __local arrays "
+                         "only at a kernel's outermost scope, so each kernel calling the function "
+                         "declares it and passes it down as a parameter (CUDA's is one per block "
+                         "too, shared by every call)", "none needed")
+            return
         if not fn.kernel or depth != 1:
             self.rw.error(node, "__shared__ array", "OpenCL 1.2 allows __local variables only "
                           "at the outermost scope of a kernel", "declare it at the top of the kernel "
                           "(and pass a pointer to device functions)")
+
+    def _shared_name(self, decl, owner: str, holder: str | None = None) -> str:
+        """The name a device function's __shared__ array ``decl`` has in function ``holder``:
+        its own in the function that declares it, ``accel_<owner>_<name>`` elsewhere (arrays of
+        two functions may share a name)."""
+        name = text(declarator_parts(decl.children_by_field_name("declarator")[0])[0])
+        return name if holder == owner else f"accel_{owner}_{name}"
+
+    def _shared_text(self, decl, owner: str, holder: str, param: bool = False) -> str:
+        """The declaration of ``decl`` in ``holder``: a kernel's __local array, or a parameter."""
+        name = declarator_parts(decl.children_by_field_name("declarator")[0])[0]
+        head = self.rw.render_range(decl.start_byte, name.start_byte)
+        if param:  # LOCAL is the dialect's __shared__ on CUDA, no parameter qualifier
+            head = head.replace(self.sp.shared, self.sp.spaces["local"], 1)
+        return (head + self._shared_name(decl, owner, holder)
+                + self.rw.render_range(name.end_byte, decl.end_byte).rstrip().rstrip(";"))
+
+    def _finish_shared(self) -> None:
+        """Each function's device-function __shared__ arrays, its own and its callees'."""
+        need = {f: {(f, a) for a in self.shared_owned.get(f, ())} for f in self.functions}
+        changed = True
+        while changed:
+            changed = False
+            for fn in self.functions.values():
+                more = set().union(*(need[c] for c in fn.calls if c in need)) - need[fn.name]
+                if more:
+                    need[fn.name] |= more
+                    changed = True
+        self.shared_users = {f: sorted(v, key=lambda oa: (oa[0], oa[1].start_byte))
+                             for f, v in need.items() if v}
 
     def _hoistable(self, node, fn) -> bool:
         """Whether a nested __shared__ declaration means the same at the kernel's top: no
@@ -958,6 +1289,10 @@ class OpenCLTranslator(WarpEmulation):
                 construct, why, rewrite = sym.refused
                 self.rw.error(node, f"{construct} ({text(node)})", why, rewrite)
                 return
+            member = member_info(node, scope, self._normal)
+            if member is not None and member.type in T.STORAGE_MATH and not member.array:
+                self.rw.error(node, f"{member.type} member {text(fld)}", *T.STORAGE_MATH[member.type])
+                return
             self._expr(arg, scope)
         elif kind == "identifier":
             name = text(node)
@@ -969,6 +1304,8 @@ class OpenCLTranslator(WarpEmulation):
                 self.rw.error(node, f"cooperative groups ({name})", "a group passed as a value has "
                               "no OpenCL form (only its methods are translated)", "call its "
                               "methods where it is declared, or pass what they return")
+            elif sym is not None and sym.reference:
+                self.rw.replace(node, lambda inner: f"(*{inner})")
             elif sym is None and name == "warpSize":
                 self.rw.note(name)  # the 32 lanes of the warp emulation (and of CUDA)
                 self.rw.replace(node, "32")
@@ -995,6 +1332,12 @@ class OpenCLTranslator(WarpEmulation):
         elif kind == "initializer_list" and not [c for c in node.named_children if c.type != "comment"]:
             self.rw.note("empty initializer")  # C++'s = {}; C99 (and OpenCL C) needs {0}
             self.rw.replace(node, "{0}")
+        elif kind == "conditional_expression" and self.typer.of(
+                cond := node.child_by_field_name("condition"), scope) in FLOATS:
+            # OpenCL C forbids a floating-point condition for ?: (C and CUDA test it against 0)
+            self.rw.replace(cond, lambda inner: f"(({inner}) != 0)")
+            for c in node.named_children:
+                self._expr(c, scope)
         elif kind == "number_literal":
             self._literal(node)
         elif kind == "call_expression":
@@ -1045,6 +1388,9 @@ class OpenCLTranslator(WarpEmulation):
 
     def _qualified(self, node) -> None:
         ns = text(node).split("::")[0]
+        if ns in self.enum_classes and node.child_by_field_name("name").type == "identifier":
+            self.rw.replace(node, f"{ns}_{text(node.child_by_field_name('name'))}")  # Act::Gelu
+            return
         if ns in self.groups.aliases:
             self.groups._refuse(node, text(node))
             return
@@ -1060,20 +1406,7 @@ class OpenCLTranslator(WarpEmulation):
         """A C cast, or a C++ one (static_cast<T>(v) and friends, rewritten by the caller as a
         C cast): the pointee's address space is inferred from the value. ``(float)p[i]`` of a
         half or bfloat16 pointer p is CUDA's exact widening: the type's load."""
-        target = " ".join(text(tdesc).split())
-        inner = value
-        while inner is not None and inner.type == "parenthesized_expression" and inner.named_children:
-            inner = inner.named_children[0]
-        kind = self._storage_kind(inner, scope) if target in ("float", "double") else None
-        if kind is not None:
-            ptr, index = self._storage_element(inner, scope, kind)
-            self._helpers_of(self.sp.loads[kind])
-            self.rw.note(f"({target}) on {kind}")
-            self.rw.replace(node, lambda _i: "(" + ("(double)" if target == "double" else "")
-                            + self.sp.loads[kind].format(i=self.rw.render(index) if index else "0",
-                                                         p=self.rw.render(ptr)) + ")")
-            if index is not None:
-                self._expr(index, scope)
+        if self._widen(node, value, " ".join(text(tdesc).split()), scope, "({target}) on {kind}"):
             return
         self._expr(value, scope)
         self._type(type_node(tdesc))
@@ -1086,6 +1419,24 @@ class OpenCLTranslator(WarpEmulation):
         elif info.space != "private":
             self.rw.replace(tdesc, lambda inner, s=info.space: f"{self.sp.spaces[s]} {inner}")
 
+    def _widen(self, node, value, target: str, scope: Scope, construct: str) -> bool:
+        """``node`` converting ``value`` to ``target``: where that is a half or bfloat16 element
+        in memory made float (``(float)p[i]``, ``float d = x[ib].d;``), CUDA's exact widening,
+        translated as the type's load (True); anything else is left to the caller (False)."""
+        while value is not None and value.type == "parenthesized_expression" and value.named_children:
+            value = value.named_children[0]
+        kind = self._storage_kind(value, scope) if target in ("float", "double") else None
+        if kind is None:
+            return False
+        element = self._storage_element(value, scope, kind)
+        self._helpers_of(element.load)
+        self.rw.note(construct.format(target=target, kind=kind))
+        self.rw.replace(node, lambda _i: "(" + ("(double)" if target == "double" else "")
+                        + element.read() + ")")
+        for n in element.inner:
+            self._expr(n, scope)
+        return True
+
     def _call(self, node, scope: Scope) -> None:
         callee, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
         arg_nodes = [a for a in args.named_children if a.type != "comment"]
@@ -1097,8 +1448,11 @@ class OpenCLTranslator(WarpEmulation):
             return
         if callee.type == "qualified_identifier" and callee.child_by_field_name("name").type == "identifier" \
                 and ((ns := callee.child_by_field_name("scope")) is None and text(callee).startswith("::")
-                     or ns is not None and text(ns) in self.user_namespaces):
-            inner = callee.child_by_field_name("name")  # ops::sq(v) -> sq(v); ::tanhf(x) -> tanhf(x)
+                     or ns is not None and text(ns) in self.user_namespaces
+                     or ns is not None and text(ns) == "std" and _std_function(text(callee.child_by_field_name("name")))):
+            # ops::sq(v) -> sq(v); ::tanhf(x) -> tanhf(x); std::max(a, b) -> max(a, b), which
+            # CUDA's device code overloads alike
+            inner = callee.child_by_field_name("name")
             self.rw.replace(callee, lambda _i, n=inner: self.rw.render(n))
             callee = inner
         if callee.type == "template_function" and text(callee.child_by_field_name("name")) in T.OPENCL_UNSUPPORTED:
@@ -1135,6 +1489,10 @@ class OpenCLTranslator(WarpEmulation):
             return
         if name == "__syncwarp" and scope.get(name) is None:
             self.syncwarp(node, arg_nodes)
+            return
+        if name in T.OPENCL_STORES and len(arg_nodes) == 2 and scope.get(name) is None \
+                and self._storage_store(node, scope, *arg_nodes):
+            self.rw.note(name)  # __stcs(&h[i], __float2half(v)): a plain store, the type's
             return
         if name == "__syncthreads":
             self.rw.replace(node, self.sp.barrier)
@@ -1175,10 +1533,15 @@ class OpenCLTranslator(WarpEmulation):
                           f"p[i] = {name}(v); as a statement of its own")
             return
         elif name in self.functions:
-            self._record_call(self.functions[name], arg_nodes, scope)
+            self._record_call(self.functions[name], arg_nodes, scope, callee)
             self.scratch_arg(name, args)
+            self.rw.replace(args, lambda inner, f=name: _append(
+                inner, [self._shared_name(a, o) for o, a in self.shared_users.get(f, ())]))
         elif name in T.OPENCL_SAME:
             self._precision(node, name, name)
+        elif name in self.templates and scope.get(name) is None:
+            self._deduce(callee, name, arg_nodes, scope)
+            return
         else:
             self.rw.error(callee, name, "not a function accel port knows to exist in OpenCL C "
                           "with the same meaning", "define it as a __device__ function in this file")
@@ -1289,11 +1652,49 @@ class OpenCLTranslator(WarpEmulation):
             return name[5:]
         return None
 
-    def _record_call(self, callee: _Function, arg_nodes, scope: Scope) -> None:
+    def _deduce(self, callee, name: str, arg_nodes, scope: Scope) -> None:
+        """A call of a function template that names no template arguments (``sq(x[i])``):
+        where every template parameter is a type that the arguments' types give, as C++
+        deduces it (``T v`` from a value, ``T* p`` from a pointer's element type), the call is
+        recorded (translate() names the arguments, ``sq<float>(x[i])``, and expands the
+        template); anything else is refused on the call."""
+        params, fn = self.templates[name]
+        types = dict.fromkeys(p for p, kind in params if kind == "type")
+        decl = fn.child_by_field_name("declarator")
+        fparams = [p for p in decl.child_by_field_name("parameters").named_children if p.type != "comment"]
+        ok = len(types) == len(params) and len(fparams) == len(arg_nodes)
+        for p, a in zip(fparams if ok else (), arg_nodes):
+            spelled = " ".join(text(type_node(p)).split()) if p.type == "parameter_declaration" else ""
+            if spelled not in types:
+                continue
+            d = p.child_by_field_name("declarator")
+            ptr = 0 if d is None or d.type == "reference_declarator" else declarator_parts(d)[1]
+            info = self._pointer(a, scope) if ptr == 1 else None
+            got = info.type if info is not None else self.typer.of(a, scope) if ptr == 0 else None
+            ok = got is not None and types[spelled] in (None, got)
+            if not ok:
+                break
+            types[spelled] = got
+        if ok and None not in types.values() and self.rw is self._main_rw:  # not in a macro body
+            self.deduced.append((callee, name, tuple(_CUDA_SPELLING.get(t, t) for t in types.values())))
+            return
+        self.undeduced.add(name)
+        self.rw.error(callee, f"template call {name}", "OpenCL C has no templates, and accel port "
+                      "cannot tell every template argument from the arguments' types",
+                      f"name them: {name}<float>(...)")
+
+    def _record_call(self, callee: _Function, arg_nodes, scope: Scope, name_node) -> None:
+        spaces = {}
         for i, a in enumerate(arg_nodes):
-            info = self._pointer(a, scope)
+            if i in callee.references:  # T& x: the caller passes its variable's address
+                self.rw.replace(a, lambda inner: f"&({inner})")
+            info = (storage_info(a, scope, self._normal) if i in callee.references
+                    else self._pointer(a, scope))
+            spaces[i] = None if info is None else info.space
             if info is not None:
                 callee.arg_spaces.setdefault(i, set()).add(info.space)
+        # a call in a macro's body is in another text than the file's: no copy is picked for it
+        callee.sites.append((name_node, spaces) if self.rw is self._main_rw else (None, {}))
 
     def _atomic(self, node, name: str, arg_nodes, scope: Scope) -> bool:
         info = self._pointer(arg_nodes[0], scope) if arg_nodes else None
@@ -1340,32 +1741,33 @@ class OpenCLTranslator(WarpEmulation):
         widening of p[i]'s bits: the one way to read a memory-only 16-bit float."""
         kind = next(t for t, names in T.STORAGE_LOADS.items() if name in names)
         arg = arg_nodes[0] if len(arg_nodes) == 1 else None
-        parts = self._storage_element(arg, scope, kind)
-        if parts is None:
+        element = self._storage_element(arg, scope, kind)
+        if element is None:
             self.rw.error(node, name, f"OpenCL C 1.2 has {kind} values only in memory (no "
                           f"cl_khr_fp16, no bfloat16 type): only {kind} read straight from "
                           "memory can be converted", f"{name}(p[i]) on a {kind} pointer p")
             return False
-        ptr, index = parts
         self.rw.note(name)
-        self._helpers_of(self.sp.loads[kind])
-        self.rw.replace(node, lambda _i: self.sp.loads[kind].format(
-            i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
-        if index is not None:
-            self._expr(index, scope)
+        self._helpers_of(element.load)
+        self.rw.replace(node, lambda _i: element.read())
+        for n in element.inner:
+            self._expr(n, scope)
         return False  # arguments handled
 
-    def _storage_store(self, node, scope: Scope) -> bool:
+    def _storage_store(self, node, scope: Scope, address=None, right=None) -> bool:
         """``p[i] = __float2half(v);`` -> ``vstore_half_rte(v, i, p);``, and bfloat16's
-        ``p[i] = __float2bfloat16(v);`` -> the rounding of v to p[i]'s bits."""
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        kind = self._storage_kind(left, scope)
-        parts = self._storage_element(left, scope, kind) if kind else None
-        if parts is None:
+        ``p[i] = __float2bfloat16(v);`` -> the rounding of v to p[i]'s bits; also as the
+        cache-hinted store ``__stcs(&p[i], __float2half(v));`` (``address``, ``right``)."""
+        if address is None:
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            plain = text(node.child_by_field_name("operator")) == "="
+        else:
+            left, plain = address, True
+        kind = self._storage_kind(left, scope, address is not None)
+        target = self._storage_element(left, scope, kind, address is not None) if kind else None
+        if target is None:
             return False
-        ptr, index = parts
-        statement = (node.parent.type == "expression_statement"
-                     and text(node.child_by_field_name("operator")) == "=")
+        statement = node.parent.type == "expression_statement" and plain
         converted = (right.type == "call_expression"
                      and text(right.child_by_field_name("function")) in T.STORAGE_STORES[kind]
                      and len(right.child_by_field_name("arguments").named_children) == 1)
@@ -1374,58 +1776,72 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.error(node, f"{kind} store", *T.STORAGE_MATH[kind])
             return True
         if copied:  # widening then narrowing gives back the same bits (NaN payloads included)
-            src, src_index = copied
-            self._helpers_of(self.sp.loads[kind])
-            value = None
-
-            def loaded(_i=None) -> str:
-                return self.sp.loads[kind].format(i=self.rw.render(src_index) if src_index else "0",
-                                                  p=self.rw.render(src))
+            self._helpers_of(copied.load)
+            value, loaded, inner = None, copied.read, copied.inner
         else:
             value = right.child_by_field_name("arguments").named_children[0]
             self.rw.note(text(right.child_by_field_name("function")))
-
-            def loaded(_i=None) -> str:
-                return self.rw.render(value)
-        self._helpers_of(self.sp.stores[kind])
-        self.rw.replace(node, lambda _i: self.sp.stores[kind].format(
-            v=loaded(), i=self.rw.render(index) if index else "0", p=self.rw.render(ptr)))
-        if value is not None:
-            self._expr(value, scope)
-        elif copied[1] is not None:
-            self._expr(copied[1], scope)
-        if index is not None:
-            self._expr(index, scope)
+            loaded, inner = (lambda: self.rw.render(value)), [value]
+        self._helpers_of(target.store)
+        self.rw.replace(node, lambda _i: target.write(loaded()))
+        for n in inner + target.inner:
+            self._expr(n, scope)
         return True
 
     def _helpers_of(self, template: str) -> None:
         """The OpenCL helpers a load or store template calls (none in accel's dialect)."""
         self.helpers.update(h for h in T.OPENCL_HELPERS if h + "(" in template)
 
-    def _storage_kind(self, node, scope: Scope) -> str | None:
-        """"half" or "bfloat16" when ``node`` is ``p[i]`` or ``*p`` with p a pointer to one."""
+    def _storage_kind(self, node, scope: Scope, address: bool = False) -> str | None:
+        """"half" or "bfloat16" when ``node`` is an element of one (see _storage_element)."""
         for kind in T.STORAGE_MATH:
-            if self._storage_element(node, scope, kind) is not None:
+            if self._storage_element(node, scope, kind, address) is not None:
                 return kind
         return None
 
-    def _storage_element(self, node, scope: Scope, kind: str):
-        """(pointer, index or None) when ``node`` is ``p[i]`` or ``*p`` with p a pointer to
-        ``kind`` ("half", "bfloat16")."""
+    def _storage_element(self, node, scope: Scope, kind: str, address: bool = False) -> "_Element | None":
+        """How to read and write ``node`` when it is one ``kind`` ("half", "bfloat16") value in
+        memory: ``p[i]`` or ``*p`` with p a pointer to kind, or a struct member of kind
+        (``s.f``, ``p->f``, ``s.f[i]``), whose bits the translation keeps, or a cache-hinted
+        load of one (``__ldg(&p[i])``, ``__ldcs(p + i)``); else None. With ``address``, the
+        element ``node`` points at (``&p[i]``, ``p + i``, ``p``)."""
+        while node is not None and node.type == "parenthesized_expression" and node.named_children:
+            node = node.named_children[0]
         if node is None:
             return None
-        if node.type == "subscript_expression":
+        if address and node.type == "pointer_expression" and text(node).startswith("&"):
+            return self._storage_element(node.child_by_field_name("argument"), scope, kind)
+        if address and node.type == "binary_expression" and text(node.child_by_field_name("operator")) == "+":
+            base, index = node.child_by_field_name("left"), node.child_by_field_name("right")
+        elif address:
+            base, index = node, None
+        elif node.type == "call_expression" and (name := callee_name(node)) in T.OPENCL_LOADS \
+                and scope.get(name) is None:
+            # a cache hint on the load: a plain load reads the same value
+            args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]
+            return self._storage_element(args[0], scope, kind, True) if len(args) == 1 else None
+        elif node.type == "subscript_expression":
             base = node.child_by_field_name("argument")
             idx = node.child_by_field_name("indices").named_children
             index = idx[0] if len(idx) == 1 else None
         elif node.type == "pointer_expression" and text(node).startswith("*"):
             base, index = node.child_by_field_name("argument"), None
+        elif node.type == "field_expression":
+            base, index = node, None
         else:
             return None
+        if base.type == "field_expression":  # s.f, or s.f[i] of an array member: the bits
+            member = member_info(base, scope, self._normal)
+            if member is None or member.type != kind or member.array != (base != node):
+                return None
+            return _Element(self.sp.member_loads[kind], self.sp.member_stores[kind],
+                            lambda: {"e": self.rw.render_inside(node)}, node.named_children)
         sym = scope.get(text(base)) if base.type == "identifier" else None
         if sym is None or sym.type != kind or not sym.pointer:
             return None
-        return base, index
+        return _Element(self.sp.loads[kind], self.sp.stores[kind], lambda: {
+            "p": self.rw.render(base), "i": self.rw.render(index) if index is not None else "0"},
+            [index] if index is not None else [])
 
     # -- address spaces -------------------------------------------------------------------------------
     def _pointer(self, node, scope: Scope) -> Sym | None:

@@ -21,8 +21,10 @@ from accel.kernels.port.syntax import Diagnostic, parse, walk
 
 #: diagnostics whose construct names a use ("double literal 0.1", "template scale<float>"):
 #: counted under the prefix
-_PREFIXES = ("double literal", "template", "host function", "macro", "pointer parameter",
-             "pointer", "kernel name", "recursion through")
+_PREFIXES = ("double literal", "template call", "template", "host function", "macro",
+             "pointer parameter", "pointer", "kernel name", "recursion through", "typedef",
+             "device function", "call of", "struct member", "struct kernel argument",
+             "half member", "bfloat16 member")
 
 
 def kind(d: Diagnostic) -> str:

@@ -22,12 +22,16 @@ class Sym:
     refused: tuple[str, str, str] | None = None
     #: a cooperative group variable: "block", or "tile:N" for a thread_block_tile<N>
     group: str | None = None
+    #: a reference parameter T& x, translated as a pointer: each use is *x
+    reference: bool = False
 
 
 @dataclass
 class Scope:
     names: dict[str, Sym] = field(default_factory=dict)
     parent: "Scope | None" = None
+    #: struct type -> member name -> Sym (space unset): kept on the file's scope
+    structs: dict[str, dict[str, Sym]] = field(default_factory=dict)
 
     def get(self, name: str) -> Sym | None:
         s: Scope | None = self
@@ -39,6 +43,12 @@ class Scope:
 
     def child(self) -> "Scope":
         return Scope(parent=self)
+
+    def member(self, struct: str, name: str) -> Sym | None:
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        return root.structs.get(struct, {}).get(name)
 
 
 def qualifiers(node) -> set[str]:
@@ -81,6 +91,9 @@ def pointer_info(node, scope: Scope, normal: Callable[[str], str]) -> Sym | None
         return sym if sym is not None and (sym.pointer or sym.array) else None
     if kind == "parenthesized_expression":
         return pointer_info(node.named_children[0], scope, normal)
+    if kind == "field_expression":  # an array member decays to a pointer into its holder's space
+        info = member_info(node, scope, normal)
+        return replace(info, pointer=True, array=False) if info is not None and info.array else None
     if kind == "binary_expression" and text(node.child_by_field_name("operator")) in ("+", "-"):
         return (pointer_info(node.child_by_field_name("left"), scope, normal)
                 or pointer_info(node.child_by_field_name("right"), scope, normal))
@@ -144,4 +157,16 @@ def storage_info(node, scope: Scope, normal: Callable[[str], str]) -> Sym | None
         return pointer_info(node.child_by_field_name("argument"), scope, normal)
     if kind == "parenthesized_expression":
         return storage_info(node.named_children[0], scope, normal)
+    if kind == "field_expression":
+        info = member_info(node, scope, normal)
+        return None if info is None else replace(info, pointer=True, array=False)
     return None
+
+
+def member_info(node, scope: Scope, normal: Callable[[str], str]) -> Sym | None:
+    """The struct member ``s.f`` or ``p->f`` names, in the address space its holder lives in."""
+    arg = node.child_by_field_name("argument")
+    arrow = text(node.child_by_field_name("operator")) == "->"
+    holder = pointer_info(arg, scope, normal) if arrow else storage_info(arg, scope, normal)
+    member = None if holder is None else scope.member(holder.type, text(node.child_by_field_name("field")))
+    return None if member is None else replace(member, space=holder.space)

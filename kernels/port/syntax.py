@@ -146,6 +146,11 @@ class Rewriter:
             return self._span(0, len(self.source), None)
         return self._apply((node.start_byte, node.end_byte))
 
+    def render_inside(self, node) -> str:
+        """The rewritten text of ``node`` without its own replacement (which may embed it)."""
+        key = (node.start_byte, node.end_byte)
+        return self._span(*key, key)
+
     def render_range(self, start: int, end: int) -> str:
         """The rewritten text of source bytes [start, end) (edits inside it applied)."""
         return self._span(start, end, None)

@@ -31,6 +31,11 @@ OPENCL_MATH = {
 #: the 64-bit value hi:lo of the funnel shifts (arguments lo, hi)
 _HI_LO = "(((ulong)(uint)({1})) << 32 | (uint)({0}))"
 
+#: CUDA cache-hinted loads: a plain load computes the same value
+OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
+#: ... and stores (streaming, write-back...): a plain store writes the same value
+OPENCL_STORES = frozenset(("__stcs", "__stcg", "__stwb", "__stwt"))
+
 #: CUDA integer, bit and reinterpretation intrinsics -> an OpenCL C expression with CUDA's
 #: parameter and result types spelled out: OpenCL's builtins are overloaded on their argument
 #: and return its (often unsigned) type, where CUDA's convert the argument and return int, so a
@@ -102,7 +107,7 @@ OPENCL_TYPED = {
         ("__funnelshift_rc", ">>", "min((uint)({2}), 32u)", ""))},
     "__byte_perm": ("accel_byte_perm((uint)({0}), (uint)({1}), (uint)({2}))", "uint"),
     # cache-hinted stores (streaming, write-back...): a plain store computes the same
-    **{n: ("(*({0}) = ({1}))", None) for n in ("__stcs", "__stcg", "__stwb", "__stwt")},
+    **{n: ("(*({0}) = ({1}))", None) for n in OPENCL_STORES},
 }
 
 #: OpenCL C definitions of the helpers OPENCL_TYPED calls (OpenCL 1.2 has no find-first-set
@@ -137,6 +142,11 @@ OPENCL_HELPER_NEEDS = {"accel_brevll": ("accel_brev",)}
 #: __float2bfloat16 does, a NaN staying a quiet NaN (the rounding carry would make it inf)
 OPENCL_HELPERS.update({
     "accel_bf16_to_float": "float accel_bf16_to_float(ushort b) { return as_float((uint)b << 16); }",
+    # a half struct member holds its bits (OpenCL C allows half only behind a pointer): the
+    # core conversions, through the address of a private copy
+    "accel_half_to_float": "float accel_half_to_float(ushort h) { return vload_half(0, (const half*)&h); }",
+    "accel_float_to_half": "ushort accel_float_to_half(float f) { ushort h; "
+                           "vstore_half_rte(f, 0, (half*)&h); return h; }",
     "accel_float_to_bf16": "ushort accel_float_to_bf16(float f) { uint u = as_uint(f); "
                            "if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); "
                            "return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }",
@@ -164,8 +174,6 @@ OPENCL_SAME = frozenset((
     "copysign", "hypot", "isnan", "isinf", "isfinite", "signbit", "lgamma", "tgamma",
 ))
 
-#: CUDA cache-hinted loads: a plain load computes the same value
-OPENCL_LOADS = frozenset(("__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"))
 
 #: CUDA atomics OpenCL 1.2 lacks, as an atomic_cmpxchg loop on the 32-bit word computing CUDA's
 #: new value from the word seen and the operand v (a helper per address space: OpenCL 1.2 has no

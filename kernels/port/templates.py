@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from accel.kernels.port.symbols import declarator_parts
 from accel.kernels.port.syntax import text, walk
 
 
@@ -24,6 +25,8 @@ class Expansion:
     lines: list[int]
     #: (template name, its arguments, name of the copy, line of the template) per copy made
     copies: list[tuple[str, tuple[str, ...], str, int]]
+    #: warnings about the expansion, on lines of the source it expanded
+    notes: tuple = ()
 
 
 def _items(root):
@@ -46,10 +49,17 @@ def _function_pointer(decl):
     return inner if inner is not None and inner.type == "identifier" else None
 
 
-def _template(item):
+def function_types(root) -> frozenset[str]:
+    """The file's typedefs of function pointer types (``typedef void (*kernel_t)(float);``)."""
+    return frozenset(text(declarator_parts(d)[0]) for n in walk(root) if n.type == "type_definition"
+                     for d in n.children_by_field_name("declarator") if d.type == "function_declarator")
+
+
+def function_template(item, fn_types: frozenset[str] = frozenset()):
     """(name, parameters, function node) of a function template, each parameter (name, "type")
-    for ``typename T``, (name, "function") for ``float (*F)(float)``, or (name, its type) for
-    ``unsigned int N``; None for any other kind."""
+    for ``typename T``, (name, "function") for ``float (*F)(float)`` or ``kernel_t F`` with
+    kernel_t one of ``fn_types``, or (name, its type) for ``unsigned int N``; None for any
+    other kind."""
     params = []
     for p in item.child_by_field_name("parameters").named_children:
         if p.type == "type_parameter_declaration":
@@ -58,6 +68,8 @@ def _template(item):
         elif p.type == "parameter_declaration" and (fp := _function_pointer(
                 p.child_by_field_name("declarator"))) is not None:
             ids, kind = [fp], "function"  # instantiated with a function's name
+        elif p.type == "parameter_declaration" and text(p.child_by_field_name("type")) in fn_types:
+            ids, kind = [p.child_by_field_name("declarator")], "function"
         elif p.type == "parameter_declaration" and p.child_by_field_name("declarator") is not None:
             ids = [p.child_by_field_name("declarator")]
             # the constant keeps the parameter's type (unsigned stays unsigned)
@@ -88,7 +100,8 @@ def _arguments(tf, params) -> tuple[str, ...] | None:
             if a.type not in ("identifier", "type_descriptor", "template_function"):
                 return None
             continue
-        if kind != "type" and a.type == "type_descriptor" and a.named_children[0].type != "type_identifier":
+        if kind != "type" and a.type == "type_descriptor" and a.named_children[0].type not in (
+                "type_identifier", "qualified_identifier"):  # a constant, or E::A of a scoped enum
             return None
     # a function argument's namespace goes, as the translation drops the file's namespaces
     return tuple(re.sub(r"\b\w+\s*::\s*", "", " ".join(text(a).split())) if kind == "function"
@@ -121,9 +134,9 @@ def expand(source: bytes, root) -> Expansion | None:
     """The source with every explicitly instantiated function template expanded (and calls
     that name the template's arguments, ``sq<float>(v)``, pointed at the copy), or None when
     there is nothing to expand."""
-    templates, wanted, calls = {}, [], []
+    templates, wanted, calls, fn_types = {}, [], [], function_types(root)
     for item in _items(root):
-        if item.type == "template_declaration" and (t := _template(item)) is not None:
+        if item.type == "template_declaration" and (t := function_template(item, fn_types)) is not None:
             templates[t[0]] = (item, t[1], t[2])
     #: byte range -> replacement chunks, each (text, original line of its first byte)
     edits: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
@@ -184,6 +197,13 @@ def expand(source: bytes, root) -> Expansion | None:
     if first is not None and prototypes:
         spot = (first.start_byte, first.start_byte)
         edits[spot] = [(b" ".join(prototypes) + b" ", first.start_point.row + 1)] + edits.get(spot, [])
+    return Expansion(*apply_edits(source, edits), copies)
+
+
+def apply_edits(source: bytes, edits: dict) -> tuple[bytes, list[int]]:
+    """``source`` with each byte range (start, end) of ``edits`` replaced by its chunks, each
+    (text, original line of its first byte); and, for each line of the result, its original
+    line."""
     # a line that begins after a newline of a chunk comes from the chunk's origin plus the
     # newlines up to it (counted as the chunks go: a file of many calls stays linear)
     chunks, pos, row = [], 0, 1
@@ -196,7 +216,7 @@ def expand(source: bytes, root) -> Expansion | None:
     lines = [1]
     for data, origin in chunks:
         lines.extend(origin + k + 1 for k in range(data.count(b"\n")))
-    return Expansion(b"".join(c[0] for c in chunks), lines, copies)
+    return b"".join(c[0] for c in chunks), lines
 
 
 def _substitute(source: bytes, fn, new_name: str, params, args) -> tuple[bytes, int]:

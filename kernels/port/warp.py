@@ -36,6 +36,9 @@ _INT_ONLY = frozenset(("bit_and", "bit_or", "bit_xor"))
 _FULL = re.compile(r"^\(?\s*(0x[fF]{8}[uU]?[lL]{0,2}|~0[uU]?|-1|4294967295[uU]?[lL]{0,2}|"
                    r"~\(?0[uU]?\)?|0x[fF]{8}[uU]?)\s*\)?$")
 
+#: the helpers hold barriers: inlined always, as the translated device functions are (see
+#: accel.kernels.port.opencl.Spelling.inlined)
+INLINED = "static inline __attribute__((always_inline))"
 LINEAR = ("(uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) "
           "* get_local_id(2)))")
 
@@ -76,7 +79,7 @@ def helper_text(needed: set[str]) -> str:
            "reaches each call (accel port checked the calls are block-uniform). The source lane "
            "is PTX shfl.sync's: mode 0 idx, 1 up, 2 down, 3 xor; a lane outside the width "
            "segment keeps its own value. */\n"
-           "inline uint accel_warp_lane(uint t, int mode, int b, int width) {\n"
+           "static inline uint accel_warp_lane(uint t, int mode, int b, int width) {\n"
            "  int lane = (int)(t & 31u), seg = 32 - width, bv = b & 31;\n"
            "  int lo = lane & seg, hi = mode == 1 ? lo : (lo | (31 & ~seg));\n"
            "  int j = mode == 0 ? (lo | (bv & ~seg)) : mode == 1 ? lane - bv : mode == 2 ? lane + bv : lane ^ bv;\n"
@@ -86,7 +89,7 @@ def helper_text(needed: set[str]) -> str:
     for t in sorted(shuffles):
         to_bits, from_bits = _BITS[t]
         out.append(
-            f"inline {t} {shuffle_helper(t)}(__local uint* s, {t} v, int mode, int b, int width) {{\n"
+            f"{INLINED} {t} {shuffle_helper(t)}(__local uint* s, {t} v, int mode, int b, int width) {{\n"
             f"  uint t = {LINEAR};\n"
             "  barrier(CLK_LOCAL_MEM_FENCE);  /* the previous shuffle's reads are done */\n"
             f"  s[t] = {to_bits.format('v')};\n"
@@ -96,7 +99,7 @@ def helper_text(needed: set[str]) -> str:
     for name in reduces:
         op, t = name[len("accel_warp_reduce_"):].rsplit("_", 1)
         out.append(
-            f"inline {t} {name}(__local uint* s, {t} a, int width) {{\n"
+            f"{INLINED} {t} {name}(__local uint* s, {t} a, int width) {{\n"
             "  /* a butterfly: every lane of the tile ends with the whole tile's result */\n"
             "  for (int o = width / 2; o > 0; o /= 2) {\n"
             f"    {t} b = {shuffle_helper(t)}(s, a, 3, o, width);\n"

@@ -115,7 +115,7 @@ K = "__global__ void k(float* x, int* c, unsigned long long* u) {\n"  # line 1 o
     ("  if (__any_sync(0xffffffff, x[0] > 0)) c[0] = 1;", "__any_sync"),
     ("  c[0] = __reduce_add_sync(0xffffffff, c[1]);", "__reduce_add_sync"),
     ("  k<<<1, 1>>>(x, c, u);", "dynamic parallelism"),
-    ("  float& r = x[0];", "declarator"),
+    ("  float& r = fmaxf(x[0], 1.0f);", "declarator"),  # a reference to no lvalue
     ("  x[0] = my_helper(x[1]);", "my_helper"),
     ("  float* p;", "pointer p"),
     ("  { __shared__ float pad[4]; pad[0] = 1; }", "__shared__ array"),  # hoisting would clash
@@ -132,15 +132,15 @@ def test_untranslatable_constructs_are_reported_on_their_line(body, construct):
      "macro SCRATCH"),
     ("#include <mma.h>\n__global__ void k() {}\n", 1, "#include <mma.h>"),
     ("__global__ void k(const float3* p) {}\n", 1, "float3 pointer"),
-    ("__global__ void k(size_t n) {}\n", 1, "size_t kernel argument"),
+    ("__global__ void k(bool n) {}\n", 1, "bool kernel argument"),
     ("__global__ void k(__half h) {}\n", 1, "half argument"),
     ("__global__ void k(__half* h, float* x) {\n  x[0] = h[1];\n}\n", 2, "half element access"),
     ("__global__ void k(__half* h) {\n  h[0] = h[1] * h[2];\n}\n", 2, "half store"),
     ("__device__ int f(int n) { return n ? f(n - 1) : 0; }\n__global__ void k(int* x) { x[0] = f(3); }\n",
      1, "recursion through f"),
     ("__device__ void z(float* p) { p[0] = 0; }\n"
-     "__global__ void k(float* x) {\n  __shared__ float s[4];\n  z(x);\n  z(s);\n}\n", 1,
-     "pointer parameter p"),
+     "__global__ void k(float* x, int c) {\n  __shared__ float s[4];\n  z(x);\n  z(s);\n"
+     "  z(c ? x : s);\n}\n", 1, "pointer parameter p"),
     ("__global__ void k(float* x) {\n  extern __shared__ float a[];\n  extern __shared__ float b[];\n}\n",
      3, "second extern __shared__ array"),
     ("__global__ void kernel(float* x) {}\n", 1, "kernel name kernel"),
@@ -210,7 +210,7 @@ extern "C" __global__ void analysed(const float* __restrict__ x, float* out, lon
     __syncthreads();
     float4 v = make_float4(stage[global], 1.0f, __fdividef(1.0f, 4.0f), (float)n);
     store(&out[4 * global], v.x + v.y);   // a __global pointer into a device function
-    store(stage + global, v.z + v.w);     // the same function with... a __local one: refused
+    store(stage + global, v.z + v.w);     // the same function with a __local one: a copy
     wide[global] = threadIdx.x - 1;       // CUDA: unsigned 32-bit wrap, then widened
     flags[global] = threadIdx.x - 1 < 5u; // false for thread 0 in CUDA (unsigned compare)
     out[4 * global + 1] = first(x + global) + static_cast<float>(n);
@@ -218,8 +218,27 @@ extern "C" __global__ void analysed(const float* __restrict__ x, float* out, lon
 """
 
 
-def test_one_device_function_with_two_address_spaces_is_refused_on_its_parameter():
-    assert _errors(ANALYSIS) == [(4, "pointer parameter dst")]
+def test_a_function_called_in_a_macro_with_two_address_spaces_is_refused_not_garbled():
+    """A macro's body is translated as a text of its own: a copy per address space cannot be
+    picked for a call in it (its byte positions are not the file's), so the function is refused
+    on its parameter, naming the macro call, instead of rewriting the file at the wrong bytes."""
+    src = ("__constant__ float table[4] = {1.0f, 2.0f, 3.0f, 4.0f};\n"
+           "__device__ float get(const float* p, unsigned i) { return p[i]; }\n"
+           "#define FROM_TABLE() get(table, threadIdx.x % 4)\n"
+           "__global__ void k(float* y) {\n    __shared__ float s[64];\n"
+           "    y[threadIdx.x] = get(s, 0) + get(y, 0) + FROM_TABLE();\n}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(2, "pointer parameter p"), (2, "call of get")]
+    assert "macro's body" in str(result.errors[1])
+
+
+def test_two_address_spaces_are_refused_where_a_call_passes_an_unknown_one():
+    """One copy per address space needs every call's space (a function called with a __global
+    and a __local pointer is copied, see test_semantics); one it cannot infer is refused."""
+    assert _errors(ANALYSIS) == []
+    src = ANALYSIS.replace("store(stage + global, v.z + v.w);",
+                          "store(stage + global, v.z + v.w); store(n ? out : stage, 0.0f);")
+    assert _errors(src) == [(4, "pointer parameter dst"), (15, "call of store")]
 
 
 @pytest.fixture(scope="module")
@@ -565,10 +584,27 @@ def test_stats_count_every_warned_use_as_translated_too(to):
     entries = [(p, p.read_text(), translate(p.read_text(), to, filename=p.name)) for p in files]
     extra = ("#include <cstdio>\nfloat host[4];\nvoid run() {}\n__global__ void k(float* x, float* y) {\n"
              "  float v = x[threadIdx.x & 31] * 0.5;\n  for (int o = warpSize / 2; o > 0; o /= 2)\n"
-             "    v += __shfl_down_sync(0xffffffff, v, o);\n  y[0] = v;\n}\n")
+             "    v += __shfl_down_sync(0xffffffff, v, o);\n  y[0] = v;\n}\n"
+             "__device__ void put(float* p) { p[0] = 1.0f; }\n"  # copied per address space
+             "__global__ void k2(float* y) { __shared__ float s[2]; put(s); put(y); }\n")
     entries.append(("extra.cu", extra, translate(extra, to, filename="extra.cu")))
     stats = tally(entries, to)
     assert {k: v for k, v in stats["constructs"].items() if v["warned"] > v["translated"]} == {}
+
+
+@pytest.mark.parametrize("to", ["opencl", "dialect"])
+def test_struct_members_without_cudas_layout_or_used_as_half_values_are_refused(to):
+    """A struct must keep CUDA's layout byte for byte (no pointer, bool or 1-byte enum
+    members), reach a kernel through a pointer, and its half members are read only by a
+    conversion to float."""
+    src = ("#include <cuda_fp16.h>\nenum class Kind : unsigned char { A, B };\n"
+           "typedef struct { half d; float* p; bool b; Kind k; } blk;\n"
+           "__global__ void k(const blk* x, blk v, float* y) {\n"
+           "  y[0] = x[0].d * 2.0f;\n  y[1] = __half2float(x->d) + (float)x[1].d;\n}\n")
+    result = translate(src, to, filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [
+        (3, "struct member p"), (3, "struct member b"), (3, "struct member k"),
+        (4, "struct kernel argument v"), (5, "half member d")]
 
 
 def test_host_only_code_is_left_out_with_warnings_naming_the_lines():
@@ -638,11 +674,13 @@ def test_templates_over_function_pointers_and_bools_in_a_namespace_run(backend):
         assert np.max(np.abs(out.numpy() - want) / (1e-6 + np.abs(a * b) + np.abs(want))) < 1e-6
 
 
-def test_a_non_const_reference_parameter_is_refused_by_name():
-    src = ("__device__ void acc(float& s, const float& v) { s += v; }\n"
-           "__global__ void k(float* y) { float s = 0.0f; acc(s, y[0]); y[1] = s; }\n")
+def test_a_reference_to_a_value_is_refused_unless_const():
+    """A reference variable is a pointer to what it names (test_semantics runs it); bound to a
+    value (no lvalue to point to), a const one is a copy, any other refused."""
+    src = ("__global__ void k(float* y) {\n  const float& m = fmaxf(y[0], 0.0f);\n"
+           "  float& r = fmaxf(y[0], 1.0f);\n  y[1] = m + r;\n}\n")
     result = translate(src, "opencl", filename="k.cu")
-    assert [(d.line, d.construct) for d in result.errors] == [(1, "reference parameter s")]
+    assert [(d.line, d.construct) for d in result.errors] == [(3, "declarator")]
 
 
 def test_a_finding_inside_a_template_is_reported_once_not_per_copy():

@@ -327,3 +327,15 @@ def test_bfloat16_and_cache_hints_take_rocm_names_and_plain_accesses():
     assert "__ldcs" not in result.text and "__stcs" not in result.text
     assert "(*(&out[i]) = (__float2bfloat16(2.0f * __bfloat162float((*(&in[i]))))))" in result.text
     assert any("ROCm 6.0" in str(d) for d in result.diagnostics if d.severity == "warning")
+
+
+def test_8_and_16_bit_stdint_types_build_with_hiprtc():
+    """ROCm 5's hiprtc declares int32_t and wider but not int8_t..uint16_t (ggml's quant blocks
+    hold int8_t): the translation defines those it uses, for hiprtc only."""
+    src = ("#include <stdint.h>\n__global__ void k(const int8_t* q, const uint16_t* h, int16_t* s, "
+           "uint8_t* u, int n) {\n  int i = threadIdx.x;\n"
+           "  if (i < n) { s[i] = q[i] * 2; u[i] = (uint8_t)(h[i] >> 8); }\n}\n")
+    result = translate(src, "hip", filename="k.cu")
+    assert result.ok, result.errors
+    built = _hiprtc(result.text)
+    assert built.ok, built.log

@@ -127,6 +127,36 @@ def test_half_storage_loads_and_stores_round_to_nearest_even(backend, to):
     np.testing.assert_array_equal(y.numpy(), (np.float32(1.7) * x.astype(np.float32)).astype(np.float16))
 
 
+#: ggml's q8_0 block as numpy lays it out: packed, 34 bytes (CUDA's sizeof with 2-byte alignment)
+Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", 32)])
+
+
+def test_ggml_q8_0_blocks_with_a_half_member_quantize_and_dequantize(backend, to):
+    """A struct with a half member, in buffers of ggml's packed 34-byte blocks: a 36-byte
+    translation (a 4-aligned member) would read every block after the first at the wrong
+    offset. The scale is stored rounded to nearest even (numpy's float16) and read back exactly,
+    by __half2float and by C++'s implicit conversion (``const dfloat d = x[ib].d;``), in a
+    template over a function-pointer typedef with a reference parameter, as ggml writes it."""
+    nb = 37  # not a multiple of the 64-thread block
+    x = (RNG.standard_normal((nb, 32)) * RNG.uniform(0.01, 100, (nb, 1))).astype(np.float32)
+    x[3] = 0  # a zero block: scale 0, and no division by it
+    raw = _dev(backend, np.zeros(nb * Q8_0.itemsize, np.uint8))
+    scales = _dev(backend, np.zeros(nb, np.float32))
+    _kernel(backend, "ggml_q8_0.cu", "quantize_q8_0", to)(1, 64, _dev(backend, x), raw, scales, np.int32(nb))
+    blocks = raw.numpy().view(Q8_0)
+    np.testing.assert_array_equal(scales.numpy(), blocks["d"].astype(np.float32))
+    d = np.abs(x).max(1) / np.float32(127)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), np.float32(0)).astype(np.float32)
+    scaled = x * inv[:, None]
+    np.testing.assert_array_equal(blocks["d"], d.astype(np.float16))
+    np.testing.assert_array_equal(blocks["qs"], np.sign(scaled) * np.floor(np.abs(scaled) + 0.5))
+    y = _dev(backend, np.full(nb * 32, np.nan, np.float32))
+    _kernel(backend, "ggml_q8_0.cu", "dequantize_block_QK8_0_dequantize_q8_0", to)(
+        (nb * 16 + 63) // 64, 64, raw, y, np.int64(nb * 32))
+    want = blocks["d"].astype(np.float32)[:, None] * blocks["qs"].astype(np.float32)
+    np.testing.assert_array_equal(y.numpy(), want.ravel())
+
+
 def test_bfloat16_storage_converts_like_cuda_and_copies_bits(backend, to):
     import ml_dtypes
 

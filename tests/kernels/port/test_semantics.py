@@ -435,3 +435,331 @@ __global__ void k(float* x, int n) {
     result = translate(arch, to, filename="k.cu")
     assert [(d.line, d.construct) for d in result.errors] == [(1, "__CUDA_ARCH__")]
     assert "another branch" in result.errors[0].why
+
+
+def test_a_float_condition_of_the_conditional_operator_is_tested_against_zero(backend, to):
+    """OpenCL C refuses a floating-point condition for ?: (ggml's ``d ? 1.0f/d : 0.0f``); CUDA's
+    is true for every value but zero, NaN included."""
+    src = """__global__ void k(const float* a, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] ? 1.0f / a[i] : -1.0f;
+}"""
+    a = np.array([0, -0.0, 2, np.nan, np.inf, -0.5], np.float32)
+    (_, out) = _run(backend, to, src, a, np.zeros(6, np.float32), n=6)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(out, np.where(a != 0, np.float32(1) / a, np.float32(-1)))
+
+
+def test_cache_hinted_half_and_bfloat16_loads_and_stores_are_plain_accesses(backend, to):
+    """``__ldg``/``__ldcs``/``__ldcg`` around a half or bfloat16 element (by ``&p[i]`` or
+    ``p + i``) read it like ``p[i]``; ``__stcs``/``__stcg``/``__stwb`` of a converted value or a
+    copied element store like ``p[i] = ...``: the hint changes caching, not values."""
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    src = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__global__ void k(const float* a, const __half* h, const __nv_bfloat16* b, __half* oh,
+                  __nv_bfloat16* ob, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float v = __ldg(&a[i]) + __half2float(__ldg(&h[i])) + __bfloat162float(__ldcs(b + i))
+              + 2.0f * (float)__ldcg(&b[i]) + __ldcs(a + i);
+    out[i] = v;
+    __stcs(&oh[i], __float2half(v));
+    __stcg(ob + i, __float2bfloat16(v));
+    __stwb(&ob[n + i], __ldcs(&b[i]));
+  }
+}"""
+    n = 100
+    a = RNG.standard_normal(n).astype(np.float32)
+    h = RNG.standard_normal(n).astype(np.float16)
+    b = RNG.standard_normal(n).astype(bf16)
+    *_, oh, ob, out = _run(backend, to, src, a, h, b, np.zeros(n, np.float16),
+                           np.zeros(2 * n, bf16), np.zeros(n, np.float32), n=n)
+    bf = b.astype(np.float32)
+    want = a + h.astype(np.float32) + bf + np.float32(2) * bf + a  # float32 sums, in CUDA's order
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(oh, want.astype(np.float16))
+    np.testing.assert_array_equal(ob.view(np.uint16), np.concatenate([want.astype(bf16), b]).view(np.uint16))
+
+
+#: a reduction helper run on a __shared__ tile and on a block's slice of a global buffer; the
+#: helper it calls is split in turn (its copies call one copy each)
+_TWO_SPACES = """__device__ void add_into(float* d, int i, int j) { d[i] += d[j]; }
+__device__ float block_reduce(float* data, int tid) {
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) add_into(data, tid, tid + s);
+        __syncthreads();
+    }
+    return data[0];
+}
+__global__ void k(const float* x, float* scratch, float* out, int n) {
+    __shared__ float tile[64];
+    int tid = threadIdx.x, i = blockIdx.x * blockDim.x + tid;
+    float v = i < n ? x[i] : 0.0f;
+    tile[tid] = v;
+    scratch[i] = v * v;
+    __syncthreads();
+    float s = block_reduce(tile, tid);
+    float q = block_reduce(scratch + blockIdx.x * blockDim.x, tid);
+    if (tid == 0) { out[2 * blockIdx.x] = s; out[2 * blockIdx.x + 1] = q; }
+}"""
+
+
+def test_a_helper_called_with_global_and_shared_pointers_gets_a_copy_per_space(backend, to):
+    """OpenCL 1.2 has no generic address space: one copy per space the calls pass, named after
+    it, each call naming its copy, with a warning on the helper's line."""
+    result = translate(_TWO_SPACES, to, filename="k.cu")
+    assert [(d.line, d.severity, d.construct) for d in result.diagnostics] == [
+        (1, "warning", "device function add_into"), (2, "warning", "device function block_reduce")]
+    assert "call it as block_reduce_global or block_reduce_local" in str(result.diagnostics[1])
+    n = 300
+    x = RNG.integers(-50, 51, n).astype(np.float32)  # integers: every partial sum is exact
+    blocks = (n + 63) // 64
+    *_, out = _run(backend, to, _TWO_SPACES, x, np.zeros(blocks * 64, np.float32),
+                   np.zeros(2 * blocks, np.float32), n=n)
+    padded = np.concatenate([x, np.zeros(blocks * 64 - n, np.float32)]).reshape(blocks, 64)
+    np.testing.assert_array_equal(out.reshape(blocks, 2), np.stack([padded.sum(1), (padded ** 2).sum(1)], 1))
+
+
+def test_prototypes_declare_functions_as_their_translation_defines_them(backend):
+    """A prototype (the user's, or a template copy's, which CUDA's two-phase lookup needs) is
+    the translated head: a __global or __local pointer, the shuffle scratch argument; one per
+    copy of a function called with pointers into two address spaces."""
+    src = """__device__ void put(float* p, float v);
+__device__ float lane_sum(float v);
+template <typename T> __device__ void twice(T* p, T v) { p[0] = 2 * v; }
+__global__ void k(float* out, float* twice_out, int n) {
+    __shared__ float s[64];
+    float v = lane_sum(1.0f);
+    put(s + threadIdx.x, v);
+    __syncthreads();
+    if (threadIdx.x == 0) { put(out + blockIdx.x, s[31]); twice<float>(twice_out + blockIdx.x, s[0]); }
+}
+__device__ void put(float* p, float v) { p[0] = v; }
+__device__ float lane_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}"""
+    *_, out, twice_out = _run(backend, "opencl", src, np.zeros(2, np.float32), np.zeros(2, np.float32), n=64)
+    np.testing.assert_array_equal(out, [32, 0]), np.testing.assert_array_equal(twice_out, [64, 0])
+
+
+_DEDUCED = """template <typename T>
+__device__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+template <typename T>
+__device__ void store_max(T* p, const T& a, T b) { p[0] = a > b ? a : b; }
+__global__ void k(const float* x, const int* y, float* out, int* iout, float* top, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    int w = i < n ? y[i] : 0;
+    float s = warp_sum(v);
+    int t = warp_sum(w);
+    if ((threadIdx.x & 31) == 0) { out[i / 32] = s; iout[i / 32] = t; }
+    if (i == 0) store_max(top, x[0], x[1]);
+}"""
+
+
+def test_template_calls_that_deduce_their_arguments_are_instantiated(backend):
+    """``warp_sum(v)`` names no template arguments: C++ deduces T from v's type, and so does
+    the translation (float and int here), spelling ``warp_sum<float>`` before expanding. (The
+    dialect has no warp emulation.)"""
+    to = "opencl"
+    result = translate(_DEDUCED, to, filename="k.cu")
+    assert [(d.line, d.construct) for d in result.diagnostics if d.construct.startswith("template")] == [
+        (1, "template warp_sum<float>"), (1, "template warp_sum<int>"), (6, "template store_max<float>")]
+    n = 200
+    x = RNG.integers(-50, 51, n).astype(np.float32)  # integers: the sums are exact in float
+    y = RNG.integers(-1000, 1000, n).astype(np.int32)
+    *_, out, iout, top = _run(backend, to, _DEDUCED, x, y, np.zeros(8, np.float32),
+                              np.zeros(8, np.int32), np.zeros(1, np.float32), n=n)
+    pad = lambda a: np.concatenate([a, np.zeros(256 - n, a.dtype)]).reshape(8, 32)  # noqa: E731
+    np.testing.assert_array_equal(out, pad(x).sum(1))
+    np.testing.assert_array_equal(iout, pad(y).sum(1))
+    assert top[0] == max(x[0], x[1])
+    mixed = translate(_DEDUCED.replace("warp_sum(w)", "warp_sum(w, 1)"), to, filename="k.cu")
+    assert [(d.line, d.construct) for d in mixed.errors] == [
+        (1, "template"), (13, "template call warp_sum")]
+
+
+_REFERENCES = """__device__ void minmax(float v, float& lo, float& hi) { lo = fminf(lo, v); hi = fmaxf(hi, v); }
+__device__ void bump(int& count) { ++count; }
+__global__ void k(const float* x, float* window, float* range, int* counts, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float& xi = x[i];
+    float lo = xi, hi = xi;
+    for (int j = 1; j < 4; ++j) minmax(x[(i + j) % n], lo, hi);
+    window[2 * i] = lo;
+    window[2 * i + 1] = hi;
+    minmax(x[i], range[2 * i], range[2 * i + 1]);
+    int c = 0;
+    int& alias = c;
+    bump(c);
+    bump(alias);
+    bump(counts[i]);
+    int& out = counts[n + i];
+    out = c;
+}"""
+
+
+def test_reference_parameters_write_the_callers_variables(backend, to):
+    """``float& lo``: OpenCL C has no references, so the parameter is a pointer to the caller's
+    variable, in its address space (private here, global there: a copy each), each use is
+    ``*lo`` and each call passes ``&(v)``; a reference variable ``int& out = counts[j];`` is
+    such a pointer too."""
+    n = 70
+    x = RNG.standard_normal(n).astype(np.float32)
+    bounds = RNG.standard_normal((n, 2)).astype(np.float32)
+    counts = RNG.integers(0, 9, 2 * n).astype(np.int32)
+    _, window, range_, got = _run(backend, to, _REFERENCES, x, np.zeros(2 * n, np.float32),
+                                  bounds.ravel().copy(), counts.copy(), n=n)
+    near = np.stack([np.roll(x, -j) for j in range(4)])
+    np.testing.assert_array_equal(window.reshape(n, 2), np.stack([near.min(0), near.max(0)], 1))
+    np.testing.assert_array_equal(range_.reshape(n, 2), np.stack(
+        [np.minimum(bounds[:, 0], x), np.maximum(bounds[:, 1], x)], 1))
+    np.testing.assert_array_equal(got, np.concatenate([counts[:n] + 1, np.full(n, 2)]))
+
+
+def test_std_math_in_device_code_is_cudas_overload(backend, to):
+    """``std::max(a, b)``, ``std::min``, ``std::abs``, ``std::exp`` on floats in device code are
+    the float overloads, as the unqualified calls; on ints, the int ones."""
+    src = """#include <cmath>
+#include <algorithm>
+__global__ void k(const float* a, const int* b, float* out, int* iout, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = std::max(a[i], 0.5f) + std::min(a[i], -0.5f) + std::abs(a[i]) + std::exp(a[i]);
+    iout[i] = std::max(b[i], 3) - std::abs(b[i]);
+  }
+}"""
+    n = 50
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = RNG.integers(-9, 9, n).astype(np.int32)
+    *_, out, iout = _run(backend, to, src, a, b, np.zeros(n, np.float32), np.zeros(n, np.int32), n=n)
+    want = np.maximum(a, 0.5) + np.minimum(a, -0.5) + np.abs(a) + np.exp(a.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    np.testing.assert_array_equal(iout, np.maximum(b, 3) - np.abs(b))
+
+
+def test_enums_name_their_type_and_scoped_enums_become_prefixed_constants(backend, to):
+    """C++ names the type of ``enum Mode { ... }`` Mode (C only ``enum Mode``), and its scoped
+    ``enum class Act : int`` has enumerators ``Act::Gelu`` (C has no scopes), here also as a
+    template argument: the translation typedefs the types and spells ``Act_Gelu``."""
+    src = """enum class Act : int { Relu, Gelu = 3 };
+enum Mode { ADD, MUL };
+template <Act A>
+__device__ float act(float x) { return A == Act::Gelu ? x * 0.5f : fmaxf(x, 0.0f); }
+__global__ void k(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    Mode m = i % 2 ? MUL : ADD;
+    Act a = Act::Relu;
+    if (i < n) y[i] = m == MUL ? act<Act::Gelu>(x[i]) * 2.0f : act<Act::Relu>(x[i]) + (int)Act::Gelu + (int)a;
+}"""
+    n = 40
+    x = RNG.standard_normal(n).astype(np.float32)
+    (_, y) = _run(backend, to, src, x, np.zeros(n, np.float32), n=n)
+    np.testing.assert_array_equal(y, np.where(np.arange(n) % 2, x * np.float32(0.5) * 2,
+                                              np.maximum(x, 0) + 3))
+
+
+
+#: the block reductions inference engines write: warp shuffles, and a __shared__ array for the
+#: warps' partials, in inline device functions
+_BLOCK_REDUCE = """#define WARP_SIZE 32
+__inline__ __device__ float warp_sum(float val) {
+#pragma unroll
+  for (int mask = WARP_SIZE / 2; mask > 0; mask >>= 1)
+    val += __shfl_xor_sync(0xffffffff, val, mask, 32);
+  return val;
+}
+__inline__ __device__ float warp_max(float val) {
+  for (int mask = WARP_SIZE / 2; mask > 0; mask >>= 1)
+    val = fmaxf(val, __shfl_xor_sync(0xffffffff, val, mask, 32));
+  return val;
+}
+__inline__ __device__ float block_sum(float val, float* shared) {
+  int lane = threadIdx.x & 0x1f, wid = threadIdx.x >> 5;
+  val = warp_sum(val);
+  if (lane == 0) shared[wid] = val;
+  __syncthreads();
+  val = (threadIdx.x < (blockDim.x / 32.f)) ? shared[lane] : 0.0f;
+  return warp_sum(val);
+}
+__inline__ __device__ float block_max(float val, float* shared) {
+  int lane = threadIdx.x & 0x1f, wid = threadIdx.x >> 5;
+  val = warp_max(val);
+  if (lane == 0) shared[wid] = val;
+  __syncthreads();
+  val = (threadIdx.x < (blockDim.x / 32.f)) ? shared[lane] : -INFINITY;
+  return warp_max(val);
+}
+__global__ void softmax(float* __restrict__ out, const float* __restrict__ in, const int cols) {
+  __shared__ float s_max, s_sum, red[WARP_SIZE];
+  const float* row = in + blockIdx.x * cols;
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
+  m = block_max(m, red);
+  if (threadIdx.x == 0) s_max = m;
+  __syncthreads();
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += expf(row[c] - s_max);
+  s = block_sum(s, red);
+  if (threadIdx.x == 0) s_sum = s;
+  __syncthreads();
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[blockIdx.x * cols + c] = expf(row[c] - s_max) / s_sum;
+}"""
+
+
+def _softmax_rows(backend, src: str) -> None:
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    rows, cols = 3, 300
+    x = (RNG.standard_normal((rows, cols)) * 3).astype(np.float32)
+    out = accel.asarray(np.zeros((rows, cols), np.float32), backend=backend)
+    kernel(result.text, "softmax", backend=backend, options=result.options)(
+        rows, 128, out, accel.asarray(x, backend=backend), np.int32(cols))
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-8)
+
+
+def test_device_functions_are_inlined_so_every_call_links_and_syncs(backend):
+    """OpenCL C's ``inline`` is C99's: without ``static`` there is no external definition, and
+    PoCL fails to link the calls it does not inline (here: the shuffling reductions); left
+    uninlined, functions with barriers gave wrong rows on some first launches (1 in 7)."""
+    text = translate(_BLOCK_REDUCE, "opencl").text
+    for name in ("warp_sum", "block_sum", "accel_shfl_float"):
+        assert f"static inline __attribute__((always_inline)) float {name}(" in text
+    _softmax_rows(backend, _BLOCK_REDUCE)
+
+
+def test_shared_arrays_of_device_functions_are_declared_by_each_kernel(backend):
+    """``static __shared__ float shared[32]`` in a device function (the reductions above, as
+    inference engines write them) is one array per block in CUDA: the kernel declares it, one
+    per declaring function (both name theirs ``shared``), and passes it down the calls."""
+    src = _BLOCK_REDUCE.replace(", red[WARP_SIZE]", "").replace(", red)", ")")
+    for name in ("block_sum", "block_max"):
+        src = src.replace(f"float {name}(float val, float* shared) {{",
+                          f"float {name}(float val) {{\n  static __shared__ float shared[WARP_SIZE];")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [d.line for d in result.diagnostics if d.construct == "__shared__ in a device function"] == [14, 23]
+    _softmax_rows(backend, src)
+
+
+def test_size_t_kernel_arguments_are_64_bit_unsigned(backend, to):
+    """OpenCL forbids size_t kernel arguments; CUDA's is 64-bit unsigned, OpenCL's ulong (and
+    ptrdiff_t's long), which the launch passes as np.uint64 / np.int64 alike."""
+    src = """__global__ void k(float* y, size_t n, ptrdiff_t shift) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = (float)((ptrdiff_t)i + shift) + (float)(n >> 33);
+}"""
+    result = translate(src, to, filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    y = accel.asarray(np.zeros(128, np.float32), backend=backend)
+    kernel(result.text, "k", backend=backend, options=result.options)(
+        2, 64, y, np.uint64(1 << 34), np.int64(-5))  # n past 32 bits: every thread stores
+    np.testing.assert_array_equal(y.numpy(), (np.arange(128) - 5 + 2).astype(np.float32))
