@@ -204,6 +204,37 @@ def _add_rms_norm(x: Any, residual: Any, weight: Any, eps: float,
     return s, rms_norm(s, weight, eps=e, backend=backend)
 
 
+def norm_add_rms_norm(x: Any, x_weight: Any, residual: Any, weight: Any, *, eps: float = 1e-6,
+                      backend: str | Backend | None = None) -> tuple[Any, Any]:
+    """``(s, rms_norm(s, weight))`` for ``s = add(rms_norm(x, x_weight), residual)``: a
+    sandwich-norm block's branch norm, residual add and next pre-norm (Gemma's post-norms), the
+    same bits as the three calls; one kernel launch on a device (accel.models' decode path).
+
+    >>> import accel, numpy as np
+    >>> from accel.nn import norm_add_rms_norm
+    >>> one = np.ones(2, np.float32)
+    >>> s, y = norm_add_rms_norm(np.array([[3.0, 4.0]], np.float32), one, np.zeros((1, 2), np.float32), one)
+    >>> bool(np.allclose(s, accel.rms_norm(np.array([[3.0, 4.0]], np.float32))))
+    True
+    """
+    call = _Call(backend, x=x, x_weight=x_weight, residual=residual, weight=weight)
+    _float(call, "x")
+    _same_dtype(call, "residual", "x")
+    e = _eps(eps)
+    if call.shape("residual") != call.shape("x") or not call.shape("x"):
+        raise ShapeError(expected("residual.shape", f"x's shape {call.shape('x')} (at least 1 "
+                                  "dimension)", call.shape("residual")))
+    D = call.shape("x")[-1]
+    if _vector(call, "x_weight", D, "x") and _vector(call, "weight", D, "x") \
+            and (k := call.kernel("norm_add_rms_norm_f32")) is not None and math.prod(call.shape("x")):
+        xt, pw, rt, wt = (call.tensor(a) for a in ("x", "x_weight", "residual", "weight"))
+        s, y = (Tensor.empty(call.backend, xt.shape, "float32") for _ in range(2))
+        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
+                                    [xt, pw, rt, wt, s, y, np.int32(D), np.float32(e)])
+        return s, y
+    return _add_rms_norm(rms_norm(x, x_weight, eps=e, backend=backend), residual, weight, e, backend)
+
+
 def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-5,
                backend: str | Backend | None = None) -> Any:
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (population

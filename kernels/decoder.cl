@@ -75,6 +75,36 @@ KERNEL void add_rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float*
     }
 }
 
+/* As add_rms_norm_f32, with x normed first: s = rms_norm(x) * pw + r, y = rms_norm(s) * w (a
+ * sandwich-norm block's branch norm, residual add and next norm, one launch; Gemma's post-norms).
+ * The same operations as rms_norm, add and rms_norm, in their order: the same bits. */
+KERNEL void norm_add_rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT pw,
+                                  GLOBAL const float* RESTRICT r, GLOBAL const float* RESTRICT w,
+                                  GLOBAL float* RESTRICT s, GLOBAL float* RESTRICT y, int D,
+                                  float eps) {
+    LOCAL float part[DEC_BLOCK];
+    int t = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    GLOBAL const float* xr = x + row * D;
+    GLOBAL float* sr = s + row * D;
+    float q = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) q += xr[i] * xr[i];
+    float root = rms_root(part, t, q, D, eps);
+    q = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float v = xr[i] / root;
+        v = v * pw[i];  /* its own statement: no FMA with the add, as the two ops round */
+        v = v + r[row * D + i];
+        sr[i] = v;
+        q += v * v;
+    }
+    root = rms_root(part, t, q, D, eps);
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float v = sr[i] / root;
+        y[row * D + i] = v * w[i];
+    }
+}
+
 /* y = (x - mean) / sqrt(var + eps) * w + b over a row (population variance; w, b optional).
  * Two passes over the row, as the reference: the mean, then the mean of (x - mean)^2, which is
  * rms_root of the centred row. One pass of E[x^2] - mean^2 would cancel to noise (or below 0) for

@@ -21,6 +21,7 @@ from accel.errors import ArgumentError, OutOfBoundsError, ShapeError, expected
 from accel.formats import FORMATS
 from accel.models.config import ModelConfig, read_config
 from accel.models.gguf_file import GGUFSource, open_gguf
+from accel.nn import norm_add_rms_norm
 from accel.tensor import QTensor, Tensor
 
 _FLOAT_TYPES = ("F32", "F16", "BF16")
@@ -264,8 +265,8 @@ class Model:
         for i, layer in enumerate(self.layers):
             x, f = self._block(i, layer, x, h, pos, cache)
             # the block's last residual add, fused with the next norm (the next block's, or
-            # the output's): one launch for the two
-            x, h = accel.rms_norm(f, norms[i], eps=c.eps, residual=x)
+            # the output's) and the branch's own post-norm where it has one: one launch
+            x, h = self._residual(f, layer.post_ffw_norm, x, norms[i])
             if hidden is not None:
                 hidden.append(x.numpy().copy())
         cache.pos = p0 + n
@@ -276,7 +277,7 @@ class Model:
     def _block(self, i: int, L: Layer, x: Tensor, h: Tensor, pos: np.ndarray,
                cache: KVCache) -> tuple[Tensor, Tensor]:
         """Block i on the residual stream x and its normed h: the stream after the attention's
-        residual add, and the feed-forward output still to be added to it."""
+        residual add, and the feed-forward output (not yet post-normed) still to be added to it."""
         c = self.config
         n, H, Hkv, D = x.shape[0], c.n_heads, c.n_kv_heads, c.head_dim
         q, k, v = L.wq(h), L.wk(h), L.wv(h)
@@ -302,17 +303,22 @@ class Model:
         o = accel.attention(q, keys, values, causal=True, scale=c.attention_scale,
                             window=c.layer_window[i])
         o = L.wo(o.transpose(0, 2, 1, 3).reshape(n, H * D))
-        if L.post_attn_norm is not None:
-            o = accel.rms_norm(o, L.post_attn_norm, eps=c.eps)
-        x, h = accel.rms_norm(o, L.ffn_norm, eps=c.eps, residual=x)
+        x, h = self._residual(o, L.post_attn_norm, x, L.ffn_norm)
         if L.w_gate_up is not None:  # [n, 2 ffn]: glu takes the first half as the gate
             g = accel.glu(L.w_gate_up(h), activation=c.activation)
         else:
             g = accel.glu(L.w_gate(h), L.w_up(h), activation=c.activation)
-        f = L.w_down(g)
-        if L.post_ffw_norm is not None:
-            f = accel.rms_norm(f, L.post_ffw_norm, eps=c.eps)
-        return x, f
+        return x, L.w_down(g)
+
+    def _residual(self, branch: Tensor, branch_norm: Tensor | None, x: Tensor,
+                  norm: Tensor) -> tuple[Tensor, Tensor]:
+        """The residual stream after adding a block's branch (normed first by ``branch_norm``
+        where the architecture has one, Gemma's post-norms), and that stream normed by
+        ``norm``: one launch on a device."""
+        eps = self.config.eps
+        if branch_norm is None:
+            return accel.rms_norm(branch, norm, eps=eps, residual=x)
+        return norm_add_rms_norm(branch, branch_norm, x, norm, eps=eps)
 
     def forward(self, tokens: Any, cache: KVCache | None = None, *,
                 last_only: bool = False) -> np.ndarray:

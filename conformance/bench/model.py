@@ -129,7 +129,13 @@ def bench_model(path: str, backend: str, *, prompt_tokens: int = PROMPT_TOKENS,
                             "(pip install 'accel-portable[llama]')" if version is None else "--no-baselines"}
         return rec
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    runs = [time_llama_cpp(path, ids, n_new, n) for n in sorted({1, cores})]
+    try:
+        runs = [time_llama_cpp(path, ids, n_new, n) for n in sorted({1, cores})]
+    except (ValueError, RuntimeError, OSError) as e:  # a file llama.cpp does not load: no baseline
+        reason = f"llama.cpp (llama-cpp-python {version}) did not run this file: {e}"
+        rec["llama_cpp"] = {"status": "error", "reason": reason}
+        say(reason)
+        return rec
     best = {k: max(r[k] for r in runs) for k in ("prompt_tokens_per_s", "decode_tokens_per_s")}
     rec["llama_cpp"] = {"status": "ok", "version": f"llama-cpp-python {version}", "runs": [
         {k: r[k] for k in ("threads", "prompt_tokens_per_s", "decode_tokens_per_s")} for r in runs],

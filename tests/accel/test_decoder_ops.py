@@ -582,3 +582,28 @@ def test_rms_norm_residual_bad_input_names_the_argument():
         accel.rms_norm(x, residual=np.ones((2, 4), np.float32))
     with pytest.raises(accel.DTypeError, match="residual.dtype"):
         accel.rms_norm(x, residual=np.ones((2, 8), np.float16))
+
+
+@pytest.mark.parametrize("where", ["cpu", "opencl"])
+def test_norm_add_rms_norm_is_the_three_calls(where, monkeypatch):
+    """Gemma's post-norm, residual add and next norm: one kernel on a device, the same bits as
+    rms_norm, add and rms_norm (rows longer than a work-group, and a large residual)."""
+    from accel.nn import norm_add_rms_norm
+
+    be = _opencl() if where == "opencl" else accel.get_backend("cpu")
+    x, r = RNG.standard_normal((4, 640)).astype(np.float32), 1e3 * RNG.standard_normal((4, 640)).astype(np.float32)
+    pw, w = (RNG.standard_normal(640).astype(np.float32) for _ in range(2))
+    tx, tr, tpw, tw = (accel.asarray(a, backend=be) for a in (x, r, pw, w))
+    launches = []
+    if where == "opencl":
+        from opencl_common import recorded_launches
+        launches = recorded_launches(be, monkeypatch)
+    s, y = norm_add_rms_norm(tx, tpw, tr, tw, eps=1e-6)
+    assert len(launches) == (1 if where == "opencl" else 0)
+    s2 = accel.add(accel.rms_norm(tx, tpw, eps=1e-6), tr)
+    assert np.array_equal(s.numpy(), s2.numpy())
+    assert np.array_equal(y.numpy(), accel.rms_norm(s2, tw, eps=1e-6).numpy())
+    with pytest.raises(accel.ShapeError, match="^x_weight.shape"):
+        norm_add_rms_norm(tx, tw[:5], tr, tw)
+    with pytest.raises(accel.ShapeError, match="^residual.shape"):
+        norm_add_rms_norm(tx, tpw, tr[:2], tw)
