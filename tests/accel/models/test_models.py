@@ -71,6 +71,22 @@ def test_cache_decode_equals_the_full_forward(tmp_path):
     assert out[0] == int(np.argmax(model.forward(TOKENS[:4])[-1])) and len(out) == 3
 
 
+def test_cpu_dequantizes_the_projections_once_where_they_fit(tmp_path, monkeypatch):
+    """On the cpu reference the quantized projections become float32 copies of dequantize(W).T
+    at load (the logits those of the quantized weights); without the memory, they stay blocks."""
+    import accel.models.decoder as decoder
+
+    path = write_model(tmp_path / "g.gguf", "gemma3", **CASES["gemma3"])
+    model = models.load(path, backend="cpu")
+    monkeypatch.setattr(decoder, "host_bytes_free", lambda: 0)
+    blocks = models.load(path, backend="cpu")
+    lins = [(a, b) for a, b in zip(model._linears(), blocks._linears()) if b.q is not None]
+    assert lins and all(a.q is None for a, _ in lins)
+    for a, b in lins:
+        assert np.array_equal(a.wt.numpy(), np.asarray(accel.dequantize(b.q)).T)
+    np.testing.assert_allclose(model.forward(TOKENS), blocks.forward(TOKENS), rtol=1e-5, atol=1e-5)
+
+
 def test_bad_input_is_a_typed_error_naming_it(tmp_path):
     path = write_model(tmp_path / "l.gguf", "llama")
     model = models.load(path, backend="cpu")
