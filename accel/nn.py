@@ -286,7 +286,37 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
     >>> np.round(accel.rope(x, np.array([1]), base=1.0), 4)            # turned by 1 radian
     array([[[[0.5403, 0.8415]]]], dtype=float32)
     """
-    call = _Call(backend, x=x, freq_factors=freq_factors)
+    return _rope(x, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend)
+
+
+def rms_norm_rope(x: Any, weight: Any, positions: Any, *, eps: float = 1e-6, base: float = 10000.0,
+                  rotary_dim: int | None = None, interleaved: bool = False,
+                  freq_scale: float = 1.0, freq_factors: Any = None,
+                  backend: str | Backend | None = None) -> Any:
+    """``rope(rms_norm(x, weight, eps=eps), positions, ...)`` for ``x [B, H, S, D]``: a QK-norm
+    model's per-head norm and rotation of its queries or keys (gemma3, qwen3), the same bits as
+    the two calls; one kernel launch on a device for head dims up to 512 (accel.models' path).
+
+    >>> import accel, numpy as np
+    >>> from accel.nn import rms_norm_rope
+    >>> x = np.array([[[[3.0, 4.0]]]], np.float32)
+    >>> y = rms_norm_rope(x, np.ones(2, np.float32), np.array([1]), base=1.0)
+    >>> bool(np.array_equal(y, accel.rope(accel.rms_norm(x, np.ones(2, np.float32)), np.array([1]), base=1.0)))
+    True
+    """
+    return _rope(x, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend,
+                 norm=(weight, eps))
+
+
+#: the largest head dim rms_norm_rope_f32 holds in local memory (its NORM_ROPE_D)
+_NORM_ROPE_D = 512
+
+
+def _rope(x: Any, positions: Any, base: float, rotary_dim: int | None, interleaved: bool,
+          freq_scale: float, freq_factors: Any, backend: str | Backend | None,
+          norm: tuple[Any, float] | None = None) -> Any:
+    """rope, or with ``norm = (weight, eps)`` rope of x's rms_norm (rms_norm_rope)."""
+    call = _Call(backend, x=x, freq_factors=freq_factors, **({"weight": norm[0]} if norm else {}))
     dt = _float(call, "x")
     shape = call.shape("x")
     if len(shape) != 4:
@@ -318,6 +348,21 @@ def rope(x: Any, positions: Any, *, base: float = 10000.0, rotary_dim: int | Non
             raise ShapeError(expected("freq_factors.shape", f"({r // 2},) (rotary_dim / 2)",
                                       call.shape("freq_factors")))
         ff = call.host("freq_factors").astype(_F)
+    if norm is not None:
+        e = _eps(norm[1])
+        has_w = _vector(call, "weight", D, "x")
+        if has_w and D <= _NORM_ROPE_D and (k := call.kernel("rms_norm_rope_f32")) is not None \
+                and math.prod(shape):
+            xt, wt = call.tensor("x"), call.tensor("weight")
+            out = Tensor.empty(call.backend, shape, "float32")
+            tabs = _device_tables(call.backend, pos, b, r, fs, ff)
+            call.backend.decoder_launch(k, (B * H * S, 1, 1), (_BLOCK, 1, 1),
+                                        [xt, wt, *tabs, out, np.int32(H), np.int32(S), np.int32(D),
+                                         np.float32(e), np.int32(r), np.int32(bool(interleaved)),
+                                         np.int32(pos.ndim == 2)])
+            return out
+        normed = rms_norm(x, norm[0], eps=e, backend=backend)
+        return _rope(normed, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend)
     if (k := call.kernel("rope_f32")) is not None and math.prod(shape):
         xt = call.tensor("x")
         out = Tensor.empty(call.backend, shape, "float32")

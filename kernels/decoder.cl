@@ -175,6 +175,40 @@ KERNEL void rope_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRIC
     y[e] = first ? xr[j] * c - xr[partner] * si : xr[partner] * si + xr[j] * c;
 }
 
+/* rope_f32 of rms_norm_f32(x) * w, one work-group per row of x [B, H, S, D] (D <= NORM_ROPE_D):
+ * a QK-norm model's per-head norm and rotation, one launch. The normed row waits in local memory
+ * for its partners; the same operations as the two kernels, in their order: the same bits. */
+#define NORM_ROPE_D 512
+KERNEL void rms_norm_rope_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
+                              GLOBAL const float* RESTRICT cs, GLOBAL const float* RESTRICT sn,
+                              GLOBAL float* RESTRICT y, int H, int S, int D, float eps, int r,
+                              int interleaved, int per_batch) {
+    LOCAL float part[DEC_BLOCK];
+    LOCAL float xn[NORM_ROPE_D];
+    int t = LOCAL_ID(0);
+    i64 row = GROUP_ID(0);
+    GLOBAL const float* xr = x + row * D;
+    float q = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) q += xr[i] * xr[i];
+    float root = rms_root(part, t, q, D, eps);
+    for (int i = t; i < D; i += DEC_BLOCK) {
+        float v = xr[i] / root;
+        xn[i] = v * w[i];
+    }
+    BARRIER();
+    int s = (int)(row % S);
+    i64 tb = per_batch ? row / ((i64)H * S) * S + s : s;
+    int h = r / 2;
+    for (int j = t; j < D; j += DEC_BLOCK) {
+        if (j >= r) { y[row * D + j] = xn[j]; continue; }
+        int i = interleaved ? j / 2 : j % h;
+        float c = cs[tb * h + i], si = sn[tb * h + i];
+        int first = interleaved ? (j % 2 == 0) : (j < h);
+        int partner = interleaved ? (first ? j + 1 : j - 1) : (first ? j + h : j - h);
+        y[row * D + j] = first ? xn[j] * c - xn[partner] * si : xn[partner] * si + xn[j] * c;
+    }
+}
+
 /* Row softmax of x * scale over the last axis (n columns), one work-group per row; a row with no
  * finite logit (all -inf) gives zeros. Masks stay on the host path. */
 KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n,

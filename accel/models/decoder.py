@@ -22,7 +22,7 @@ from accel.formats import FORMATS
 from accel.host import host_bytes_free
 from accel.models.config import ModelConfig, read_config
 from accel.models.gguf_file import GGUFSource, open_gguf
-from accel.nn import norm_add_rms_norm
+from accel.nn import norm_add_rms_norm, rms_norm_rope
 from accel.tensor import QTensor, Tensor
 
 _FLOAT_TYPES = ("F32", "F16", "BF16")
@@ -314,14 +314,15 @@ class Model:
             k = accel.add(k, L.bk)
         if L.bv is not None:
             v = accel.add(v, L.bv)
-        q, k, v = q.reshape(n, H, D), k.reshape(n, Hkv, D), v.reshape(n, Hkv, D)
-        if L.q_norm is not None:
-            q = accel.rms_norm(q, L.q_norm, eps=c.eps)
-            k = accel.rms_norm(k, L.k_norm, eps=c.eps)
         rope = dict(base=c.layer_rope_base[i], rotary_dim=c.rope_dim, interleaved=c.rope_interleaved,
                     freq_scale=c.layer_rope_scale[i], freq_factors=self.rope_freqs)
-        q = accel.rope(q.reshape(1, n, H, D).transpose(0, 2, 1, 3), pos, **rope)  # [1, H, n, D]
-        k = accel.rope(k.reshape(1, n, Hkv, D).transpose(0, 2, 1, 3), pos, **rope)
+        q = q.reshape(1, n, H, D).transpose(0, 2, 1, 3)  # [1, H, n, D]
+        k = k.reshape(1, n, Hkv, D).transpose(0, 2, 1, 3)
+        if L.q_norm is not None:  # QK-norm: each head normed, then rotated (one launch each)
+            q = rms_norm_rope(q, L.q_norm, pos, eps=c.eps, **rope)
+            k = rms_norm_rope(k, L.k_norm, pos, eps=c.eps, **rope)
+        else:
+            q, k = accel.rope(q, pos, **rope), accel.rope(k, pos, **rope)
         v = v.reshape(1, n, Hkv, D).transpose(0, 2, 1, 3)
         p0 = int(pos[0])
         cache.k[i][:, :, p0:p0 + n] = k

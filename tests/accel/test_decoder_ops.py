@@ -607,3 +607,28 @@ def test_norm_add_rms_norm_is_the_three_calls(where, monkeypatch):
         norm_add_rms_norm(tx, tw[:5], tr, tw)
     with pytest.raises(accel.ShapeError, match="^residual.shape"):
         norm_add_rms_norm(tx, tpw, tr[:2], tw)
+
+
+@pytest.mark.parametrize("where", ["cpu", "opencl"])
+@pytest.mark.parametrize("interleaved, rotary_dim, D", [(False, None, 256), (True, 64, 80), (False, 32, 512)])
+def test_rms_norm_rope_is_the_two_calls(where, interleaved, rotary_dim, D, monkeypatch):
+    """A QK-norm model's per-head norm and rotation: one kernel on a device (x a transposed view
+    of [B, S, H, D] rows, as accel.models passes it), the same bits as rms_norm then rope."""
+    from accel.nn import rms_norm_rope
+
+    be = _opencl() if where == "opencl" else accel.get_backend("cpu")
+    rows = RNG.standard_normal((1, 3, 4, D)).astype(np.float32)  # [B, S, H, D]
+    w = RNG.standard_normal(D).astype(np.float32)
+    pos = np.array([5, 6, 70_000])
+    tx, tw = accel.asarray(rows, backend=be).transpose(0, 2, 1, 3), accel.asarray(w, backend=be)
+    kw = dict(base=1e6, rotary_dim=rotary_dim, interleaved=interleaved)
+    launches = []
+    if where == "opencl":
+        from opencl_common import recorded_launches
+        launches = recorded_launches(be, monkeypatch)
+    got = rms_norm_rope(tx, tw, pos, eps=1e-6, **kw)
+    assert sum("rms_norm_rope_f32" in what for what, _, _ in launches) == (where == "opencl")
+    want = accel.rope(accel.rms_norm(tx, tw, eps=1e-6), pos, **kw)
+    assert np.array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
+    with pytest.raises(accel.ShapeError, match="^weight.shape"):
+        rms_norm_rope(tx, tw[:4], pos)
