@@ -154,7 +154,8 @@ class OpenCLBackend(KernelRuntime):
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.programs = ProgramCache(self.ctx, self.dev, f"{self.device_id} ({self.dev.name})")
-        self._shared: dict[tuple, _SharedKernel] = {}  # by (program id, kernel name, tag)
+        self._shared: dict[tuple, _SharedKernel] = {}  # by (program id, kernel name, scalars)
+        self._variant_programs: dict[tuple, cl.Program] = {}  # by (variant id, kernel name)
         self.params = params_for(self.dev)
         self.build_options = build_options(self.dev)  # every program's, recorded in versions()
         self._launch_lock = threading.Lock()
@@ -542,8 +543,10 @@ class OpenCLBackend(KernelRuntime):
         """The launch on a kernel object of its own, so its constant arguments are set once here;
         a call sets only the per-call buffers (pyopencl's scalar set_arg costs ~7 us each, a
         buffer's ~0.1 us)."""
-        program = self._program(K.program_text(launch.variant.source), tuple(launch.variant.options()),
-                                f"{launch.kernel} ({launch.variant.id})")
+        key = (launch.variant.id, launch.kernel)
+        program = self._variant_programs.get(key)
+        if program is None:  # through kernel(): what a subclass builds for a variant, plans run
+            program = self._variant_programs[key] = self.kernel(launch.variant, launch.kernel).program
         shared = self._shared_kernel(program, launch.kernel, tuple(launch.scalars), len(launch.buffers))
         picks, constants = [], []  # (argument, index into the call's buffers); (argument, buffer)
         for i, slot in enumerate(launch.buffers):
