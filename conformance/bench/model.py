@@ -12,7 +12,9 @@ barriers and collapse beside any busy thread (../shared/notes/models.md).
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import time
 from typing import Any, Callable
 
@@ -97,6 +99,36 @@ def time_llama_cpp(path: str, ids: list[int], n_new: int, threads: int) -> dict[
     return rec
 
 
+def isolated(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a child process, so that a baseline that dies takes only the child: a
+    llama.cpp built for the CPU it was built on runs AMX tile instructions where a VM's CPU
+    advertises AMX but the kernel does not grant it, and dies of SIGILL. A death or an
+    exception there is a RuntimeError here, with what happened."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_run_and_send, args=(send, fn, args), daemon=True)
+    child.start()
+    send.close()
+    try:
+        ok, value = receive.recv()
+    except EOFError:  # it died before answering
+        child.join()
+        code = child.exitcode or 0
+        died = signal.Signals(-code).name if code < 0 else f"exit status {code}"
+        raise RuntimeError(f"{getattr(fn, '__name__', fn)}'s process died ({died})") from None
+    child.join()
+    if not ok:
+        raise RuntimeError(value)
+    return value
+
+
+def _run_and_send(send: Any, fn: Callable[..., Any], args: tuple) -> None:
+    try:
+        send.send((True, fn(*args)))
+    except Exception as e:  # noqa: BLE001 - the parent reports it
+        send.send((False, f"{type(e).__name__}: {e}"))
+
+
 def bench_model(path: str, backend: str, *, prompt_tokens: int = PROMPT_TOKENS,
                 decode_tokens: int = DECODE_TOKENS, with_llama: bool = True,
                 say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -130,9 +162,9 @@ def bench_model(path: str, backend: str, *, prompt_tokens: int = PROMPT_TOKENS,
         return rec
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     try:
-        runs = [time_llama_cpp(path, ids, n_new, n) for n in sorted({1, cores})]
+        runs = [isolated(time_llama_cpp, path, ids, n_new, n) for n in sorted({1, cores})]
     except (ValueError, RuntimeError, OSError) as e:  # a file llama.cpp does not load: no baseline
-        reason = f"llama.cpp (llama-cpp-python {version}) did not run this file: {e}"
+        reason = f"llama.cpp (llama-cpp-python {version}) gave no baseline: {e}"
         rec["llama_cpp"] = {"status": "error", "reason": reason}
         say(reason)
         return rec

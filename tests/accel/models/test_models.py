@@ -224,6 +224,20 @@ def test_bench_model_times_the_greedy_run_and_names_what_it_did_not_run(tmp_path
     assert main(["bench", "--model", path, "--ops", "matmul"]) == 2
 
 
+def test_a_baseline_that_dies_takes_only_its_own_process():
+    # llama.cpp runs in a child: a build that dies there (SIGILL of AMX instructions a VM
+    # advertises but does not grant) leaves accel's own result and a reason
+    import os
+
+    from accel.conformance.bench.model import isolated
+
+    assert isolated(pow, 2, 10) == 1024
+    with pytest.raises(RuntimeError, match=r"^abort's process died \(SIGABRT\)$"):
+        isolated(os.abort)
+    with pytest.raises(RuntimeError, match="^ValueError: invalid literal"):
+        isolated(int, "x")
+
+
 @needs_opencl
 def test_real_gemma3_270m_on_opencl_matches_the_float64_reference():
     path = _gemma_path()
