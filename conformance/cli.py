@@ -53,6 +53,9 @@ def register(subparsers) -> None:
                    "this GGUF decoder on --backend against the float64 reference forward")
     p.add_argument("--tokens", metavar="IDS", help="with --model: the token ids to run "
                    "(comma or space separated; default a fixed sequence)")
+    p.add_argument("--llama-logits", metavar="NPY", help="with --model: llama.cpp's logits of the "
+                   "same tokens ([n_tokens, vocab], numpy .npy) to compare with, instead of running "
+                   "llama-cpp-python (which runs when installed)")
     p.set_defaults(func=_run)
     # no subcommand runs the suite: the metavar keeps the usage line from demanding one
     sub = p.add_subparsers(dest="conformance_command", metavar="[matrix]",
@@ -89,6 +92,10 @@ def _run(args: argparse.Namespace) -> int:
 
     from accel.conformance import isolation, runner
 
+    for flag, value in (("--tokens", args.tokens), ("--llama-logits", args.llama_logits)):
+        if value is not None and not args.model:
+            raise ArgumentError(expected(flag, "--model beside it (it applies to model conformance)",
+                                         f"{flag} alone"))
     journal = isolation.child_journal()
     if journal is None and args.argv is not None and not args.no_isolation:
         if args.model:

@@ -10,13 +10,14 @@ a case, the case's record after it.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 #: set in the child: the journal's path (its presence also says "do not supervise again")
 JOURNAL_ENV = "ACCEL_CONFORMANCE_JOURNAL"
@@ -77,6 +78,35 @@ def signal_name(returncode: int) -> str:
         except ValueError:
             return f"signal {-returncode}"
     return f"exit status {returncode}"
+
+
+def isolated(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a spawned child process, so that a third-party library that dies takes
+    only the child: a llama.cpp built for the CPU it was built on runs AMX tile instructions
+    where a VM's CPU advertises AMX but the kernel does not grant it, and dies of SIGILL. A
+    death or an exception there is a RuntimeError here, saying what happened."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_run_and_send, args=(send, fn, args), daemon=True)
+    child.start()
+    send.close()
+    try:
+        ok, value = receive.recv()
+    except EOFError:  # it died before answering
+        child.join()
+        name = getattr(fn, "__name__", repr(fn))
+        raise RuntimeError(f"{name}'s process died ({signal_name(child.exitcode or 0)})") from None
+    child.join()
+    if not ok:
+        raise RuntimeError(value)
+    return value
+
+
+def _run_and_send(send: Any, fn: Callable[..., Any], args: tuple) -> None:
+    try:
+        send.send((True, fn(*args)))
+    except Exception as e:  # noqa: BLE001 - the parent reports it
+        send.send((False, f"{type(e).__name__}: {e}"))
 
 
 def crash_record(case_id: str, returncode: int, device: str) -> dict:

@@ -12,13 +12,13 @@ barriers and collapse beside any busy thread (../shared/notes/models.md).
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
 import time
 from typing import Any, Callable
 
 import numpy as np
+
+from accel.conformance.isolation import isolated
 
 SCHEMA = "accel.bench_model/1"
 PROMPT_TOKENS = 128
@@ -97,36 +97,6 @@ def time_llama_cpp(path: str, ids: list[int], n_new: int, threads: int) -> dict[
     rec["threads"] = threads
     llm.close() if hasattr(llm, "close") else None
     return rec
-
-
-def isolated(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a child process, so that a baseline that dies takes only the child: a
-    llama.cpp built for the CPU it was built on runs AMX tile instructions where a VM's CPU
-    advertises AMX but the kernel does not grant it, and dies of SIGILL. A death or an
-    exception there is a RuntimeError here, with what happened."""
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_run_and_send, args=(send, fn, args), daemon=True)
-    child.start()
-    send.close()
-    try:
-        ok, value = receive.recv()
-    except EOFError:  # it died before answering
-        child.join()
-        code = child.exitcode or 0
-        died = signal.Signals(-code).name if code < 0 else f"exit status {code}"
-        raise RuntimeError(f"{getattr(fn, '__name__', fn)}'s process died ({died})") from None
-    child.join()
-    if not ok:
-        raise RuntimeError(value)
-    return value
-
-
-def _run_and_send(send: Any, fn: Callable[..., Any], args: tuple) -> None:
-    try:
-        send.send((True, fn(*args)))
-    except Exception as e:  # noqa: BLE001 - the parent reports it
-        send.send((False, f"{type(e).__name__}: {e}"))
 
 
 def bench_model(path: str, backend: str, *, prompt_tokens: int = PROMPT_TOKENS,

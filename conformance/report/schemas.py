@@ -165,6 +165,9 @@ MODEL_CONFORMANCE = {
         "logits": {"type": "object", "required": ["mean_kl", "max_kl", "top1_agreement", "rms_delta_p"],
                    "properties": {k: _NUMBER for k in ("mean_kl", "max_kl", "top1_agreement",
                                                         "rms_delta_p")}},
+        "llama_cpp": {"type": "object", "required": ["status"],
+                      "description": "the measures against llama.cpp's logits (status ok: source, "
+                                     "logits, bounds, passed) or why there are none (reason)"},
     },
 }
 

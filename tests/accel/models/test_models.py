@@ -224,15 +224,43 @@ def test_bench_model_times_the_greedy_run_and_names_what_it_did_not_run(tmp_path
     assert main(["bench", "--model", path, "--ops", "matmul"]) == 2
 
 
+def test_model_conformance_against_saved_llama_cpp_logits(tmp_path, capsys):
+    """--llama-logits: accel's logits against a saved [n, vocab] file with llama-perplexity's
+    measures and the 0.025 mean-KL bound; a file of the wrong shape is a typed error."""
+    import json
+
+    from accel.__main__ import main
+    from accel.conformance.model_ref import ModelReference
+
+    path = write_model(tmp_path / "l.gguf", "llama")
+    tokens = [1, 5, 9, 3]
+    ref, _ = ModelReference(path).forward(tokens)
+    close, far = tmp_path / "close.npy", tmp_path / "far.npy"
+    np.save(close, ref.astype(np.float32))
+    np.save(far, (ref[:, ::-1] * 3).astype(np.float32))  # another distribution for every token
+    args = ["conformance", "--model", path, "--backend", "cpu", "--tokens", "1,5,9,3", "--no-isolation"]
+    assert main([*args, "--llama-logits", str(close), "--json", str(tmp_path / "a.json")]) == 0
+    rec = json.loads((tmp_path / "a.json").read_text())
+    assert rec["llama_cpp"]["status"] == "ok" and rec["llama_cpp"]["passed"]
+    assert rec["llama_cpp"]["logits"]["mean_kl"] < 1e-6 and "against llama.cpp" in capsys.readouterr().out
+    assert main([*args, "--llama-logits", str(far), "--json", str(tmp_path / "b.json")]) == 1
+    rec = json.loads((tmp_path / "b.json").read_text())
+    assert rec["logits"]["mean_kl"] < 1e-4 and not rec["llama_cpp"]["passed"] and not rec["passed"]
+    np.save(far, ref[:2])
+    assert main([*args, "--llama-logits", str(far)]) == 2
+    assert "--llama-logits: expected logits of shape (4, " in capsys.readouterr().err
+    assert main(["conformance", "--backend", "cpu", "--llama-logits", str(close)]) == 2
+
+
 def test_a_baseline_that_dies_takes_only_its_own_process():
     # llama.cpp runs in a child: a build that dies there (SIGILL of AMX instructions a VM
     # advertises but does not grant) leaves accel's own result and a reason
     import os
 
-    from accel.conformance.bench.model import isolated
+    from accel.conformance.isolation import isolated
 
     assert isolated(pow, 2, 10) == 1024
-    with pytest.raises(RuntimeError, match=r"^abort's process died \(SIGABRT\)$"):
+    with pytest.raises(RuntimeError, match=r"^abort's process died \(SIGABRT \(signal 6\)\)$"):
         isolated(os.abort)
     with pytest.raises(RuntimeError, match="^ValueError: invalid literal"):
         isolated(int, "x")
