@@ -8,10 +8,11 @@ rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA
 kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu``
 (``"silu"``, ``"gelu_tanh"``), ``silu``, ``gelu(approximate="tanh")``, unmasked ``softmax``,
 ``add``/``mul`` of the same shapes or with one operand repeated along the other's leading dims
-(a bias, a scalar) and ``get_rows`` of a float32 table. Every other case on a backend other than
-``cpu`` (other dtypes, erf ``gelu``, masked ``softmax``, quantized tables, other broadcasts)
-reads the operands to the host, computes the reference and writes
-the result back to that backend: the reference's answer, with a round trip of the data.
+(a bias, a scalar) and ``get_rows`` of a float32 table; a quantized table's rows are gathered
+on its device and dequantized there by the format's own dequantize plan. Every other case on a
+backend other than ``cpu`` (other dtypes, erf ``gelu``, masked ``softmax``, other broadcasts)
+reads the operands to the host, computes the reference and writes the result back to that
+backend: the reference's answer, with a round trip of the data.
 """
 from __future__ import annotations
 
@@ -618,6 +619,24 @@ def mul(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:
 
 
 # -- embedding rows ----------------------------------------------------------------------------------------
+def _quantized_rows_on_device(table: QTensor, idx: np.ndarray, be: Backend) -> Tensor | None:
+    """The rows of a quantized table at ``idx`` gathered and dequantized on its device (a
+    decode step's embedding lookup without a host round trip), or None where that backend
+    has no decoder kernels or declines the format's dequantize."""
+    get = getattr(be, "decoder_kernel", None)
+    N, D = table.shape
+    spec = dequantize_spec((idx.size, D), table.format)
+    if table.backend is not be or get is None or not idx.size or not be.verdict(spec).ok:
+        return None
+    rb = table.format.row_bytes(D)
+    raw = Tensor.empty(be, (idx.size, rb), "uint8")
+    be.decoder_launch(get("get_rows_bytes"), (idx.size, -(-rb // _BLOCK), 1), (_BLOCK, 1, 1),
+                      [table.data, Tensor.from_host(be, idx.astype(np.int32).reshape(-1)), raw,
+                       np.int32(rb)])
+    return execute(be, spec, raw).reshape(idx.shape + (D,))
+
+
+
 def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> Any:
     """Rows of ``table [N, D]`` at integer ``ids`` (any shape): output ``ids.shape + (D,)``.
     A float table gives rows in its dtype; an ``accel.QTensor`` gives the rows as float32,
@@ -637,6 +656,9 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
         idx, ib, dev = _integers("ids", ids, backend)
         _check_ids(idx, N)
         be = ib if ib is not None else (table.backend if backend is None else resolve(backend, ())[0])
+        rows = _quantized_rows_on_device(table, idx, be)
+        if rows is not None:
+            return rows if dev or table.kind == "accel" else rows.numpy()
         flat = idx.reshape(-1)
         uniq, where = np.unique(flat, return_inverse=True)
         if table.backend.name != "cpu" and uniq.size * 8 < N:  # a few rows: read only those

@@ -259,7 +259,7 @@ COPY = Variant("copy.cl", ("strided_copy",), {})
 #: accel.nn's decoder-step kernels (float32; no parameters)
 DECODER = Variant("decoder.cl", ("rms_norm_f32", "add_rms_norm_f32", "norm_add_rms_norm_f32", "layer_norm_f32",
                                  "binary_f32", "glu_f32", "rope_f32", "rms_norm_rope_f32", "softmax_f32",
-                                 "get_rows_f32", "unary_f32"), {})
+                                 "get_rows_f32", "get_rows_bytes", "unary_f32"), {})
 
 
 def _scaled_matmul_variants() -> list[Variant]:

@@ -251,6 +251,15 @@ KERNEL void get_rows_f32(GLOBAL const float* RESTRICT table, GLOBAL const int* R
     if (j < D) y[r * D + j] = table[(i64)ids[r] * D + j];
 }
 
+/* y[r, :] = table[ids[r], :] for rows of row_bytes bytes: a quantized table's blocks, which
+ * the format's dequantize then reads (ids checked before the launch). */
+KERNEL void get_rows_bytes(GLOBAL const u8* RESTRICT table, GLOBAL const int* RESTRICT ids,
+                           GLOBAL u8* RESTRICT y, int row_bytes) {
+    i64 r = GROUP_ID(0);
+    int j = GROUP_ID(1) * DEC_BLOCK + LOCAL_ID(0);
+    if (j < row_bytes) y[r * row_bytes + j] = table[(i64)ids[r] * row_bytes + j];
+}
+
 /* y = act(x); act 0: silu, 1: gelu (tanh approximation) */
 KERNEL void unary_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n, int act) {
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);

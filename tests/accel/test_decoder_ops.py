@@ -428,16 +428,24 @@ def test_opencl_device_kernels_against_float64():
             "unary_f32", "get_rows_f32"} <= built
 
 
-def test_get_rows_of_a_quantized_table_on_opencl():
+@pytest.mark.parametrize("fmt", ["q4_0", "q5_0", "q8_0", "q4_k", "nvfp4", "iq2_s"])
+def test_get_rows_of_a_quantized_table_on_opencl(fmt, monkeypatch):
+    """The rows' blocks gathered on the device and dequantized there (one gather, then the
+    format's dequantize plan: no row comes to the host), equal to dequantize's rows."""
+    from opencl_common import recorded_launches
+
     be = _opencl()
-    w = RNG.standard_normal((40, 64)).astype(np.float32)
-    q = accel.quantize(w, "q4_0", backend=be)
-    full = np.asarray(accel.dequantize(accel.quantize(w, "q4_0")))
+    w = RNG.standard_normal((40, 256)).astype(np.float32)
+    host = accel.quantize(w, fmt, backend="cpu")
+    q = accel.QTensor.from_raw(host.raw, fmt, w.shape, backend=be)
+    full = np.asarray(accel.dequantize(host))
+    seen = recorded_launches(be, monkeypatch)
     for ids in (np.array([3]), np.array([[39, 3], [3, 0]]), np.arange(40)[::-1]):  # few, many
         assert np.array_equal(accel.get_rows(q, ids), full[ids])  # numpy-kind QTensor: numpy
         rows = accel.get_rows(q, accel.asarray(ids.astype(np.int32), backend=be))
         assert isinstance(rows, accel.Tensor) and rows.backend is be
         assert np.array_equal(rows.numpy(), full[ids])
+    assert sum("get_rows_bytes" in what for what, _, _ in seen) == 6
 
 
 def _rope_torch64(x, pos):
