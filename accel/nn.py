@@ -183,15 +183,20 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6, residual: Any = N
     return call.out(_round(y, dt))
 
 
-def _add_rms_norm(x: Any, residual: Any, weight: Any, eps: float,
-                  backend: str | Backend | None) -> tuple[Any, Any]:
-    call = _Call(backend, x=x, residual=residual, weight=weight)
+def _residual_call(backend: str | Backend | None, eps: float, **operands: Any) -> tuple[_Call, float]:
+    """The call of a fused residual form: x float, residual of x's shape and dtype, eps checked."""
+    call = _Call(backend, **operands)
     _float(call, "x")
     _same_dtype(call, "residual", "x")
-    e = _eps(eps)
     if call.shape("residual") != call.shape("x") or not call.shape("x"):
         raise ShapeError(expected("residual.shape", f"x's shape {call.shape('x')} (at least 1 "
                                   "dimension)", call.shape("residual")))
+    return call, _eps(eps)
+
+
+def _add_rms_norm(x: Any, residual: Any, weight: Any, eps: float,
+                  backend: str | Backend | None) -> tuple[Any, Any]:
+    call, e = _residual_call(backend, eps, x=x, residual=residual, weight=weight)
     w = _vector(call, "weight", call.shape("x")[-1], "x")
     if (k := call.kernel("add_rms_norm_f32")) is not None and math.prod(call.shape("x")):
         xt, rt = call.tensor("x"), call.tensor("residual")
@@ -218,13 +223,7 @@ def norm_add_rms_norm(x: Any, x_weight: Any, residual: Any, weight: Any, *, eps:
     >>> bool(np.allclose(s, accel.rms_norm(np.array([[3.0, 4.0]], np.float32))))
     True
     """
-    call = _Call(backend, x=x, x_weight=x_weight, residual=residual, weight=weight)
-    _float(call, "x")
-    _same_dtype(call, "residual", "x")
-    e = _eps(eps)
-    if call.shape("residual") != call.shape("x") or not call.shape("x"):
-        raise ShapeError(expected("residual.shape", f"x's shape {call.shape('x')} (at least 1 "
-                                  "dimension)", call.shape("residual")))
+    call, e = _residual_call(backend, eps, x=x, x_weight=x_weight, residual=residual, weight=weight)
     D = call.shape("x")[-1]
     if _vector(call, "x_weight", D, "x") and _vector(call, "weight", D, "x") \
             and (k := call.kernel("norm_add_rms_norm_f32")) is not None and math.prod(call.shape("x")):

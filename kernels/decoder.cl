@@ -38,15 +38,20 @@ DEVICE float rms_root(LOCAL_PTR float* part, int t, float q, int D, float eps) {
     return sqrt(block_sum(part, t, q) / (float)D + eps);
 }
 
+/* rms_root of the row xr of D values (the kernels that norm a row they read as it is) */
+DEVICE float row_root(LOCAL_PTR float* part, int t, GLOBAL const float* xr, int D, float eps) {
+    float q = 0.0f;
+    for (int i = t; i < D; i += DEC_BLOCK) q += xr[i] * xr[i];
+    return rms_root(part, t, q, D, eps);
+}
+
 KERNEL void rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const float* RESTRICT w,
                          GLOBAL float* RESTRICT y, int D, float eps, int has_w) {
     LOCAL float part[DEC_BLOCK];
     int t = LOCAL_ID(0);
     i64 row = GROUP_ID(0);
     GLOBAL const float* xr = x + row * D;
-    float s = 0.0f;
-    for (int i = t; i < D; i += DEC_BLOCK) s += xr[i] * xr[i];
-    float root = rms_root(part, t, s, D, eps);
+    float root = row_root(part, t, xr, D, eps);
     for (int i = t; i < D; i += DEC_BLOCK) {
         float v = xr[i] / root;
         y[row * D + i] = has_w ? v * w[i] : v;
@@ -87,10 +92,8 @@ KERNEL void norm_add_rms_norm_f32(GLOBAL const float* RESTRICT x, GLOBAL const f
     i64 row = GROUP_ID(0);
     GLOBAL const float* xr = x + row * D;
     GLOBAL float* sr = s + row * D;
+    float root = row_root(part, t, xr, D, eps);
     float q = 0.0f;
-    for (int i = t; i < D; i += DEC_BLOCK) q += xr[i] * xr[i];
-    float root = rms_root(part, t, q, D, eps);
-    q = 0.0f;
     for (int i = t; i < D; i += DEC_BLOCK) {
         float v = xr[i] / root;
         v = v * pw[i];  /* its own statement: no FMA with the add, as the two ops round */
@@ -188,9 +191,7 @@ KERNEL void rms_norm_rope_f32(GLOBAL const float* RESTRICT x, GLOBAL const float
     int t = LOCAL_ID(0);
     i64 row = GROUP_ID(0);
     GLOBAL const float* xr = x + row * D;
-    float q = 0.0f;
-    for (int i = t; i < D; i += DEC_BLOCK) q += xr[i] * xr[i];
-    float root = rms_root(part, t, q, D, eps);
+    float root = row_root(part, t, xr, D, eps);
     for (int i = t; i < D; i += DEC_BLOCK) {
         float v = xr[i] / root;
         xn[i] = v * w[i];

@@ -66,7 +66,7 @@ def test_correct_backends_pass_the_quick_profile(name):
 #: one planted bug per decoder-step op with an OpenCL kernel: an edit of kernels/decoder.cl as a
 #: careless port would make it (layer_norm's: the sample variance, torch.var's default)
 _DECODER_PLANTS = {
-    "rms_norm": ("float root = rms_root(part, t, s, D, eps);", "float root = rms_root(part, t, s, D - 1, eps);"),
+    "rms_norm": ("return rms_root(part, t, q, D, eps);", "return rms_root(part, t, q, D - 1, eps);"),
     "layer_norm": ("float sd = rms_root(part, t, q, D, eps);", "float sd = rms_root(part, t, q, D - 1, eps);"),
     "rope": ("xr[partner] * si + xr[j] * c", "xr[j] * c - xr[partner] * si"),
     "softmax": ("exp(xr[i] * scale - base) / s", "exp(xr[i] * scale - base) / (s * 1.001f)"),
