@@ -605,9 +605,9 @@ def _kquant_matmul(spec, facts: DeviceFacts, tiles: dict) -> Plan:
     grid, block = (K.ceil_div(spec.N, 64), spec.M), (64,)
     v, name = K.kquant(fmt, spec.dtype), "qmatmul_kx"
     kp = _kgemv_tile(tiles["kgemv"], spec.M, x_format=True)
-    if fmt == "mxfp4":  # two rows of x, where its sum trees are shared (docs/benchmarks.md)
+    if spec.fmt.block == 32:  # two rows of x, where their sum trees are shared (docs/benchmarks.md)
         kp["RM"] = min(kp["RM"], 2)
-    if fmt in ("q4_k", "q6_k", "mxfp4") and kp["KWG"] == 1:
+    if fmt in K.VECTOR_KX_FORMATS and kp["KWG"] == 1:
         v, name = K.kquant(fmt, spec.dtype, kp), "qgemv_kx"
         grid, block = (K.ceil_div(spec.N, kp["RN"]), K.ceil_div(spec.M, kp["RM"])), (1,)
     xq = Scratch("xq", spec.M * spec.K // spec.x_fmt.block * spec.x_fmt.block_bytes)

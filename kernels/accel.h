@@ -513,7 +513,8 @@ typedef float4 f32x4;
  *   added, per 128-bit half: (pairs of a.lo, of b.lo, of a.hi, of b.hi);
  * - ACCEL_LOOKUP16F(table, i) (AVX-512 only, where ACCEL_LOOKUP16F is defined): lane k is
  *   table[i[k] mod 16] of the float16 table (vpermps, which reads the low 4 bits of each index,
- *   as OpenCL's shuffle does);
+ *   as OpenCL's shuffle does); ACCEL_LOOKUP32F(lo, hi, i): the same in the 32 values lo then
+ *   hi, by the low 5 bits (vpermi2ps);
  * - DOT32_U8(ulo, uhi, slo, shi) and DOT32_S8(alo, ahi, slo, shi): the dot product as an int8,
  *   for unsigned bytes ulo, uhi or signed ones alo, ahi (char16), with none of slo, shi -128.
  * On x86 with AVX2 ACCEL_PAIRS_U8 is vpmaddubsw (byte pairs, 16-bit sums) and ACCEL_MADD16 is
@@ -530,6 +531,9 @@ typedef float4 f32x4;
 #if defined(__AVX512F__)
 #define ACCEL_LOOKUP16F ACCEL_LOOKUP16F
 DEVICE float16 ACCEL_LOOKUP16F(float16 table, int16 i) { return __builtin_ia32_permvarsf512(table, i); }
+DEVICE float16 ACCEL_LOOKUP32F(float16 lo, float16 hi, int16 i) {
+    return __builtin_ia32_vpermi2varps512(lo, i, hi);
+}
 /* HIDE_WIDENING(v): v (an int16) as a value the compiler cannot trace to its source, so that
  * v >> 4 on zero-extended bytes stays one vpsrld of the widened lanes: LLVM 15 narrows it to a
  * byte shift, a mask and a second vpmovzxbd, the widening (like the lookups) on port 5, the

@@ -112,7 +112,11 @@ DEVICE void scale_min_k4(GLOBAL const u8* RESTRICT s, int j, int* sc, int* m) {
 }
 
 DEVICE u32 load_u32(GLOBAL const u8* RESTRICT p) {
+#if defined(ACCEL_OPENCL) /* one unaligned load: PoCL 3.1 kept q5_0's 2-byte-aligned qh as 4 bytes */
+    return as_uint(vload4(0, p));
+#else
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+#endif
 }
 
 #if defined(ACCEL_OPENCL)
@@ -220,6 +224,24 @@ DEVICE void group_ints(GLOBAL const u8* RESTRICT blk, int g, int* sx, int* sy) {
 
 /* The block's float scales d and dm (0 where it has no minimum). */
 DEVICE void block_d(GLOBAL const u8* RESTRICT blk, float* d, float* dm) {
+#if defined(ACCEL_F16C) && (LEGACY32 || FMT_IQ4_NL || FMT_IQ4_XS || FMT_Q2_K)
+    /* both halves by one vcvtph2ps where the block holds 4 bytes from d on: the integer
+     * conversion took 18 instructions a scale (q5_0 GEMV, 4 rows a work-item: 47 a block-row) */
+#if FMT_Q2_K
+    const float2 f = f16x2_to_f32(load_u32(blk + 80));
+#elif FMT_Q4_1 || FMT_Q5_1
+    const float2 f = f16x2_to_f32(load_u32(blk));
+#else /* d alone: a 4-byte load beside iq4_nl's codes made PoCL assemble them byte by byte */
+    const float2 f = f16x2_to_f32(*(GLOBAL const T_F16*)blk);
+#endif
+    *d = f.x;
+#if FMT_Q2_K || FMT_Q4_1 || FMT_Q5_1
+    *dm = f.y;
+#else
+    *dm = 0.0f;
+#endif
+    return;
+#endif
 #if FMT_Q2_K
     GLOBAL const T_F16* h = (GLOBAL const T_F16*)(blk + 80);
 #elif FMT_Q3_K
@@ -360,21 +382,49 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
  * 4096, M = 1, rotated: 0.97 ms, every 2: 0.89, every 4: 0.82, every 8: 0.92; q4_k 0.58-0.57) */
 #define PF_SUBS (USUB < 4 ? USUB : 4)
 
-/* On CPU devices (whole blocks per unit) a block's scales come as one vector per block and
+/* On CPU devices (whole blocks per unit) a block's scales come as BS_VECS vectors per block and
  * weight row (BLOCK_SCALES): sub-block by sub-block, q4_k's 6-bit fields and float16 pair took
  * more instructions than the 32 weights' own work (q4_k 4096 x 4096, M = 1: 1.89 -> 1.52 ms,
- * AVX-512, PoCL 3.1). q4_k, q5_k: lane j < 8 is sub-block j's a, lane 8 + j its b; q6_k: lane g
- * is group g's a (16 values a group). Each is rounded once, as sub_codes rounds it. */
-#if (FMT_Q4_K || FMT_Q5_K || FMT_Q6_K) && USUB == SUBS && defined(ACCEL_OPENCL)
+ * AVX-512, PoCL 3.1; q2_k's group by group 44 a row's 32 values, q3_k's 62). q4_k, q5_k: lane
+ * j < 8 is sub-block j's a, lane 8 + j its b; q6_k, q3_k: lane g is group g's a (16 values a
+ * group); q2_k: the same, then a second vector of the groups' b; iq4_xs: lane j (and 8 + j) is
+ * sub-block j's a. Each is rounded once, as sub_codes rounds it. */
+#if (FMT_Q4_K || FMT_Q5_K || FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_XS) && USUB == SUBS && \
+    defined(ACCEL_OPENCL)
 #define BLOCK_SCALES 1
-DEVICE float16 block_scales(GLOBAL const u8* RESTRICT blk) {
+#if FMT_Q2_K
+#define BS_VECS 2
+#else
+#define BS_VECS 1
+#endif
+DEVICE void block_scales(GLOBAL const u8* RESTRICT blk, float16* bs) {
 #if FMT_Q6_K
     const float d = f16x2_to_f32(load_u32(blk + 206) >> 16).x;  /* d: bytes 208, 209 */
     GLOBAL const i8* sc = (GLOBAL const i8*)blk + 192;
-    return FMUL_RN((float16)d, convert_float16((char16)(ACCEL_BYTES16(sc, 0))));
+    bs[0] = FMUL_RN((float16)d, convert_float16((char16)(ACCEL_BYTES16(sc, 0))));
+#elif FMT_Q2_K /* group g: scale the low nibble of byte g, minimum the high */
+    const float2 dm = f16x2_to_f32(load_u32(blk + 80));
+    const int16 sm = convert_int16(vload16(0, blk));
+    bs[0] = FMUL_RN((float16)dm.x, convert_float16(sm & 15));
+    bs[1] = FMUL_RN((float16)dm.y, convert_float16(sm >> 4));
+#elif FMT_Q3_K /* group_ints' fields, 16 lanes at once */
+    const float d = f16x2_to_f32(*(GLOBAL const T_F16*)(blk + 108)).x;
+    const uchar8 lo8 = vload8(0, blk + 96);
+    const uchar4 hi4 = vload4(0, blk + 104);
+    const int16 lo = convert_int16((uchar16)(lo8, lo8)) >> (int16)(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4) & 15;
+    const int16 hi = convert_int16((uchar16)(hi4, hi4, hi4, hi4)) >> (int16)(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6) & 3;
+    bs[0] = FMUL_RN((float16)d, convert_float16((lo | hi << 4) - 32));
+#elif FMT_IQ4_XS
+    const u32 dh = load_u32(blk);  /* float16 d, then the scales' high bits */
+    const float d = f16x2_to_f32(dh & 0xFFFFu).x;
+    const uchar4 l4 = vload4(0, blk + 4);
+    const int8 lo = convert_int8((uchar8)(l4.s0, l4.s0, l4.s1, l4.s1, l4.s2, l4.s2, l4.s3, l4.s3)) >> (int8)(0, 4, 0, 4, 0, 4, 0, 4) & 15;
+    const int8 hi = (int8)(dh >> 16) >> (int8)(0, 2, 4, 6, 8, 10, 12, 14) & 3;
+    const float8 a = FMUL_RN((float8)d, convert_float8((lo | hi << 4) - 32));
+    bs[0] = (float16)(a, a);
 #else
     const float2 dm = f16x2_to_f32(load_u32(blk));
-    return FMUL_RN((float16)((float8)dm.x, (float8)dm.y), convert_float16(scales_mins_k4(blk + 4)));
+    bs[0] = FMUL_RN((float16)((float8)dm.x, (float8)dm.y), convert_float16(scales_mins_k4(blk + 4)));
 #endif
 }
 #else
@@ -467,7 +517,11 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
     }
 #elif FMT_IQ4_NL || FMT_IQ4_XS
     float d, unused;
+#if BLOCK_SCALES
+    d = a[0];
+#else
     group_scale(blk, 2 * j, &d, &unused);
+#endif
 #if FMT_IQ4_NL
     GLOBAL const u8* qs = blk + 2;
 #else
@@ -495,7 +549,9 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
 #if FMT_Q3_K
         q[v] -= (1 - ((VLOAD_U8(blk, v * VW) >> j) & 1)) * 4;
 #endif
+#if !BLOCK_SCALES
         group_scale(blk, 2 * j + (v * VW) / 16, &a[v], &b[v]);
+#endif
     }
 #elif FMT_Q4_K || FMT_Q5_K
     GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
@@ -540,7 +596,7 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
 #endif
 }
 
-/* q4_k, q6_k and mxfp4 on AVX-512 (KQ_LUT): a sub-block's weights looked up by code in a table
+/* q4_k, q6_k, mxfp4, iq4_*, q4_1 and q5_* on AVX-512 (KQ_LUT): a sub-block's weights looked up by code in a table
  * of the 16 values its codes stand for, each dequantize's to the bit (a i - b by one FMA, a i
  * exact; d times an E2M1 value, exact), one vpermps per 16 weights in place of a convert and a
  * product; the lookup reads the low 4 bits, so a low nibble needs no mask. 4096 x 4096, M = 1,
@@ -548,11 +604,15 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
  * q6_k's 6-bit code is two lookups, of its low 4 bits and of its high 2 (bits 2 jj, 2 jj + 1 of
  * qh: a table of 16 (i & 3) - 32, so the bits above need no mask), whose sum is the code less 32,
  * exact, times the group's scale a: the product dequantize rounds (q6_k GEMV, interleaved with
- * the integer unpacking: 0.90 -> 0.72 ms in cache, 0.96 -> 0.83 rotated over 2 GB).
+ * the integer unpacking: 0.90 -> 0.72 ms in cache, 0.96 -> 0.83 rotated over 2 GB). q5_0's and
+ * q5_1's 5-bit codes index 32 values (vpermi2ps); iq4's values are d times kvalues_iq4nl, one
+ * rounding as dequantize's. Instructions per 32 weights and row (4 rows a work-item, PoCL 3.1):
+ * q4_1 22 -> 14.5, q5_0 40 (its float16 d in integer code) -> 22.5, iq4_nl 24.5 -> 14.5.
  * Bytes shared by sub-blocks are widened once into held (the row's; whole blocks per unit, so
  * the sub-blocks come in order): q4_k's sub-blocks 2i and 2i + 1 are the low and high nibbles
  * of the same 32 bytes, q6_k's qh holds the high bits of a half's 4. */
-#if ((FMT_Q4_K || FMT_Q6_K) && BLOCK_SCALES || FMT_MXFP4) && VW == 16 && defined(ACCEL_LOOKUP16F)
+#if ((FMT_Q4_K || FMT_Q6_K || FMT_IQ4_XS) && BLOCK_SCALES || FMT_MXFP4 || FMT_IQ4_NL || LEGACY32) && \
+    VW == 16 && defined(ACCEL_LOOKUP16F)
 #define KQ_LUT 1
 DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, float b, int16* held, float16* wv) {
 #if FMT_Q4_K
@@ -586,6 +646,42 @@ DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, fl
                                           held[v] >> (2 * jj));
         wv[v] = FMUL_RN((float16)a[v], c);
     }
+#elif FMT_Q5_0 || FMT_Q5_1 /* the 5-bit code looked up in 32 values: element l's nibble as q4_1's,
+                              * its fifth bit bit l of qh */
+    float d, dm;
+    block_d(blk, &d, &dm);
+#if FMT_Q5_0 /* d (q - 16), exact */
+    const float16 lo = FMUL_RN((float16)d, (float16)(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1));
+    const float16 hi = FMUL_RN((float16)d, (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+#else /* d q + m by one FMA */
+    const float16 lo = FMA((float16)d, (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), (float16)dm);
+    const float16 hi = FMA((float16)d, (float16)(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31), (float16)dm);
+#endif
+    const int16 qh = (int16)(i32)load_u32(blk + QH_AT);
+    int16 bytes = VLOAD_U8(blk + QS_AT, 0);
+    HIDE_WIDENING(bytes);
+    wv[0] = ACCEL_LOOKUP32F(lo, hi, (bytes & 15) | ((qh >> VIOTA) & 1) << 4);
+    wv[1] = ACCEL_LOOKUP32F(lo, hi, (bytes >> 4) | ((qh >> (VIOTA + 16)) & 1) << 4);
+#elif FMT_IQ4_NL || FMT_IQ4_XS || FMT_Q4_1 /* element l: low nibble of byte l, l + 16: high */
+#if FMT_IQ4_XS
+    const float d = a[0];
+    GLOBAL const u8* qs = blk + 8 + 16 * j;
+#else
+    float d, dm;
+    block_d(blk, &d, &dm);
+    GLOBAL const u8* qs = blk + BLOCK_BYTES - 16;
+#endif
+#if FMT_Q4_1 /* d n + m by one FMA, d n exact, as qgemv_k rounds it */
+    const float16 table = FMA((float16)d, (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              (float16)dm);
+#else /* d times the code's value, one rounding, as dequantize's */
+    const float16 table = FMUL_RN((float16)d, (float16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+                                                        25, 38, 53, 69, 89, 113));
+#endif
+    int16 bytes = VLOAD_U8(qs, 0);
+    HIDE_WIDENING(bytes);
+    wv[0] = ACCEL_LOOKUP16F(table, bytes);
+    wv[1] = ACCEL_LOOKUP16F(table, bytes >> 4);
 #else /* element l: low nibble of byte l, l + 16: high */
     const float16 table = FMUL_RN((float16)e8m0_half(blk[0]),
                                   (float16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
@@ -613,8 +709,8 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
     const int units = K / (32 * USUB);
     for (int u = t; u < units; u += KWG) {
 #if BLOCK_SCALES
-        float16 bs[RN];  /* unit u is block u */
-        UNROLL for (int r = 0; r < RN; ++r) bs[r] = block_scales(wr[r] + (i64)u * BLOCK_BYTES);
+        float16 bs[RN][BS_VECS];  /* unit u is block u */
+        UNROLL for (int r = 0; r < RN; ++r) block_scales(wr[r] + (i64)u * BLOCK_BYTES, bs[r]);
         KEEP_IN_MEMORY(bs);  /* each sub-block's scales broadcast from memory */
 #endif
 #if KQ_LUT
@@ -636,9 +732,16 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
                 float a[SV], b[SV];
                 UNROLL for (int v = 0; v < SV; ++v) b[v] = 0.0f;
 #if BLOCK_SCALES
-                __private const float* sr = (__private const float*)&bs[r];
-#if FMT_Q6_K
-                UNROLL for (int v = 0; v < SV; ++v) a[v] = sr[(32 * k + v * VW) / 16];
+                __private const float* sr = (__private const float*)bs[r];
+#if FMT_Q6_K || FMT_Q3_K || FMT_Q2_K /* a scale (and q2_k a minimum) per group of 16 */
+                UNROLL for (int v = 0; v < SV; ++v) {
+                    a[v] = sr[(32 * k + v * VW) / 16];
+#if FMT_Q2_K
+                    b[v] = sr[16 + (32 * k + v * VW) / 16];
+#endif
+                }
+#elif FMT_IQ4_XS
+                UNROLL for (int v = 0; v < SV; ++v) a[v] = sr[k];
 #else
                 UNROLL for (int v = 0; v < SV; ++v) {
                     a[v] = sr[k];
@@ -1204,8 +1307,11 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 
-#if FMT_Q4_K || FMT_Q6_K || FMT_MXFP4
-/* qgemv_kx: qmatmul_kx for q4_k, q6_k and mxfp4 on CPU devices, one work-item per RN weight rows
+/* the formats of blocks of 32 that meet one q8_0 or q8_1 block each in qgemv_kx */
+#define KX32 (FMT_MXFP4 || LEGACY32 || FMT_IQ4_NL)
+#if FMT_Q4_K || FMT_Q6_K || KX32
+/* qgemv_kx: qmatmul_kx for q4_k, q6_k and the blocks of 32 (mxfp4, q4_1, q5_0, q5_1, iq4_nl)
+ * on CPU devices, one work-item per RN weight rows
  * and RM rows of x, with the same float32 terms added in the same order (each output's blocks in turn, so the
  * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
  * Launch: local size (1, 1); groups (ceil(N / RN), ceil(M / RM)).
@@ -1293,14 +1399,38 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, char16 sc, GLOBAL const i8* RE
 }
 #endif
 
-#if FMT_MXFP4
-/* mxfp4 x q8_0: s of kx_term as an int8 whose lanes add up to it: twice each E2M1 value as a
- * signed byte (a table lookup by nibble, vpshufb on x86), dotted with the 32 x codes. */
+#if KX32
+/* The blocks of 32 against x's 32 codes: kx_term's integer sum as an int8 whose lanes add up to
+ * it. Element l is the low nibble of code byte l, l + 16 the high (q5_0, q5_1: its fifth bit is
+ * bit l of qh); mxfp4's codes stand for twice an E2M1 value and iq4_nl's for kvalues_iq4nl,
+ * both signed bytes by a table lookup (vpshufb on x86). */
 DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, GLOBAL const i8* RESTRICT xc) {
-    const char16 twice_e2m1 = (char16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-    const uchar16 b = (uchar16)(ACCEL_BYTES16(wb, 1));  /* element l: low nibble of byte l, l + 16: high */
-    return DOT32_S8(ACCEL_LOOKUP16(twice_e2m1, b & (uchar)15), ACCEL_LOOKUP16(twice_e2m1, b >> (uchar)4),
-                    (char16)(ACCEL_BYTES16(xc, 0)), (char16)(ACCEL_BYTES16(xc, 16)));
+    const char16 xlo = (char16)(ACCEL_BYTES16(xc, 0)), xhi = (char16)(ACCEL_BYTES16(xc, 16));
+    const uchar16 b = (uchar16)(ACCEL_BYTES16(wb, BLOCK_BYTES - 16));
+    const uchar16 lo = b & (uchar)15, hi = b >> (uchar)4;
+#if FMT_MXFP4 || FMT_IQ4_NL
+#if FMT_MXFP4
+    const char16 table = (char16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+#else
+    const char16 table = (char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#endif
+    return DOT32_S8(ACCEL_LOOKUP16(table, lo), ACCEL_LOOKUP16(table, hi), xlo, xhi);
+#elif FMT_Q4_1
+    return DOT32_U8(lo, hi, xlo, xhi);
+#else /* q5_0, q5_1: bit l of qh as bit 4 of lane l, each byte of qh spread over 8 lanes */
+    const uchar4 qh = vload4(0, wb + QH_AT);
+    const uchar16 bit = (uchar16)(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    const uchar16 flo = as_uchar16(((uchar16)(qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s1,
+                                              qh.s1, qh.s1, qh.s1, qh.s1, qh.s1, qh.s1, qh.s1) & bit) != (uchar)0);
+    const uchar16 fhi = as_uchar16(((uchar16)(qh.s2, qh.s2, qh.s2, qh.s2, qh.s2, qh.s2, qh.s2, qh.s2, qh.s3,
+                                              qh.s3, qh.s3, qh.s3, qh.s3, qh.s3, qh.s3, qh.s3) & bit) != (uchar)0);
+    const uchar16 clo = lo | (flo & (uchar)16), chi = hi | (fhi & (uchar)16);
+#if FMT_Q5_0 /* codes less 16: signed */
+    return DOT32_S8(as_char16(clo) - (char)16, as_char16(chi) - (char)16, xlo, xhi);
+#else
+    return DOT32_U8(clo, chi, xlo, xhi);
+#endif
+#endif
 }
 #endif
 
@@ -1309,7 +1439,7 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, GLOBAL const i8* RESTRICT xc) 
  * every block's float term) held the loop back; 1 over more outputs, whose 4 x RM x RN partial
  * vectors would not stay in registers. PoCL 3.1, Zen 3, 4096 x 4096 at M = 2: mxfp4 1.48 ->
  * 0.98 ms, q6_k 0.94 -> 0.75, q4_k 0.58 -> 0.56. */
-#if RM * RN <= 2 && FMT_MXFP4
+#if RM * RN <= 2 && KX32
 #define KXG 8
 #elif RM * RN <= 2
 #define KXG 4
@@ -1326,16 +1456,22 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
         /* block b + g's integer sums as lanes: q4_k, kx_term's S and Mn; q6_k, its S + 32 Q
          * and Q (the scales times q8_k's 16 x code sums); mxfp4, its s (Q unused) */
         int8 P[RM][KXG], Q[RM][KXG];
-        float d[KXG], dmin[KXG], dx[RM][KXG];
+        float d[KXG], dmin[KXG], dx[RM][KXG], sx[RM][KXG];
         UNROLL for (int g = 0; g < KXG; ++g) {
             const int bg = b + imin(g, n - 1);  /* past n: block n - 1 again, not added */
             GLOBAL const u8* wb = wr[r] + (i64)bg * BLOCK_BYTES;
+#if KX32
 #if FMT_MXFP4
             d[g] = e8m0_half(wb[0]);
+#else
+            block_d(wb, &d[g], &dmin[g]);
+#endif
             UNROLL for (int i = 0; i < RM; ++i) {
                 GLOBAL const u8* xb = xr[i] + (i64)bg * XQ_BYTES;
-                dx[i][g] = f16x2_to_f32((u32)xb[0] | ((u32)xb[1] << 8)).x;
-                P[i][g] = kx_sums(wb, (GLOBAL const i8*)(xb + 2));
+                const float2 ds = f16x2_to_f32(load_u32(xb));  /* q8_1: d, then s (q8_0: d) */
+                dx[i][g] = ds.x;
+                sx[i][g] = ds.y;
+                P[i][g] = kx_sums(wb, (GLOBAL const i8*)(xb + XQ_BYTES - 32));
                 Q[i][g] = (int8)0;
             }
         }
@@ -1381,6 +1517,9 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
 #elif FMT_Q6_K
                     acc[i][r] = FADD_RN(acc[i][r], FMUL_RN(FMUL_RN(d[g], dx[i][g]),
                                                            (float)(S[g] - 32 * Mn[g])));
+#elif FMT_Q4_1 || FMT_Q5_1 /* kx_term's (d_w d_x) S + m_w s_x */
+                    acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]),
+                                                           FMUL_RN(dmin[g], sx[i][g])));
 #else
                     acc[i][r] = FADD_RN(acc[i][r], FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]));
 #endif

@@ -25,11 +25,12 @@ def register(subparsers) -> None:
     p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
                    help=f"ops to run, space or comma separated, from {', '.join(OPS)} and the "
                         "decoder-step ops rms_norm, rope, glu, add, get_rows (4096 x 4096 float32 "
-                        "beside torch's CPU eager; not in --sizes decode) (default: all)")
-    p.add_argument("--sizes", choices=("quick", "full", "decode"), default="quick",
+                        "beside torch's CPU eager; not in --sizes decode or gemv) (default: all)")
+    p.add_argument("--sizes", choices=("quick", "full", "decode", "gemv"), default="quick",
                    help="quick: small cases, short budgets (minutes on PoCL); full: release sizes; "
                         "decode: the LLM decode sweep, quantized GEMV at M = 1..32, N = K = 4096, "
-                        "weights beyond the last-level cache (default: %(default)s)")
+                        "weights beyond the last-level cache; gemv: the M = 1 GEMV of every weight "
+                        "format (default: %(default)s)")
     p.add_argument("--json", default=None, type=output_file,
                    help="write the accel.bench/1 result file here")
     p.add_argument("--no-baselines", action="store_true", help="measure accel only")
@@ -73,7 +74,7 @@ def run_bench(device: str, *, ops=None, sizes: str = "quick", with_baselines: bo
 
         def advance(case, rec):
             progress.update(task, advance=1, description=f"{backend.device_id} {case.id}")
-        decoder_ops = [] if sizes == "decode" else [o for o in bench.DECODER_OPS
+        decoder_ops = [] if sizes in bench.SWEEPS else [o for o in bench.DECODER_OPS
                                                     if ops is None or o in ops]
         return bench.run_suite(backend, suite, budget=timing.BUDGETS[sizes], with_baselines=with_baselines,
                                flush=flush, label=label, profile=sizes, on_case=advance,

@@ -26,7 +26,7 @@ from accel import spec as S
 from accel.backend import Backend
 from accel.dtypes import to_numpy_dtype
 from accel.errors import AccelError, ArgumentError, expected
-from accel.formats import get_format
+from accel.formats import FORMATS, get_format
 from accel.dispatch import execute
 from accel.tensor import NAN_FILL, Tensor
 from accel.conformance.ops import OPS
@@ -151,7 +151,7 @@ DECODE_M = (1, 2, 4, 8, 16, 32)
 DECODE_NK = 4096
 
 
-def decode_cases() -> list[Case]:
+def decode_cases(formats: Iterable[str] = DECODE_FORMATS, ms: Iterable[int] = DECODE_M) -> list[Case]:
     """LLM decode: quantized weight [N, K] times M float32 activations, per format and M, all
     memory-bound (the ``decode`` sizes; no portability set: it answers one question). Each format
     runs twice: with float activations, and with x quantized to the format ggml's CPU kernels
@@ -163,14 +163,24 @@ def decode_cases() -> list[Case]:
     'qmatmul float32 M=1 N=4096 K=4096 fmt=q4_0 x_fmt=q8_0'
     """
     out = []
-    for f in DECODE_FORMATS:
+    for f in formats:
         for x_fmt in (None, get_format(f).vec_dot):
             extra = {} if x_fmt is None else {"x_fmt": x_fmt}
             sweep = [Case.make("qmatmul", "float32", M=m, N=DECODE_NK, K=DECODE_NK, fmt=f, **extra)
-                     for m in DECODE_M]
+                     for m in ms]
             if x_fmt is None or _valid(sweep[0]):
                 out += sweep
     return out
+
+
+def gemv_cases() -> list[Case]:
+    """The decode GEMV (M = 1, N = K = 4096) of every weight format, float x and x in the
+    format's ``vec_dot``: the ``gemv`` sizes, the table of docs/benchmarks.md.
+
+    >>> len({c.p["fmt"] for c in gemv_cases()})
+    24
+    """
+    return decode_cases([f for f, row in FORMATS.items() if not row.activation_only], (1,))
 
 
 def _valid(case: Case) -> bool:
@@ -183,7 +193,9 @@ def _valid(case: Case) -> bool:
 
 
 #: the --sizes choices
-SIZES = ("quick", "full", "decode")
+SIZES = ("quick", "full", "decode", "gemv")
+#: the sizes that are one qmatmul sweep (no portability set, no decoder-step ops)
+SWEEPS = ("decode", "gemv")
 #: the size of the decoder-step ops' cases (accel.conformance.bench.decoder: n x n float32)
 DECODER_N = 4096
 
@@ -199,7 +211,8 @@ def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
     """
     if sizes not in SIZES:
         raise ArgumentError(expected("sizes", f"one of {SIZES}", repr(sizes)))
-    chosen = decode_cases() if sizes == "decode" else portability_cases() + _profile_cases(sizes)
+    chosen = {"decode": decode_cases, "gemv": gemv_cases}.get(
+        sizes, lambda: portability_cases() + _profile_cases(sizes))()
     unique = {c.id: c for c in chosen}
     out = sorted(unique.values(), key=lambda c: S.OPS.index(c.op))  # stable: by op, then as listed
     if ops is not None:
@@ -209,7 +222,7 @@ def cases(sizes: str = "quick", ops: Iterable[str] | None = None) -> list[Case]:
             raise ArgumentError(expected("ops", f"names from {S.OPS + DECODER_OPS}", sorted(unknown)))
         chosen_ops = sorted({c.op for c in out}, key=S.OPS.index)
         out = [c for c in out if c.op in wanted]
-        if not out and not (wanted & set(DECODER_OPS) and sizes != "decode"):
+        if not out and not (wanted & set(DECODER_OPS) and sizes not in SWEEPS):
             # an empty result file would stand in a report for a real one
             raise ArgumentError(expected("ops", f"ops the {sizes} sizes measure "
                                          f"({', '.join(chosen_ops)})", sorted(wanted)))

@@ -82,7 +82,7 @@ class Budget:
 TINY = Budget(time_s=0.0, work=0, min_reps=3, max_reps=3, max_time_s=1.0, settle_s=0.0)  # tests
 QUICK = Budget(time_s=0.15, work=0, min_reps=3, max_reps=200, max_time_s=1.0)
 FULL = Budget(time_s=1.0, work=1e10, min_reps=5, max_reps=10_000, max_time_s=3.0, warmup=2)
-BUDGETS = {"tiny": TINY, "quick": QUICK, "full": FULL, "decode": QUICK}
+BUDGETS = {"tiny": TINY, "quick": QUICK, "full": FULL, "decode": QUICK, "gemv": QUICK}
 
 
 @dataclass

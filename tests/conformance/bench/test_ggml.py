@@ -120,6 +120,19 @@ def test_decode_sizes_sweep_m_per_format():
         bench.cases("decode", ["matmul"])  # a selection of no case: refused, not an empty run
 
 
+
+def test_gemv_sizes_cover_every_weight_format_at_m_1():
+    cases = bench.cases("gemv", ["qmatmul"])
+    weight_formats = {f for f, row in accel.formats.FORMATS.items() if row.activation_only is False}
+    assert {c.p["fmt"] for c in cases} == weight_formats and len(weight_formats) == 24
+    assert {c.p["M"] for c in cases} == {1}
+    # and each with x in ggml's vec_dot format beside float x
+    assert {(c.p["fmt"], c.p.get("x_fmt")) for c in cases} == \
+        {(f, x) for f in weight_formats for x in (None, accel.formats.FORMATS[f].vec_dot)}
+    with pytest.raises(accel.ArgumentError, match="ops the gemv sizes measure"):
+        bench.cases("gemv", ["rms_norm"])
+
+
 def test_a_sweep_over_m_gets_a_decode_plot_in_the_report(tmp_path, monkeypatch):
     from accel.conformance.report import render
 
