@@ -31,7 +31,7 @@ from accel.tensor import QTensor, Tensor, operand
 
 _F = np.float32
 _BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
-ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu")  # in the order of decoder.cl's act_f codes
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -488,15 +488,16 @@ def silu(x: Any, *, backend: str | Backend | None = None) -> Any:
     call = _Call(backend, x=x)
     dt = _float(call, "x")
     if (k := call.kernel("unary_f32")) is not None and math.prod(call.shape("x")):
-        return _unary(call, k, 0)
+        return _unary(call, k, "silu")
     return call.out(_round(_act("silu", call.host("x").astype(_F)), dt))
 
 
-def _unary(call: _Call, k: Any, act: int) -> Tensor:
+def _unary(call: _Call, k: Any, act: str) -> Tensor:
     xt = call.tensor("x")
     n = math.prod(xt.shape)
     out = Tensor.empty(call.backend, xt.shape, "float32")
-    call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1), [xt, out, np.int32(n), np.int32(act)])
+    call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                                [xt, out, np.int32(n), np.int32(ACTIVATIONS.index(act))])
     return out
 
 
@@ -513,9 +514,8 @@ def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = N
     call = _Call(backend, x=x)
     dt = _float(call, "x")
     name = "gelu" if approximate == "none" else "gelu_tanh"
-    if name == "gelu_tanh" and (k := call.kernel("unary_f32")) is not None \
-            and math.prod(call.shape("x")):
-        return _unary(call, k, 1)
+    if (k := call.kernel("unary_f32")) is not None and math.prod(call.shape("x")):
+        return _unary(call, k, name)
     return call.out(_round(_act(name, call.host("x").astype(_F)), dt))
 
 
@@ -541,7 +541,7 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
         raise ShapeError(expected("gate.shape", "an even last dimension (gate and up halves) "
                                   "when up is None", shape))
     out_shape = shape if "up" in call.ops else shape[:-1] + (shape[-1] // 2,)
-    if activation != "gelu" and (k := call.kernel("glu_f32")) is not None and math.prod(out_shape):
+    if (k := call.kernel("glu_f32")) is not None and math.prod(out_shape):
         gt = call.tensor("gate")
         ut = call.tensor("up") if "up" in call.ops else gt
         h = out_shape[-1]
@@ -550,7 +550,7 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
         out = Tensor.empty(call.backend, out_shape, "float32")
         call.backend.decoder_launch(k, (-(-(rows * h) // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [gt, ut, out, np.int32(rows), np.int32(h), np.int32(stride),
-                             np.int32(up_off), np.int32(activation != "silu")])
+                             np.int32(up_off), np.int32(ACTIVATIONS.index(activation))])
         return out
     g = call.host("gate").astype(_F)
     if "up" in call.ops:

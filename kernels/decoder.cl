@@ -14,6 +14,18 @@ DEVICE float gelu_tanh_f(float g) {
     return g / (1.0f + exp(-2.0f * 0.7978845608f * (g + 0.044715f * g * g * g)));
 }
 
+/* GELU, 0.5 g (1 + erf(g / sqrt 2)), as the reference writes it. Unlike tanh above, erf is -1
+ * far out (float32's rounding of erf(z) is -1 from z = -3.92 on; PoCL's erf returns it, the tests
+ * check g = -1e30), so no residue is scaled by g; 1 + erf cancels to an ulp of 1, u |g| in y, as
+ * in the reference. */
+DEVICE float gelu_erf_f(float g) { return 0.5f * g * (1.0f + ERF(g * 0.70710678f)); }
+
+/* The activations of unary_f32 and glu_f32, by accel.nn.ACTIVATIONS' order: 0 silu, 1 gelu
+ * (tanh approximation), 2 gelu (erf) */
+DEVICE float act_f(float g, int act) {
+    return act == 0 ? silu_f(g) : act == 1 ? gelu_tanh_f(g) : gelu_erf_f(g);
+}
+
 /* max that keeps a NaN (fmax drops it): a row holding a NaN logit gives NaNs, as the reference */
 DEVICE float max_nan(float a, float b) { return (b != b || b > a) ? b : a; }
 
@@ -145,15 +157,15 @@ KERNEL void binary_f32(GLOBAL const float* RESTRICT a, GLOBAL const float* RESTR
     y[i] = op == 0 ? a[i] + bi : a[i] * bi;
 }
 
-/* y[r, j] = act(gate[r * stride + j]) * up[r * stride + up_off + j] for j < h; act 0: silu,
- * 1: gelu (tanh approximation). up may be the gate's own buffer (its second half). */
+/* y[r, j] = act(gate[r * stride + j]) * up[r * stride + up_off + j] for j < h (act: act_f's).
+ * up may be the gate's own buffer (its second half). */
 KERNEL void glu_f32(GLOBAL const float* RESTRICT gate, GLOBAL const float* RESTRICT up,
                     GLOBAL float* RESTRICT y, int rows, int h, int stride, int up_off, int act) {
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
     if (i >= (i64)rows * h) return;
     i64 r = i / h, j = i % h;
     float g = gate[r * stride + j];
-    y[i] = (act == 0 ? silu_f(g) : gelu_tanh_f(g)) * up[r * stride + up_off + j];
+    y[i] = act_f(g, act) * up[r * stride + up_off + j];
 }
 
 /* x [B, H, S, D]; cos/sin [S or B*S, r/2] (angles from the host, as the reference computes
@@ -266,5 +278,5 @@ KERNEL void unary_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, 
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
     if (i >= n) return;
     float g = x[i];
-    y[i] = act == 0 ? silu_f(g) : gelu_tanh_f(g);
+    y[i] = act_f(g, act);
 }
