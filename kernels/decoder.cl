@@ -222,16 +222,32 @@ KERNEL void rms_norm_rope_f32(GLOBAL const float* RESTRICT x, GLOBAL const float
     }
 }
 
-/* Row softmax of x * scale over the last axis (n columns), one work-group per row; a row with no
- * finite logit (all -inf) gives zeros. Masks stay on the host path. */
-KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n,
-                        float scale) {
+/* Logit i of a softmax row: z = x * scale (its own rounding, as the reference's: no FMA with the
+ * mask's add), then mask 1: keep (bytes, 0: z -> -inf), 2: add (float32, z + add), 0: neither
+ * read */
+DEVICE float logit(GLOBAL const float* xr, GLOBAL const u8* kr, GLOBAL const float* ar, int i,
+                   float scale, int mask) {
+    float z = FMUL_RN(xr[i], scale);
+    if (mask == 1) return kr[i] ? z : -INF_F;
+    return mask == 2 ? z + ar[i] : z;
+}
+
+/* Row softmax of x * scale and a mask (logit's) over the last axis (n columns), one work-group
+ * per row; a row with no finite logit (max -inf) gives zeros. The mask holds mrows rows of n
+ * repeated along x's leading dims (mrows = x's rows: the same shape; [Sq, Sk] against
+ * [B, H, Sq, Sk]: Sq); other broadcasts stay on the host path. */
+KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL const u8* RESTRICT keep,
+                        GLOBAL const float* RESTRICT add, GLOBAL float* RESTRICT y, int n,
+                        float scale, int mask, int mrows) {
     LOCAL float part[DEC_BLOCK];
     int t = LOCAL_ID(0);
     i64 row = GROUP_ID(0);
     GLOBAL const float* xr = x + row * n;
+    i64 mr = mask ? row % mrows * n : 0;
+    GLOBAL const u8* kr = keep + mr;
+    GLOBAL const float* ar = add + mr;
     float m = -INF_F;
-    for (int i = t; i < n; i += DEC_BLOCK) m = max_nan(m, xr[i] * scale);
+    for (int i = t; i < n; i += DEC_BLOCK) m = max_nan(m, logit(xr, kr, ar, i, scale, mask));
     part[t] = m;
     BARRIER();
     for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
@@ -243,16 +259,10 @@ KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y
     int dead = m == -INF_F;
     float base = dead ? 0.0f : m;
     float s = 0.0f;
-    for (int i = t; i < n; i += DEC_BLOCK) s += exp(xr[i] * scale - base);
-    part[t] = s;
-    BARRIER();
-    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
-        if (t < h) part[t] += part[t + h];
-        BARRIER();
-    }
-    s = part[0];
+    for (int i = t; i < n; i += DEC_BLOCK) s += exp(logit(xr, kr, ar, i, scale, mask) - base);
+    s = block_sum(part, t, s);
     for (int i = t; i < n; i += DEC_BLOCK)
-        y[row * n + i] = dead ? 0.0f : exp(xr[i] * scale - base) / s;
+        y[row * n + i] = dead ? 0.0f : exp(logit(xr, kr, ar, i, scale, mask) - base) / s;
 }
 
 /* y[r, j] = table[ids[r], j]: ids checked against the table's rows before the launch. Groups
@@ -273,7 +283,7 @@ KERNEL void get_rows_bytes(GLOBAL const u8* RESTRICT table, GLOBAL const int* RE
     if (j < row_bytes) y[r * row_bytes + j] = table[(i64)ids[r] * row_bytes + j];
 }
 
-/* y = act(x); act 0: silu, 1: gelu (tanh approximation) */
+/* y = act(x) (act: act_f's) */
 KERNEL void unary_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n, int act) {
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
     if (i >= n) return;
