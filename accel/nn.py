@@ -463,7 +463,7 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
         out = Tensor.empty(call.backend, xt.shape, "float32")
         call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
                                     [xt, keep, addend, out, np.int32(n), np.float32(s),
-                                     np.int32(mode), np.int32(math.prod(mt.shape) // n)])
+                                     np.int32(mode), np.int32(math.prod(mt.shape) // n if masked else 1)])
         return out
     with np.errstate(all="ignore"):
         z = call.host("x").astype(_F) * _F(s)
