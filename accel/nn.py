@@ -5,14 +5,15 @@ for numpy operands.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
-kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu``
-(``"silu"``, ``"gelu_tanh"``), ``silu``, ``gelu(approximate="tanh")``, unmasked ``softmax``,
+kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu`` (every
+activation), ``silu``, ``gelu`` (erf and tanh), ``softmax`` unmasked or with a bool or float32
+mask of x's shape or repeated along x's leading dims (``[Sq, Sk]`` against ``[B, H, Sq, Sk]``),
 ``add``/``mul`` of the same shapes or with one operand repeated along the other's leading dims
 (a bias, a scalar) and ``get_rows`` of a float32 table; a quantized table's rows are gathered
 on its device and dequantized there by the format's own dequantize plan. Every other case on a
-backend other than ``cpu`` (other dtypes, erf ``gelu``, masked ``softmax``, other broadcasts)
-reads the operands to the host, computes the reference and writes the result back to that
-backend: the reference's answer, with a round trip of the data.
+backend other than ``cpu`` (other dtypes, other broadcasts, a float16 or bfloat16 mask) reads
+the operands to the host, computes the reference and writes the result back to that backend:
+the reference's answer, with a round trip of the data.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from accel.tensor import QTensor, Tensor, operand
 
 _F = np.float32
 _BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
-ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu")  # in the order of decoder.cl's act_f codes
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -59,13 +60,14 @@ class _Call:
     def shape(self, arg: str) -> tuple[int, ...]:
         return self.ops[arg].shape
 
-    def kernel(self, name: str) -> Any:
-        """The device kernel ``name`` where the operands are accel.Tensors of float32 on a
-        backend that builds kernels/decoder.cl (OpenCL, CUDA, HIP), else None (the host
-        reference)."""
+    def kernel(self, name: str, *, bools: tuple[str, ...] = ()) -> Any:
+        """The device kernel ``name`` where the operands are accel.Tensors of float32 (those
+        named in ``bools`` may be bool, one byte each on a device) on a backend that builds
+        kernels/decoder.cl (OpenCL, CUDA, HIP), else None (the host reference)."""
         get = getattr(self.backend, "decoder_kernel", None)
-        if get is None or not self.device or any(o.dtype != "float32" or math.prod(o.shape) >= 2**31
-                                                 for o in self.ops.values()):
+        if get is None or not self.device or any(
+                (o.dtype != "float32" and not (k in bools and o.dtype == "bool"))
+                or math.prod(o.shape) >= 2**31 for k, o in self.ops.items()):
             return None  # the kernels take float32 and 32-bit sizes
         return get(name)
 
@@ -434,27 +436,38 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
     call = _Call(backend, x=x, mask=mask)
     dt = _float(call, "x")
     s = _real("scale", scale)
-    if not call.shape("x"):
-        raise ShapeError(expected("x.shape", "at least 1 dimension", call.shape("x")))
-    if "mask" not in call.ops and (k := call.kernel("softmax_f32")) is not None \
-            and math.prod(call.shape("x")):
+    shape = call.shape("x")
+    if not shape:
+        raise ShapeError(expected("x.shape", "at least 1 dimension", shape))
+    masked = "mask" in call.ops
+    if masked:
+        mdt, mshape = call.dtype("mask"), call.shape("mask")
+        if mdt != "bool" and mdt not in FLOAT_DTYPES:
+            raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mdt))
+        try:
+            if np.broadcast_shapes(mshape, shape) != shape:
+                raise ValueError
+        except ValueError:
+            raise ShapeError(expected("mask.shape", f"broadcastable to x's shape {shape}",
+                                      mshape)) from None
+    n = shape[-1]
+    # the kernel reads a mask of whole rows of n repeated along x's leading dims (the same shape;
+    # [Sq, Sk] against [B, H, Sq, Sk]); a scalar's one element and other broadcasts: the host path
+    if math.prod(shape) and (not masked or _repeats_along_leading_dims(mshape, shape)
+                             and math.prod(mshape) % n == 0) \
+            and (k := call.kernel("softmax_f32", bools=("mask",))) is not None:
         xt = call.tensor("x")
+        mt = call.tensor("mask") if masked else xt
+        mode = 0 if not masked else 1 if mdt == "bool" else 2
+        keep, addend = (mt, xt) if mode == 1 else (xt, mt)  # x's buffer where the mode reads none
         out = Tensor.empty(call.backend, xt.shape, "float32")
         call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
-                            [xt, out, np.int32(xt.shape[-1]), np.float32(s)])
+                                    [xt, keep, addend, out, np.int32(n), np.float32(s),
+                                     np.int32(mode), np.int32(math.prod(mt.shape) // n if masked else 1)])
         return out
     with np.errstate(all="ignore"):
         z = call.host("x").astype(_F) * _F(s)
-        if "mask" in call.ops:
-            mdt = call.dtype("mask")
-            if mdt != "bool" and mdt not in FLOAT_DTYPES:
-                raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mdt))
-            try:
-                if np.broadcast_shapes(call.shape("mask"), z.shape) != z.shape:
-                    raise ValueError
-            except ValueError:
-                raise ShapeError(expected("mask.shape", f"broadcastable to x's shape {z.shape}",
-                                          call.shape("mask"))) from None
+        if masked:
             m = call.host("mask")
             z = np.where(m, z, _F(-np.inf)) if mdt == "bool" else z + m.astype(_F)
         mx = np.max(z, axis=-1, keepdims=True) if z.shape[-1] else np.zeros(z.shape[:-1] + (1,), _F)
@@ -488,15 +501,16 @@ def silu(x: Any, *, backend: str | Backend | None = None) -> Any:
     call = _Call(backend, x=x)
     dt = _float(call, "x")
     if (k := call.kernel("unary_f32")) is not None and math.prod(call.shape("x")):
-        return _unary(call, k, 0)
+        return _unary(call, k, "silu")
     return call.out(_round(_act("silu", call.host("x").astype(_F)), dt))
 
 
-def _unary(call: _Call, k: Any, act: int) -> Tensor:
+def _unary(call: _Call, k: Any, act: str) -> Tensor:
     xt = call.tensor("x")
     n = math.prod(xt.shape)
     out = Tensor.empty(call.backend, xt.shape, "float32")
-    call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1), [xt, out, np.int32(n), np.int32(act)])
+    call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                                [xt, out, np.int32(n), np.int32(ACTIVATIONS.index(act))])
     return out
 
 
@@ -513,9 +527,8 @@ def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = N
     call = _Call(backend, x=x)
     dt = _float(call, "x")
     name = "gelu" if approximate == "none" else "gelu_tanh"
-    if name == "gelu_tanh" and (k := call.kernel("unary_f32")) is not None \
-            and math.prod(call.shape("x")):
-        return _unary(call, k, 1)
+    if (k := call.kernel("unary_f32")) is not None and math.prod(call.shape("x")):
+        return _unary(call, k, name)
     return call.out(_round(_act(name, call.host("x").astype(_F)), dt))
 
 
@@ -541,7 +554,7 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
         raise ShapeError(expected("gate.shape", "an even last dimension (gate and up halves) "
                                   "when up is None", shape))
     out_shape = shape if "up" in call.ops else shape[:-1] + (shape[-1] // 2,)
-    if activation != "gelu" and (k := call.kernel("glu_f32")) is not None and math.prod(out_shape):
+    if (k := call.kernel("glu_f32")) is not None and math.prod(out_shape):
         gt = call.tensor("gate")
         ut = call.tensor("up") if "up" in call.ops else gt
         h = out_shape[-1]
@@ -550,7 +563,7 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
         out = Tensor.empty(call.backend, out_shape, "float32")
         call.backend.decoder_launch(k, (-(-(rows * h) // _BLOCK), 1, 1), (_BLOCK, 1, 1),
                             [gt, ut, out, np.int32(rows), np.int32(h), np.int32(stride),
-                             np.int32(up_off), np.int32(activation != "silu")])
+                             np.int32(up_off), np.int32(ACTIVATIONS.index(activation))])
         return out
     g = call.host("gate").astype(_F)
     if "up" in call.ops:

@@ -87,6 +87,7 @@ ACCEL_OVERLOAD float16 accel_fma(float16 a, float16 b, float16 c) {
 #endif
 #define EXP(x) exp(x)
 #define TANH(x) tanh(x)
+#define ERF(x) erf(x)
 #define INF_F (INFINITY)
 #define NAN_F (NAN)
 /* Exact float ops: contraction is off above; division and SQRT_RN are correctly rounded only
@@ -178,6 +179,7 @@ typedef unsigned long long u64;
 #define FMAX(a, b) fmaxf((a), (b))
 #define EXP(x) expf(x)
 #define TANH(x) tanhf(x)
+#define ERF(x) erff(x)
 #define ROUND_HALF_AWAY(x) roundf(x)
 #define IS_NAN(x) isnan(x)
 #define IS_INF(x) isinf(x)

@@ -14,6 +14,18 @@ DEVICE float gelu_tanh_f(float g) {
     return g / (1.0f + exp(-2.0f * 0.7978845608f * (g + 0.044715f * g * g * g)));
 }
 
+/* GELU, 0.5 g (1 + erf(g / sqrt 2)), as the reference writes it. Unlike tanh above, erf is -1
+ * far out (float32's rounding of erf(z) is -1 from z = -3.92 on; PoCL's erf returns it, the tests
+ * check g = -1e30), so no residue is scaled by g; 1 + erf cancels to an ulp of 1, u |g| in y, as
+ * in the reference. */
+DEVICE float gelu_erf_f(float g) { return 0.5f * g * (1.0f + ERF(g * 0.70710678f)); }
+
+/* The activations of unary_f32 and glu_f32, by accel.nn.ACTIVATIONS' order: 0 silu, 1 gelu
+ * (tanh approximation), 2 gelu (erf) */
+DEVICE float act_f(float g, int act) {
+    return act == 0 ? silu_f(g) : act == 1 ? gelu_tanh_f(g) : gelu_erf_f(g);
+}
+
 /* max that keeps a NaN (fmax drops it): a row holding a NaN logit gives NaNs, as the reference */
 DEVICE float max_nan(float a, float b) { return (b != b || b > a) ? b : a; }
 
@@ -145,15 +157,15 @@ KERNEL void binary_f32(GLOBAL const float* RESTRICT a, GLOBAL const float* RESTR
     y[i] = op == 0 ? a[i] + bi : a[i] * bi;
 }
 
-/* y[r, j] = act(gate[r * stride + j]) * up[r * stride + up_off + j] for j < h; act 0: silu,
- * 1: gelu (tanh approximation). up may be the gate's own buffer (its second half). */
+/* y[r, j] = act(gate[r * stride + j]) * up[r * stride + up_off + j] for j < h (act: act_f's).
+ * up may be the gate's own buffer (its second half). */
 KERNEL void glu_f32(GLOBAL const float* RESTRICT gate, GLOBAL const float* RESTRICT up,
                     GLOBAL float* RESTRICT y, int rows, int h, int stride, int up_off, int act) {
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
     if (i >= (i64)rows * h) return;
     i64 r = i / h, j = i % h;
     float g = gate[r * stride + j];
-    y[i] = (act == 0 ? silu_f(g) : gelu_tanh_f(g)) * up[r * stride + up_off + j];
+    y[i] = act_f(g, act) * up[r * stride + up_off + j];
 }
 
 /* x [B, H, S, D]; cos/sin [S or B*S, r/2] (angles from the host, as the reference computes
@@ -210,16 +222,32 @@ KERNEL void rms_norm_rope_f32(GLOBAL const float* RESTRICT x, GLOBAL const float
     }
 }
 
-/* Row softmax of x * scale over the last axis (n columns), one work-group per row; a row with no
- * finite logit (all -inf) gives zeros. Masks stay on the host path. */
-KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n,
-                        float scale) {
+/* Logit i of a softmax row: z = x * scale (its own rounding, as the reference's: no FMA with the
+ * mask's add), then mask 1: keep (bytes, 0: z -> -inf), 2: add (float32, z + add), 0: neither
+ * read */
+DEVICE float logit(GLOBAL const float* xr, GLOBAL const u8* kr, GLOBAL const float* ar, int i,
+                   float scale, int mask) {
+    float z = FMUL_RN(xr[i], scale);
+    if (mask == 1) return kr[i] ? z : -INF_F;
+    return mask == 2 ? z + ar[i] : z;
+}
+
+/* Row softmax of x * scale and a mask (logit's) over the last axis (n columns), one work-group
+ * per row; a row with no finite logit (max -inf) gives zeros. The mask holds mrows rows of n
+ * repeated along x's leading dims (mrows = x's rows: the same shape; [Sq, Sk] against
+ * [B, H, Sq, Sk]: Sq); other broadcasts stay on the host path. */
+KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL const u8* RESTRICT keep,
+                        GLOBAL const float* RESTRICT add, GLOBAL float* RESTRICT y, int n,
+                        float scale, int mask, int mrows) {
     LOCAL float part[DEC_BLOCK];
     int t = LOCAL_ID(0);
     i64 row = GROUP_ID(0);
     GLOBAL const float* xr = x + row * n;
+    i64 mr = mask ? row % mrows * n : 0;
+    GLOBAL const u8* kr = keep + mr;
+    GLOBAL const float* ar = add + mr;
     float m = -INF_F;
-    for (int i = t; i < n; i += DEC_BLOCK) m = max_nan(m, xr[i] * scale);
+    for (int i = t; i < n; i += DEC_BLOCK) m = max_nan(m, logit(xr, kr, ar, i, scale, mask));
     part[t] = m;
     BARRIER();
     for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
@@ -231,16 +259,10 @@ KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y
     int dead = m == -INF_F;
     float base = dead ? 0.0f : m;
     float s = 0.0f;
-    for (int i = t; i < n; i += DEC_BLOCK) s += exp(xr[i] * scale - base);
-    part[t] = s;
-    BARRIER();
-    for (int h = DEC_BLOCK / 2; h > 0; h >>= 1) {
-        if (t < h) part[t] += part[t + h];
-        BARRIER();
-    }
-    s = part[0];
+    for (int i = t; i < n; i += DEC_BLOCK) s += exp(logit(xr, kr, ar, i, scale, mask) - base);
+    s = block_sum(part, t, s);
     for (int i = t; i < n; i += DEC_BLOCK)
-        y[row * n + i] = dead ? 0.0f : exp(xr[i] * scale - base) / s;
+        y[row * n + i] = dead ? 0.0f : exp(logit(xr, kr, ar, i, scale, mask) - base) / s;
 }
 
 /* y[r, j] = table[ids[r], j]: ids checked against the table's rows before the launch. Groups
@@ -261,10 +283,10 @@ KERNEL void get_rows_bytes(GLOBAL const u8* RESTRICT table, GLOBAL const int* RE
     if (j < row_bytes) y[r * row_bytes + j] = table[(i64)ids[r] * row_bytes + j];
 }
 
-/* y = act(x); act 0: silu, 1: gelu (tanh approximation) */
+/* y = act(x) (act: act_f's) */
 KERNEL void unary_f32(GLOBAL const float* RESTRICT x, GLOBAL float* RESTRICT y, int n, int act) {
     i64 i = (i64)GROUP_ID(0) * DEC_BLOCK + LOCAL_ID(0);
     if (i >= n) return;
     float g = x[i];
-    y[i] = act == 0 ? silu_f(g) : gelu_tanh_f(g);
+    y[i] = act_f(g, act);
 }

@@ -15,7 +15,11 @@ ulp, or its subnormal spacing where the result is that small):
 - softmax: exp of each logit less the row's maximum (relative 4 u, plus the logit's rounding
   times its size), a sum of n terms (n u) and a division: ((n + 8) u + 2 u |s - max|) |p|;
 - glu: the activation (a few ulps of g; gelu_tanh's 1 + tanh(z) cancels to an ulp of 1, i.e.
-  u |g|) times up: 16 u |g| |up|;
+  u |g|) times up: 16 u |g| |up|. erf GELU, 0.5 g (1 + erf(g / sqrt 2)): an erf off by e ulps is
+  off by at most e u (|erf| < 1); g times a rounded 1/sqrt 2 is off by 2 u relative, which moves
+  erf by at most 2 u max(erf'(z) z) < 0.97 u; 1 + erf rounds by u; those times |g| / 2, then the
+  two products' roundings (u |g| each, |gelu| <= |g|) and |up|: (e / 2 + 3) u |g| |up|, inside
+  16 u for OpenCL's erf limit of 16 ulps (CUDA's erff: 2; PoCL's: under 1);
 - get_rows: exactly the table's rows (a quantized table: exactly its dequantized rows).
 """
 from __future__ import annotations
@@ -146,6 +150,11 @@ def _softmax_cases(profile: str) -> Iterator[tuple[str, dict]]:
         yield "grid", {"shape": shape, "scale": 1.0, "mask": "off", "data": "normal"}
     yield "grid", {"shape": (3, 50), "scale": 0.125, "mask": "bool", "data": "normal"}
     yield "grid", {"shape": (3, 50), "scale": 1.0, "mask": "additive", "data": "normal"}
+    # masks repeated along x's leading dims, as attention's: [Sq, Sk] and [1, 1, Sq, Sk]
+    yield "grid", {"shape": (2, 3, 5, 40), "scale": 0.125, "mask": "additive",
+                   "mask_shape": (5, 40), "data": "normal"}
+    yield "grid", {"shape": (2, 3, 5, 40), "scale": 1.0, "mask": "bool",
+                   "mask_shape": (1, 1, 5, 40), "data": "normal"}
     yield "special", {"shape": (3, 16), "scale": 1.0, "mask": "all_masked", "data": "normal"}
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "nan"}
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "large"}
@@ -154,16 +163,17 @@ def _softmax(op, case, rng):
     p = case.params
     x = _data(rng, p["shape"], p["data"], case.dtype)
     n = p["shape"][-1]
-    mask, keep = None, np.ones(p["shape"], bool)
+    ms = p.get("mask_shape", p["shape"])
+    mask, keep = None, np.ones(ms, bool)
     if p["mask"] in ("bool", "all_masked"):
-        keep = rng.random(p["shape"]) < 0.7
+        keep = rng.random(ms) < 0.7
         keep[..., 0] = True
         if p["mask"] == "all_masked":
             keep[0] = False
         mask = keep
-    add = np.zeros(p["shape"])
+    add = np.zeros(ms)
     if p["mask"] == "additive":
-        mask = (rng.standard_normal(p["shape"]) * 2).astype(np.float32)
+        mask = (rng.standard_normal(ms) * 2).astype(np.float32)
         add = mask.astype(np.float64)
     got = op("softmax", x, scale=p["scale"], mask=mask)
     with np.errstate(all="ignore"):

@@ -640,3 +640,108 @@ def test_rms_norm_rope_is_the_two_calls(where, interleaved, rotary_dim, D, monke
     assert np.array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
     with pytest.raises(accel.ShapeError, match="^weight.shape"):
         rms_norm_rope(tx, tw[:4], pos)
+
+
+def _softmax64(x, scale, keep=None, add=None):
+    """float64 softmax of x * scale (+ add, keep False: -inf) over the last axis; zeros where a
+    row has no finite logit."""
+    z = x.astype(F64) * scale
+    if add is not None:
+        z = z + add
+    if keep is not None:
+        z = np.where(keep, z, -np.inf)
+    with np.errstate(invalid="ignore"):
+        m = z.max(-1, keepdims=True)
+        dead = m == -np.inf
+        e = np.exp(z - np.where(dead, 0.0, m))
+        return np.where(dead, 0.0, e / e.sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+@pytest.mark.parametrize("mshape", [(2, 3, 5, 300), (5, 300), (1, 1, 5, 300), (300,)])
+@pytest.mark.parametrize("on_device", [True, False], ids=["tensor-mask", "numpy-mask"])
+def test_masked_softmax_runs_on_opencl(kind, mshape, on_device, monkeypatch):
+    """One softmax_f32 launch (no host round trip) for a mask of x's shape or repeated along its
+    leading dims; against float64 and the host reference: fully masked rows give zeros, a NaN
+    logit makes its row NaN unless masked out, -inf logits weigh nothing."""
+    from opencl_common import recorded_launches
+
+    be = _opencl()
+    x = (RNG.standard_normal((2, 3, 5, 300)) * 4).astype(np.float32)  # rows longer than a group
+    keep = RNG.random(mshape) > 0.3
+    keep[..., :7] = False  # keys 0-6 masked out for every query
+    keep[..., 7] = True
+    if len(mshape) > 1:
+        keep[..., 1, :] = False  # query 1 sees nothing: a row of zeros
+    x[0, 0, 2, 7] = np.nan       # kept: its row NaN
+    x[0, 1, 3, :7] = np.nan      # masked out: dropped by a bool mask, NaN + -inf under an additive
+    x[1, 2, 4, 10:] = -np.inf    # -inf logits: weight 0
+    mask = keep if kind == "bool" else np.where(keep, RNG.standard_normal(mshape), -np.inf).astype(np.float32)
+    m = accel.asarray(mask, backend=be) if on_device else mask
+    seen = recorded_launches(be, monkeypatch)
+    got = accel.softmax(accel.asarray(x, backend=be), scale=0.3, mask=m)
+    assert isinstance(got, accel.Tensor) and got.backend is be
+    assert [what for what, _, _ in seen] == ["kernel 'softmax_f32'"]
+    got = got.numpy()
+    want = _softmax64(x, 0.3, keep=keep) if kind == "bool" else _softmax64(x, 0.3, add=mask.astype(F64))
+    host = accel.softmax(x, scale=0.3, mask=mask)
+    assert np.isnan(got[0, 0, 2]).all() and np.isnan(got[0, 1, 3]).all() == (kind == "additive")
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(np.isnan(host), np.isnan(want))
+    ok = ~np.isnan(want)
+    close(got[ok], want[ok])
+    close(got[ok], host[ok].astype(F64))
+    if len(mshape) > 1:
+        assert np.array_equal(got[..., 1, :], np.zeros((2, 3, 300), np.float32))
+    assert np.array_equal(got[1, 2, 4, 10:], np.zeros(290, np.float32))
+
+
+def test_masks_the_kernel_does_not_take_stay_on_the_host_path(monkeypatch):
+    """A mask broadcast along a middle dim, a scalar mask, a float16 additive mask: the host
+    reference's answer on the device (no softmax_f32 launch); bad masks name the argument."""
+    from opencl_common import recorded_launches
+
+    be = _opencl()
+    x = RNG.standard_normal((2, 3, 4, 40)).astype(np.float32)
+    tx = accel.asarray(x, backend=be)
+    per_batch = RNG.random((2, 1, 4, 40)) > 0.3
+    seen = recorded_launches(be, monkeypatch)
+    for mask, want in [(per_batch, _softmax64(x, 1.0, keep=per_batch)),
+                       (np.array([False]), np.zeros(x.shape)),
+                       (np.full((4, 40), -1.0, np.float16), _softmax64(x, 1.0))]:
+        got = accel.softmax(tx, mask=accel.asarray(mask, backend=be))
+        assert isinstance(got, accel.Tensor) and got.backend is be
+        close(got.numpy(), want)
+    assert not any("softmax_f32" in what for what, _, _ in seen)
+    with pytest.raises(DTypeError, match="^mask.dtype"):
+        accel.softmax(tx, mask=accel.asarray(np.ones((4, 40), np.int32), backend=be))
+    with pytest.raises(ShapeError, match="^mask.shape"):
+        accel.softmax(tx, mask=accel.asarray(np.ones((3, 40), bool), backend=be))
+
+
+@pytest.mark.parametrize("where", ["cpu", "opencl"])
+def test_erf_gelu_far_out_and_special_values(where, monkeypatch):
+    """erf GELU (gelu and glu's "gelu") on the device: unary_f32 and glu_f32, no host round trip;
+    within (e / 2 + 3) u |g| of float64 (conformance/ops/decoder.py's analysis, e < 1 ulp of
+    PoCL's erf), -0 far out on the left (no residue scaled by g), inf, -inf and NaN as the host
+    reference (0.5 * -inf * 0 is NaN)."""
+    be = _opencl() if where == "opencl" else accel.get_backend("cpu")
+    g = np.array([-1e30, -1e13, -9.0, -5.6, -3.0, -0.5, -1e-30, 0.0, 1e-40, 0.5, 3.0, 9.0, 1e13,
+                  3e38, np.inf, -np.inf, np.nan], np.float32)
+    g = np.concatenate([g, (RNG.standard_normal(500) * 4).astype(np.float32)])
+    launches = []
+    if where == "opencl":
+        from opencl_common import recorded_launches
+        launches = recorded_launches(be, monkeypatch)
+    got = accel.gelu(accel.Tensor.from_host(be, g)).numpy()
+    glu = accel.glu(accel.Tensor.from_host(be, g), accel.Tensor.from_host(be, np.ones_like(g)),
+                    activation="gelu").numpy()
+    assert [w for w, _, _ in launches] == ([] if where == "cpu" else ["kernel 'unary_f32'", "kernel 'glu_f32'"])
+    assert np.array_equal(glu, got, equal_nan=True)
+    assert np.array_equal(got[-503:-500], [np.inf, np.nan, np.nan], equal_nan=True)
+    assert np.array_equal(got[:4], np.zeros(4)) and np.signbit(got[:4]).all()  # -0.0
+    fin = np.isfinite(g)
+    gd = g[fin].astype(F64)
+    want = 0.5 * gd * (1 + np.array([math.erf(v / math.sqrt(2)) for v in gd]))
+    assert np.all(np.abs(got[fin] - want) <= 4 * 2.0**-24 * np.abs(gd) + 2.0**-149)
+    host = accel.gelu(g)
+    assert np.array_equal(np.isnan(got), np.isnan(host)) and np.array_equal(got[~fin], host[~fin], equal_nan=True)

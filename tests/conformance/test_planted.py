@@ -63,26 +63,32 @@ def test_correct_backends_pass_the_quick_profile(name):
         assert not declined
 
 
-#: one planted bug per decoder-step op with an OpenCL kernel: an edit of kernels/decoder.cl as a
-#: careless port would make it (layer_norm's: the sample variance, torch.var's default)
+#: planted bugs of the decoder-step ops with an OpenCL kernel, at least one per op: an edit of
+#: kernels/decoder.cl as a careless port would make it (layer_norm's: the sample variance,
+#: torch.var's default; a masked logit as -1e30, which spreads a fully masked row evenly instead
+#: of zeros; the mask's row taken by the head, not the query; erf GELU without the 1/sqrt 2)
 _DECODER_PLANTS = {
     "rms_norm": ("return rms_root(part, t, q, D, eps);", "return rms_root(part, t, q, D - 1, eps);"),
     "layer_norm": ("float sd = rms_root(part, t, q, D, eps);", "float sd = rms_root(part, t, q, D - 1, eps);"),
     "rope": ("xr[partner] * si + xr[j] * c", "xr[j] * c - xr[partner] * si"),
-    "softmax": ("exp(xr[i] * scale - base) / s", "exp(xr[i] * scale - base) / (s * 1.001f)"),
+    "softmax": ("- base) / s;", "- base) / (s * 1.001f);"),
+    "softmax-mask": ("if (mask == 1) return kr[i] ? z : -INF_F;", "if (mask == 1) return kr[i] ? z : -1e30f;"),
+    "softmax-rows": ("row % mrows * n", "row / mrows % mrows * n"),
     "glu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
+    "glu-gelu": ("(1.0f + ERF(g * 0.70710678f))", "(1.0f + ERF(g))"),
     "get_rows": ("table[(i64)ids[r] * D + j]", "table[(i64)ids[r] * D + (j + 1) % D]"),
     "add": ("op == 0 ? a[i] + bi", "op == 0 ? (a[i] + bi) * 1.000001f"),
     "mul": (": a[i] * bi;", ": a[i] * bi * 1.000001f;"),
 }
 
 
-@pytest.mark.parametrize("op", sorted(_DECODER_PLANTS))
-def test_quick_profile_catches_a_planted_decoder_kernel_bug(op, opencl_backend):
+@pytest.mark.parametrize("plant", sorted(_DECODER_PLANTS))
+def test_quick_profile_catches_a_planted_decoder_kernel_bug(plant, opencl_backend):
     import accel.kernels as K
     from accel.backends.opencl import OpenCLBackend
 
-    old, new = _DECODER_PLANTS[op]
+    op = plant.split("-")[0]
+    old, new = _DECODER_PLANTS[plant]
     assert K.source("decoder.cl").count(old) == 1
 
     class Planted(OpenCLBackend):  # a real device build of the edited source
