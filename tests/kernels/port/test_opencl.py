@@ -107,6 +107,28 @@ def test_row_softmax(backend, to):
     np.testing.assert_allclose(y.numpy(), e / e.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("block", [32, 96, 256])
+def test_block_reductions_whose_last_step_only_warp_0_takes(backend, block):
+    """``if (wid == 0) v = warpReduceSum(v);``: the emulation's barriers need every thread, so
+    the reduction is hoisted before the if (each warp takes it whole, the others discard the
+    result); three spellings, one to three rounds of partials. (The dialect has no warp
+    emulation.)"""
+    file, n, rows, cols = "block_reduce_warps.cu", 1000, 5, 333
+    result = translate((CORPUS / file).read_text(), "opencl", filename=file)
+    assert [d.line for d in result.diagnostics if d.construct == "warp call hoisted out of a branch"] == [26, 48, 64]
+    blocks = -(-n // block)
+    x = RNG.integers(-50, 51, n).astype(np.float32)  # integers: every partial sum is exact
+    want = np.concatenate([x, np.zeros(blocks * block - n, np.float32)]).reshape(blocks, block).sum(1)
+    for name in ("block_sum", "block_sum_cg"):
+        out = _dev(backend, np.full(blocks, np.nan, np.float32))
+        _kernel(backend, file, name)(blocks, block, _dev(backend, x), out, np.int32(n))
+        np.testing.assert_array_equal(out.numpy(), want, err_msg=name)
+    m = RNG.integers(-2**31, 2**31 - 1, (rows, cols)).astype(np.int32)
+    out = _dev(backend, np.zeros(rows, np.int32))
+    _kernel(backend, file, "row_max")(rows, block, _dev(backend, m), out, np.int32(cols))
+    np.testing.assert_array_equal(out.numpy(), m.max(1))
+
+
 def test_tiled_matmul(backend, to):
     m, n, k = 37, 53, 70  # no dimension a multiple of the 16 tile
     a = RNG.integers(-8, 8, (m, k)).astype(np.float32)

@@ -1,0 +1,67 @@
+// Block reductions as people write them: each warp reduces with shuffles, lane 0 of each
+// writes its partial to shared memory, and warp 0 alone reduces the partials.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+
+#define WARP_SIZE 32
+
+__device__ float warpReduceSum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
+    return v;
+}
+
+__device__ int warpReduceMax(int v) {
+    for (int o = WARP_SIZE / 2; o > 0; o /= 2) v = max(v, __shfl_xor_sync(0xffffffff, v, o));
+    return v;
+}
+
+__device__ float blockReduceSum(float v) {
+    static __shared__ float shared[32];
+    int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
+    v = warpReduceSum(v);
+    if (lane == 0) shared[wid] = v;
+    __syncthreads();
+    v = (threadIdx.x < blockDim.x / 32) ? shared[lane] : 0;
+    if (wid == 0) v = warpReduceSum(v);
+    return v;
+}
+
+extern "C" __global__ void block_sum(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    v = blockReduceSum(v);
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+
+// One block per row; warp 0 reduces the partials and its lane 0 stores the row's maximum.
+extern "C" __global__ void row_max(const int* x, int* out, int cols) {
+    __shared__ int partial[32];
+    int lane = threadIdx.x & 31, warp_id = threadIdx.x / WARP_SIZE;
+    int v = INT_MIN;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) v = max(v, x[blockIdx.x * cols + c]);
+    v = warpReduceMax(v);
+    if (lane == 0) partial[warp_id] = v;
+    __syncthreads();
+    v = lane < blockDim.x / WARP_SIZE ? partial[lane] : INT_MIN;
+    if (warp_id == 0) {
+        v = warpReduceMax(v);
+        if (lane == 0) out[blockIdx.x] = v;
+    }
+}
+
+// The same with cooperative groups, the second step guarded by threadIdx.x < 32.
+extern "C" __global__ void block_sum_cg(const float* x, float* out, int n) {
+    __shared__ float partial[32];
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = cg::reduce(warp, i < n ? x[i] : 0.0f, cg::plus<float>());
+    if (warp.thread_rank() == 0) partial[warp.meta_group_rank()] = v;
+    block.sync();
+    float p = threadIdx.x < warp.meta_group_size() ? partial[threadIdx.x] : 0.0f;
+    if (threadIdx.x < 32) {
+        float s = cg::reduce(warp, p, cg::plus<float>());
+        if (threadIdx.x == 0) out[blockIdx.x] = s;
+    }
+}
