@@ -68,8 +68,8 @@ class Hoisting:
 
     def _plan(self, fn, call, values, ctype, callee) -> str | None:
         child, p = call, call.parent
-        while p.type in _VALUE_USES and child != p.child_by_field_name("left") \
-                and text(p.child_by_field_name("operator") or p)[:2] not in ("&&", "||"):
+        while p.type in _VALUE_USES and not (p.type == "assignment_expression" and child == p.child_by_field_name("left")) \
+                and ((op := p.child_by_field_name("operator")) is None or text(op) not in ("&&", "||")):
             child, p = p, p.parent
         if p.type not in ("expression_statement", "declaration") or child == call:
             return "its value is not simply assigned or declared in a statement of its own"

@@ -1,9 +1,5 @@
 // Block reductions as people write them: each warp reduces with shuffles, lane 0 of each
 // writes its partial to shared memory, and warp 0 alone reduces the partials.
-#include <cooperative_groups.h>
-#include <cooperative_groups/reduce.h>
-namespace cg = cooperative_groups;
-
 #define WARP_SIZE 32
 
 __device__ float warpReduceSum(float v) {
@@ -47,21 +43,5 @@ extern "C" __global__ void row_max(const int* x, int* out, int cols) {
     if (warp_id == 0) {
         v = warpReduceMax(v);
         if (lane == 0) out[blockIdx.x] = v;
-    }
-}
-
-// The same with cooperative groups, the second step guarded by threadIdx.x < 32.
-extern "C" __global__ void block_sum_cg(const float* x, float* out, int n) {
-    __shared__ float partial[32];
-    cg::thread_block block = cg::this_thread_block();
-    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float v = cg::reduce(warp, i < n ? x[i] : 0.0f, cg::plus<float>());
-    if (warp.thread_rank() == 0) partial[warp.meta_group_rank()] = v;
-    block.sync();
-    float p = threadIdx.x < warp.meta_group_size() ? partial[threadIdx.x] : 0.0f;
-    if (threadIdx.x < 32) {
-        float s = cg::reduce(warp, p, cg::plus<float>());
-        if (threadIdx.x == 0) out[blockIdx.x] = s;
     }
 }
