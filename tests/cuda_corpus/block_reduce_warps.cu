@@ -1,6 +1,7 @@
 // Block reductions as people write them: each warp reduces with shuffles, lane 0 of each
 // writes its partial to shared memory, and warp 0 alone reduces the partials.
 #define WARP_SIZE 32
+#define LOWEST (-2147483647 - 1)
 
 __device__ float warpReduceSum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
@@ -34,12 +35,12 @@ extern "C" __global__ void block_sum(const float* x, float* out, int n) {
 extern "C" __global__ void row_max(const int* x, int* out, int cols) {
     __shared__ int partial[32];
     int lane = threadIdx.x & 31, warp_id = threadIdx.x / WARP_SIZE;
-    int v = INT_MIN;
+    int v = LOWEST;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) v = max(v, x[blockIdx.x * cols + c]);
     v = warpReduceMax(v);
     if (lane == 0) partial[warp_id] = v;
     __syncthreads();
-    v = lane < blockDim.x / WARP_SIZE ? partial[lane] : INT_MIN;
+    v = lane < blockDim.x / WARP_SIZE ? partial[lane] : LOWEST;
     if (warp_id == 0) {
         v = warpReduceMax(v);
         if (lane == 0) out[blockIdx.x] = v;
