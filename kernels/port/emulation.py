@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from accel.kernels.port import tables as T
 from accel.kernels.port import warp as W
+from accel.kernels.port.hoist import Hoisting
 from accel.kernels.port.syntax import line, text, walk
 from accel.kernels.port.uniform import Uniformity
 
 _PURE = frozenset(("min", "max", "abs"))
 #: the warp primitives whose OpenCL form is the emulation (others stay refused)
 SHUFFLE_NAMES = frozenset(W.SHUFFLES)
+_UNHOISTED = "it cannot be hoisted out of that branch"
 
 
 def callee_name(call) -> str | None:
@@ -28,10 +30,11 @@ def callee_name(call) -> str | None:
     return text(f) if f is not None and f.type == "identifier" else None
 
 
-class WarpEmulation:
+class WarpEmulation(Hoisting):
     """Mixed into OpenCLTranslator (which provides rw, sp, functions, current, typer, _expr)."""
 
     def _warp_init(self) -> None:
+        self._hoist_init()
         self.warp_helpers: set[str] = set()
         self.warp_direct: set[str] = set()   # functions that shuffle themselves
         self.warp_users: set[str] = set()    # ... and those that call them (after run)
@@ -64,7 +67,12 @@ class WarpEmulation:
                 for c in walk(caller.node):
                     if c.type != "call_expression" or callee_name(c) != fn.name:
                         continue
-                    inner = self._uniformity(caller).point(c) or self._reach(caller, path + (fn.name,))
+                    inner = self._uniformity(caller).point(c)
+                    if inner is not None and caller.name not in path:
+                        hoisted = self.hoist(caller, c, c.child_by_field_name("arguments").named_children,
+                                             callee=fn)
+                        inner = None if hoisted is None else f"{inner}, and {_UNHOISTED}: {hoisted}"
+                    inner = inner or self._reach(caller, path + (fn.name,))
                     if inner is not None:
                         why = f"{fn.name} is called on line {line(c)}, where {inner}"
                         break
@@ -73,15 +81,21 @@ class WarpEmulation:
             self._reached[fn.name] = why
         return self._reached[fn.name]
 
-    def block_uniform(self, node, construct: str) -> bool:
-        """Whether every thread of the block provably reaches ``node``; refused (False) if not."""
+    def block_uniform(self, node, construct: str, values=(), ctype: str | None = None) -> bool:
+        """Whether every thread of the block provably reaches ``node``, or a value computation
+        (``ctype``: its type, from ``values``) is hoisted to where they all do; refused (False)
+        if not."""
         why = None
         if self.sp.name != "OpenCL C":
             why = f"{self.sp.name} has no warp emulation yet"
         elif self.rw is not self._main_rw or getattr(self, "current", None) is None:
             why = "it is in a macro body, where accel port cannot follow the control flow"
         else:
-            why = self._uniformity(self.current).point(node) or self._reach(self.current)
+            why = self._uniformity(self.current).point(node)
+            if why is not None and ctype is not None:
+                hoisted = self.hoist(self.current, node, values, ctype)
+                why = None if hoisted is None else f"{why}, and {_UNHOISTED}: {hoisted}"
+            why = why or self._reach(self.current)
             if why is not None:
                 why = (f"accel port emulates it through local memory and a barrier, which needs "
                        f"every thread of the block to reach the call, and cannot prove that: {why}")
@@ -145,12 +159,13 @@ class WarpEmulation:
                           "values, and the type of this one is another or unknown",
                           "shuffle the value as float or int (a 64-bit value as two halves)")
             return
-        if not self.block_uniform(node, construct):
+        values = (value, lane) + ((width,) if not isinstance(width, str) else ())
+        if not self.block_uniform(node, construct, values, t):
             return
         helper = W.shuffle_helper(t)
         self.use_warp(helper, node)
         self.rw.note(construct)
-        for a in (value, lane) + ((width,) if not isinstance(width, str) else ()):
+        for a in values:
             self._expr(a, scope)
         render = self.rw.render
         self.rw.replace(node, lambda _i: f"{helper}({W.SCRATCH}, {render(value)}, {mode}, "
@@ -202,3 +217,4 @@ class WarpEmulation:
                     users.add(fn.name)
                     changed = True
         self.warp_users = users
+        self.finish_hoists()

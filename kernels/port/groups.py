@@ -223,7 +223,7 @@ class Groups:
                              f"32 or fewer threads with a built-in operator on 32-bit values; here "
                              f"{why}", "a __shared__ tree reduction with __syncthreads() steps")
             return
-        if not self.tr.block_uniform(node, "cg::reduce"):
+        if not self.tr.block_uniform(node, "cg::reduce", args[1:2], t):
             return
         n = kind.split(":")[1]
         helper = W.reduce_helper(op, t)

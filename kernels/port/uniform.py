@@ -75,7 +75,7 @@ class Uniformity:
         self.uniform = set(params) if params_uniform else set()
         self.jumps = []
         self.macro_jumps = []  # uses of macros whose bodies hold control flow
-        defs = []  # (name, value node or None, node where it happens)
+        self.defs = defs = []  # (name, value node or None, node where it happens)
         for n in walk(body):
             if n.type == "declaration":
                 for d in n.children_by_field_name("declarator"):
@@ -223,6 +223,46 @@ class Uniformity:
         if target is None or not _inside(node, target):
             return False
         return target.type != "switch_statement" or jump.start_byte < node.start_byte
+
+
+class WarpUniformity(Uniformity):
+    """The same facts for a warp instead of the block: a value or condition the same for every
+    thread of each warp, assuming ``blockDim.x`` is a multiple of 32. Each warp is then 32
+    consecutive ``threadIdx.x`` of one row, so ``threadIdx.y``/``.z``, ``threadIdx.x / 32`` and
+    ``threadIdx.x < 64`` are warp-uniform; a lane (``threadIdx.x % 32``) is not."""
+
+    def expr(self, n) -> bool:
+        if n.type == "field_expression" and text(n.child_by_field_name("argument")) == "threadIdx":
+            return text(n.child_by_field_name("field")) in ("y", "z")
+        if n.type == "binary_expression" and self._thread_x(n.child_by_field_name("left")):
+            op, k = text(n.child_by_field_name("operator")), self.constant(n.child_by_field_name("right"))
+            if k is not None and k > 0 and (op == "/" and k % 32 == 0 or op == ">>" and k >= 5
+                                             or op in ("<", ">=") and k % 32 == 0
+                                             or op in ("<=", ">") and (k + 1) % 32 == 0):
+                return True
+        return super().expr(n)
+
+    def _thread_x(self, n) -> bool:
+        """``threadIdx.x``, or a variable whose one definition is it (``int tid = threadIdx.x``)."""
+        while n.type == "parenthesized_expression":
+            n = n.named_children[0]
+        if n.type == "identifier":
+            values = [v for name, v, _w, _ok in self.defs if name == text(n)]
+            return len(values) == 1 and values[0] is not None and self._thread_x(values[0])
+        return text(n).replace(" ", "") == "threadIdx.x"
+
+    def constant(self, n) -> int | None:
+        """The value of an integer literal, ``warpSize`` or a macro defined as one, else None."""
+        spelled = text(n).strip("() ")
+        for _ in range(4):
+            if spelled == "warpSize":
+                return 32
+            if spelled in self.macros and not self.macros[spelled][0]:
+                spelled = self.macros[spelled][1].strip("() ")
+        try:
+            return int(spelled.rstrip("uUlL"), 0)
+        except ValueError:
+            return None
 
 
 def _ancestors(node, stop):

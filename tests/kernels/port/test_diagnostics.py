@@ -699,3 +699,34 @@ def test_a_typedef_of_a_type_opencl_lacks_blocks_only_where_device_code_uses_it(
         (2, "typedef half2_t", "warning")]
     used = unused.replace("float* y) { y[threadIdx.x] = 1.0f; }", "half2_t* y) { }")
     assert _errors(used) == [(2, "half2")]
+
+
+#: a warp reduction under a thread-dependent if that cannot be hoisted before it (issue 44):
+#: (the kernel's if, the reason named)
+_WSUM = ("__device__ float wsum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o); return v; }\n"
+         "__device__ float wput(float* p, float v) { p[0] = v; return wsum(v); }\n"
+         "__device__ float wspin(float v) { while (v > 1.0f) v *= 0.5f; return wsum(v); }\n"
+         "__global__ void k(float* x, float* out, int n) {\n  int i = threadIdx.x, lane = i % 32, wid = i / 32;\n"
+         "  float v = x[i];\nBODY  out[i] = v;\n}\n")
+_UNHOISTABLE = [
+    ("  if (lane == 0) v = wsum(v);\n", "the condition on line 7 ((lane == 0)) can differ between the lanes of one warp"),
+    ("  if (wid == 0) v = wsum(x[i]);\n", "its argument x[i] reads or writes memory (line 7)"),
+    ("  if (wid == 0) { v *= 2.0f; v = wsum(v); }\n", "the statements before it in its branch (from line 7)"),
+    ("  if (wid == 0) for (int r = 0; r < n; r++) v = wsum(v);\n", "it is inside a for (line 7) within the branch"),
+    ("  if (wid == 0) v = wput(x, v);\n", "wput's parameter float* p is not a plain value"),
+    ("  if (wid == 0) v = wspin(v);\n", "wspin has a loop on line 3 that may run a number of times that depends on the thread"),
+    ("  if (wid == 0) wsum(v);\n", "its value is not simply assigned or declared"),
+    ("  if (wid == 0) v = wsum(v) / lane;\n", None),  # the division stays in the branch: hoisted
+    ("  if (wid == 0) v = __shfl_down_sync(0xffffffff, v, 1);\n", None),
+    ("  if (wid == 0) v = __shfl_down_sync(0xffffffff, x[i], 1);\n", "its argument x[i] reads or writes memory"),
+]
+
+
+@pytest.mark.parametrize("body, why", _UNHOISTABLE)
+def test_a_warp_reduction_that_cannot_be_hoisted_out_of_its_branch_is_refused_with_why(body, why):
+    result = translate(_WSUM.replace("BODY", body), "opencl", filename="k.cu")
+    if why is None:
+        assert result.ok and [d.line for d in result.diagnostics if d.construct.startswith("warp call hoisted")] == [7]
+        return
+    assert result.text is None and len(result.errors) == 1
+    assert "can differ between threads, and it cannot be hoisted out of that branch: " + why in str(result.errors[0])
