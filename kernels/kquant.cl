@@ -389,6 +389,25 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
  * j < 8 is sub-block j's a, lane 8 + j its b; q6_k, q3_k: lane g is group g's a (16 values a
  * group); q2_k: the same, then a second vector of the groups' b; iq4_xs: lane j (and 8 + j) is
  * sub-block j's a. Each is rounded once, as sub_codes rounds it. */
+#if defined(ACCEL_OPENCL) && FMT_Q3_K
+/* group_ints' scales of a q3_k block, 16 lanes at once */
+DEVICE int16 q3_scales(GLOBAL const u8* RESTRICT blk) {
+    const uchar8 lo8 = vload8(0, blk + 96);
+    const uchar4 hi4 = vload4(0, blk + 104);
+    const int16 lo = convert_int16((uchar16)(lo8, lo8)) >> (int16)(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4) & 15;
+    const int16 hi = convert_int16((uchar16)(hi4, hi4, hi4, hi4)) >> (int16)(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6) & 3;
+    return (lo | hi << 4) - 32;
+}
+#elif defined(ACCEL_OPENCL) && FMT_IQ4_XS
+/* group_ints' scales of an iq4_xs block's 8 sub-blocks */
+DEVICE int8 iq4xs_scales(GLOBAL const u8* RESTRICT blk) {
+    const u32 h = load_u32(blk) >> 16;
+    const uchar4 l4 = vload4(0, blk + 4);
+    const int8 lo = convert_int8((uchar8)(l4.s0, l4.s0, l4.s1, l4.s1, l4.s2, l4.s2, l4.s3, l4.s3)) >> (int8)(0, 4, 0, 4, 0, 4, 0, 4) & 15;
+    return (lo | ((int8)h >> (int8)(0, 2, 4, 6, 8, 10, 12, 14) & 3) << 4) - 32;
+}
+#endif
+
 #if (FMT_Q4_K || FMT_Q5_K || FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_XS) && USUB == SUBS && \
     defined(ACCEL_OPENCL)
 #define BLOCK_SCALES 1
@@ -407,20 +426,11 @@ DEVICE void block_scales(GLOBAL const u8* RESTRICT blk, float16* bs) {
     const int16 sm = convert_int16(vload16(0, blk));
     bs[0] = FMUL_RN((float16)dm.x, convert_float16(sm & 15));
     bs[1] = FMUL_RN((float16)dm.y, convert_float16(sm >> 4));
-#elif FMT_Q3_K /* group_ints' fields, 16 lanes at once */
+#elif FMT_Q3_K
     const float d = f16x2_to_f32(*(GLOBAL const T_F16*)(blk + 108)).x;
-    const uchar8 lo8 = vload8(0, blk + 96);
-    const uchar4 hi4 = vload4(0, blk + 104);
-    const int16 lo = convert_int16((uchar16)(lo8, lo8)) >> (int16)(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4) & 15;
-    const int16 hi = convert_int16((uchar16)(hi4, hi4, hi4, hi4)) >> (int16)(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6) & 3;
-    bs[0] = FMUL_RN((float16)d, convert_float16((lo | hi << 4) - 32));
+    bs[0] = FMUL_RN((float16)d, convert_float16(q3_scales(blk)));
 #elif FMT_IQ4_XS
-    const u32 dh = load_u32(blk);  /* float16 d, then the scales' high bits */
-    const float d = f16x2_to_f32(dh & 0xFFFFu).x;
-    const uchar4 l4 = vload4(0, blk + 4);
-    const int8 lo = convert_int8((uchar8)(l4.s0, l4.s0, l4.s1, l4.s1, l4.s2, l4.s2, l4.s3, l4.s3)) >> (int8)(0, 4, 0, 4, 0, 4, 0, 4) & 15;
-    const int8 hi = (int8)(dh >> 16) >> (int8)(0, 2, 4, 6, 8, 10, 12, 14) & 3;
-    const float8 a = FMUL_RN((float8)d, convert_float8((lo | hi << 4) - 32));
+    const float8 a = FMUL_RN((float8)f16x2_to_f32(*(GLOBAL const T_F16*)blk).x, convert_float8(iq4xs_scales(blk)));
     bs[0] = (float16)(a, a);
 #else
     const float2 dm = f16x2_to_f32(load_u32(blk));
@@ -611,13 +621,20 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
  * Bytes shared by sub-blocks are widened once into held (the row's; whole blocks per unit, so
  * the sub-blocks come in order): q4_k's sub-blocks 2i and 2i + 1 are the low and high nibbles
  * of the same 32 bytes, q6_k's qh holds the high bits of a half's 4. */
-#if ((FMT_Q4_K || FMT_Q6_K || FMT_IQ4_XS) && BLOCK_SCALES || FMT_MXFP4 || FMT_IQ4_NL || LEGACY32) && \
-    VW == 16 && defined(ACCEL_LOOKUP16F)
+#if ((FMT_Q4_K || FMT_Q6_K || FMT_IQ4_XS || FMT_Q2_K || FMT_Q3_K) && BLOCK_SCALES || FMT_MXFP4 || \
+     FMT_IQ4_NL || LEGACY32) && VW == 16 && defined(ACCEL_LOOKUP16F)
 #define KQ_LUT 1
-DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, float b, int16* held, float16* wv) {
+/* int16s of bytes a row's sub-blocks share: q3_k holds its codes' and its mask's */
+#if FMT_Q3_K
+#define HELD 4
+#else
+#define HELD 2
+#endif
+DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, const float* b, int16* held,
+                        float16* wv) {
 #if FMT_Q4_K
     const float16 table = FMA((float16)a[0], (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                              (float16)(-b));
+                              (float16)(-b[0]));
     GLOBAL const u8* qs = blk + BLOCK_BYTES - 128 + 32 * (j / 2);  /* nibble j % 2 of 32 bytes */
     if (j % 2 == 0) {  /* the bytes, held for sub-block j + 1, which takes their high nibbles */
         UNROLL for (int v = 0; v < 2; ++v) {
@@ -645,6 +662,33 @@ DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, fl
                         + ACCEL_LOOKUP16F((float16)(-32, -16, 0, 16, -32, -16, 0, 16, -32, -16, 0, 16, -32, -16, 0, 16),
                                           held[v] >> (2 * jj));
         wv[v] = FMUL_RN((float16)a[v], c);
+    }
+#elif FMT_Q2_K || FMT_Q3_K
+    /* element 128 h + 32 q + l: bits 2q of code byte 32 h + l, the 32 bytes held for the half's
+     * 4 sub-blocks; a vector is one group of 16, its table that group's values for the index
+     * (code | q3_k's mask bit << 2), repeated so that the bits above need no mask */
+    const int h = j / 4, q = j % 4;
+    if (q == 0)
+        UNROLL for (int v = 0; v < 2; ++v) {
+            held[v] = VLOAD_U8(blk + Q2_CODES_AT + 32 * h, 16 * v);
+            HIDE_WIDENING(held[v]);
+        }
+#if FMT_Q3_K
+    if (j == 0) /* mask byte l: bit j for element 32 j + l */
+        UNROLL for (int v = 0; v < 2; ++v) {
+            held[2 + v] = VLOAD_U8(blk, 16 * v);
+            HIDE_WIDENING(held[2 + v]);
+        }
+#endif
+    UNROLL for (int v = 0; v < 2; ++v) {
+#if FMT_Q2_K /* a code - b by one FMA (a code exact), as qgemv_k rounds it */
+        const float16 table = FMA((float16)a[v], (float16)(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
+                                  (float16)(-b[v]));
+        wv[v] = ACCEL_LOOKUP16F(table, held[v] >> (2 * q));
+#else /* a (code - 4, plus 4 where the mask bit is set), one rounding */
+        const float16 table = FMUL_RN((float16)a[v], (float16)(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3));
+        wv[v] = ACCEL_LOOKUP16F(table, (held[v] >> (2 * q) & 3) | (held[2 + v] >> j << 2 & 4));
+#endif
     }
 #elif FMT_Q5_0 || FMT_Q5_1 /* the 5-bit code looked up in 32 values: element l's nibble as q4_1's,
                               * its fifth bit bit l of qh */
@@ -714,7 +758,7 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
         KEEP_IN_MEMORY(bs);  /* each sub-block's scales broadcast from memory */
 #endif
 #if KQ_LUT
-        int16 held[RN][2];  /* bytes a row's sub-blocks share (lut_weights) */
+        int16 held[RN][HELD];  /* bytes a row's sub-blocks share (lut_weights) */
 #endif
         UNROLL for (int k = 0; k < USUB; ++k) {
             const int s = u * USUB + k;                      /* sub-block s of the row */
@@ -751,7 +795,7 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #endif
                 vf_t wv[SV];
 #if KQ_LUT
-                lut_weights(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, a, b[0], held[r], wv);
+                lut_weights(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, a, b, held[r], wv);
 #else
                 vi_t q[SV];
                 sub_codes(wr[r] + (i64)(s / SUBS) * BLOCK_BYTES, j, q, a, b);
@@ -1309,9 +1353,9 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
 
 /* the formats of blocks of 32 that meet one q8_0 or q8_1 block each in qgemv_kx */
 #define KX32 (FMT_MXFP4 || LEGACY32 || FMT_IQ4_NL)
-#if FMT_Q4_K || FMT_Q6_K || KX32
-/* qgemv_kx: qmatmul_kx for q4_k, q6_k and the blocks of 32 (mxfp4, q4_1, q5_0, q5_1, iq4_nl)
- * on CPU devices, one work-item per RN weight rows
+#if FMT_Q4_K || FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_XS || KX32
+/* qgemv_kx: qmatmul_kx for q4_k, q6_k, q2_k, q3_k, iq4_xs and the blocks of 32 (mxfp4, q4_1,
+ * q5_0, q5_1, iq4_nl) on CPU devices, one work-item per RN weight rows
  * and RM rows of x, with the same float32 terms added in the same order (each output's blocks in turn, so the
  * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
  * Launch: local size (1, 1); groups (ceil(N / RN), ceil(M / RM)).
@@ -1372,9 +1416,10 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, short16 sc, GLOBAL const i8* R
                                    ACCEL_HADD16(ACCEL_HADD16(t[4], t[5]), ACCEL_HADD16(t[6], t[7])));
     return ACCEL_MADD16(h, sc);
 }
-#elif FMT_Q6_K
+#elif FMT_Q6_K || FMT_Q2_K || FMT_Q3_K
 /* q6_k: sum over the 16 groups of 16 of scale x (6-bit code . x codes), as an int8 whose lanes
- * add up to it (kx_term's S is that minus 32 sum_g scale x (x code sum of g)). Chunk c of 32
+ * add up to it (kx_term's S is that minus 32 sum_g scale x (x code sum of g); q2_k's codes are
+ * 2 bits, its S this sum; q3_k's are 3 bits, the code plus 4, so its S is this less 4 x ...). Chunk c of 32
  * values is groups 2c and 2c + 1: their codes' products pair up in lanes 0-7 and 8-15 of
  * ACCEL_PAIRS_U8 (|.| <= 2 x 63 x 128), widened to 32 bits by ACCEL_MADD16 with ones; two levels
  * of ACCEL_HADD8 leave groups (0 2 4 6 | 1 3 5 7) of chunks 0-3 and (8 10 12 14 | 9 11 13 15) of
@@ -1383,6 +1428,7 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, char16 sc, GLOBAL const i8* RE
     int8 u[8];
     UNROLL for (int c = 0; c < 8; ++c) {
         const int h = c / 4, q = c % 4;  /* half h of the block; quarter q of it */
+#if FMT_Q6_K
         GLOBAL const u8* ql = wb + 64 * h + 32 * (q % 2);  /* low 4 bits: nibble q / 2 */
         GLOBAL const u8* qh = wb + 128 + 32 * h;           /* high 2 bits: bits 2q, 2q + 1 */
         const uchar s1 = 4 * (q / 2), s2 = 2 * q;
@@ -1390,12 +1436,39 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, char16 sc, GLOBAL const i8* RE
                            ((((uchar16)(ACCEL_BYTES16(qh, 0)) >> s2) & (uchar)3) << (uchar)4);
         const uchar16 c1 = (((uchar16)(ACCEL_BYTES16(ql, 16)) >> s1) & (uchar)15) |
                            ((((uchar16)(ACCEL_BYTES16(qh, 16)) >> s2) & (uchar)3) << (uchar)4);
+#else /* element 128 h + 32 q + l: bits 2q of code byte 32 h + l (q3_k: plus 4 where bit c of
+       * mask byte l is set) */
+        GLOBAL const u8* qs = wb + Q2_CODES_AT + 32 * h;
+        const uchar s2 = 2 * q;
+        uchar16 c0 = ((uchar16)(ACCEL_BYTES16(qs, 0)) >> s2) & (uchar)3;
+        uchar16 c1 = ((uchar16)(ACCEL_BYTES16(qs, 16)) >> s2) & (uchar)3;
+#if FMT_Q3_K
+        c0 |= (((uchar16)(ACCEL_BYTES16(wb, 0)) >> (uchar)c) & (uchar)1) << (uchar)2;
+        c1 |= (((uchar16)(ACCEL_BYTES16(wb, 16)) >> (uchar)c) & (uchar)1) << (uchar)2;
+#endif
+#endif
         u[c] = ACCEL_MADD16(ACCEL_PAIRS_U8(c0, c1, (char16)(ACCEL_BYTES16(xc, 32 * c)),
                                            (char16)(ACCEL_BYTES16(xc, 32 * c + 16))), (short16)1);
     }
     const int8 a = ACCEL_HADD8(ACCEL_HADD8(u[0], u[1]), ACCEL_HADD8(u[2], u[3]));
     const int8 b = ACCEL_HADD8(ACCEL_HADD8(u[4], u[5]), ACCEL_HADD8(u[6], u[7]));
     return a * convert_int8(sc.s02461357) + b * convert_int8(sc.s8ACE9BDF);
+}
+#elif FMT_IQ4_XS
+/* iq4_xs x q8_k: sum over the 8 sub-blocks of its scale x (kvalues_iq4nl values . x codes),
+ * as an int8 whose lanes add up to it: each sub-block's dot (lookups, vpshufb) as an int8, two
+ * levels of ACCEL_HADD8 leave sub-block i of each four in lanes i and 4 + i. */
+DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, int8 sc, GLOBAL const i8* RESTRICT xc) {
+    const char16 table = (char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    int8 u[8];
+    UNROLL for (int j = 0; j < 8; ++j) {
+        const uchar16 b = (uchar16)(ACCEL_BYTES16(wb, 8 + 16 * j));
+        u[j] = DOT32_S8(ACCEL_LOOKUP16(table, b & (uchar)15), ACCEL_LOOKUP16(table, b >> (uchar)4),
+                        (char16)(ACCEL_BYTES16(xc, 32 * j)), (char16)(ACCEL_BYTES16(xc, 32 * j + 16)));
+    }
+    const int8 a = ACCEL_HADD8(ACCEL_HADD8(u[0], u[1]), ACCEL_HADD8(u[2], u[3]));
+    const int8 b = ACCEL_HADD8(ACCEL_HADD8(u[4], u[5]), ACCEL_HADD8(u[6], u[7]));
+    return a * sc.s01230123 + b * sc.s45674567;
 }
 #endif
 
@@ -1482,10 +1555,22 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
             const short16 sc = convert_short16(sm.s0123456701234567);
             /* sub-block j's x code sum is q8_k's int16 sums 2j and 2j + 1 (|.| <= 16 x 128) */
             const short16 qw = convert_short16(sm.s8899aabbccddeeff);  /* each min twice */
-#else
+#elif FMT_Q6_K
             const float2 dm = f16x2_to_f32((u32)wb[208] | ((u32)wb[209] << 8));
             const char16 sc = (char16)(ACCEL_BYTES16((GLOBAL const i8*)wb, 192));
             const short16 qw = convert_short16(sc);  /* group g's x code sum: q8_k's sum g */
+#elif FMT_Q2_K /* scale: the low nibble of byte g, minimum: the high */
+            const float2 dm = f16x2_to_f32(load_u32(wb + 80));
+            const uchar16 sm = (uchar16)(ACCEL_BYTES16(wb, 0));
+            const char16 sc = as_char16(sm & (uchar)15);
+            const short16 qw = convert_short16(sm >> (uchar)4);
+#elif FMT_Q3_K
+            const float2 dm = (float2)(f16x2_to_f32(*(GLOBAL const T_F16*)(wb + 108)).x, 0.0f);
+            const char16 sc = convert_char16(q3_scales(wb));
+            const short16 qw = convert_short16(sc);  /* the 4 the codes carry, times the scales */
+#else
+            const float2 dm = (float2)(f16x2_to_f32(*(GLOBAL const T_F16*)wb).x, 0.0f);
+            const int8 sc = iq4xs_scales(wb);
 #endif
             d[g] = dm.x;
             dmin[g] = dm.y;
@@ -1493,7 +1578,11 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
                 GLOBAL const u8* xb = xr[i] + (i64)bg * XQ_BYTES;
                 dx[i][g] = AS_FLOAT(load_u32(xb));
                 P[i][g] = kx_sums(wb, sc, (GLOBAL const i8*)(xb + 4));
+#if FMT_IQ4_XS
+                Q[i][g] = (int8)0;
+#else
                 Q[i][g] = ACCEL_MADD16(load_s16x16(xb + 260), qw);
+#endif
             }
         }
 #endif
@@ -1510,13 +1599,17 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
 #endif
             UNROLL for (int g = 0; g < KXG; ++g)
                 if (g < n)
-#if FMT_Q4_K
+#if FMT_Q4_K || FMT_Q2_K
                     acc[i][r] = FADD_RN(acc[i][r],
                                         FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]),
                                                 -FMUL_RN(FMUL_RN(dmin[g], dx[i][g]), (float)Mn[g])));
 #elif FMT_Q6_K
                     acc[i][r] = FADD_RN(acc[i][r], FMUL_RN(FMUL_RN(d[g], dx[i][g]),
                                                            (float)(S[g] - 32 * Mn[g])));
+#elif FMT_Q3_K || FMT_IQ4_XS /* kx_term's with no minimum: dm = 0 times Mn = 0 */
+                    acc[i][r] = FADD_RN(acc[i][r],
+                                        FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)(S[g] - 4 * Mn[g])),
+                                                -FMUL_RN(FMUL_RN(0.0f, dx[i][g]), 0.0f)));
 #elif FMT_Q4_1 || FMT_Q5_1 /* kx_term's (d_w d_x) S + m_w s_x */
                     acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]),
                                                            FMUL_RN(dmin[g], sx[i][g])));
