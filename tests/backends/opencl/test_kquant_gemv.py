@@ -93,26 +93,31 @@ def test_tune_searches_valid_kgemv_sets():
         assert all(K.kquant("q4_k", params=p).defines["USUB"] in (1, 8) for p in sets)
 
 
-@pytest.mark.parametrize("fmt,name", [("q4_k", "cpu"), ("q4_k", "cpu-tall"), ("q4_k", "gpu"),
-                                      ("q6_k", "cpu"), ("q6_k", "cpu-tall"),
-                                      ("mxfp4", "cpu"), ("mxfp4", "cpu-tall")])
+@pytest.mark.parametrize("fmt,name", [(f, name) for f in K.VECTOR_KX_FORMATS for name in ("cpu", "cpu-tall")]
+                         + [("q4_k", "gpu")])
 def test_quantized_x_is_the_cpu_references_bits(cl, fmt, name):
-    """qmatmul(x_format=q8_k, or q8_0 for mxfp4): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets)
-    add the same float32 block terms in the same order as the CPU reference: its bits."""
-    kp = _set(cl, name)
-    x_fmt = "q8_0" if fmt == "mxfp4" else "q8_k"
+    """qmatmul(x_format=the format's vec_dot): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets) add
+    the same float32 block terms in the same order as the CPU reference: its bits. (iq4_xs: the
+    CPU reference scales each group of 32 in float32, the kernels each block's integer sum, as
+    ggml does: there qgemv_kx gives qmatmul_kx's bits.)"""
+    x_fmt = get_format(fmt).vec_dot
     rng = np.random.default_rng(6)
     n, block = 37, get_format(fmt).block
-    # at M <= 2 blocks go in groups of 4 (mxfp4: 8): 2 blocks per row (less than a group), 19
-    # (groups and a partial one)
+    # at M <= 2 blocks go in groups of 4 (blocks of 32: 8): 2 blocks per row (less than a group),
+    # 19 (groups and a partial one)
     for m, blocks in ((1, 2), (1, 19), (2, 19), (5, 19)):
         k = blocks * block
         w = accel.QTensor.from_raw(_weight(fmt, n, k, rng), fmt, (n, k), backend=cl)
         x = rng.standard_normal((m, k)).astype(np.float32)
+        if fmt == "iq4_xs":
+            _set(cl, "gpu")
+            want = np.asarray(accel.qmatmul(x, w, x_format=x_fmt))
+        else:
+            want = accel.qmatmul(x, w.to("cpu"), x_format=x_fmt, backend="cpu")
+        kp = _set(cl, name)
         launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format(fmt), x_fmt),
                             cl.facts, cl.params)
         assert launches[-1].kernel == ("qgemv_kx" if kp["KWG"] == 1 else "qmatmul_kx")
-        if fmt == "mxfp4" and kp["KWG"] == 1:  # rows of x in pairs, where blocks share sum trees
+        if block == 32 and kp["KWG"] == 1:  # rows of x in pairs, where blocks share sum trees
             assert launches[-1].variant.defines["RM"] == min(m, 2)
-        got = np.asarray(accel.qmatmul(x, w, x_format=x_fmt))
-        assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format=x_fmt, backend="cpu"))
+        assert np.array_equal(np.asarray(accel.qmatmul(x, w, x_format=x_fmt)), want), (m, blocks)
