@@ -23,8 +23,8 @@ KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_
 #: q8_0: 32), which qmatmul_kx does not pair: their x_format runs on the CPU reference
 _NO_DEVICE_X_FORMAT = ("q1_0", "nvfp4")
 #: the formats whose x_format product has qgemv_kx, the vectorized integer sums of CPU devices
-VECTOR_KX_FORMATS = ("q4_k", "q6_k", "mxfp4", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k",
-                     "iq4_xs")
+VECTOR_KX_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k",
+                     "q3_k", "iq4_xs")
 #: the codebook formats (iq1_*, iq2_*, iq3_*): kernels/codebook.cl (dequantize, float-x qmatmul;
 #: the grid a buffer from gguf-py)
 CODEBOOK_FORMATS = tuple(f.name for f in FORMATS.values() if f.family == "codebook")

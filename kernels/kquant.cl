@@ -1353,8 +1353,8 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
 
 /* the formats of blocks of 32 that meet one q8_0 or q8_1 block each in qgemv_kx */
 #define KX32 (FMT_MXFP4 || LEGACY32 || FMT_IQ4_NL)
-#if FMT_Q4_K || FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_XS || KX32
-/* qgemv_kx: qmatmul_kx for q4_k, q6_k, q2_k, q3_k, iq4_xs and the blocks of 32 (mxfp4, q4_1,
+#if FMT_Q4_K || FMT_Q5_K || FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_XS || KX32
+/* qgemv_kx: qmatmul_kx for q4_k, q5_k, q6_k, q2_k, q3_k, iq4_xs and the blocks of 32 (mxfp4, q4_1,
  * q5_0, q5_1, iq4_nl) on CPU devices, one work-item per RN weight rows
  * and RM rows of x, with the same float32 terms added in the same order (each output's blocks in turn, so the
  * bits are qmatmul_kx's and the CPU reference's): only the exact integer sums are vectorized.
@@ -1454,18 +1454,32 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, char16 sc, GLOBAL const i8* RE
     const int8 b = ACCEL_HADD8(ACCEL_HADD8(u[4], u[5]), ACCEL_HADD8(u[6], u[7]));
     return a * convert_int8(sc.s02461357) + b * convert_int8(sc.s8ACE9BDF);
 }
-#elif FMT_IQ4_XS
-/* iq4_xs x q8_k: sum over the 8 sub-blocks of its scale x (kvalues_iq4nl values . x codes),
- * as an int8 whose lanes add up to it: each sub-block's dot (lookups, vpshufb) as an int8, two
- * levels of ACCEL_HADD8 leave sub-block i of each four in lanes i and 4 + i. */
+#elif FMT_IQ4_XS || FMT_Q5_K
+/* iq4_xs, q5_k x q8_k: sum over the 8 sub-blocks of 32 of its scale x (weight codes . x codes),
+ * as an int8 whose lanes add up to it: each sub-block's dot as an int8 (iq4_xs: kvalues_iq4nl
+ * by lookup, vpshufb; q5_k: nibble and fifth bit, pairs of at most 2 x 31 x 128 in 16 bits, so
+ * widened per sub-block, unlike q4_k's tree of 16-bit sums), two levels of ACCEL_HADD8 leave
+ * sub-block i of each four in lanes i and 4 + i. */
 DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, int8 sc, GLOBAL const i8* RESTRICT xc) {
-    const char16 table = (char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
     int8 u[8];
+#if FMT_IQ4_XS
+    const char16 table = (char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
     UNROLL for (int j = 0; j < 8; ++j) {
         const uchar16 b = (uchar16)(ACCEL_BYTES16(wb, 8 + 16 * j));
         u[j] = DOT32_S8(ACCEL_LOOKUP16(table, b & (uchar)15), ACCEL_LOOKUP16(table, b >> (uchar)4),
                         (char16)(ACCEL_BYTES16(xc, 32 * j)), (char16)(ACCEL_BYTES16(xc, 32 * j + 16)));
     }
+#else /* sub-block j: nibble j % 2 of 32 code bytes from 48 + 32 (j / 2), fifth bit bit j of qh */
+    const uchar16 hlo = (uchar16)(ACCEL_BYTES16(wb, 16)), hhi = (uchar16)(ACCEL_BYTES16(wb, 32));
+    UNROLL for (int j = 0; j < 8; ++j) {
+        const uchar s = 4 * (j % 2);
+        const uchar16 lo = (((uchar16)(ACCEL_BYTES16(wb, 48 + 32 * (j / 2))) >> s) & (uchar)15) |
+                           (((hlo >> (uchar)j) & (uchar)1) << (uchar)4);
+        const uchar16 hi = (((uchar16)(ACCEL_BYTES16(wb, 64 + 32 * (j / 2))) >> s) & (uchar)15) |
+                           (((hhi >> (uchar)j) & (uchar)1) << (uchar)4);
+        u[j] = DOT32_U8(lo, hi, (char16)(ACCEL_BYTES16(xc, 32 * j)), (char16)(ACCEL_BYTES16(xc, 32 * j + 16)));
+    }
+#endif
     const int8 a = ACCEL_HADD8(ACCEL_HADD8(u[0], u[1]), ACCEL_HADD8(u[2], u[3]));
     const int8 b = ACCEL_HADD8(ACCEL_HADD8(u[4], u[5]), ACCEL_HADD8(u[6], u[7]));
     return a * sc.s01230123 + b * sc.s45674567;
@@ -1549,10 +1563,14 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
             }
         }
 #else
-#if FMT_Q4_K
+#if FMT_Q4_K || FMT_Q5_K
             const float2 dm = f16x2_to_f32(load_u32(wb));
             const uchar16 sm = scales_mins_k4(wb + 4);
+#if FMT_Q4_K
             const short16 sc = convert_short16(sm.s0123456701234567);
+#else
+            const int8 sc = convert_int8(sm.s01234567);
+#endif
             /* sub-block j's x code sum is q8_k's int16 sums 2j and 2j + 1 (|.| <= 16 x 128) */
             const short16 qw = convert_short16(sm.s8899aabbccddeeff);  /* each min twice */
 #elif FMT_Q6_K
@@ -1599,7 +1617,7 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
 #endif
             UNROLL for (int g = 0; g < KXG; ++g)
                 if (g < n)
-#if FMT_Q4_K || FMT_Q2_K
+#if FMT_Q4_K || FMT_Q5_K || FMT_Q2_K
                     acc[i][r] = FADD_RN(acc[i][r],
                                         FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]),
                                                 -FMUL_RN(FMUL_RN(dmin[g], dx[i][g]), (float)Mn[g])));
