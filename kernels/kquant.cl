@@ -112,8 +112,9 @@ DEVICE void scale_min_k4(GLOBAL const u8* RESTRICT s, int j, int* sc, int* m) {
 }
 
 DEVICE u32 load_u32(GLOBAL const u8* RESTRICT p) {
-#if defined(ACCEL_OPENCL) /* one unaligned load: PoCL 3.1 kept q5_0's 2-byte-aligned qh as 4 bytes */
-    return as_uint(vload4(0, p));
+#if defined(ACCEL_OPENCL) /* one unaligned load: PoCL 3.1 kept q5_0's 2-byte-aligned qh as 4 bytes
+                           * from the shifts (vload4 is a library call on PyPI's PoCL 3.0) */
+    return as_uint((uchar4)(p[0], p[1], p[2], p[3]));
 #else
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
 #endif
@@ -392,8 +393,8 @@ KERNEL void qmatmul_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w
 #if defined(ACCEL_OPENCL) && FMT_Q3_K
 /* group_ints' scales of a q3_k block, 16 lanes at once */
 DEVICE int16 q3_scales(GLOBAL const u8* RESTRICT blk) {
-    const uchar8 lo8 = vload8(0, blk + 96);
-    const uchar4 hi4 = vload4(0, blk + 104);
+    const uchar8 lo8 = (uchar8)(blk[96], blk[97], blk[98], blk[99], blk[100], blk[101], blk[102], blk[103]);
+    const uchar4 hi4 = as_uchar4(load_u32(blk + 104));
     const int16 lo = convert_int16((uchar16)(lo8, lo8)) >> (int16)(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4) & 15;
     const int16 hi = convert_int16((uchar16)(hi4, hi4, hi4, hi4)) >> (int16)(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6) & 3;
     return (lo | hi << 4) - 32;
@@ -402,7 +403,7 @@ DEVICE int16 q3_scales(GLOBAL const u8* RESTRICT blk) {
 /* group_ints' scales of an iq4_xs block's 8 sub-blocks */
 DEVICE int8 iq4xs_scales(GLOBAL const u8* RESTRICT blk) {
     const u32 h = load_u32(blk) >> 16;
-    const uchar4 l4 = vload4(0, blk + 4);
+    const uchar4 l4 = as_uchar4(load_u32(blk + 4));
     const int8 lo = convert_int8((uchar8)(l4.s0, l4.s0, l4.s1, l4.s1, l4.s2, l4.s2, l4.s3, l4.s3)) >> (int8)(0, 4, 0, 4, 0, 4, 0, 4) & 15;
     return (lo | ((int8)h >> (int8)(0, 2, 4, 6, 8, 10, 12, 14) & 3) << 4) - 32;
 }
@@ -423,7 +424,7 @@ DEVICE void block_scales(GLOBAL const u8* RESTRICT blk, float16* bs) {
     bs[0] = FMUL_RN((float16)d, convert_float16((char16)(ACCEL_BYTES16(sc, 0))));
 #elif FMT_Q2_K /* group g: scale the low nibble of byte g, minimum the high */
     const float2 dm = f16x2_to_f32(load_u32(blk + 80));
-    const int16 sm = convert_int16(vload16(0, blk));
+    const int16 sm = convert_int16((uchar16)(ACCEL_BYTES16(blk, 0)));
     bs[0] = FMUL_RN((float16)dm.x, convert_float16(sm & 15));
     bs[1] = FMUL_RN((float16)dm.y, convert_float16(sm >> 4));
 #elif FMT_Q3_K
@@ -1505,7 +1506,7 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, GLOBAL const i8* RESTRICT xc) 
 #elif FMT_Q4_1
     return DOT32_U8(lo, hi, xlo, xhi);
 #else /* q5_0, q5_1: bit l of qh as bit 4 of lane l, each byte of qh spread over 8 lanes */
-    const uchar4 qh = vload4(0, wb + QH_AT);
+    const uchar4 qh = as_uchar4(load_u32(wb + QH_AT));
     const uchar16 bit = (uchar16)(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
     const uchar16 flo = as_uchar16(((uchar16)(qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s0, qh.s1,
                                               qh.s1, qh.s1, qh.s1, qh.s1, qh.s1, qh.s1, qh.s1) & bit) != (uchar)0);
