@@ -19,9 +19,6 @@ KQUANT_FORMATS = tuple(f.name for f in FORMATS.values()
 #: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
 #: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
 KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
-#: weight formats whose blocks span several of their x format's (q1_0: 128 values, nvfp4: 64;
-#: q8_0: 32), which qmatmul_kx does not pair: their x_format runs on the CPU reference
-_NO_DEVICE_X_FORMAT = ("q1_0", "nvfp4")
 #: the formats whose x_format product has qgemv_kx, the vectorized integer sums of CPU devices
 VECTOR_KX_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k",
                      "q3_k", "iq4_xs")
@@ -53,9 +50,6 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
             return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
                     "far; float x runs here")
         return None
-    if fmt in _NO_DEVICE_X_FORMAT and x_fmt is not None:
-        return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
-                f"far (a {fmt} block spans several {x_fmt} blocks); float x runs here")
     if fmt in KQUANT_NO_QUANTIZE and op == "quantize":
         return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "
                 f"dequantize it and take it in qmatmul)")

@@ -77,8 +77,10 @@
 #define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q8_1 || FMT_Q2_K || FMT_Q3_K || \
                      FMT_IQ4_NL || FMT_IQ4_XS || SIGNS || FMT_NVFP4)
 #define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS || SIGNS || FMT_NVFP4)
-/* q1_0's blocks of 128 meet four q8_0 blocks each: qmatmul_kx pairs one block with one */
-#define NO_KX (FMT_Q8_K || FMT_Q8_1 || FMT_Q1_0 || FMT_NVFP4)
+/* the activation formats have no x_format product */
+#define NO_KX (FMT_Q8_K || FMT_Q8_1)
+/* weight blocks that meet several q8_0 blocks (q1_0: 128 values, four; nvfp4: 64, two) */
+#define KX_SPANS (FMT_Q1_0 || FMT_NVFP4)
 /* the legacy layouts of blocks of 32: float16 d (then m or q8_1's s), the fifth bits, 16 bytes
  * of nibbles (q8_1: 32 int8 codes) */
 #define LEGACY32 (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1)
@@ -1239,13 +1241,13 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
 
 #if !NO_KX
 /* qmatmul(x_format=...): xq holds x quantized to the format's vec_dot partner, M rows of K / XQB
- * blocks of XQ_BYTES, and each block pair adds one float32 term (kx_term), added in order: GGML's
- * exact integer sums scaled in the CPU reference's float32 order, so the results are its bits.
- * One work-item per output; grid as qmatmul_k's. */
+ * blocks of XQ_BYTES, and each weight block with its x blocks adds its float32 terms (kx_add),
+ * in order: GGML's exact integer sums scaled in the CPU reference's float32 order, so the
+ * results are its bits. One work-item per output; grid as qmatmul_k's. */
 #if FMT_Q4_1 || FMT_Q5_1
 #define XQB 32 /* q8_1: float16 d, float16 s = d sum(codes), 32 int8 codes */
 #define XQ_BYTES 36
-#elif QB == 32
+#elif QB == 32 || KX_SPANS
 #define XQB 32 /* q8_0: float16 d, 32 int8 codes */
 #define XQ_BYTES 34
 #else
@@ -1257,6 +1259,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
  * sum_j sc_j (x codes . w codes of sub-block j) and (q4_k, q5_k) Mn = sum_j m_j (x code sums of
  * sub-block j, q8_k's block sums), exact integers; the term (d_w d_x) S - (dmin_w d_x) Mn.
  * mxfp4, vec_dot_mxfp4_q8_0: (2^(e-128) d_x) s, s the integer dot of the codes. */
+#if !KX_SPANS
 DEVICE float kx_term(GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb) {
 #if DECODE_ONLY
     /* q5_0, iq4_nl x q8_0, q4_1, q5_1 x q8_1 and q2_k, q3_k, iq4_xs x q8_k (ggml's vec_dot_*):
@@ -1339,16 +1342,46 @@ DEVICE float kx_term(GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb)
 #endif
 }
 
+#endif
+
+/* acc plus weight block wb's terms with its QB / XQB x blocks from xb, as the CPU reference adds
+ * them: one kx_term; nvfp4 x q8_0, per sub-block of 16, (d_x s_w) S with s_w its halved E4M3
+ * scale and S the dot of its doubled E2M1 codes; q1_0 x q8_0 (ggml's vec_dot_q1_0_q8_0), d_w
+ * times the float32 sum over its four x blocks of d_x S. */
+DEVICE float kx_add(float acc, GLOBAL const u8* RESTRICT xb, GLOBAL const u8* RESTRICT wb) {
+#if FMT_NVFP4
+    for (int g = 0; g < 4; ++g) {
+        GLOBAL const u8* xg = xb + (g / 2) * XQ_BYTES;
+        int S = 0;
+        for (int l = 0; l < 16; ++l) S += code_at(wb, 16 * g + l) * (i8)xg[2 + 16 * (g % 2) + l];
+        const float dx = f16_to_f32((u32)xg[0] | ((u32)xg[1] << 8));
+        acc = FADD_RN(acc, FMUL_RN(FMUL_RN(dx, ue4m3_half(wb[g])), (float)S));
+    }
+    return acc;
+#elif FMT_Q1_0
+    float sumi = 0.0f, d, unused;
+    for (int k = 0; k < 4; ++k) {
+        GLOBAL const u8* xk = xb + k * XQ_BYTES;
+        int S = 0;
+        for (int l = 0; l < 32; ++l) S += code_at(wb, 32 * k + l) * (i8)xk[2 + l];
+        sumi = FADD_RN(sumi, FMUL_RN(f16_to_f32((u32)xk[0] | ((u32)xk[1] << 8)), (float)S));
+    }
+    block_d(wb, &d, &unused);
+    return FADD_RN(acc, FMUL_RN(d, sumi));
+#else
+    return FADD_RN(acc, kx_term(xb, wb));
+#endif
+}
+
 KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                        GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     const int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1);
     if (n >= N || m >= M) return;
-    const int nb = K / XQB;
+    const int nb = K / QB;
     float acc = 0.0f;
     for (int b = 0; b < nb; ++b)
-        acc = FADD_RN(acc, kx_term(xq + ((i64)m * nb + b) * XQ_BYTES,
-                                   w + ((i64)n * nb + b) * BLOCK_BYTES));
+        acc = kx_add(acc, xq + ((i64)m * nb + b) * (QB / XQB) * XQ_BYTES, w + ((i64)n * nb + b) * BLOCK_BYTES);
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 
@@ -1662,13 +1695,13 @@ KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
 KERNEL void qgemv_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
                      GLOBAL OUT_T* RESTRICT out, int M, int N, int K) {
     const int n0 = GROUP_ID(0) * RN, m0 = GROUP_ID(1) * RM;
-    const int nb = K / XQB;
+    const int nb = K / QB;
     for (int i = m0; i < imin(m0 + RM, M); ++i)
         for (int n = n0; n < imin(n0 + RN, N); ++n) {
             float acc = 0.0f;
             for (int b = 0; b < nb; ++b)
-                acc = FADD_RN(acc, kx_term(xq + ((i64)i * nb + b) * XQ_BYTES,
-                                           w + ((i64)n * nb + b) * BLOCK_BYTES));
+                acc = kx_add(acc, xq + ((i64)i * nb + b) * (QB / XQB) * XQ_BYTES,
+                             w + ((i64)n * nb + b) * BLOCK_BYTES);
             STORE_OUT(out, (i64)i * N + n, acc);
         }
 }

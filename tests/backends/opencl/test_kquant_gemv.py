@@ -121,3 +121,22 @@ def test_quantized_x_is_the_cpu_references_bits(cl, fmt, name):
         if block == 32 and kp["KWG"] == 1:  # rows of x in pairs, where blocks share sum trees
             assert launches[-1].variant.defines["RM"] == min(m, 2)
         assert np.array_equal(np.asarray(accel.qmatmul(x, w, x_format=x_fmt)), want), (m, blocks)
+
+
+@pytest.mark.parametrize("fmt", ["q1_0", "nvfp4", "tq1_0", "tq2_0"])
+def test_blocks_that_span_several_x_blocks_give_the_cpu_references_bits(cl, fmt):
+    """qmatmul_kx for the formats without qgemv_kx: q1_0's 128 values meet four q8_0 blocks,
+    nvfp4's 64 two (each added as the CPU reference adds them), tq*'s one q8_k block."""
+    x_fmt = get_format(fmt).vec_dot
+    rng = np.random.default_rng(8)
+    n, block = 11, get_format(fmt).block
+    for m, blocks in ((1, 3), (3, 2)):
+        k = blocks * block
+        w = accel.QTensor.from_raw(_weight(fmt, n, k, rng), fmt, (n, k), backend=cl)
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        x[0, :5] = [1e-30, -3e4, 0.0, 7.5, -0.0]  # a block of mixed magnitudes
+        launches = plan_for(S.qmatmul_spec(x.shape, "float32", (n, k), get_format(fmt), x_fmt),
+                            cl.facts, cl.params)
+        assert launches[-1].kernel == "qmatmul_kx"
+        want = accel.qmatmul(x, w.to("cpu"), x_format=x_fmt, backend="cpu")
+        assert np.array_equal(np.asarray(accel.qmatmul(x, w, x_format=x_fmt)), want), (m, blocks)
