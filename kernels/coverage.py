@@ -21,7 +21,7 @@ KQUANT_FORMATS = tuple(f.name for f in FORMATS.values()
 KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
 #: the formats whose x_format product has qgemv_kx, the vectorized integer sums of CPU devices
 VECTOR_KX_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k",
-                     "q3_k", "iq4_xs")
+                     "q3_k", "iq4_xs", "tq2_0")
 #: the codebook formats (iq1_*, iq2_*, iq3_*): kernels/codebook.cl (dequantize, float-x qmatmul;
 #: the grid a buffer from gguf-py)
 CODEBOOK_FORMATS = tuple(f.name for f in FORMATS.values() if f.family == "codebook")

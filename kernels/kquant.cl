@@ -84,9 +84,11 @@
 /* the legacy layouts of blocks of 32: float16 d (then m or q8_1's s), the fifth bits, 16 bytes
  * of nibbles (q8_1: 32 int8 codes) */
 #define LEGACY32 (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1)
-/* where q2_k's and q3_k's 2-bit codes start */
+/* where q2_k's, q3_k's and tq2_0's 2-bit codes start (the same layout of 128-value halves) */
 #if FMT_Q2_K
 #define Q2_CODES_AT 16
+#elif FMT_TQ2_0
+#define Q2_CODES_AT 0
 #else
 #define Q2_CODES_AT 32
 #endif
@@ -227,13 +229,15 @@ DEVICE void group_ints(GLOBAL const u8* RESTRICT blk, int g, int* sx, int* sy) {
 
 /* The block's float scales d and dm (0 where it has no minimum). */
 DEVICE void block_d(GLOBAL const u8* RESTRICT blk, float* d, float* dm) {
-#if defined(ACCEL_F16C) && (LEGACY32 || FMT_IQ4_NL || FMT_IQ4_XS || FMT_Q2_K)
+#if defined(ACCEL_F16C) && (LEGACY32 || FMT_IQ4_NL || FMT_IQ4_XS || FMT_Q2_K || FMT_TQ2_0)
     /* both halves by one vcvtph2ps where the block holds 4 bytes from d on: the integer
      * conversion took 18 instructions a scale (q5_0 GEMV, 4 rows a work-item: 47 a block-row) */
 #if FMT_Q2_K
     const float2 f = f16x2_to_f32(load_u32(blk + 80));
 #elif FMT_Q4_1 || FMT_Q5_1
     const float2 f = f16x2_to_f32(load_u32(blk));
+#elif FMT_TQ2_0
+    const float2 f = f16x2_to_f32(*(GLOBAL const T_F16*)(blk + 64));
 #else /* d alone: a 4-byte load beside iq4_nl's codes made PoCL assemble them byte by byte */
     const float2 f = f16x2_to_f32(*(GLOBAL const T_F16*)blk);
 #endif
@@ -625,7 +629,7 @@ DEVICE void sub_codes(GLOBAL const u8* RESTRICT blk, int j, vi_t* q, float* a, f
  * the sub-blocks come in order): q4_k's sub-blocks 2i and 2i + 1 are the low and high nibbles
  * of the same 32 bytes, q6_k's qh holds the high bits of a half's 4. */
 #if ((FMT_Q4_K || FMT_Q6_K || FMT_IQ4_XS || FMT_Q2_K || FMT_Q3_K) && BLOCK_SCALES || FMT_MXFP4 || \
-     FMT_IQ4_NL || LEGACY32) && VW == 16 && defined(ACCEL_LOOKUP16F)
+     FMT_IQ4_NL || LEGACY32 || FMT_TQ2_0) && VW == 16 && defined(ACCEL_LOOKUP16F)
 #define KQ_LUT 1
 /* int16s of bytes a row's sub-blocks share: q3_k holds its codes' and its mask's */
 #if FMT_Q3_K
@@ -666,7 +670,7 @@ DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, co
                                           held[v] >> (2 * jj));
         wv[v] = FMUL_RN((float16)a[v], c);
     }
-#elif FMT_Q2_K || FMT_Q3_K
+#elif FMT_Q2_K || FMT_Q3_K || FMT_TQ2_0
     /* element 128 h + 32 q + l: bits 2q of code byte 32 h + l, the 32 bytes held for the half's
      * 4 sub-blocks; a vector is one group of 16, its table that group's values for the index
      * (code | q3_k's mask bit << 2), repeated so that the bits above need no mask */
@@ -683,8 +687,15 @@ DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, co
             HIDE_WIDENING(held[2 + v]);
         }
 #endif
+#if FMT_TQ2_0 /* d (code - 1), exact */
+    float d, unused;
+    block_d(blk, &d, &unused);
+    const float16 ternary = FMUL_RN((float16)d, (float16)(-1, 0, 1, 2, -1, 0, 1, 2, -1, 0, 1, 2, -1, 0, 1, 2));
+#endif
     UNROLL for (int v = 0; v < 2; ++v) {
-#if FMT_Q2_K /* a code - b by one FMA (a code exact), as qgemv_k rounds it */
+#if FMT_TQ2_0
+        wv[v] = ACCEL_LOOKUP16F(ternary, held[v] >> (2 * q));
+#elif FMT_Q2_K /* a code - b by one FMA (a code exact), as qgemv_k rounds it */
         const float16 table = FMA((float16)a[v], (float16)(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
                                   (float16)(-b[v]));
         wv[v] = ACCEL_LOOKUP16F(table, held[v] >> (2 * q));
@@ -1385,9 +1396,18 @@ KERNEL void qmatmul_kx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w
     STORE_OUT(out, (i64)m * N + n, acc);
 }
 
+/* the offset qgemv_kx's unsigned codes carry (q3_k's 3-bit codes plus 4, tq2_0's -1..1 plus 1),
+ * taken back through q8_k's group sums */
+#if FMT_Q3_K
+#define KX_OFFSET 4
+#elif FMT_TQ2_0
+#define KX_OFFSET 1
+#else
+#define KX_OFFSET 0
+#endif
 /* the formats of blocks of 32 that meet one q8_0 or q8_1 block each in qgemv_kx */
 #define KX32 (FMT_MXFP4 || LEGACY32 || FMT_IQ4_NL)
-#if FMT_Q4_K || FMT_Q5_K || FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_IQ4_XS || KX32
+#if FMT_Q4_K || FMT_Q5_K || FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_TQ2_0 || FMT_IQ4_XS || KX32
 /* qgemv_kx: qmatmul_kx for q4_k, q5_k, q6_k, q2_k, q3_k, iq4_xs and the blocks of 32 (mxfp4, q4_1,
  * q5_0, q5_1, iq4_nl) on CPU devices, one work-item per RN weight rows
  * and RM rows of x, with the same float32 terms added in the same order (each output's blocks in turn, so the
@@ -1450,7 +1470,7 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, short16 sc, GLOBAL const i8* R
                                    ACCEL_HADD16(ACCEL_HADD16(t[4], t[5]), ACCEL_HADD16(t[6], t[7])));
     return ACCEL_MADD16(h, sc);
 }
-#elif FMT_Q6_K || FMT_Q2_K || FMT_Q3_K
+#elif FMT_Q6_K || FMT_Q2_K || FMT_Q3_K || FMT_TQ2_0
 /* q6_k: sum over the 16 groups of 16 of scale x (6-bit code . x codes), as an int8 whose lanes
  * add up to it (kx_term's S is that minus 32 sum_g scale x (x code sum of g); q2_k's codes are
  * 2 bits, its S this sum; q3_k's are 3 bits, the code plus 4, so its S is this less 4 x ...). Chunk c of 32
@@ -1620,6 +1640,10 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
             const float2 dm = (float2)(f16x2_to_f32(*(GLOBAL const T_F16*)(wb + 108)).x, 0.0f);
             const char16 sc = convert_char16(q3_scales(wb));
             const short16 qw = convert_short16(sc);  /* the 4 the codes carry, times the scales */
+#elif FMT_TQ2_0 /* codes 0..2 stand for -1..1: scales 1, the 1 they carry times q8_k's sums */
+            const float2 dm = (float2)(f16x2_to_f32(*(GLOBAL const T_F16*)(wb + 64)).x, 0.0f);
+            const char16 sc = (char16)1;
+            const short16 qw = (short16)1;
 #else
             const float2 dm = (float2)(f16x2_to_f32(*(GLOBAL const T_F16*)wb).x, 0.0f);
             const int8 sc = iq4xs_scales(wb);
@@ -1658,9 +1682,9 @@ DEVICE void kx_blocks(float (*acc)[RN], GLOBAL const u8* const* xr, GLOBAL const
 #elif FMT_Q6_K
                     acc[i][r] = FADD_RN(acc[i][r], FMUL_RN(FMUL_RN(d[g], dx[i][g]),
                                                            (float)(S[g] - 32 * Mn[g])));
-#elif FMT_Q3_K || FMT_IQ4_XS /* kx_term's with no minimum: dm = 0 times Mn = 0 */
+#elif FMT_Q3_K || FMT_TQ2_0 || FMT_IQ4_XS /* kx_term's with no minimum: dm = 0 times Mn = 0 */
                     acc[i][r] = FADD_RN(acc[i][r],
-                                        FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)(S[g] - 4 * Mn[g])),
+                                        FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)(S[g] - KX_OFFSET * Mn[g])),
                                                 -FMUL_RN(FMUL_RN(0.0f, dx[i][g]), 0.0f)));
 #elif FMT_Q4_1 || FMT_Q5_1 /* kx_term's (d_w d_x) S + m_w s_x */
                     acc[i][r] = FADD_RN(acc[i][r], FADD_RN(FMUL_RN(FMUL_RN(d[g], dx[i][g]), (float)S[g]),
