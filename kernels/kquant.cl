@@ -156,9 +156,11 @@ DEVICE float ue4m3_half(int b) {
     return e == 0 ? (float)m * 0.0009765625f : AS_FLOAT((u32)(e + 119) << 23 | (u32)m << 20);
 }
 
-/* iq4_nl's and iq4_xs's 16 code values (ggml-common.h's kvalues_iq4nl). */
+/* iq4_nl's and iq4_xs's 16 code values (ggml-common.h's kvalues_iq4nl), as a list for the
+ * scalar, float and byte tables below */
+#define IQ4_VALUES -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
 DEVICE int iq4_value(int c) {
-    const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    const int kv[16] = {IQ4_VALUES};
     return kv[c & 15];
 }
 
@@ -454,8 +456,7 @@ DEVICE vi_t iq4_values(vi_t c) {
 #if VW == 1
     return iq4_value(c);
 #elif VW == 16 && defined(ACCEL_LOOKUP16F) /* one vpermps (AVX-512): the values as floats */
-    return convert_int16(ACCEL_LOOKUP16F((float16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
-                                                   25, 38, 53, 69, 89, 113), c));
+    return convert_int16(ACCEL_LOOKUP16F((float16)(IQ4_VALUES), c));
 #else  /* lane by lane: PoCL 3.0 built no kernel at all from a shuffle() of an int16 table */
     vi_t r;
     __private int* rl = (__private int*)&r;
@@ -733,8 +734,7 @@ DEVICE void lut_weights(GLOBAL const u8* RESTRICT blk, int j, const float* a, co
     const float16 table = FMA((float16)d, (float16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                               (float16)dm);
 #else /* d times the code's value, one rounding, as dequantize's */
-    const float16 table = FMUL_RN((float16)d, (float16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
-                                                        25, 38, 53, 69, 89, 113));
+    const float16 table = FMUL_RN((float16)d, (float16)(IQ4_VALUES));
 #endif
     int16 bytes = VLOAD_U8(qs, 0);
     HIDE_WIDENING(bytes);
@@ -1517,7 +1517,7 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, char16 sc, GLOBAL const i8* RE
 DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, int8 sc, GLOBAL const i8* RESTRICT xc) {
     int8 u[8];
 #if FMT_IQ4_XS
-    const char16 table = (char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const char16 table = (char16)(IQ4_VALUES);
     UNROLL for (int j = 0; j < 8; ++j) {
         const uchar16 b = (uchar16)(ACCEL_BYTES16(wb, 8 + 16 * j));
         u[j] = DOT32_S8(ACCEL_LOOKUP16(table, b & (uchar)15), ACCEL_LOOKUP16(table, b >> (uchar)4),
@@ -1553,7 +1553,7 @@ DEVICE int8 kx_sums(GLOBAL const u8* RESTRICT wb, GLOBAL const i8* RESTRICT xc) 
 #if FMT_MXFP4
     const char16 table = (char16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
 #else
-    const char16 table = (char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const char16 table = (char16)(IQ4_VALUES);
 #endif
     return DOT32_S8(ACCEL_LOOKUP16(table, lo), ACCEL_LOOKUP16(table, hi), xlo, xhi);
 #elif FMT_Q4_1
