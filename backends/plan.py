@@ -554,10 +554,7 @@ def _quantize_x(spec, facts: DeviceFacts, tiles: dict, scratch: Scratch) -> Laun
 def _qmatmul(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
     fmt = spec.fmt.name
     if fmt in K.CODEBOOK_FORMATS:  # a work-item per weight row and CODEBOOK_ROWS rows of x
-        v = K.codebook(fmt, spec.dtype)
-        return (_launch(v, "qmatmul_cb", (K.ceil_div(spec.N, 64), K.ceil_div(spec.M, K.CODEBOOK_ROWS)),
-                        (64,), (Operand("x"), Operand("w"), Upload(K.codebook_grid(fmt)), Operand("out")),
-                        K.scalar_args(spec), f"qmatmul (qmatmul_cb {v.id})"),)
+        return _codebook_matmul(spec, facts, tiles)
     if fmt in K.KQUANT_FORMATS:
         return _kquant_matmul(spec, facts, tiles)
     p, wg = _kernel_params(tiles[_qmatmul_tiles(spec, tiles)])
@@ -588,6 +585,21 @@ def _qmatmul(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
     words = Scratch("words", nbytes)
     return (_launch_1d(facts, v, "quantize_x8", int(count[0]), (Operand("x"), words), count, "quantize_x8"),
             dot(words))
+
+
+def _codebook_matmul(spec, facts: DeviceFacts, tiles: dict) -> Plan:
+    """codebook.cl's products, a work-item per weight row and CODEBOOK_ROWS rows of x: with
+    float x, qmatmul_cb; with x_format (q8_k), x quantized to it first, then qmatmul_cbx."""
+    v, fmt = K.codebook(spec.fmt.name, spec.dtype), spec.fmt.name
+    x: Slot = Operand("x")
+    plan: tuple[Launch, ...] = ()
+    if spec.x_fmt is not None:
+        x = Scratch("xq", spec.M * spec.K // spec.x_fmt.block * spec.x_fmt.block_bytes)
+        plan = (_quantize_x(spec, facts, tiles, x),)
+    name = "qmatmul_cb" if spec.x_fmt is None else "qmatmul_cbx"
+    return plan + (_launch(v, name, (K.ceil_div(spec.N, 64), K.ceil_div(spec.M, K.CODEBOOK_ROWS)), (64,),
+                           (x, Operand("w"), Upload(K.codebook_grid(fmt)), Operand("out")),
+                           K.scalar_args(spec), f"qmatmul ({name} {v.id})"),)
 
 
 def _kquant_matmul(spec, facts: DeviceFacts, tiles: dict) -> Plan:

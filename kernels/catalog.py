@@ -183,16 +183,16 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
 
 
 def codebook(fmt: str, dtype: str = "float32") -> Variant:
-    """The codebook.cl variant of a codebook format: ``dequantize_cb`` (float32 out) and
-    ``qmatmul_cb`` (x and out in ``dtype``); both take the format's grid as a buffer
-    (:func:`codebook_grid`).
+    """The codebook.cl variant of a codebook format: ``dequantize_cb`` (float32 out),
+    ``qmatmul_cb`` (x and out in ``dtype``) and ``qmatmul_cbx`` (x quantized to q8_k, out in
+    ``dtype``); all take the format's grid as a buffer (:func:`codebook_grid`).
 
     >>> codebook("iq2_xs").kernels
-    ('dequantize_cb', 'qmatmul_cb')
+    ('dequantize_cb', 'qmatmul_cb', 'qmatmul_cbx')
     """
     if fmt not in CODEBOOK_FORMATS:
         raise ArgumentError(expected("fmt", f"one of {CODEBOOK_FORMATS}", repr(fmt)))
-    return Variant("codebook.cl", ("dequantize_cb", "qmatmul_cb"),
+    return Variant("codebook.cl", ("dequantize_cb", "qmatmul_cb", "qmatmul_cbx"),
                    {f"FMT_{fmt.upper()}": 1, "IN_DT": _token(dtype, _FLOATS, "dtype"),
                     "CB_RM": CODEBOOK_ROWS})
 

@@ -1,6 +1,6 @@
 /* GGML's codebook weights (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m; super-blocks of
- * 256): dequantize, and the quantized matmul with float x. Layouts and the float32 operation
- * order follow accel/formats/codebook.py (ggml's dequantize_row_iq*): a weight is its group's
+ * 256): dequantize, and the quantized matmul with float x or x in q8_k. Layouts and the float32
+ * operation order follow accel/formats/codebook.py (ggml's dequantize_row_iq*): a weight is its group's
  * scale times a grid value (with its sign, or iq1's offset of +-1/8 added), one rounding; the
  * scale is d times the sub-scale's factor, each operation rounded on its own. No a * b + c
  * appears, so no FMA contraction can change a bit: dequantize is bit-exact with gguf-py.
@@ -11,6 +11,11 @@
  * per qmatmul work-item.
  */
 #define OUT_DT IN_DT
+#if FMT_IQ2_XS || FMT_IQ2_S || FMT_IQ1_M /* CB_GROUP: weights sharing a scale */
+#define CB_GROUP 16
+#else
+#define CB_GROUP 32
+#endif
 #if FMT_IQ2_XXS
 #define BLOCK_BYTES 66
 #elif FMT_IQ2_XS
@@ -46,8 +51,12 @@ DEVICE float cb_signed(float g, u32 signs, int j) { return ((signs >> j) & 1u) ?
 /* the 4-bit sub-scale k of a row of nibbles at p: low nibble for even k */
 DEVICE int cb_nibble(GLOBAL const u8* RESTRICT p, int k) { return (p[k / 2] >> (4 * (k % 2))) & 15; }
 
-/* weight e (0..255) of a block, as float32 */
-DEVICE float cb_weight(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const float* RESTRICT grid) {
+/* a weight as its two factors: its group's scale and its value (a grid entry with its sign, or
+ * iq1's entry plus its offset) */
+typedef struct { float scale, v; } cb_part;
+
+/* weight e (0..255) of a block, as its factors */
+DEVICE cb_part cb_decode(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const float* RESTRICT grid) {
 #if FMT_IQ1_M /* d: a float16 spread over the top nibbles of the four scale words at 48 */
     const u32 d16 = (cb_u16(blk + 48) >> 12) | ((cb_u16(blk + 50) >> 8) & 0xF0u)
                   | ((cb_u16(blk + 52) >> 4) & 0xF00u) | (cb_u16(blk + 54) & 0xF000u);
@@ -94,7 +103,16 @@ DEVICE float cb_weight(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const float*
     scale = d * (float)(2 * (int)((cb_u16(blk + 48 + 2 * (k / 4)) >> (3 * (k % 4))) & 7u) + 1);
     v = grid[idx * 8 + e % 8] + ((h & 8u) ? -CB_DELTA : CB_DELTA);
 #endif
-    return scale * v;
+    cb_part part;
+    part.scale = scale;
+    part.v = v;
+    return part;
+}
+
+/* weight e (0..255) of a block, as float32: scale times value, one rounding */
+DEVICE float cb_weight(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const float* RESTRICT grid) {
+    const cb_part p = cb_decode(blk, e, grid);
+    return p.scale * p.v;
 }
 
 /* A work-item per weight: n values in all. */
@@ -126,5 +144,46 @@ KERNEL void qmatmul_cb(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT 
             for (int i = 0; i < rows; ++i)
                 acc[i] = FMA(LOAD_IN(xr, (i64)i * K + b * 256 + e), v, acc[i]);
         }
+    for (int i = 0; i < rows; ++i) STORE_OUT(out, (i64)(m0 + i) * N + n, acc[i]);
+}
+
+/* out[m, n] with x quantized to q8_k (ggml's vec_dot partner of every codebook format; 292-byte
+ * blocks: float32 d, 256 int8 codes, 16 int16 sums): per group of weights sharing a scale, the
+ * sum of its values times x's codes, exact in float32 (integers, or eighths for iq1, below
+ * 2^16); times the group's scale, the groups of each 32 weights added; times x's d, float32
+ * sums over K. The CPU reference (accel/formats/codebook.py dot) adds the same terms in float64:
+ * the two agree within the float32 bound of K / 32 terms. Tiles and grid as qmatmul_cb's. */
+#define CBX_BYTES 292
+KERNEL void qmatmul_cbx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT w,
+                        GLOBAL const float* RESTRICT grid, GLOBAL OUT_T* RESTRICT out,
+                        int M, int N, int K) {
+    const int n = GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    const int m0 = (GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1)) * CB_RM;
+    if (n >= N || m0 >= M) return;
+    const int rows = imin(CB_RM, M - m0), nb = K / 256;
+    GLOBAL const u8* wr = w + (i64)n * nb * BLOCK_BYTES;
+    float acc[CB_RM];
+    for (int i = 0; i < CB_RM; ++i) acc[i] = 0.0f;
+    for (int b = 0; b < nb; ++b) {
+        GLOBAL const u8* blk = wr + (i64)b * BLOCK_BYTES;
+        GLOBAL const u8* xb = xq + ((i64)m0 * nb + b) * CBX_BYTES;
+        for (int s = 0; s < 256; s += 32) {
+            float t[CB_RM];
+            for (int i = 0; i < CB_RM; ++i) t[i] = 0.0f;
+            for (int g = s; g < s + 32; g += CB_GROUP) {
+                float sum[CB_RM], scale = 0.0f;
+                for (int i = 0; i < CB_RM; ++i) sum[i] = 0.0f;
+                for (int e = g; e < g + CB_GROUP; ++e) {
+                    const cb_part p = cb_decode(blk, e, grid);
+                    scale = p.scale;
+                    for (int i = 0; i < rows; ++i)
+                        sum[i] += p.v * (float)(i8)xb[(i64)i * nb * CBX_BYTES + 4 + e];
+                }
+                for (int i = 0; i < rows; ++i) t[i] += scale * sum[i];
+            }
+            for (int i = 0; i < rows; ++i)
+                acc[i] += AS_FLOAT(cb_u32(xb + (i64)i * nb * CBX_BYTES)) * t[i];
+        }
+    }
     for (int i = 0; i < rows; ++i) STORE_OUT(out, (i64)(m0 + i) * N + n, acc[i]);
 }

@@ -22,8 +22,8 @@ KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_
 #: the formats whose x_format product has qgemv_kx, the vectorized integer sums of CPU devices
 VECTOR_KX_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k",
                      "q3_k", "iq4_xs", "tq2_0")
-#: the codebook formats (iq1_*, iq2_*, iq3_*): kernels/codebook.cl (dequantize, float-x qmatmul;
-#: the grid a buffer from gguf-py)
+#: the codebook formats (iq1_*, iq2_*, iq3_*): kernels/codebook.cl (dequantize, qmatmul with float
+#: x or x in q8_k; the grid a buffer from gguf-py)
 CODEBOOK_FORMATS = tuple(f.name for f in FORMATS.values() if f.family == "codebook")
 #: FP8 formats with NVIDIA tensor-core types (mma.sync .e4m3 / .e5m2); e4m3fnuz has none
 MMA_FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
@@ -46,9 +46,6 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
         if op == "quantize":
             return (f"quantize to {fmt} is ggml's search over the grid: the cpu reference runs it "
                     "(ggml-python); the device kernels dequantize it and take it in qmatmul")
-        if x_fmt is not None:
-            return (f"qmatmul of {fmt} with x_format={x_fmt!r} runs on the cpu reference only so "
-                    "far; float x runs here")
         return None
     if fmt in KQUANT_NO_QUANTIZE and op == "quantize":
         return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "

@@ -519,11 +519,18 @@ def test_sizes_beyond_int32_kernel_arguments_are_declined_not_overflowed():
 @pytest.mark.parametrize("fmt", K.CODEBOOK_FORMATS)
 def test_codebook_formats_plan_codebook_cl_on_gpus_as_on_opencl(fmt):
     # one planner: the grid uploaded once per plan, a thread per value (dequantize), a thread per
-    # weight row and CODEBOOK_ROWS rows of x (qmatmul); quantize stays ggml's search on the cpu
+    # weight row and CODEBOOK_ROWS rows of x (qmatmul; with x_format, x to q8_k first by the q8_k
+    # quantizer); quantize stays ggml's search on the cpu
     f = get_format(fmt)
     dq = S.dequantize_spec((3, 512), f)
     qm = S.qmatmul_spec((9, 512), "float16", (70, 512), f)
+    qx = S.qmatmul_spec((9, 512), "float16", (70, 512), f, "q8_k")
     for arch in ("sm_90", "gfx90a"):
+        q8k, mx = gpu_plan(qx, arch=arch)
+        assert (q8k.kernel, q8k.variant.defines["FMT_Q8_K"], mx.kernel) == ("quantize_k", 1, "qmatmul_cbx")
+        assert mx.buffers[0] is q8k.buffers[1] and mx.buffers[0].nbytes == 9 * 2 * 292
+        assert mx.grid[0] * mx.block[0] >= 70 and mx.grid[1] * K.CODEBOOK_ROWS >= 9
+        assert gpu_support(qx, "auto", arch).ok
         [d] = gpu_plan(dq, arch=arch)
         assert d.kernel == "dequantize_cb" and d.grid[0] * d.block[0] >= 3 * 512
         np.testing.assert_array_equal(d.buffers[1].host, K.codebook_grid(fmt))
@@ -533,6 +540,6 @@ def test_codebook_formats_plan_codebook_cl_on_gpus_as_on_opencl(fmt):
         declined = gpu_support(S.quantize_spec((3, 512), "float32", fmt), "auto", arch)
         assert not declined.ok and "ggml's search" in declined.reason
     need("sm_90")
-    for launch in (d, m):
+    for launch in (d, m, mx):
         r = build_shipped(launch.variant, launch.kernel, "sm_90")
         assert r.resources[launch.kernel].spills == 0
