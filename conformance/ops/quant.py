@@ -53,7 +53,13 @@ def _dequantize_cases(fmt: str, profile: str) -> Iterator[tuple[str, dict]]:
     yield "special", {"shape": (2, 4 * b), "data": "special_d"}  # 8 blocks: every special scale
 
 def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
+    # The quick profile reads float16 and bfloat16 x at one shape per path (M = 3, several weight
+    # rows): their x loads are what differs, and every shape builds its own tile of each format's
+    # kernel (M picks RM); the full profile takes every shape in every dtype.
+    every_shape = profile == "full" or dtype == "float32"
     shapes = [((1, 32), 1), ((3, 64), 17), ((2, 3, 96), 31), ((1, 4096), 8)]
+    if not every_shape:
+        shapes = [((3, 64), 17)]
     if profile == "full":  # long K; K / 64 odd (rows at every 4-byte offset mod 16) over two
         # 32-pair slices, the second with one pair; 10 slices of which the last pass has 2; a
         # decode batch of 5 rows; thousands of weight rows (more groups than a GPU holds at once)
@@ -70,8 +76,9 @@ def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
         yield "special", {"x": (2, 256), "N": 16, "fmt": fmt, "data": "inf"}  # +-inf times codes
         # x quantized to Q8_0 (GGML's semantics): one block; rows at every even offset of their
         # 16-byte words (K / 32 odd); a decode batch; long K; more groups than a GPU holds
-        for x, N in [((1, 32), 1), ((3, 96), 17), ((5, 64 * 33), 37), ((1, 4096), 8)] + (
-                [((64, 4096), 256), ((9, 2560), 40), ((1, 512), 4500)] if profile == "full" else []):
+        for x, N in ([((1, 32), 1), ((3, 96), 17), ((5, 64 * 33), 37), ((1, 4096), 8)] + (
+                [((64, 4096), 256), ((9, 2560), 40), ((1, 512), 4500)] if profile == "full" else [])
+                if every_shape else [((3, 96), 17)]):
             yield "grid", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": "normal"}
         for data, x, N in (("nan", (3, 64), 5), ("inf", (2, 256), 16)):  # a row of NaN (docs/api.md)
             yield "special", {"x": x, "N": N, "fmt": fmt, "x_fmt": "q8_0", "data": data}
@@ -80,6 +87,8 @@ def _qmatmul_cases(dtype: str, profile: str) -> Iterator[tuple[str, dict]]:
         x_fmt = QFORMATS[fmt].vec_dot
         shapes = [((1, b), 1), ((3, 2 * b), 17), ((2, 3, b), 5)] + (
             [((8, 16 * b), 64), ((1, 16 * b), 4500)] if profile == "full" else [])
+        if not every_shape:
+            shapes = [((3, 2 * b), 17)]
         for xf in ({}, {"x_fmt": x_fmt}):
             for x, N in shapes:
                 yield "grid", {"x": x, "N": N, "fmt": fmt, **xf, "data": "normal"}
