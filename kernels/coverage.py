@@ -18,7 +18,7 @@ KQUANT_FORMATS = tuple(f.name for f in FORMATS.values()
                        if f.name not in KERNEL_FORMATS and f.family != "codebook")
 #: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
 #: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
-KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4")
+KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs")
 #: the formats whose x_format product has qgemv_kx, the vectorized integer sums of CPU devices
 VECTOR_KX_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k",
                      "q3_k", "iq4_xs", "tq2_0")

@@ -76,7 +76,7 @@
 #define SIGNS (FMT_Q1_0 || FMT_TQ1_0 || FMT_TQ2_0) /* codes -1 / 1 or -1 / 0 / 1 times d */
 #define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q8_1 || FMT_Q2_K || FMT_Q3_K || \
                      FMT_IQ4_NL || FMT_IQ4_XS || SIGNS || FMT_NVFP4)
-#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS || SIGNS || FMT_NVFP4)
+#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
 /* the activation formats have no x_format product */
 #define NO_KX (FMT_Q8_K || FMT_Q8_1)
 /* weight blocks that meet several q8_0 blocks (q1_0: 128 values, four; nvfp4: 64, two) */
@@ -1202,6 +1202,103 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     }
     const u32 d = AS_UINT(FDIV_RN(1.0f, iscale));
     for (int k = 0; k < 4; ++k) o[k] = (u8)(d >> (8 * k));
+#endif
+}
+#endif
+
+#if SIGNS || FMT_NVFP4
+/* quantize_k of the sign, ternary and nvfp4 blocks (ggml's quantize_row_q1_0_ref, _tq1_0_ref,
+ * _tq2_0_ref, _nvfp4_ref), one work-item per block, as accel/formats/ternary.py and nvfp4.py
+ * state them: q1_0's d the left-to-right float32 sum of |x| over 128, a bit per x >= 0; tq's d
+ * max |x|, codes roundf(x / d) + 1 (a non-finite block: d NaN, an all-zero block's codes; a d
+ * whose 1/d overflows: d, the zero codes); nvfp4's UE4M3 scale of max |x| / 6 per 16, each code
+ * the first of least |value d - x|. */
+#if FMT_NVFP4
+/* ggml_fp32_to_ue4m3 of v (>= 0 or NaN): the top three mantissa bits plus the fourth, 0x7E at
+ * and above 448, subnormals below 2^-6 in 2^-9 units rounded half up; NaN or 0: 0 */
+DEVICE int ue4m3_byte(float v) {
+    const float c = IS_NAN(v) ? 0.0f : (v > 448.0f ? 448.0f : v);
+    if (!(c > 0.0f)) return 0;
+    const u32 bits = AS_UINT(c);
+    int e = (int)((bits >> 23) & 0xFFu) - 127 + 7;
+    int m = (int)((bits >> 20) & 7u) + (int)((bits >> 19) & 1u);
+    if (m > 7) {
+        e += 1;
+        m = 0;
+    }
+    if (e <= 0) return clampi((int)FADD_RN(FMUL_RN(c, 512.0f), 0.5f), 0, 7);
+    return e >= 15 ? 0x7E : (e << 3) | m;
+}
+#endif
+
+KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
+    const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (b >= nblocks) return;
+    GLOBAL u8* o = out + b * BLOCK_BYTES;
+    float v[QB];
+    int finite = 1;
+    for (int i = 0; i < QB; ++i) {
+        v[i] = LOAD_IN(x, b * QB + i);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+    }
+    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+#if FMT_Q1_0
+    float sum = 0.0f;
+    for (int i = 0; i < 128; ++i) sum = FADD_RN(sum, FABS(v[i]));
+    const float d = FDIV_RN(sum, 128.0f);
+    if (IS_NAN(d)) {  /* 0x7E00 as bytes, as the cpu reference stores it */
+        o[1] = 0x7E;
+    } else {
+        put_f16(o, d);
+    }
+    for (int i = 0; i < 128; ++i) o[2 + i / 8] |= (u8)((v[i] >= 0.0f ? 1 : 0) << (i % 8));
+#elif FMT_NVFP4
+    for (int s = 0; s < 4; ++s) {
+        float amax = 0.0f;
+        for (int j = 0; j < 16; ++j)
+            if (amax < FABS(v[16 * s + j])) amax = FABS(v[16 * s + j]);  /* a NaN never wins */
+        const int ue = ue4m3_byte(FDIV_RN(amax, 6.0f));
+        o[s] = (u8)ue;
+        const float d = ue4m3_half(ue);
+        for (int j = 0; j < 16; ++j) {
+            int best = 0;
+            float best_err = FABS(FADD_RN(FMUL_RN((float)e2m1_x2(0), d), -v[16 * s + j]));
+            for (int c = 1; c < 16; ++c) {
+                const float err = FABS(FADD_RN(FMUL_RN((float)e2m1_x2(c), d), -v[16 * s + j]));
+                if (err < best_err) {
+                    best = c;
+                    best_err = err;
+                }
+            }
+            o[4 + 8 * s + j % 8] |= (u8)(j < 8 ? best : best << 4);
+        }
+    }
+#else /* tq1_0, tq2_0 */
+    float d = 0.0f;
+    for (int i = 0; i < 256; ++i) d = FABS(v[i]) > d ? FABS(v[i]) : d;
+    float inv = finite && d != 0.0f ? FDIV_RN(1.0f, d) : 0.0f;
+    inv = IS_INF(inv) ? 0.0f : inv;
+    int t[256];
+    for (int i = 0; i < 256; ++i) t[i] = finite ? (int)ROUND_HALF_AWAY(FMUL_RN(v[i], inv)) + 1 : 1;
+#if FMT_TQ2_0 /* element 128 j + 32 n + m: bits 2 n of byte 32 j + m */
+    for (int i = 0; i < 256; ++i) o[32 * (i / 128) + i % 32] |= (u8)(t[i] << (2 * (i % 128 / 32)));
+#else /* five trits a byte, the first the most significant; each byte ceil(v 256 / 243) */
+    for (int m = 0; m < 48; ++m) {  /* bytes 0-31: elements m + 32 i; 32-47: 160 + m' + 16 i */
+        int u = 0;
+        for (int i = 0; i < 5; ++i) u = 3 * u + (m < 32 ? t[m + 32 * i] : t[160 + (m - 32) + 16 * i]);
+        o[m] = (u8)((u * 256 + 242) / 243);
+    }
+    for (int j = 0; j < 4; ++j) {  /* qh: elements 240 + j + 4 i, a zero fifth trit */
+        int u = 0;
+        for (int i = 0; i < 4; ++i) u = 3 * u + t[240 + j + 4 * i];
+        o[48 + j] = (u8)((3 * u * 256 + 242) / 243);
+    }
+#endif
+    if (finite) {
+        put_f16(o + BLOCK_BYTES - 2, d);
+    } else {
+        o[BLOCK_BYTES - 1] = 0x7E;
+    }
 #endif
 }
 #endif
