@@ -40,8 +40,8 @@ from accel.kernels.catalog import (COPY, DECODER, DTYPE_TOKEN, FP8_TOKEN, attent
                                    variants)
 from accel.kernels.coverage import (ATTENTION_MMA_HEAD_DIMS, CODEBOOK_FORMATS,
                                     KERNEL_FORMATS, KERNEL_X_FORMATS, KQUANT_FORMATS,
-                                    KQUANT_NO_QUANTIZE, MMA_FP8_DTYPES, VECTOR_KX_FORMATS,
-                                    kernel_declines, spec_declined)
+                                    MMA_FP8_DTYPES, VECTOR_KX_FORMATS, kernel_declines,
+                                    spec_declined)
 from accel.kernels.launch import (GEMV_KERNELS, attention_chunks, attention_combine_args,
                                   attention_grid, attention_rows, attention_splits_bytes, ceil_div,
                                   gemv_applies, gemv_kernel, gemv_launch, gemv_local_bytes,

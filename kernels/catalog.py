@@ -12,8 +12,7 @@ import numpy as np
 from accel.errors import ArgumentError, DTypeError, expected
 from accel.formats import get_format
 from accel.kernels.coverage import (ATTENTION_MMA_HEAD_DIMS, CODEBOOK_FORMATS, KERNEL_FORMATS,
-                                    KQUANT_FORMATS, KQUANT_NO_QUANTIZE, MMA_FP8_DTYPES,
-                                    VECTOR_KX_FORMATS)
+                                    KQUANT_FORMATS, MMA_FP8_DTYPES, VECTOR_KX_FORMATS)
 from accel.kernels.tiles import (CODEBOOK_ROWS, CPU_ATTENTION, CPU_GEMV, CPU_KGEMV, CPU_MATMUL,
                                  CPU_QMATMUL, CPU_SCALED_MATMUL, GPU_ATTENTION, GPU_ATTENTION_MMA,
                                  GPU_GEMV, GPU_KGEMV, GPU_MATMUL, GPU_QMATMUL, GPU_SCALED_MATMUL,
@@ -174,8 +173,7 @@ def kquant(fmt: str, dtype: str = "float32", params: dict | None = None) -> Vari
     t = _token(dtype, _FLOATS, "dtype")
     p = _without_planner_keys(GPU_KGEMV if params is None else params)
     p["USUB"] = min(p.get("USUB", 1), get_format(fmt).block // 32)
-    names = ("dequantize_k", "qmatmul_k", "qgemv_k")
-    names += (() if fmt in KQUANT_NO_QUANTIZE else ("quantize_k",)) + (
+    names = ("dequantize_k", "qmatmul_k", "qgemv_k", "quantize_k") + (
         () if fmt in ("q8_k", "q8_1") else ("qmatmul_kx",)) + (
         ("qgemv_kx",) if fmt in VECTOR_KX_FORMATS else ())
     return Variant("kquant.cl", names, {f"FMT_{fmt.upper()}": 1, "IN_DT": t, "OUT_DT": t, **p},

@@ -16,9 +16,6 @@ KERNEL_X_FORMATS = ("q8_0",)
 #: on every dialect: every row of the table but quant.cl's and the codebook ones
 KQUANT_FORMATS = tuple(f.name for f in FORMATS.values()
                        if f.name not in KERNEL_FORMATS and f.family != "codebook")
-#: those of them kquant.cl does not quantize (its NO_QUANTIZE_K): their quantize runs on the
-#: CPU reference so far (q2_k's, q3_k's and the iq4 quantizers are searches not yet ported)
-KQUANT_NO_QUANTIZE = ("q2_k", "q3_k", "iq4_nl", "iq4_xs")
 #: the formats whose x_format product has qgemv_kx, the vectorized integer sums of CPU devices
 VECTOR_KX_FORMATS = ("q4_k", "q5_k", "q6_k", "mxfp4", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k",
                      "q3_k", "iq4_xs", "tq2_0")
@@ -37,8 +34,8 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
     support matrix's compiled-only columns, give where kquant.cl or codebook.cl has no kernel
     for it.
 
-    >>> kernel_declines("dequantize", "q2_k") is None, kernel_declines("quantize", "q2_k")[:21]
-    (True, 'quantize to q2_k runs')
+    >>> kernel_declines("quantize", "q2_k") is None, kernel_declines("quantize", "iq2_xs")[:22]
+    (True, 'quantize to iq2_xs is ')
     >>> kernel_declines("dequantize", "iq2_xs") is None
     True
     """
@@ -47,9 +44,6 @@ def kernel_declines(op: str, fmt: str | None, x_fmt: str | None = None) -> str |
             return (f"quantize to {fmt} is ggml's search over the grid: the cpu reference runs it "
                     "(ggml-python); the device kernels dequantize it and take it in qmatmul")
         return None
-    if fmt in KQUANT_NO_QUANTIZE and op == "quantize":
-        return (f"quantize to {fmt} runs on the cpu reference only so far (the device kernels "
-                f"dequantize it and take it in qmatmul)")
     return None
 
 

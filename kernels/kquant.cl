@@ -71,12 +71,10 @@
 #endif
 #define SUBS (QB / 32)
 /* the formats this file reads through code_at / group_ints / block_d (dequantize_k, qmatmul_k,
- * qmatmul_kx; sub_codes for qgemv_k); of them, q2_k, q3_k, iq4_nl and iq4_xs have no quantize_k
- * here (their quantizers are searches: they run on the CPU reference so far) */
+ * qmatmul_kx; sub_codes for qgemv_k); their quantize_k: the legacy, search and sign kernels */
 #define SIGNS (FMT_Q1_0 || FMT_TQ1_0 || FMT_TQ2_0) /* codes -1 / 1 or -1 / 0 / 1 times d */
 #define DECODE_ONLY (FMT_Q4_1 || FMT_Q5_0 || FMT_Q5_1 || FMT_Q8_1 || FMT_Q2_K || FMT_Q3_K || \
                      FMT_IQ4_NL || FMT_IQ4_XS || SIGNS || FMT_NVFP4)
-#define NO_QUANTIZE_K (FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS)
 /* the activation formats have no x_format product */
 #define NO_KX (FMT_Q8_K || FMT_Q8_1)
 /* weight blocks that meet several q8_0 blocks (q1_0: 128 values, four; nvfp4: 64, two) */
@@ -849,7 +847,7 @@ KERNEL void qgemv_k(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT w,
 #endif
 }
 
-#if !FMT_MXFP4 && !NO_QUANTIZE_K
+#if !FMT_MXFP4
 /* quantize_k: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_, _q6_K_, _q8_K_ref),
  * one work-item per super-block of 256 values, bit-exact on a device that rounds division and
  * square root correctly and keeps denormals (the backend's supports() asks for both): every
@@ -879,14 +877,18 @@ DEVICE float get_f16(GLOBAL const u8* RESTRICT o) {
 }
 #endif
 
-#if FMT_Q4_K || FMT_Q5_K
-/* make_qkx2_quants on one sub-block: the affine fit x ~ scale * L + min with the least weighted
- * squared error over nstep + 1 trial scales (a trial taken when strictly better; the running
- * min carries into the next trial's codes). Codes in L; returns scale, -min in *neg_min. */
-DEVICE float qkx2(const float* x, const float* w, int nmax, float rmin, float rdelta, int nstep,
-                  u8* L, float* neg_min) {
+#if FMT_Q4_K || FMT_Q5_K || FMT_Q2_K
+/* the weighted error of a difference: squared, or absolute (make_qkx2_quants' use_mad) */
+DEVICE float qkx2_err(float diff, int mad) { return mad ? FABS(diff) : FMUL_RN(diff, diff); }
+
+/* make_qkx2_quants on one sub-block of n (16 or 32) values: the affine fit x ~ scale * L + min
+ * with the least weighted error over nstep + 1 trial scales (a trial taken when strictly
+ * better; the running min carries into the next trial's codes). Codes in L; returns scale,
+ * -min in *neg_min. */
+DEVICE float qkx2(const float* x, const float* w, int n, int nmax, float rmin, float rdelta,
+                  int nstep, int mad, u8* L, float* neg_min) {
     float mn = x[0], mx = x[0], sum_w = w[0], sum_x = FMUL_RN(w[0], x[0]);
-    for (int i = 1; i < 32; ++i) {
+    for (int i = 1; i < n; ++i) {
         if (x[i] < mn) mn = x[i];
         if (x[i] > mx) mx = x[i];
         sum_w = FADD_RN(sum_w, w[i]);
@@ -894,24 +896,24 @@ DEVICE float qkx2(const float* x, const float* w, int nmax, float rmin, float rd
     }
     if (mn > 0.0f) mn = 0.0f;
     if (mx == mn) {
-        for (int i = 0; i < 32; ++i) L[i] = 0;
+        for (int i = 0; i < n; ++i) L[i] = 0;
         *neg_min = -mn;
         return 0.0f;
     }
     float iscale = FDIV_RN((float)nmax, FADD_RN(mx, -mn));
     float scale = FDIV_RN(1.0f, iscale);
     float best = 0.0f;
-    for (int i = 0; i < 32; ++i) {
+    for (int i = 0; i < n; ++i) {
         L[i] = (u8)clampi(nearest_int(FMUL_RN(iscale, FADD_RN(x[i], -mn))), 0, nmax);
         const float diff = FADD_RN(FADD_RN(FMUL_RN(scale, (float)L[i]), mn), -x[i]);
-        best = FADD_RN(best, FMUL_RN(w[i], FMUL_RN(diff, diff)));
+        best = FADD_RN(best, FMUL_RN(w[i], qkx2_err(diff, mad)));
     }
     u8 La[32];
     for (int is = 0; is <= nstep; ++is) {
         iscale = FDIV_RN(FADD_RN(FADD_RN(rmin, FMUL_RN(rdelta, (float)is)), (float)nmax),
                          FADD_RN(mx, -mn));
         float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < n; ++i) {
             const int l = clampi(nearest_int(FMUL_RN(iscale, FADD_RN(x[i], -mn))), 0, nmax);
             La[i] = (u8)l;
             const float wl = FMUL_RN(w[i], (float)l);
@@ -928,12 +930,12 @@ DEVICE float qkx2(const float* x, const float* w, int nmax, float rmin, float rd
             ts = FDIV_RN(sxl, sl2);
         }
         float err = 0.0f;
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < n; ++i) {
             const float diff = FADD_RN(FADD_RN(FMUL_RN(ts, (float)La[i]), tm), -x[i]);
-            err = FADD_RN(err, FMUL_RN(w[i], FMUL_RN(diff, diff)));
+            err = FADD_RN(err, FMUL_RN(w[i], qkx2_err(diff, mad)));
         }
         if (err < best) {
-            for (int i = 0; i < 32; ++i) L[i] = La[i];
+            for (int i = 0; i < n; ++i) L[i] = La[i];
             best = err;
             scale = ts;
             mn = tm;
@@ -1109,7 +1111,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
         for (int l = 0; l < 32; ++l) sum_x2 = FADD_RN(sum_x2, FMUL_RN(xs[l], xs[l]));
         const float av_x = SQRT_RN(FDIV_RN(sum_x2, 32.0f));
         for (int l = 0; l < 32; ++l) w[l] = FADD_RN(av_x, FABS(xs[l]));
-        scales[j] = qkx2(xs, w, nmax, RMIN, 0.1f, NSTEP, L + 32 * j, mins + j);
+        scales[j] = qkx2(xs, w, 32, nmax, RMIN, 0.1f, NSTEP, 0, L + 32 * j, mins + j);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -1202,6 +1204,227 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     }
     const u32 d = AS_UINT(FDIV_RN(1.0f, iscale));
     for (int k = 0; k < 4; ++k) o[k] = (u8)(d >> (8 * k));
+#endif
+}
+#endif
+
+#if FMT_Q3_K
+/* make_q3_quants with do_rmse on 16 values: the symmetric fit from -nmax / max, then up to five
+ * passes that move one code at a time where the weighted (x^2) fit strictly improves. Codes +
+ * nmax in L (all 0 below 1e-15); returns the scale. */
+DEVICE float q3_fit(const float* x, int nmax, u8* L) {
+    float mx = 0.0f, amax = 0.0f;
+    for (int i = 0; i < 16; ++i)
+        if (FABS(x[i]) > amax) {
+            amax = FABS(x[i]);
+            mx = x[i];
+        }
+    if (amax < 1e-15f) {
+        for (int i = 0; i < 16; ++i) L[i] = 0;
+        return 0.0f;
+    }
+    const float iscale = FDIV_RN(-(float)nmax, mx);
+    int l[16];
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < 16; ++i) {
+        l[i] = clampi(nearest_int(FMUL_RN(iscale, x[i])), -nmax, nmax - 1);
+        const float w = FMUL_RN(x[i], x[i]);
+        sumlx = FADD_RN(sumlx, FMUL_RN(FMUL_RN(w, x[i]), (float)l[i]));
+        suml2 = FADD_RN(suml2, FMUL_RN(FMUL_RN(w, (float)l[i]), (float)l[i]));
+    }
+    for (int pass = 0; pass < 5; ++pass) {
+        int changed = 0;
+        for (int i = 0; i < 16; ++i) {
+            const float w = FMUL_RN(x[i], x[i]);
+            float slx = FADD_RN(sumlx, -FMUL_RN(FMUL_RN(w, x[i]), (float)l[i]));
+            if (!(slx > 0.0f)) continue;
+            float sl2 = FADD_RN(suml2, -FMUL_RN(FMUL_RN(w, (float)l[i]), (float)l[i]));
+            const int nl = clampi(nearest_int(FDIV_RN(FMUL_RN(x[i], sl2), slx)), -nmax, nmax - 1);
+            if (nl == l[i]) continue;
+            slx = FADD_RN(slx, FMUL_RN(FMUL_RN(w, x[i]), (float)nl));
+            sl2 = FADD_RN(sl2, FMUL_RN(FMUL_RN(w, (float)nl), (float)nl));
+            if (sl2 > 0.0f && FMUL_RN(FMUL_RN(slx, slx), suml2) > FMUL_RN(FMUL_RN(sumlx, sumlx), sl2)) {
+                l[i] = nl;
+                sumlx = slx;
+                suml2 = sl2;
+                ++changed;
+            }
+        }
+        if (!changed) break;
+    }
+    for (int i = 0; i < 16; ++i) L[i] = (u8)(l[i] + nmax);
+    return suml2 > 0.0f ? FDIV_RN(sumlx, suml2) : 0.0f;
+}
+#endif
+
+#if FMT_IQ4_NL || FMT_IQ4_XS
+/* best_index_int8: the code whose value is nearest v, the lower one on a tie (NaN: 15) */
+DEVICE int iq4_index(float v) {
+    if (v <= -127.0f) return 0;
+    if (v >= 113.0f) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (v < (float)iq4_value(mid)) hi = mid;
+        else lo = mid;
+    }
+    return FADD_RN(v, -(float)iq4_value(hi - 1)) < FADD_RN((float)iq4_value(hi), -v) ? hi - 1 : hi;
+}
+
+/* quantize_row_iq4_nl_impl's scale of a group of 32 without an importance matrix (weights x^2):
+ * the least-squares scale over the fit from max / -127 and 15 trial scales (itry - 127) / max,
+ * a trial taken when strictly better; 0 below GROUP_MAX_EPS */
+DEVICE float iq4_group_scale(const float* xb) {
+    float amax = 0.0f, mx = 0.0f;
+    for (int j = 0; j < 32; ++j)
+        if (FABS(xb[j]) > amax) {
+            amax = FABS(xb[j]);
+            mx = xb[j];
+        }
+    if (amax < 1e-15f) return 0.0f;
+    float d = FDIV_RN(-mx, -127.0f), best = 0.0f;
+    for (int itry = -8; itry <= 7; ++itry) {  /* -8: the first fit, from 1 / d */
+        const float id = itry < -7 ? FDIV_RN(1.0f, d) : FDIV_RN((float)(itry - 127), mx);
+        float sumqx = 0.0f, sumq2 = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+            const float q = (float)iq4_value(iq4_index(FMUL_RN(id, xb[j])));
+            const float w = FMUL_RN(xb[j], xb[j]);
+            sumqx = FADD_RN(sumqx, FMUL_RN(FMUL_RN(w, q), xb[j]));
+            sumq2 = FADD_RN(sumq2, FMUL_RN(FMUL_RN(w, q), q));
+        }
+        if (itry < -7) {
+            d = sumq2 > 0.0f ? FDIV_RN(sumqx, sumq2) : 0.0f;
+            best = FMUL_RN(d, sumqx);
+        } else if (sumq2 > 0.0f && FMUL_RN(sumqx, sumqx) > FMUL_RN(best, sumq2)) {
+            d = FDIV_RN(sumqx, sumq2);
+            best = FMUL_RN(d, sumqx);
+        }
+    }
+    return d;
+}
+
+/* a group of 32 codes of x / dl (idl = 1 / dl, or 0), j in the low nibble, j + 16 the high */
+DEVICE void iq4_nibbles(const float* xb, float idl, GLOBAL u8* RESTRICT qs) {
+    for (int j = 0; j < 16; ++j)
+        qs[j] = (u8)(iq4_index(FMUL_RN(idl, xb[j])) | (iq4_index(FMUL_RN(idl, xb[j + 16])) << 4));
+}
+#endif
+
+#if FMT_Q2_K || FMT_Q3_K || FMT_IQ4_NL || FMT_IQ4_XS
+#if FMT_Q2_K /* where d and the 2-bit codes are (q2_k's d: dmin follows) */
+#define SEARCH_D_AT 80
+#define CODES2_AT 16
+#else
+#define SEARCH_D_AT 108
+#define CODES2_AT 32
+#endif
+/* quantize_k of the searched formats (ggml's quantize_row_q2_K_ref, _q3_K_ref and, without an
+ * importance matrix, quantize_iq4_nl / _iq4_xs), one work-item per block, as
+ * accel/formats/kquants.py and iquants.py state them, every operation rounded on its own. A
+ * block holding a NaN or an infinity: q2_k, q3_k a NaN d and zero bytes; iq4 a NaN d and the
+ * other bytes of an all-zero block. */
+KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i64 nblocks) {
+    const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (b >= nblocks) return;
+    GLOBAL u8* o = out + b * BLOCK_BYTES;
+    float v[QB];
+    int finite = 1;
+    for (int i = 0; i < QB; ++i) {
+        v[i] = LOAD_IN(x, b * QB + i);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+    }
+    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+#if FMT_Q2_K || FMT_Q3_K
+    if (!finite) {
+        put_f16(o + SEARCH_D_AT, QNAN);
+        return;
+    }
+    u8 L[256];
+    float scales[16];
+#endif
+#if FMT_Q2_K /* make_qkx2_quants(16, 3, weights |x|, rmin -0.5, 0.1 x 15 steps, absolute error) */
+    float mins[16], max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+        float w[16];
+        for (int l = 0; l < 16; ++l) w[l] = FABS(v[16 * j + l]);
+        scales[j] = qkx2(v + 16 * j, w, 16, 3, -0.5f, 0.1f, 15, 1, L + 16 * j, mins + j);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_s = max_scale > 0.0f ? FDIV_RN(15.0f, max_scale) : 0.0f;
+    const float inv_m = max_min > 0.0f ? FDIV_RN(15.0f, max_min) : 0.0f;
+    for (int j = 0; j < 16; ++j)  /* a uint8_t: the min's nibble shifted over the scale's */
+        o[j] = (u8)((nearest_int(FMUL_RN(inv_s, scales[j])) & 0xFF)
+                    | ((nearest_int(FMUL_RN(inv_m, mins[j])) << 4) & 0xFF));
+    put_f16(o + SEARCH_D_AT, FDIV_RN(max_scale, 15.0f));
+    put_f16(o + SEARCH_D_AT + 2, FDIV_RN(max_min, 15.0f));
+    for (int j = 0; j < 16; ++j) {
+        const float d = FMUL_RN(get_f16(o + SEARCH_D_AT), (float)(o[j] & 15));
+        if (d == 0.0f) continue;  /* the codes of the scale search stay */
+        const float dm = FMUL_RN(get_f16(o + SEARCH_D_AT + 2), (float)(o[j] >> 4));
+        for (int l = 0; l < 16; ++l)
+            L[16 * j + l] = (u8)clampi(nearest_int(FDIV_RN(FADD_RN(v[16 * j + l], dm), d)), 0, 3);
+    }
+#elif FMT_Q3_K /* make_q3_quants(16, 4), 6-bit signed sub-scales against -32 / the largest */
+    float max_scale = 0.0f, amax = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+        scales[j] = q3_fit(v + 16 * j, 4, L + 16 * j);
+        if (FABS(scales[j]) > amax) {
+            amax = FABS(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    if (amax > 0.0f) {
+        const float iscale = FDIV_RN(-32.0f, max_scale);
+        for (int j = 0; j < 16; ++j) {
+            const int l = clampi((int)(i8)(nearest_int(FMUL_RN(iscale, scales[j])) & 0xFF), -32, 31) + 32;
+            o[96 + j % 8] |= (u8)((l & 15) << (j < 8 ? 0 : 4));
+            o[104 + j % 4] |= (u8)((l >> 4) << (2 * (j / 4)));
+        }
+        put_f16(o + SEARCH_D_AT, FDIV_RN(1.0f, iscale));
+    }
+    for (int j = 0; j < 16; ++j) {
+        const int sc = ((o[96 + j % 8] >> (j < 8 ? 0 : 4)) & 15) | (((o[104 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+        const float d = FMUL_RN(get_f16(o + SEARCH_D_AT), (float)(sc - 32));
+        if (d == 0.0f) continue;
+        for (int l = 0; l < 16; ++l)
+            L[16 * j + l] = (u8)(clampi(nearest_int(FDIV_RN(v[16 * j + l], d)), -4, 3) + 4);
+    }
+    for (int i = 0; i < 256; ++i) o[i % 32] |= (u8)((L[i] > 3) << (i / 32));  /* hmask */
+#endif
+#if FMT_Q2_K || FMT_Q3_K /* per half of 128, byte l: elements l, l + 32, l + 64, l + 96 */
+    for (int i = 0; i < 256; ++i)
+        o[CODES2_AT + 32 * (i / 128) + i % 32] |= (u8)((L[i] & 3) << (2 * (i % 128 / 32)));
+#elif FMT_IQ4_NL
+    if (!finite)
+        for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+    const float d = iq4_group_scale(v);
+    iq4_nibbles(v, d != 0.0f ? FDIV_RN(1.0f, d) : 0.0f, o + 2);
+    put_f16(o, finite ? d : QNAN);
+#else /* iq4_xs: 6-bit sub-scales ls - 32 against d = -(the largest) / 32 */
+    if (!finite)
+        for (int i = 0; i < 256; ++i) v[i] = 0.0f;
+    float scales[8], max_scale = 0.0f, amax = 0.0f;
+    for (int g = 0; g < 8; ++g) {
+        scales[g] = iq4_group_scale(v + 32 * g);
+        if (FABS(scales[g]) > amax) {
+            amax = FABS(scales[g]);
+            max_scale = scales[g];
+        }
+    }
+    const float d = FDIV_RN(-max_scale, 32.0f);
+    const float id = d != 0.0f ? FDIV_RN(1.0f, d) : 0.0f;
+    u32 high = 0;
+    for (int g = 0; g < 8; ++g) {
+        const int ls = clampi(nearest_int(FMUL_RN(id, scales[g])), -32, 31);
+        const float dl = FMUL_RN(d, (float)ls);
+        iq4_nibbles(v + 32 * g, dl != 0.0f ? FDIV_RN(1.0f, dl) : 0.0f, o + 8 + 16 * g);
+        o[4 + g / 2] |= (u8)(((ls + 32) & 15) << (4 * (g % 2)));
+        high |= (u32)((ls + 32) >> 4) << (2 * g);
+    }
+    o[2] = (u8)(high & 255u);
+    o[3] = (u8)(high >> 8);
+    put_f16(o, finite ? d : QNAN);
 #endif
 }
 #endif

@@ -76,7 +76,9 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
             return np.concatenate([f16_bytes(d), _nibbles(L)], axis=1)
         # iq4_xs: the sub-scales in 6 bits against d = -max_scale / 32
         ab = np.abs(scales)
-        max_scale = np.take_along_axis(scales, ab.argmax(axis=1)[:, None], axis=1)[:, 0]
+        ab[np.isnan(ab)] = 0  # C's strict > passes over a NaN scale (x**2 overflowed), from 0
+        max_scale = np.where(ab.max(axis=1) > 0, np.take_along_axis(
+            scales, ab.argmax(axis=1)[:, None], axis=1)[:, 0], F(0))
         d = -max_scale / F(32)
         inv = np.where(d != 0, F(1) / np.where(d != 0, d, F(1)), F(0))
         ls = np.clip(nearest_int(inv[:, None] * scales), -32, 31)

@@ -74,7 +74,8 @@ def _nvrtc(text: str, name: str, options: list[str]):
 
 
 @pytest.mark.parametrize("fmt", ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q8_k", "mxfp4", "q4_1",
-                                 "q5_0", "q5_1", "q8_1", "q1_0", "tq1_0", "tq2_0", "nvfp4"])
+                                 "q5_0", "q5_1", "q8_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs",
+                                 "q1_0", "tq1_0", "tq2_0", "nvfp4"])
 def test_cuda_quantizer_rounds_every_operation(fmt):
     v = K.quant(fmt, "float32") if fmt in K.KERNEL_FORMATS else K.kquant(fmt, "float32")
     entry = "quantize(" if fmt in K.KERNEL_FORMATS else "quantize_k("

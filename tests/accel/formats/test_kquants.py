@@ -224,19 +224,22 @@ def test_opencl_quantize_is_byte_identical_to_ggml(fmt, opencl_backend):
     assert np.array_equal(got, accel.qmatmul(x, w.to("cpu"), x_format=xf, backend="cpu"))
 
 
-@pytest.mark.parametrize("fmt", ["q1_0", "tq1_0", "tq2_0", "nvfp4"])
-def test_opencl_quantizes_the_sign_ternary_and_nvfp4_blocks_as_ggml(fmt, opencl_backend):
-    """kquant.cl's quantize_k of q1_0, tq1_0, tq2_0 and nvfp4: ggml's bytes for finite rows, and
-    the cpu reference's (accel's rules for what C leaves undefined) for NaN and infinities."""
+@pytest.mark.parametrize("fmt", ["q2_k", "q3_k", "iq4_nl", "iq4_xs", "q1_0", "tq1_0", "tq2_0", "nvfp4"])
+def test_opencl_quantizes_the_searched_sign_and_nvfp4_blocks_as_ggml(fmt, opencl_backend):
+    """kquant.cl's quantize_k of q2_k, q3_k, iq4_nl, iq4_xs (ggml's scale searches), q1_0,
+    tq1_0, tq2_0 and nvfp4: ggml's bytes for finite rows, and the cpu reference's (accel's rules
+    for what C leaves undefined) for NaN and infinities."""
     for kind in ("normal", "scaled", "outliers", "positive", "constant", "sparse", "ties", "tiny",
                  "subnormal", "huge"):
         x = rows(kind, 3, 512, np.random.default_rng(9))
         got = np.asarray(accel.quantize(x, fmt, backend=opencl_backend).raw)
         assert np.array_equal(got, G.quantize(x, fmt)), kind
     x = rows("normal", 4, 512, np.random.default_rng(12))
-    x[0, 3], x[1, 200], x[2, 130], x[3] = np.nan, np.inf, -np.inf, 3e38  # 3e38: sums overflow
+    x[0, 3], x[1, 200], x[2, 130], x[3] = np.nan, np.inf, -np.inf, 3e38
     got = np.asarray(accel.quantize(x, fmt, backend=opencl_backend).raw)
     assert np.array_equal(got, accel.quantize(x, fmt, backend="cpu").raw)
+    # 3e38 is finite, but x**2 and the searches' sums overflow: ggml's IEEE answer all the same
+    assert np.array_equal(got[3:], G.quantize(x[3:], fmt))
 
 
 def test_without_ggml_the_quantize_oracle_is_the_cpu_reference_never_judging_itself(monkeypatch):
