@@ -6,9 +6,11 @@ installed."""
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import time
+from typing import Any
 
 
 def register(subparsers) -> None:
@@ -34,11 +36,12 @@ class _Tokenizer:
         from accel.errors import ArgumentError, expected
 
         try:
-            from llama_cpp import Llama
+            import llama_cpp
         except ImportError:
             pass
         else:
-            llm = Llama(model_path=path, vocab_only=True, verbose=False)
+            _quiet_llama_log(llama_cpp)
+            llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
             self.encode = lambda text: llm.tokenize(text.encode(), add_bos=True, special=True)
             self.decode = lambda ids: llm.detokenize(ids).decode(errors="replace")
             return
@@ -53,6 +56,19 @@ class _Tokenizer:
                                             gguf_file=os.path.basename(path))
         self.encode = lambda text: list(tok(text)["input_ids"])
         self.decode = tok.decode
+
+
+def _quiet_llama_log(llama_cpp: Any) -> None:
+    """llama.cpp's own log off: with verbose=False its context setup still prints (a warning
+    that a vocab-only load has no training context) between accel's progress lines. A failed
+    load still raises."""
+    global _LOG_SINK
+    if _LOG_SINK is None:
+        _LOG_SINK = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
+        llama_cpp.llama_log_set(_LOG_SINK, ctypes.c_void_p(0))
+
+
+_LOG_SINK: Any = None  # the callback llama.cpp holds: kept alive here
 
 
 def _run(args: argparse.Namespace) -> int:
