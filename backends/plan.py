@@ -489,8 +489,8 @@ def _quantize(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
 
 def _dequantize(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
     fmt, values = spec.fmt.name, math.prod(spec.shape)
-    if fmt in K.CODEBOOK_FORMATS:  # a work-item per value, the grid a constant buffer
-        return (_launch_1d(facts, K.codebook(fmt), "dequantize_cb", values,
+    if fmt in K.CODEBOOK_FORMATS:  # a work-item per 8 values, the grid a constant buffer
+        return (_launch_1d(facts, K.codebook(fmt), "dequantize_cb", values // 8,
                            (Operand("q"), Upload(K.codebook_grid(fmt)), Operand("out")),
                            K.scalar_args(spec), "dequantize_cb"),)
     if fmt in K.KQUANT_FORMATS:  # a work-item per 32 values

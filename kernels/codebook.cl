@@ -51,12 +51,12 @@ DEVICE float cb_signed(float g, u32 signs, int j) { return ((signs >> j) & 1u) ?
 /* the 4-bit sub-scale k of a row of nibbles at p: low nibble for even k */
 DEVICE int cb_nibble(GLOBAL const u8* RESTRICT p, int k) { return (p[k / 2] >> (4 * (k % 2))) & 15; }
 
-/* a weight as its two factors: its group's scale and its value (a grid entry with its sign, or
- * iq1's entry plus its offset) */
-typedef struct { float scale, v; } cb_part;
-
-/* weight e (0..255) of a block, as its factors */
-DEVICE cb_part cb_decode(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const float* RESTRICT grid) {
+/* weights e0 .. e0 + 7 of a block (e0 a multiple of 8: one grid entry of 8 values or two of 4,
+ * one sign byte, one scale): returns their group's scale and writes their values to v (a grid
+ * entry with its sign, or iq1's entry plus its offset); a weight is scale times value, one
+ * rounding. Eight at a time: the words, scale and signs are read once for the eight. */
+DEVICE float cb_decode8(GLOBAL const u8* RESTRICT blk, int e0, GLOBAL const float* RESTRICT grid,
+                        float* v) {
 #if FMT_IQ1_M /* d: a float16 spread over the top nibbles of the four scale words at 48 */
     const u32 d16 = (cb_u16(blk + 48) >> 12) | ((cb_u16(blk + 50) >> 8) & 0xF0u)
                   | ((cb_u16(blk + 52) >> 4) & 0xF00u) | (cb_u16(blk + 54) & 0xF000u);
@@ -64,63 +64,58 @@ DEVICE cb_part cb_decode(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const floa
 #else
     const float d = f16_to_f32(cb_u16(blk));
 #endif
-    float scale, v;
 #if FMT_IQ2_XXS /* per 32: a u32 of 4 grid bytes, a u32 of 4 x 7 sign bits and a 4-bit scale */
-    const int ib = e / 32, r = e % 32, l = r / 8;
+    const int ib = e0 / 32, l = e0 % 32 / 8;
     const u32 w0 = cb_u32(blk + 2 + 8 * ib), w1 = cb_u32(blk + 6 + 8 * ib);
-    scale = (d * (0.5f + (float)(w1 >> 28))) * 0.25f;
-    v = cb_signed(grid[((w0 >> (8 * l)) & 255u) * 8 + r % 8], cb_ksigns((w1 >> (7 * l)) & 127u), r % 8);
+    const u32 gi = (w0 >> (8 * l)) & 255u, signs = cb_ksigns((w1 >> (7 * l)) & 127u);
+    for (int j = 0; j < 8; ++j) v[j] = cb_signed(grid[gi * 8 + j], signs, j);
+    return (d * (0.5f + (float)(w1 >> 28))) * 0.25f;
 #elif FMT_IQ2_XS /* per 8 weights a u16: 9 grid bits, 7 sign bits; a 4-bit scale per 16 */
-    const u32 q = cb_u16(blk + 2 + 2 * (e / 8));
-    scale = (d * (0.5f + (float)cb_nibble(blk + 66, e / 16))) * 0.25f;
-    v = cb_signed(grid[(q & 511u) * 8 + e % 8], cb_ksigns(q >> 9), e % 8);
+    const u32 q = cb_u16(blk + 2 + 2 * (e0 / 8)), signs = cb_ksigns(q >> 9);
+    for (int j = 0; j < 8; ++j) v[j] = cb_signed(grid[(q & 511u) * 8 + j], signs, j);
+    return (d * (0.5f + (float)cb_nibble(blk + 66, e0 / 16))) * 0.25f;
 #elif FMT_IQ2_S /* 32 grid bytes + 2 high bits each from qh, 32 sign bytes, 4-bit scales */
-    const int t = e / 8;
+    const int t = e0 / 8;
     const u32 idx = (u32)blk[2 + t] | (((u32)blk[66 + t / 4] << (8 - 2 * (t % 4))) & 0x300u);
-    scale = (d * (0.5f + (float)cb_nibble(blk + 74, e / 16))) * 0.25f;
-    v = cb_signed(grid[idx * 8 + e % 8], blk[34 + t], e % 8);
+    for (int j = 0; j < 8; ++j) v[j] = cb_signed(grid[idx * 8 + j], blk[34 + t], j);
+    return (d * (0.5f + (float)cb_nibble(blk + 74, e0 / 16))) * 0.25f;
 #elif FMT_IQ3_XXS /* 64 grid bytes of 4 values; per 32 a u32 of 4 x 7 sign bits and a scale */
-    const int ib = e / 32, r = e % 32;
-    const u32 w = cb_u32(blk + 66 + 4 * ib);
-    scale = (d * (0.5f + (float)(w >> 28))) * 0.5f;
-    v = cb_signed(grid[(u32)blk[2 + 8 * ib + r / 4] * 4 + r % 4], cb_ksigns((w >> (7 * (r / 8))) & 127u), r % 8);
+    const int ib = e0 / 32, r = e0 % 32;
+    const u32 w = cb_u32(blk + 66 + 4 * ib), signs = cb_ksigns((w >> (7 * (r / 8))) & 127u);
+    for (int j = 0; j < 8; ++j)
+        v[j] = cb_signed(grid[(u32)blk[2 + 8 * ib + r / 4 + j / 4] * 4 + j % 4], signs, j);
+    return (d * (0.5f + (float)(w >> 28))) * 0.5f;
 #elif FMT_IQ3_S /* 64 grid bytes + a ninth bit each from qh, 32 sign bytes, 4-bit scales per 32 */
-    const int t = e / 4;
-    const u32 idx = (u32)blk[2 + t] | ((((u32)blk[66 + t / 8] >> (t % 8)) & 1u) << 8);
-    scale = d * (float)(1 + 2 * cb_nibble(blk + 106, e / 32));
-    v = cb_signed(grid[idx * 4 + e % 4], blk[74 + e / 8], e % 8);
+    for (int j = 0; j < 8; ++j) {
+        const int t = e0 / 4 + j / 4;
+        const u32 idx = (u32)blk[2 + t] | ((((u32)blk[66 + t / 8] >> (t % 8)) & 1u) << 8);
+        v[j] = cb_signed(grid[idx * 4 + j % 4], blk[74 + e0 / 8], j);
+    }
+    return d * (float)(1 + 2 * cb_nibble(blk + 106, e0 / 32));
 #elif FMT_IQ1_S /* per 32: 4 grid bytes + 3 high bits each, a 3-bit scale and delta's sign */
-    const int ib = e / 32, l = (e % 32) / 8;
+    const int ib = e0 / 32, l = e0 % 32 / 8;
     const u32 qh = cb_u16(blk + 34 + 2 * ib);
     const u32 idx = (u32)blk[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7u) << 8);
-    scale = d * (float)(2 * (int)((qh >> 12) & 7u) + 1);
-    v = grid[idx * 8 + e % 8] + ((qh & 0x8000u) ? -CB_DELTA : CB_DELTA);
+    for (int j = 0; j < 8; ++j) v[j] = grid[idx * 8 + j] + ((qh & 0x8000u) ? -CB_DELTA : CB_DELTA);
+    return d * (float)(2 * (int)((qh >> 12) & 7u) + 1);
 #else /* iq1_m: per pair of entries a byte of two 3-bit high parts and delta signs; 3-bit
        * scales per 16, four to each scale word */
-    const int t = e / 8, p = t / 2, k = e / 16;
-    const u32 h = (u32)blk[32 + p] >> (4 * (t % 2));
+    const int t = e0 / 8, k = e0 / 16;
+    const u32 h = (u32)blk[32 + t / 2] >> (4 * (t % 2));
     const u32 idx = (u32)blk[t] | ((h & 7u) << 8);
-    scale = d * (float)(2 * (int)((cb_u16(blk + 48 + 2 * (k / 4)) >> (3 * (k % 4))) & 7u) + 1);
-    v = grid[idx * 8 + e % 8] + ((h & 8u) ? -CB_DELTA : CB_DELTA);
+    for (int j = 0; j < 8; ++j) v[j] = grid[idx * 8 + j] + ((h & 8u) ? -CB_DELTA : CB_DELTA);
+    return d * (float)(2 * (int)((cb_u16(blk + 48 + 2 * (k / 4)) >> (3 * (k % 4))) & 7u) + 1);
 #endif
-    cb_part part;
-    part.scale = scale;
-    part.v = v;
-    return part;
 }
 
-/* weight e (0..255) of a block, as float32: scale times value, one rounding */
-DEVICE float cb_weight(GLOBAL const u8* RESTRICT blk, int e, GLOBAL const float* RESTRICT grid) {
-    const cb_part p = cb_decode(blk, e, grid);
-    return p.scale * p.v;
-}
-
-/* A work-item per weight: n values in all. */
+/* A work-item per 8 weights: n values in all (a multiple of 256). */
 KERNEL void dequantize_cb(GLOBAL const u8* RESTRICT q, GLOBAL const float* RESTRICT grid,
                           GLOBAL float* RESTRICT out, i64 n) {
-    const i64 e = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
-    if (e >= n) return;
-    out[e] = cb_weight(q + (e / 256) * BLOCK_BYTES, (int)(e % 256), grid);
+    const i64 g = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
+    if (g >= n / 8) return;
+    float v[8];
+    const float scale = cb_decode8(q + (g / 32) * BLOCK_BYTES, (int)(g % 32) * 8, grid, v);
+    for (int j = 0; j < 8; ++j) out[g * 8 + j] = scale * v[j];
 }
 
 /* out[m, n] = sum_k x[m, k] * dequantize(w)[n, k], float32 sums: a work-item per weight row n
@@ -139,10 +134,14 @@ KERNEL void qmatmul_cb(GLOBAL const IN_T* RESTRICT x, GLOBAL const u8* RESTRICT 
     float acc[CB_RM];
     for (int i = 0; i < CB_RM; ++i) acc[i] = 0.0f;
     for (int b = 0; b < K / 256; ++b)
-        for (int e = 0; e < 256; ++e) {
-            const float v = cb_weight(wr + (i64)b * BLOCK_BYTES, e, grid);
-            for (int i = 0; i < rows; ++i)
-                acc[i] = FMA(LOAD_IN(xr, (i64)i * K + b * 256 + e), v, acc[i]);
+        for (int e0 = 0; e0 < 256; e0 += 8) {
+            float v[8];
+            const float scale = cb_decode8(wr + (i64)b * BLOCK_BYTES, e0, grid, v);
+            for (int j = 0; j < 8; ++j) {
+                const float wj = scale * v[j];
+                for (int i = 0; i < rows; ++i)
+                    acc[i] = FMA(LOAD_IN(xr, (i64)i * K + b * 256 + e0 + j), wj, acc[i]);
+            }
         }
     for (int i = 0; i < rows; ++i) STORE_OUT(out, (i64)(m0 + i) * N + n, acc[i]);
 }
@@ -173,11 +172,12 @@ KERNEL void qmatmul_cbx(GLOBAL const u8* RESTRICT xq, GLOBAL const u8* RESTRICT 
             for (int g = s; g < s + 32; g += CB_GROUP) {
                 float sum[CB_RM], scale = 0.0f;
                 for (int i = 0; i < CB_RM; ++i) sum[i] = 0.0f;
-                for (int e = g; e < g + CB_GROUP; ++e) {
-                    const cb_part p = cb_decode(blk, e, grid);
-                    scale = p.scale;
-                    for (int i = 0; i < rows; ++i)
-                        sum[i] += p.v * (float)(i8)xb[(i64)i * nb * CBX_BYTES + 4 + e];
+                for (int e0 = g; e0 < g + CB_GROUP; e0 += 8) {
+                    float v[8];
+                    scale = cb_decode8(blk, e0, grid, v);
+                    for (int j = 0; j < 8; ++j)
+                        for (int i = 0; i < rows; ++i)
+                            sum[i] += v[j] * (float)(i8)xb[(i64)i * nb * CBX_BYTES + 4 + e0 + j];
                 }
                 for (int i = 0; i < rows; ++i) t[i] += scale * sum[i];
             }
