@@ -146,3 +146,26 @@ def test_quick_profile_catches_a_planted_codebook_kernel_bug(opencl_backend):
     results = suite.run(planted, profile="quick", ops=["dequantize"], dtypes=["iq2_xxs", "iq2_s"])
     failed = {r.case.dtype for r in results if r.status == "failed"}
     assert failed == {"iq2_xxs"}, failed  # iq2_s stores all 8 signs: untouched
+
+
+#: a careless edit of kernels/kquant.cl per format family it reads, as (old, new, the formats
+#: whose dequantize must then fail in the quick profile, the formats that must still pass)
+_KQUANT_FAMILY_PLANTS = {
+    "legacy-fifth-bit": ("q |= (int)((load_u32(blk + QH_AT) >> e) & 1u) << 4;",
+                         "q |= (int)((load_u32(blk + QH_AT) >> e) & 1u) << 3;",
+                         {"q5_0", "q5_1"}, {"q4_1"}),
+    "iq4-table": ("#define IQ4_VALUES -127, -104, -83, -65,", "#define IQ4_VALUES -127, -104, -83, -66,",
+                  {"iq4_nl", "iq4_xs"}, {"q4_k"}),
+    "ternary-base3": ("return ((((b * pow3[n]) & 255) * 3) >> 8) - 1;",  # the byte's wrap lost
+                      "return ((((b * pow3[n]) & 511) * 3) >> 8) - 1;", {"tq1_0"}, {"tq2_0"}),
+    "nvfp4-scale": ("AS_FLOAT((u32)(e + 119) << 23", "AS_FLOAT((u32)(e + 120) << 23", {"nvfp4"}, {"mxfp4"}),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(_KQUANT_FAMILY_PLANTS))
+def test_quick_profile_catches_a_planted_format_family_bug(plant, opencl_backend):
+    old, new, broken, intact = _KQUANT_FAMILY_PLANTS[plant]
+    planted = _planted_opencl("kquant.cl", old, new)
+    results = suite.run(planted, profile="quick", ops=["dequantize"], dtypes=sorted(broken | intact))
+    failed = {r.case.dtype for r in results if r.status == "failed"}
+    assert failed == broken, failed
