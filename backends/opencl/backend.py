@@ -361,10 +361,13 @@ class OpenCLBackend(KernelRuntime):
 
     def _wait(self, event: cl.Event, what: str) -> None:
         """Wait for ``event`` in short sleeps, not in one blocking call that never returns to
-        the interpreter: Ctrl-C (KeyboardInterrupt) then arrives within 20 ms however long the
-        device works. An interrupted wait keeps the event, and with it the host buffer a copy
-        writes into, until the device is done with them (pyopencl's copy events would otherwise
-        block in their destructor, and the device would write into freed memory)."""
+        the interpreter: Ctrl-C (KeyboardInterrupt) then arrives within a millisecond however
+        long the device works. The sleeps double from 50 us up to 1 ms, so the wait ends at most
+        a millisecond after the device (a decode step waits once for its logits: with 20 ms
+        sleeps it overslept by up to 20 ms a token). An interrupted wait keeps the event, and
+        with it the host buffer a copy writes into, until the device is done with them
+        (pyopencl's copy events would otherwise block in their destructor, and the device would
+        write into freed memory)."""
         if FORK_GUARD.forked_from is not None:
             raise FORK_GUARD.error()
         if self._abandoned:
@@ -376,7 +379,7 @@ class OpenCLBackend(KernelRuntime):
             # COMPLETE is 0, RUNNING, SUBMITTED and QUEUED above it, failures below
             while event.command_execution_status > 0:
                 _time.sleep(delay)
-                delay = min(2 * delay + 5e-5, 0.02)
+                delay = min(2 * delay + 5e-5, 1e-3)
         except BaseException:
             self._abandoned.append(event)
             raise
