@@ -63,7 +63,8 @@ def register(subparsers) -> None:
     m = sub.add_parser("matrix", help="merge result files into a support matrix",
                        description="Merge conformance result files (from any machines) into one "
                                    "op x dtype x backend markdown table.")
-    m.add_argument("files", nargs="+", help="result JSON files from accel conformance --json")
+    m.add_argument("files", nargs="+", help="result JSON files from accel conformance --json "
+                   "(with --model: the model section)")
     m.add_argument("-o", "--output", type=output_file,
                    help="markdown file to write (default: stdout)")
     m.add_argument("--compiled-only", nargs="*", default=["cuda,hip"], metavar="BACKEND",
@@ -260,15 +261,18 @@ def _matrix(args: argparse.Namespace) -> int:
 
     from accel.errors import ArgumentError, expected
 
-    from accel.conformance import matrix, results
+    from accel.conformance import matrix, model_check, results
 
-    reports = [results.load(f) for f in args.files]
+    docs = [results.load(f, also=(model_check.SCHEMA,)) for f in args.files]
+    models = [(d, f) for d, f in zip(docs, args.files) if d["schema"] == model_check.SCHEMA]
+    reports = [d for d in docs if d["schema"] != model_check.SCHEMA]
+    sources = [f for d, f in zip(docs, args.files) if d["schema"] != model_check.SCHEMA]
     try:
         kernels_check = json.loads(Path(args.kernels_check).read_text()) if args.kernels_check else None
     except (OSError, ValueError) as e:
         raise ArgumentError(expected("--kernels-check", "a readable JSON file", e)) from None
     compiled_only = tuple(n for value in args.compiled_only for n in comma_list(value))
-    text = matrix.render(reports, args.files, compiled_only, kernels_check)
+    text = matrix.render(reports, sources, compiled_only, kernels_check, models)
     if args.output:
         Path(args.output).write_text(text)
     else:

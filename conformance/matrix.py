@@ -11,6 +11,7 @@ word every cell, here and in the HTML report (accel.conformance.report.render).
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Mapping
 
 from accel import kernels
@@ -160,9 +161,37 @@ def compile_verdicts(kernels_check: dict) -> dict[tuple[str, str], str]:
     return {key: text for key, text in out.items() if text != "-"}
 
 
+def model_rows(models: list[tuple[dict, str]]) -> list[str]:
+    """The markdown "models" section: a row per model-conformance record (``accel conformance
+    --model M --backend B --json F``, with the file it came from): the verdict, the logits
+    against the float64 forward and against llama.cpp, the largest per-layer error."""
+    if not models:
+        return []
+    lines = ["", "## models", "",
+             "| model | arch | backend | verdict | mean KL (f64) | top-1 (f64) | worst layer error "
+             "| mean KL (llama.cpp) | file |", "|---|---|---|---|---|---|---|---|---|"]
+    for rec, src in models:
+        name = Path(str(rec.get("model", "?"))).name
+        if rec.get("crashed"):
+            lines.append(f"| {name} | - | {rec.get('backend', '?')} | CRASHED ({rec['crashed']}) "
+                         f"| - | - | - | - | {src} |")
+            continue
+        m, layers, ll = rec["logits"], rec.get("layer_relative_error", {}), rec.get("llama_cpp", {})
+        worst = max(layers.items(), key=lambda kv: kv[1]) if layers else None
+        llama = (f"{ll['logits']['mean_kl']:.2e}" if ll.get("status") == "ok"
+                 else ll.get("status", "-"))
+        lines.append(f"| {name} | {rec.get('arch', '?')} | {rec.get('backend', '?')} | "
+                     f"{'passed' if rec.get('passed') else 'FAILED'} ({m['n_tokens']} tokens) | "
+                     f"{m['mean_kl']:.2e} | {m['top1_agreement']:.1%} | "
+                     f"{f'{worst[1]:.2e} ({worst[0]})' if worst else '-'} | {llama} | {src} |")
+    return lines
+
+
 def render(reports: list[dict], sources: list[str],
-           compiled_only: tuple[str, ...] = ("cuda", "hip"), kernels_check: dict | None = None) -> str:
-    """The markdown support matrix for ``reports`` (read from ``sources``)."""
+           compiled_only: tuple[str, ...] = ("cuda", "hip"), kernels_check: dict | None = None,
+           models: list[tuple[dict, str]] = ()) -> str:
+    """The markdown support matrix for ``reports`` (read from ``sources``), and a models section
+    for model-conformance ``models`` (record, file) where there are any."""
     compiled = compile_verdicts(kernels_check) if kernels_check else {}
     cols = _columns(reports)
     seen_names = {rep.get("backend_name", rep["backend"].split(":")[0]) for rep in reports}
@@ -208,4 +237,5 @@ def render(reports: list[dict], sources: list[str],
             cells += [(compiled.get((name, op), "-") if kernels_check else "implemented")
                       if cls and _declares(cls, case) else "-" for name, cls in extra.items()]
             lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += model_rows(list(models))
     return "\n".join(lines) + "\n"

@@ -130,14 +130,16 @@ def write(report: dict, path: str | Path) -> None:
     Path(path).write_text(json.dumps(report, indent=1) + "\n")
 
 
-def load(path: str | Path) -> dict:
-    """Read a result file, checking its schema version."""
+def load(path: str | Path, also: tuple[str, ...] = ()) -> dict:
+    """Read a result file, checking its schema version (``SCHEMA``, or one of ``also``: the
+    model conformance's records, which the support matrix reads too)."""
     try:
         report = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise ArgumentError(expected(str(path), "a readable accel conformance JSON file", repr(e)))
     schema = report.get("schema") if isinstance(report, dict) else None
-    if schema != SCHEMA:
-        raise ArgumentError(expected(f"{path}: schema", repr(SCHEMA), repr(schema)))
+    if schema != SCHEMA and schema not in also:
+        want = " or ".join(repr(s) for s in (SCHEMA, *also))
+        raise ArgumentError(expected(f"{path}: schema", want, repr(schema)))
     return report
 

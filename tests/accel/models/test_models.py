@@ -167,6 +167,22 @@ def test_conformance_model_cli_reports_and_writes_json(tmp_path, capsys):
     rec = json.loads(out.read_text())
     assert rec["passed"] and rec["tokens"] == [1, 2, 3, 4] and len(rec["layer_relative_error"]) == 3
     assert "PASS" in capsys.readouterr().out
+    # the support matrix takes the record beside the op results: its models section
+    ops = tmp_path / "ops.json"
+    assert main(["conformance", "--backend", "cpu", "--ops", "dequantize", "--dtypes", "q8_0",
+                 "--no-progress", "--json", str(ops)]) == 0
+    md = tmp_path / "support.md"
+    assert main(["conformance", "matrix", str(ops), str(out), "-o", str(md)]) == 0
+    text = md.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| q.gguf |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    worst = max(rec["layer_relative_error"].items(), key=lambda kv: kv[1])
+    assert cells[:4] == ["q.gguf", "qwen3", "cpu:0", "passed (4 tokens)"]
+    assert cells[4] == f"{rec['logits']['mean_kl']:.2e}" and cells[6].endswith(f"({worst[0]})")
+    assert "## models" in text and "## dequantize" in text and str(out) in text
+    out.write_text(json.dumps({**rec, "schema": "another/1"}))
+    assert main(["conformance", "matrix", str(ops), str(out)]) == 2
+    assert "accel.model-conformance/1" in capsys.readouterr().err
 
 
 def test_run_cli_prints_the_greedy_continuation(tmp_path, capsys):
