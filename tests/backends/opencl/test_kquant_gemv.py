@@ -93,8 +93,14 @@ def test_tune_searches_valid_kgemv_sets():
         assert all(K.kquant("q4_k", params=p).defines["USUB"] in (1, 8) for p in sets)
 
 
-@pytest.mark.parametrize("fmt,name", [(f, name) for f in K.VECTOR_KX_FORMATS for name in ("cpu", "cpu-tall")]
-                         + [("q4_k", "gpu")])
+#: the tall set (3 rows a work-item, 8 lanes: PoCL 3.0's width) on one format of each kind of
+#: qgemv_kx sum (blocks of 32, super-blocks with mins, with 16 group scales, iq4's table); the
+#: quick profile runs every format's at 8 lanes on PoCL 3.0 where it is installed
+_TALL = ("q5_0", "q4_k", "q3_k", "iq4_xs")
+
+
+@pytest.mark.parametrize("fmt,name", [(f, "cpu") for f in K.VECTOR_KX_FORMATS]
+                         + [(f, "cpu-tall") for f in _TALL] + [("q4_k", "gpu")])
 def test_quantized_x_is_the_cpu_references_bits(cl, fmt, name):
     """qmatmul(x_format=the format's vec_dot): qgemv_kx (CPU sets) and qmatmul_kx (GPU sets) add
     the same float32 block terms in the same order as the CPU reference: its bits. (iq4_xs: the
