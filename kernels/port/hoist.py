@@ -26,7 +26,7 @@ from __future__ import annotations
 from accel.kernels.port import warp as W
 from accel.kernels.port.symbols import declarator_parts, type_node
 from accel.kernels.port.syntax import line, text, walk
-from accel.kernels.port.uniform import WarpUniformity, _short
+from accel.kernels.port.uniform import WarpUniformity, short
 
 #: the nodes between a call and its statement that use its value and nothing else's order
 _VALUE_USES = frozenset(("assignment_expression", "init_declarator", "parenthesized_expression",
@@ -96,7 +96,7 @@ class Hoisting:
         wu = self._warp_uniformity(fn)
         for cond in conds:
             if not wu.expr(cond):
-                return (f"the condition on line {line(cond)} ({_short(cond)}) can differ between the "
+                return (f"the condition on line {line(cond)} ({short(cond)}) can differ between the "
                         "lanes of one warp, where CUDA leaves a full-mask shuffle undefined")
         inner = {text(declarator_parts(d)[0]) for n in walk(anchor) if n.type == "declaration"
                  for d in n.children_by_field_name("declarator") if declarator_parts(d)[0] is not None}
@@ -105,7 +105,7 @@ class Hoisting:
             if why is None and (names := inner & {text(n) for n in walk(v) if n.type == "identifier"}):
                 why = f"it reads {min(names)}, declared inside the branch"
             if why is not None:
-                return f"its argument {_short(v)} {why}"
+                return f"its argument {short(v)} {why}"
         if callee is not None:
             if text(type_node(callee.node)) == "void":
                 return f"{callee.name} returns nothing"
@@ -118,7 +118,7 @@ class Hoisting:
         self.rw.note("warp call hoisted out of a branch")
         self.rw.warn(call, "warp call hoisted out of a branch", (
             f"the shuffles need every thread of the block, so every thread now computes "
-            f"{_short(call)} before the if on line {line(anchor)}, and only the threads that "
+            f"{short(call)} before the if on line {line(anchor)}, and only the threads that "
             f"take the branch use it; the same as CUDA's because each warp takes the branch "
             "whole when blockDim.x is a multiple of 32"), "launch with blockDim.x a multiple of 32")
         return None
@@ -140,7 +140,7 @@ class Hoisting:
         t = n.type
         if t == "binary_expression" and text(n.child_by_field_name("operator")) in ("/", "%") \
                 and not wu.constant(n.child_by_field_name("right")):
-            return (f"divides by {_short(n.child_by_field_name('right'))} (line {line(n)}), which "
+            return (f"divides by {short(n.child_by_field_name('right'))} (line {line(n)}), which "
                     "may be 0 for the threads the condition excludes")
         if t in _PURE_NODES or t == "field_expression" and text(n.child_by_field_name("argument")) in _INDICES:
             return None
@@ -159,7 +159,7 @@ class Hoisting:
         for p in fn.params:
             d = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else p
             if d is None or d.type != "identifier":
-                return f"{fn.name}'s parameter {_short(p)} is not a plain value (line {line(p)})"
+                return f"{fn.name}'s parameter {short(p)} is not a plain value (line {line(p)})"
         u, wu = self._uniformity(fn), self._warp_uniformity(fn)
         for n in walk(fn.node.child_by_field_name("body")):
             t, why = n.type, None

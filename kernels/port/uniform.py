@@ -195,7 +195,7 @@ class Uniformity:
         for m in self.macro_jumps:
             if m.start_byte < node.end_byte:
                 return (f"the macro {text(m)} on line {line(m)} holds control flow (its body: "
-                        f"{_short_text(self.macros[text(m)][1])}) that accel port does not expand to "
+                        f"{short_text(self.macros[text(m)][1])}) that accel port does not expand to "
                         "check: some threads may leave or skip the block's path")
         for j in self.jumps:  # first: a divergent exit also makes later loop counters differ
             if not self._skips(j, node):
@@ -206,10 +206,10 @@ class Uniformity:
             if cond is not None:
                 what = j.type.removesuffix("_statement")
                 return (f"the {what} on line {line(j)} is taken by only some threads "
-                        f"(under {_short(cond)}, line {line(cond)})")
+                        f"(under {short(cond)}, line {line(cond)})")
         cond = self._conditions(node)
         if cond is not None:
-            return f"the condition on line {line(cond)} ({_short(cond)}) can differ between threads"
+            return f"the condition on line {line(cond)} ({short(cond)}) can differ between threads"
         return None
 
     def _skips(self, jump, node) -> bool:
@@ -276,10 +276,12 @@ def _inside(node, outer) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
-def _short(node) -> str:
-    return _short_text(text(node))
+def short(node) -> str:
+    """The text of ``node`` on one line, cut to 40 characters, for a diagnostic."""
+    return short_text(text(node))
 
 
-def _short_text(s: str) -> str:
+def short_text(s: str) -> str:
+    """``s`` on one line, cut to 40 characters."""
     s = " ".join(s.split())
     return s if len(s) <= 40 else s[:37] + "..."
