@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from accel.kernels.port import tables as T
 from accel.kernels.port import warp as W
+from accel.kernels.port.groups import group_variables
 from accel.kernels.port.hoist import Hoisting
 from accel.kernels.port.syntax import line, text, walk
 from accel.kernels.port.uniform import Uniformity
@@ -47,12 +48,9 @@ class WarpEmulation(Hoisting):
     # -- the verdict ------------------------------------------------------------------------------
     def _uniformity(self, fn) -> Uniformity:
         if fn.name not in self._uniformities:
-            groups = {text(d.child_by_field_name("declarator"))
-                      for d in walk(fn.node) if d.type == "init_declarator"
-                      and any(k in text(d) for k in ("this_thread_block", "tiled_partition"))}
             self._uniformities[fn.name] = Uniformity(
                 fn.node, fn.kernel, lambda n: n in T.OPENCL_MATH or n in T.OPENCL_SAME or n in _PURE,
-                groups, self.macro_bodies)
+                group_variables(fn.node), self.macro_bodies)
         return self._uniformities[fn.name]
 
     def _reach(self, fn, path=()) -> str | None:

@@ -13,17 +13,35 @@ import re
 
 from accel.kernels.port import warp as W
 from accel.kernels.port.symbols import Scope, Sym, declarator_parts
-from accel.kernels.port.syntax import text
+from accel.kernels.port.syntax import text, walk
 
 NAMESPACE = "cooperative_groups"
 #: a tile declaration the grammar reads as an expression (``cg::thread_block_tile<32> w = ...``)
 _TILE_DECL = re.compile(r"^(?:const\s+)?(?:(\w+)::)?thread_block_tile\s*<\s*(\d+)\s*>\s+(\w+)\s*=\s*"
                         r"(?:(\w+)::)?tiled_partition\s*<\s*(\d+)\s*>\s*\(\s*(.*?)\s*\)\s*;$", re.S)
+_TILE_SIZE = re.compile(r"\btiled_partition\s*<\s*(\d+)\s*>")
 _BLOCK_INDEX = {"group_index": "blockIdx", "thread_index": "threadIdx", "group_dim": "blockDim",
                 "dim_threads": "blockDim"}
 _GRID = ("grid", "multi_grid", "cluster", "coalesced", "labeled", "binary_partition")
 _GRID_WHY = ("OpenCL 1.2 cannot synchronise or group threads beyond one work-group (or below it "
              "without a proof every thread arrives)")
+
+
+def group_variables(fn_node) -> dict[str, int]:
+    """The cooperative-group variables function ``fn_node`` declares: name -> 0 for the thread
+    block, N for a ``thread_block_tile<N>`` (read from the text, for the uniformity analysis,
+    which runs before the declarations are translated)."""
+    found = {}
+    for n in walk(fn_node):
+        if n.type == "init_declarator":
+            value = text(n.child_by_field_name("value") or n)
+            name = declarator_parts(n.child_by_field_name("declarator"))[0]
+            size = _TILE_SIZE.search(value)
+            if name is not None and (size or "this_thread_block" in value):
+                found[text(name)] = int(size.group(1)) if size else 0
+        elif n.type == "expression_statement" and (m := _TILE_DECL.match(text(n))):
+            found[m.group(3)] = int(m.group(2))
+    return found
 
 
 class Groups:

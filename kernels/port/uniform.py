@@ -51,12 +51,12 @@ class Uniformity:
 
     ``params_uniform``: a kernel's scalar parameters are the same for the whole block; a device
     function's are not known to be. ``pure(name)``: whether a call to ``name`` with uniform
-    arguments gives a uniform result (math functions). ``groups``: variable names bound to
-    cooperative groups."""
+    arguments gives a uniform result (math functions). ``groups``: the variables bound to
+    cooperative groups, name -> 0 for the thread block or N for a ``thread_block_tile<N>``."""
 
-    def __init__(self, fn_node, params_uniform: bool, pure, groups=frozenset(),
+    def __init__(self, fn_node, params_uniform: bool, pure, groups=None,
                  macros: dict[str, tuple[tuple[str, ...], str]] | None = None):
-        self.fn, self.pure, self.groups = fn_node, pure, set(groups)
+        self.fn, self.pure, self.groups = fn_node, pure, dict(groups or {})
         #: the file's macros: name -> (parameters, body text)
         self.macros = macros or {}
         self._macro_uniform: dict[str, bool] = {}
@@ -229,11 +229,17 @@ class WarpUniformity(Uniformity):
     """The same facts for a warp instead of the block: a value or condition the same for every
     thread of each warp, assuming ``blockDim.x`` is a multiple of 32. Each warp is then 32
     consecutive ``threadIdx.x`` of one row, so ``threadIdx.y``/``.z``, ``threadIdx.x / 32`` and
-    ``threadIdx.x < 64`` are warp-uniform; a lane (``threadIdx.x % 32``) is not."""
+    ``threadIdx.x < 64`` are warp-uniform; a lane (``threadIdx.x % 32``) is not. A 32-thread
+    tile's ``meta_group_rank()`` is the linear thread index / 32, the warp's index itself."""
 
     def expr(self, n) -> bool:
         if n.type == "field_expression" and text(n.child_by_field_name("argument")) == "threadIdx":
             return text(n.child_by_field_name("field")) in ("y", "z")
+        if n.type == "call_expression" and (f := n.child_by_field_name("function")).type == "field_expression":
+            obj = f.child_by_field_name("argument")
+            if text(f.child_by_field_name("field")) == "meta_group_rank" and obj.type == "identifier" \
+                    and self.groups.get(text(obj)) == 32:  # the warp's own index, whatever the block
+                return not n.child_by_field_name("arguments").named_children
         if n.type == "binary_expression" and self._thread_x(n.child_by_field_name("left")):
             op, k = text(n.child_by_field_name("operator")), self.constant(n.child_by_field_name("right"))
             if k is not None and k > 0 and (op == "/" and k % 32 == 0 or op == ">>" and k >= 5

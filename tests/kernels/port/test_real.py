@@ -184,3 +184,47 @@ def test_namespaces_around_device_code_are_dropped(opencl_backend):
     x = _dev(x0, opencl_backend)
     k(1, 8, x)
     np.testing.assert_array_equal(x.numpy(), x0 * x0 + 1)
+
+
+_WARP_ID_CG = """#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__global__ void k(float* out, const float* in, int n) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<TILE> warp = cg::tiled_partition<TILE>(block);
+    __shared__ float part[32];
+    int i = blockIdx.x * block.size() + block.thread_rank();
+    float v = cg::reduce(warp, i < n ? in[i] : 0.0f, cg::plus<float>());
+    if (warp.thread_rank() == 0) part[warp.meta_group_rank()] = v;
+    block.sync();
+    float w = warp.thread_rank() < warp.meta_group_size() ? part[warp.thread_rank()] : 0.0f;
+    if (warp.meta_group_rank() == 0) {
+        w = cg::reduce(warp, w, cg::plus<float>());
+        if (warp.thread_rank() == 0) out[blockIdx.x] = w;
+    }
+}
+"""
+
+
+def test_a_branch_on_a_warp_tiles_meta_group_rank_is_warp_uniform(opencl_backend):
+    """``if (warp.meta_group_rank() == 0) w = cg::reduce(warp, w, ...)``: a 32-thread tile's
+    meta_group_rank is the warp's index, so each warp takes the branch whole and the reduction
+    is hoisted before it; right with blockDim.x = 16 too (the index is the linear thread's)."""
+    result = translate(_WARP_ID_CG.replace("TILE", "32"), "opencl")
+    assert [d.line for d in result.diagnostics if d.construct == "warp call hoisted out of a branch"] == [14]
+    k = _port(_WARP_ID_CG.replace("TILE", "32"), "k", opencl_backend)
+    n, blocks = 1000, 8
+    x = np.random.default_rng(2).integers(-50, 51, blocks * 128).astype(F32)  # exact sums
+    for shape in (128, (16, 8), (32, 2, 2)):
+        out = _dev(np.full(blocks, np.nan, F32), opencl_backend)
+        k(blocks, shape, out, _dev(x, opencl_backend), np.int32(n))
+        want = np.where(np.arange(blocks * 128) < n, x, 0).reshape(blocks, 128).sum(1)
+        np.testing.assert_array_equal(out.numpy(), want, err_msg=str(shape))
+
+
+def test_a_branch_on_a_smaller_tiles_meta_group_rank_stays_refused():
+    """A 16-thread tile's meta_group_rank differs between the two halves of a warp."""
+    result = translate(_WARP_ID_CG.replace("TILE", "16"), "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(14, "cg::reduce")]
+    assert ("the condition on line 13 ((warp.meta_group_rank() == 0)) can differ between the lanes "
+            "of one warp") in str(result.errors[0])
