@@ -687,7 +687,17 @@ class OpenCLTranslator(WarpEmulation):
                                          f"line {value.start_point.row + 1})", "fix the macro's body")
         else:
             main.note("#define with CUDA names")
-            self.rw.replace(value, lambda _i: sub.render_range(start, start + len(value.text)))
+            self.rw.replace(value, lambda _i: self._render_macro(sub, start, start + len(value.text)))
+
+    def _render_macro(self, sub: Rewriter, start: int, end: int) -> str:
+        """A macro body's translation, rendered with ``self.rw`` its own rewriter again: the
+        replacements recorded in it render their arguments through ``self.rw`` (lazily), and
+        the main rewriter's offsets are not the body's."""
+        main, self.rw = self.rw, sub
+        try:
+            return sub.render_range(start, end)
+        finally:
+            self.rw = main
 
     def _enum(self, item) -> None:
         """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int. C++ names

@@ -128,6 +128,23 @@ def test_bit_intrinsics_ffs_brev_mulhi_mul24(backend, to):
     np.testing.assert_array_equal(out, np.array([ffs, brev, umulhi, mulhi, umul24], np.uint64).T)
 
 
+
+def test_intrinsics_in_macro_bodies_take_the_macros_parameters(backend, to):
+    """``#define IMUL(a, b) __mul24(a, b)`` (cuda-samples' scalarProd): the intrinsic's OpenCL
+    form is written with the macro's own parameters, not text from elsewhere in the file."""
+    src = """#define IMUL(a, b) __mul24(a, b)
+#define HI(x, y) __umulhi(x, y)
+__global__ void k(const unsigned* a, unsigned* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { out[2 * i] = IMUL((int)a[i], i - 40); out[2 * i + 1] = HI(a[i], 0x9E3779B9u); }
+}"""
+    n = 80
+    a = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    _, out = _run(backend, to, src, a, np.zeros(2 * n, np.uint32), n=n)
+    s24 = [((int(v) & 0xFFFFFF) ^ 0x800000) - 0x800000 for v in a]
+    want = [[(s * (i - 40)) % 2**32, (int(v) * 0x9E3779B9) >> 32] for i, (s, v) in enumerate(zip(s24, a))]
+    np.testing.assert_array_equal(out.reshape(n, 2), np.array(want, np.uint64))
+
 def test_reinterpretation_and_sincos(backend, to):
     src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
