@@ -308,7 +308,8 @@ HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h
                            "memory", "chrono", "numeric", "random", "time.h", "ctime",
                            "sys/time.h", "unistd.h", "iomanip", "sstream", "fstream", "functional",
                            "map", "unordered_map", "tuple", "utility", "limits", "cuda_runtime_api.h",
-                           "helper_cuda.h", "helper_functions.h", "helper_string.h", "omp.h"))
+                           "helper_cuda.h", "helper_functions.h", "helper_string.h", "helper_image.h",
+                           "helper_timer.h", "omp.h"))
 #: host-side library header folders (PyTorch extensions, pybind11): device code never sees them
 HOST_INCLUDE_DIRS = ("torch/", "ATen/", "c10/", "pybind11/")
 
