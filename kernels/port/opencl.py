@@ -796,8 +796,10 @@ class OpenCLTranslator(WarpEmulation):
                 name, ptr, arr = declarator_parts(d)
                 self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
             return
+        # a const value (not a pointer to const data: ``const char *name = "..."`` is a host
+        # variable, which device code cannot read) is a constant device code may use
         if q & {"const", "constexpr"} and "__device__" not in q and all(
-                d.type == "init_declarator" for d in declarators):
+                d.type == "init_declarator" and declarator_parts(d)[1] == 0 for d in declarators):
             self.rw.replace(item, lambda inner: f"{constant} {inner}")
             base = self._type(type_node(item))
             for d in declarators:
