@@ -48,8 +48,12 @@ _PREPROC_IF = frozenset(("preproc_if", "preproc_ifdef", "preproc_else", "preproc
 
 #: C++ constructs named in diagnostics (the rest of the unknown node types get a generic one)
 _CPP = {
-    "template_declaration": ("template", "OpenCL C has no templates",
-                             "instantiate by hand for each type, e.g. with #define T float"),
+    "template_declaration": ("template", "OpenCL C has no templates, and this file names no "
+                             "instantiation of this one (an explicit instantiation, or a call "
+                             "naming its arguments) for accel port to expand; launches from host "
+                             "code do not count", "an explicit instantiation per launch, e.g. "
+                             "template __global__ void k<float>(float*, int);, or instantiate by "
+                             "hand with #define T float"),
     "template_instantiation": ("template", "OpenCL C has no templates",
                                "instantiate by hand for each type, e.g. with #define T float"),
     "template_function": ("template call", "OpenCL C has no templates",
