@@ -56,9 +56,9 @@ def test_hip_translation_also_builds_with_hipcc(tmp_path):
 
 
 #: the real kernels' excerpts that compile on their own (the transpose sample includes its
-#: folder's helper headers)
+#: folder's helper headers, flash-attention-minimal PyTorch's)
 REAL_FILES = sorted(p.name for p in (CORPUS.parent / "port_real").glob("*.cu")
-                    if p.name != "cudasamples_transpose.cu")
+                    if p.name not in ("cudasamples_transpose.cu", "flashattnmin_forward_kernel.cu"))
 
 
 @pytest.mark.parametrize("path", [CORPUS / f for f in FILES] +
@@ -350,8 +350,9 @@ def test_8_and_16_bit_stdint_types_build_with_hiprtc():
 
 #: the real kernels (tests/port_real) whose HIP translation builds without other files: with
 #: hiprtc, or with hipcc where they include cooperative groups (ROCm 5's hiprtc fails inside
-#: that header; the translation warns so). cudasamples_transpose.cu keeps the sample's host
-#: includes (helper_cuda.h...), which only the sample's own folder provides.
+#: that header; the translation warns so). cudasamples_transpose.cu and
+#: flashattnmin_forward_kernel.cu keep their host code and its includes (the sample's
+#: helper_cuda.h, PyTorch's headers), which only their own projects provide.
 _REAL_HIP = [("llmc_adamw_kernel2.cu", "hiprtc"), ("llmc_crossentropy_forward_kernel1.cu", "hiprtc"),
              ("llmc_layernorm_forward_kernel2.cu", "hiprtc"), ("llmc_matmul_forward_kernel4.cu", "hiprtc"),
              ("llmc_permute_kernel.cu", "hiprtc"), ("llmc_softmax_forward_kernel3.cu", "hiprtc"),
