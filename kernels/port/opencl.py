@@ -142,21 +142,27 @@ class Spelling:
     barrier: str = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
     fence: str = "mem_fence(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
     types: dict = field(default_factory=lambda: {**T.OPENCL_TYPES, "__nv_bfloat16": "ushort",
-                                                  "nv_bfloat16": "ushort"})
+                                                  "nv_bfloat16": "ushort", "half2": "ushort2",
+                                                  "__half2": "ushort2"})
     #: element i of a memory-only 16-bit float array p read as float, and v written to it, by
     #: the type's normalised name (T.STORAGE_FLOATS); helpers they call come from T.OPENCL_HELPERS
     loads: dict = field(default_factory=lambda: {"half": "vload_half({i}, {p})",
-                                                 "bfloat16": "accel_bf16_to_float({p}[{i}])"})
+                                                 "bfloat16": "accel_bf16_to_float({p}[{i}])",
+                                                 "half2": "accel_half2_to_float2({p}[{i}])"})
     stores: dict = field(default_factory=lambda: {
-        "half": "vstore_half_rte({v}, {i}, {p})", "bfloat16": "{p}[{i}] = accel_float_to_bf16({v})"})
+        "half": "vstore_half_rte({v}, {i}, {p})", "bfloat16": "{p}[{i}] = accel_float_to_bf16({v})",
+        "half2": "{p}[{i}] = accel_float2_to_half2({v})"})
     #: a struct member of a memory-only 16-bit float type: its type (OpenCL C allows half only
     #: behind a pointer, so the member holds the bits: the same size and alignment as CUDA's),
     #: and the read as float of, and the write of v to, member lvalue e
-    member_types: dict = field(default_factory=lambda: {"half": "ushort", "bfloat16": "ushort"})
+    member_types: dict = field(default_factory=lambda: {"half": "ushort", "bfloat16": "ushort",
+                                                        "half2": "ushort2"})
     member_loads: dict = field(default_factory=lambda: {"half": "accel_half_to_float({e})",
-                                                        "bfloat16": "accel_bf16_to_float({e})"})
+                                                        "bfloat16": "accel_bf16_to_float({e})",
+                                                        "half2": "accel_half2_to_float2({e})"})
     member_stores: dict = field(default_factory=lambda: {
-        "half": "{e} = accel_float_to_half({v})", "bfloat16": "{e} = accel_float_to_bf16({v})"})
+        "half": "{e} = accel_float_to_half({v})", "bfloat16": "{e} = accel_float_to_bf16({v})",
+        "half2": "{e} = accel_float2_to_half2({v})"})
     constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
                                                      "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
@@ -472,7 +478,7 @@ class OpenCLTranslator(WarpEmulation):
             pass
         elif kind == "enum_specifier" and item.child_by_field_name("body") is not None:
             self._enum(item)
-        elif kind == "struct_specifier" and item.child_by_field_name("body") is not None:
+        elif kind in ("struct_specifier", "union_specifier") and item.child_by_field_name("body") is not None:
             # C++'s struct S { }; names the type S, C's only struct S: typedef it for C
             tag = self._struct(item)
             if item.child_by_field_name("name") is not None:
@@ -846,38 +852,48 @@ class OpenCLTranslator(WarpEmulation):
             self.uses_double = True
         if spelled in T.OPENCL_UNSUPPORTED:
             self.rw.error(node, spelled, *T.OPENCL_UNSUPPORTED[spelled])
+        elif name in T.STORAGE_MATH and name not in self.sp.loads:
+            self.rw.error(node, spelled, f"{self.sp.name} has no spelling for {name} memory "
+                          "(kernels/accel.h has no such type)", "translate with --to opencl")
         elif spelled == "dim3":
             self.rw.error(node, "dim3", "OpenCL C has no dim3", "three uint variables")
         elif node.type == "placeholder_type_specifier":
             self.rw.error(node, "auto", "OpenCL C has no type deduction", "spell the type out")
-        elif node.type == "struct_specifier":
+        elif node.type in ("struct_specifier", "union_specifier"):
             return self._struct(node)
-        elif node.type in ("class_specifier", "union_specifier", "enum_specifier"):
+        elif node.type in ("class_specifier", "enum_specifier"):
             self.rw.error(node, node.type.removesuffix("_specifier"), "aggregate types are "
                           "outside the subset accel port translates", "separate arrays per field")
         return name
 
     def _struct(self, node) -> str:
-        """A struct type; with a body, its definition: the members' types are translated (a
-        16-bit float member holds its bits, see Spelling.member_types) and recorded for the
-        expressions that use them. A member whose size or alignment differs in OpenCL C (a
-        pointer, bool, size_t, a 3-component vector) is refused: the struct's layout must stay
-        CUDA's, byte for byte, for the buffers the host fills."""
+        """A struct or union type; with a body, its definition: the members' types are
+        translated (a 16-bit float member holds its bits, see Spelling.member_types) and
+        recorded for the expressions that use them. A member whose size or alignment differs in
+        OpenCL C (a pointer, bool, size_t, a 3-component vector) is refused: the layout must stay
+        CUDA's, byte for byte, for the buffers the host fills and for a union's members, which
+        read each other's bytes (C's unions, which OpenCL C has, do what CUDA's do)."""
         tag, body = node.child_by_field_name("name"), node.child_by_field_name("body")
+        word = "union" if node.type == "union_specifier" else "struct"
         if body is None:
             return self._normal(text(tag)) if tag is not None else "int"
         if tag is None and node.parent.type == "type_definition":  # typedef struct { } name;
             tag = declarator_parts(node.parent.child_by_field_name("declarator"))[0]
-        if tag is None:
-            self.rw.error(node, "anonymous struct", "accel port needs a name to follow its "
-                          "members", "typedef struct { ... } name;")
+        if tag is None and word == "union" and node.parent.type == "declaration":
+            # union { uint u; half2 h; } p;: the members are known by a name no code can spell
+            key = f"anonymous union on line {line(node)}"
+        elif tag is None:
+            self.rw.error(node, f"anonymous {word}", "accel port needs a name to follow its "
+                          f"members", f"typedef {word} {{ ... }} name;")
             return "int"
-        members = self.globals.structs.setdefault(text(tag), {})
+        else:
+            key = text(tag)
+        members = self.globals.structs.setdefault(key, {})
         for f in body.named_children:
             if f.type == "comment":
                 continue
             if f.type != "field_declaration" or f.child_by_field_name("type") is None:
-                self.rw.error(f, f"struct member ({f.type.replace('_', ' ')})", "OpenCL C structs "
+                self.rw.error(f, f"{word} member ({f.type.replace('_', ' ')})", f"OpenCL C {word}s "
                               "hold data members only", "plain data members; functions outside")
                 continue
             base = self._type(type_node(f))
@@ -886,16 +902,16 @@ class OpenCLTranslator(WarpEmulation):
                 if ptr or base in ("bool", "size_t", "ptrdiff_t") or base in T.VECTOR3_TYPES \
                         or base in self.narrow_enums \
                         or any(c.type == "bitfield_clause" for c in f.named_children):
-                    self.rw.error(f, f"struct member {text(name) if name is not None else ''}",
+                    self.rw.error(f, f"{word} member {text(name) if name is not None else ''}",
                                   "its size or alignment differs between CUDA and OpenCL C "
-                                  "(or is the implementation's there), so the struct's layout "
+                                  f"(or is the implementation's there), so the {word}'s layout "
                                   "would differ", "a fixed-width integer or float member (an "
                                   "index instead of a pointer)")
                     continue
                 members[text(name)] = Sym(base, array=arr > 0)
             if base in self.sp.member_types:
                 self.rw.replace(type_node(f), self.sp.member_types[base])
-        return text(tag)
+        return key
 
     # -- functions ------------------------------------------------------------------------------------
     def _function(self, fn: _Function) -> None:
@@ -1369,6 +1385,12 @@ class OpenCLTranslator(WarpEmulation):
             if sym is not None and sym.type in T.STORAGE_MATH:
                 self.rw.error(node, f"{sym.type} element access", *T.STORAGE_MATH[sym.type])
                 return
+            # an element of a memory-only array member (s.d[i] of half d[2]), which no
+            # conversion took: its bits, which must not be read as a number
+            member = member_info(base, scope, self._normal) if base.type == "field_expression" else None
+            if member is not None and member.type in T.STORAGE_MATH and member.array:
+                self.rw.error(node, f"{member.type} member element access", *T.STORAGE_MATH[member.type])
+                return
             for c in node.named_children:
                 self._expr(c, scope)
         elif kind == "cast_expression":
@@ -1765,7 +1787,8 @@ class OpenCLTranslator(WarpEmulation):
             return False
         self.rw.note(name)
         self._helpers_of(element.load)
-        self.rw.replace(node, lambda _i: element.read())
+        part = T.STORAGE_LOAD_PARTS.get(name, "{}")  # __low2float: one half of the float2
+        self.rw.replace(node, lambda _i: part.format(element.read()))
         for n in element.inner:
             self._expr(n, scope)
         return False  # arguments handled
@@ -1784,20 +1807,24 @@ class OpenCLTranslator(WarpEmulation):
         if target is None:
             return False
         statement = node.parent.type == "expression_statement" and plain
-        converted = (right.type == "call_expression"
-                     and text(right.child_by_field_name("function")) in T.STORAGE_STORES[kind]
-                     and len(right.child_by_field_name("arguments").named_children) == 1)
+        conversion = text(right.child_by_field_name("function")) if right.type == "call_expression" else ""
+        spelled = T.STORAGE_STORE_VALUES.get(conversion, "{}")  # its float value from its arguments
+        converted = (conversion in T.STORAGE_STORES[kind] and len(
+            right.child_by_field_name("arguments").named_children) == spelled.count("{}"))
         copied = self._storage_element(right, scope, kind)  # q[j] of the same type: its bits
         if not statement or not (converted or copied):
-            self.rw.error(node, f"{kind} store", *T.STORAGE_MATH[kind])
+            if right.type == "call_expression" and callee_name(right) in T.OPENCL_UNSUPPORTED:
+                self._expr(right, scope)  # c[i] = __hadd2(a[i], b[i]): the call's own refusal
+            else:
+                self.rw.error(node, f"{kind} store", *T.STORAGE_MATH[kind])
             return True
         if copied:  # widening then narrowing gives back the same bits (NaN payloads included)
             self._helpers_of(copied.load)
             value, loaded, inner = None, copied.read, copied.inner
         else:
-            value = right.child_by_field_name("arguments").named_children[0]
-            self.rw.note(text(right.child_by_field_name("function")))
-            loaded, inner = (lambda: self.rw.render(value)), [value]
+            values = right.child_by_field_name("arguments").named_children
+            self.rw.note(conversion)
+            loaded, inner = (lambda: spelled.format(*(self.rw.render(v) for v in values))), list(values)
         self._helpers_of(target.store)
         self.rw.replace(node, lambda _i: target.write(loaded()))
         for n in inner + target.inner:
@@ -1823,7 +1850,7 @@ class OpenCLTranslator(WarpEmulation):
         element ``node`` points at (``&p[i]``, ``p + i``, ``p``)."""
         while node is not None and node.type == "parenthesized_expression" and node.named_children:
             node = node.named_children[0]
-        if node is None:
+        if node is None or kind not in self.sp.loads:  # refused where its type is spelled
             return None
         if address and node.type == "pointer_expression" and text(node).startswith("&"):
             return self._storage_element(node.child_by_field_name("argument"), scope, kind)

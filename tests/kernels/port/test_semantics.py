@@ -145,6 +145,85 @@ __global__ void k(const unsigned* a, unsigned* out, int n) {
     want = [[(s * (i - 40)) % 2**32, (int(v) * 0x9E3779B9) >> 32] for i, (s, v) in enumerate(zip(s24, a))]
     np.testing.assert_array_equal(out.reshape(n, 2), np.array(want, np.uint64))
 
+
+_HALF2 = """#include <cuda_fp16.h>
+union pack4 { float4 f; half2 h[4]; };
+typedef union { unsigned int u; half2 h; } bits_t;
+struct pair_t { half2 v; float s; };
+__global__ void k(const float4* in, const half2* x, half2* y, pair_t* ps, const unsigned* w, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    pack4 p;
+    p.f = in[i];
+    float s = 0.0f;
+    for (int j = 0; j < 4; j++) {
+        float2 t = __half22float2(p.h[j]);
+        s += t.x + t.y;
+    }
+    float2 a = __half22float2(x[i]);
+    y[i] = __floats2half2_rn(a.x * 3.0f, a.y + 1.0f);
+    ps[i].v = __float22half2_rn(make_float2(s, -s));
+    union { unsigned int u; half2 h; } q;
+    q.u = w[i];
+    bits_t b;
+    b.h = x[i];
+    out[2 * i] = s + __low2float(ps[i].v) + __high2float(__ldg(&x[i]));
+    out[2 * i + 1] = __low2float(q.h) + (float)(b.u & 1u);
+}"""
+
+
+def test_half2_in_unions_structs_and_pointers_is_kept_as_bits_and_converted(backend):
+    """half2 as OpenCL keeps it without cl_khr_fp16: its 4 bytes (ushort2, CUDA's size and
+    alignment) in memory, unions and structs, read through __half22float2 / __low2float /
+    __high2float and written through __floats2half2_rn / __float22half2_rn, rounding to
+    nearest even like numpy's float16; a union reads another member's bytes as CUDA's does."""
+    result = translate(_HALF2, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    n = 70
+    packed = RNG.standard_normal((n, 8)).astype(np.float16)
+    x = (RNG.standard_normal((n, 2)) * 10).astype(np.float16)
+    w = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    pair = np.dtype([("v", "<f2", 2), ("s", "<f4")])
+    dev = [accel.asarray(a, backend=backend) for a in (
+        packed.view(np.float32), x, np.zeros((n, 2), np.float16), np.zeros(n * 8, np.uint8), w,
+        np.zeros(2 * n, np.float32))]
+    kernel(result.text, "k", backend=backend, options=result.options)(2, 64, *dev, np.int32(n))
+    s = np.zeros(n, np.float32)  # in the kernel's order
+    for j in range(4):
+        s += packed[:, 2 * j].astype(np.float32) + packed[:, 2 * j + 1].astype(np.float32)
+    xf = x.astype(np.float32)
+    np.testing.assert_array_equal(dev[2].numpy(), np.stack([xf[:, 0] * 3, xf[:, 1] + 1], 1).astype(np.float16))
+    ps = dev[3].numpy().view(pair)
+    np.testing.assert_array_equal(ps["v"], np.stack([s, -s], 1).astype(np.float16))
+    out = dev[5].numpy().reshape(n, 2)
+    np.testing.assert_array_equal(out[:, 0], s + s.astype(np.float16).astype(np.float32) + xf[:, 1])
+    with np.errstate(invalid="ignore"):  # random bits: some are NaN halves, which stay NaN
+        low = (w & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(out[:, 1], low + (x.view(np.uint32)[:, 0] & 1).astype(np.float32))
+
+
+@pytest.mark.parametrize("body, construct", [
+    ("float a = p.h[0].x;", "half2 member element access"),  # the bits, not the number
+    ("half2 v = x[i];", "half2 variable"),
+    ("float a = x[i].x;", "half2 element access"),
+    ("y[i] = x[i] + x[i];", "half2 store"),
+    ("float a = ps[i].v.y;", "half2 member v"),
+])
+def test_half2_used_as_a_number_is_refused(body, construct):
+    src = _HALF2.replace("    out[2 * i] = s", f"    {body}\n    out[2 * i] = s")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(22, construct)]
+
+
+def test_half_array_members_read_without_a_conversion_are_refused():
+    """``a + b[i].d[0]`` with ``half d[2]``: the member holds the bits (ushort), which a plain
+    read would add as an integer."""
+    src = ("#include <cuda_fp16.h>\ntypedef struct { half d[2]; int q; } blk;\n"
+           "__global__ void k(const blk* b, float* out) {\n  int i = threadIdx.x;\n"
+           "  float a = b[i].d[1];\n  out[i] = a + b[i].d[0];\n}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(6, "half member element access")]
+
 def test_reinterpretation_and_sincos(backend, to):
     src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
