@@ -240,7 +240,7 @@ class WarpUniformity(Uniformity):
             if text(f.child_by_field_name("field")) == "meta_group_rank" and obj.type == "identifier" \
                     and self.groups.get(text(obj)) == 32:  # the warp's own index, whatever the block
                 return not n.child_by_field_name("arguments").named_children
-        if n.type == "binary_expression" and self._thread_x(n.child_by_field_name("left")):
+        if n.type == "binary_expression" and self.thread_x(n.child_by_field_name("left")):
             op, k = text(n.child_by_field_name("operator")), self.constant(n.child_by_field_name("right"))
             if k is not None and k > 0 and (op == "/" and k % 32 == 0 or op == ">>" and k >= 5
                                              or op in ("<", ">=") and k % 32 == 0
@@ -248,13 +248,13 @@ class WarpUniformity(Uniformity):
                 return True
         return super().expr(n)
 
-    def _thread_x(self, n) -> bool:
+    def thread_x(self, n) -> bool:
         """``threadIdx.x``, or a variable whose one definition is it (``int tid = threadIdx.x``)."""
         while n.type == "parenthesized_expression":
             n = n.named_children[0]
         if n.type == "identifier":
             values = [v for name, v, _w, _ok in self.defs if name == text(n)]
-            return len(values) == 1 and values[0] is not None and self._thread_x(values[0])
+            return len(values) == 1 and values[0] is not None and self.thread_x(values[0])
         return text(n).replace(" ", "") == "threadIdx.x"
 
     def constant(self, n) -> int | None:

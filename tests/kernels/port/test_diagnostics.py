@@ -717,6 +717,13 @@ _UNHOISTABLE = [
     ("  if (wid == 0) v = wspin(v);\n", "wspin has a loop on line 3 that may run a number of times that depends on the thread"),
     ("  if (wid == 0) wsum(v);\n", "its value is not simply assigned or declared"),
     ("  if (wid == 0) v = wsum(v) / lane;\n", None),  # the division stays in the branch: hoisted
+    ("  if (wid == 0) { float t = v * 2.0f; v = wsum(t); }\n", None),  # t moves with the call
+    ("  if (wid == 0) { float t = x[i]; v = wsum(t); }\n", "the statements before it in its branch "
+     "(from line 7) run first and could change what it reads (the value of t reads or writes memory (line 7))"),
+    ("  if (wid == 0) { float v2 = v; v = wsum(v2); }\n  float v2 = 0.0f;\n",
+     "the statements before it in its branch (from line 7) run first and could change what it "
+     "reads (v2 is declared more than once in k)"),
+    ("  if (wid == 0) { float t = v; if (lane == 0) v = wsum(t); }\n", "the condition on line 7 ((lane == 0))"),
     ("  if (wid == 0) v = __shfl_down_sync(0xffffffff, v, 1);\n", None),
     ("  if (wid == 0) v = __shfl_down_sync(0xffffffff, x[i], 1);\n", "its argument x[i] reads or writes memory"),
 ]

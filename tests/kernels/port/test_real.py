@@ -393,3 +393,31 @@ def test_flash_attention_minimal_forward_matches_numpy_and_leaves_the_torch_host
     p = np.exp(s - s.max(-1, keepdims=True))
     want = np.einsum("bhnm,bhmd->bhnd", p / p.sum(-1, keepdims=True), v)
     np.testing.assert_allclose(o.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+
+def test_declarations_before_a_warp_reduction_in_its_branch_move_with_it(opencl_backend):
+    """``if (warp.meta_group_rank() == 0) { float w = lane < nwarps ? part[lane] : 0.0f;
+    w = cg::reduce(warp, w, ...); ... }`` (llm.c's global_norm kernel1 writes its second step
+    so): the declaration reads only the lane's own slot of a 32-element __shared__ array, so it
+    moves before the if with the reduction, and every thread computes both in bounds."""
+    src = _WARP_ID_CG.replace("TILE", "32").replace(
+        "    float w = warp.thread_rank() < warp.meta_group_size() ? part[warp.thread_rank()] : 0.0f;\n"
+        "    if (warp.meta_group_rank() == 0) {\n",
+        "    if (warp.meta_group_rank() == 0) {\n"
+        "        float w = warp.thread_rank() < warp.meta_group_size() ? part[warp.thread_rank()] : 0.0f;\n")
+    result = translate(src, "opencl")
+    assert [(d.line, "line 13" in d.why) for d in result.diagnostics
+            if d.construct == "warp call hoisted out of a branch"] == [(14, True)]
+    k = _port(src, "k", opencl_backend)
+    n, blocks = 1000, 8
+    x = np.random.default_rng(3).integers(-50, 51, blocks * 128).astype(F32)
+    for shape in (128, (16, 8)):
+        out = _dev(np.full(blocks, np.nan, F32), opencl_backend)
+        k(blocks, shape, out, _dev(x, opencl_backend), np.int32(n))
+        want = np.where(np.arange(blocks * 128) < n, x, 0).reshape(blocks, 128).sum(1)
+        np.testing.assert_array_equal(out.numpy(), want, err_msg=str(shape))
+    # a slot no lane bounds (part[n]) may be out of bounds for the threads the if excludes
+    bad = src.replace("part[warp.thread_rank()] : 0.0f;\n        w = cg", "part[n] : 0.0f;\n        w = cg")
+    errors = translate(bad, "opencl").errors
+    assert [e.line for e in errors] == [14] and "the value of w reads or writes memory" in str(errors[0])
