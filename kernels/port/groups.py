@@ -22,6 +22,15 @@ _TILE_DECL = re.compile(r"^(?:const\s+)?(?:(\w+)::)?thread_block_tile\s*<\s*(\d+
 _TILE_SIZE = re.compile(r"\btiled_partition\s*<\s*(\d+)\s*>")
 _BLOCK_INDEX = {"group_index": "blockIdx", "thread_index": "threadIdx", "group_dim": "blockDim",
                 "dim_threads": "blockDim"}
+#: the names cooperative_groups declares (functions, group types, reduction operators): with
+#: ``using namespace cooperative_groups;`` these, and only these, unqualified names are its
+_CG_NAMES = frozenset((
+    "this_thread_block", "this_grid", "this_multi_grid", "this_cluster", "tiled_partition",
+    "coalesced_threads", "binary_partition", "labeled_partition", "sync", "reduce",
+    "inclusive_scan", "exclusive_scan", "memcpy_async", "wait", "wait_prior", "invoke_one",
+    "invoke_one_broadcast", "thread_group", "thread_block", "thread_block_tile", "grid_group",
+    "multi_grid_group", "coalesced_group", "cluster_group", "plus", "less", "greater",
+    "bit_and", "bit_or", "bit_xor"))
 _GRID = ("grid", "multi_grid", "cluster", "coalesced", "labeled", "binary_partition")
 _GRID_WHY = ("OpenCL 1.2 cannot synchronise or group threads beyond one work-group (or below it "
              "without a proof every thread arrives)")
@@ -72,6 +81,10 @@ class Groups:
             node = node.child_by_field_name("name")
         elif not self.using:
             return None
+        else:  # using namespace cooperative_groups: an unqualified name is its only if it has it
+            inner = node.child_by_field_name("name") if node.type in ("template_function", "template_type") else node
+            if text(inner) not in _CG_NAMES or text(inner) in self.tr.functions:
+                return None
         if node.type in ("template_function", "template_type"):
             node = node.child_by_field_name("name")
         return text(node) if node.type in ("identifier", "type_identifier") else None

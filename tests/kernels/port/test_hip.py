@@ -356,7 +356,8 @@ def test_8_and_16_bit_stdint_types_build_with_hiprtc():
 _REAL_HIP = [("llmc_adamw_kernel2.cu", "hiprtc"), ("llmc_crossentropy_forward_kernel1.cu", "hiprtc"),
              ("llmc_layernorm_forward_kernel2.cu", "hiprtc"), ("llmc_matmul_forward_kernel4.cu", "hiprtc"),
              ("llmc_permute_kernel.cu", "hiprtc"), ("llmc_softmax_forward_kernel3.cu", "hiprtc"),
-             ("cudasamples_shfl_scan_test.cu", "hiprtc"), ("cudasamples_scalarProd_kernel.cu", "hipcc")]
+             ("cudasamples_shfl_scan_test.cu", "hiprtc"), ("cudasamples_scalarProd_kernel.cu", "hipcc"),
+             ("cudasamples_simpleCooperativeGroups.cu", "hipcc")]  # host code and printf too
 
 
 @pytest.mark.parametrize("file, compiler", _REAL_HIP)

@@ -127,12 +127,13 @@ def test_stats_over_the_real_kernels():
     entries = [(p, p.read_text(), translate(p.read_text(), "opencl", filename=str(p)))
                for p in sources([REAL])]
     stats = tally(entries, "opencl")
-    assert (stats["files"], stats["files_ported"]) == (14, 10)
-    assert (stats["kernels"], stats["kernels_ported"]) == (27, 18)
+    assert (stats["files"], stats["files_ported"]) == (15, 10)
+    assert (stats["kernels"], stats["kernels_ported"]) == (28, 18)
     assert stats["constructs"]["cg::reduce"]["refused"] == 2
     assert stats["refused_by_reason"] == {"__shfl_up_sync": 1, "cg::reduce": 1, "template": 2,
-                                          "__CUDA_ARCH__": 1, "optional parameter declaration": 1}
-    assert (stats["files_refused"], stats["files_failed"]) == (4, 0)
+                                          "__CUDA_ARCH__": 1, "optional parameter declaration": 1,
+                                          "cooperative groups": 1, "printf": 1}
+    assert (stats["files_refused"], stats["files_failed"]) == (5, 0)
 
 
 def test_stats_count_a_file_the_translator_failed_on_apart():
@@ -421,3 +422,16 @@ def test_declarations_before_a_warp_reduction_in_its_branch_move_with_it(opencl_
     bad = src.replace("part[warp.thread_rank()] : 0.0f;\n        w = cg", "part[n] : 0.0f;\n        w = cg")
     errors = translate(bad, "opencl").errors
     assert [e.line for e in errors] == [14] and "the value of w reads or writes memory" in str(errors[0])
+
+
+def test_cuda_samples_simple_cooperative_groups_is_refused_naming_each_construct():
+    """``using namespace cooperative_groups;`` makes only cooperative_groups' own names
+    unqualified: printf stays printf, and the file's sumReduction, called with a group as a
+    value, is refused for that, not taken for a cooperative-groups function."""
+    file = REAL / "cudasamples_simpleCooperativeGroups.cu"
+    result = translate(file.read_text(), "opencl", filename=file.name)
+    assert [(d.line, d.construct) for d in result.errors] == [
+        (111, "cooperative groups (threadBlockGroup)"), (115, "printf"), (120, "printf"),
+        (140, "cooperative groups (tiledPartition16)"), (144, "printf")]
+    assert [(d.line, d.construct) for d in result.diagnostics if d.severity == "warning"] == [
+        (45, "#include <stdio.h>"), (155, "host function main")]
