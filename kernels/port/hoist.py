@@ -200,7 +200,7 @@ class Hoisting:
         if fn.name not in self._warp_uniformities:
             u = self._uniformity(fn)
             self._warp_uniformities[fn.name] = WarpUniformity(fn.node, fn.kernel, u.pure, u.groups,
-                                                              u.macros)
+                                                              u.macros, u.skip)
         return self._warp_uniformities[fn.name]
 
     def _impure(self, node, u, wu, path=()) -> str | None:

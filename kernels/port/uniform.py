@@ -55,10 +55,12 @@ class Uniformity:
     cooperative groups, name -> 0 for the thread block or N for a ``thread_block_tile<N>``."""
 
     def __init__(self, fn_node, params_uniform: bool, pure, groups=None,
-                 macros: dict[str, tuple[tuple[str, ...], str]] | None = None):
+                 macros: dict[str, tuple[tuple[str, ...], str]] | None = None, skip=frozenset()):
         self.fn, self.pure, self.groups = fn_node, pure, dict(groups or {})
         #: the file's macros: name -> (parameters, body text)
         self.macros = macros or {}
+        #: the returns every thread now passes (accel.kernels.port.earlyexit), by byte offset
+        self.skip = skip
         self._macro_uniform: dict[str, bool] = {}
         body = fn_node.child_by_field_name("body")
         self.body = body
@@ -103,7 +105,7 @@ class Uniformity:
                 if arg.type == "identifier":  # its address escapes: anything may write it
                     defs.append((text(arg), None, n, False))
             elif n.type in ("return_statement", "break_statement", "continue_statement",
-                            "goto_statement"):
+                            "goto_statement") and n.start_byte not in skip:
                 self.jumps.append(n)
             elif n.type == "identifier" and text(n) in self.macros and self._controls(text(n)):
                 self.macro_jumps.append(n)
