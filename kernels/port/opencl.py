@@ -219,6 +219,13 @@ class OpenCLTranslator(WarpEmulation):
         self.kept_calls: set[str] = set()
         self.functions: dict[str, _Function] = {}
         self.typedefs: dict[str, str] = {}
+        #: typedef name -> the line that defined it (a second, different definition is refused)
+        self.typedef_lines: dict[str, int] = {}
+        #: conditional compilation around the item being collected: how many enclosing #if
+        #: branches are certainly dropped, and the #if nesting depth; the macros the file
+        #: defines outside any #if (which every build has, whatever -D it is given)
+        self.pp_dead = self.pp_depth = 0
+        self.defined_always: set[str] = set()
         #: typedefs of types OpenCL lacks (typedef half2 half2_t;), with their errors: reported
         #: where device code uses the name, else the typedef is left out with a warning
         self.typedef_pending: dict[str, tuple[object, list]] = {}
@@ -420,7 +427,7 @@ class OpenCLTranslator(WarpEmulation):
                 else:
                     self._collect_one(body)
             elif kind in _PREPROC_IF:
-                self._collect(self._branches(item))
+                self._conditional(item)
             elif kind == "namespace_definition" and (body := item.child_by_field_name("body")) is not None:
                 self._namespace(item, body)
             else:
@@ -437,6 +444,48 @@ class OpenCLTranslator(WarpEmulation):
         self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
         self.rw.replace(body, lambda inner: inner.strip().removeprefix("{").removesuffix("}"))
         self._collect(body.named_children)
+
+    def _conditional(self, item) -> None:
+        """An #if/#ifdef/#elif/#else block: every branch is translated (the OpenCL preprocessor
+        chooses), and a branch is known to be dropped when an earlier one's condition is
+        certainly true (``#if defined(X)`` after an unconditional ``#define X``) or its own
+        certainly false, so that its typedefs do not type the code."""
+        truth = self._pp_truth(item)
+        alt = item.child_by_field_name("alternative")
+        self.pp_depth += 1
+        dead = self.pp_dead
+        self.pp_dead += truth is False
+        self._collect([c for c in self._branches(item) if c != alt])
+        self.pp_dead = dead + (truth is True)
+        if alt is not None:
+            self._collect([alt])
+        self.pp_dead = dead
+        self.pp_depth -= 1
+
+    def _pp_truth(self, item) -> bool | None:
+        """Whether a branch's condition certainly holds (True), certainly fails (False), or
+        may go either way (None: a macro the file does not define unconditionally could
+        come from the build's -D options)."""
+        if item.type == "preproc_else":
+            return True
+        if item.type == "preproc_ifdef":
+            name = item.child_by_field_name("name")
+            negated = text(item).startswith("#ifndef")
+            if name is None or text(name) not in self.defined_always:
+                return None
+            return not negated
+        cond = item.child_by_field_name("condition")
+        negated = cond is not None and cond.type == "unary_expression" and text(cond).startswith("!")
+        if negated:
+            cond = cond.child_by_field_name("argument")
+            while cond is not None and cond.type == "parenthesized_expression":
+                cond = cond.named_children[0]
+        if cond is None or cond.type != "preproc_defined":
+            return None
+        names = [n for n in cond.named_children if n.type == "identifier"]
+        if len(names) != 1 or text(names[0]) not in self.defined_always:
+            return None
+        return not negated
 
     def _branches(self, node) -> list:
         """The items of an #if/#ifdef/#elif/#else block. The OpenCL preprocessor evaluates its
@@ -468,6 +517,8 @@ class OpenCLTranslator(WarpEmulation):
         elif kind == "preproc_include":
             self._include(item)
         elif kind in ("preproc_def", "preproc_function_def"):
+            if self.pp_depth == 0:
+                self.defined_always.add(text(item.child_by_field_name("name")))
             self._macro(item)
         elif kind == "declaration":
             self._file_declaration(item)
@@ -765,8 +816,17 @@ class OpenCLTranslator(WarpEmulation):
                 # it (typedef uint uint;) is an error for strict compilers
                 self.rw.note("typedef of an OpenCL type")
                 self.rw.delete(item)
-            else:
+            elif not self.pp_dead:  # a branch the preprocessor certainly drops types nothing
+                first = self.typedef_lines.get(text(name))
+                if first is not None and self.typedefs.get(text(name)) != base:
+                    self.rw.error(item, f"typedef {text(name)}", f"defined as {self.typedefs[text(name)]} "
+                                  f"on line {first} and as {base} here, in branches of an #if whose "
+                                  "choice accel port cannot tell (a macro the file does not define "
+                                  "outside any #if may come from the build's -D options); it "
+                                  "would type the code with one of them", "keep the definition "
+                                  "you build with, or #define the macro the #if tests at the top")
                 self.typedefs[text(name)] = base
+                self.typedef_lines.setdefault(text(name), line(item))
 
     def _file_declaration(self, item) -> None:
         q = qualifiers(item)
@@ -1812,7 +1872,12 @@ class OpenCLTranslator(WarpEmulation):
         converted = (conversion in T.STORAGE_STORES[kind] and len(
             right.child_by_field_name("arguments").named_children) == spelled.count("{}"))
         copied = self._storage_element(right, scope, kind)  # q[j] of the same type: its bits
-        if not statement or not (converted or copied):
+        # p[i] = v with v a float: C++'s conversion (__half(float), __nv_bfloat16(float)) rounds
+        # to nearest even as __float2half / __float2bfloat16 do; a double or an integer would be
+        # rounded once, straight to 16 bits, which the float store would not do
+        implicit = (not converted and not copied and kind in ("half", "bfloat16")
+                    and self.typer.of(right, scope) == "float")
+        if not statement or not (converted or copied or implicit):
             if right.type == "call_expression" and callee_name(right) in T.OPENCL_UNSUPPORTED:
                 self._expr(right, scope)  # c[i] = __hadd2(a[i], b[i]): the call's own refusal
             else:
@@ -1821,6 +1886,9 @@ class OpenCLTranslator(WarpEmulation):
         if copied:  # widening then narrowing gives back the same bits (NaN payloads included)
             self._helpers_of(copied.load)
             value, loaded, inner = None, copied.read, copied.inner
+        elif implicit:
+            self.rw.note(f"float stored to {kind}")
+            loaded, inner = (lambda: self.rw.render(right)), [right]
         else:
             values = right.child_by_field_name("arguments").named_children
             self.rw.note(conversion)

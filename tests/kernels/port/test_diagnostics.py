@@ -737,3 +737,76 @@ def test_a_warp_reduction_that_cannot_be_hoisted_out_of_its_branch_is_refused_wi
         return
     assert result.text is None and len(result.errors) == 1
     assert "can differ between threads, and it cannot be hoisted out of that branch: " + why in str(result.errors[0])
+
+
+#: after ``if (C) return;``, a warp reduction that the early-exit predication cannot keep for
+#: every thread (issue 44): (the kernel's lines after the return, the reason named)
+_EXIT = ("__device__ float wsum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o); return v; }\n"
+         "__global__ void k(const float* x, float* out, int n) {\n"
+         "  int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+         "  if (COND) return;\nBODY}\n")
+_UNKEPT = [
+    ("threadIdx.x >= n", "  float v = wsum(x[row]);\n", "its condition (threadIdx.x >= n) can differ between the lanes of one warp"),
+    ("row >= n", "  float v = 0.0f;\n  for (int r = 0; r < 2; r++) v = wsum(v);\n",
+     "line 6 holds a warp operation in another form than x = op(args); or T x = op(args);"),
+    ("row >= n", "  float v = wsum(x[row * 32 + lane]);\n", "the argument x[row * 32 + lane] on line 5 reads or writes memory (line 5)"),
+    ("row >= n", "  float a[2] = {1.0f, 2.0f};\n  float v = wsum(a[0]);\n", "the declaration on line 5 declares an array or a reference"),
+]
+
+
+@pytest.mark.parametrize("cond, body, why", _UNKEPT)
+def test_an_early_return_that_cannot_be_kept_for_every_thread_is_refused_with_why(cond, body, why):
+    result = translate(_EXIT.replace("COND", cond).replace("BODY", body), "opencl", filename="k.cu")
+    assert result.text is None and result.errors
+    assert "; the early return cannot be kept for every thread: " + why in str(result.errors[0])
+
+
+def test_an_early_return_taken_by_whole_warps_before_a_reduction_is_kept_and_computes(opencl_backend):
+    """``if (row >= n) return;`` with row the warp's index: the rows past n return whole warps;
+    the others reduce their row (declarations split, stores guarded, the reduction for all)."""
+    src = _EXIT.replace("COND", "row >= n").replace("BODY", (
+        "  const float* xr = x + row * 64;\n  float v = xr[lane] + xr[lane + 32];\n"
+        "  const float s = wsum(v);\n  if (lane == 0) out[row] = s;\n"))
+    result = translate(src, "opencl", filename="k.cu")
+    assert (4, "early return kept for every thread") in [(d.line, d.construct) for d in result.diagnostics]
+    import accel
+    from accel.kernel import kernel
+    n = 5
+    x = np.random.default_rng(13).integers(-9, 10, (8, 64)).astype(np.float32)
+    out = accel.asarray(np.full(8, np.nan, np.float32), backend=opencl_backend)
+    kernel(result.text, "k", backend=opencl_backend, options=result.options)(
+        2, 128, accel.asarray(x, backend=opencl_backend), out, np.int32(n))
+    got = out.numpy()
+    np.testing.assert_array_equal(got[:n], x[:n].sum(1))
+    assert np.isnan(got[n:]).all()
+
+
+_BRANCHES = ("#include <cuda_bf16.h>\nDEFINE\n#if defined(USE_BF16)\ntypedef __nv_bfloat16 floatX;\n"
+             "#else\ntypedef float floatX;\n#endif\n"
+             "__global__ void k(floatX* y, const floatX* x) { y[threadIdx.x] = (float)x[threadIdx.x] * 2.0f; }\n")
+
+
+def test_a_typedef_in_branches_of_an_if_types_the_code_only_where_the_branch_is_known():
+    """llm.c's ``#if defined(ENABLE_BF16) typedef __nv_bfloat16 floatX; ... #else typedef
+    float floatX;``: with ``#define USE_BF16`` outside any #if the first branch is certainly
+    taken, and floatX is bfloat16 (its bits converted at the load and store); without it the
+    build's -D options choose, and the two typedefs are refused rather than one guessed."""
+    known = translate(_BRANCHES.replace("DEFINE", "#define USE_BF16"), "opencl", filename="k.cu")
+    assert known.ok, "\n".join(map(str, known.diagnostics))
+    assert "= accel_float_to_bf16(" in known.text and "accel_bf16_to_float(x[" in known.text
+    unknown = translate(_BRANCHES.replace("DEFINE", ""), "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in unknown.errors] == [(6, "typedef floatX")]
+    assert "defined as bfloat16 on line 4 and as float here" in str(unknown.errors[0])
+
+
+@pytest.mark.parametrize("value, ok", [("a * 2.0f", True), ("a * 2.0", False), ("(int)a", False)])
+def test_a_float_stored_to_half_memory_converts_as_cuda_does_and_only_a_float(value, ok):
+    """``p[i] = v`` with p half*: C++'s __half(float) rounds to nearest even like __float2half;
+    a double or an int converts straight to half in CUDA (one rounding), so it is refused."""
+    src = ("#include <cuda_fp16.h>\n__global__ void k(__half* p, float a) {\n"
+           f"  p[threadIdx.x] = {value};\n}}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    if ok:
+        assert result.ok and "vstore_half_rte(a * 2.0f, (uint)get_local_id(0), p)" in result.text
+    else:
+        assert [(d.line, d.construct) for d in result.errors] == [(3, "half store")]
