@@ -551,7 +551,7 @@ class OpenCLTranslator(WarpEmulation):
                 self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
             if kind == "template_declaration" and (t := function_template(item)) is not None:
-                self.templates[t[0]] = (t[1], t[2])  # for calls that deduce its arguments
+                self.templates[t[0]] = (t[1], t[2], t[3])  # for calls that deduce its arguments
             self.rw.error(item, *_CPP[kind])
         else:
             self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
@@ -1756,11 +1756,12 @@ class OpenCLTranslator(WarpEmulation):
         deduces it (``T v`` from a value, ``T* p`` from a pointer's element type), the call is
         recorded (translate() names the arguments, ``sq<float>(x[i])``, and expands the
         template); anything else is refused on the call."""
-        params, fn = self.templates[name]
+        params, fn, defaults = self.templates[name]
         types = dict.fromkeys(p for p, kind in params if kind == "type")
         decl = fn.child_by_field_name("declarator")
         fparams = [p for p in decl.child_by_field_name("parameters").named_children if p.type != "comment"]
-        ok = len(types) == len(params) and len(fparams) == len(arg_nodes)
+        # a value parameter takes its default (template <int width = WARP_SIZE>), as in C++
+        ok = all(kind == "type" or p in defaults for p, kind in params) and len(fparams) == len(arg_nodes)
         for p, a in zip(fparams if ok else (), arg_nodes):
             spelled = " ".join(text(type_node(p)).split()) if p.type == "parameter_declaration" else ""
             if spelled not in types:
@@ -1773,8 +1774,12 @@ class OpenCLTranslator(WarpEmulation):
             if not ok:
                 break
             types[spelled] = got
+        for p in types:  # a type no argument gives: its default, if it has one
+            if ok and types[p] is None and p in defaults:
+                types[p] = defaults[p]
         if ok and None not in types.values() and self.rw is self._main_rw:  # not in a macro body
-            self.deduced.append((callee, name, tuple(_CUDA_SPELLING.get(t, t) for t in types.values())))
+            self.deduced.append((callee, name, tuple(
+                _CUDA_SPELLING.get(types[p], types[p]) if kind == "type" else defaults[p] for p, kind in params)))
             return
         self.undeduced.add(name)
         self.rw.error(callee, f"template call {name}", "OpenCL C has no templates, and accel port "

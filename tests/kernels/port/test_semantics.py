@@ -224,6 +224,40 @@ def test_half_array_members_read_without_a_conversion_are_refused():
     result = translate(src, "opencl", filename="k.cu")
     assert [(d.line, d.construct) for d in result.errors] == [(6, "half member element access")]
 
+
+def test_template_parameters_with_defaults_take_them_as_cpp_does(backend):
+    """llama.cpp's ``template<int width = WARP_SIZE> float warp_reduce_sum(float x)`` called as
+    ``warp_reduce_sum(x)``: the value parameter takes its default, a type parameter no argument
+    gives takes its own; ``warp_reduce_sum<8>(x)`` names the first and defaults the rest."""
+    src = """#define WARP_SIZE 32
+template<int width = WARP_SIZE, typename A = float>
+static __device__ __forceinline__ float warp_reduce_sum(float x) {
+    for (int offset = width/2; offset > 0; offset >>= 1) {
+        x += (A)__shfl_xor_sync(0xffffffff, x, offset, width);
+    }
+    return x;
+}
+__global__ void k(const float* x, float* out, int n) {
+    float v = x[threadIdx.x];
+    out[threadIdx.x] = warp_reduce_sum(v);
+    out[64 + threadIdx.x] = warp_reduce_sum<8>(v);
+}"""
+    x = RNG.integers(-50, 50, 64).astype(np.float32)
+    _, out = _run(backend, "opencl", src, x, np.zeros(128, np.float32), n=64)
+    np.testing.assert_array_equal(out[:64], np.repeat(x.reshape(2, 32).sum(1), 32))
+    np.testing.assert_array_equal(out[64:], np.repeat(x.reshape(8, 8).sum(1), 8))
+
+
+def test_a_template_called_with_and_without_its_arguments_expands_once(backend):
+    """``sq<float>(a)`` and ``sq(b)`` in one file: the template waits until the translator
+    spells the second call's arguments, then both calls name the one copy ``sq_float``."""
+    src = ("template<typename T> __device__ T sq(T x) { return x * x; }\n"
+           "__global__ void k(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = sq<float>(y[i]) + sq(y[i] + 1.0f); }\n")
+    assert translate(src, "opencl").text.count("sq_float(") == 4  # prototype, definition, 2 calls
+    y = RNG.integers(-9, 9, 40).astype(np.float32)
+    (out,) = _run(backend, "opencl", src, y.copy(), n=40)
+    np.testing.assert_array_equal(out, y * y + (y + 1) * (y + 1))
+
 def test_reinterpretation_and_sincos(backend, to):
     src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
