@@ -50,6 +50,15 @@ def group_variables(fn_node) -> dict[str, int]:
                 found[text(name)] = int(size.group(1)) if size else 0
         elif n.type == "expression_statement" and (m := _TILE_DECL.match(text(n))):
             found[m.group(3)] = int(m.group(2))
+        elif n.type == "parameter_declaration" and (t := n.child_by_field_name("type")) is not None \
+                and (d := n.child_by_field_name("declarator")) is not None \
+                and (name := declarator_parts(d.named_children[0] if d.type == "reference_declarator"
+                                              and d.named_children else d)[0]) is not None:
+            spelled = " ".join(text(t).split())  # cg::thread_block cta, thread_block_tile<32> w
+            if re.search(r"(^|::)thread_block$", spelled):
+                found[text(name)] = 0
+            elif (size := re.search(r"(^|::)thread_block_tile\s*<\s*(\d+)\s*>$", spelled)):
+                found[text(name)] = int(size.group(2))
     return found
 
 
@@ -113,6 +122,26 @@ class Groups:
         if name == "tiled_partition" and len(args) == 1 and self.kind(args[0], scope) == "block":
             n = self._tile_size(callee)
             return None if n is None else f"tile:{n}"
+        return None
+
+    def param_kind(self, p) -> str | None:
+        """``block`` or ``tile:N`` for a device function's parameter of a group type
+        (``cg::thread_block cta``, ``const cg::thread_block& b``, ``thread_block_tile<32> w``
+        under ``using namespace``), else None."""
+        t = p.child_by_field_name("type") if p.type == "parameter_declaration" else None
+        d = p.child_by_field_name("declarator") if t is not None else None
+        if d is not None and d.type == "reference_declarator":
+            d = d.named_children[0] if d.named_children else None
+        if t is None or d is None or d.type != "identifier":
+            return None
+        name = self._name(t)
+        if name == "thread_block":
+            return "block"
+        if name == "thread_block_tile":
+            node = t.child_by_field_name("name") if t.type == "qualified_identifier" else t
+            args = node.child_by_field_name("arguments") if node is not None and node.type == "template_type" else None
+            spelled = text(args).strip("<> ") if args is not None else ""
+            return f"tile:{spelled}" if spelled in ("1", "2", "4", "8", "16", "32") else None
         return None
 
     # -- declarations ----------------------------------------------------------------------------

@@ -210,6 +210,8 @@ class _Function:
     sites: list = field(default_factory=list)
     #: the indexes of its parameters that are (non-const) references, T& x
     references: set[int] = field(default_factory=set)
+    #: the indexes of its cooperative-group parameters (``cg::thread_block cta``) -> their kind
+    groups: dict[int, str] = field(default_factory=dict)
 
 
 class OpenCLTranslator(WarpEmulation):
@@ -630,6 +632,8 @@ class OpenCLTranslator(WarpEmulation):
                                    and (d := p.child_by_field_name("declarator")) is not None
                                    and d.type == "reference_declarator" and not _const(p)})
         fn.calls = {callee_name(c) for c in walk(node) if c.type == "call_expression"} - {None}
+        if not fn.kernel:
+            fn.groups = {i: k for i, p in enumerate(params) if (k := self.groups.param_kind(p)) is not None}
         self.functions[name] = fn
 
     def _callers_first(self) -> list[_Function]:
@@ -1033,6 +1037,13 @@ class OpenCLTranslator(WarpEmulation):
         return True
 
     def _param(self, fn: _Function, index: int, p, scope: Scope) -> None:
+        if index in fn.groups:  # cg::thread_block cta: the block (or tile) itself, no value
+            d = p.child_by_field_name("declarator")
+            name = declarator_parts(d.named_children[0] if d.type == "reference_declarator" else d)[0]
+            scope.names[text(name)] = Sym("cooperative group", group=fn.groups[index])
+            self.rw.note("cooperative group parameter")
+            _delete_listed(self.rw, p)
+            return
         if p.type != "parameter_declaration":
             self.rw.error(p, p.type.replace("_", " "), "OpenCL C has no default arguments or "
                           "variadic functions", "pass every argument explicitly")
@@ -1631,7 +1642,19 @@ class OpenCLTranslator(WarpEmulation):
                           f"p[i] = {name}(v); as a statement of its own")
             return
         elif name in self.functions:
+            for i, kind in self.functions[name].groups.items():
+                a = arg_nodes[i] if i < len(arg_nodes) else None
+                if a is None or self.groups._group(a, scope) != kind:
+                    self.rw.error(a if a is not None else node, f"cooperative groups ({name})",
+                                  f"its parameter {i + 1} is a {kind.replace('tile:', 'thread_block_tile<')}"
+                                  f"{'>' if 'tile' in kind else ''} group, and this argument is not one "
+                                  "(accel port drops such a parameter: the group is the caller's own)",
+                                  "pass the group the function takes")
+                    return
+                _delete_listed(self.rw, a)
             self._record_call(self.functions[name], arg_nodes, scope, callee)
+            # the group arguments are gone; the others keep their parameters' indexes above
+            arg_nodes = [a for i, a in enumerate(arg_nodes) if i not in self.functions[name].groups]
             self.scratch_arg(name, args)
             self.rw.replace(args, lambda inner, f=name: _append(
                 inner, [self._shared_name(a, o) for o, a in self.shared_users.get(f, ())]))
@@ -1789,6 +1812,8 @@ class OpenCLTranslator(WarpEmulation):
     def _record_call(self, callee: _Function, arg_nodes, scope: Scope, name_node) -> None:
         spaces = {}
         for i, a in enumerate(arg_nodes):
+            if i in callee.groups:  # dropped with its parameter
+                continue
             if i in callee.references:  # T& x: the caller passes its variable's address
                 self.rw.replace(a, lambda inner: f"&({inner})")
             info = (storage_info(a, scope, self._normal) if i in callee.references
@@ -1968,3 +1993,17 @@ class OpenCLTranslator(WarpEmulation):
             self.typedefs_used.add(spelled)
         return self.typedefs.get(spelled, T.STORAGE_FLOATS.get(spelled,
                                                                T.OPENCL_TYPES.get(spelled, spelled)))
+
+
+def _delete_listed(rw, node) -> None:
+    """Delete ``node`` from its parameter or argument list, with the comma that separates it."""
+    siblings = node.parent.children
+    k = siblings.index(next(c for c in siblings if c.start_byte == node.start_byte and c.type == node.type))
+    if k + 1 < len(siblings) and siblings[k + 1].type == ",":
+        rw.replace(node, "")
+        rw.delete(siblings[k + 1])
+    elif k > 0 and siblings[k - 1].type == ",":
+        rw.replace(siblings[k - 1], "")
+        rw.replace(node, "")
+    else:
+        rw.replace(node, "")

@@ -313,7 +313,11 @@ HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h
                            "sys/time.h", "unistd.h", "iomanip", "sstream", "fstream", "functional",
                            "map", "unordered_map", "tuple", "utility", "limits", "cuda_runtime_api.h",
                            "helper_cuda.h", "helper_functions.h", "helper_string.h", "helper_image.h",
-                           "helper_timer.h", "omp.h"))
+                           "helper_timer.h", "omp.h", "cuda_profiler_api.h", "nvToolsExt.h",
+                           "nvtx3/nvToolsExt.h",
+                           # the CUDA libraries whose API is the host's only (no device calls)
+                           "cublas_v2.h", "cublas.h", "cublasLt.h", "cufft.h", "cusparse.h",
+                           "cusolverDn.h", "nccl.h"))
 #: host-side library header folders (PyTorch extensions, pybind11): device code never sees them
 HOST_INCLUDE_DIRS = ("torch/", "ATen/", "c10/", "pybind11/")
 

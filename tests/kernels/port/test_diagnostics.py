@@ -810,3 +810,19 @@ def test_a_float_stored_to_half_memory_converts_as_cuda_does_and_only_a_float(va
         assert result.ok and "vstore_half_rte(a * 2.0f, (uint)get_local_id(0), p)" in result.text
     else:
         assert [(d.line, d.construct) for d in result.errors] == [(3, "half store")]
+
+
+def test_a_group_parameter_takes_only_its_own_kind_of_group():
+    """``cg::thread_block b`` is dropped from the parameters (the block is the caller's own);
+    an argument that is a tile, or no group, is refused on its line."""
+    src = ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+           "__device__ void f(cg::thread_block b, float* s) { cg::sync(b); s[0] = 1.0f; }\n"
+           "__global__ void k(float* x) {\n  cg::thread_block blk = cg::this_thread_block();\n"
+           "  cg::thread_block_tile<32> w = cg::tiled_partition<32>(blk);\n  __shared__ float s[1];\n"
+           "  f(ARG, s);\n  x[0] = s[0];\n}\n")
+    ok = translate(src.replace("ARG", "blk"), "opencl", filename="k.cu")
+    assert ok.ok and "void f(__local float* s)" in ok.text and "f(s)" in ok.text
+    for arg in ("w", "x[0]"):
+        result = translate(src.replace("ARG", arg), "opencl", filename="k.cu")
+        assert [(d.line, d.construct) for d in result.errors] == [(8, "cooperative groups (f)")]
+        assert "its parameter 1 is a block group" in str(result.errors[0])
