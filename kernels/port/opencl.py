@@ -1050,7 +1050,7 @@ class OpenCLTranslator(WarpEmulation):
             return
         base = self._type(type_node(p))
         for c in p.named_children:
-            if c.type == "type_qualifier" and text(c) == "__restrict__":
+            if c.type == "type_qualifier" and text(c) in ("__restrict__", "__restrict"):
                 self.rw.replace(c, self.sp.restrict)
         decl = p.child_by_field_name("declarator")
         if decl is None:
@@ -1121,8 +1121,8 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.replace(p, lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
 
     def _restrict(self, decl) -> None:
-        for n in walk(decl):
-            if n.type == "type_qualifier" and text(n) == "__restrict__":
+        for n in walk(decl):  # __restrict (MSVC's spelling, which nvcc takes) parses apart
+            if n.type in ("type_qualifier", "ms_pointer_modifier") and text(n) in ("__restrict__", "__restrict"):
                 self.rw.replace(n, self.sp.restrict)
 
     def _block(self, node, scope: Scope, depth: int) -> None:

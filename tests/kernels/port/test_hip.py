@@ -56,10 +56,11 @@ def test_hip_translation_also_builds_with_hipcc(tmp_path):
 
 
 #: the real kernels' excerpts that compile on their own (the transpose sample includes its
-#: folder's helper headers, as matrixMul does, flash-attention-minimal PyTorch's)
+#: folder's helper headers, as matrixMul and fastWalshTransform do, flash-attention-minimal
+#: PyTorch's)
 REAL_FILES = sorted(p.name for p in (CORPUS.parent / "port_real").glob("*.cu")
                     if p.name not in ("cudasamples_transpose.cu", "flashattnmin_forward_kernel.cu",
-                                      "cudasamples_matrixMul.cu"))
+                                      "cudasamples_matrixMul.cu", "cudasamples_fastWalshTransform_kernel.cu"))
 
 
 @pytest.mark.parametrize("path", [CORPUS / f for f in FILES] +
@@ -359,7 +360,7 @@ _REAL_HIP = [("llmc_adamw_kernel2.cu", "hiprtc"), ("llmc_crossentropy_forward_ke
              ("llmc_permute_kernel.cu", "hiprtc"), ("llmc_softmax_forward_kernel3.cu", "hiprtc"),
              ("cudasamples_shfl_scan_test.cu", "hiprtc"), ("cudasamples_scalarProd_kernel.cu", "hipcc"),
              ("cudasamples_simpleCooperativeGroups.cu", "hipcc"),  # host code and printf too
-             ("cudasamples_scan.cu", "hipcc")]
+             ("cudasamples_scan.cu", "hipcc"), ("cudasamples_BlackScholes_kernel.cu", "hiprtc")]
 
 
 @pytest.mark.parametrize("file, compiler", _REAL_HIP)

@@ -142,8 +142,8 @@ def test_stats_over_the_real_kernels():
     entries = [(p, p.read_text(), translate(p.read_text(), "opencl", filename=str(p)))
                for p in sources([REAL])]
     stats = tally(entries, "opencl")
-    assert (stats["files"], stats["files_ported"]) == (18, 14)
-    assert (stats["kernels"], stats["kernels_ported"]) == (33, 24)
+    assert (stats["files"], stats["files_ported"]) == (20, 16)
+    assert (stats["kernels"], stats["kernels_ported"]) == (37, 28)
     assert stats["constructs"]["cg::reduce"]["refused"] == 0
     assert stats["refused_by_reason"] == {"__shfl_up_sync": 1, "template": 2,
                                           "__CUDA_ARCH__": 1, "optional parameter declaration": 1,
@@ -519,3 +519,58 @@ def test_cuda_samples_matrix_mul_instantiated_by_its_host_launches_matches_numpy
         k((wB // bs, hA // bs), (bs, bs), c, _dev(a, opencl_backend), _dev(b, opencl_backend),
           np.int32(wA), np.int32(wB))
         np.testing.assert_array_equal(c.numpy(), a @ b, err_msg=str(bs))
+
+
+def test_cuda_samples_black_scholes_with_reference_outputs_matches_numpy(opencl_backend):
+    """``__device__ void BlackScholesBodyGPU(float &CallResult, float &PutResult, ...)``
+    (references to the caller's scalars), fast intrinsics, ``__launch_bounds__(128)`` before
+    ``__global__`` and MSVC's ``__restrict``, on float2 pairs of options."""
+    opt_n, r, v = 1000, 0.02, 0.30
+    rng = np.random.default_rng(17)
+    s, x, t = (rng.uniform(lo, hi, opt_n).astype(F32) for lo, hi in ((5, 30), (1, 100), (0.25, 10)))
+    call, put = _dev(np.zeros(opt_n, F32), opencl_backend), _dev(np.zeros(opt_n, F32), opencl_backend)
+    k = _real("cudasamples_BlackScholes_kernel.cu", "BlackScholesGPU", opencl_backend)
+    k(-(-opt_n // 2 // 128), 128, call, put, *(_dev(a, opencl_backend) for a in (s, x, t)),
+      F32(r), F32(v), np.int32(opt_n))
+
+    def cnd(d):  # the sample's polynomial approximation, in float64
+        k_ = 1 / (1 + 0.2316419 * np.abs(d))
+        c = 0.39894228040143267793994605993438 * np.exp(-0.5 * d * d) * (k_ * (0.31938153 + k_ * (
+            -0.356563782 + k_ * (1.781477937 + k_ * (-1.821255978 + k_ * 1.330274429)))))
+        return np.where(d > 0, 1 - c, c)
+
+    s64, x64, t64 = (a.astype(np.float64) for a in (s, x, t))
+    d1 = (np.log(s64 / x64) + (r + 0.5 * v * v) * t64) / (v * np.sqrt(t64))
+    d2 = d1 - v * np.sqrt(t64)
+    e = np.exp(-r * t64)
+    np.testing.assert_allclose(call.numpy(), s64 * cnd(d1) - x64 * e * cnd(d2), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(put.numpy(), x64 * e * (1 - cnd(d2)) - s64 * (1 - cnd(d1)), rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_samples_fast_walsh_transform_both_kernels_match_numpy(opencl_backend):
+    """The sample's batched Walsh-Hadamard transform for 2**13 points: one radix-4 pass in
+    global memory (fwtBatch2Kernel), then four 2**11-point transforms in dynamic shared memory
+    (fwtBatch1Kernel), as its host code launches them; then modulateKernel."""
+    file = REAL / "cudasamples_fastWalshTransform_kernel.cu"
+    result = translate(file.read_text(), "opencl", filename=file.name)
+    assert [(d.line, d.construct) for d in result.diagnostics] == [
+        (156, "host function fwtBatchGPU"), (187, "host function modulateGPU")]
+
+    def k(name):
+        return kernel(result.text, name, backend=opencl_backend, options=result.options)
+
+    log2n = 13
+    x = np.random.default_rng(18).integers(-8, 9, 1 << log2n).astype(F32)  # exact sums
+    d = _dev(x, opencl_backend)
+    k("fwtBatch2Kernel")(((1 << log2n) // 1024, 1), 256, d, d, np.int32((1 << log2n) // 4))
+    k("fwtBatch1Kernel")(4, (1 << 11) // 4, d, d, np.int32(11), shared_mem=(1 << 11) * 4)
+    want = x.astype(np.float64).copy()
+    h = 1
+    while h < want.size:  # the transform in natural (Hadamard) order
+        w = want.reshape(-1, 2, h)
+        want = np.stack([w[:, 0] + w[:, 1], w[:, 0] - w[:, 1]], 1).ravel()
+        h *= 2
+    np.testing.assert_array_equal(d.numpy(), want)
+    b = np.arange(1 << log2n, dtype=F32)
+    k("modulateKernel")(8, 256, d, _dev(b, opencl_backend), np.int32(1 << log2n))
+    np.testing.assert_allclose(d.numpy(), want * b / (1 << log2n), rtol=1e-6)
