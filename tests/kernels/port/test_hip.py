@@ -360,7 +360,8 @@ _REAL_HIP = [("llmc_adamw_kernel2.cu", "hiprtc"), ("llmc_crossentropy_forward_ke
              ("llmc_permute_kernel.cu", "hiprtc"), ("llmc_softmax_forward_kernel3.cu", "hiprtc"),
              ("cudasamples_shfl_scan_test.cu", "hiprtc"), ("cudasamples_scalarProd_kernel.cu", "hipcc"),
              ("cudasamples_simpleCooperativeGroups.cu", "hipcc"),  # host code and printf too
-             ("cudasamples_scan.cu", "hipcc"), ("cudasamples_BlackScholes_kernel.cu", "hiprtc")]
+             ("cudasamples_scan.cu", "hipcc"), ("cudasamples_BlackScholes_kernel.cu", "hiprtc"),
+             ("cudasamples_bitonicSort.cu", "hipcc")]
 
 
 @pytest.mark.parametrize("file, compiler", _REAL_HIP)
