@@ -422,7 +422,14 @@ class OpenCLTranslator(WarpEmulation):
                 self._register(item)
             elif kind == "linkage_specification":  # extern "C" { ... } or extern "C" f
                 body = item.child_by_field_name("body")
-                self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
+                if body.type != "declaration_list":
+                    # the prefix goes, and the item stays in place: an edit of the item that
+                    # reaches past it (a host function's deletion, with its newline) still applies
+                    for c in item.children:
+                        if c.end_byte <= body.start_byte:
+                            self.rw.delete(c)
+                else:
+                    self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
                 if body.type == "declaration_list":
                     self.rw.replace(body, lambda inner: inner.strip().removeprefix("{").removesuffix("}"))
                     self._collect(body.named_children)

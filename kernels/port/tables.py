@@ -314,6 +314,9 @@ HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h
                            "map", "unordered_map", "tuple", "utility", "limits", "cuda_runtime_api.h",
                            "helper_cuda.h", "helper_functions.h", "helper_string.h", "helper_image.h",
                            "helper_timer.h", "omp.h", "cuda_profiler_api.h", "nvToolsExt.h",
+                           "stdexcept", "typeinfo", "exception", "iterator", "set", "list",
+                           "deque", "queue", "stack", "thread", "mutex", "ostream", "istream",
+                           "unordered_set", "errno.h", "cerrno", "getopt.h", "sys/stat.h",
                            "nvtx3/nvToolsExt.h",
                            # the CUDA libraries whose API is the host's only (no device calls)
                            "cublas_v2.h", "cublas.h", "cublasLt.h", "cufft.h", "cusparse.h",

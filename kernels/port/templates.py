@@ -40,7 +40,7 @@ def _items(root):
 
 def _function_pointer(decl):
     """The name ``F`` of a function-pointer declarator ``(*F)(args)``, else None."""
-    if decl.type != "function_declarator":
+    if decl is None or decl.type != "function_declarator":  # (an unnamed parameter: none)
         return None
     inner = decl.child_by_field_name("declarator")
     while inner is not None and inner.type in ("parenthesized_declarator", "pointer_declarator"):

@@ -826,3 +826,23 @@ def test_a_group_parameter_takes_only_its_own_kind_of_group():
         result = translate(src.replace("ARG", arg), "opencl", filename="k.cu")
         assert [(d.line, d.construct) for d in result.errors] == [(8, "cooperative groups (f)")]
         assert "its parameter 1 is a block group" in str(result.errors[0])
+
+
+def test_an_unnamed_template_parameter_is_refused_not_a_crash():
+    """cuda-samples' MC_EstimatePiInlineQ: ``template <bool, class L, class R> struct IF``."""
+    src = ("template <bool, class L, class R> struct IF { typedef R type; };\n"
+           "template <int> __device__ float f(float x) { return x; }\n"
+           "__global__ void k(float* y) { y[0] = 1.0f; }\n")
+    assert [(d.line, d.construct) for d in translate(src, "opencl", filename="k.cu").errors] == [
+        (1, "template"), (2, "template")]
+
+
+def test_host_functions_declared_extern_c_are_left_out_of_the_text():
+    """cuda-samples' oceanFFT: ``extern "C" void cudaGenerateSpectrumKernel(...) { k<<<...>>>(...); }``
+    is host code, left out with its warning (it stayed in the text before)."""
+    src = ('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
+           'extern "C" void host(float* x) { k<<<1, 1>>>(x); }\n'
+           'extern "C" {\n__global__ void k2(float* x) { x[0] = 2.0f; }\nvoid h2() {}\n}\n')
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.ok and "host" not in result.text and "h2" not in result.text and "extern" not in result.text
+    assert [(d.line, d.construct) for d in result.diagnostics] == [(2, "host function host"), (5, "host function h2")]
