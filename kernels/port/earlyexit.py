@@ -109,6 +109,9 @@ class EarlyExit:
         ("guard", None) for the live ones, ("split", None) a declaration; or why it cannot."""
         if any(x in text(s) for x in ("this_thread_block", "tiled_partition")):
             return "keep", None  # a cooperative group's declaration: no code of its own
+        if s.type == "declaration" and any(c.type in ("type_qualifier", "storage_class_specifier")
+                                           and text(c) == "__shared__" for c in s.children):
+            return "keep", None  # one array per block, declared at the kernel's scope: no code
         if not self._collective_use(s):
             if s.type != "declaration":
                 return "guard", None

@@ -87,6 +87,10 @@ class Hoisting:
                        if a.type == "if_statement" and u.point(a) is None), None)
         if anchor is None:
             return "no if that every thread reaches guards it, so it has nowhere to move to"
+        for c in [anchor.child_by_field_name("condition")] + [
+                a.child_by_field_name("condition") for a in _ancestors(stmt, anchor) if a.type == "if_statement"]:
+            if (change := self._changes(c, u)) is not None:  # what moves before it must not see it
+                return f"the condition on line {line(c)} {change}"
         conds, child, moved = [], stmt, []
         for p in _ancestors(stmt, anchor.parent):
             if p.type == "compound_statement":
@@ -137,6 +141,20 @@ class Hoisting:
             f"{short(call)}{also} before the if on line {line(anchor)}, and only the threads that "
             f"take the branch use it; the same as CUDA's because each warp takes the branch "
             "whole when blockDim.x is a multiple of 32"), "launch with blockDim.x a multiple of 32")
+        return None
+
+    def _changes(self, node, u) -> str | None:
+        """What expression ``node`` changes (an assignment, ``++``, a call that is not math or
+        a group's query), or None: code moved from after it to before it must read the same."""
+        for n in walk(node):
+            if n.type in ("assignment_expression", "update_expression"):
+                return f"changes {short(n)}"
+            if n.type == "call_expression":
+                f = n.child_by_field_name("function")
+                name = text(f)
+                if not (u.pure(name) or f.type == "field_expression"
+                        and text(f.child_by_field_name("field")) in _GROUP_QUERIES):
+                    return f"calls {name}, which may change what the call reads"
         return None
 
     def _movable(self, fn, statements) -> str | None:

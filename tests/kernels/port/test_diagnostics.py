@@ -846,3 +846,26 @@ def test_host_functions_declared_extern_c_are_left_out_of_the_text():
     result = translate(src, "opencl", filename="k.cu")
     assert result.ok and "host" not in result.text and "h2" not in result.text and "extern" not in result.text
     assert [(d.line, d.construct) for d in result.diagnostics] == [(2, "host function host"), (5, "host function h2")]
+
+
+def test_a_warp_call_is_not_hoisted_before_a_condition_that_changes_what_it_reads():
+    src = _WSUM.replace("BODY", "  int r = 0;\n  if ((r++) == 0 && wid == 0) v = wsum(v + r);\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.text is None
+    assert "it cannot be hoisted out of that branch: the condition on line 8 changes r++" in str(result.errors[0])
+
+
+def test_shared_arrays_after_a_kept_early_return_are_declarations_only(opencl_backend):
+    src = _EXIT.replace("COND", "row >= n").replace("BODY", (
+        "  __shared__ float part[4];\n  float v = x[row * 32 + lane];\n  v = wsum(v);\n"
+        "  if (lane == 0) part[row % 4] = v;\n  if (lane == 0) out[row] = part[row % 4];\n"))
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    import accel
+    from accel.kernel import kernel
+    x = np.random.default_rng(20).integers(-9, 10, (8, 32)).astype(np.float32)
+    out = accel.asarray(np.full(8, np.nan, np.float32), backend=opencl_backend)
+    kernel(result.text, "k", backend=opencl_backend, options=result.options)(
+        2, 128, accel.asarray(x, backend=opencl_backend), out, np.int32(6))
+    np.testing.assert_array_equal(out.numpy()[:6], x[:6].sum(1))
+    assert np.isnan(out.numpy()[6:]).all()
