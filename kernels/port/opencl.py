@@ -1159,8 +1159,15 @@ class OpenCLTranslator(WarpEmulation):
             self.groups.namespace(node, text(node.named_children[0]))  # inside a function
         elif kind == "declaration":
             self._declaration(node, scope, depth)
+        elif kind == "static_assert_declaration":  # checked by CUDA's compiler: nothing to run
+            self.rw.note("static_assert")
+            self.rw.delete(node)
         elif kind in ("for_statement", "while_statement", "do_statement", "if_statement",
                       "else_clause", "switch_statement", "case_statement", "labeled_statement"):
+            for c in node.children:  # if constexpr (a constant CUDA's compiler evaluated): a plain
+                if c.type == "constexpr":  # if on the same constant takes the same branch
+                    self.rw.note("if constexpr")
+                    self.rw.delete(c)
             inner = scope.child()
             for c in node.named_children:
                 self._stmt(c, inner, depth + 1)

@@ -258,6 +258,79 @@ def test_a_template_called_with_and_without_its_arguments_expands_once(backend):
     (out,) = _run(backend, "opencl", src, y.copy(), n=40)
     np.testing.assert_array_equal(out, y * y + (y + 1) * (y + 1))
 
+
+#: written for this test in the style of llama.cpp's norm.cu: a kernel template over the block
+#: size, instantiated by the host code's launches, with ``if constexpr`` and ``static_assert``
+_RMS_NORM = """#include <cstdint>
+#define WARP_SIZE 32
+template<int width = WARP_SIZE>
+static __device__ __forceinline__ float warp_reduce_sum(float x) {
+#pragma unroll
+    for (int offset = width/2; offset > 0; offset >>= 1) {
+        x += __shfl_xor_sync(0xffffffff, x, offset, width);
+    }
+    return x;
+}
+template <int block_size>
+static __global__ void rms_norm_f32(const float * x, float * dst, const int ncols, const int64_t stride_row, const float eps) {
+    const int row = blockIdx.x;
+    const int tid = threadIdx.x;
+    x   += row*stride_row;
+    dst += row*ncols;
+    float tmp = 0.0f;
+    for (int col = tid; col < ncols; col += block_size) {
+        const float xi = x[col];
+        tmp += xi * xi;
+    }
+    tmp = warp_reduce_sum(tmp);
+    if constexpr (block_size > WARP_SIZE) {
+        static_assert(block_size == 1024, "unexpected block_size");
+        __shared__ float s_sum[32];
+        const int warp_id = threadIdx.x / WARP_SIZE;
+        const int lane_id = threadIdx.x % WARP_SIZE;
+        if (lane_id == 0) {
+            s_sum[warp_id] = tmp;
+        }
+        __syncthreads();
+        tmp = s_sum[lane_id];
+        tmp = warp_reduce_sum(tmp);
+    }
+    const float mean = tmp / ncols;
+    const float scale = rsqrtf(mean + eps);
+    for (int col = tid; col < ncols; col += block_size) {
+        dst[col] = scale * x[col];
+    }
+}
+static void rms_norm_f32_cuda(const float * x, float * dst, const int ncols, const int nrows, const int64_t stride_row, const float eps, cudaStream_t stream) {
+    if (ncols < 1024) {
+        const dim3 block_dims(WARP_SIZE, 1, 1);
+        rms_norm_f32<WARP_SIZE><<<nrows, block_dims, 0, stream>>>(x, dst, ncols, stride_row, eps);
+    } else {
+        const dim3 block_dims(1024, 1, 1);
+        rms_norm_f32<1024><<<nrows, block_dims, 0, stream>>>(x, dst, ncols, stride_row, eps);
+    }
+}
+"""
+
+
+def test_if_constexpr_and_static_assert_in_template_copies(backend):
+    """``if constexpr (block_size > WARP_SIZE)``: a plain ``if`` on the copy's constant takes
+    the branch CUDA's compiler kept; ``static_assert`` (CUDA's compiler checked it, and in the
+    copy whose branch is discarded it does not hold) is left out."""
+    result = translate(_RMS_NORM, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    assert "constexpr" not in result.text and "static_assert" not in result.text
+    rng = np.random.default_rng(21)
+    for block, ncols in ((32, 200), (1024, 3000)):
+        x = rng.standard_normal((3, ncols)).astype(np.float32)
+        out = accel.asarray(np.zeros_like(x), backend=backend)
+        name = "rms_norm_f32_WARP_SIZE" if block == 32 else "rms_norm_f32_1024"
+        kernel(result.text, name, backend=backend, options=result.options)(
+            3, block, accel.asarray(x, backend=backend), out, np.int32(ncols), np.int64(ncols), np.float32(1e-6))
+        x64 = x.astype(np.float64)
+        np.testing.assert_allclose(out.numpy(), x64 / np.sqrt((x64 ** 2).mean(1, keepdims=True) + 1e-6),
+                                   rtol=2e-5, atol=1e-6, err_msg=name)
+
 def test_reinterpretation_and_sincos(backend, to):
     src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
