@@ -20,6 +20,7 @@ from accel.kernels.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.kernels.port.groups import Groups
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
 from accel.kernels.port.templates import Expansion, apply_edits, function_template
+from accel.kernels.port.uniform import short_text
 from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
                                 member_info, pointer_info, qualifiers, storage_info, type_node)
 
@@ -1051,7 +1052,16 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.note("cooperative group parameter")
             _delete_listed(self.rw, p)
             return
-        if p.type != "parameter_declaration":
+        if p.type == "optional_parameter_declaration" and fn.kernel and p.child_by_field_name("default_value"):
+            # a kernel's default argument (shfl_scan's int *partial_sums = NULL): accel.kernel
+            # passes every argument, so the default is never used; the parameter stays
+            default = p.child_by_field_name("default_value")
+            self.rw.note("kernel default argument")
+            self.rw.warn(p, "kernel default argument", "OpenCL C has no default arguments, and "
+                         "a launch through accel.kernel passes every argument: the default "
+                         f"({short_text(text(default))}) is dropped", "pass the value at the launch")
+            self.rw.replace(p, lambda inner: inner[:inner.index("=")].rstrip())  # the first "="
+        elif p.type != "parameter_declaration":
             self.rw.error(p, p.type.replace("_", " "), "OpenCL C has no default arguments or "
                           "variadic functions", "pass every argument explicitly")
             return

@@ -70,7 +70,8 @@ class Uniformity:
             decl = decl.child_by_field_name("declarator")
         if decl is not None:
             for p in decl.child_by_field_name("parameters").named_children:
-                d = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
+                d = p.child_by_field_name("declarator") if p.type in (
+                    "parameter_declaration", "optional_parameter_declaration") else None
                 if d is not None and (name := declarator_parts(d)[0]) is not None:
                     params.append(text(name))
         self.variables = set(params)

@@ -869,3 +869,13 @@ def test_shared_arrays_after_a_kept_early_return_are_declarations_only(opencl_ba
         2, 128, accel.asarray(x, backend=opencl_backend), out, np.int32(6))
     np.testing.assert_array_equal(out.numpy()[:6], x[:6].sum(1))
     assert np.isnan(out.numpy()[6:]).all()
+
+
+def test_a_kernels_default_argument_is_dropped_and_a_device_functions_refused():
+    src = ("__device__ float f(float x, float s = 2.0f) { return x * s; }\n"
+           "__global__ void k(float* y, float* z = NULL) { y[0] = 1.0f; }\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct, d.severity) for d in result.diagnostics] == [
+        (1, "optional parameter declaration", "error"), (2, "kernel default argument", "warning")]
+    ok = translate(src.split("\n", 1)[1], "opencl", filename="k.cu")
+    assert ok.ok and "__global float* z)" in ok.text
