@@ -25,6 +25,8 @@ operations refused as before, with the reason.
 """
 from __future__ import annotations
 
+import re
+
 from accel.kernels.port import warp as W
 from accel.kernels.port.symbols import declarator_parts
 from accel.kernels.port.syntax import line, text, walk
@@ -34,6 +36,9 @@ from accel.kernels.port.uniform import Uniformity, WarpUniformity, short
 _SCALARS = frozenset(("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float",
                       "double", "bool", "size_t", "ptrdiff_t", "intptr_t", "uintptr_t"))
 LIVE = "accel_live"
+#: a cooperative group's declaration, which the translation deletes (no code to guard)
+_GROUP_DECL = re.compile(r"^(?:const )?(?:\w+ ?:: ?)?(?:thread_block|thread_block_tile ?< ?\d+ ?>|auto) \w+ ?= ?"
+                         r"(?:\w+ ?:: ?)?(?:this_thread_block ?\( ?\)|tiled_partition ?< ?\d+ ?> ?\( ?\w+ ?\)) ?;$")
 
 
 class EarlyExit:
@@ -107,7 +112,7 @@ class EarlyExit:
     def _exit_step(self, s, u, wu) -> tuple[str, str | None]:
         """How statement ``s`` after the return runs: ("keep", None) for every thread,
         ("guard", None) for the live ones, ("split", None) a declaration; or why it cannot."""
-        if any(x in text(s) for x in ("this_thread_block", "tiled_partition")):
+        if _GROUP_DECL.match(" ".join(text(s).split())):
             return "keep", None  # a cooperative group's declaration: no code of its own
         if s.type == "declaration" and any(c.type in ("type_qualifier", "storage_class_specifier")
                                            and text(c) == "__shared__" for c in s.children):
