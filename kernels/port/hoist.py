@@ -210,7 +210,7 @@ class Hoisting:
                 return k - 1 if op == "%" else k if op == "&" else None
             return None
         if n.type == "identifier" and depth < 4:
-            values = [v for name, v, _w, _ok in wu.defs if name == text(n)]
+            values = [v for name, v, _w, _ok in wu.defs if name == wu.key(n)]
             return self._lane_bound(fn, values[0], depth + 1) if len(values) == 1 and values[0] is not None else None
         return None
 

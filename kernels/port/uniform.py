@@ -85,26 +85,26 @@ class Uniformity:
                     name, ptr, arr = declarator_parts(d)
                     if name is None or ptr < 0:
                         continue
-                    self.variables.add(text(name))
+                    self.variables.add(self.key(name))
                     if arr:
-                        defs.append((text(name), None, n, False))  # elements written anywhere
+                        defs.append((self.key(name), None, n, False))  # elements written anywhere
                     else:
                         value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-                        defs.append((text(name), value, n, True))
+                        defs.append((self.key(name), value, n, True))
             elif n.type == "assignment_expression":
                 left = n.child_by_field_name("left")
                 while left.type in ("field_expression", "subscript_expression", "parenthesized_expression"):
                     left = left.named_children[0]
                 if left.type == "identifier":
-                    defs.append((text(left), n.child_by_field_name("right"), n, True))
+                    defs.append((self.key(left), n.child_by_field_name("right"), n, True))
             elif n.type == "update_expression":
                 arg = n.child_by_field_name("argument")
                 if arg.type == "identifier":
-                    defs.append((text(arg), arg, n, True))
+                    defs.append((self.key(arg), arg, n, True))
             elif n.type == "pointer_expression" and text(n).startswith("&"):
                 arg = n.child_by_field_name("argument")
                 if arg.type == "identifier":  # its address escapes: anything may write it
-                    defs.append((text(arg), None, n, False))
+                    defs.append((self.key(arg), None, n, False))
             elif n.type in ("return_statement", "break_statement", "continue_statement",
                             "goto_statement") and n.start_byte not in skip:
                 self.jumps.append(n)
@@ -121,6 +121,22 @@ class Uniformity:
                     changed = True
 
     # -- values ------------------------------------------------------------------------------------
+    def key(self, ident) -> str:
+        """The variable identifier ``ident`` names, for the analysis: its name, except that a
+        for loop's own counter (``for (int i = ...)``) is told apart from the function's other
+        variables of that name (by the loop's offset), as C scopes it. (A name declared again
+        inside the loop's body falls under the counter's key: both are judged together.)"""
+        name = text(ident)
+        p = ident.parent
+        while p is not None and p != self.fn:
+            if p.type == "for_statement" and (init := p.child_by_field_name("initializer")) is not None \
+                    and init.type == "declaration" and any(
+                        (v := declarator_parts(d)[0]) is not None and text(v) == name
+                        for d in init.children_by_field_name("declarator")):
+                return f"{name}@{p.start_byte}"
+            p = p.parent
+        return name
+
     def expr(self, n) -> bool:
         """Whether the value of expression ``n`` is the same for every thread of the block."""
         t = n.type
@@ -130,8 +146,8 @@ class Uniformity:
             name = text(n)
             if name in self.groups:
                 return True  # the group object itself; its methods are judged in calls
-            if name in self.variables:
-                return name in self.uniform
+            if self.key(n) in self.variables:
+                return self.key(n) in self.uniform
             return self.macro_uniform(name) if name in self.macros else True  # enumerators
         if t == "field_expression":
             arg = n.child_by_field_name("argument")
@@ -256,7 +272,7 @@ class WarpUniformity(Uniformity):
         while n.type == "parenthesized_expression":
             n = n.named_children[0]
         if n.type == "identifier":
-            values = [v for name, v, _w, _ok in self.defs if name == text(n)]
+            values = [v for name, v, _w, _ok in self.defs if name == self.key(n)]
             return len(values) == 1 and values[0] is not None and self.thread_x(values[0])
         return text(n).replace(" ", "") == "threadIdx.x"
 

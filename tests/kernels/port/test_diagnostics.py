@@ -879,3 +879,20 @@ def test_a_kernels_default_argument_is_dropped_and_a_device_functions_refused():
         (1, "optional parameter declaration", "error"), (2, "kernel default argument", "warning")]
     ok = translate(src.split("\n", 1)[1], "opencl", filename="k.cu")
     assert ok.ok and "__global float* z)" in ok.text
+
+
+def test_a_loop_counter_is_its_own_variable_for_the_uniformity_analysis(backend):
+    """``for (int i = ...)`` twice, once under a thread-dependent if: the other loop's ``i``
+    is still block-uniform, so the shuffle in it is emulated (it was refused by name)."""
+    src = ("__global__ void k(float* x, int n) {\n  float v = x[threadIdx.x];\n"
+           "  for (int i = 16; i > 0; i /= 2) v += __shfl_xor_sync(0xffffffff, v, i);\n"
+           "  if (threadIdx.x < n) for (int i = 0; i < 3; i++) v += 1.0f;\n  x[threadIdx.x] = v;\n}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    import accel
+    from accel.kernel import kernel
+    x0 = np.arange(64, dtype=np.float32)
+    x = accel.asarray(x0, backend=backend)
+    kernel(result.text, "k", backend=backend, options=result.options)(1, 64, x, np.int32(40))
+    want = np.repeat(x0.reshape(2, 32).sum(1), 32) + np.where(np.arange(64) < 40, 3, 0)
+    np.testing.assert_array_equal(x.numpy(), want)
