@@ -102,6 +102,21 @@ def _const(param) -> bool:
     return any(c.type == "type_qualifier" and text(c) == "const" for c in param.named_children)
 
 
+def _function_pointer_type(t) -> bool:
+    """``float (*)(float)``: a type descriptor of a pointer to a function."""
+    d = t.child_by_field_name("declarator") if t is not None else None
+    return d is not None and d.type == "abstract_function_declarator" and any(
+        n.type == "abstract_pointer_declarator" for n in walk(d.child_by_field_name("declarator") or d))
+
+
+def _literal(node) -> bool:
+    """A default argument that means the same wherever it is written: a number, ``true`` /
+    ``false``, ``NULL`` / ``nullptr``, or one negated."""
+    while node.type in ("unary_expression", "parenthesized_expression") and node.named_children:
+        node = node.named_children[-1]
+    return node.type in ("number_literal", "true", "false", "null")
+
+
 def _append(parenthesized: str, items: list[str]) -> str:
     """``(a, b)`` with ``items`` added at the end (a parameter or argument list)."""
     if not items:
@@ -213,6 +228,8 @@ class _Function:
     references: set[int] = field(default_factory=set)
     #: the indexes of its cooperative-group parameters (``cg::thread_block cta``) -> their kind
     groups: dict[int, str] = field(default_factory=dict)
+    #: a device function's literal default arguments (``bool final_sync = false``), by index
+    defaults: dict[int, str] = field(default_factory=dict)
 
 
 class OpenCLTranslator(WarpEmulation):
@@ -534,6 +551,14 @@ class OpenCLTranslator(WarpEmulation):
             self._file_declaration(item)
         elif kind == "type_definition":
             self._typedef(item)
+        elif kind == "alias_declaration" and _function_pointer_type(item.child_by_field_name("type")):
+            # using reduction_func_t = float (*)(float);: a template's function parameter type,
+            # as its typedef form is (expanding the template leaves it unused)
+            name = text(item.child_by_field_name("name"))
+            self.typedef_pending[name] = (item, [Diagnostic(
+                self.rw.filename, line(item), f"using {name}", "OpenCL C has no function pointers",
+                "call the function directly, or make it a template parameter with explicit "
+                "instantiations")])
         elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal",
                       "ERROR"):  # syntax errors: translate() reports them for every target
             pass
@@ -642,6 +667,8 @@ class OpenCLTranslator(WarpEmulation):
         fn.calls = {callee_name(c) for c in walk(node) if c.type == "call_expression"} - {None}
         if not fn.kernel:
             fn.groups = {i: k for i, p in enumerate(params) if (k := self.groups.param_kind(p)) is not None}
+            fn.defaults = {i: text(v) for i, p in enumerate(params) if p.type == "optional_parameter_declaration"
+                           and (v := p.child_by_field_name("default_value")) is not None and _literal(v)}
         self.functions[name] = fn
 
     def _callers_first(self) -> list[_Function]:
@@ -1052,7 +1079,11 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.note("cooperative group parameter")
             _delete_listed(self.rw, p)
             return
-        if p.type == "optional_parameter_declaration" and fn.kernel and p.child_by_field_name("default_value"):
+        if p.type == "optional_parameter_declaration" and index in fn.defaults:
+            # a device function's literal default: each call that leaves it out passes it
+            self.rw.note("default argument")
+            self.rw.replace(p, lambda inner: inner[:inner.index("=")].rstrip())
+        elif p.type == "optional_parameter_declaration" and fn.kernel and p.child_by_field_name("default_value"):
             # a kernel's default argument (shfl_scan's int *partial_sums = NULL): accel.kernel
             # passes every argument, so the default is never used; the parameter stays
             default = p.child_by_field_name("default_value")
@@ -1676,6 +1707,9 @@ class OpenCLTranslator(WarpEmulation):
                                   "pass the group the function takes")
                     return
                 _delete_listed(self.rw, a)
+            missing = [v for i, v in sorted(self.functions[name].defaults.items()) if i >= len(arg_nodes)]
+            if missing:  # blockReduce(v) of blockReduce(float val, bool final_sync = false)
+                self.rw.replace(args, lambda inner, m=missing: _append(inner, m))
             self._record_call(self.functions[name], arg_nodes, scope, callee)
             # the group arguments are gone; the others keep their parameters' indexes above
             arg_nodes = [a for i, a in enumerate(arg_nodes) if i not in self.functions[name].groups]

@@ -50,9 +50,13 @@ def _function_pointer(decl):
 
 
 def function_types(root) -> frozenset[str]:
-    """The file's typedefs of function pointer types (``typedef void (*kernel_t)(float);``)."""
-    return frozenset(text(declarator_parts(d)[0]) for n in walk(root) if n.type == "type_definition"
-                     for d in n.children_by_field_name("declarator") if d.type == "function_declarator")
+    """The file's typedefs of function pointer types (``typedef void (*kernel_t)(float);``, or
+    ``using kernel_t = void (*)(float);``)."""
+    typedefs = {text(declarator_parts(d)[0]) for n in walk(root) if n.type == "type_definition"
+                for d in n.children_by_field_name("declarator") if d.type == "function_declarator"}
+    aliases = {text(n.child_by_field_name("name")) for n in walk(root) if n.type == "alias_declaration"
+               and "(*" in "".join(text(n.child_by_field_name("type")).split())}  # using f_t = float (*)(float);
+    return frozenset(typedefs | aliases)
 
 
 def function_template(item, fn_types: frozenset[str] = frozenset()):

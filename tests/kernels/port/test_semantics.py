@@ -331,6 +331,56 @@ def test_if_constexpr_and_static_assert_in_template_copies(backend):
         np.testing.assert_allclose(out.numpy(), x64 / np.sqrt((x64 ** 2).mean(1, keepdims=True) + 1e-6),
                                    rtol=2e-5, atol=1e-6, err_msg=name)
 
+
+#: llm.c's blockReduce as its common.h writes it: a template over a function-pointer alias
+#: (``using``), with literal default arguments
+_LLMC_BLOCK_REDUCE = """#define WARP_SIZE 32U
+__device__ float warpReduceSum(float val) {
+    for (int offset = 16; offset > 0; offset /= 2) val += __shfl_xor_sync(0xFFFFFFFF, val, offset);
+    return val;
+}
+using reduction_func_t = float (*) (float);
+template<reduction_func_t warp_reduction>
+__device__ inline float blockReduce(float val, bool final_sync=false, float out_of_bounds=0.0f) {
+    __shared__ float shared_val[WARP_SIZE];
+    const int lane_id = threadIdx.x % WARP_SIZE;
+    const int warp_id = threadIdx.x / WARP_SIZE;
+    const int num_warps = blockDim.x / WARP_SIZE;
+    float warp_val = warp_reduction(val);
+    if (lane_id == 0) { shared_val[warp_id] = warp_val; }
+    __syncthreads();
+    warp_val = (lane_id < num_warps) ? shared_val[lane_id] : out_of_bounds;
+    float block_val = warp_reduction(warp_val);
+    if (final_sync) {
+        __syncthreads();
+    }
+    return block_val;
+}
+__global__ void k(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    float s = blockReduce<warpReduceSum>(v);
+    float t = blockReduce<warpReduceSum>(v * 2.0f, true);
+    if (threadIdx.x == 0) { out[2 * blockIdx.x] = s; out[2 * blockIdx.x + 1] = t; }
+}
+"""
+
+
+def test_device_function_default_arguments_and_function_pointer_aliases(backend):
+    """``blockReduce<warpReduceSum>(v)`` with ``bool final_sync=false, float
+    out_of_bounds=0.0f``: each call that leaves a literal default out passes it; ``using
+    reduction_func_t = float (*)(float);`` types the template's parameter, and is left out."""
+    result = translate(_LLMC_BLOCK_REDUCE, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    assert "blockReduce_warpReduceSum(v, false, 0.0f," in result.text
+    n = 300
+    x = RNG.integers(-50, 50, 384).astype(np.float32)
+    out = accel.asarray(np.zeros(6, np.float32), backend=backend)
+    kernel(result.text, "k", backend=backend, options=result.options)(
+        3, 128, out, accel.asarray(x, backend=backend), np.int32(n))
+    sums = np.where(np.arange(384) < n, x, 0).reshape(3, 128).sum(1)
+    np.testing.assert_array_equal(out.numpy(), np.stack([sums, 2 * sums], 1).ravel())
+
 def test_reinterpretation_and_sincos(backend, to):
     src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
