@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from accel.kernels.port import tables as T
 from accel.kernels.port import warp as W
+from accel.kernels.port.earlyexit import EarlyExit
+from accel.kernels.port.groups import group_variables
 from accel.kernels.port.hoist import Hoisting
 from accel.kernels.port.syntax import line, text, walk
 from accel.kernels.port.uniform import Uniformity
@@ -30,11 +32,12 @@ def callee_name(call) -> str | None:
     return text(f) if f is not None and f.type == "identifier" else None
 
 
-class WarpEmulation(Hoisting):
+class WarpEmulation(Hoisting, EarlyExit):
     """Mixed into OpenCLTranslator (which provides rw, sp, functions, current, typer, _expr)."""
 
     def _warp_init(self) -> None:
         self._hoist_init()
+        self._exit_init()
         self.warp_helpers: set[str] = set()
         self.warp_direct: set[str] = set()   # functions that shuffle themselves
         self.warp_users: set[str] = set()    # ... and those that call them (after run)
@@ -47,12 +50,11 @@ class WarpEmulation(Hoisting):
     # -- the verdict ------------------------------------------------------------------------------
     def _uniformity(self, fn) -> Uniformity:
         if fn.name not in self._uniformities:
-            groups = {text(d.child_by_field_name("declarator"))
-                      for d in walk(fn.node) if d.type == "init_declarator"
-                      and any(k in text(d) for k in ("this_thread_block", "tiled_partition"))}
-            self._uniformities[fn.name] = Uniformity(
-                fn.node, fn.kernel, lambda n: n in T.OPENCL_MATH or n in T.OPENCL_SAME or n in _PURE,
-                groups, self.macro_bodies)
+            pure = lambda n: n in T.OPENCL_MATH or n in T.OPENCL_SAME or n in _PURE  # noqa: E731
+            groups = group_variables(fn.node)
+            skip = self.exit_plan(fn, pure, groups, self.macro_bodies)
+            self._uniformities[fn.name] = Uniformity(fn.node, fn.kernel, pure, groups,
+                                                     self.macro_bodies, skip)
         return self._uniformities[fn.name]
 
     def _reach(self, fn, path=()) -> str | None:
@@ -68,6 +70,8 @@ class WarpEmulation(Hoisting):
                     if c.type != "call_expression" or callee_name(c) != fn.name:
                         continue
                     inner = self._uniformity(caller).point(c)
+                    if inner is not None and (kept := self.exit_why.get(caller.name)) is not None:
+                        inner += f"; the early return cannot be kept for every thread: {kept}"
                     if inner is not None and caller.name not in path:
                         hoisted = self.hoist(caller, c, c.child_by_field_name("arguments").named_children,
                                              callee=fn)
@@ -96,6 +100,8 @@ class WarpEmulation(Hoisting):
                 hoisted = self.hoist(self.current, node, values, ctype)
                 why = None if hoisted is None else f"{why}, and {_UNHOISTED}: {hoisted}"
             why = why or self._reach(self.current)
+            if why is not None and (kept := self.exit_why.get(self.current.name)) is not None:
+                why += f"; the early return cannot be kept for every thread: {kept}"
             if why is not None:
                 why = (f"accel port emulates it through local memory and a barrier, which needs "
                        f"every thread of the block to reach the call, and cannot prove that: {why}")

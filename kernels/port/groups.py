@@ -13,17 +13,53 @@ import re
 
 from accel.kernels.port import warp as W
 from accel.kernels.port.symbols import Scope, Sym, declarator_parts
-from accel.kernels.port.syntax import text
+from accel.kernels.port.syntax import text, walk
 
 NAMESPACE = "cooperative_groups"
 #: a tile declaration the grammar reads as an expression (``cg::thread_block_tile<32> w = ...``)
 _TILE_DECL = re.compile(r"^(?:const\s+)?(?:(\w+)::)?thread_block_tile\s*<\s*(\d+)\s*>\s+(\w+)\s*=\s*"
                         r"(?:(\w+)::)?tiled_partition\s*<\s*(\d+)\s*>\s*\(\s*(.*?)\s*\)\s*;$", re.S)
+_TILE_SIZE = re.compile(r"\btiled_partition\s*<\s*(\d+)\s*>")
 _BLOCK_INDEX = {"group_index": "blockIdx", "thread_index": "threadIdx", "group_dim": "blockDim",
                 "dim_threads": "blockDim"}
+#: the names cooperative_groups declares (functions, group types, reduction operators): with
+#: ``using namespace cooperative_groups;`` these, and only these, unqualified names are its
+_CG_NAMES = frozenset((
+    "this_thread_block", "this_grid", "this_multi_grid", "this_cluster", "tiled_partition",
+    "coalesced_threads", "binary_partition", "labeled_partition", "sync", "reduce",
+    "inclusive_scan", "exclusive_scan", "memcpy_async", "wait", "wait_prior", "invoke_one",
+    "invoke_one_broadcast", "thread_group", "thread_block", "thread_block_tile", "grid_group",
+    "multi_grid_group", "coalesced_group", "cluster_group", "plus", "less", "greater",
+    "bit_and", "bit_or", "bit_xor"))
 _GRID = ("grid", "multi_grid", "cluster", "coalesced", "labeled", "binary_partition")
 _GRID_WHY = ("OpenCL 1.2 cannot synchronise or group threads beyond one work-group (or below it "
              "without a proof every thread arrives)")
+
+
+def group_variables(fn_node) -> dict[str, int]:
+    """The cooperative-group variables function ``fn_node`` declares: name -> 0 for the thread
+    block, N for a ``thread_block_tile<N>`` (read from the text, for the uniformity analysis,
+    which runs before the declarations are translated)."""
+    found = {}
+    for n in walk(fn_node):
+        if n.type == "init_declarator":
+            value = text(n.child_by_field_name("value") or n)
+            name = declarator_parts(n.child_by_field_name("declarator"))[0]
+            size = _TILE_SIZE.search(value)
+            if name is not None and (size or "this_thread_block" in value):
+                found[text(name)] = int(size.group(1)) if size else 0
+        elif n.type == "expression_statement" and (m := _TILE_DECL.match(text(n))):
+            found[m.group(3)] = int(m.group(2))
+        elif n.type == "parameter_declaration" and (t := n.child_by_field_name("type")) is not None \
+                and (d := n.child_by_field_name("declarator")) is not None \
+                and (name := declarator_parts(d.named_children[0] if d.type == "reference_declarator"
+                                              and d.named_children else d)[0]) is not None:
+            spelled = " ".join(text(t).split())  # cg::thread_block cta, thread_block_tile<32> w
+            if re.search(r"(^|::)thread_block$", spelled):
+                found[text(name)] = 0
+            elif (size := re.search(r"(^|::)thread_block_tile\s*<\s*(\d+)\s*>$", spelled)):
+                found[text(name)] = int(size.group(2))
+    return found
 
 
 class Groups:
@@ -54,6 +90,10 @@ class Groups:
             node = node.child_by_field_name("name")
         elif not self.using:
             return None
+        else:  # using namespace cooperative_groups: an unqualified name is its only if it has it
+            inner = node.child_by_field_name("name") if node.type in ("template_function", "template_type") else node
+            if text(inner) not in _CG_NAMES or text(inner) in self.tr.functions:
+                return None
         if node.type in ("template_function", "template_type"):
             node = node.child_by_field_name("name")
         return text(node) if node.type in ("identifier", "type_identifier") else None
@@ -82,6 +122,26 @@ class Groups:
         if name == "tiled_partition" and len(args) == 1 and self.kind(args[0], scope) == "block":
             n = self._tile_size(callee)
             return None if n is None else f"tile:{n}"
+        return None
+
+    def param_kind(self, p) -> str | None:
+        """``block`` or ``tile:N`` for a device function's parameter of a group type
+        (``cg::thread_block cta``, ``const cg::thread_block& b``, ``thread_block_tile<32> w``
+        under ``using namespace``), else None."""
+        t = p.child_by_field_name("type") if p.type == "parameter_declaration" else None
+        d = p.child_by_field_name("declarator") if t is not None else None
+        if d is not None and d.type == "reference_declarator":
+            d = d.named_children[0] if d.named_children else None
+        if t is None or d is None or d.type != "identifier":
+            return None
+        name = self._name(t)
+        if name == "thread_block":
+            return "block"
+        if name == "thread_block_tile":
+            node = t.child_by_field_name("name") if t.type == "qualified_identifier" else t
+            args = node.child_by_field_name("arguments") if node is not None and node.type == "template_type" else None
+            spelled = text(args).strip("<> ") if args is not None else ""
+            return f"tile:{spelled}" if spelled in ("1", "2", "4", "8", "16", "32") else None
         return None
 
     # -- declarations ----------------------------------------------------------------------------

@@ -53,6 +53,9 @@ def translate_hip(rw: Rewriter, root) -> str:
                    and text(n) in _RTC_INTS})
     if ints:
         head += "#ifdef __HIPCC_RTC__\n" + "".join(f"typedef {_RTC_INTS[t]} {t};\n" for t in ints) + "#endif\n"
+    if any(n.type == "null" and text(n) == "NULL" for n in walk(root)):
+        # hiprtc has no <stddef.h>: NULL as clang's C++ headers define it
+        head += "#if defined(__HIPCC_RTC__) && !defined(NULL)\n#define NULL __null\n#endif\n"
     return head + rw.render()
 
 
@@ -137,6 +140,11 @@ def _include(rw: Rewriter, node) -> bool:
             rw.warn(node, f"#include <{header}>", "ROCm's bfloat16 header and __hip_bfloat16 "
                     "(with __float2bfloat16 and __bfloat162float) arrive with ROCm 6.0; ROCm 5 "
                     "has neither", "build with ROCm 6.0 or later")
+        elif header == "cooperative_groups.h":
+            rw.warn(node, f"#include <{header}>", "ROCm 5's hiprtc (runtime compilation, what "
+                    "accel kernels check uses) fails inside hip_cooperative_groups.h (tested with "
+                    "5.2: a redefinition in its vector types); hipcc builds it",
+                    "build with hipcc --genco, or check with a later ROCm")
         return False
     if header == "cooperative_groups/reduce.h":
         rw.error(node, f"#include {text(path)}", _CG_WHY, "a __shared__ tree reduction, or a "

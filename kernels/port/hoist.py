@@ -13,6 +13,11 @@ same program when
   out of bounds, no division by zero, no endless loop;
 - the call is the first thing its branch runs (through nested ``if``s), so its arguments hold
   the values they hold at the ``if``, where it moves, and the ``if`` is reached by every thread;
+  or what the branch runs before it are declarations of new variables (names the function
+  declares once) whose values read no memory but the lanes' own slots of a ``__shared__``
+  array (``float v = lane < n ? part[lane] : 0.0f;``, an index below the array's constant
+  size: a tile's ``thread_rank()``, ``threadIdx.x % 32`` or a variable holding one), which
+  move before the ``if`` with it: every thread then computes them too, in bounds;
 - each condition it leaves is the same for every lane of a warp (accel.kernels.port.uniform.
   WarpUniformity, with ``blockDim.x`` a multiple of 32): then each warp either takes the branch
   whole, and its lanes' shuffles read the same values as in CUDA, or discards the result. CUDA
@@ -26,7 +31,7 @@ from __future__ import annotations
 from accel.kernels.port import warp as W
 from accel.kernels.port.symbols import declarator_parts, type_node
 from accel.kernels.port.syntax import line, text, walk
-from accel.kernels.port.uniform import WarpUniformity, _short
+from accel.kernels.port.uniform import WarpUniformity, short
 
 #: the nodes between a call and its statement that use its value and nothing else's order
 _VALUE_USES = frozenset(("assignment_expression", "init_declarator", "parenthesized_expression",
@@ -46,6 +51,9 @@ _PURE_STATEMENTS = frozenset((
     "return_statement", "break_statement", "continue_statement"))
 _LOOPS = frozenset(("for_statement", "while_statement", "do_statement"))
 _INDICES = frozenset(("threadIdx", "blockIdx", "blockDim", "gridDim"))
+#: the methods of a cooperative group that only compute a value (sync and shuffles are not)
+_GROUP_QUERIES = frozenset(("thread_rank", "meta_group_rank", "meta_group_size", "size",
+                            "num_threads", "group_index", "thread_index", "group_dim", "dim_threads"))
 
 
 class Hoisting:
@@ -79,13 +87,21 @@ class Hoisting:
                        if a.type == "if_statement" and u.point(a) is None), None)
         if anchor is None:
             return "no if that every thread reaches guards it, so it has nowhere to move to"
-        conds, child = [], stmt
+        for c in [anchor.child_by_field_name("condition")] + [
+                a.child_by_field_name("condition") for a in _ancestors(stmt, anchor) if a.type == "if_statement"]:
+            if (change := self._changes(c, u)) is not None:  # what moves before it must not see it
+                return f"the condition on line {line(c)} {change}"
+        conds, child, moved = [], stmt, []
         for p in _ancestors(stmt, anchor.parent):
             if p.type == "compound_statement":
-                first = next(c for c in p.named_children if c.type != "comment")
-                if first != child:
-                    return (f"the statements before it in its branch (from line {line(first)}) "
-                            "run first and could change what it reads")
+                before = [c for c in p.named_children if c.type != "comment"
+                          and c.start_byte < child.start_byte]
+                top = p.parent == anchor or (p.parent.type == "else_clause" and p.parent.parent == anchor)
+                if before and (not top or self._movable(fn, before) is not None):
+                    why = self._movable(fn, before) if top else None
+                    return (f"the statements before it in its branch (from line {line(before[0])}) "
+                            "run first and could change what it reads" + (f" ({why})" if why else ""))
+                moved = before
             elif p.type == "if_statement" and child != p.child_by_field_name("condition"):
                 conds.append(p.child_by_field_name("condition"))
             elif p.type != "else_clause":
@@ -96,16 +112,17 @@ class Hoisting:
         wu = self._warp_uniformity(fn)
         for cond in conds:
             if not wu.expr(cond):
-                return (f"the condition on line {line(cond)} ({_short(cond)}) can differ between the "
+                return (f"the condition on line {line(cond)} ({short(cond)}) can differ between the "
                         "lanes of one warp, where CUDA leaves a full-mask shuffle undefined")
         inner = {text(declarator_parts(d)[0]) for n in walk(anchor) if n.type == "declaration"
                  for d in n.children_by_field_name("declarator") if declarator_parts(d)[0] is not None}
+        inner -= {text(declarator_parts(d)[0]) for m in moved for d in m.children_by_field_name("declarator")}
         for v in values:
             why = self._impure(v, u, wu)
             if why is None and (names := inner & {text(n) for n in walk(v) if n.type == "identifier"}):
                 why = f"it reads {min(names)}, declared inside the branch"
             if why is not None:
-                return f"its argument {_short(v)} {why}"
+                return f"its argument {short(v)} {why}"
         if callee is not None:
             if text(type_node(callee.node)) == "void":
                 return f"{callee.name} returns nothing"
@@ -114,20 +131,94 @@ class Hoisting:
                 return why
             ctype = lambda: self.rw.render(type_node(callee.node))  # noqa: E731
         tmp = f"accel_hoisted_{len(self._hoists)}"
-        self._hoists.append((anchor, call, tmp, ctype if callable(ctype) else lambda t=ctype: t))
+        self._hoists.append((anchor, call, tmp, ctype if callable(ctype) else lambda t=ctype: t, moved))
         self.rw.note("warp call hoisted out of a branch")
+        lines = sorted({line(m) for m in moved})
+        also = "" if not moved else (f" (with the declaration on line {lines[0]} before it)" if len(lines) == 1
+                                     else f" (with the declarations on lines {lines[0]}-{lines[-1]} before it)")
         self.rw.warn(call, "warp call hoisted out of a branch", (
             f"the shuffles need every thread of the block, so every thread now computes "
-            f"{_short(call)} before the if on line {line(anchor)}, and only the threads that "
+            f"{short(call)}{also} before the if on line {line(anchor)}, and only the threads that "
             f"take the branch use it; the same as CUDA's because each warp takes the branch "
             "whole when blockDim.x is a multiple of 32"), "launch with blockDim.x a multiple of 32")
+        return None
+
+    def _changes(self, node, u) -> str | None:
+        """What expression ``node`` changes (an assignment, ``++``, a call that is not math or
+        a group's query), or None: code moved from after it to before it must read the same."""
+        for n in walk(node):
+            if n.type in ("assignment_expression", "update_expression"):
+                return f"changes {short(n)}"
+            if n.type == "call_expression":
+                f = n.child_by_field_name("function")
+                name = text(f)
+                if not (u.pure(name) or f.type == "field_expression"
+                        and text(f.child_by_field_name("field")) in _GROUP_QUERIES):
+                    return f"calls {name}, which may change what the call reads"
+        return None
+
+    def _movable(self, fn, statements) -> str | None:
+        """None when ``statements`` (what a branch runs before a hoisted call) can move before
+        the branch's ``if``: declarations of names the function declares once, whose values
+        read no memory but in-bounds lane slots of __shared__ arrays; else why not."""
+        u, wu = self._uniformity(fn), self._warp_uniformity(fn)
+        declared = [text(declarator_parts(d)[0]) for n in walk(fn.node) if n.type == "declaration"
+                    for d in n.children_by_field_name("declarator") if declarator_parts(d)[0] is not None]
+        for st in statements:
+            if st.type != "declaration" or any(c.type in ("storage_class_specifier", "type_qualifier")
+                                               and text(c) not in ("const",) for c in st.children):
+                return f"line {line(st)} is not a plain declaration"
+            for d in st.children_by_field_name("declarator"):
+                name, ptr, arr = declarator_parts(d)
+                if d.type != "init_declarator" or name is None or ptr or arr:
+                    return f"line {line(st)} declares no plain initialised variable"
+                if declared.count(text(name)) != 1:
+                    return f"{text(name)} is declared more than once in {fn.name}"
+                value = d.child_by_field_name("value")
+                why = next(filter(None, (None if n.type == "subscript_expression" and self._lane_slot(fn, n)
+                                         else self._effect(n, u, wu, ()) for n in _outside_lane_slots(self, fn, value))), None)
+                if why is not None:
+                    return f"the value of {text(name)} {why}"
+        return None
+
+    def _lane_slot(self, fn, n) -> bool:
+        """``part[lane]``: a read of a __shared__ array of the function with a constant size
+        D, at an index a thread's lane bounds below D."""
+        base, idx = n.child_by_field_name("argument"), n.child_by_field_name("indices").named_children
+        if base.type != "identifier" or len(idx) != 1:
+            return False
+        size = next((d for m in walk(fn.node) if m.type == "declaration" and "__shared__" in text(m).split("[")[0]
+                     for d in m.children_by_field_name("declarator")
+                     if d.type == "array_declarator" and text(declarator_parts(d)[0]) == text(base)), None)
+        bound = self._warp_uniformity(fn).constant(size.child_by_field_name("size")) if size is not None else None
+        return bound is not None and (top := self._lane_bound(fn, idx[0])) is not None and top < bound
+
+    def _lane_bound(self, fn, n, depth: int = 0) -> int | None:
+        """The largest value expression ``n`` takes, when a lane bounds it (a tile's
+        thread_rank(), threadIdx.x % K or & M, a variable whose one definition is one)."""
+        wu = self._warp_uniformity(fn)
+        while n.type == "parenthesized_expression":
+            n = n.named_children[0]
+        if n.type == "call_expression" and (f := n.child_by_field_name("function")).type == "field_expression" \
+                and text(f.child_by_field_name("field")) == "thread_rank" \
+                and not n.child_by_field_name("arguments").named_children:
+            size = wu.groups.get(text(f.child_by_field_name("argument")))
+            return size - 1 if size else None
+        if n.type == "binary_expression" and wu.thread_x(n.child_by_field_name("left")):
+            op, k = text(n.child_by_field_name("operator")), wu.constant(n.child_by_field_name("right"))
+            if k is not None and k > 0:
+                return k - 1 if op == "%" else k if op == "&" else None
+            return None
+        if n.type == "identifier" and depth < 4:
+            values = [v for name, v, _w, _ok in wu.defs if name == wu.key(n)]
+            return self._lane_bound(fn, values[0], depth + 1) if len(values) == 1 and values[0] is not None else None
         return None
 
     def _warp_uniformity(self, fn) -> WarpUniformity:
         if fn.name not in self._warp_uniformities:
             u = self._uniformity(fn)
             self._warp_uniformities[fn.name] = WarpUniformity(fn.node, fn.kernel, u.pure, u.groups,
-                                                              u.macros)
+                                                              u.macros, u.skip)
         return self._warp_uniformities[fn.name]
 
     def _impure(self, node, u, wu, path=()) -> str | None:
@@ -140,12 +231,19 @@ class Hoisting:
         t = n.type
         if t == "binary_expression" and text(n.child_by_field_name("operator")) in ("/", "%") \
                 and not wu.constant(n.child_by_field_name("right")):
-            return (f"divides by {_short(n.child_by_field_name('right'))} (line {line(n)}), which "
+            return (f"divides by {short(n.child_by_field_name('right'))} (line {line(n)}), which "
                     "may be 0 for the threads the condition excludes")
         if t in _PURE_NODES or t == "field_expression" and text(n.child_by_field_name("argument")) in _INDICES:
             return None
+        if t == "field_expression" and text(n.child_by_field_name("field")) in _GROUP_QUERIES \
+                and text(n.child_by_field_name("argument")) in wu.groups:
+            return None  # warp.thread_rank: the method itself, judged with its call
         if t == "call_expression":
             name = text(n.child_by_field_name("function"))
+            f = n.child_by_field_name("function")
+            if f.type == "field_expression" and text(f.child_by_field_name("argument")) in wu.groups \
+                    and text(f.child_by_field_name("field")) in _GROUP_QUERIES:
+                return None  # an index or size of a cooperative group: a value
             if name in self.functions:
                 return self._pure_function(self.functions[name], path)
             return None if u.pure(name) or name in W.SHUFFLES else \
@@ -159,7 +257,7 @@ class Hoisting:
         for p in fn.params:
             d = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else p
             if d is None or d.type != "identifier":
-                return f"{fn.name}'s parameter {_short(p)} is not a plain value (line {line(p)})"
+                return f"{fn.name}'s parameter {short(p)} is not a plain value (line {line(p)})"
         u, wu = self._uniformity(fn), self._warp_uniformity(fn)
         for n in walk(fn.node.child_by_field_name("body")):
             t, why = n.type, None
@@ -182,16 +280,31 @@ class Hoisting:
         """Each hoisted call becomes its temporary, declared before its ``if`` (in braces where
         the ``if`` is no statement of a block: ``else if``, a loop's body)."""
         source = self.rw.source
-        for anchor, call, tmp, ctype in self._hoists:
-            box = {}
+        for anchor, call, tmp, ctype, moved in self._hoists:
+            box = {"moved": []}
+            for m in moved:  # the declarations before the call move with it, in order
+                self.rw.replace(m, lambda inner, b=box: b["moved"].append(inner) or "")
             self.rw.replace(call, lambda inner, b=box, t=tmp: b.setdefault("call", inner) and t)
             start = source.rfind(b"\n", 0, anchor.start_byte) + 1
             indent = source[start:anchor.start_byte].decode()
             indent = indent if not indent.strip() else ""
             braces = anchor.parent.type != "compound_statement"
             self.rw.replace(anchor, lambda inner, b=box, t=tmp, c=ctype, i=indent, br=braces: (
-                ("{ " if br else "") + f"{c()} {t} = {b['call']};  /* accel port: hoisted out of "
+                ("{ " if br else "") + "".join(f"{m}  /* accel port: moved with the call below */\n{i}"
+                                               for m in b["moved"])
+                + f"{c()} {t} = {b['call']};  /* accel port: hoisted out of "
                 f"the branch, for every thread */\n{i}{inner}" + (" }" if br else "")))
+
+
+def _outside_lane_slots(h, fn, node):
+    """The nodes of expression ``node``, each lane-slot read (Hoisting._lane_slot) whole, its
+    inside skipped (the index is judged by _lane_bound, not as an expression of effects)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if not (n.type == "subscript_expression" and h._lane_slot(fn, n)):
+            stack.extend(reversed(n.named_children))
 
 
 def _ancestors(node, stop):

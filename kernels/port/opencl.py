@@ -20,6 +20,7 @@ from accel.kernels.port.groups import NAMESPACE as CG_NAMESPACE
 from accel.kernels.port.groups import Groups
 from accel.kernels.port.syntax import Diagnostic, Rewriter, line, parse, text, walk
 from accel.kernels.port.templates import Expansion, apply_edits, function_template
+from accel.kernels.port.uniform import short_text
 from accel.kernels.port.symbols import (Scope, Sym, cxx_cast, declarator_parts, functional_cast,
                                 member_info, pointer_info, qualifiers, storage_info, type_node)
 
@@ -48,8 +49,12 @@ _PREPROC_IF = frozenset(("preproc_if", "preproc_ifdef", "preproc_else", "preproc
 
 #: C++ constructs named in diagnostics (the rest of the unknown node types get a generic one)
 _CPP = {
-    "template_declaration": ("template", "OpenCL C has no templates",
-                             "instantiate by hand for each type, e.g. with #define T float"),
+    "template_declaration": ("template", "OpenCL C has no templates, and this file names no "
+                             "instantiation of this one (an explicit instantiation, or a call "
+                             "naming its arguments) for accel port to expand; launches from host "
+                             "code do not count", "an explicit instantiation per launch, e.g. "
+                             "template __global__ void k<float>(float*, int);, or instantiate by "
+                             "hand with #define T float"),
     "template_instantiation": ("template", "OpenCL C has no templates",
                                "instantiate by hand for each type, e.g. with #define T float"),
     "template_function": ("template call", "OpenCL C has no templates",
@@ -97,6 +102,21 @@ def _const(param) -> bool:
     return any(c.type == "type_qualifier" and text(c) == "const" for c in param.named_children)
 
 
+def _function_pointer_type(t) -> bool:
+    """``float (*)(float)``: a type descriptor of a pointer to a function."""
+    d = t.child_by_field_name("declarator") if t is not None else None
+    return d is not None and d.type == "abstract_function_declarator" and any(
+        n.type == "abstract_pointer_declarator" for n in walk(d.child_by_field_name("declarator") or d))
+
+
+def _literal(node) -> bool:
+    """A default argument that means the same wherever it is written: a number, ``true`` /
+    ``false``, ``NULL`` / ``nullptr``, or one negated."""
+    while node.type in ("unary_expression", "parenthesized_expression") and node.named_children:
+        node = node.named_children[-1]
+    return node.type in ("number_literal", "true", "false", "null")
+
+
 def _append(parenthesized: str, items: list[str]) -> str:
     """``(a, b)`` with ``items`` added at the end (a parameter or argument list)."""
     if not items:
@@ -138,21 +158,27 @@ class Spelling:
     barrier: str = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
     fence: str = "mem_fence(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
     types: dict = field(default_factory=lambda: {**T.OPENCL_TYPES, "__nv_bfloat16": "ushort",
-                                                  "nv_bfloat16": "ushort"})
+                                                  "nv_bfloat16": "ushort", "half2": "ushort2",
+                                                  "__half2": "ushort2"})
     #: element i of a memory-only 16-bit float array p read as float, and v written to it, by
     #: the type's normalised name (T.STORAGE_FLOATS); helpers they call come from T.OPENCL_HELPERS
     loads: dict = field(default_factory=lambda: {"half": "vload_half({i}, {p})",
-                                                 "bfloat16": "accel_bf16_to_float({p}[{i}])"})
+                                                 "bfloat16": "accel_bf16_to_float({p}[{i}])",
+                                                 "half2": "accel_half2_to_float2({p}[{i}])"})
     stores: dict = field(default_factory=lambda: {
-        "half": "vstore_half_rte({v}, {i}, {p})", "bfloat16": "{p}[{i}] = accel_float_to_bf16({v})"})
+        "half": "vstore_half_rte({v}, {i}, {p})", "bfloat16": "{p}[{i}] = accel_float_to_bf16({v})",
+        "half2": "{p}[{i}] = accel_float2_to_half2({v})"})
     #: a struct member of a memory-only 16-bit float type: its type (OpenCL C allows half only
     #: behind a pointer, so the member holds the bits: the same size and alignment as CUDA's),
     #: and the read as float of, and the write of v to, member lvalue e
-    member_types: dict = field(default_factory=lambda: {"half": "ushort", "bfloat16": "ushort"})
+    member_types: dict = field(default_factory=lambda: {"half": "ushort", "bfloat16": "ushort",
+                                                        "half2": "ushort2"})
     member_loads: dict = field(default_factory=lambda: {"half": "accel_half_to_float({e})",
-                                                        "bfloat16": "accel_bf16_to_float({e})"})
+                                                        "bfloat16": "accel_bf16_to_float({e})",
+                                                        "half2": "accel_half2_to_float2({e})"})
     member_stores: dict = field(default_factory=lambda: {
-        "half": "{e} = accel_float_to_half({v})", "bfloat16": "{e} = accel_float_to_bf16({v})"})
+        "half": "{e} = accel_float_to_half({v})", "bfloat16": "{e} = accel_float_to_bf16({v})",
+        "half2": "{e} = accel_float2_to_half2({v})"})
     constants: dict = field(default_factory=lambda: {"CUDART_INF_F": "INFINITY",
                                                      "CUDART_NAN_F": "NAN", "CUDART_PI_F": "M_PI_F"})
     #: True: calls are renamed in place (expf -> exp); False: CUDA's names stay and the
@@ -200,6 +226,10 @@ class _Function:
     sites: list = field(default_factory=list)
     #: the indexes of its parameters that are (non-const) references, T& x
     references: set[int] = field(default_factory=set)
+    #: the indexes of its cooperative-group parameters (``cg::thread_block cta``) -> their kind
+    groups: dict[int, str] = field(default_factory=dict)
+    #: a device function's literal default arguments (``bool final_sync = false``), by index
+    defaults: dict[int, str] = field(default_factory=dict)
 
 
 class OpenCLTranslator(WarpEmulation):
@@ -209,6 +239,13 @@ class OpenCLTranslator(WarpEmulation):
         self.kept_calls: set[str] = set()
         self.functions: dict[str, _Function] = {}
         self.typedefs: dict[str, str] = {}
+        #: typedef name -> the line that defined it (a second, different definition is refused)
+        self.typedef_lines: dict[str, int] = {}
+        #: conditional compilation around the item being collected: how many enclosing #if
+        #: branches are certainly dropped, and the #if nesting depth; the macros the file
+        #: defines outside any #if (which every build has, whatever -D it is given)
+        self.pp_dead = self.pp_depth = 0
+        self.defined_always: set[str] = set()
         #: typedefs of types OpenCL lacks (typedef half2 half2_t;), with their errors: reported
         #: where device code uses the name, else the typedef is left out with a warning
         self.typedef_pending: dict[str, tuple[object, list]] = {}
@@ -403,14 +440,21 @@ class OpenCLTranslator(WarpEmulation):
                 self._register(item)
             elif kind == "linkage_specification":  # extern "C" { ... } or extern "C" f
                 body = item.child_by_field_name("body")
-                self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
+                if body.type != "declaration_list":
+                    # the prefix goes, and the item stays in place: an edit of the item that
+                    # reaches past it (a host function's deletion, with its newline) still applies
+                    for c in item.children:
+                        if c.end_byte <= body.start_byte:
+                            self.rw.delete(c)
+                else:
+                    self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
                 if body.type == "declaration_list":
                     self.rw.replace(body, lambda inner: inner.strip().removeprefix("{").removesuffix("}"))
                     self._collect(body.named_children)
                 else:
                     self._collect_one(body)
             elif kind in _PREPROC_IF:
-                self._collect(self._branches(item))
+                self._conditional(item)
             elif kind == "namespace_definition" and (body := item.child_by_field_name("body")) is not None:
                 self._namespace(item, body)
             else:
@@ -427,6 +471,48 @@ class OpenCLTranslator(WarpEmulation):
         self.rw.replace(item, lambda _i, b=body: self.rw.render(b))
         self.rw.replace(body, lambda inner: inner.strip().removeprefix("{").removesuffix("}"))
         self._collect(body.named_children)
+
+    def _conditional(self, item) -> None:
+        """An #if/#ifdef/#elif/#else block: every branch is translated (the OpenCL preprocessor
+        chooses), and a branch is known to be dropped when an earlier one's condition is
+        certainly true (``#if defined(X)`` after an unconditional ``#define X``) or its own
+        certainly false, so that its typedefs do not type the code."""
+        truth = self._pp_truth(item)
+        alt = item.child_by_field_name("alternative")
+        self.pp_depth += 1
+        dead = self.pp_dead
+        self.pp_dead += truth is False
+        self._collect([c for c in self._branches(item) if c != alt])
+        self.pp_dead = dead + (truth is True)
+        if alt is not None:
+            self._collect([alt])
+        self.pp_dead = dead
+        self.pp_depth -= 1
+
+    def _pp_truth(self, item) -> bool | None:
+        """Whether a branch's condition certainly holds (True), certainly fails (False), or
+        may go either way (None: a macro the file does not define unconditionally could
+        come from the build's -D options)."""
+        if item.type == "preproc_else":
+            return True
+        if item.type == "preproc_ifdef":
+            name = item.child_by_field_name("name")
+            negated = text(item).startswith("#ifndef")
+            if name is None or text(name) not in self.defined_always:
+                return None
+            return not negated
+        cond = item.child_by_field_name("condition")
+        negated = cond is not None and cond.type == "unary_expression" and text(cond).startswith("!")
+        if negated:
+            cond = cond.child_by_field_name("argument")
+            while cond is not None and cond.type == "parenthesized_expression":
+                cond = cond.named_children[0]
+        if cond is None or cond.type != "preproc_defined":
+            return None
+        names = [n for n in cond.named_children if n.type == "identifier"]
+        if len(names) != 1 or text(names[0]) not in self.defined_always:
+            return None
+        return not negated
 
     def _branches(self, node) -> list:
         """The items of an #if/#ifdef/#elif/#else block. The OpenCL preprocessor evaluates its
@@ -458,17 +544,27 @@ class OpenCLTranslator(WarpEmulation):
         elif kind == "preproc_include":
             self._include(item)
         elif kind in ("preproc_def", "preproc_function_def"):
+            if self.pp_depth == 0:
+                self.defined_always.add(text(item.child_by_field_name("name")))
             self._macro(item)
         elif kind == "declaration":
             self._file_declaration(item)
         elif kind == "type_definition":
             self._typedef(item)
+        elif kind == "alias_declaration" and _function_pointer_type(item.child_by_field_name("type")):
+            # using reduction_func_t = float (*)(float);: a template's function parameter type,
+            # as its typedef form is (expanding the template leaves it unused)
+            name = text(item.child_by_field_name("name"))
+            self.typedef_pending[name] = (item, [Diagnostic(
+                self.rw.filename, line(item), f"using {name}", "OpenCL C has no function pointers",
+                "call the function directly, or make it a template parameter with explicit "
+                "instantiations")])
         elif kind in ("comment", "preproc_call", "identifier", "preproc_arg", "string_literal",
                       "ERROR"):  # syntax errors: translate() reports them for every target
             pass
         elif kind == "enum_specifier" and item.child_by_field_name("body") is not None:
             self._enum(item)
-        elif kind == "struct_specifier" and item.child_by_field_name("body") is not None:
+        elif kind in ("struct_specifier", "union_specifier") and item.child_by_field_name("body") is not None:
             # C++'s struct S { }; names the type S, C's only struct S: typedef it for C
             tag = self._struct(item)
             if item.child_by_field_name("name") is not None:
@@ -490,7 +586,7 @@ class OpenCLTranslator(WarpEmulation):
                 self._namespace_use(item, f"namespace {text(item.named_children[0])}")
         elif kind in _CPP:
             if kind == "template_declaration" and (t := function_template(item)) is not None:
-                self.templates[t[0]] = (t[1], t[2])  # for calls that deduce its arguments
+                self.templates[t[0]] = (t[1], t[2], t[3])  # for calls that deduce its arguments
             self.rw.error(item, *_CPP[kind])
         else:
             self.rw.error(item, kind.replace("_", " "), "outside the CUDA subset accel port "
@@ -569,6 +665,10 @@ class OpenCLTranslator(WarpEmulation):
                                    and (d := p.child_by_field_name("declarator")) is not None
                                    and d.type == "reference_declarator" and not _const(p)})
         fn.calls = {callee_name(c) for c in walk(node) if c.type == "call_expression"} - {None}
+        if not fn.kernel:
+            fn.groups = {i: k for i, p in enumerate(params) if (k := self.groups.param_kind(p)) is not None}
+            fn.defaults = {i: text(v) for i, p in enumerate(params) if p.type == "optional_parameter_declaration"
+                           and (v := p.child_by_field_name("default_value")) is not None and _literal(v)}
         self.functions[name] = fn
 
     def _callers_first(self) -> list[_Function]:
@@ -687,7 +787,17 @@ class OpenCLTranslator(WarpEmulation):
                                          f"line {value.start_point.row + 1})", "fix the macro's body")
         else:
             main.note("#define with CUDA names")
-            self.rw.replace(value, lambda _i: sub.render_range(start, start + len(value.text)))
+            self.rw.replace(value, lambda _i: self._render_macro(sub, start, start + len(value.text)))
+
+    def _render_macro(self, sub: Rewriter, start: int, end: int) -> str:
+        """A macro body's translation, rendered with ``self.rw`` its own rewriter again: the
+        replacements recorded in it render their arguments through ``self.rw`` (lazily), and
+        the main rewriter's offsets are not the body's."""
+        main, self.rw = self.rw, sub
+        try:
+            return sub.render_range(start, end)
+        finally:
+            self.rw = main
 
     def _enum(self, item) -> None:
         """``enum { BLOCK = 256 };``: OpenCL C has C's enums; their constants are int. C++ names
@@ -745,8 +855,17 @@ class OpenCLTranslator(WarpEmulation):
                 # it (typedef uint uint;) is an error for strict compilers
                 self.rw.note("typedef of an OpenCL type")
                 self.rw.delete(item)
-            else:
+            elif not self.pp_dead:  # a branch the preprocessor certainly drops types nothing
+                first = self.typedef_lines.get(text(name))
+                if first is not None and self.typedefs.get(text(name)) != base:
+                    self.rw.error(item, f"typedef {text(name)}", f"defined as {self.typedefs[text(name)]} "
+                                  f"on line {first} and as {base} here, in branches of an #if whose "
+                                  "choice accel port cannot tell (a macro the file does not define "
+                                  "outside any #if may come from the build's -D options); it "
+                                  "would type the code with one of them", "keep the definition "
+                                  "you build with, or #define the macro the #if tests at the top")
                 self.typedefs[text(name)] = base
+                self.typedef_lines.setdefault(text(name), line(item))
 
     def _file_declaration(self, item) -> None:
         q = qualifiers(item)
@@ -786,8 +905,10 @@ class OpenCLTranslator(WarpEmulation):
                 name, ptr, arr = declarator_parts(d)
                 self.globals.names[text(name)] = Sym(base, array=arr > 0, space="constant")
             return
+        # a const value (not a pointer to const data: ``const char *name = "..."`` is a host
+        # variable, which device code cannot read) is a constant device code may use
         if q & {"const", "constexpr"} and "__device__" not in q and all(
-                d.type == "init_declarator" for d in declarators):
+                d.type == "init_declarator" and declarator_parts(d)[1] == 0 for d in declarators):
             self.rw.replace(item, lambda inner: f"{constant} {inner}")
             base = self._type(type_node(item))
             for d in declarators:
@@ -830,38 +951,48 @@ class OpenCLTranslator(WarpEmulation):
             self.uses_double = True
         if spelled in T.OPENCL_UNSUPPORTED:
             self.rw.error(node, spelled, *T.OPENCL_UNSUPPORTED[spelled])
+        elif name in T.STORAGE_MATH and name not in self.sp.loads:
+            self.rw.error(node, spelled, f"{self.sp.name} has no spelling for {name} memory "
+                          "(kernels/accel.h has no such type)", "translate with --to opencl")
         elif spelled == "dim3":
             self.rw.error(node, "dim3", "OpenCL C has no dim3", "three uint variables")
         elif node.type == "placeholder_type_specifier":
             self.rw.error(node, "auto", "OpenCL C has no type deduction", "spell the type out")
-        elif node.type == "struct_specifier":
+        elif node.type in ("struct_specifier", "union_specifier"):
             return self._struct(node)
-        elif node.type in ("class_specifier", "union_specifier", "enum_specifier"):
+        elif node.type in ("class_specifier", "enum_specifier"):
             self.rw.error(node, node.type.removesuffix("_specifier"), "aggregate types are "
                           "outside the subset accel port translates", "separate arrays per field")
         return name
 
     def _struct(self, node) -> str:
-        """A struct type; with a body, its definition: the members' types are translated (a
-        16-bit float member holds its bits, see Spelling.member_types) and recorded for the
-        expressions that use them. A member whose size or alignment differs in OpenCL C (a
-        pointer, bool, size_t, a 3-component vector) is refused: the struct's layout must stay
-        CUDA's, byte for byte, for the buffers the host fills."""
+        """A struct or union type; with a body, its definition: the members' types are
+        translated (a 16-bit float member holds its bits, see Spelling.member_types) and
+        recorded for the expressions that use them. A member whose size or alignment differs in
+        OpenCL C (a pointer, bool, size_t, a 3-component vector) is refused: the layout must stay
+        CUDA's, byte for byte, for the buffers the host fills and for a union's members, which
+        read each other's bytes (C's unions, which OpenCL C has, do what CUDA's do)."""
         tag, body = node.child_by_field_name("name"), node.child_by_field_name("body")
+        word = "union" if node.type == "union_specifier" else "struct"
         if body is None:
             return self._normal(text(tag)) if tag is not None else "int"
         if tag is None and node.parent.type == "type_definition":  # typedef struct { } name;
             tag = declarator_parts(node.parent.child_by_field_name("declarator"))[0]
-        if tag is None:
-            self.rw.error(node, "anonymous struct", "accel port needs a name to follow its "
-                          "members", "typedef struct { ... } name;")
+        if tag is None and word == "union" and node.parent.type == "declaration":
+            # union { uint u; half2 h; } p;: the members are known by a name no code can spell
+            key = f"anonymous union on line {line(node)}"
+        elif tag is None:
+            self.rw.error(node, f"anonymous {word}", "accel port needs a name to follow its "
+                          f"members", f"typedef {word} {{ ... }} name;")
             return "int"
-        members = self.globals.structs.setdefault(text(tag), {})
+        else:
+            key = text(tag)
+        members = self.globals.structs.setdefault(key, {})
         for f in body.named_children:
             if f.type == "comment":
                 continue
             if f.type != "field_declaration" or f.child_by_field_name("type") is None:
-                self.rw.error(f, f"struct member ({f.type.replace('_', ' ')})", "OpenCL C structs "
+                self.rw.error(f, f"{word} member ({f.type.replace('_', ' ')})", f"OpenCL C {word}s "
                               "hold data members only", "plain data members; functions outside")
                 continue
             base = self._type(type_node(f))
@@ -870,16 +1001,16 @@ class OpenCLTranslator(WarpEmulation):
                 if ptr or base in ("bool", "size_t", "ptrdiff_t") or base in T.VECTOR3_TYPES \
                         or base in self.narrow_enums \
                         or any(c.type == "bitfield_clause" for c in f.named_children):
-                    self.rw.error(f, f"struct member {text(name) if name is not None else ''}",
+                    self.rw.error(f, f"{word} member {text(name) if name is not None else ''}",
                                   "its size or alignment differs between CUDA and OpenCL C "
-                                  "(or is the implementation's there), so the struct's layout "
+                                  f"(or is the implementation's there), so the {word}'s layout "
                                   "would differ", "a fixed-width integer or float member (an "
                                   "index instead of a pointer)")
                     continue
                 members[text(name)] = Sym(base, array=arr > 0)
             if base in self.sp.member_types:
                 self.rw.replace(type_node(f), self.sp.member_types[base])
-        return text(tag)
+        return key
 
     # -- functions ------------------------------------------------------------------------------------
     def _function(self, fn: _Function) -> None:
@@ -941,13 +1072,33 @@ class OpenCLTranslator(WarpEmulation):
         return True
 
     def _param(self, fn: _Function, index: int, p, scope: Scope) -> None:
-        if p.type != "parameter_declaration":
+        if index in fn.groups:  # cg::thread_block cta: the block (or tile) itself, no value
+            d = p.child_by_field_name("declarator")
+            name = declarator_parts(d.named_children[0] if d.type == "reference_declarator" else d)[0]
+            scope.names[text(name)] = Sym("cooperative group", group=fn.groups[index])
+            self.rw.note("cooperative group parameter")
+            _delete_listed(self.rw, p)
+            return
+        if p.type == "optional_parameter_declaration" and index in fn.defaults:
+            # a device function's literal default: each call that leaves it out passes it
+            self.rw.note("default argument")
+            self.rw.replace(p, lambda inner: inner[:inner.index("=")].rstrip())
+        elif p.type == "optional_parameter_declaration" and fn.kernel and p.child_by_field_name("default_value"):
+            # a kernel's default argument (shfl_scan's int *partial_sums = NULL): accel.kernel
+            # passes every argument, so the default is never used; the parameter stays
+            default = p.child_by_field_name("default_value")
+            self.rw.note("kernel default argument")
+            self.rw.warn(p, "kernel default argument", "OpenCL C has no default arguments, and "
+                         "a launch through accel.kernel passes every argument: the default "
+                         f"({short_text(text(default))}) is dropped", "pass the value at the launch")
+            self.rw.replace(p, lambda inner: inner[:inner.index("=")].rstrip())  # the first "="
+        elif p.type != "parameter_declaration":
             self.rw.error(p, p.type.replace("_", " "), "OpenCL C has no default arguments or "
                           "variadic functions", "pass every argument explicitly")
             return
         base = self._type(type_node(p))
         for c in p.named_children:
-            if c.type == "type_qualifier" and text(c) == "__restrict__":
+            if c.type == "type_qualifier" and text(c) in ("__restrict__", "__restrict"):
                 self.rw.replace(c, self.sp.restrict)
         decl = p.child_by_field_name("declarator")
         if decl is None:
@@ -1018,8 +1169,8 @@ class OpenCLTranslator(WarpEmulation):
             self.rw.replace(p, lambda inner, s=space: f"{self.sp.spaces[s]} {inner}")
 
     def _restrict(self, decl) -> None:
-        for n in walk(decl):
-            if n.type == "type_qualifier" and text(n) == "__restrict__":
+        for n in walk(decl):  # __restrict (MSVC's spelling, which nvcc takes) parses apart
+            if n.type in ("type_qualifier", "ms_pointer_modifier") and text(n) in ("__restrict__", "__restrict"):
                 self.rw.replace(n, self.sp.restrict)
 
     def _block(self, node, scope: Scope, depth: int) -> None:
@@ -1049,8 +1200,15 @@ class OpenCLTranslator(WarpEmulation):
             self.groups.namespace(node, text(node.named_children[0]))  # inside a function
         elif kind == "declaration":
             self._declaration(node, scope, depth)
+        elif kind == "static_assert_declaration":  # checked by CUDA's compiler: nothing to run
+            self.rw.note("static_assert")
+            self.rw.delete(node)
         elif kind in ("for_statement", "while_statement", "do_statement", "if_statement",
                       "else_clause", "switch_statement", "case_statement", "labeled_statement"):
+            for c in node.children:  # if constexpr (a constant CUDA's compiler evaluated): a plain
+                if c.type == "constexpr":  # if on the same constant takes the same branch
+                    self.rw.note("if constexpr")
+                    self.rw.delete(c)
             inner = scope.child()
             for c in node.named_children:
                 self._stmt(c, inner, depth + 1)
@@ -1353,6 +1511,12 @@ class OpenCLTranslator(WarpEmulation):
             if sym is not None and sym.type in T.STORAGE_MATH:
                 self.rw.error(node, f"{sym.type} element access", *T.STORAGE_MATH[sym.type])
                 return
+            # an element of a memory-only array member (s.d[i] of half d[2]), which no
+            # conversion took: its bits, which must not be read as a number
+            member = member_info(base, scope, self._normal) if base.type == "field_expression" else None
+            if member is not None and member.type in T.STORAGE_MATH and member.array:
+                self.rw.error(node, f"{member.type} member element access", *T.STORAGE_MATH[member.type])
+                return
             for c in node.named_children:
                 self._expr(c, scope)
         elif kind == "cast_expression":
@@ -1533,7 +1697,22 @@ class OpenCLTranslator(WarpEmulation):
                           f"p[i] = {name}(v); as a statement of its own")
             return
         elif name in self.functions:
+            for i, kind in self.functions[name].groups.items():
+                a = arg_nodes[i] if i < len(arg_nodes) else None
+                if a is None or self.groups._group(a, scope) != kind:
+                    self.rw.error(a if a is not None else node, f"cooperative groups ({name})",
+                                  f"its parameter {i + 1} is a {kind.replace('tile:', 'thread_block_tile<')}"
+                                  f"{'>' if 'tile' in kind else ''} group, and this argument is not one "
+                                  "(accel port drops such a parameter: the group is the caller's own)",
+                                  "pass the group the function takes")
+                    return
+                _delete_listed(self.rw, a)
+            missing = [v for i, v in sorted(self.functions[name].defaults.items()) if i >= len(arg_nodes)]
+            if missing:  # blockReduce(v) of blockReduce(float val, bool final_sync = false)
+                self.rw.replace(args, lambda inner, m=missing: _append(inner, m))
             self._record_call(self.functions[name], arg_nodes, scope, callee)
+            # the group arguments are gone; the others keep their parameters' indexes above
+            arg_nodes = [a for i, a in enumerate(arg_nodes) if i not in self.functions[name].groups]
             self.scratch_arg(name, args)
             self.rw.replace(args, lambda inner, f=name: _append(
                 inner, [self._shared_name(a, o) for o, a in self.shared_users.get(f, ())]))
@@ -1658,11 +1837,12 @@ class OpenCLTranslator(WarpEmulation):
         deduces it (``T v`` from a value, ``T* p`` from a pointer's element type), the call is
         recorded (translate() names the arguments, ``sq<float>(x[i])``, and expands the
         template); anything else is refused on the call."""
-        params, fn = self.templates[name]
+        params, fn, defaults = self.templates[name]
         types = dict.fromkeys(p for p, kind in params if kind == "type")
         decl = fn.child_by_field_name("declarator")
         fparams = [p for p in decl.child_by_field_name("parameters").named_children if p.type != "comment"]
-        ok = len(types) == len(params) and len(fparams) == len(arg_nodes)
+        # a value parameter takes its default (template <int width = WARP_SIZE>), as in C++
+        ok = all(kind == "type" or p in defaults for p, kind in params) and len(fparams) == len(arg_nodes)
         for p, a in zip(fparams if ok else (), arg_nodes):
             spelled = " ".join(text(type_node(p)).split()) if p.type == "parameter_declaration" else ""
             if spelled not in types:
@@ -1675,8 +1855,12 @@ class OpenCLTranslator(WarpEmulation):
             if not ok:
                 break
             types[spelled] = got
+        for p in types:  # a type no argument gives: its default, if it has one
+            if ok and types[p] is None and p in defaults:
+                types[p] = defaults[p]
         if ok and None not in types.values() and self.rw is self._main_rw:  # not in a macro body
-            self.deduced.append((callee, name, tuple(_CUDA_SPELLING.get(t, t) for t in types.values())))
+            self.deduced.append((callee, name, tuple(
+                _CUDA_SPELLING.get(types[p], types[p]) if kind == "type" else defaults[p] for p, kind in params)))
             return
         self.undeduced.add(name)
         self.rw.error(callee, f"template call {name}", "OpenCL C has no templates, and accel port "
@@ -1686,6 +1870,8 @@ class OpenCLTranslator(WarpEmulation):
     def _record_call(self, callee: _Function, arg_nodes, scope: Scope, name_node) -> None:
         spaces = {}
         for i, a in enumerate(arg_nodes):
+            if i in callee.groups:  # dropped with its parameter
+                continue
             if i in callee.references:  # T& x: the caller passes its variable's address
                 self.rw.replace(a, lambda inner: f"&({inner})")
             info = (storage_info(a, scope, self._normal) if i in callee.references
@@ -1749,7 +1935,8 @@ class OpenCLTranslator(WarpEmulation):
             return False
         self.rw.note(name)
         self._helpers_of(element.load)
-        self.rw.replace(node, lambda _i: element.read())
+        part = T.STORAGE_LOAD_PARTS.get(name, "{}")  # __low2float: one half of the float2
+        self.rw.replace(node, lambda _i: part.format(element.read()))
         for n in element.inner:
             self._expr(n, scope)
         return False  # arguments handled
@@ -1768,20 +1955,32 @@ class OpenCLTranslator(WarpEmulation):
         if target is None:
             return False
         statement = node.parent.type == "expression_statement" and plain
-        converted = (right.type == "call_expression"
-                     and text(right.child_by_field_name("function")) in T.STORAGE_STORES[kind]
-                     and len(right.child_by_field_name("arguments").named_children) == 1)
+        conversion = text(right.child_by_field_name("function")) if right.type == "call_expression" else ""
+        spelled = T.STORAGE_STORE_VALUES.get(conversion, "{}")  # its float value from its arguments
+        converted = (conversion in T.STORAGE_STORES[kind] and len(
+            right.child_by_field_name("arguments").named_children) == spelled.count("{}"))
         copied = self._storage_element(right, scope, kind)  # q[j] of the same type: its bits
-        if not statement or not (converted or copied):
-            self.rw.error(node, f"{kind} store", *T.STORAGE_MATH[kind])
+        # p[i] = v with v a float: C++'s conversion (__half(float), __nv_bfloat16(float)) rounds
+        # to nearest even as __float2half / __float2bfloat16 do; a double or an integer would be
+        # rounded once, straight to 16 bits, which the float store would not do
+        implicit = (not converted and not copied and kind in ("half", "bfloat16")
+                    and self.typer.of(right, scope) == "float")
+        if not statement or not (converted or copied or implicit):
+            if right.type == "call_expression" and callee_name(right) in T.OPENCL_UNSUPPORTED:
+                self._expr(right, scope)  # c[i] = __hadd2(a[i], b[i]): the call's own refusal
+            else:
+                self.rw.error(node, f"{kind} store", *T.STORAGE_MATH[kind])
             return True
         if copied:  # widening then narrowing gives back the same bits (NaN payloads included)
             self._helpers_of(copied.load)
             value, loaded, inner = None, copied.read, copied.inner
+        elif implicit:
+            self.rw.note(f"float stored to {kind}")
+            loaded, inner = (lambda: self.rw.render(right)), [right]
         else:
-            value = right.child_by_field_name("arguments").named_children[0]
-            self.rw.note(text(right.child_by_field_name("function")))
-            loaded, inner = (lambda: self.rw.render(value)), [value]
+            values = right.child_by_field_name("arguments").named_children
+            self.rw.note(conversion)
+            loaded, inner = (lambda: spelled.format(*(self.rw.render(v) for v in values))), list(values)
         self._helpers_of(target.store)
         self.rw.replace(node, lambda _i: target.write(loaded()))
         for n in inner + target.inner:
@@ -1807,7 +2006,7 @@ class OpenCLTranslator(WarpEmulation):
         element ``node`` points at (``&p[i]``, ``p + i``, ``p``)."""
         while node is not None and node.type == "parenthesized_expression" and node.named_children:
             node = node.named_children[0]
-        if node is None:
+        if node is None or kind not in self.sp.loads:  # refused where its type is spelled
             return None
         if address and node.type == "pointer_expression" and text(node).startswith("&"):
             return self._storage_element(node.child_by_field_name("argument"), scope, kind)
@@ -1852,3 +2051,17 @@ class OpenCLTranslator(WarpEmulation):
             self.typedefs_used.add(spelled)
         return self.typedefs.get(spelled, T.STORAGE_FLOATS.get(spelled,
                                                                T.OPENCL_TYPES.get(spelled, spelled)))
+
+
+def _delete_listed(rw, node) -> None:
+    """Delete ``node`` from its parameter or argument list, with the comma that separates it."""
+    siblings = node.parent.children
+    k = siblings.index(next(c for c in siblings if c.start_byte == node.start_byte and c.type == node.type))
+    if k + 1 < len(siblings) and siblings[k + 1].type == ",":
+        rw.replace(node, "")
+        rw.delete(siblings[k + 1])
+    elif k > 0 and siblings[k - 1].type == ",":
+        rw.replace(siblings[k - 1], "")
+        rw.replace(node, "")
+    else:
+        rw.replace(node, "")

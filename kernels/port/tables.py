@@ -147,6 +147,10 @@ OPENCL_HELPERS.update({
     "accel_half_to_float": "float accel_half_to_float(ushort h) { return vload_half(0, (const half*)&h); }",
     "accel_float_to_half": "ushort accel_float_to_half(float f) { ushort h; "
                            "vstore_half_rte(f, 0, (half*)&h); return h; }",
+    # half2 likewise, as ushort2 (4 bytes, 4-aligned, as CUDA's half2)
+    "accel_half2_to_float2": "float2 accel_half2_to_float2(ushort2 h) { return vload_half2(0, (const half*)&h); }",
+    "accel_float2_to_half2": "ushort2 accel_float2_to_half2(float2 f) { ushort2 h; "
+                             "vstore_half2_rte(f, 0, (half*)&h); return h; }",
     "accel_float_to_bf16": "ushort accel_float_to_bf16(float f) { uint u = as_uint(f); "
                            "if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); "
                            "return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }",
@@ -308,7 +312,15 @@ HOST_INCLUDES = frozenset(("stdio.h", "cstdio", "stdlib.h", "cstdlib", "string.h
                            "memory", "chrono", "numeric", "random", "time.h", "ctime",
                            "sys/time.h", "unistd.h", "iomanip", "sstream", "fstream", "functional",
                            "map", "unordered_map", "tuple", "utility", "limits", "cuda_runtime_api.h",
-                           "helper_cuda.h", "helper_functions.h", "helper_string.h", "omp.h"))
+                           "helper_cuda.h", "helper_functions.h", "helper_string.h", "helper_image.h",
+                           "helper_timer.h", "omp.h", "cuda_profiler_api.h", "nvToolsExt.h",
+                           "stdexcept", "typeinfo", "exception", "iterator", "set", "list",
+                           "deque", "queue", "stack", "thread", "mutex", "ostream", "istream",
+                           "unordered_set", "errno.h", "cerrno", "getopt.h", "sys/stat.h",
+                           "nvtx3/nvToolsExt.h",
+                           # the CUDA libraries whose API is the host's only (no device calls)
+                           "cublas_v2.h", "cublas.h", "cublasLt.h", "cufft.h", "cusparse.h",
+                           "cusolverDn.h", "nccl.h"))
 #: host-side library header folders (PyTorch extensions, pybind11): device code never sees them
 HOST_INCLUDE_DIRS = ("torch/", "ATen/", "c10/", "pybind11/")
 
@@ -340,8 +352,7 @@ OPENCL_UNSUPPORTED = {
     "__syncwarp": _SYNCWARP,
     **{n: HALF_MATH for n in (
         "__hadd", "__hsub", "__hmul", "__hdiv", "__hfma", "__hmax", "__hmin", "__hneg", "__habs",
-        "__hadd2", "__hmul2", "__hfma2", "__float2half2_rn", "__halves2half2", "__low2float",
-        "__high2float", "__half2", "half2", "hexp", "hsqrt")},
+        "__hadd2", "__hmul2", "__hfma2", "__float2half2_rn", "__halves2half2", "hexp", "hsqrt")},
     "printf": ("OpenCL's printf differs in format rules and buffering, and is not "
                "guaranteed to reach the caller", "write debug values to an output buffer"),
     "assert": ("OpenCL C has no device-side assert", "record the failure in an output flag buffer"),
@@ -375,11 +386,22 @@ OPENCL_UNSUPPORTED = {
 #: refused rather than done in integers), the conversions that read them from memory and
 #: those that write them, and the refusal for anything else
 STORAGE_FLOATS = {"__half": "half", "half": "half", "__nv_bfloat16": "bfloat16",
-                  "nv_bfloat16": "bfloat16"}
-STORAGE_LOADS = {"half": frozenset(("__half2float",)), "bfloat16": frozenset(("__bfloat162float",))}
+                  "nv_bfloat16": "bfloat16", "__half2": "half2", "half2": "half2"}
+STORAGE_LOADS = {"half": frozenset(("__half2float",)), "bfloat16": frozenset(("__bfloat162float",)),
+                 "half2": frozenset(("__half22float2", "__low2float", "__high2float"))}
 STORAGE_STORES = {"half": frozenset(("__float2half", "__float2half_rn")),
-                  "bfloat16": frozenset(("__float2bfloat16", "__float2bfloat16_rn"))}
-STORAGE_MATH = {"half": HALF_MATH, "bfloat16": BF16_MATH}
+                  "bfloat16": frozenset(("__float2bfloat16", "__float2bfloat16_rn")),
+                  "half2": frozenset(("__float22half2_rn", "__floats2half2_rn"))}
+#: the loads that read part of the element's float value (a half2 read as float2), and the
+#: stores whose value is built from several floats: the OpenCL of their value
+STORAGE_LOAD_PARTS = {"__low2float": "({}).x", "__high2float": "({}).y"}
+STORAGE_STORE_VALUES = {"__floats2half2_rn": "(float2)((float)({}), (float)({}))",
+                        "__float22half2_rn": "({})"}
+HALF2_MATH = ("half2 arithmetic needs cl_khr_fp16, which the OpenCL devices here lack; accel port "
+              "keeps half2 in memory (pointers, struct and union members) as its bits",
+              "load with __half22float2(p[i]) (or __low2float/__high2float), compute in float2, "
+              "store with p[i] = __floats2half2_rn(a, b)")
+STORAGE_MATH = {"half": HALF_MATH, "bfloat16": BF16_MATH, "half2": HALF2_MATH}
 
 #: headers with no OpenCL C counterpart, and what to do instead of each
 OPENCL_INCLUDE_WHY = {

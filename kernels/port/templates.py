@@ -40,7 +40,7 @@ def _items(root):
 
 def _function_pointer(decl):
     """The name ``F`` of a function-pointer declarator ``(*F)(args)``, else None."""
-    if decl.type != "function_declarator":
+    if decl is None or decl.type != "function_declarator":  # (an unnamed parameter: none)
         return None
     inner = decl.child_by_field_name("declarator")
     while inner is not None and inner.type in ("parenthesized_declarator", "pointer_declarator"):
@@ -50,19 +50,31 @@ def _function_pointer(decl):
 
 
 def function_types(root) -> frozenset[str]:
-    """The file's typedefs of function pointer types (``typedef void (*kernel_t)(float);``)."""
-    return frozenset(text(declarator_parts(d)[0]) for n in walk(root) if n.type == "type_definition"
-                     for d in n.children_by_field_name("declarator") if d.type == "function_declarator")
+    """The file's typedefs of function pointer types (``typedef void (*kernel_t)(float);``, or
+    ``using kernel_t = void (*)(float);``)."""
+    typedefs = {text(declarator_parts(d)[0]) for n in walk(root) if n.type == "type_definition"
+                for d in n.children_by_field_name("declarator") if d.type == "function_declarator"}
+    aliases = {text(n.child_by_field_name("name")) for n in walk(root) if n.type == "alias_declaration"
+               and "(*" in "".join(text(n.child_by_field_name("type")).split())}  # using f_t = float (*)(float);
+    return frozenset(typedefs | aliases)
 
 
 def function_template(item, fn_types: frozenset[str] = frozenset()):
-    """(name, parameters, function node) of a function template, each parameter (name, "type")
-    for ``typename T``, (name, "function") for ``float (*F)(float)`` or ``kernel_t F`` with
-    kernel_t one of ``fn_types``, or (name, its type) for ``unsigned int N``; None for any
-    other kind."""
-    params = []
+    """(name, parameters, function node, defaults) of a function template, each parameter
+    (name, "type") for ``typename T``, (name, "function") for ``float (*F)(float)`` or
+    ``kernel_t F`` with kernel_t one of ``fn_types``, or (name, its type) for ``unsigned int
+    N``; ``defaults``: parameter name -> its default as spelled (``template <int width =
+    WARP_SIZE>``, ``typename T = float``); None for any other kind."""
+    params, defaults = [], {}
     for p in item.child_by_field_name("parameters").named_children:
-        if p.type == "type_parameter_declaration":
+        if p.type == "optional_type_parameter_declaration" and p.child_by_field_name("name") is not None:
+            ids, kind = [p.child_by_field_name("name")], "type"
+            defaults[text(ids[0])] = " ".join(text(p.child_by_field_name("default_type")).split())
+        elif p.type == "optional_parameter_declaration" and p.child_by_field_name("declarator") is not None:
+            ids = [p.child_by_field_name("declarator")]
+            kind = " ".join(text(p.child_by_field_name("type")).split())
+            defaults[text(ids[0])] = " ".join(text(p.child_by_field_name("default_value")).split())
+        elif p.type == "type_parameter_declaration":
             ids = [c for c in p.named_children if c.type == "type_identifier"]
             kind = "type"
         elif p.type == "parameter_declaration" and (fp := _function_pointer(
@@ -84,15 +96,22 @@ def function_template(item, fn_types: frozenset[str] = frozenset()):
     if decl is None or decl.type != "function_declarator":
         return None
     name = decl.child_by_field_name("declarator")
-    return (text(name), params, fn) if name.type == "identifier" else None
+    # C++ deduces a type parameter the function's parameters name before its default applies:
+    # such a default is not one a call can be expanded with
+    named = {text(n) for n in walk(decl.child_by_field_name("parameters")) if n.type == "type_identifier"}
+    defaults = {p: d for p, d in defaults.items() if p not in named or dict(params)[p] != "type"}
+    return (text(name), params, fn, defaults) if name.type == "identifier" else None
 
 
-def _arguments(tf, params) -> tuple[str, ...] | None:
+def _arguments(tf, params, defaults=None) -> tuple[str, ...] | None:
     """The spelled arguments of ``name<...>`` when they fit the template's parameters: a type
-    for each type parameter, a constant for each value parameter."""
+    for each type parameter, a constant for each value parameter; trailing parameters left out
+    take their defaults (see function_template)."""
     args = tf.child_by_field_name("arguments").named_children
-    if len(args) != len(params):
+    rest = [(defaults or {}).get(p) for p, _kind in params[len(args):]]
+    if len(args) > len(params) or None in rest:
         return None
+    params, tail = params[:len(args)], tuple(rest)
     for a, (_name, kind) in zip(args, params):
         if kind == "type" and a.type != "type_descriptor":
             return None
@@ -105,7 +124,7 @@ def _arguments(tf, params) -> tuple[str, ...] | None:
             return None
     # a function argument's namespace goes, as the translation drops the file's namespaces
     return tuple(re.sub(r"\b\w+\s*::\s*", "", " ".join(text(a).split())) if kind == "function"
-                 else " ".join(text(a).split()) for a, (_name, kind) in zip(args, params))
+                 else " ".join(text(a).split()) for a, (_name, kind) in zip(args, params)) + tail
 
 
 def _instantiation(item, templates):
@@ -119,7 +138,7 @@ def _instantiation(item, templates):
     if tf is None or tf.type != "template_function":
         return None
     name = text(tf.child_by_field_name("name"))
-    args = _arguments(tf, templates[name][1]) if name in templates else None
+    args = _arguments(tf, templates[name][1], templates[name][3]) if name in templates else None
     return None if args is None else (name, args)
 
 
@@ -137,14 +156,19 @@ def expand(source: bytes, root) -> Expansion | None:
     templates, wanted, calls, fn_types = {}, [], [], function_types(root)
     for item in _items(root):
         if item.type == "template_declaration" and (t := function_template(item, fn_types)) is not None:
-            templates[t[0]] = (item, t[1], t[2])
+            templates[t[0]] = (item, t[1], t[2], t[3])
     #: byte range -> replacement chunks, each (text, original line of its first byte)
     edits: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
+    # a template that a call also uses without naming its arguments (sq<float>(a) and sq(b)) waits
+    # for the translator to spell those out (OpenCLTranslator.rewrites), then expands in one go
+    waiting = {text(f) for n in walk(root) if n.type == "call_expression"
+               and (f := n.child_by_field_name("function")).type == "identifier" and text(f) in templates}
     for item in _items(root):
-        if item.type == "template_instantiation" and (i := _instantiation(item, templates)) is not None:
+        if item.type == "template_instantiation" and (i := _instantiation(item, templates)) is not None \
+                and i[0] not in waiting:
             wanted.append(i)
             edits[(item.start_byte, item.end_byte)] = []
-    inside = [(it.start_byte, it.end_byte) for it, _p, _f in templates.values()]
+    inside = [(it.start_byte, it.end_byte) for it, _p, _f, _d in templates.values()]
     taken = set()  # every name the file spells: a copy must not take one of them
     for n in walk(root):  # calls naming their template arguments
         if n.type in ("identifier", "type_identifier", "field_identifier"):
@@ -153,8 +177,8 @@ def expand(source: bytes, root) -> Expansion | None:
                 and not any(a <= n.start_byte < b for a, b in inside):
             tf = n.child_by_field_name("function")
             name = text(tf.child_by_field_name("name"))
-            args = _arguments(tf, templates[name][1]) if name in templates else None
-            if args is not None:
+            args = _arguments(tf, templates[name][1], templates[name][3]) if name in templates else None
+            if args is not None and name not in waiting:
                 wanted.append((name, args))
                 calls.append((tf, (name, args)))
     if not wanted:
@@ -170,7 +194,7 @@ def expand(source: bytes, root) -> Expansion | None:
     for tf, call in calls:
         edits[(tf.start_byte, tf.end_byte)] = [(names[call].encode(), tf.start_point.row + 1)]
     copies, prototypes = [], []
-    for name, (item, params, fn) in templates.items():
+    for name, (item, params, fn, _defaults) in templates.items():
         args_list = list(dict.fromkeys(a for n, a in wanted if n == name))
         if not args_list:
             continue

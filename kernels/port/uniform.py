@@ -51,14 +51,16 @@ class Uniformity:
 
     ``params_uniform``: a kernel's scalar parameters are the same for the whole block; a device
     function's are not known to be. ``pure(name)``: whether a call to ``name`` with uniform
-    arguments gives a uniform result (math functions). ``groups``: variable names bound to
-    cooperative groups."""
+    arguments gives a uniform result (math functions). ``groups``: the variables bound to
+    cooperative groups, name -> 0 for the thread block or N for a ``thread_block_tile<N>``."""
 
-    def __init__(self, fn_node, params_uniform: bool, pure, groups=frozenset(),
-                 macros: dict[str, tuple[tuple[str, ...], str]] | None = None):
-        self.fn, self.pure, self.groups = fn_node, pure, set(groups)
+    def __init__(self, fn_node, params_uniform: bool, pure, groups=None,
+                 macros: dict[str, tuple[tuple[str, ...], str]] | None = None, skip=frozenset()):
+        self.fn, self.pure, self.groups = fn_node, pure, dict(groups or {})
         #: the file's macros: name -> (parameters, body text)
         self.macros = macros or {}
+        #: the returns every thread now passes (accel.kernels.port.earlyexit), by byte offset
+        self.skip = skip
         self._macro_uniform: dict[str, bool] = {}
         body = fn_node.child_by_field_name("body")
         self.body = body
@@ -68,7 +70,8 @@ class Uniformity:
             decl = decl.child_by_field_name("declarator")
         if decl is not None:
             for p in decl.child_by_field_name("parameters").named_children:
-                d = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
+                d = p.child_by_field_name("declarator") if p.type in (
+                    "parameter_declaration", "optional_parameter_declaration") else None
                 if d is not None and (name := declarator_parts(d)[0]) is not None:
                     params.append(text(name))
         self.variables = set(params)
@@ -82,28 +85,28 @@ class Uniformity:
                     name, ptr, arr = declarator_parts(d)
                     if name is None or ptr < 0:
                         continue
-                    self.variables.add(text(name))
+                    self.variables.add(self.key(name))
                     if arr:
-                        defs.append((text(name), None, n, False))  # elements written anywhere
+                        defs.append((self.key(name), None, n, False))  # elements written anywhere
                     else:
                         value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-                        defs.append((text(name), value, n, True))
+                        defs.append((self.key(name), value, n, True))
             elif n.type == "assignment_expression":
                 left = n.child_by_field_name("left")
                 while left.type in ("field_expression", "subscript_expression", "parenthesized_expression"):
                     left = left.named_children[0]
                 if left.type == "identifier":
-                    defs.append((text(left), n.child_by_field_name("right"), n, True))
+                    defs.append((self.key(left), n.child_by_field_name("right"), n, True))
             elif n.type == "update_expression":
                 arg = n.child_by_field_name("argument")
                 if arg.type == "identifier":
-                    defs.append((text(arg), arg, n, True))
+                    defs.append((self.key(arg), arg, n, True))
             elif n.type == "pointer_expression" and text(n).startswith("&"):
                 arg = n.child_by_field_name("argument")
                 if arg.type == "identifier":  # its address escapes: anything may write it
-                    defs.append((text(arg), None, n, False))
+                    defs.append((self.key(arg), None, n, False))
             elif n.type in ("return_statement", "break_statement", "continue_statement",
-                            "goto_statement"):
+                            "goto_statement") and n.start_byte not in skip:
                 self.jumps.append(n)
             elif n.type == "identifier" and text(n) in self.macros and self._controls(text(n)):
                 self.macro_jumps.append(n)
@@ -118,6 +121,22 @@ class Uniformity:
                     changed = True
 
     # -- values ------------------------------------------------------------------------------------
+    def key(self, ident) -> str:
+        """The variable identifier ``ident`` names, for the analysis: its name, except that a
+        for loop's own counter (``for (int i = ...)``) is told apart from the function's other
+        variables of that name (by the loop's offset), as C scopes it. (A name declared again
+        inside the loop's body falls under the counter's key: both are judged together.)"""
+        name = text(ident)
+        p = ident.parent
+        while p is not None and p != self.fn:
+            if p.type == "for_statement" and (init := p.child_by_field_name("initializer")) is not None \
+                    and init.type == "declaration" and any(
+                        (v := declarator_parts(d)[0]) is not None and text(v) == name
+                        for d in init.children_by_field_name("declarator")):
+                return f"{name}@{p.start_byte}"
+            p = p.parent
+        return name
+
     def expr(self, n) -> bool:
         """Whether the value of expression ``n`` is the same for every thread of the block."""
         t = n.type
@@ -127,8 +146,8 @@ class Uniformity:
             name = text(n)
             if name in self.groups:
                 return True  # the group object itself; its methods are judged in calls
-            if name in self.variables:
-                return name in self.uniform
+            if self.key(n) in self.variables:
+                return self.key(n) in self.uniform
             return self.macro_uniform(name) if name in self.macros else True  # enumerators
         if t == "field_expression":
             arg = n.child_by_field_name("argument")
@@ -195,7 +214,7 @@ class Uniformity:
         for m in self.macro_jumps:
             if m.start_byte < node.end_byte:
                 return (f"the macro {text(m)} on line {line(m)} holds control flow (its body: "
-                        f"{_short_text(self.macros[text(m)][1])}) that accel port does not expand to "
+                        f"{short_text(self.macros[text(m)][1])}) that accel port does not expand to "
                         "check: some threads may leave or skip the block's path")
         for j in self.jumps:  # first: a divergent exit also makes later loop counters differ
             if not self._skips(j, node):
@@ -206,10 +225,10 @@ class Uniformity:
             if cond is not None:
                 what = j.type.removesuffix("_statement")
                 return (f"the {what} on line {line(j)} is taken by only some threads "
-                        f"(under {_short(cond)}, line {line(cond)})")
+                        f"(under {short(cond)}, line {line(cond)})")
         cond = self._conditions(node)
         if cond is not None:
-            return f"the condition on line {line(cond)} ({_short(cond)}) can differ between threads"
+            return f"the condition on line {line(cond)} ({short(cond)}) can differ between threads"
         return None
 
     def _skips(self, jump, node) -> bool:
@@ -229,12 +248,18 @@ class WarpUniformity(Uniformity):
     """The same facts for a warp instead of the block: a value or condition the same for every
     thread of each warp, assuming ``blockDim.x`` is a multiple of 32. Each warp is then 32
     consecutive ``threadIdx.x`` of one row, so ``threadIdx.y``/``.z``, ``threadIdx.x / 32`` and
-    ``threadIdx.x < 64`` are warp-uniform; a lane (``threadIdx.x % 32``) is not."""
+    ``threadIdx.x < 64`` are warp-uniform; a lane (``threadIdx.x % 32``) is not. A 32-thread
+    tile's ``meta_group_rank()`` is the linear thread index / 32, the warp's index itself."""
 
     def expr(self, n) -> bool:
         if n.type == "field_expression" and text(n.child_by_field_name("argument")) == "threadIdx":
             return text(n.child_by_field_name("field")) in ("y", "z")
-        if n.type == "binary_expression" and self._thread_x(n.child_by_field_name("left")):
+        if n.type == "call_expression" and (f := n.child_by_field_name("function")).type == "field_expression":
+            obj = f.child_by_field_name("argument")
+            if text(f.child_by_field_name("field")) == "meta_group_rank" and obj.type == "identifier" \
+                    and self.groups.get(text(obj)) == 32:  # the warp's own index, whatever the block
+                return not n.child_by_field_name("arguments").named_children
+        if n.type == "binary_expression" and self.thread_x(n.child_by_field_name("left")):
             op, k = text(n.child_by_field_name("operator")), self.constant(n.child_by_field_name("right"))
             if k is not None and k > 0 and (op == "/" and k % 32 == 0 or op == ">>" and k >= 5
                                              or op in ("<", ">=") and k % 32 == 0
@@ -242,13 +267,13 @@ class WarpUniformity(Uniformity):
                 return True
         return super().expr(n)
 
-    def _thread_x(self, n) -> bool:
+    def thread_x(self, n) -> bool:
         """``threadIdx.x``, or a variable whose one definition is it (``int tid = threadIdx.x``)."""
         while n.type == "parenthesized_expression":
             n = n.named_children[0]
         if n.type == "identifier":
-            values = [v for name, v, _w, _ok in self.defs if name == text(n)]
-            return len(values) == 1 and values[0] is not None and self._thread_x(values[0])
+            values = [v for name, v, _w, _ok in self.defs if name == self.key(n)]
+            return len(values) == 1 and values[0] is not None and self.thread_x(values[0])
         return text(n).replace(" ", "") == "threadIdx.x"
 
     def constant(self, n) -> int | None:
@@ -276,10 +301,12 @@ def _inside(node, outer) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
-def _short(node) -> str:
-    return _short_text(text(node))
+def short(node) -> str:
+    """The text of ``node`` on one line, cut to 40 characters, for a diagnostic."""
+    return short_text(text(node))
 
 
-def _short_text(s: str) -> str:
+def short_text(s: str) -> str:
+    """``s`` on one line, cut to 40 characters."""
     s = " ".join(s.split())
     return s if len(s) <= 40 else s[:37] + "..."

@@ -128,6 +128,259 @@ def test_bit_intrinsics_ffs_brev_mulhi_mul24(backend, to):
     np.testing.assert_array_equal(out, np.array([ffs, brev, umulhi, mulhi, umul24], np.uint64).T)
 
 
+
+def test_intrinsics_in_macro_bodies_take_the_macros_parameters(backend, to):
+    """``#define IMUL(a, b) __mul24(a, b)`` (cuda-samples' scalarProd): the intrinsic's OpenCL
+    form is written with the macro's own parameters, not text from elsewhere in the file."""
+    src = """#define IMUL(a, b) __mul24(a, b)
+#define HI(x, y) __umulhi(x, y)
+__global__ void k(const unsigned* a, unsigned* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { out[2 * i] = IMUL((int)a[i], i - 40); out[2 * i + 1] = HI(a[i], 0x9E3779B9u); }
+}"""
+    n = 80
+    a = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    _, out = _run(backend, to, src, a, np.zeros(2 * n, np.uint32), n=n)
+    s24 = [((int(v) & 0xFFFFFF) ^ 0x800000) - 0x800000 for v in a]
+    want = [[(s * (i - 40)) % 2**32, (int(v) * 0x9E3779B9) >> 32] for i, (s, v) in enumerate(zip(s24, a))]
+    np.testing.assert_array_equal(out.reshape(n, 2), np.array(want, np.uint64))
+
+
+_HALF2 = """#include <cuda_fp16.h>
+union pack4 { float4 f; half2 h[4]; };
+typedef union { unsigned int u; half2 h; } bits_t;
+struct pair_t { half2 v; float s; };
+__global__ void k(const float4* in, const half2* x, half2* y, pair_t* ps, const unsigned* w, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    pack4 p;
+    p.f = in[i];
+    float s = 0.0f;
+    for (int j = 0; j < 4; j++) {
+        float2 t = __half22float2(p.h[j]);
+        s += t.x + t.y;
+    }
+    float2 a = __half22float2(x[i]);
+    y[i] = __floats2half2_rn(a.x * 3.0f, a.y + 1.0f);
+    ps[i].v = __float22half2_rn(make_float2(s, -s));
+    union { unsigned int u; half2 h; } q;
+    q.u = w[i];
+    bits_t b;
+    b.h = x[i];
+    out[2 * i] = s + __low2float(ps[i].v) + __high2float(__ldg(&x[i]));
+    out[2 * i + 1] = __low2float(q.h) + (float)(b.u & 1u);
+}"""
+
+
+def test_half2_in_unions_structs_and_pointers_is_kept_as_bits_and_converted(backend):
+    """half2 as OpenCL keeps it without cl_khr_fp16: its 4 bytes (ushort2, CUDA's size and
+    alignment) in memory, unions and structs, read through __half22float2 / __low2float /
+    __high2float and written through __floats2half2_rn / __float22half2_rn, rounding to
+    nearest even like numpy's float16; a union reads another member's bytes as CUDA's does."""
+    result = translate(_HALF2, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    n = 70
+    packed = RNG.standard_normal((n, 8)).astype(np.float16)
+    x = (RNG.standard_normal((n, 2)) * 10).astype(np.float16)
+    w = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    pair = np.dtype([("v", "<f2", 2), ("s", "<f4")])
+    dev = [accel.asarray(a, backend=backend) for a in (
+        packed.view(np.float32), x, np.zeros((n, 2), np.float16), np.zeros(n * 8, np.uint8), w,
+        np.zeros(2 * n, np.float32))]
+    kernel(result.text, "k", backend=backend, options=result.options)(2, 64, *dev, np.int32(n))
+    s = np.zeros(n, np.float32)  # in the kernel's order
+    for j in range(4):
+        s += packed[:, 2 * j].astype(np.float32) + packed[:, 2 * j + 1].astype(np.float32)
+    xf = x.astype(np.float32)
+    np.testing.assert_array_equal(dev[2].numpy(), np.stack([xf[:, 0] * 3, xf[:, 1] + 1], 1).astype(np.float16))
+    ps = dev[3].numpy().view(pair)
+    np.testing.assert_array_equal(ps["v"], np.stack([s, -s], 1).astype(np.float16))
+    out = dev[5].numpy().reshape(n, 2)
+    np.testing.assert_array_equal(out[:, 0], s + s.astype(np.float16).astype(np.float32) + xf[:, 1])
+    with np.errstate(invalid="ignore"):  # random bits: some are NaN halves, which stay NaN
+        low = (w & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(out[:, 1], low + (x.view(np.uint32)[:, 0] & 1).astype(np.float32))
+
+
+@pytest.mark.parametrize("body, construct", [
+    ("float a = p.h[0].x;", "half2 member element access"),  # the bits, not the number
+    ("half2 v = x[i];", "half2 variable"),
+    ("float a = x[i].x;", "half2 element access"),
+    ("y[i] = x[i] + x[i];", "half2 store"),
+    ("float a = ps[i].v.y;", "half2 member v"),
+])
+def test_half2_used_as_a_number_is_refused(body, construct):
+    src = _HALF2.replace("    out[2 * i] = s", f"    {body}\n    out[2 * i] = s")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(22, construct)]
+
+
+def test_half_array_members_read_without_a_conversion_are_refused():
+    """``a + b[i].d[0]`` with ``half d[2]``: the member holds the bits (ushort), which a plain
+    read would add as an integer."""
+    src = ("#include <cuda_fp16.h>\ntypedef struct { half d[2]; int q; } blk;\n"
+           "__global__ void k(const blk* b, float* out) {\n  int i = threadIdx.x;\n"
+           "  float a = b[i].d[1];\n  out[i] = a + b[i].d[0];\n}\n")
+    result = translate(src, "opencl", filename="k.cu")
+    assert [(d.line, d.construct) for d in result.errors] == [(6, "half member element access")]
+
+
+def test_template_parameters_with_defaults_take_them_as_cpp_does(backend):
+    """llama.cpp's ``template<int width = WARP_SIZE> float warp_reduce_sum(float x)`` called as
+    ``warp_reduce_sum(x)``: the value parameter takes its default, a type parameter no argument
+    gives takes its own; ``warp_reduce_sum<8>(x)`` names the first and defaults the rest."""
+    src = """#define WARP_SIZE 32
+template<int width = WARP_SIZE, typename A = float>
+static __device__ __forceinline__ float warp_reduce_sum(float x) {
+    for (int offset = width/2; offset > 0; offset >>= 1) {
+        x += (A)__shfl_xor_sync(0xffffffff, x, offset, width);
+    }
+    return x;
+}
+__global__ void k(const float* x, float* out, int n) {
+    float v = x[threadIdx.x];
+    out[threadIdx.x] = warp_reduce_sum(v);
+    out[64 + threadIdx.x] = warp_reduce_sum<8>(v);
+}"""
+    x = RNG.integers(-50, 50, 64).astype(np.float32)
+    _, out = _run(backend, "opencl", src, x, np.zeros(128, np.float32), n=64)
+    np.testing.assert_array_equal(out[:64], np.repeat(x.reshape(2, 32).sum(1), 32))
+    np.testing.assert_array_equal(out[64:], np.repeat(x.reshape(8, 8).sum(1), 8))
+
+
+def test_a_template_called_with_and_without_its_arguments_expands_once(backend):
+    """``sq<float>(a)`` and ``sq(b)`` in one file: the template waits until the translator
+    spells the second call's arguments, then both calls name the one copy ``sq_float``."""
+    src = ("template<typename T> __device__ T sq(T x) { return x * x; }\n"
+           "__global__ void k(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = sq<float>(y[i]) + sq(y[i] + 1.0f); }\n")
+    assert translate(src, "opencl").text.count("sq_float(") == 4  # prototype, definition, 2 calls
+    y = RNG.integers(-9, 9, 40).astype(np.float32)
+    (out,) = _run(backend, "opencl", src, y.copy(), n=40)
+    np.testing.assert_array_equal(out, y * y + (y + 1) * (y + 1))
+
+
+#: written for this test in the style of llama.cpp's norm.cu: a kernel template over the block
+#: size, instantiated by the host code's launches, with ``if constexpr`` and ``static_assert``
+_RMS_NORM = """#include <cstdint>
+#define WARP_SIZE 32
+template<int width = WARP_SIZE>
+static __device__ __forceinline__ float warp_reduce_sum(float x) {
+#pragma unroll
+    for (int offset = width/2; offset > 0; offset >>= 1) {
+        x += __shfl_xor_sync(0xffffffff, x, offset, width);
+    }
+    return x;
+}
+template <int block_size>
+static __global__ void rms_norm_f32(const float * x, float * dst, const int ncols, const int64_t stride_row, const float eps) {
+    const int row = blockIdx.x;
+    const int tid = threadIdx.x;
+    x   += row*stride_row;
+    dst += row*ncols;
+    float tmp = 0.0f;
+    for (int col = tid; col < ncols; col += block_size) {
+        const float xi = x[col];
+        tmp += xi * xi;
+    }
+    tmp = warp_reduce_sum(tmp);
+    if constexpr (block_size > WARP_SIZE) {
+        static_assert(block_size == 1024, "unexpected block_size");
+        __shared__ float s_sum[32];
+        const int warp_id = threadIdx.x / WARP_SIZE;
+        const int lane_id = threadIdx.x % WARP_SIZE;
+        if (lane_id == 0) {
+            s_sum[warp_id] = tmp;
+        }
+        __syncthreads();
+        tmp = s_sum[lane_id];
+        tmp = warp_reduce_sum(tmp);
+    }
+    const float mean = tmp / ncols;
+    const float scale = rsqrtf(mean + eps);
+    for (int col = tid; col < ncols; col += block_size) {
+        dst[col] = scale * x[col];
+    }
+}
+static void rms_norm_f32_cuda(const float * x, float * dst, const int ncols, const int nrows, const int64_t stride_row, const float eps, cudaStream_t stream) {
+    if (ncols < 1024) {
+        const dim3 block_dims(WARP_SIZE, 1, 1);
+        rms_norm_f32<WARP_SIZE><<<nrows, block_dims, 0, stream>>>(x, dst, ncols, stride_row, eps);
+    } else {
+        const dim3 block_dims(1024, 1, 1);
+        rms_norm_f32<1024><<<nrows, block_dims, 0, stream>>>(x, dst, ncols, stride_row, eps);
+    }
+}
+"""
+
+
+def test_if_constexpr_and_static_assert_in_template_copies(backend):
+    """``if constexpr (block_size > WARP_SIZE)``: a plain ``if`` on the copy's constant takes
+    the branch CUDA's compiler kept; ``static_assert`` (CUDA's compiler checked it, and in the
+    copy whose branch is discarded it does not hold) is left out."""
+    result = translate(_RMS_NORM, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    assert "constexpr" not in result.text and "static_assert" not in result.text
+    rng = np.random.default_rng(21)
+    for block, ncols in ((32, 200), (1024, 3000)):
+        x = rng.standard_normal((3, ncols)).astype(np.float32)
+        out = accel.asarray(np.zeros_like(x), backend=backend)
+        name = "rms_norm_f32_WARP_SIZE" if block == 32 else "rms_norm_f32_1024"
+        kernel(result.text, name, backend=backend, options=result.options)(
+            3, block, accel.asarray(x, backend=backend), out, np.int32(ncols), np.int64(ncols), np.float32(1e-6))
+        x64 = x.astype(np.float64)
+        np.testing.assert_allclose(out.numpy(), x64 / np.sqrt((x64 ** 2).mean(1, keepdims=True) + 1e-6),
+                                   rtol=2e-5, atol=1e-6, err_msg=name)
+
+
+#: llm.c's blockReduce as its common.h writes it: a template over a function-pointer alias
+#: (``using``), with literal default arguments
+_LLMC_BLOCK_REDUCE = """#define WARP_SIZE 32U
+__device__ float warpReduceSum(float val) {
+    for (int offset = 16; offset > 0; offset /= 2) val += __shfl_xor_sync(0xFFFFFFFF, val, offset);
+    return val;
+}
+using reduction_func_t = float (*) (float);
+template<reduction_func_t warp_reduction>
+__device__ inline float blockReduce(float val, bool final_sync=false, float out_of_bounds=0.0f) {
+    __shared__ float shared_val[WARP_SIZE];
+    const int lane_id = threadIdx.x % WARP_SIZE;
+    const int warp_id = threadIdx.x / WARP_SIZE;
+    const int num_warps = blockDim.x / WARP_SIZE;
+    float warp_val = warp_reduction(val);
+    if (lane_id == 0) { shared_val[warp_id] = warp_val; }
+    __syncthreads();
+    warp_val = (lane_id < num_warps) ? shared_val[lane_id] : out_of_bounds;
+    float block_val = warp_reduction(warp_val);
+    if (final_sync) {
+        __syncthreads();
+    }
+    return block_val;
+}
+__global__ void k(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    float s = blockReduce<warpReduceSum>(v);
+    float t = blockReduce<warpReduceSum>(v * 2.0f, true);
+    if (threadIdx.x == 0) { out[2 * blockIdx.x] = s; out[2 * blockIdx.x + 1] = t; }
+}
+"""
+
+
+def test_device_function_default_arguments_and_function_pointer_aliases(backend):
+    """``blockReduce<warpReduceSum>(v)`` with ``bool final_sync=false, float
+    out_of_bounds=0.0f``: each call that leaves a literal default out passes it; ``using
+    reduction_func_t = float (*)(float);`` types the template's parameter, and is left out."""
+    result = translate(_LLMC_BLOCK_REDUCE, "opencl", filename="k.cu")
+    assert result.ok, "\n".join(map(str, result.diagnostics))
+    assert "blockReduce_warpReduceSum(v, false, 0.0f," in result.text
+    n = 300
+    x = RNG.integers(-50, 50, 384).astype(np.float32)
+    out = accel.asarray(np.zeros(6, np.float32), backend=backend)
+    kernel(result.text, "k", backend=backend, options=result.options)(
+        3, 128, out, accel.asarray(x, backend=backend), np.int32(n))
+    sums = np.where(np.arange(384) < n, x, 0).reshape(3, 128).sum(1)
+    np.testing.assert_array_equal(out.numpy(), np.stack([sums, 2 * sums], 1).ravel())
+
 def test_reinterpretation_and_sincos(backend, to):
     src = """__global__ void k(const float* f, int* bits, float* back, float* sc, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
