@@ -423,6 +423,19 @@ def _device_tables(backend: Backend, pos: np.ndarray, base: float, r: int, fs: f
 
 
 # -- softmax --------------------------------------------------------------------------------------
+def check_softmax_mask(mask_dtype: str, mask_shape: tuple[int, ...], shape: tuple[int, ...]) -> None:
+    """Check a softmax mask against x's ``shape``: bool or a float dtype, broadcastable to x (the
+    one check of ``softmax`` and its torch operator's fake, so a bad mask fails while tracing)."""
+    if mask_dtype != "bool" and mask_dtype not in FLOAT_DTYPES:
+        raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mask_dtype))
+    try:
+        if np.broadcast_shapes(mask_shape, shape) != shape:
+            raise ValueError
+    except ValueError:
+        raise ShapeError(expected("mask.shape", f"broadcastable to x's shape {shape}",
+                                  mask_shape)) from None
+
+
 def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
             backend: str | Backend | None = None) -> Any:
     """``softmax(x * scale + mask)`` over the last axis in float32, output in x's dtype. ``mask``
@@ -442,14 +455,7 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
     masked = "mask" in call.ops
     if masked:
         mdt, mshape = call.dtype("mask"), call.shape("mask")
-        if mdt != "bool" and mdt not in FLOAT_DTYPES:
-            raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mdt))
-        try:
-            if np.broadcast_shapes(mshape, shape) != shape:
-                raise ValueError
-        except ValueError:
-            raise ShapeError(expected("mask.shape", f"broadcastable to x's shape {shape}",
-                                      mshape)) from None
+        check_softmax_mask(mdt, mshape, shape)
     n = shape[-1]
     # the kernel reads a mask of whole rows of n repeated along x's leading dims (the same shape;
     # [Sq, Sk] against [B, H, Sq, Sk]); a scalar's one element and other broadcasts: the host path
