@@ -1,4 +1,4 @@
-"""The decoder-step ops' rows (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu,
+"""The decoder-step ops' rows (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu, gelu,
 get_rows, add, mul) on a backend: each case builds host inputs from its id, runs the public op on
 ``accel.Tensor`` s of the backend (so device kernels run where the backend has them), and holds
 the result to a float64 oracle written here, sharing no code with ``accel.nn``.
@@ -20,6 +20,10 @@ ulp, or its subnormal spacing where the result is that small):
   erf by at most 2 u max(erf'(z) z) < 0.97 u; 1 + erf rounds by u; those times |g| / 2, then the
   two products' roundings (u |g| each, |gelu| <= |g|) and |up|: (e / 2 + 3) u |g| |up|, inside
   16 u for OpenCL's erf limit of 16 ulps (CUDA's erff: 2; PoCL's: under 1);
+- gelu: glu's activation with up = 1 (the same derivation, both approximations): 16 u |x|. At
+  +-inf the oracle is the formula's own IEEE arithmetic, as torch's erf and tanh GELU at -inf:
+  +inf at +inf, NaN at -inf (-inf times the 0 of 1 + erf); far out (|x| up to 1e30, past where
+  float32's tanh and erf reach +-1) the tanh form must not leave g times a residue;
 - get_rows: exactly the table's rows (a quantized table: exactly its dequantized rows).
 """
 from __future__ import annotations
@@ -216,6 +220,37 @@ def _glu(op, case, rng):
         bound = 16 * U * np.abs(gd) * np.abs(ud) + _out(case.dtype, want)
     return got, want, bound
 
+def _gelu_cases(profile: str) -> Iterator[tuple[str, dict]]:
+    for approximate in ("none", "tanh"):
+        for shape in [(3, 64), (1, 1000)] + ([(64, 4096)] if profile == "full" else []):
+            yield "grid", {"shape": shape, "approximate": approximate, "data": "normal"}
+        for data in ("zeros", "large", "far", "nan", "infs"):
+            yield "special", {"shape": (4, 32), "approximate": approximate, "data": data}
+
+#: |x| far out, both signs: past where float32's erf(x / sqrt 2) and tanh reach +-1 (|x| > 5.5)
+_FAR = (9.0, 30.0, 1e4, 1e13, 1e30)
+
+def _gelu(op, case, rng):
+    p = case.params
+    data = {"far": "normal", "infs": "inf"}.get(p["data"], p["data"])
+    x = _data(rng, p["shape"], data, case.dtype)
+    flat = x.reshape(-1)
+    if p["data"] == "far":  # every far value with both signs, then the normal draws
+        far = np.array(_FAR + tuple(-v for v in _FAR))
+        flat[:far.size] = far.astype(x.dtype)
+    elif p["data"] == "infs":  # -inf too (_data's "inf" plants +inf only), and -0
+        flat[1:: max(1, x.size // 3)] = -np.inf
+        flat[2] = -0.0
+    got = op("gelu", x, approximate=p["approximate"])
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if p["approximate"] == "tanh":
+            want = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)))
+        else:
+            want = 0.5 * xd * (1 + np.vectorize(math.erf, otypes=[np.float64])(xd / math.sqrt(2)))
+        bound = 16 * U * np.abs(xd) + _out(case.dtype, want)
+    return got, want, bound
+
 def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for table in ("float", "q4_0", "q8_0", "q4_k", "q6_k", "q5_0", "nvfp4"):
         yield "grid", {"rows": 40, "cols": 256, "table": table, "ids": (7,), "data": "normal"}
@@ -329,6 +364,18 @@ def _glu_strategy(dtype: str):
 
     return params()
 
+def _gelu_strategy(dtype: str):
+    from hypothesis import strategies as st
+
+    @st.composite
+    def params(draw) -> dict:
+        lead = tuple(draw(st.lists(st.integers(1, 4), max_size=2)))
+        return {"shape": lead + (draw(st.integers(1, 700)),),
+                "approximate": draw(st.sampled_from(["none", "tanh"])),
+                "data": draw(st.sampled_from(["normal", "large", "far"]))}
+
+    return params()
+
 def _binary_strategy(dtype: str):
     from hypothesis import strategies as st
 
@@ -368,6 +415,7 @@ ROWS = (
     _row("rope", _HALVES, _rope_cases, _rope, _rope_strategy),
     _row("softmax", _HALVES, _softmax_cases, _softmax, _softmax_strategy),
     _row("glu", _HALVES, _glu_cases, _glu, _glu_strategy),
+    _row("gelu", _HALVES, _gelu_cases, _gelu, _gelu_strategy),
     _row("get_rows", ("float32",), _get_rows_cases, _get_rows, None),  # by its fixed cases only
     _row("add", FLOATS, _binary_cases, _binary("add"), _binary_strategy),
     _row("mul", FLOATS, _binary_cases, _binary("mul"), _binary_strategy),

@@ -66,7 +66,8 @@ def test_correct_backends_pass_the_quick_profile(name):
 #: planted bugs of the decoder-step ops with an OpenCL kernel, at least one per op: an edit of
 #: kernels/decoder.cl as a careless port would make it (layer_norm's: the sample variance,
 #: torch.var's default; a masked logit as -1e30, which spreads a fully masked row evenly instead
-#: of zeros; the mask's row taken by the head, not the query; erf GELU without the 1/sqrt 2)
+#: of zeros; the mask's row taken by the head, not the query; erf GELU without the 1/sqrt 2 or
+#: with it cut to 4 digits; tanh GELU with a square for the cube)
 _DECODER_PLANTS = {
     "rms_norm": ("return rms_root(part, t, q, D, eps);", "return rms_root(part, t, q, D - 1, eps);"),
     "layer_norm": ("float sd = rms_root(part, t, q, D, eps);", "float sd = rms_root(part, t, q, D - 1, eps);"),
@@ -76,6 +77,8 @@ _DECODER_PLANTS = {
     "softmax-rows": ("row % mrows * n", "row / mrows % mrows * n"),
     "glu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
     "glu-gelu": ("(1.0f + ERF(g * 0.70710678f))", "(1.0f + ERF(g))"),
+    "gelu": ("ERF(g * 0.70710678f)", "ERF(g * 0.7071f)"),
+    "gelu-tanh": ("(g + 0.044715f * g * g * g)", "(g + 0.044715f * g * g)"),
     "get_rows": ("table[(i64)ids[r] * D + j]", "table[(i64)ids[r] * D + (j + 1) % D]"),
     "add": ("op == 0 ? a[i] + bi", "op == 0 ? (a[i] + bi) * 1.000001f"),
     "mul": (": a[i] * bi;", ": a[i] * bi * 1.000001f;"),
