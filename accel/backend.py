@@ -7,6 +7,7 @@ decided in a spec (``accel.spec``); a backend never re-validates.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol
@@ -75,7 +76,9 @@ def int32_sizes(spec: Spec) -> Support:
              "qmatmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
              "scaled_matmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
              "quantize": lambda: dict(blocks=spec.rows * spec.shape[-1] // spec.fmt.block),
-             "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}[spec.op]()
+             "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}.get(
+        spec.op, lambda: dict(elements=max(math.prod(spec.out_shape),  # the decoder-step ops
+                                           math.prod(getattr(spec, "shape", ())))))()
     big = {k: v for k, v in sizes.items() if v > _INT32_MAX}
     if big:
         return Support(False, f"sizes are passed to the kernels as 32-bit ints; {big} exceed {_INT32_MAX}")

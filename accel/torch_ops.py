@@ -464,9 +464,7 @@ def softmax(x: torch.Tensor, scale: float = 1.0, backend: Optional[str] = None,
 @softmax.register_fake
 def _(x, scale=1.0, backend=None, mask=None):
     if mask is not None:  # a bad mask fails while tracing, with accel's typed error
-        from accel import nn
-
-        nn.check_softmax_mask(dtype_name(mask.dtype, "mask.dtype"), tuple(mask.shape), tuple(x.shape))
+        S.check_softmax_mask(dtype_name(mask.dtype, "mask.dtype"), tuple(mask.shape), tuple(x.shape))
     return torch.empty_like(x)
 
 
