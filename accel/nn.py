@@ -3,6 +3,12 @@ residual add/mul. Each takes ``backend=`` like accel's other ops and gives back 
 array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` operands, numpy
 for numpy operands.
 
+``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add`` and ``mul`` are
+specs (``accel.spec``) run through ``accel.dispatch`` as accel's other ops: the backend's
+``supports()`` (for OpenCL, CUDA and HIP the one planner's, backends/plan.py) decides, a plugin
+computes them by its op method. ``rope``, ``get_rows`` and the fused forms (``rms_norm`` with
+``residual``, ``norm_add_rms_norm``, ``rms_norm_rope``) still launch their kernels here.
+
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
 kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu`` (every
@@ -13,7 +19,8 @@ mask of x's shape or repeated along x's leading dims (``[Sq, Sk]`` against ``[B,
 on its device and dequantized there by the format's own dequantize plan. Every other case on a
 backend other than ``cpu`` (other dtypes, other broadcasts, a float16 or bfloat16 mask) reads
 the operands to the host, computes the reference and writes the result back to that backend:
-the reference's answer, with a round trip of the data.
+the reference's answer, with a round trip of the data (for the spec ops, decided in one place:
+``_Call.run``, on the backend's verdict).
 """
 from __future__ import annotations
 
