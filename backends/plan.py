@@ -344,13 +344,13 @@ def _decoder_declined(spec: Spec) -> str | None:
         big, small = (spec.a_shape, spec.b_shape) if spec.a_shape == spec.out_shape else \
             (spec.b_shape, spec.a_shape)
         if big != spec.out_shape or not repeats_along_leading_dims(small, big):
-            return (f"binary_f32 takes operands of one shape, or one repeated along the other's "
-                    f"leading dims; got {spec.a_shape} and {spec.b_shape}")
+            return (f"kernels/decoder.cl's binary_f32 takes operands of one shape, or one repeated "
+                    f"along the other's leading dims; got {spec.a_shape} and {spec.b_shape}")
     if spec.op == "softmax" and spec.mask_shape is not None and not (
             repeats_along_leading_dims(spec.mask_shape, spec.shape)
             and math.prod(spec.mask_shape) % max(1, spec.n) == 0):
-        return (f"softmax_f32 takes a mask of whole rows repeated along x's leading dims; got "
-                f"{spec.mask_shape} against {spec.shape}")
+        return (f"kernels/decoder.cl's softmax_f32 takes a mask of whole rows repeated along x's "
+                f"leading dims; got {spec.mask_shape} against {spec.shape}")
     return None
 
 
