@@ -3,11 +3,11 @@ residual add/mul. Each takes ``backend=`` like accel's other ops and gives back 
 array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` operands, numpy
 for numpy operands.
 
-``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add`` and ``mul`` are
-specs (``accel.spec``) run through ``accel.dispatch`` as accel's other ops: the backend's
-``supports()`` (for OpenCL, CUDA and HIP the one planner's, backends/plan.py) decides, a plugin
-computes them by its op method. ``rope``, ``get_rows`` and the fused forms (``rms_norm`` with
-``residual``, ``norm_add_rms_norm``, ``rms_norm_rope``) still launch their kernels here.
+``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add``, ``mul``, ``rope``
+and ``rms_norm_rope`` are specs (``accel.spec``) run through ``accel.dispatch`` as accel's other
+ops: the backend's ``supports()`` (for OpenCL, CUDA and HIP the one planner's, backends/plan.py)
+decides, a plugin computes them by its op method. ``get_rows`` and the fused residual forms
+(``rms_norm`` with ``residual``, ``norm_add_rms_norm``) still launch their kernels here.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
@@ -38,7 +38,7 @@ from accel.dtypes import FLOAT_DTYPES, to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
 from accel.registry import get_backend
 from accel.spec import ACTIVATIONS, dequantize_spec
-from accel.tensor import QTensor, Tensor, operand
+from accel.tensor import Operand, QTensor, Tensor, operand
 
 _F = np.float32
 _BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
@@ -48,6 +48,7 @@ _norm_spec = functools.lru_cache(maxsize=4096, typed=True)(S.norm_spec)
 _softmax_spec = functools.lru_cache(maxsize=4096, typed=True)(S.softmax_spec)
 _activation_spec = functools.lru_cache(maxsize=4096)(S.activation_spec)
 _binary_spec = functools.lru_cache(maxsize=4096)(S.binary_spec)
+_rope_spec = functools.lru_cache(maxsize=4096, typed=True)(S.rope_spec)
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -297,10 +298,6 @@ def rms_norm_rope(x: Any, weight: Any, positions: Any, *, eps: float = 1e-6, bas
                  norm=(weight, eps))
 
 
-#: the largest head dim rms_norm_rope_f32 holds in local memory (its NORM_ROPE_D)
-_NORM_ROPE_D = 512
-
-
 def _rope(x: Any, positions: Any, base: float, rotary_dim: int | None, interleaved: bool,
           freq_scale: float, freq_factors: Any, backend: str | Backend | None,
           norm: tuple[Any, float] | None = None) -> Any:
@@ -337,43 +334,26 @@ def _rope(x: Any, positions: Any, base: float, rotary_dim: int | None, interleav
             raise ShapeError(expected("freq_factors.shape", f"({r // 2},) (rotary_dim / 2)",
                                       call.shape("freq_factors")))
         ff = call.host("freq_factors").astype(_F)
+    per_batch = pos.ndim == 2
     if norm is not None:
         e = _eps(norm[1])
-        has_w = _vector(call, "weight", D, "x")
-        if has_w and D <= _NORM_ROPE_D and (k := call.kernel("rms_norm_rope_f32")) is not None \
-                and math.prod(shape):
-            xt, wt = call.tensor("x"), call.tensor("weight")
-            out = Tensor.empty(call.backend, shape, "float32")
-            tabs = _device_tables(call.backend, pos, b, r, fs, ff)
-            call.backend.decoder_launch(k, (B * H * S, 1, 1), (_BLOCK, 1, 1),
-                                        [xt, wt, *tabs, out, np.int32(H), np.int32(S), np.int32(D),
-                                         np.float32(e), np.int32(r), np.int32(bool(interleaved)),
-                                         np.int32(pos.ndim == 2)])
-            return out
-        normed = rms_norm(x, norm[0], eps=e, backend=backend)
-        return _rope(normed, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend)
-    if (k := call.kernel("rope_f32")) is not None and math.prod(shape):
-        xt = call.tensor("x")
-        out = Tensor.empty(call.backend, shape, "float32")
-        n = math.prod(shape)
-        tabs = _device_tables(call.backend, pos, b, r, fs, ff)
-        call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                            [xt, *tabs, out, np.int32(H), np.int32(S), np.int32(D), np.int32(r),
-                             np.int32(bool(interleaved)), np.int32(pos.ndim == 2), np.int32(n)])
-        return out
-    cos, sin = _angles(pos, b, r, fs, ff)
-    xf = call.host("x").astype(_F)
-    y = xf.copy()
-    if interleaved:
-        x0, x1 = xf[..., 0:r:2], xf[..., 1:r:2]
-        y[..., 0:r:2] = x0 * cos - x1 * sin
-        y[..., 1:r:2] = x0 * sin + x1 * cos
+        spec = _rope_spec("rms_norm_rope", shape, dt, r, bool(interleaved), per_batch, e) \
+            if _vector(call, "weight", D, "x") else None
+        if spec is None or not call.backend.verdict(spec).ok:
+            # no weight, or a case the fused kernel does not take (D past what it holds in local
+            # memory, float16): the two ops, each where it runs; the same values
+            normed = rms_norm(x, norm[0], eps=e, backend=backend)
+            return _rope(normed, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend)
+        names: tuple[str, ...] = ("x", "weight", "cos", "sin")
     else:
-        h = r // 2
-        x0, x1 = xf[..., :h], xf[..., h:r]
-        y[..., :h] = x0 * cos - x1 * sin
-        y[..., h:r] = x0 * sin + x1 * cos
-    return call.out(_round(y, dt))
+        spec = _rope_spec("rope", shape, dt, r, bool(interleaved), per_batch)
+        names = ("x", "cos", "sin")
+    # the angles' cos and sin tables [S or B * S, r / 2]: operands, uploaded once per positions
+    tables = _device_tables(call.backend, pos, b, r, fs, ff) if call.device else \
+        [t.reshape(-1, r // 2) for t in _angles(pos, b, r, fs, ff)]
+    for arg, t in zip(("cos", "sin"), tables):  # our own arrays: no need to check them as operands
+        call.ops[arg] = Operand(arg, t, "accel" if call.device else "numpy", t.shape, "float32")
+    return call.run(spec, *names)
 
 
 def _angles(pos: np.ndarray, base: float, r: int, fs: float,

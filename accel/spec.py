@@ -269,7 +269,8 @@ class ScaledMatmulSpec:
 #: the activations of glu, silu and gelu, in the order of kernels/decoder.cl's act_f codes
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 #: the decoder-step ops that are specs (accel.nn's other ops launch kernels/decoder.cl directly)
-DECODER_OPS = ("rms_norm", "layer_norm", "softmax", "glu", "silu", "gelu", "add", "mul")
+DECODER_OPS = ("rms_norm", "layer_norm", "softmax", "glu", "silu", "gelu", "add", "mul", "rope",
+               "rms_norm_rope")
 
 
 def _elements_bytes(dtype: str, *shapes: Shape | None) -> int:
@@ -392,8 +393,45 @@ class BinarySpec:
     def bytes(self) -> int: return _elements_bytes(self.dtype, self.a_shape, self.b_shape, self.out_shape)
 
 
+@dataclass(frozen=True)
+class RopeSpec:
+    """``rope`` of ``x [B, H, S, D]``, or ``rms_norm_rope`` (``op``): rope of x's rms_norm (with
+    ``eps``) times a ``[D]`` weight. The angles are operands: float32 ``cos`` and ``sin`` tables
+    ``[T, rotary_dim / 2]`` that the caller computed from the positions (T = S, or B * S where
+    ``per_batch``); NEOX halves, or GPT-J pairs where ``interleaved``."""
+
+    op: str
+    shape: Shape
+    dtype: str
+    rotary_dim: int
+    interleaved: bool
+    per_batch: bool
+    eps: float = 0.0
+
+    @property
+    def table_shape(self) -> Shape:
+        B, _, S, _ = self.shape
+        return ((B * S) if self.per_batch else S, self.rotary_dim // 2)
+    @property
+    def out_shape(self) -> Shape: return self.shape
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]:
+        x = (self.dtype, self.dtype) if self.op == "rms_norm_rope" else (self.dtype,)
+        return x + ("float32", "float32")
+    @property
+    def flops(self) -> int:  # two products and a sum per rotated element (+ the norm's 4)
+        return (3 * self.rotary_dim // self.shape[-1] + 4 * (self.op == "rms_norm_rope")) * math.prod(self.shape)
+    @property
+    def bytes(self) -> int:
+        tables = 2 * math.prod(self.table_shape) * 4
+        w = self.shape[-1] * itemsize(self.dtype) if self.op == "rms_norm_rope" else 0
+        return _elements_bytes(self.dtype, self.shape, self.shape) + tables + w
+
+
 Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec | ScaledMatmulSpec \
-    | NormSpec | SoftmaxSpec | ActivationSpec | BinarySpec
+    | NormSpec | SoftmaxSpec | ActivationSpec | BinarySpec | RopeSpec
 OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul")
 
 
@@ -416,7 +454,7 @@ def _hash_once(cls: type) -> None:
 
 
 for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec, ScaledMatmulSpec,
-             NormSpec, SoftmaxSpec, ActivationSpec, BinarySpec):
+             NormSpec, SoftmaxSpec, ActivationSpec, BinarySpec, RopeSpec):
     _hash_once(_cls)
 
 
@@ -788,6 +826,21 @@ def binary_spec(op: str, a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: 
     return BinarySpec(op, tuple(a_shape), tuple(b_shape), a_dtype)
 
 
+def rope_spec(op: str, x_shape: Shape, x_dtype: str, rotary_dim: int, interleaved: bool,
+              per_batch: bool, eps: float = 0.0) -> RopeSpec:
+    """A ``rope`` / ``rms_norm_rope`` call whose arguments accel.nn checked (the positions are
+    values it reads: their shape and range, rotary_dim against D, the weight).
+
+    >>> rope_spec("rope", (2, 4, 3, 64), "float32", 32, False, True).table_shape
+    (6, 16)
+    """
+    _decoder_float("x", x_dtype)
+    if len(x_shape) != 4:
+        raise ShapeError(expected("x.shape", "4 dimensions [B, H, S, D]", tuple(x_shape)))
+    return RopeSpec(op, tuple(x_shape), x_dtype, int(rotary_dim), bool(interleaved), bool(per_batch),
+                    float(eps))
+
+
 def repeats_along_leading_dims(small: Shape, big: Shape) -> bool:
     """Whether an operand of shape ``small`` broadcast to ``big`` repeats its elements whole
     along big's leading dims (the same shape, a bias of the last dims, a scalar): what
@@ -805,5 +858,5 @@ __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMa
            "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS", "ScaledMatmulSpec", "scaled_matmul_spec",
            "SCALINGS", "FP8_BLOCK", "fp8_scale_shapes", "ACTIVATIONS", "DECODER_OPS", "NormSpec",
            "SoftmaxSpec", "ActivationSpec", "BinarySpec", "norm_spec", "softmax_spec",
-           "activation_spec", "binary_spec", "check_eps", "check_real", "check_softmax_mask",
+           "activation_spec", "binary_spec", "RopeSpec", "rope_spec", "check_eps", "check_real", "check_softmax_mask",
            "repeats_along_leading_dims"]

@@ -231,6 +231,25 @@ class CPUBackend(Backend):
 
     _gelu = _silu
 
+    def _rope(self, spec, x, cos, sin) -> np.ndarray:
+        B, _, S, _ = spec.shape
+        r, h = spec.rotary_dim, spec.rotary_dim // 2
+        shape = (B, 1, S, h) if spec.per_batch else (S, h)  # broadcast over the heads
+        c, s = cos.reshape(shape).astype(_F, copy=False), sin.reshape(shape).astype(_F, copy=False)
+        xf = x.astype(_F)
+        y = xf.copy()
+        x0, x1 = (xf[..., 0:r:2], xf[..., 1:r:2]) if spec.interleaved else (xf[..., :h], xf[..., h:r])
+        first, second = (np.s_[..., 0:r:2], np.s_[..., 1:r:2]) if spec.interleaved else \
+            (np.s_[..., :h], np.s_[..., h:r])
+        y[first] = x0 * c - x1 * s
+        y[second] = x0 * s + x1 * c
+        return y
+
+    def _rms_norm_rope(self, spec, x, weight, cos, sin) -> np.ndarray:
+        # the two ops' values: rms_norm rounded to x's dtype, then rope
+        normed = self._rms_norm(spec, x, weight).astype(to_numpy_dtype(spec.dtype))
+        return self._rope(spec, normed, cos, sin)
+
     def _add(self, spec, a, b) -> np.ndarray:
         return a.astype(_F) + b.astype(_F)
 

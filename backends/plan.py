@@ -35,7 +35,8 @@ OPERANDS = {"matmul": ("a", "b", "out"), "attention": ("q", "k", "v", "mask", "s
             # the decoder-step ops of accel.nn (kernels/decoder.cl)
             "rms_norm": ("x", "weight", "out"), "layer_norm": ("x", "weight", "bias", "out"),
             "softmax": ("x", "mask", "out"), "glu": ("gate", "up", "out"), "silu": ("x", "out"),
-            "gelu": ("x", "out"), "add": ("a", "b", "out"), "mul": ("a", "b", "out")}
+            "gelu": ("x", "out"), "add": ("a", "b", "out"), "mul": ("a", "b", "out"),
+            "rope": ("x", "cos", "sin", "out"), "rms_norm_rope": ("x", "weight", "cos", "sin", "out")}
 
 #: tile parameters by device class: OpenCL devices start from these (``accel tune`` stores
 #: better ones per device), CUDA and HIP run the GPU set. WG: work-group size of the
@@ -329,6 +330,8 @@ def _kernel_verdict(spec: Spec, facts: DeviceFacts, tiles: dict, path: str) -> s
 # -- the decoder-step ops: kernels/decoder.cl --------------------------------------------------------
 #: DEC_BLOCK of kernels/decoder.cl: a group per row (norms, softmax), else an item per element
 DECODER_BLOCK = 256
+#: NORM_ROPE_D of kernels/decoder.cl: the longest row rms_norm_rope_f32 holds in local memory
+NORM_ROPE_D = 512
 
 
 def _decoder_declined(spec: Spec) -> str | None:
@@ -340,6 +343,9 @@ def _decoder_declined(spec: Spec) -> str | None:
     if wrong:
         return (f"kernels/decoder.cl computes float32 operands (softmax: a bool or float32 mask); "
                 f"got {', '.join(spec.in_dtypes)}")
+    if spec.op == "rms_norm_rope" and spec.shape[-1] > NORM_ROPE_D:
+        return (f"kernels/decoder.cl's rms_norm_rope_f32 holds a row of up to {NORM_ROPE_D} "
+                f"values in local memory; D = {spec.shape[-1]}")
     if spec.op in ("add", "mul"):
         big, small = (spec.a_shape, spec.b_shape) if spec.a_shape == spec.out_shape else \
             (spec.b_shape, spec.a_shape)
@@ -366,6 +372,9 @@ def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
     elif spec.op == "layer_norm":
         name, grid = "layer_norm_f32", rows
         slots = (Operand("x"), opt("weight", spec.weight), opt("bias", spec.bias), Operand("out"))
+    elif spec.op == "rms_norm_rope":
+        name, grid = "rms_norm_rope_f32", rows
+        slots = _operands("x", "weight", "cos", "sin", "out")
     elif spec.op == "softmax":
         masked, keep = spec.mask_shape is not None, spec.mask_dtype == "bool"
         name, grid = "softmax_f32", rows
@@ -376,6 +385,8 @@ def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
             name, slots = "glu_f32", (Operand("gate"), Operand("gate" if spec.split else "up"), Operand("out"))
         elif spec.op in ("silu", "gelu"):
             name, slots = "unary_f32", _operands("x", "out")
+        elif spec.op == "rope":
+            name, slots = "rope_f32", _operands("x", "cos", "sin", "out")
         else:  # add / mul: the repeated operand second
             first, second = ("a", "b") if spec.a_shape == spec.out_shape else ("b", "a")
             name, slots = "binary_f32", _operands(first, second, "out")

@@ -48,7 +48,8 @@ SOFTMAX_MASK_CODE = {None: 0, "bool": 1}  # any float dtype: 2
 
 def decoder_args(spec) -> tuple:
     """The scalars after the buffers of kernels/decoder.cl's kernel for a decoder-step ``spec``
-    (rms_norm_f32, layer_norm_f32, softmax_f32, glu_f32, unary_f32, binary_f32).
+    (rms_norm_f32, layer_norm_f32, softmax_f32, glu_f32, unary_f32, binary_f32, rope_f32,
+    rms_norm_rope_f32).
 
     >>> from accel.spec import softmax_spec
     >>> decoder_args(softmax_spec((2, 3, 5, 8), "float32", 0.5, (5, 8), "bool"))
@@ -69,6 +70,12 @@ def decoder_args(spec) -> tuple:
         rows = math.prod(spec.out_shape) // h if h else 0
         stride, up_off = (2 * h, h) if spec.split else (h, 0)
         return i32(rows), i32(h), i32(stride), i32(up_off), act
+    if spec.op in ("rope", "rms_norm_rope"):
+        B, H, S, D = spec.shape
+        flags = (i32(spec.rotary_dim), i32(spec.interleaved), i32(spec.per_batch))
+        if spec.op == "rope":
+            return (i32(H), i32(S), i32(D), *flags, i32(math.prod(spec.shape)))
+        return (i32(H), i32(S), i32(D), f32(spec.eps), *flags)
     if spec.op in ("silu", "gelu"):
         return i32(math.prod(spec.shape)), act
     # add / mul: the operand of the output's shape first, the repeated one second

@@ -274,11 +274,15 @@ def test_long_launches_on_cpu_devices_are_split_into_paced_pieces():
     (S.softmax_spec((3, 50), "float32", 1.0, (3, 50), "float32"), "softmax_f32", 3,
      ("x", None, "mask", "out")),
     (S.softmax_spec((7, 9), "float32", 1.0), "softmax_f32", 7, ("x", None, None, "out")),
+    (S.rope_spec("rms_norm_rope", (2, 4, 3, 256), "float32", 128, False, True, 1e-6),
+     "rms_norm_rope_f32", 24, ("x", "weight", "cos", "sin", "out")),
     # an item per output element otherwise
     (S.activation_spec("glu", (3, 1000), "float32", "gelu"), "glu_f32", 6, ("gate", "gate", "out")),
     (S.activation_spec("glu", (3, 500), "float32", "silu", (3, 500), "float32"), "glu_f32", 6,
      ("gate", "up", "out")),
     (S.activation_spec("gelu", (257,), "float32", "gelu_tanh"), "unary_f32", 2, ("x", "out")),
+    (S.rope_spec("rope", (1, 8, 1, 64), "float32", 64, True, False), "rope_f32", 2,
+     ("x", "cos", "sin", "out")),
     (S.binary_spec("add", (640,), "float32", (4, 640), "float32"), "binary_f32", 10, ("b", "a", "out")),
     (S.binary_spec("mul", (4, 640), "float32", (1,), "float32"), "binary_f32", 10, ("a", "b", "out")),
 ])
@@ -301,6 +305,9 @@ def test_decoder_op_scalars_say_what_the_kernel_reads():
     assert glu.scalars == (i32(3), i32(5), i32(10), i32(5), i32(S.ACTIVATIONS.index("gelu_tanh")))
     (add,) = plan_for(S.binary_spec("add", (3, 6), "float32", (3, 6), "float32"), CPU, CPU_PARAMS)
     assert add.scalars == (i32(18), i32(0), i32(18))
+    (rope,) = plan_for(S.rope_spec("rope", (2, 3, 4, 16), "float32", 8, False, True), CPU, CPU_PARAMS)
+    assert rope.scalars == (i32(3), i32(4), i32(16), i32(8), i32(0), i32(1), i32(2 * 3 * 4 * 16))
+    assert S.rope_spec("rope", (2, 3, 4, 16), "float32", 8, False, True).table_shape == (8, 4)
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -311,6 +318,8 @@ def test_decoder_op_scalars_say_what_the_kernel_reads():
     (S.binary_spec("add", (2, 1, 6), "float32", (3, 6), "float32"), "repeated along"),
     (S.binary_spec("mul", (4, 1), "float32", (4, 6), "float32"), "repeated along"),
     (S.activation_spec("silu", (4,), "bfloat16", "silu"), "float32 operands"),
+    (S.rope_spec("rms_norm_rope", (1, 1, 2, 1024), "float32", 64, False, False, 0.0), "up to 512"),
+    (S.rope_spec("rope", (1, 1, 2, 64), "float16", 64, False, False), "float32 operands"),
 ])
 def test_decoder_cases_the_kernels_do_not_take_are_declined_with_the_reason(spec, words):
     """What accel.nn then computes with the cpu reference on the host (the one fallback)."""
