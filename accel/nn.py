@@ -3,11 +3,12 @@ residual add/mul. Each takes ``backend=`` like accel's other ops and gives back 
 array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` operands, numpy
 for numpy operands.
 
-``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add``, ``mul``, ``rope``
-and ``rms_norm_rope`` are specs (``accel.spec``) run through ``accel.dispatch`` as accel's other
-ops: the backend's ``supports()`` (for OpenCL, CUDA and HIP the one planner's, backends/plan.py)
-decides, a plugin computes them by its op method. ``get_rows`` and the fused residual forms
-(``rms_norm`` with ``residual``, ``norm_add_rms_norm``) still launch their kernels here.
+``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add``, ``mul``, ``rope``,
+``rms_norm_rope`` and ``get_rows`` of a float table are specs (``accel.spec``) run through
+``accel.dispatch`` as accel's other ops: the backend's ``supports()`` (for OpenCL, CUDA and HIP the
+one planner's, backends/plan.py) decides, a plugin computes them by its op method. The fused
+residual forms (``rms_norm`` with ``residual``, ``norm_add_rms_norm``: two outputs) and
+``get_rows`` of a QTensor still launch their kernels here.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
@@ -49,6 +50,7 @@ _softmax_spec = functools.lru_cache(maxsize=4096, typed=True)(S.softmax_spec)
 _activation_spec = functools.lru_cache(maxsize=4096)(S.activation_spec)
 _binary_spec = functools.lru_cache(maxsize=4096)(S.binary_spec)
 _rope_spec = functools.lru_cache(maxsize=4096, typed=True)(S.rope_spec)
+_get_rows_spec = functools.lru_cache(maxsize=4096)(S.get_rows_spec)
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -533,27 +535,16 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
     idx, ib, dev = _integers("ids", ids, None)
     call = _Call(ib if backend is None and ib is not None else backend, table=table)
     _float(call, "table")
-    if len(call.shape("table")) != 2:
-        raise ShapeError(expected("table.shape", "a 2-d table [N, D]", call.shape("table")))
+    spec = _get_rows_spec(call.shape("table"), call.dtype("table"), idx.shape)
     if ib is not None and ib is not call.backend:
         raise ArgumentError(expected("ids", f"on {call.backend.device_id} like table",
                                      f"a tensor on {ib.device_id}"))
-    _check_ids(idx, call.shape("table")[0])
-    get = getattr(call.backend, "decoder_kernel", None)
-    D = call.shape("table")[1]
-    if get is not None and (dev or call.device) and call.dtype("table") == "float32" \
-            and 0 < idx.size * D < 2**31:
-        k = get("get_rows_f32")
-        it = ids.contiguous() if isinstance(ids, Tensor) and ids.dtype == "int32" else \
-            Tensor.from_host(call.backend, idx.astype(np.int32).reshape(-1))
-        out = Tensor.empty(call.backend, idx.shape + (D,), "float32")
-        call.backend.decoder_launch(k, (idx.size, -(-D // _BLOCK), 1), (_BLOCK, 1, 1),
-                                    [call.tensor("table"), it, out, np.int32(D)])
-        return out
-    out = call.host("table")[idx]
-    if dev and not call.device:
-        return Tensor.from_host(call.backend, np.ascontiguousarray(out))
-    return call.out(out)
+    _check_ids(idx, spec.table_shape[0])
+    # the ids as the kernel reads them: an int32 tensor where it is one, else int32 of the values
+    ids32 = ids if isinstance(ids, Tensor) and ids.dtype == "int32" else idx.astype(np.int32)
+    call.ops["ids"] = Operand("ids", ids32, "accel" if ids32 is ids else "numpy", idx.shape, "int32")
+    call.device = call.device or dev  # an ids tensor: the rows come back as a tensor too
+    return call.run(spec, "table", "ids")
 
 
 def _check_ids(idx: np.ndarray, n: int) -> None:

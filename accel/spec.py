@@ -270,7 +270,7 @@ class ScaledMatmulSpec:
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 #: the decoder-step ops that are specs (accel.nn's other ops launch kernels/decoder.cl directly)
 DECODER_OPS = ("rms_norm", "layer_norm", "softmax", "glu", "silu", "gelu", "add", "mul", "rope",
-               "rms_norm_rope")
+               "rms_norm_rope", "get_rows")
 
 
 def _elements_bytes(dtype: str, *shapes: Shape | None) -> int:
@@ -430,8 +430,31 @@ class RopeSpec:
         return _elements_bytes(self.dtype, self.shape, self.shape) + tables + w
 
 
+@dataclass(frozen=True)
+class GetRowsSpec:
+    """``get_rows``: rows of a float ``table [N, D]`` at int32 ``ids`` of ``ids_shape`` (each in
+    [0, N): accel.nn checks their values), output ``ids_shape + (D,)`` in the table's dtype."""
+
+    table_shape: Shape
+    dtype: str
+    ids_shape: Shape
+    op: str = field(default="get_rows", init=False)
+
+    @property
+    def out_shape(self) -> Shape: return self.ids_shape + (self.table_shape[1],)
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype, "int32")
+    @property
+    def flops(self) -> int: return 0
+    @property
+    def bytes(self) -> int:  # the rows read and written, and the ids
+        return 2 * math.prod(self.out_shape) * itemsize(self.dtype) + math.prod(self.ids_shape) * 4
+
+
 Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec | ScaledMatmulSpec \
-    | NormSpec | SoftmaxSpec | ActivationSpec | BinarySpec | RopeSpec
+    | NormSpec | SoftmaxSpec | ActivationSpec | BinarySpec | RopeSpec | GetRowsSpec
 OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul")
 
 
@@ -454,7 +477,7 @@ def _hash_once(cls: type) -> None:
 
 
 for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec, ScaledMatmulSpec,
-             NormSpec, SoftmaxSpec, ActivationSpec, BinarySpec, RopeSpec):
+             NormSpec, SoftmaxSpec, ActivationSpec, BinarySpec, RopeSpec, GetRowsSpec):
     _hash_once(_cls)
 
 
@@ -841,6 +864,18 @@ def rope_spec(op: str, x_shape: Shape, x_dtype: str, rotary_dim: int, interleave
                     float(eps))
 
 
+def get_rows_spec(table_shape: Shape, table_dtype: str, ids_shape: Shape) -> GetRowsSpec:
+    """Validate a ``get_rows`` call of a float table (the ids' values are accel.nn's to check).
+
+    >>> get_rows_spec((50, 8), "float16", (2, 3)).out_shape
+    (2, 3, 8)
+    """
+    _decoder_float("table", table_dtype)
+    if len(table_shape) != 2:
+        raise ShapeError(expected("table.shape", "a 2-d table [N, D]", tuple(table_shape)))
+    return GetRowsSpec(tuple(table_shape), table_dtype, tuple(ids_shape))
+
+
 def repeats_along_leading_dims(small: Shape, big: Shape) -> bool:
     """Whether an operand of shape ``small`` broadcast to ``big`` repeats its elements whole
     along big's leading dims (the same shape, a bias of the last dims, a scalar): what
@@ -858,5 +893,5 @@ __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMa
            "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS", "ScaledMatmulSpec", "scaled_matmul_spec",
            "SCALINGS", "FP8_BLOCK", "fp8_scale_shapes", "ACTIVATIONS", "DECODER_OPS", "NormSpec",
            "SoftmaxSpec", "ActivationSpec", "BinarySpec", "norm_spec", "softmax_spec",
-           "activation_spec", "binary_spec", "RopeSpec", "rope_spec", "check_eps", "check_real", "check_softmax_mask",
+           "activation_spec", "binary_spec", "RopeSpec", "rope_spec", "GetRowsSpec", "get_rows_spec", "check_eps", "check_real", "check_softmax_mask",
            "repeats_along_leading_dims"]

@@ -250,6 +250,9 @@ class CPUBackend(Backend):
         normed = self._rms_norm(spec, x, weight).astype(to_numpy_dtype(spec.dtype))
         return self._rope(spec, normed, cos, sin)
 
+    def _get_rows(self, spec, table, ids) -> np.ndarray:
+        return table[ids]
+
     def _add(self, spec, a, b) -> np.ndarray:
         return a.astype(_F) + b.astype(_F)
 

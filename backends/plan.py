@@ -36,7 +36,8 @@ OPERANDS = {"matmul": ("a", "b", "out"), "attention": ("q", "k", "v", "mask", "s
             "rms_norm": ("x", "weight", "out"), "layer_norm": ("x", "weight", "bias", "out"),
             "softmax": ("x", "mask", "out"), "glu": ("gate", "up", "out"), "silu": ("x", "out"),
             "gelu": ("x", "out"), "add": ("a", "b", "out"), "mul": ("a", "b", "out"),
-            "rope": ("x", "cos", "sin", "out"), "rms_norm_rope": ("x", "weight", "cos", "sin", "out")}
+            "rope": ("x", "cos", "sin", "out"), "rms_norm_rope": ("x", "weight", "cos", "sin", "out"),
+            "get_rows": ("table", "ids", "out")}
 
 #: tile parameters by device class: OpenCL devices start from these (``accel tune`` stores
 #: better ones per device), CUDA and HIP run the GPU set. WG: work-group size of the
@@ -338,10 +339,11 @@ def _decoder_declined(spec: Spec) -> str | None:
     """Why kernels/decoder.cl does not compute a decoder-step ``spec``, or None. accel.nn then
     computes the cpu reference on the host and writes the result back (the one such fallback)."""
     wrong = [d for d in spec.in_dtypes if d != "float32"]
-    if spec.op == "softmax" and spec.mask_dtype == "bool":
-        wrong = [d for d in spec.in_dtypes[:1] if d != "float32"]
+    if (spec.op == "softmax" and spec.mask_dtype == "bool") or spec.op == "get_rows":
+        wrong = [d for d in spec.in_dtypes[:1] if d != "float32"]  # and the bool mask, int32 ids
     if wrong:
-        return (f"kernels/decoder.cl computes float32 operands (softmax: a bool or float32 mask); "
+        return (f"kernels/decoder.cl computes float32 operands (softmax: a bool or float32 mask; "
+                f"get_rows: int32 ids); "
                 f"got {', '.join(spec.in_dtypes)}")
     if spec.op == "rms_norm_rope" and spec.shape[-1] > NORM_ROPE_D:
         return (f"kernels/decoder.cl's rms_norm_rope_f32 holds a row of up to {NORM_ROPE_D} "
@@ -375,6 +377,9 @@ def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
     elif spec.op == "rms_norm_rope":
         name, grid = "rms_norm_rope_f32", rows
         slots = _operands("x", "weight", "cos", "sin", "out")
+    elif spec.op == "get_rows":  # a group per (id, block of 256 columns)
+        name, slots = "get_rows_f32", _operands("table", "ids", "out")
+        grid = (math.prod(spec.ids_shape), K.ceil_div(spec.table_shape[1], DECODER_BLOCK))
     elif spec.op == "softmax":
         masked, keep = spec.mask_shape is not None, spec.mask_dtype == "bool"
         name, grid = "softmax_f32", rows

@@ -49,7 +49,7 @@ SOFTMAX_MASK_CODE = {None: 0, "bool": 1}  # any float dtype: 2
 def decoder_args(spec) -> tuple:
     """The scalars after the buffers of kernels/decoder.cl's kernel for a decoder-step ``spec``
     (rms_norm_f32, layer_norm_f32, softmax_f32, glu_f32, unary_f32, binary_f32, rope_f32,
-    rms_norm_rope_f32).
+    rms_norm_rope_f32, get_rows_f32).
 
     >>> from accel.spec import softmax_spec
     >>> decoder_args(softmax_spec((2, 3, 5, 8), "float32", 0.5, (5, 8), "bool"))
@@ -76,6 +76,8 @@ def decoder_args(spec) -> tuple:
         if spec.op == "rope":
             return (i32(H), i32(S), i32(D), *flags, i32(math.prod(spec.shape)))
         return (i32(H), i32(S), i32(D), f32(spec.eps), *flags)
+    if spec.op == "get_rows":
+        return (i32(spec.table_shape[1]),)
     if spec.op in ("silu", "gelu"):
         return i32(math.prod(spec.shape)), act
     # add / mul: the operand of the output's shape first, the repeated one second

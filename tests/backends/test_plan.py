@@ -283,6 +283,7 @@ def test_long_launches_on_cpu_devices_are_split_into_paced_pieces():
     (S.activation_spec("gelu", (257,), "float32", "gelu_tanh"), "unary_f32", 2, ("x", "out")),
     (S.rope_spec("rope", (1, 8, 1, 64), "float32", 64, True, False), "rope_f32", 2,
      ("x", "cos", "sin", "out")),
+    (S.get_rows_spec((50, 200), "float32", (2, 3)), "get_rows_f32", 6, ("table", "ids", "out")),
     (S.binary_spec("add", (640,), "float32", (4, 640), "float32"), "binary_f32", 10, ("b", "a", "out")),
     (S.binary_spec("mul", (4, 640), "float32", (1,), "float32"), "binary_f32", 10, ("a", "b", "out")),
 ])
@@ -308,6 +309,8 @@ def test_decoder_op_scalars_say_what_the_kernel_reads():
     (rope,) = plan_for(S.rope_spec("rope", (2, 3, 4, 16), "float32", 8, False, True), CPU, CPU_PARAMS)
     assert rope.scalars == (i32(3), i32(4), i32(16), i32(8), i32(0), i32(1), i32(2 * 3 * 4 * 16))
     assert S.rope_spec("rope", (2, 3, 4, 16), "float32", 8, False, True).table_shape == (8, 4)
+    (rows,) = plan_for(S.get_rows_spec((9, 700), "float32", (4,)), CPU, CPU_PARAMS)
+    assert rows.grid == (4, 3, 1) and rows.scalars == (i32(700),)  # a group per id and 256 columns
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -320,6 +323,7 @@ def test_decoder_op_scalars_say_what_the_kernel_reads():
     (S.activation_spec("silu", (4,), "bfloat16", "silu"), "float32 operands"),
     (S.rope_spec("rms_norm_rope", (1, 1, 2, 1024), "float32", 64, False, False, 0.0), "up to 512"),
     (S.rope_spec("rope", (1, 1, 2, 64), "float16", 64, False, False), "float32 operands"),
+    (S.get_rows_spec((5, 8), "bfloat16", (3,)), "float32 operands"),
 ])
 def test_decoder_cases_the_kernels_do_not_take_are_declined_with_the_reason(spec, words):
     """What accel.nn then computes with the cpu reference on the host (the one fallback)."""
