@@ -1,4 +1,4 @@
-"""The decoder-step ops' rows (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu, gelu,
+"""The decoder-step ops' rows (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu, silu, gelu,
 get_rows, add, mul) on a backend: each case builds host inputs from its id, runs the public op on
 ``accel.Tensor`` s of the backend (so device kernels run where the backend has them), and holds
 the result to a float64 oracle written here, sharing no code with ``accel.nn``.
@@ -20,7 +20,7 @@ ulp, or its subnormal spacing where the result is that small):
   erf by at most 2 u max(erf'(z) z) < 0.97 u; 1 + erf rounds by u; those times |g| / 2, then the
   two products' roundings (u |g| each, |gelu| <= |g|) and |up|: (e / 2 + 3) u |g| |up|, inside
   16 u for OpenCL's erf limit of 16 ulps (CUDA's erff: 2; PoCL's: under 1);
-- gelu: glu's activation with up = 1 (the same derivation, both approximations): 16 u |x|. At
+- silu, gelu: glu's activation with up = 1 (the same derivation, every activation): 16 u |x|. At
   +-inf the oracle is the formula's own IEEE arithmetic, as torch's erf and tanh GELU at -inf:
   +inf at +inf, NaN at -inf (-inf times the 0 of 1 + erf); far out (|x| up to 1e30, past where
   float32's tanh and erf reach +-1) the tanh form must not leave g times a residue;
@@ -256,18 +256,26 @@ def _glu(case, inputs):
         bound = 16 * U * np.abs(gd) * np.abs(ud) + _out(case.dtype, want)
     return want, bound
 
-def _gelu_cases(profile: str) -> Iterator[tuple[str, dict]]:
-    # by the activation's name (a case id reads "none" back as None): gelu is approximate="none"
-    for activation in ("gelu", "gelu_tanh"):
-        for shape in [(3, 64), (1, 1000)] + ([(64, 4096)] if profile == "full" else []):
-            yield "grid", {"shape": shape, "activation": activation, "data": "normal"}
-        for data in ("zeros", "large", "far", "nan", "infs"):
-            yield "special", {"shape": (4, 32), "activation": activation, "data": data}
+#: the activations of silu and gelu, by name (a case id reads "none" back as None: gelu's
+#: approximate="none" is "gelu", "tanh" is "gelu_tanh")
+_UNARY = {"silu": ("silu",), "gelu": ("gelu", "gelu_tanh")}
+
+def _unary_cases(op: str) -> Callable[[str], Iterator[tuple[str, dict]]]:
+    def cases(profile: str) -> Iterator[tuple[str, dict]]:
+        for activation in _UNARY[op]:
+            yield from _activation_cases(profile, activation)
+    return cases
+
+def _activation_cases(profile: str, activation: str) -> Iterator[tuple[str, dict]]:
+    for shape in [(3, 64), (1, 1000)] + ([(64, 4096)] if profile == "full" else []):
+        yield "grid", {"shape": shape, "activation": activation, "data": "normal"}
+    for data in ("zeros", "large", "far", "nan", "infs"):
+        yield "special", {"shape": (4, 32), "activation": activation, "data": data}
 
 #: |x| far out, both signs: past where float32's erf(x / sqrt 2) and tanh reach +-1 (|x| > 5.5)
 _FAR = (9.0, 30.0, 1e4, 1e13, 1e30)
 
-def _gelu_inputs(case, rng) -> list:
+def _unary_inputs(case, rng) -> list:
     p = case.params
     data = {"far": "normal", "infs": "inf"}.get(p["data"], p["data"])
     x = _data(rng, p["shape"], data, case.dtype)
@@ -280,14 +288,16 @@ def _gelu_inputs(case, rng) -> list:
         flat[2 % flat.size] = -0.0
     return [x]
 
-def _gelu_spec(case, inputs):
-    return S.activation_spec("gelu", inputs[0].shape, case.dtype, case.params["activation"])
+def _unary_spec(case, inputs):
+    return S.activation_spec(case.op, inputs[0].shape, case.dtype, case.params["activation"])
 
-def _gelu(case, inputs):
+def _unary(case, inputs):
     p = case.params
     xd = inputs[0].astype(np.float64)
     with np.errstate(all="ignore"):
-        if p["activation"] == "gelu_tanh":
+        if p["activation"] == "silu":
+            want = xd / (1 + np.exp(-xd))
+        elif p["activation"] == "gelu_tanh":
             want = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)))
         else:
             want = 0.5 * xd * (1 + np.vectorize(math.erf, otypes=[np.float64])(xd / math.sqrt(2)))
@@ -410,17 +420,19 @@ def _glu_strategy(dtype: str):
 
     return params()
 
-def _gelu_strategy(dtype: str):
-    from hypothesis import strategies as st
+def _unary_strategy(op: str) -> Callable:
+    def strategy(dtype: str):
+        from hypothesis import strategies as st
 
-    @st.composite
-    def params(draw) -> dict:
-        lead = tuple(draw(st.lists(st.integers(1, 4), max_size=2)))
-        return {"shape": lead + (draw(st.integers(1, 700)),),
-                "activation": draw(st.sampled_from(["gelu", "gelu_tanh"])),
-                "data": draw(st.sampled_from(["normal", "large", "far"]))}
+        @st.composite
+        def params(draw) -> dict:
+            lead = tuple(draw(st.lists(st.integers(1, 4), max_size=2)))
+            return {"shape": lead + (draw(st.integers(1, 700)),),
+                    "activation": draw(st.sampled_from(list(_UNARY[op]))),
+                    "data": draw(st.sampled_from(["normal", "large", "far"]))}
 
-    return params()
+        return params()
+    return strategy
 
 def _binary_strategy(dtype: str):
     from hypothesis import strategies as st
@@ -480,7 +492,7 @@ def _spec_row(name: str, dtypes: tuple[str, ...], cases: Callable, inputs: Calla
         return execute(backend, spec_of(case, operands),
                        *(None if x is None else Tensor.from_host(backend, x) for x in operands))
 
-    slots = {"rms_norm": 2, "layer_norm": 3, "softmax": 2, "glu": 2, "gelu": 1, "add": 2, "mul": 2}[name]
+    slots = {"rms_norm": 2, "layer_norm": 3, "softmax": 2, "glu": 2, "silu": 1, "gelu": 1, "add": 2, "mul": 2}[name]
     return OpInfo(name, dtypes, lambda dtype, profile: cases(profile), strategy, build, judge, call,
                   slots=slots)
 
@@ -500,7 +512,10 @@ ROWS = (
     _spec_row("softmax", _HALVES, _softmax_cases, _softmax_inputs, _softmax_spec, _softmax,
               _softmax_strategy),
     _spec_row("glu", _HALVES, _glu_cases, _glu_inputs, _glu_spec, _glu, _glu_strategy),
-    _spec_row("gelu", _HALVES, _gelu_cases, _gelu_inputs, _gelu_spec, _gelu, _gelu_strategy),
+    _spec_row("silu", _HALVES, _unary_cases("silu"), _unary_inputs, _unary_spec, _unary,
+              _unary_strategy("silu")),
+    _spec_row("gelu", _HALVES, _unary_cases("gelu"), _unary_inputs, _unary_spec, _unary,
+              _unary_strategy("gelu")),
     _row("get_rows", ("float32",), _get_rows_cases, _get_rows, None),  # by its fixed cases only
     _spec_row("add", FLOATS, _binary_cases, _binary_inputs, _binary_spec, _binary, _binary_strategy),
     _spec_row("mul", FLOATS, _binary_cases, _binary_inputs, _binary_spec, _binary, _binary_strategy),

@@ -76,6 +76,7 @@ _DECODER_PLANTS = {
     "softmax-mask": ("if (mask == 1) return kr[i] ? z : -INF_F;", "if (mask == 1) return kr[i] ? z : -1e30f;"),
     "softmax-rows": ("row % mrows * n", "row / mrows % mrows * n"),
     "glu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
+    "silu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
     "glu-gelu": ("(1.0f + ERF(g * 0.70710678f))", "(1.0f + ERF(g))"),
     "gelu": ("ERF(g * 0.70710678f)", "ERF(g * 0.7071f)"),
     "gelu-tanh": ("(g + 0.044715f * g * g * g)", "(g + 0.044715f * g * g)"),
