@@ -108,7 +108,9 @@ class Backend:
     """Base class of every backend. A subclass must set ``name`` and implement ``devices``, the
     memory primitives (``alloc``, ``upload``, ``download``, ``view``) and the op methods it
     claims (``matmul(spec, out, a, b)``, ``attention(spec, out, q, k, v, mask)``,
-    ``quantize(spec, out, x)``, ``dequantize(spec, out, q)``, ``qmatmul(spec, out, x, w)``);
+    ``quantize(spec, out, x)``, ``dequantize(spec, out, q)``, ``qmatmul(spec, out, x, w)``, and
+    accel.nn's decoder-step ops with their operands in backends/plan.py's ``OPERANDS`` order,
+    ``rms_norm(spec, out, x, weight)``, ``add(spec, out, a, b)``, ...);
     every other member has a working default and is marked *optional* below.
 
     Buffers are opaque backend handles holding raw bytes; ``accel.Tensor`` pairs one with a shape
