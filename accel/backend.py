@@ -7,6 +7,7 @@ decided in a spec (``accel.spec``); a backend never re-validates.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol
@@ -75,7 +76,9 @@ def int32_sizes(spec: Spec) -> Support:
              "qmatmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
              "scaled_matmul": lambda: dict(M=spec.M, N=spec.N, K=spec.K),
              "quantize": lambda: dict(blocks=spec.rows * spec.shape[-1] // spec.fmt.block),
-             "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}[spec.op]()
+             "dequantize": lambda: dict(elements=spec.rows * spec.shape[-1])}.get(
+        spec.op, lambda: dict(elements=max(math.prod(spec.out_shape),  # the decoder-step ops
+                                           math.prod(getattr(spec, "shape", ())))))()
     big = {k: v for k, v in sizes.items() if v > _INT32_MAX}
     if big:
         return Support(False, f"sizes are passed to the kernels as 32-bit ints; {big} exceed {_INT32_MAX}")
@@ -105,7 +108,9 @@ class Backend:
     """Base class of every backend. A subclass must set ``name`` and implement ``devices``, the
     memory primitives (``alloc``, ``upload``, ``download``, ``view``) and the op methods it
     claims (``matmul(spec, out, a, b)``, ``attention(spec, out, q, k, v, mask)``,
-    ``quantize(spec, out, x)``, ``dequantize(spec, out, q)``, ``qmatmul(spec, out, x, w)``);
+    ``quantize(spec, out, x)``, ``dequantize(spec, out, q)``, ``qmatmul(spec, out, x, w)``, and
+    accel.nn's decoder-step ops with their operands in backends/plan.py's ``OPERANDS`` order,
+    ``rms_norm(spec, out, x, weight)``, ``add(spec, out, a, b)``, ...);
     every other member has a working default and is marked *optional* below.
 
     Buffers are opaque backend handles holding raw bytes; ``accel.Tensor`` pairs one with a shape

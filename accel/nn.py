@@ -3,6 +3,13 @@ residual add/mul. Each takes ``backend=`` like accel's other ops and gives back 
 array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` operands, numpy
 for numpy operands.
 
+``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add``, ``mul``, ``rope``,
+``rms_norm_rope`` and ``get_rows`` of a float table are specs (``accel.spec``) run through
+``accel.dispatch`` as accel's other ops: the backend's ``supports()`` (for OpenCL, CUDA and HIP the
+one planner's, backends/plan.py) decides, a plugin computes them by its op method. The fused
+residual forms (``rms_norm`` with ``residual``, ``norm_add_rms_norm``: two outputs) and
+``get_rows`` of a QTensor still launch their kernels here.
+
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
 kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu`` (every
@@ -13,10 +20,12 @@ mask of x's shape or repeated along x's leading dims (``[Sq, Sk]`` against ``[B,
 on its device and dequantized there by the format's own dequantize plan. Every other case on a
 backend other than ``cpu`` (other dtypes, other broadcasts, a float16 or bfloat16 mask) reads
 the operands to the host, computes the reference and writes the result back to that backend:
-the reference's answer, with a round trip of the data.
+the reference's answer, with a round trip of the data (for the spec ops, decided in one place:
+``_Call.run``, on the backend's verdict).
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from typing import Any
@@ -24,15 +33,24 @@ from typing import Any
 import numpy as np
 
 from accel.backend import Backend
-from accel.dispatch import execute, resolve
+from accel import spec as S
+from accel.dispatch import check_host_result, execute, resolve
 from accel.dtypes import FLOAT_DTYPES, to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
-from accel.spec import dequantize_spec
-from accel.tensor import QTensor, Tensor, operand
+from accel.registry import get_backend
+from accel.spec import ACTIVATIONS, dequantize_spec
+from accel.tensor import Operand, QTensor, Tensor, operand
 
 _F = np.float32
 _BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
-ACTIVATIONS = ("silu", "gelu_tanh", "gelu")  # in the order of decoder.cl's act_f codes
+
+# the specs of the decoder-step ops, cached (typed: True and 1 hash alike, yet only one is an eps)
+_norm_spec = functools.lru_cache(maxsize=4096, typed=True)(S.norm_spec)
+_softmax_spec = functools.lru_cache(maxsize=4096, typed=True)(S.softmax_spec)
+_activation_spec = functools.lru_cache(maxsize=4096)(S.activation_spec)
+_binary_spec = functools.lru_cache(maxsize=4096)(S.binary_spec)
+_rope_spec = functools.lru_cache(maxsize=4096, typed=True)(S.rope_spec)
+_get_rows_spec = functools.lru_cache(maxsize=4096)(S.get_rows_spec)
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -82,6 +100,29 @@ class _Call:
         result = np.ascontiguousarray(result)
         return Tensor.from_host(self.backend, result) if self.device else result
 
+    def shape_dtype(self, arg: str) -> tuple[tuple[int, ...] | None, str | None]:
+        """(shape, dtype) of operand ``arg``, (None, None) where it is absent."""
+        o = self.ops.get(arg)
+        return (None, None) if o is None else (o.shape, o.dtype)
+
+    def run(self, spec: S.Spec, *args: str) -> Any:
+        """Run a decoder-step ``spec`` on the operands named ``args`` (the spec's operand
+        order; absent ones are None): the one place that decides where a case runs. A backend
+        whose verdict takes it computes it through dispatch (the cpu reference on numpy, a
+        kernel runtime's plan of kernels/decoder.cl, a plugin's op method); a case it declines
+        (the device kernels take float32 and some broadcasts only; a plugin without the op) is
+        the cpu reference's answer on the host, written back to that backend: a round trip."""
+        be = self.backend
+        if not be.verdict(spec).ok:
+            return self.out(get_backend("cpu").compute(spec, *(self.host(a) for a in args)))
+        if not self.device and be.host_compute:  # numpy operands: dispatch's host path
+            result = be.compute(spec, *(self.host(a) for a in args))
+            if be.check_host_results:
+                check_host_result(be, spec, result)
+            return result
+        out = execute(be, spec, *(None if a not in self.ops else self.tensor(a) for a in args))
+        return out if self.device else out.numpy()
+
 
 def _float(call: _Call, arg: str) -> str:
     dt = call.dtype(arg)
@@ -108,19 +149,7 @@ def _vector(call: _Call, arg: str, n: int, like: str) -> bool:
     return True
 
 
-def _eps(eps: object) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(eps)) or float(eps) < 0:
-        raise ArgumentError(expected("eps", "a finite real number >= 0", repr(eps)))
-    return float(eps)
-
-
-def _real(arg: str, value: object, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(value)) or (positive and float(value) <= 0):
-        raise ArgumentError(expected(arg, "a finite real number" + (" > 0" if positive else ""),
-                                     repr(value)))
-    return float(value)
+_eps, _real = S.check_eps, S.check_real
 
 
 def _integers(arg: str, x: Any, backend: str | Backend | None) -> tuple[np.ndarray, Backend | None, bool]:
@@ -163,26 +192,8 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6, residual: Any = N
     if residual is not None:
         return _add_rms_norm(x, residual, weight, eps, backend)
     call = _Call(backend, x=x, weight=weight)
-    dt = _float(call, "x")
-    e = _eps(eps)
-    if not call.shape("x"):
-        raise ShapeError(expected("x.shape", "at least 1 dimension [..., D]", call.shape("x")))
-    w = _vector(call, "weight", call.shape("x")[-1], "x")
-    if (k := call.kernel("rms_norm_f32")) is not None and math.prod(call.shape("x")):
-        xt = call.tensor("x")
-        wt = call.tensor("weight") if w else xt
-        out = Tensor.empty(call.backend, xt.shape, "float32")
-        D = xt.shape[-1]
-        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
-                            [xt, wt, out, np.int32(D), np.float32(e), np.int32(w)])
-        return out
-    xf = call.host("x").astype(_F)
-    with np.errstate(all="ignore"):
-        ms = np.mean(np.square(xf, dtype=_F), axis=-1, keepdims=True, dtype=_F)
-        y = xf / np.sqrt(ms + _F(e))
-        if w:
-            y = y * call.host("weight").astype(_F)
-    return call.out(_round(y, dt))
+    spec = _norm_spec("rms_norm", *call.shape_dtype("x"), eps, *call.shape_dtype("weight"))
+    return call.run(spec, "x", "weight")
 
 
 def _residual_call(backend: str | Backend | None, eps: float, **operands: Any) -> tuple[_Call, float]:
@@ -247,30 +258,9 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-
     array([-1.,  1.], dtype=float32)
     """
     call = _Call(backend, x=x, weight=weight, bias=bias)
-    dt = _float(call, "x")
-    e = _eps(eps)
-    if not call.shape("x"):
-        raise ShapeError(expected("x.shape", "at least 1 dimension [..., D]", call.shape("x")))
-    n = call.shape("x")[-1]
-    w, b = _vector(call, "weight", n, "x"), _vector(call, "bias", n, "x")
-    if (k := call.kernel("layer_norm_f32")) is not None and math.prod(call.shape("x")):
-        xt = call.tensor("x")
-        wt = call.tensor("weight") if w else xt  # absent: a buffer the kernel never reads
-        bt = call.tensor("bias") if b else xt
-        out = Tensor.empty(call.backend, xt.shape, "float32")
-        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
-                                    [xt, wt, bt, out, np.int32(n), np.float32(e), np.int32(w),
-                                     np.int32(b)])
-        return out
-    xf = call.host("x").astype(_F)
-    with np.errstate(all="ignore"):
-        c = xf - np.mean(xf, axis=-1, keepdims=True, dtype=_F)
-        y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True, dtype=_F) + _F(e))
-        if w:
-            y = y * call.host("weight").astype(_F)
-        if b:
-            y = y + call.host("bias").astype(_F)
-    return call.out(_round(y, dt))
+    spec = _norm_spec("layer_norm", *call.shape_dtype("x"), eps, *call.shape_dtype("weight"),
+                      *call.shape_dtype("bias"))
+    return call.run(spec, "x", "weight", "bias")
 
 
 # -- RoPE ---------------------------------------------------------------------------------------
@@ -310,10 +300,6 @@ def rms_norm_rope(x: Any, weight: Any, positions: Any, *, eps: float = 1e-6, bas
                  norm=(weight, eps))
 
 
-#: the largest head dim rms_norm_rope_f32 holds in local memory (its NORM_ROPE_D)
-_NORM_ROPE_D = 512
-
-
 def _rope(x: Any, positions: Any, base: float, rotary_dim: int | None, interleaved: bool,
           freq_scale: float, freq_factors: Any, backend: str | Backend | None,
           norm: tuple[Any, float] | None = None) -> Any:
@@ -350,43 +336,26 @@ def _rope(x: Any, positions: Any, base: float, rotary_dim: int | None, interleav
             raise ShapeError(expected("freq_factors.shape", f"({r // 2},) (rotary_dim / 2)",
                                       call.shape("freq_factors")))
         ff = call.host("freq_factors").astype(_F)
+    per_batch = pos.ndim == 2
     if norm is not None:
         e = _eps(norm[1])
-        has_w = _vector(call, "weight", D, "x")
-        if has_w and D <= _NORM_ROPE_D and (k := call.kernel("rms_norm_rope_f32")) is not None \
-                and math.prod(shape):
-            xt, wt = call.tensor("x"), call.tensor("weight")
-            out = Tensor.empty(call.backend, shape, "float32")
-            tabs = _device_tables(call.backend, pos, b, r, fs, ff)
-            call.backend.decoder_launch(k, (B * H * S, 1, 1), (_BLOCK, 1, 1),
-                                        [xt, wt, *tabs, out, np.int32(H), np.int32(S), np.int32(D),
-                                         np.float32(e), np.int32(r), np.int32(bool(interleaved)),
-                                         np.int32(pos.ndim == 2)])
-            return out
-        normed = rms_norm(x, norm[0], eps=e, backend=backend)
-        return _rope(normed, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend)
-    if (k := call.kernel("rope_f32")) is not None and math.prod(shape):
-        xt = call.tensor("x")
-        out = Tensor.empty(call.backend, shape, "float32")
-        n = math.prod(shape)
-        tabs = _device_tables(call.backend, pos, b, r, fs, ff)
-        call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                            [xt, *tabs, out, np.int32(H), np.int32(S), np.int32(D), np.int32(r),
-                             np.int32(bool(interleaved)), np.int32(pos.ndim == 2), np.int32(n)])
-        return out
-    cos, sin = _angles(pos, b, r, fs, ff)
-    xf = call.host("x").astype(_F)
-    y = xf.copy()
-    if interleaved:
-        x0, x1 = xf[..., 0:r:2], xf[..., 1:r:2]
-        y[..., 0:r:2] = x0 * cos - x1 * sin
-        y[..., 1:r:2] = x0 * sin + x1 * cos
+        spec = _rope_spec("rms_norm_rope", shape, dt, r, bool(interleaved), per_batch, e) \
+            if _vector(call, "weight", D, "x") else None
+        if spec is None or not call.backend.verdict(spec).ok:
+            # no weight, or a case the fused kernel does not take (D past what it holds in local
+            # memory, float16): the two ops, each where it runs; the same values
+            normed = rms_norm(x, norm[0], eps=e, backend=backend)
+            return _rope(normed, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend)
+        names: tuple[str, ...] = ("x", "weight", "cos", "sin")
     else:
-        h = r // 2
-        x0, x1 = xf[..., :h], xf[..., h:r]
-        y[..., :h] = x0 * cos - x1 * sin
-        y[..., h:r] = x0 * sin + x1 * cos
-    return call.out(_round(y, dt))
+        spec = _rope_spec("rope", shape, dt, r, bool(interleaved), per_batch)
+        names = ("x", "cos", "sin")
+    # the angles' cos and sin tables [S or B * S, r / 2]: operands, uploaded once per positions
+    tables = _device_tables(call.backend, pos, b, r, fs, ff) if call.device else \
+        [t.reshape(-1, r // 2) for t in _angles(pos, b, r, fs, ff)]
+    for arg, t in zip(("cos", "sin"), tables):  # our own arrays: no need to check them as operands
+        call.ops[arg] = Operand(arg, t, "accel" if call.device else "numpy", t.shape, "float32")
+    return call.run(spec, *names)
 
 
 def _angles(pos: np.ndarray, base: float, r: int, fs: float,
@@ -434,63 +403,11 @@ def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
     array([[0.25, 0.75]], dtype=float32)
     """
     call = _Call(backend, x=x, mask=mask)
-    dt = _float(call, "x")
-    s = _real("scale", scale)
-    shape = call.shape("x")
-    if not shape:
-        raise ShapeError(expected("x.shape", "at least 1 dimension", shape))
-    masked = "mask" in call.ops
-    if masked:
-        mdt, mshape = call.dtype("mask"), call.shape("mask")
-        if mdt != "bool" and mdt not in FLOAT_DTYPES:
-            raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mdt))
-        try:
-            if np.broadcast_shapes(mshape, shape) != shape:
-                raise ValueError
-        except ValueError:
-            raise ShapeError(expected("mask.shape", f"broadcastable to x's shape {shape}",
-                                      mshape)) from None
-    n = shape[-1]
-    # the kernel reads a mask of whole rows of n repeated along x's leading dims (the same shape;
-    # [Sq, Sk] against [B, H, Sq, Sk]); a scalar's one element and other broadcasts: the host path
-    if math.prod(shape) and (not masked or _repeats_along_leading_dims(mshape, shape)
-                             and math.prod(mshape) % n == 0) \
-            and (k := call.kernel("softmax_f32", bools=("mask",))) is not None:
-        xt = call.tensor("x")
-        mt = call.tensor("mask") if masked else xt
-        mode = 0 if not masked else 1 if mdt == "bool" else 2
-        keep, addend = (mt, xt) if mode == 1 else (xt, mt)  # x's buffer where the mode reads none
-        out = Tensor.empty(call.backend, xt.shape, "float32")
-        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
-                                    [xt, keep, addend, out, np.int32(n), np.float32(s),
-                                     np.int32(mode), np.int32(math.prod(mt.shape) // n if masked else 1)])
-        return out
-    with np.errstate(all="ignore"):
-        z = call.host("x").astype(_F) * _F(s)
-        if masked:
-            m = call.host("mask")
-            z = np.where(m, z, _F(-np.inf)) if mdt == "bool" else z + m.astype(_F)
-        mx = np.max(z, axis=-1, keepdims=True) if z.shape[-1] else np.zeros(z.shape[:-1] + (1,), _F)
-        dead = mx == -np.inf
-        e = np.exp(z - np.where(dead, _F(0), mx))
-        y = e / np.where(dead, _F(1), np.sum(e, axis=-1, keepdims=True, dtype=_F))
-        y = np.where(dead, _F(0), y)
-    return call.out(_round(y, dt))
+    spec = _softmax_spec(*call.shape_dtype("x"), scale, *call.shape_dtype("mask"))
+    return call.run(spec, "x", "mask")
 
 
 # -- activations -------------------------------------------------------------------------------------
-def _act(name: str, g: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        if name == "silu":
-            return g / (_F(1) + np.exp(-g))
-        if name == "gelu_tanh":
-            c = _F(math.sqrt(2.0 / math.pi))
-            return _F(0.5) * g * (_F(1) + np.tanh(c * (g + _F(0.044715) * g * g * g)))
-        from math import erf  # exact erf per element (numpy has none): gelu is not a hot path here
-        return (_F(0.5) * g * (_F(1) + np.vectorize(erf, otypes=[np.float64])(g / math.sqrt(2))
-                               .astype(_F))).astype(_F)
-
-
 def silu(x: Any, *, backend: str | Backend | None = None) -> Any:
     """``x * sigmoid(x)`` in float32, output in x's dtype.
 
@@ -499,19 +416,7 @@ def silu(x: Any, *, backend: str | Backend | None = None) -> Any:
     array([0.       , 0.7310586], dtype=float32)
     """
     call = _Call(backend, x=x)
-    dt = _float(call, "x")
-    if (k := call.kernel("unary_f32")) is not None and math.prod(call.shape("x")):
-        return _unary(call, k, "silu")
-    return call.out(_round(_act("silu", call.host("x").astype(_F)), dt))
-
-
-def _unary(call: _Call, k: Any, act: str) -> Tensor:
-    xt = call.tensor("x")
-    n = math.prod(xt.shape)
-    out = Tensor.empty(call.backend, xt.shape, "float32")
-    call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                                [xt, out, np.int32(n), np.int32(ACTIVATIONS.index(act))])
-    return out
+    return call.run(_activation_spec("silu", *call.shape_dtype("x"), "silu"), "x")
 
 
 def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = None) -> Any:
@@ -525,11 +430,8 @@ def gelu(x: Any, approximate: str = "none", *, backend: str | Backend | None = N
     if approximate not in ("none", "tanh"):
         raise ArgumentError(expected("approximate", "'none' or 'tanh'", repr(approximate)))
     call = _Call(backend, x=x)
-    dt = _float(call, "x")
-    name = "gelu" if approximate == "none" else "gelu_tanh"
-    if (k := call.kernel("unary_f32")) is not None and math.prod(call.shape("x")):
-        return _unary(call, k, name)
-    return call.out(_round(_act(name, call.host("x").astype(_F)), dt))
+    act = "gelu" if approximate == "none" else "gelu_tanh"
+    return call.run(_activation_spec("gelu", *call.shape_dtype("x"), act), "x")
 
 
 def glu(gate: Any, up: Any = None, *, activation: str = "silu",
@@ -541,70 +443,17 @@ def glu(gate: Any, up: Any = None, *, activation: str = "silu",
     >>> accel.glu(np.array([[1.0, 2.0]], np.float32), activation="silu")  # silu(1) * 2
     array([[1.4621172]], dtype=float32)
     """
-    if activation not in ACTIVATIONS:
+    if activation not in ACTIVATIONS:  # before the operands: a bad name is the first error
         raise ArgumentError(expected("activation", f"one of {ACTIVATIONS}", repr(activation)))
     call = _Call(backend, gate=gate, up=up)
-    dt = _float(call, "gate")
-    shape = call.shape("gate")
-    if "up" in call.ops:
-        _same_dtype(call, "up", "gate")
-        if call.shape("up") != shape:
-            raise ShapeError(expected("up.shape", f"the shape of gate {shape}", call.shape("up")))
-    elif not shape or shape[-1] % 2:
-        raise ShapeError(expected("gate.shape", "an even last dimension (gate and up halves) "
-                                  "when up is None", shape))
-    out_shape = shape if "up" in call.ops else shape[:-1] + (shape[-1] // 2,)
-    if (k := call.kernel("glu_f32")) is not None and math.prod(out_shape):
-        gt = call.tensor("gate")
-        ut = call.tensor("up") if "up" in call.ops else gt
-        h = out_shape[-1]
-        rows = math.prod(out_shape) // h
-        stride, up_off = (h, 0) if "up" in call.ops else (2 * h, h)
-        out = Tensor.empty(call.backend, out_shape, "float32")
-        call.backend.decoder_launch(k, (-(-(rows * h) // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                            [gt, ut, out, np.int32(rows), np.int32(h), np.int32(stride),
-                             np.int32(up_off), np.int32(ACTIVATIONS.index(activation))])
-        return out
-    g = call.host("gate").astype(_F)
-    if "up" in call.ops:
-        u = call.host("up").astype(_F)
-    else:
-        g, u = g[..., :out_shape[-1]], g[..., out_shape[-1]:]
-    with np.errstate(all="ignore"):
-        return call.out(_round(_act(activation, g) * u, dt))
+    spec = _activation_spec("glu", *call.shape_dtype("gate"), activation, *call.shape_dtype("up"))
+    return call.run(spec, "gate", "up")
 
 
 # -- elementwise -----------------------------------------------------------------------------------------
 def _binary(name: str, a: Any, b: Any, backend: str | Backend | None) -> Any:
     call = _Call(backend, a=a, b=b)
-    dt = _float(call, "a")
-    _same_dtype(call, "b", "a")
-    try:
-        shape = np.broadcast_shapes(call.shape("a"), call.shape("b"))
-    except ValueError:
-        raise ShapeError(expected("a, b shapes", "shapes that broadcast",
-                                  f"{call.shape('a')} and {call.shape('b')}")) from None
-    big, small = ("a", "b") if call.shape("a") == shape else ("b", "a")
-    if call.shape(big) == shape and _repeats_along_leading_dims(call.shape(small), shape) \
-            and (k := call.kernel("binary_f32")) is not None and math.prod(call.shape(big)):
-        # a + b and a * b are commutative in IEEE arithmetic: the repeated operand goes second
-        at, bt = call.tensor(big), call.tensor(small)
-        n = math.prod(at.shape)
-        out = Tensor.empty(call.backend, at.shape, "float32")
-        call.backend.decoder_launch(k, (-(-n // _BLOCK), 1, 1), (_BLOCK, 1, 1),
-                                    [at, bt, out, np.int32(n), np.int32(name == "mul"),
-                                     np.int32(max(1, math.prod(bt.shape)))])
-        return out
-    fa, fb = call.host("a").astype(_F), call.host("b").astype(_F)
-    with np.errstate(all="ignore"):
-        return call.out(_round(fa + fb if name == "add" else fa * fb, dt))
-
-
-def _repeats_along_leading_dims(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
-    """Whether an operand of shape ``small`` broadcast to ``big`` repeats its elements whole
-    along big's leading dims (the same shape, a bias of the last dims, a scalar)."""
-    core = small[next((i for i, d in enumerate(small) if d != 1), len(small)):]  # leading 1s off
-    return big[len(big) - len(core):] == core if core else True
+    return call.run(_binary_spec(name, *call.shape_dtype("a"), *call.shape_dtype("b")), "a", "b")
 
 
 def add(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:
@@ -686,27 +535,16 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
     idx, ib, dev = _integers("ids", ids, None)
     call = _Call(ib if backend is None and ib is not None else backend, table=table)
     _float(call, "table")
-    if len(call.shape("table")) != 2:
-        raise ShapeError(expected("table.shape", "a 2-d table [N, D]", call.shape("table")))
+    spec = _get_rows_spec(call.shape("table"), call.dtype("table"), idx.shape)
     if ib is not None and ib is not call.backend:
         raise ArgumentError(expected("ids", f"on {call.backend.device_id} like table",
                                      f"a tensor on {ib.device_id}"))
-    _check_ids(idx, call.shape("table")[0])
-    get = getattr(call.backend, "decoder_kernel", None)
-    D = call.shape("table")[1]
-    if get is not None and (dev or call.device) and call.dtype("table") == "float32" \
-            and 0 < idx.size * D < 2**31:
-        k = get("get_rows_f32")
-        it = ids.contiguous() if isinstance(ids, Tensor) and ids.dtype == "int32" else \
-            Tensor.from_host(call.backend, idx.astype(np.int32).reshape(-1))
-        out = Tensor.empty(call.backend, idx.shape + (D,), "float32")
-        call.backend.decoder_launch(k, (idx.size, -(-D // _BLOCK), 1), (_BLOCK, 1, 1),
-                                    [call.tensor("table"), it, out, np.int32(D)])
-        return out
-    out = call.host("table")[idx]
-    if dev and not call.device:
-        return Tensor.from_host(call.backend, np.ascontiguousarray(out))
-    return call.out(out)
+    _check_ids(idx, spec.table_shape[0])
+    # the ids as the kernel reads them: an int32 tensor where it is one, else int32 of the values
+    ids32 = ids if isinstance(ids, Tensor) and ids.dtype == "int32" else idx.astype(np.int32)
+    call.ops["ids"] = Operand("ids", ids32, "accel" if ids32 is ids else "numpy", idx.shape, "int32")
+    call.device = call.device or dev  # an ids tensor: the rows come back as a tensor too
+    return call.run(spec, "table", "ids")
 
 
 def _check_ids(idx: np.ndarray, n: int) -> None:

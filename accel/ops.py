@@ -395,8 +395,8 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
 @functools.wraps(_nn.softmax)
 def softmax(x: Any, *, scale: float = 1.0, mask: Any = None,
             backend: str | Backend | None = None) -> Any:
-    if mask is None and _torch_all(x):
-        return _torch_op("softmax")(x, _nn._real("scale", scale), _device(backend))
+    if _torch_all(x, mask):
+        return _torch_op("softmax")(x, _nn._real("scale", scale), _device(backend), mask)
     return _nn.softmax(x, scale=scale, mask=mask, backend=backend)
 
 

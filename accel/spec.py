@@ -265,7 +265,196 @@ class ScaledMatmulSpec:
         return self.M * self.K + self.K * self.N + scales + self.M * self.N * itemsize(self.out_dtype)
 
 
-Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec | ScaledMatmulSpec
+# -- the decoder-step ops of accel.nn (issue 42) ----------------------------------------------------
+#: the activations of glu, silu and gelu, in the order of kernels/decoder.cl's act_f codes
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
+#: the decoder-step ops that are specs (accel.nn's other ops launch kernels/decoder.cl directly)
+DECODER_OPS = ("rms_norm", "layer_norm", "softmax", "glu", "silu", "gelu", "add", "mul", "rope",
+               "rms_norm_rope", "get_rows")
+
+
+def _elements_bytes(dtype: str, *shapes: Shape | None) -> int:
+    return sum(math.prod(s) for s in shapes if s is not None) * itemsize(dtype)
+
+
+@dataclass(frozen=True)
+class NormSpec:
+    """``rms_norm`` or ``layer_norm`` (``op``) over the last axis of ``x [..., D]``, in float32,
+    output in x's dtype; ``weight`` / ``bias``: whether the ``[D]`` operands are there."""
+
+    op: str
+    shape: Shape
+    dtype: str
+    eps: float
+    weight: bool
+    bias: bool = False
+
+    @property
+    def D(self) -> int: return self.shape[-1]
+    @property
+    def rows(self) -> int: return math.prod(self.shape[:-1])
+    @property
+    def out_shape(self) -> Shape: return self.shape
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype,) * (1 + self.weight + self.bias)
+    @property
+    def flops(self) -> int:
+        # per element: rms_norm's square, add, divide (+ weight); layer_norm's mean add, centre,
+        # square, add, centre again, divide (+ weight, + bias)
+        per = (3 if self.op == "rms_norm" else 6) + self.weight + self.bias
+        return per * math.prod(self.shape)
+    @property
+    def bytes(self) -> int:
+        return _elements_bytes(self.dtype, self.shape, self.shape) + \
+            (self.weight + self.bias) * self.D * itemsize(self.dtype)
+
+
+@dataclass(frozen=True)
+class SoftmaxSpec:
+    """``softmax(x * scale + mask)`` over the last axis; ``mask_shape`` broadcasts to x, of
+    ``mask_dtype`` bool (True = keep) or a float dtype (added), or None."""
+
+    shape: Shape
+    dtype: str
+    scale: float
+    mask_shape: Shape | None = None
+    mask_dtype: str | None = None
+    op: str = field(default="softmax", init=False)
+
+    @property
+    def n(self) -> int: return self.shape[-1]
+    @property
+    def rows(self) -> int: return math.prod(self.shape[:-1])
+    @property
+    def out_shape(self) -> Shape: return self.shape
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]:
+        return (self.dtype,) if self.mask_dtype is None else (self.dtype, self.mask_dtype)
+    @property
+    def flops(self) -> int: return 5 * math.prod(self.shape)  # scale, max, subtract, exp, divide
+    @property
+    def bytes(self) -> int:
+        m = 0 if self.mask_shape is None else math.prod(self.mask_shape) * itemsize(self.mask_dtype)
+        return _elements_bytes(self.dtype, self.shape, self.shape) + m
+
+
+@dataclass(frozen=True)
+class ActivationSpec:
+    """``silu`` / ``gelu`` (``op``) of ``x`` (``activation`` one of :data:`ACTIVATIONS`), or
+    ``glu``: ``activation(gate) * up``, where ``split`` means up is None and the last axis of
+    ``shape`` (the gate's) holds the gate and up halves."""
+
+    op: str
+    shape: Shape
+    dtype: str
+    activation: str
+    split: bool = False
+
+    @property
+    def out_shape(self) -> Shape:
+        return self.shape[:-1] + (self.shape[-1] // 2,) if self.split else self.shape
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]:
+        return (self.dtype,) * (2 if self.op == "glu" and not self.split else 1)
+    @property
+    def flops(self) -> int:  # the activation's handful, and glu's product
+        return (8 + (self.op == "glu")) * math.prod(self.out_shape)
+    @property
+    def bytes(self) -> int:
+        ins = math.prod(self.shape) * (2 if self.op == "glu" and not self.split else 1)
+        return (ins + math.prod(self.out_shape)) * itemsize(self.dtype)
+
+
+@dataclass(frozen=True)
+class BinarySpec:
+    """``add`` or ``mul`` (``op``) of ``a`` and ``b`` with numpy broadcasting, in float32,
+    rounded once to their dtype."""
+
+    op: str
+    a_shape: Shape
+    b_shape: Shape
+    dtype: str
+
+    @cached_property
+    def out_shape(self) -> Shape: return np.broadcast_shapes(self.a_shape, self.b_shape)
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype, self.dtype)
+    @property
+    def flops(self) -> int: return math.prod(self.out_shape)
+    @property
+    def bytes(self) -> int: return _elements_bytes(self.dtype, self.a_shape, self.b_shape, self.out_shape)
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """``rope`` of ``x [B, H, S, D]``, or ``rms_norm_rope`` (``op``): rope of x's rms_norm (with
+    ``eps``) times a ``[D]`` weight. The angles are operands: float32 ``cos`` and ``sin`` tables
+    ``[T, rotary_dim / 2]`` that the caller computed from the positions (T = S, or B * S where
+    ``per_batch``); NEOX halves, or GPT-J pairs where ``interleaved``."""
+
+    op: str
+    shape: Shape
+    dtype: str
+    rotary_dim: int
+    interleaved: bool
+    per_batch: bool
+    eps: float = 0.0
+
+    @property
+    def table_shape(self) -> Shape:
+        B, _, S, _ = self.shape
+        return ((B * S) if self.per_batch else S, self.rotary_dim // 2)
+    @property
+    def out_shape(self) -> Shape: return self.shape
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]:
+        x = (self.dtype, self.dtype) if self.op == "rms_norm_rope" else (self.dtype,)
+        return x + ("float32", "float32")
+    @property
+    def flops(self) -> int:  # two products and a sum per rotated element (+ the norm's 4)
+        return (3 * self.rotary_dim // self.shape[-1] + 4 * (self.op == "rms_norm_rope")) * math.prod(self.shape)
+    @property
+    def bytes(self) -> int:
+        tables = 2 * math.prod(self.table_shape) * 4
+        w = self.shape[-1] * itemsize(self.dtype) if self.op == "rms_norm_rope" else 0
+        return _elements_bytes(self.dtype, self.shape, self.shape) + tables + w
+
+
+@dataclass(frozen=True)
+class GetRowsSpec:
+    """``get_rows``: rows of a float ``table [N, D]`` at int32 ``ids`` of ``ids_shape`` (each in
+    [0, N): accel.nn checks their values), output ``ids_shape + (D,)`` in the table's dtype."""
+
+    table_shape: Shape
+    dtype: str
+    ids_shape: Shape
+    op: str = field(default="get_rows", init=False)
+
+    @property
+    def out_shape(self) -> Shape: return self.ids_shape + (self.table_shape[1],)
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]: return (self.dtype, "int32")
+    @property
+    def flops(self) -> int: return 0
+    @property
+    def bytes(self) -> int:  # the rows read and written, and the ids
+        return 2 * math.prod(self.out_shape) * itemsize(self.dtype) + math.prod(self.ids_shape) * 4
+
+
+Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec | ScaledMatmulSpec \
+    | NormSpec | SoftmaxSpec | ActivationSpec | BinarySpec | RopeSpec | GetRowsSpec
 OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul")
 
 
@@ -287,7 +476,8 @@ def _hash_once(cls: type) -> None:
     cls.__hash__, cls.__getstate__ = __hash__, __getstate__
 
 
-for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec, ScaledMatmulSpec):
+for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec, ScaledMatmulSpec,
+             NormSpec, SoftmaxSpec, ActivationSpec, BinarySpec, RopeSpec, GetRowsSpec):
     _hash_once(_cls)
 
 
@@ -529,7 +719,179 @@ def _scaling(sa: Shape, sb: Shape, M: int, K: int, N: int) -> str:
                               "block", f"{sa}, {sb}"))
 
 
+# -- the decoder-step ops' builders: the checks accel.nn's public functions make -------------------
+def _decoder_float(arg: str, dtype: str) -> None:
+    if dtype not in FLOAT_DTYPES:
+        raise DTypeError(expected(f"{arg}.dtype", f"one of {FLOAT_DTYPES}", dtype))
+
+
+def _like(arg: str, dtype: str | None, like: str, like_dtype: str) -> None:
+    if dtype is not None and dtype != like_dtype:
+        raise DTypeError(expected(f"{arg}.dtype", f"the dtype of {like} ({like_dtype})", dtype))
+
+
+def _row_vector(arg: str, shape: Shape | None, dtype: str | None, n: int, like: str,
+                like_dtype: str) -> bool:
+    """Whether the optional ``[n]`` operand ``arg`` of ``like``'s dtype is there."""
+    if shape is None:
+        return False
+    _like(arg, dtype, like, like_dtype)
+    if tuple(shape) != (n,):
+        raise ShapeError(expected(f"{arg}.shape", f"({n},), the last dimension of {like}", tuple(shape)))
+    return True
+
+
+def check_eps(eps: object) -> float:
+    """``eps`` as a float: a finite real number >= 0, else an ArgumentError naming it."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(eps)) or float(eps) < 0:
+        raise ArgumentError(expected("eps", "a finite real number >= 0", repr(eps)))
+    return float(eps)
+
+
+def check_real(arg: str, value: object, *, positive: bool = False) -> float:
+    """``value`` as a float: a finite real number (> 0 with ``positive``), else an ArgumentError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or (positive and float(value) <= 0):
+        raise ArgumentError(expected(arg, "a finite real number" + (" > 0" if positive else ""),
+                                     repr(value)))
+    return float(value)
+
+
+def norm_spec(op: str, x_shape: Shape, x_dtype: str, eps: object,
+              weight_shape: Shape | None = None, weight_dtype: str | None = None,
+              bias_shape: Shape | None = None, bias_dtype: str | None = None) -> NormSpec:
+    """Validate an ``rms_norm`` or ``layer_norm`` (``op``) call.
+
+    >>> norm_spec("rms_norm", (2, 8), "float32", 1e-6, (8,), "float32").flops
+    64
+    """
+    _decoder_float("x", x_dtype)
+    e = check_eps(eps)
+    if not x_shape:
+        raise ShapeError(expected("x.shape", "at least 1 dimension [..., D]", tuple(x_shape)))
+    D = x_shape[-1]
+    w = _row_vector("weight", weight_shape, weight_dtype, D, "x", x_dtype)
+    b = _row_vector("bias", bias_shape, bias_dtype, D, "x", x_dtype)
+    return NormSpec(op, tuple(x_shape), x_dtype, e, w, b)
+
+
+def check_softmax_mask(mask_dtype: str, mask_shape: Shape, shape: Shape) -> None:
+    """A softmax mask against x's ``shape``: bool or a float dtype, broadcastable to x (also the
+    torch operator's fake, so a bad mask fails while tracing)."""
+    if mask_dtype != "bool" and mask_dtype not in FLOAT_DTYPES:
+        raise DTypeError(expected("mask.dtype", f"bool or one of {FLOAT_DTYPES}", mask_dtype))
+    try:
+        if np.broadcast_shapes(tuple(mask_shape), tuple(shape)) != tuple(shape):
+            raise ValueError
+    except ValueError:
+        raise ShapeError(expected("mask.shape", f"broadcastable to x's shape {tuple(shape)}",
+                                  tuple(mask_shape))) from None
+
+
+def softmax_spec(x_shape: Shape, x_dtype: str, scale: object, mask_shape: Shape | None = None,
+                 mask_dtype: str | None = None) -> SoftmaxSpec:
+    """Validate a softmax call.
+
+    >>> softmax_spec((2, 5, 8), "float32", 0.5, (5, 8), "bool").in_dtypes
+    ('float32', 'bool')
+    """
+    _decoder_float("x", x_dtype)
+    s = check_real("scale", scale)
+    if not x_shape:
+        raise ShapeError(expected("x.shape", "at least 1 dimension", tuple(x_shape)))
+    if mask_shape is not None:
+        check_softmax_mask(mask_dtype, mask_shape, x_shape)
+        mask_shape = tuple(mask_shape)
+    return SoftmaxSpec(tuple(x_shape), x_dtype, s, mask_shape, mask_dtype if mask_shape else None)
+
+
+def activation_spec(op: str, x_shape: Shape, x_dtype: str, activation: str,
+                    up_shape: Shape | None = None, up_dtype: str | None = None) -> ActivationSpec:
+    """Validate ``silu`` / ``gelu`` (``op``; ``activation`` names the function) or ``glu`` of
+    ``gate`` (``x_shape``) and ``up`` (None: the gate's halves).
+
+    >>> activation_spec("glu", (3, 8), "float32", "silu").out_shape
+    (3, 4)
+    """
+    if activation not in ACTIVATIONS:
+        raise ArgumentError(expected("activation", f"one of {ACTIVATIONS}", repr(activation)))
+    arg = "gate" if op == "glu" else "x"
+    _decoder_float(arg, x_dtype)
+    split = False
+    if op == "glu":
+        if up_shape is not None:
+            _like("up", up_dtype, "gate", x_dtype)
+            if tuple(up_shape) != tuple(x_shape):
+                raise ShapeError(expected("up.shape", f"the shape of gate {tuple(x_shape)}",
+                                          tuple(up_shape)))
+        elif not x_shape or x_shape[-1] % 2:
+            raise ShapeError(expected("gate.shape", "an even last dimension (gate and up halves) "
+                                      "when up is None", tuple(x_shape)))
+        else:
+            split = True
+    return ActivationSpec(op, tuple(x_shape), x_dtype, activation, split)
+
+
+def binary_spec(op: str, a_shape: Shape, a_dtype: str, b_shape: Shape, b_dtype: str) -> BinarySpec:
+    """Validate ``add`` or ``mul`` (``op``).
+
+    >>> binary_spec("add", (2, 3), "float16", (3,), "float16").out_shape
+    (2, 3)
+    """
+    _decoder_float("a", a_dtype)
+    _like("b", b_dtype, "a", a_dtype)
+    try:
+        np.broadcast_shapes(tuple(a_shape), tuple(b_shape))
+    except ValueError:
+        raise ShapeError(expected("a, b shapes", "shapes that broadcast",
+                                  f"{tuple(a_shape)} and {tuple(b_shape)}")) from None
+    return BinarySpec(op, tuple(a_shape), tuple(b_shape), a_dtype)
+
+
+def rope_spec(op: str, x_shape: Shape, x_dtype: str, rotary_dim: int, interleaved: bool,
+              per_batch: bool, eps: float = 0.0) -> RopeSpec:
+    """A ``rope`` / ``rms_norm_rope`` call whose arguments accel.nn checked (the positions are
+    values it reads: their shape and range, rotary_dim against D, the weight).
+
+    >>> rope_spec("rope", (2, 4, 3, 64), "float32", 32, False, True).table_shape
+    (6, 16)
+    """
+    _decoder_float("x", x_dtype)
+    if len(x_shape) != 4:
+        raise ShapeError(expected("x.shape", "4 dimensions [B, H, S, D]", tuple(x_shape)))
+    return RopeSpec(op, tuple(x_shape), x_dtype, int(rotary_dim), bool(interleaved), bool(per_batch),
+                    float(eps))
+
+
+def get_rows_spec(table_shape: Shape, table_dtype: str, ids_shape: Shape) -> GetRowsSpec:
+    """Validate a ``get_rows`` call of a float table (the ids' values are accel.nn's to check).
+
+    >>> get_rows_spec((50, 8), "float16", (2, 3)).out_shape
+    (2, 3, 8)
+    """
+    _decoder_float("table", table_dtype)
+    if len(table_shape) != 2:
+        raise ShapeError(expected("table.shape", "a 2-d table [N, D]", tuple(table_shape)))
+    return GetRowsSpec(tuple(table_shape), table_dtype, tuple(ids_shape))
+
+
+def repeats_along_leading_dims(small: Shape, big: Shape) -> bool:
+    """Whether an operand of shape ``small`` broadcast to ``big`` repeats its elements whole
+    along big's leading dims (the same shape, a bias of the last dims, a scalar): what
+    kernels/decoder.cl's broadcasts take.
+
+    >>> repeats_along_leading_dims((5, 40), (2, 3, 5, 40)), repeats_along_leading_dims((3, 1), (3, 4))
+    (True, False)
+    """
+    core = small[next((i for i, d in enumerate(small) if d != 1), len(small)):]  # leading 1s off
+    return big[len(big) - len(core):] == core if core else True
+
+
 __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMatmulSpec", "Spec",
            "OPS", "BLOCK", "matmul_spec", "attention_spec", "quantize_spec", "dequantize_spec",
            "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS", "ScaledMatmulSpec", "scaled_matmul_spec",
-           "SCALINGS", "FP8_BLOCK", "fp8_scale_shapes"]
+           "SCALINGS", "FP8_BLOCK", "fp8_scale_shapes", "ACTIVATIONS", "DECODER_OPS", "NormSpec",
+           "SoftmaxSpec", "ActivationSpec", "BinarySpec", "norm_spec", "softmax_spec",
+           "activation_spec", "binary_spec", "RopeSpec", "rope_spec", "GetRowsSpec", "get_rows_spec", "check_eps", "check_real", "check_softmax_mask",
+           "repeats_along_leading_dims"]

@@ -448,24 +448,41 @@ mul.register_autograd(_mul_backward, setup_context=_binary_context)
 
 
 @torch.library.custom_op("accel::softmax", mutates_args=())
-def softmax(x: torch.Tensor, scale: float = 1.0, backend: Optional[str] = None) -> torch.Tensor:
-    return _nn("softmax", x, backend, x, scale=scale)
+def softmax(x: torch.Tensor, scale: float = 1.0, backend: Optional[str] = None,
+            mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``softmax(x * scale + mask)`` over the last axis (``accel.softmax``): ``mask`` broadcasts
+    to x, bool (True = keep) or additive float; a row with no finite logit left gives zeros.
+    ``mask`` comes last so that the positional ``(x, scale, backend)`` calls keep their meaning."""
+    from accel import nn
+
+    result = nn.softmax(_host("x", x), scale=scale,
+                        mask=None if mask is None else _host("mask", mask),
+                        backend=_backend(backend, x) if mask is None else _backend(backend, x, mask))
+    return _torch(result, x)
 
 
 @softmax.register_fake
-def _(x, scale=1.0, backend=None):
+def _(x, scale=1.0, backend=None, mask=None):
+    if mask is not None:  # a bad mask fails while tracing, with accel's typed error
+        S.check_softmax_mask(dtype_name(mask.dtype, "mask.dtype"), tuple(mask.shape), tuple(x.shape))
     return torch.empty_like(x)
 
 
 def _softmax_context(ctx, inputs, output) -> None:
+    x, scale, backend, mask = inputs
+    if mask is not None and mask.requires_grad:
+        raise ArgumentError(expected("mask", "a tensor that does not require grad (softmax's "
+                                     "gradient is taken in x only: detach the mask)",
+                                     "mask.requires_grad"))
     ctx.save_for_backward(output)
-    ctx.scale = inputs[1]
+    ctx.scale = scale
 
 
 def _softmax_backward(ctx, grad):
+    # dx = scale * y * (g - sum(g * y)); a fully masked row has y = 0, so its gradient is 0
     (y,) = ctx.saved_tensors
     yf, gf = y.float(), grad.float()
-    return (ctx.scale * yf * (gf - (gf * yf).sum(-1, keepdim=True))).to(y.dtype), None, None
+    return (ctx.scale * yf * (gf - (gf * yf).sum(-1, keepdim=True))).to(y.dtype), None, None, None
 
 
 softmax.register_autograd(_softmax_backward, setup_context=_softmax_context)

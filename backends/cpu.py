@@ -191,6 +191,89 @@ class CPUBackend(Backend):
             out = np.matmul(af, bf) * sa.reshape(-1, 1) * sb.reshape(1, -1)
         return out if bias is None else out + bias.astype(np.float32)
 
+    # the decoder-step ops (accel.nn): float32 arithmetic, one rounding to the output dtype
+    # (compute's); also the host reference accel.nn falls back to where a backend declines
+    def _rms_norm(self, spec, x, weight) -> np.ndarray:
+        xf = x.astype(_F)
+        ms = np.mean(np.square(xf, dtype=_F), axis=-1, keepdims=True, dtype=_F)
+        y = xf / np.sqrt(ms + _F(spec.eps))
+        return y * weight.astype(_F) if weight is not None else y
+
+    def _layer_norm(self, spec, x, weight, bias) -> np.ndarray:
+        xf = x.astype(_F)
+        c = xf - np.mean(xf, axis=-1, keepdims=True, dtype=_F)
+        y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True, dtype=_F) + _F(spec.eps))
+        if weight is not None:
+            y = y * weight.astype(_F)
+        return y + bias.astype(_F) if bias is not None else y
+
+    def _softmax(self, spec, x, mask) -> np.ndarray:
+        z = x.astype(_F) * _F(spec.scale)
+        if mask is not None:
+            z = np.where(mask, z, _F(-np.inf)) if spec.mask_dtype == "bool" else z + mask.astype(_F)
+        mx = np.max(z, axis=-1, keepdims=True) if z.shape[-1] else np.zeros(z.shape[:-1] + (1,), _F)
+        dead = mx == -np.inf
+        e = np.exp(z - np.where(dead, _F(0), mx))
+        y = e / np.where(dead, _F(1), np.sum(e, axis=-1, keepdims=True, dtype=_F))
+        return np.where(dead, _F(0), y)
+
+    def _glu(self, spec, gate, up) -> np.ndarray:
+        g = gate.astype(_F)
+        if up is None:  # the gate's halves
+            h = spec.out_shape[-1]
+            g, u = g[..., :h], g[..., h:]
+        else:
+            u = up.astype(_F)
+        return _activation(spec.activation, g) * u
+
+    def _silu(self, spec, x) -> np.ndarray:
+        return _activation(spec.activation, x.astype(_F))
+
+    _gelu = _silu
+
+    def _rope(self, spec, x, cos, sin) -> np.ndarray:
+        B, _, S, _ = spec.shape
+        r, h = spec.rotary_dim, spec.rotary_dim // 2
+        shape = (B, 1, S, h) if spec.per_batch else (S, h)  # broadcast over the heads
+        c, s = cos.reshape(shape).astype(_F, copy=False), sin.reshape(shape).astype(_F, copy=False)
+        xf = x.astype(_F)
+        y = xf.copy()
+        x0, x1 = (xf[..., 0:r:2], xf[..., 1:r:2]) if spec.interleaved else (xf[..., :h], xf[..., h:r])
+        first, second = (np.s_[..., 0:r:2], np.s_[..., 1:r:2]) if spec.interleaved else \
+            (np.s_[..., :h], np.s_[..., h:r])
+        y[first] = x0 * c - x1 * s
+        y[second] = x0 * s + x1 * c
+        return y
+
+    def _rms_norm_rope(self, spec, x, weight, cos, sin) -> np.ndarray:
+        # the two ops' values: rms_norm rounded to x's dtype, then rope
+        normed = self._rms_norm(spec, x, weight).astype(to_numpy_dtype(spec.dtype))
+        return self._rope(spec, normed, cos, sin)
+
+    def _get_rows(self, spec, table, ids) -> np.ndarray:
+        return table[ids]
+
+    def _add(self, spec, a, b) -> np.ndarray:
+        return a.astype(_F) + b.astype(_F)
+
+    def _mul(self, spec, a, b) -> np.ndarray:
+        return a.astype(_F) * b.astype(_F)
+
+
+_F = np.float32
+
+
+def _activation(name: str, g: np.ndarray) -> np.ndarray:
+    """silu, gelu_tanh or gelu (erf) of float32 ``g``, in float32."""
+    if name == "silu":
+        return g / (_F(1) + np.exp(-g))
+    if name == "gelu_tanh":
+        c = _F(math.sqrt(2.0 / math.pi))
+        return _F(0.5) * g * (_F(1) + np.tanh(c * (g + _F(0.044715) * g * g * g)))
+    # exact erf per element (numpy has none)
+    return (_F(0.5) * g * (_F(1) + np.vectorize(math.erf, otypes=[np.float64])(g / math.sqrt(2))
+                           .astype(_F))).astype(_F)
+
 
 #: float32 weights dequantized at once by the float-x qmatmul (1 MB, a slab in cache: 2^16 and
 #: 2^20 were slower on the Gemma decode, 424 and 731 ms a token)

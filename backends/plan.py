@@ -25,13 +25,19 @@ from accel.backend import YES, Support, int32_sizes
 from accel.errors import ArgumentError, expected
 from accel.formats import get_format
 from accel.kernels import toolchains
-from accel.spec import Spec
+from accel.spec import DECODER_OPS, Spec, repeats_along_leading_dims
 
 #: the buffers an op's call passes, in order: its inputs (as ``Backend.run`` gets them), then
 #: the output; a plan's :class:`Operand` slots name them
 OPERANDS = {"matmul": ("a", "b", "out"), "attention": ("q", "k", "v", "mask", "sinks", "out"),
             "quantize": ("x", "out"), "dequantize": ("q", "out"), "qmatmul": ("x", "w", "out"),
-            "scaled_matmul": ("a", "b", "scale_a", "scale_b", "bias", "out")}
+            "scaled_matmul": ("a", "b", "scale_a", "scale_b", "bias", "out"),
+            # the decoder-step ops of accel.nn (kernels/decoder.cl)
+            "rms_norm": ("x", "weight", "out"), "layer_norm": ("x", "weight", "bias", "out"),
+            "softmax": ("x", "mask", "out"), "glu": ("gate", "up", "out"), "silu": ("x", "out"),
+            "gelu": ("x", "out"), "add": ("a", "b", "out"), "mul": ("a", "b", "out"),
+            "rope": ("x", "cos", "sin", "out"), "rms_norm_rope": ("x", "weight", "cos", "sin", "out"),
+            "get_rows": ("table", "ids", "out")}
 
 #: tile parameters by device class: OpenCL devices start from these (``accel tune`` stores
 #: better ones per device), CUDA and HIP run the GPU set. WG: work-group size of the
@@ -278,6 +284,8 @@ def support(spec: Spec, facts: DeviceFacts, tiles: dict[str, dict]) -> Support:
 
 def _kernel_verdict(spec: Spec, facts: DeviceFacts, tiles: dict, path: str) -> str | None:
     """Why the shared (or tensor-core) kernels cannot compute ``spec`` here, or None."""
+    if spec.op in DECODER_OPS:
+        return _decoder_declined(spec)
     if spec.op == "attention" and max(spec.D, spec.Dv) > _MAX_HEAD_DIM:
         return (f"head dims up to {_MAX_HEAD_DIM} (per-query state lives in private memory); "
                 f"got D={spec.D}, Dv={spec.Dv}")
@@ -320,6 +328,78 @@ def _kernel_verdict(spec: Spec, facts: DeviceFacts, tiles: dict, path: str) -> s
     return None
 
 
+# -- the decoder-step ops: kernels/decoder.cl --------------------------------------------------------
+#: DEC_BLOCK of kernels/decoder.cl: a group per row (norms, softmax), else an item per element
+DECODER_BLOCK = 256
+#: NORM_ROPE_D of kernels/decoder.cl: the longest row rms_norm_rope_f32 holds in local memory
+NORM_ROPE_D = 512
+
+
+def _decoder_declined(spec: Spec) -> str | None:
+    """Why kernels/decoder.cl does not compute a decoder-step ``spec``, or None. accel.nn then
+    computes the cpu reference on the host and writes the result back (the one such fallback)."""
+    wrong = [d for d in spec.in_dtypes if d != "float32"]
+    if (spec.op == "softmax" and spec.mask_dtype == "bool") or spec.op == "get_rows":
+        wrong = [d for d in spec.in_dtypes[:1] if d != "float32"]  # and the bool mask, int32 ids
+    if wrong:
+        return (f"kernels/decoder.cl computes float32 operands (softmax: a bool or float32 mask; "
+                f"get_rows: int32 ids); "
+                f"got {', '.join(spec.in_dtypes)}")
+    if spec.op == "rms_norm_rope" and spec.shape[-1] > NORM_ROPE_D:
+        return (f"kernels/decoder.cl's rms_norm_rope_f32 holds a row of up to {NORM_ROPE_D} "
+                f"values in local memory; D = {spec.shape[-1]}")
+    if spec.op in ("add", "mul"):
+        big, small = (spec.a_shape, spec.b_shape) if spec.a_shape == spec.out_shape else \
+            (spec.b_shape, spec.a_shape)
+        if big != spec.out_shape or not repeats_along_leading_dims(small, big):
+            return (f"kernels/decoder.cl's binary_f32 takes operands of one shape, or one repeated "
+                    f"along the other's leading dims; got {spec.a_shape} and {spec.b_shape}")
+    if spec.op == "softmax" and spec.mask_shape is not None and not (
+            repeats_along_leading_dims(spec.mask_shape, spec.shape)
+            and math.prod(spec.mask_shape) % max(1, spec.n) == 0):
+        return (f"kernels/decoder.cl's softmax_f32 takes a mask of whole rows repeated along x's "
+                f"leading dims; got {spec.mask_shape} against {spec.shape}")
+    return None
+
+
+def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
+    """One launch of kernels/decoder.cl: a group of DECODER_BLOCK per row for the norms and
+    softmax, an item per output element otherwise. An absent operand is a placeholder."""
+    def opt(name: str, there: bool) -> Slot:
+        return Operand(name) if there else Placeholder()
+
+    rows = (math.prod(spec.out_shape[:-1]),)
+    if spec.op == "rms_norm":
+        name, grid, slots = "rms_norm_f32", rows, (Operand("x"), opt("weight", spec.weight), Operand("out"))
+    elif spec.op == "layer_norm":
+        name, grid = "layer_norm_f32", rows
+        slots = (Operand("x"), opt("weight", spec.weight), opt("bias", spec.bias), Operand("out"))
+    elif spec.op == "rms_norm_rope":
+        name, grid = "rms_norm_rope_f32", rows
+        slots = _operands("x", "weight", "cos", "sin", "out")
+    elif spec.op == "get_rows":  # a group per (id, block of 256 columns)
+        name, slots = "get_rows_f32", _operands("table", "ids", "out")
+        grid = (math.prod(spec.ids_shape), K.ceil_div(spec.table_shape[1], DECODER_BLOCK))
+    elif spec.op == "softmax":
+        masked, keep = spec.mask_shape is not None, spec.mask_dtype == "bool"
+        name, grid = "softmax_f32", rows
+        slots = (Operand("x"), opt("mask", masked and keep), opt("mask", masked and not keep), Operand("out"))
+    else:
+        items = (K.ceil_div(math.prod(spec.out_shape), DECODER_BLOCK),)
+        if spec.op == "glu":
+            name, slots = "glu_f32", (Operand("gate"), Operand("gate" if spec.split else "up"), Operand("out"))
+        elif spec.op in ("silu", "gelu"):
+            name, slots = "unary_f32", _operands("x", "out")
+        elif spec.op == "rope":
+            name, slots = "rope_f32", _operands("x", "cos", "sin", "out")
+        else:  # add / mul: the repeated operand second
+            first, second = ("a", "b") if spec.a_shape == spec.out_shape else ("b", "a")
+            name, slots = "binary_f32", _operands(first, second, "out")
+        grid = items
+    return (_launch(K.DECODER, name, grid, (DECODER_BLOCK,), slots, K.scalar_args(spec),
+                    f"kernel {name!r}"),)
+
+
 # -- plans ------------------------------------------------------------------------------------------
 def plan_for(spec: Spec, facts: DeviceFacts, tiles: dict[str, dict], align: int | None = None) -> Plan:
     """The launches that compute ``spec``, in enqueue order, on a device of ``facts`` with tile
@@ -338,9 +418,10 @@ def plan_for(spec: Spec, facts: DeviceFacts, tiles: dict[str, dict], align: int 
     if kernel_path(spec, facts) == "tensorcore" and (launch := _tensorcore(spec, facts, tiles, align)):
         return (launch,)
     planner = {"matmul": _matmul, "attention": _attention, "quantize": _quantize,
-               "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul}[spec.op]
+               "dequantize": _dequantize, "qmatmul": _qmatmul, "scaled_matmul": _scaled_matmul,
+               **dict.fromkeys(DECODER_OPS, _decoder)}[spec.op]
     plan = planner(spec, facts, tiles, align)
-    if facts.launch_flops and spec.flops > facts.launch_flops:
+    if facts.launch_flops and spec.flops > facts.launch_flops and spec.op not in DECODER_OPS:
         return tuple(piece for launch in plan for piece in _pieces(launch, spec, facts))
     return plan
 

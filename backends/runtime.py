@@ -1,6 +1,7 @@
 """What every kernel runtime (OpenCL, CUDA, HIP) shares beyond ``accel.backend.Backend``:
-running any plan of backends/plan.py (:class:`KernelRuntime`), and the decoder-step kernels of
-kernels/decoder.cl, which ``accel.nn`` launches on float32 tensors (:class:`DecoderKernels`)."""
+running any plan of backends/plan.py (:class:`KernelRuntime`; the decoder-step ops that are specs
+included), and the kernels of kernels/decoder.cl that ``accel.nn`` still launches itself on float32
+tensors: the fused residual forms and a QTensor's rows (:class:`DecoderKernels`)."""
 from __future__ import annotations
 
 import contextlib

@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 
 from accel.errors import ArgumentError, expected
-from accel.kernels.arguments import FLOAT_CODE, SCALING_CODE, scalar_args
+from accel.kernels.arguments import FLOAT_CODE, SCALING_CODE, SOFTMAX_MASK_CODE, decoder_args, scalar_args
 from accel.kernels.catalog import (COPY, DECODER, DTYPE_TOKEN, FP8_TOKEN, attention, attention_mma,
                                    codebook, codebook_grid, kquant, matmul, matmul_wgmma, matmul_wmma,
                                    quant, scaled_matmul, scaled_matmul_mma, scaled_matmul_wgmma,
@@ -122,7 +122,7 @@ def _shipped_text(name: str, text: str, header: str) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "scaled_matmul", "scaled_matmul_mma", "scaled_matmul_wgmma", "scaled_matmul_groups", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "preferred_gemv",
+           "quant", "scaled_matmul", "scaled_matmul_mma", "scaled_matmul_wgmma", "scaled_matmul_groups", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "decoder_args", "SOFTMAX_MASK_CODE", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS",

@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+from accel.spec import ACTIVATIONS, DECODER_OPS
+
 #: scaled_matmul.cl's arguments: the scale granularity (accel.spec.SCALINGS), the output's and
 #: the bias's dtype (-1: no bias)
 SCALING_CODE = {"tensor": 0, "row": 1, "block": 2}
@@ -34,5 +36,50 @@ def scalar_args(spec) -> tuple:
         return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
                 i32(spec.causal), *(np.int64(s) for s in strides), i32(spec.window or 0),
                 np.float32(spec.softcap or 0.0))
+    if spec.op in DECODER_OPS:
+        return decoder_args(spec)
     values = math.prod(spec.shape)  # quantize takes its count of blocks
     return (np.int64(values // spec.fmt.block if spec.op == "quantize" else values),)
+
+
+#: softmax_f32's mask argument: none, bool (keep), additive
+SOFTMAX_MASK_CODE = {None: 0, "bool": 1}  # any float dtype: 2
+
+
+def decoder_args(spec) -> tuple:
+    """The scalars after the buffers of kernels/decoder.cl's kernel for a decoder-step ``spec``
+    (rms_norm_f32, layer_norm_f32, softmax_f32, glu_f32, unary_f32, binary_f32, rope_f32,
+    rms_norm_rope_f32, get_rows_f32).
+
+    >>> from accel.spec import softmax_spec
+    >>> decoder_args(softmax_spec((2, 3, 5, 8), "float32", 0.5, (5, 8), "bool"))
+    (np.int32(8), np.float32(0.5), np.int32(1), np.int32(5))
+    """
+    i32, f32 = np.int32, np.float32
+    if spec.op == "rms_norm":
+        return i32(spec.D), f32(spec.eps), i32(spec.weight)
+    if spec.op == "layer_norm":
+        return i32(spec.D), f32(spec.eps), i32(spec.weight), i32(spec.bias)
+    if spec.op == "softmax":
+        mode = SOFTMAX_MASK_CODE.get(spec.mask_dtype, 2)
+        mrows = math.prod(spec.mask_shape) // max(1, spec.n) if spec.mask_shape is not None else 1
+        return i32(spec.n), f32(spec.scale), i32(mode), i32(mrows)
+    act = i32(ACTIVATIONS.index(spec.activation)) if spec.op in ("glu", "silu", "gelu") else None
+    if spec.op == "glu":  # up: its own operand, or the gate row's second half
+        h = spec.out_shape[-1]
+        rows = math.prod(spec.out_shape) // h if h else 0
+        stride, up_off = (2 * h, h) if spec.split else (h, 0)
+        return i32(rows), i32(h), i32(stride), i32(up_off), act
+    if spec.op in ("rope", "rms_norm_rope"):
+        B, H, S, D = spec.shape
+        flags = (i32(spec.rotary_dim), i32(spec.interleaved), i32(spec.per_batch))
+        if spec.op == "rope":
+            return (i32(H), i32(S), i32(D), *flags, i32(math.prod(spec.shape)))
+        return (i32(H), i32(S), i32(D), f32(spec.eps), *flags)
+    if spec.op == "get_rows":
+        return (i32(spec.table_shape[1]),)
+    if spec.op in ("silu", "gelu"):
+        return i32(math.prod(spec.shape)), act
+    # add / mul: the operand of the output's shape first, the repeated one second
+    small = spec.b_shape if spec.a_shape == spec.out_shape else spec.a_shape
+    return i32(math.prod(spec.out_shape)), i32(spec.op == "mul"), i32(max(1, math.prod(small)))

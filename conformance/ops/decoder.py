@@ -1,4 +1,4 @@
-"""The decoder-step ops' rows (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu,
+"""The decoder-step ops' rows (``accel.nn``: rms_norm, layer_norm, rope, softmax, glu, silu, gelu,
 get_rows, add, mul) on a backend: each case builds host inputs from its id, runs the public op on
 ``accel.Tensor`` s of the backend (so device kernels run where the backend has them), and holds
 the result to a float64 oracle written here, sharing no code with ``accel.nn``.
@@ -20,6 +20,10 @@ ulp, or its subnormal spacing where the result is that small):
   erf by at most 2 u max(erf'(z) z) < 0.97 u; 1 + erf rounds by u; those times |g| / 2, then the
   two products' roundings (u |g| each, |gelu| <= |g|) and |up|: (e / 2 + 3) u |g| |up|, inside
   16 u for OpenCL's erf limit of 16 ulps (CUDA's erff: 2; PoCL's: under 1);
+- silu, gelu: glu's activation with up = 1 (the same derivation, every activation): 16 u |x|. At
+  +-inf the oracle is the formula's own IEEE arithmetic, as torch's erf and tanh GELU at -inf:
+  +inf at +inf, NaN at -inf (-inf times the 0 of 1 + erf); far out (|x| up to 1e30, past where
+  float32's tanh and erf reach +-1) the tanh form must not leave g times a residue;
 - get_rows: exactly the table's rows (a quantized table: exactly its dequantized rows).
 """
 from __future__ import annotations
@@ -31,7 +35,8 @@ import numpy as np
 
 from accel.conformance.case import Case
 from accel.dtypes import to_numpy_dtype
-from accel.conformance.compare import compare_values
+from accel import spec as S
+from accel.conformance.compare import Verdict, compare_values
 from accel.conformance.ops.common import FLOATS, OpInfo
 
 U = 2.0 ** -24
@@ -68,27 +73,43 @@ def _norm_cases(profile: str) -> Iterator[tuple[str, dict]]:
     yield "special", {"shape": (2, 64), "weight": True, "data": "zeros", "eps": 0.0}
     yield "special", {"shape": (2, 64), "weight": False, "data": "normal", "eps": 0.0}
 
-def _rms_norm(op, case, rng):
+def _rms_norm_inputs(case, rng) -> list:
     p = case.params
     x = _data(rng, p["shape"], p["data"], case.dtype)
-    w = rng.standard_normal(p["shape"][-1]).astype(x.dtype) if p["weight"] else None
+    return [x, rng.standard_normal(p["shape"][-1]).astype(x.dtype) if p["weight"] else None]
+
+def _rms_norm_spec(case, inputs):
+    x, w = inputs
+    return S.norm_spec("rms_norm", x.shape, case.dtype, case.params.get("eps", 1e-6),
+                       *_shape_dtype(w, case.dtype))
+
+def _rms_norm(case, inputs):
+    p = case.params
+    x, w = inputs
     eps = p.get("eps", 1e-6)
-    got = op("rms_norm", x, w, eps=eps)
     xd = x.astype(np.float64)
     with np.errstate(all="ignore"):
         y = xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + eps)
         want = y * (w.astype(np.float64) if w is not None else 1.0)
     D = p["shape"][-1]
-    return got, want, (D / 2 + 8) * U * np.abs(want) + _out(case.dtype, want)
+    return want, (D / 2 + 8) * U * np.abs(want) + _out(case.dtype, want)
 
-def _layer_norm(op, case, rng):
+def _layer_norm_inputs(case, rng) -> list:
     p = case.params
     x = _data(rng, p["shape"], p["data"], case.dtype)
     D = p["shape"][-1]
     w = rng.standard_normal(D).astype(x.dtype) if p["weight"] else None
     b = rng.standard_normal(D).astype(x.dtype) if p["weight"] else None
-    eps = p.get("eps", 1e-5)
-    got = op("layer_norm", x, w, b, eps=eps)
+    return [x, w, b]
+
+def _layer_norm_spec(case, inputs):
+    x, w, b = inputs
+    return S.norm_spec("layer_norm", x.shape, case.dtype, case.params.get("eps", 1e-5),
+                       *_shape_dtype(w, case.dtype), *_shape_dtype(b, case.dtype))
+
+def _layer_norm(case, inputs):
+    x, w, b = inputs
+    D, eps = x.shape[-1], case.params.get("eps", 1e-5)
     xd = x.astype(np.float64)
     with np.errstate(all="ignore"):
         mu = xd.mean(-1, keepdims=True)
@@ -97,7 +118,7 @@ def _layer_norm(op, case, rng):
         bd = b.astype(np.float64) if b is not None else 0.0
         want = (xd - mu) / sd * wd + bd
         mag = (np.abs(xd) + np.abs(mu)) / sd * np.abs(wd)
-    return got, want, (D + 8) * U * mag + 8 * U * np.abs(bd) + _out(case.dtype, want)
+    return want, (D + 8) * U * mag + 8 * U * np.abs(bd) + _out(case.dtype, want)
 
 def _rope_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for D, r, inter in [(64, 64, False), (64, 64, True), (80, 32, False), (256, 256, False)]:
@@ -159,23 +180,32 @@ def _softmax_cases(profile: str) -> Iterator[tuple[str, dict]]:
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "nan"}
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "large"}
 
-def _softmax(op, case, rng):
+def _softmax_inputs(case, rng) -> list:
     p = case.params
     x = _data(rng, p["shape"], p["data"], case.dtype)
-    n = p["shape"][-1]
     ms = p.get("mask_shape", p["shape"])
-    mask, keep = None, np.ones(ms, bool)
+    mask = None
     if p["mask"] in ("bool", "all_masked"):
-        keep = rng.random(ms) < 0.7
-        keep[..., 0] = True
+        mask = rng.random(ms) < 0.7
+        mask[..., 0] = True
         if p["mask"] == "all_masked":
-            keep[0] = False
-        mask = keep
-    add = np.zeros(ms)
+            mask[0] = False
     if p["mask"] == "additive":
         mask = (rng.standard_normal(ms) * 2).astype(np.float32)
-        add = mask.astype(np.float64)
-    got = op("softmax", x, scale=p["scale"], mask=mask)
+    return [x, mask]
+
+def _softmax_spec(case, inputs):
+    x, mask = inputs
+    mask_dtype = None if mask is None else "bool" if mask.dtype == bool else "float32"
+    return S.softmax_spec(x.shape, case.dtype, case.params["scale"],
+                          None if mask is None else mask.shape, mask_dtype)
+
+def _softmax(case, inputs):
+    p = case.params
+    x, mask = inputs
+    n = x.shape[-1]
+    keep = mask if mask is not None and mask.dtype == bool else np.ones(x.shape, bool)
+    add = mask.astype(np.float64) if mask is not None and mask.dtype != bool else 0.0
     with np.errstate(all="ignore"):
         s = x.astype(np.float64) * p["scale"] + add
         s = np.where(keep, s, -np.inf)
@@ -184,7 +214,7 @@ def _softmax(op, case, rng):
         e = np.exp(s - np.where(dead, 0, m))
         want = np.where(dead, 0.0, e / e.sum(-1, keepdims=True))
         bound = ((n + 8) * U + 2 * U * np.abs(np.where(keep, s - m, 0))) * np.abs(want)
-    return got, want, bound + _out(case.dtype, want)
+    return want, bound + _out(case.dtype, want)
 
 def _glu_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for act in ("silu", "gelu_tanh", "gelu"):
@@ -195,15 +225,25 @@ def _glu_cases(profile: str) -> Iterator[tuple[str, dict]]:
     if profile == "full":
         yield "grid", {"shape": (64, 2048), "activation": "gelu_tanh", "split": False, "data": "normal"}
 
-def _glu(op, case, rng):
+def _glu_inputs(case, rng) -> list:
     p = case.params
     g = _data(rng, p["shape"], p["data"], case.dtype)
     u = rng.standard_normal(p["shape"]).astype(g.dtype)
-    if p["split"]:
-        got = op("glu", np.ascontiguousarray(np.concatenate([g, u], axis=-1)), None,
-                 activation=p["activation"])
-    else:
-        got = op("glu", g, u, activation=p["activation"])
+    if p["split"]:  # one operand: the gate and up halves of each row
+        return [np.ascontiguousarray(np.concatenate([g, u], axis=-1)), None]
+    return [g, u]
+
+def _glu_spec(case, inputs):
+    gate, up = inputs
+    return S.activation_spec("glu", gate.shape, case.dtype, case.params["activation"],
+                             *_shape_dtype(up, case.dtype))
+
+def _glu(case, inputs):
+    p = case.params
+    g, u = inputs
+    if u is None:
+        h = g.shape[-1] // 2
+        g, u = g[..., :h], g[..., h:]
     gd, ud = g.astype(np.float64), u.astype(np.float64)
     with np.errstate(all="ignore"):
         if p["activation"] == "silu":
@@ -214,7 +254,55 @@ def _glu(op, case, rng):
             a = 0.5 * gd * (1 + np.vectorize(math.erf)(gd / math.sqrt(2)))
         want = a * ud
         bound = 16 * U * np.abs(gd) * np.abs(ud) + _out(case.dtype, want)
-    return got, want, bound
+    return want, bound
+
+#: the activations of silu and gelu, by name (a case id reads "none" back as None: gelu's
+#: approximate="none" is "gelu", "tanh" is "gelu_tanh")
+_UNARY = {"silu": ("silu",), "gelu": ("gelu", "gelu_tanh")}
+
+def _unary_cases(op: str) -> Callable[[str], Iterator[tuple[str, dict]]]:
+    def cases(profile: str) -> Iterator[tuple[str, dict]]:
+        for activation in _UNARY[op]:
+            yield from _activation_cases(profile, activation)
+    return cases
+
+def _activation_cases(profile: str, activation: str) -> Iterator[tuple[str, dict]]:
+    for shape in [(3, 64), (1, 1000)] + ([(64, 4096)] if profile == "full" else []):
+        yield "grid", {"shape": shape, "activation": activation, "data": "normal"}
+    for data in ("zeros", "large", "far", "nan", "infs"):
+        yield "special", {"shape": (4, 32), "activation": activation, "data": data}
+
+#: |x| far out, both signs: past where float32's erf(x / sqrt 2) and tanh reach +-1 (|x| > 5.5)
+_FAR = (9.0, 30.0, 1e4, 1e13, 1e30)
+
+def _unary_inputs(case, rng) -> list:
+    p = case.params
+    data = {"far": "normal", "infs": "inf"}.get(p["data"], p["data"])
+    x = _data(rng, p["shape"], data, case.dtype)
+    flat = x.reshape(-1)
+    if p["data"] == "far":  # every far value with both signs, then the normal draws
+        far = np.array(_FAR + tuple(-v for v in _FAR))[: flat.size]  # as many as fit
+        flat[:far.size] = far.astype(x.dtype)
+    elif p["data"] == "infs":  # -inf too (_data's "inf" plants +inf only), and -0
+        flat[1:: max(1, x.size // 3)] = -np.inf
+        flat[2 % flat.size] = -0.0
+    return [x]
+
+def _unary_spec(case, inputs):
+    return S.activation_spec(case.op, inputs[0].shape, case.dtype, case.params["activation"])
+
+def _unary(case, inputs):
+    p = case.params
+    xd = inputs[0].astype(np.float64)
+    with np.errstate(all="ignore"):
+        if p["activation"] == "silu":
+            want = xd / (1 + np.exp(-xd))
+        elif p["activation"] == "gelu_tanh":
+            want = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)))
+        else:
+            want = 0.5 * xd * (1 + np.vectorize(math.erf, otypes=[np.float64])(xd / math.sqrt(2)))
+        bound = 16 * U * np.abs(xd) + _out(case.dtype, want)
+    return want, bound
 
 def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
     for table in ("float", "q4_0", "q8_0", "q4_k", "q6_k", "q5_0", "nvfp4"):
@@ -248,17 +336,20 @@ def _binary_cases(profile: str) -> Iterator[tuple[str, dict]]:
     yield "special", {"a": (4, 8), "b": (8,), "data": "inf"}
     yield "special", {"a": (4, 8), "b": (4, 8), "data": "large"}
 
-def _binary(name: str) -> Callable:
-    def run(op, case, rng):
-        p = case.params
-        a = _data(rng, p["a"], p["data"], case.dtype)
-        b = _data(rng, p["b"], "normal", case.dtype)
-        got = op(name, a, b)
-        with np.errstate(all="ignore"):
-            exact = a.astype(np.float64) + b if name == "add" else a.astype(np.float64) * b
-            want = exact.astype(to_numpy_dtype(case.dtype)).astype(np.float64)  # one rounding
-        return got, want, None
-    return run
+def _binary_inputs(case, rng) -> list:
+    p = case.params
+    return [_data(rng, p["a"], p["data"], case.dtype), _data(rng, p["b"], "normal", case.dtype)]
+
+def _binary_spec(case, inputs):
+    a, b = inputs
+    return S.binary_spec(case.op, a.shape, case.dtype, b.shape, case.dtype)
+
+def _binary(case, inputs):
+    a, b = inputs
+    with np.errstate(all="ignore"):
+        exact = a.astype(np.float64) + b if case.op == "add" else a.astype(np.float64) * b
+        want = exact.astype(to_numpy_dtype(case.dtype)).astype(np.float64)  # one rounding
+    return want, None
 
 def _caller(backend) -> Callable:
     """``op(name, *args, **kw)``: the public op on the args as Tensors of ``backend`` (numpy
@@ -329,6 +420,20 @@ def _glu_strategy(dtype: str):
 
     return params()
 
+def _unary_strategy(op: str) -> Callable:
+    def strategy(dtype: str):
+        from hypothesis import strategies as st
+
+        @st.composite
+        def params(draw) -> dict:
+            lead = tuple(draw(st.lists(st.integers(1, 4), max_size=2)))
+            return {"shape": lead + (draw(st.integers(1, 700)),),
+                    "activation": draw(st.sampled_from(list(_UNARY[op]))),
+                    "data": draw(st.sampled_from(["normal", "large", "far"]))}
+
+        return params()
+    return strategy
+
 def _binary_strategy(dtype: str):
     from hypothesis import strategies as st
 
@@ -357,18 +462,61 @@ def _through_public_op(check: Callable) -> Callable[[Any, Case], tuple[bool, dic
 
 def _row(name: str, dtypes: tuple[str, ...], cases: Callable, check: Callable,
          strategy: Callable | None) -> OpInfo:
+    """A row of an op without a spec yet (rope, get_rows): the case through the public op."""
     return OpInfo(name, dtypes, lambda dtype, profile: cases(profile), strategy,
                   run_public=_through_public_op(check))
 
 
+def _spec_row(name: str, dtypes: tuple[str, ...], cases: Callable, inputs: Callable,
+              spec_of: Callable, oracle: Callable, strategy: Callable | None) -> OpInfo:
+    """A row of a decoder-step op that is a spec: ``inputs(case, rng)`` the host operands in
+    the spec's operand order, ``spec_of(case, inputs)`` their spec, ``oracle(case, inputs)``
+    the float64 answer and its bound (None: exact). Judged as every spec op is (guarded
+    output, unmodified inputs, the cpu reference's compute path); a case the backend declines
+    must be refused by the spec path (dispatch.execute) with UnsupportedError: the public op
+    answers it with the cpu reference written back, which the cpu backend's own row judges."""
+    def build(case: Case, rng):
+        operands = inputs(case, rng)
+        return spec_of(case, operands), operands
+
+    def judge(backend, case: Case, spec, operands: list, got: np.ndarray):
+        want, bound = oracle(case, operands)
+        if got.shape != want.shape:
+            return Verdict(False, {}, f"shape {got.shape}, expected {want.shape}")
+        return compare_values(got, want, bound, case.dtype)
+
+    def call(backend, case: Case, operands: list):
+        from accel.dispatch import execute
+        from accel.tensor import Tensor
+
+        return execute(backend, spec_of(case, operands),
+                       *(None if x is None else Tensor.from_host(backend, x) for x in operands))
+
+    slots = {"rms_norm": 2, "layer_norm": 3, "softmax": 2, "glu": 2, "silu": 1, "gelu": 1, "add": 2, "mul": 2}[name]
+    return OpInfo(name, dtypes, lambda dtype, profile: cases(profile), strategy, build, judge, call,
+                  slots=slots)
+
+
+def _shape_dtype(x: np.ndarray | None, dtype: str) -> tuple:
+    """(shape, dtype) of an optional operand of the case's dtype, (None, None) when absent."""
+    return (None, None) if x is None else (x.shape, dtype)
+
+
 _HALVES = ("float32", "float16")
 ROWS = (
-    _row("rms_norm", _HALVES, _norm_cases, _rms_norm, _norm_strategy),
-    _row("layer_norm", _HALVES, _norm_cases, _layer_norm, _norm_strategy),
+    _spec_row("rms_norm", _HALVES, _norm_cases, _rms_norm_inputs, _rms_norm_spec, _rms_norm,
+              _norm_strategy),
+    _spec_row("layer_norm", _HALVES, _norm_cases, _layer_norm_inputs, _layer_norm_spec,
+              _layer_norm, _norm_strategy),
     _row("rope", _HALVES, _rope_cases, _rope, _rope_strategy),
-    _row("softmax", _HALVES, _softmax_cases, _softmax, _softmax_strategy),
-    _row("glu", _HALVES, _glu_cases, _glu, _glu_strategy),
+    _spec_row("softmax", _HALVES, _softmax_cases, _softmax_inputs, _softmax_spec, _softmax,
+              _softmax_strategy),
+    _spec_row("glu", _HALVES, _glu_cases, _glu_inputs, _glu_spec, _glu, _glu_strategy),
+    _spec_row("silu", _HALVES, _unary_cases("silu"), _unary_inputs, _unary_spec, _unary,
+              _unary_strategy("silu")),
+    _spec_row("gelu", _HALVES, _unary_cases("gelu"), _unary_inputs, _unary_spec, _unary,
+              _unary_strategy("gelu")),
     _row("get_rows", ("float32",), _get_rows_cases, _get_rows, None),  # by its fixed cases only
-    _row("add", FLOATS, _binary_cases, _binary("add"), _binary_strategy),
-    _row("mul", FLOATS, _binary_cases, _binary("mul"), _binary_strategy),
+    _spec_row("add", FLOATS, _binary_cases, _binary_inputs, _binary_spec, _binary, _binary_strategy),
+    _spec_row("mul", FLOATS, _binary_cases, _binary_inputs, _binary_spec, _binary, _binary_strategy),
 )

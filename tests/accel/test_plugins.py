@@ -235,3 +235,34 @@ def test_an_op_supports_accepts_without_a_method_is_an_error_naming_it():
     with pytest.raises(accel.DeviceError, match="supports\\(\\) accepts matmul, but the class defines "
                                                 "no matmul\\(spec, out, ...\\) method"):
         accel.matmul(accel.asarray(a, backend=be), a.T)
+
+
+def test_a_plugin_implements_a_decoder_op_by_its_op_method():
+    """accel.nn's ops are specs: a plugin with an ``add(spec, out, a, b)`` method computes
+    accel.add on its tensors (the spec in hand), and one without ``rms_norm`` still answers
+    accel.rms_norm: the cpu reference's values, written back to the plugin's memory."""
+    from accel.spec import BinarySpec
+
+    space: dict = {}
+    exec(_BACKEND_MODULE, space)
+    seen = []
+
+    class Adds(space["Good"]):
+        name = "vx_adds"
+        host_compute = False
+
+        def add(self, spec, out, a, b):
+            seen.append(spec)
+            view = lambda t: t.buf[:t.nbytes].view(np.float32).reshape(t.shape)  # noqa: E731
+            view(out)[...] = np.add(view(a), view(b)) * np.float32(2)  # a recognisable answer
+
+    be = Adds()
+    a = accel.asarray(np.arange(6, dtype=np.float32).reshape(2, 3), backend=be)
+    b = accel.asarray(np.ones(3, np.float32), backend=be)
+    got = accel.add(a, b)
+    assert isinstance(got, accel.Tensor) and got.backend is be
+    assert got.numpy().tolist() == [[2.0, 4.0, 6.0], [8.0, 10.0, 12.0]]
+    assert len(seen) == 1 and isinstance(seen[0], BinarySpec) and seen[0].out_shape == (2, 3)
+    x = np.array([[3.0, 4.0]], np.float32)
+    y = accel.rms_norm(accel.asarray(x, backend=be), eps=0.0)  # no rms_norm method: the reference
+    assert y.backend is be and np.allclose(y.numpy() ** 2, [[0.72, 1.28]])

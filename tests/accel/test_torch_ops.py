@@ -45,6 +45,8 @@ def _raw(fmt: str, n: int, k: int) -> torch.Tensor:
     ("add", lambda: (torch.randn(2, 3, requires_grad=True), torch.randn(3, requires_grad=True)), {}),
     ("mul", lambda: (torch.randn(2, 3, requires_grad=True), torch.randn(2, 1, requires_grad=True)), {}),
     ("softmax", lambda: (torch.randn(2, 7, requires_grad=True), 0.5), {}),
+    ("softmax", lambda: (torch.randn(2, 3, 7, requires_grad=True), 0.5), {"mask": torch.rand(3, 7) < 0.7}),
+    ("softmax", lambda: (torch.randn(2, 3, 7, requires_grad=True), 1.0), {"mask": torch.randn(2, 3, 7)}),
     ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True)), {}),
     ("glu", lambda: (torch.randn(2, 6, requires_grad=True), torch.randn(2, 6, requires_grad=True), "gelu"), {}),
     ("rope", lambda: (torch.randn(1, 2, 3, 8, requires_grad=True), torch.tensor([0, 4, 9])), {"rotary_dim": 4}),
@@ -277,3 +279,64 @@ def test_operators_exist_once_accel_is_imported_after_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "12.0"
+
+
+def _masked_softmax64(x: torch.Tensor, scale: float, mask: torch.Tensor) -> torch.Tensor:
+    """torch's float64 softmax of x * scale with the mask applied (bool: False -> -inf; float:
+    added); a row with no finite logit left gives zeros (and a zero gradient), as accel's does."""
+    z = x * scale
+    z = z.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else z + mask.double()
+    alive = torch.isfinite(z).any(-1, keepdim=True)
+    return torch.softmax(torch.where(alive, z, torch.zeros_like(z)), dim=-1) * alive
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_masked_softmax_operator_values_and_gradient_against_float64(backend, kind):
+    """accel.softmax(x, mask=m) on torch tensors runs torch.ops.accel.softmax with the mask:
+    values and the gradient in x against torch's float64 softmax of the masked logits (a mask
+    [Sq, Sk] repeated over [B, H, Sq, Sk], one fully masked row: zeros and a zero gradient)."""
+    gen = torch.Generator().manual_seed(5)
+    x64 = torch.randn(2, 3, 4, 9, generator=gen, dtype=torch.float64)
+    if kind == "bool":
+        mask = torch.rand(4, 9, generator=gen) < 0.6
+        mask[0, 0] = True  # a kept logit in every row but the last
+        mask[3] = False  # row 3 of every head sees nothing
+    else:
+        mask = torch.randn(4, 9, generator=gen, dtype=torch.float64).float()
+        mask[3] = -math.inf
+    x = x64.float().requires_grad_()
+    y = accel.softmax(x, scale=0.7, mask=mask, backend=backend)
+    assert y.grad_fn is not None and y.dtype == torch.float32
+    g = torch.randn(y.shape, generator=gen, dtype=torch.float64)
+    (gx,) = torch.autograd.grad(y, [x], g.float())
+
+    r = x64.float().double().requires_grad_()
+    want = _masked_softmax64(r, 0.7, mask)
+    (gw,) = torch.autograd.grad(want, [r], g)
+    assert torch.equal(y.detach()[..., 3, :], torch.zeros(2, 3, 9))
+    assert torch.equal(gx[..., 3, :], torch.zeros(2, 3, 9))
+    # float32: a few roundings of exp, the row sum (n = 9 terms) and the division
+    assert torch.allclose(y.detach().double(), want.detach(), rtol=1e-5, atol=1e-7)
+    assert torch.allclose(gx.double(), gw, rtol=1e-4, atol=1e-6)
+
+
+def test_masked_softmax_compiles_to_one_graph_and_checks_the_mask_while_tracing():
+    x = torch.randn(2, 5, 8)
+    keep = torch.ones(5, 8, dtype=torch.bool).tril()
+    f = torch.compile(lambda x, m: accel.softmax(x, scale=0.5, mask=m), fullgraph=True,
+                      backend="aot_eager")
+    want = _masked_softmax64(x.double(), 0.5, keep).float()
+    assert torch.allclose(f(x, keep), want, rtol=1e-5, atol=1e-7)
+    with pytest.raises(Exception, match=r"mask\.shape: expected broadcastable to x's shape"):
+        torch.compile(lambda x, m: accel.softmax(x, mask=m), fullgraph=True,
+                      backend="aot_eager")(x, torch.ones(3, 8, dtype=torch.bool))
+
+
+def test_masked_softmax_refuses_a_mask_that_requires_grad():
+    x = torch.randn(2, 4, requires_grad=True)
+    mask = torch.zeros(2, 4, requires_grad=True)
+    with pytest.raises(ArgumentError, match="^mask: expected a tensor that does not require grad"):
+        accel.softmax(x, mask=mask)
+    with torch.no_grad():  # no gradient asked for: the additive mask is just an operand
+        assert torch.allclose(accel.softmax(x, mask=mask), torch.softmax(x, -1))

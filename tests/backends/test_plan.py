@@ -258,3 +258,74 @@ def test_long_launches_on_cpu_devices_are_split_into_paced_pieces():
     plan = plan_for(decode, tiny, CPU_PARAMS)
     assert plan[-1].kernel == "attention_combine" and not plan[-1].paced and len(plan) > 2
     assert not any(p.paced for p in plan_for(spec, CPU, CPU_PARAMS))  # no budget: one launch
+
+
+# -- the decoder-step ops (accel.nn's specs): kernels/decoder.cl --------------------------------
+@pytest.mark.parametrize("facts", [CPU, GPU], ids=["cpu", "gpu"])
+@pytest.mark.parametrize("spec, kernel, groups, slots", [
+    # a group of 256 per row for the norms and softmax, with the absent operands as placeholders
+    (S.norm_spec("rms_norm", (2, 3, 640), "float32", 1e-6, (640,), "float32"), "rms_norm_f32", 6,
+     ("x", "weight", "out")),
+    (S.norm_spec("rms_norm", (5, 64), "float32", 0.0), "rms_norm_f32", 5, ("x", None, "out")),
+    (S.norm_spec("layer_norm", (4, 80), "float32", 1e-5, None, None, (80,), "float32"),
+     "layer_norm_f32", 4, ("x", None, "bias", "out")),
+    (S.softmax_spec((2, 3, 5, 40), "float32", 0.5, (5, 40), "bool"), "softmax_f32", 30,
+     ("x", "mask", None, "out")),
+    (S.softmax_spec((3, 50), "float32", 1.0, (3, 50), "float32"), "softmax_f32", 3,
+     ("x", None, "mask", "out")),
+    (S.softmax_spec((7, 9), "float32", 1.0), "softmax_f32", 7, ("x", None, None, "out")),
+    (S.rope_spec("rms_norm_rope", (2, 4, 3, 256), "float32", 128, False, True, 1e-6),
+     "rms_norm_rope_f32", 24, ("x", "weight", "cos", "sin", "out")),
+    # an item per output element otherwise
+    (S.activation_spec("glu", (3, 1000), "float32", "gelu"), "glu_f32", 6, ("gate", "gate", "out")),
+    (S.activation_spec("glu", (3, 500), "float32", "silu", (3, 500), "float32"), "glu_f32", 6,
+     ("gate", "up", "out")),
+    (S.activation_spec("gelu", (257,), "float32", "gelu_tanh"), "unary_f32", 2, ("x", "out")),
+    (S.rope_spec("rope", (1, 8, 1, 64), "float32", 64, True, False), "rope_f32", 2,
+     ("x", "cos", "sin", "out")),
+    (S.get_rows_spec((50, 200), "float32", (2, 3)), "get_rows_f32", 6, ("table", "ids", "out")),
+    (S.binary_spec("add", (640,), "float32", (4, 640), "float32"), "binary_f32", 10, ("b", "a", "out")),
+    (S.binary_spec("mul", (4, 640), "float32", (1,), "float32"), "binary_f32", 10, ("a", "b", "out")),
+])
+def test_decoder_ops_plan_one_launch_of_decoder_cl(facts, spec, kernel, groups, slots):
+    (launch,) = plan_for(spec, facts, DEFAULT_TILES["cpu"])
+    assert launch.variant == K.DECODER and launch.kernel == kernel
+    assert launch.grid == (groups, 1, 1) and launch.block == (256, 1, 1)
+    assert tuple(s.name if isinstance(s, Operand) else None for s in launch.buffers) == slots
+    assert all(isinstance(s, (Operand, Placeholder)) for s in launch.buffers)
+    assert support(spec, facts, DEFAULT_TILES["cpu"]).ok
+
+
+def test_decoder_op_scalars_say_what_the_kernel_reads():
+    i32, f32 = np.int32, np.float32
+    (ln,) = plan_for(S.norm_spec("layer_norm", (2, 8), "float32", 1e-5, (8,), "float32"), CPU, CPU_PARAMS)
+    assert ln.scalars == (i32(8), f32(1e-5), i32(1), i32(0))
+    (sm,) = plan_for(S.softmax_spec((2, 3, 5, 40), "float32", 0.125, (1, 1, 5, 40), "float32"), CPU, CPU_PARAMS)
+    assert sm.scalars == (i32(40), f32(0.125), i32(2), i32(5))  # additive mask, 5 rows repeated
+    (glu,) = plan_for(S.activation_spec("glu", (3, 10), "float32", "gelu_tanh"), CPU, CPU_PARAMS)
+    assert glu.scalars == (i32(3), i32(5), i32(10), i32(5), i32(S.ACTIVATIONS.index("gelu_tanh")))
+    (add,) = plan_for(S.binary_spec("add", (3, 6), "float32", (3, 6), "float32"), CPU, CPU_PARAMS)
+    assert add.scalars == (i32(18), i32(0), i32(18))
+    (rope,) = plan_for(S.rope_spec("rope", (2, 3, 4, 16), "float32", 8, False, True), CPU, CPU_PARAMS)
+    assert rope.scalars == (i32(3), i32(4), i32(16), i32(8), i32(0), i32(1), i32(2 * 3 * 4 * 16))
+    assert S.rope_spec("rope", (2, 3, 4, 16), "float32", 8, False, True).table_shape == (8, 4)
+    (rows,) = plan_for(S.get_rows_spec((9, 700), "float32", (4,)), CPU, CPU_PARAMS)
+    assert rows.grid == (4, 3, 1) and rows.scalars == (i32(700),)  # a group per id and 256 columns
+
+
+@pytest.mark.parametrize("spec, words", [
+    (S.norm_spec("rms_norm", (2, 8), "float16", 1e-6), "float32 operands"),
+    (S.softmax_spec((2, 8), "float32", 1.0, (2, 8), "float16"), "float32 operands"),
+    (S.softmax_spec((2, 8), "float32", 1.0, (2, 1), "bool"), "whole rows repeated"),
+    (S.softmax_spec((2, 8), "float32", 1.0, (1,), "bool"), "whole rows repeated"),
+    (S.binary_spec("add", (2, 1, 6), "float32", (3, 6), "float32"), "repeated along"),
+    (S.binary_spec("mul", (4, 1), "float32", (4, 6), "float32"), "repeated along"),
+    (S.activation_spec("silu", (4,), "bfloat16", "silu"), "float32 operands"),
+    (S.rope_spec("rms_norm_rope", (1, 1, 2, 1024), "float32", 64, False, False, 0.0), "up to 512"),
+    (S.rope_spec("rope", (1, 1, 2, 64), "float16", 64, False, False), "float32 operands"),
+    (S.get_rows_spec((5, 8), "bfloat16", (3,)), "float32 operands"),
+])
+def test_decoder_cases_the_kernels_do_not_take_are_declined_with_the_reason(spec, words):
+    """What accel.nn then computes with the cpu reference on the host (the one fallback)."""
+    verdict = support(spec, CPU, CPU_PARAMS)
+    assert not verdict.ok and words in verdict.reason, verdict
