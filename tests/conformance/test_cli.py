@@ -159,26 +159,26 @@ def test_compiled_only_columns_leave_out_formats_the_backend_does_not_declare():
     # hip compiles the quantize kernels, which vouches for quantize in the formats it declares
     # (q4_0, the K-quants since kquant.cl builds for GPUs); a format it does not declare, such as
     # one a newer accel's result file brings (iq9_z here), must not borrow that verdict, nor
-    # may an op the shared kernels leave to the cpu reference (q2_k's quantize: only decoded)
+    # may an op the shared kernels leave to the cpu reference (iq2_xs's quantize, ggml's grid search: only decoded)
     from accel.backends.cupy.hip import HIPBackend
     from accel.conformance.matrix import render
 
-    assert {"q4_0", "q4_k", "q2_k"} <= set(HIPBackend.formats) and "iq9_z" not in HIPBackend.formats
-    assert kernels.kernel_declines("quantize", "q2_k") and not kernels.kernel_declines("dequantize", "q2_k")
+    assert {"q4_0", "q4_k", "iq2_xs"} <= set(HIPBackend.formats) and "iq9_z" not in HIPBackend.formats
+    assert kernels.kernel_declines("quantize", "iq2_xs") and not kernels.kernel_declines("dequantize", "iq2_xs")
     cases = [{"id": f"c{i}", "op": "quantize", "dtype": "float32", "status": "passed",
-              "params": {"fmt": f}} for i, f in enumerate(("q4_0", "q4_k", "q2_k", "iq9_z"))]
+              "params": {"fmt": f}} for i, f in enumerate(("q4_0", "q4_k", "iq2_xs", "iq9_z"))]
     cases += [{"id": f"d{f}", "op": "dequantize", "dtype": f, "status": "passed", "params": {}}
-              for f in ("q2_k", "iq9_z")]
+              for f in ("iq2_xs", "iq9_z")]
     doc = {"backend": "cpu:0", "profile": "quick", "seed": 0, "cases": cases,
            "summary": dict(passed=6, failed=0, error=0, unsupported=0)}
     check = {"schema": KERNELS_CHECK_SCHEMA, "results": _check_rows("gfx90a", kernels.variants())}
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in render([doc], ["r.json"], compiled_only=("hip",), kernels_check=check).splitlines()
-            if line.startswith(("| float32 ->", "| q2_k", "| iq9_z"))}
+            if line.startswith(("| float32 ->", "| iq2_xs", "| iq9_z"))}
     assert rows == {"float32 -> q4_0": ["passed (1)", "compiled only"],
                     "float32 -> q4_k": ["passed (1)", "compiled only"],
-                    "float32 -> q2_k": ["passed (1)", "-"], "float32 -> iq9_z": ["passed (1)", "-"],
-                    "q2_k": ["passed (1)", "compiled only"], "iq9_z": ["passed (1)", "-"]}
+                    "float32 -> iq2_xs": ["passed (1)", "-"], "float32 -> iq9_z": ["passed (1)", "-"],
+                    "iq2_xs": ["passed (1)", "compiled only"], "iq9_z": ["passed (1)", "-"]}
 
 
 def test_every_shipped_kernel_source_vouches_for_its_ops_in_the_matrix():
