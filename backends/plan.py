@@ -386,8 +386,9 @@ def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
         slots = (Operand("x"), opt("mask", masked and keep), opt("mask", masked and not keep), Operand("out"))
     else:
         items = (K.ceil_div(math.prod(spec.out_shape), DECODER_BLOCK),)
-        if spec.op == "glu":
+        if spec.op == "glu":  # a group per (row, block of columns)
             name, slots = "glu_f32", (Operand("gate"), Operand("gate" if spec.split else "up"), Operand("out"))
+            items = (rows[0], K.ceil_div(spec.out_shape[-1], DECODER_BLOCK))
         elif spec.op in ("silu", "gelu"):
             name, slots = "unary_f32", _operands("x", "out")
         elif spec.op == "rope":
