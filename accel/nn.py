@@ -14,7 +14,8 @@ Where they run: the cpu reference computes every case in numpy (float32 arithmet
 rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
 kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu`` (every
 activation), ``silu``, ``gelu`` (erf and tanh), ``softmax`` unmasked or with a bool or float32
-mask of x's shape or repeated along x's leading dims (``[Sq, Sk]`` against ``[B, H, Sq, Sk]``),
+mask of x's shape, repeated along x's leading dims (``[Sq, Sk]`` against ``[B, H, Sq, Sk]``)
+or broadcast along one run of middle dims (``[B, 1, Sq, Sk]``, ``[B, 1, 1, Sk]``),
 ``add``/``mul`` of the same shapes or with one operand repeated along the other's leading dims
 (a bias, a scalar) and ``get_rows`` of a float32 table; a quantized table's rows are gathered
 on its device and dequantized there by the format's own dequantize plan. Every other case on a

@@ -354,11 +354,11 @@ def _decoder_declined(spec: Spec) -> str | None:
         if big != spec.out_shape or not repeats_along_leading_dims(small, big):
             return (f"kernels/decoder.cl's binary_f32 takes operands of one shape, or one repeated "
                     f"along the other's leading dims; got {spec.a_shape} and {spec.b_shape}")
-    if spec.op == "softmax" and spec.mask_shape is not None and not (
-            repeats_along_leading_dims(spec.mask_shape, spec.shape)
-            and math.prod(spec.mask_shape) % max(1, spec.n) == 0):
-        return (f"kernels/decoder.cl's softmax_f32 takes a mask of whole rows repeated along x's "
-                f"leading dims; got {spec.mask_shape} against {spec.shape}")
+    if spec.op == "softmax" and spec.mask_shape is not None and \
+            K.softmax_mask_rows(spec.mask_shape, spec.shape) is None:
+        return (f"kernels/decoder.cl's softmax_f32 takes a mask of x's shape, or broadcast along "
+                f"x's leading dims or one run of middle dims; got {spec.mask_shape} against "
+                f"{spec.shape}")
     return None
 
 

@@ -33,7 +33,8 @@ import re
 from pathlib import Path
 
 from accel.errors import ArgumentError, expected
-from accel.kernels.arguments import FLOAT_CODE, SCALING_CODE, SOFTMAX_MASK_CODE, decoder_args, scalar_args
+from accel.kernels.arguments import (FLOAT_CODE, SCALING_CODE, SOFTMAX_MASK_CODE, decoder_args, scalar_args,
+                                     softmax_mask_rows)
 from accel.kernels.catalog import (COPY, DECODER, DTYPE_TOKEN, FP8_TOKEN, attention, attention_mma,
                                    codebook, codebook_grid, kquant, matmul, matmul_wgmma, matmul_wmma,
                                    quant, scaled_matmul, scaled_matmul_mma, scaled_matmul_wgmma,

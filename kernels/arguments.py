@@ -46,6 +46,30 @@ def scalar_args(spec) -> tuple:
 SOFTMAX_MASK_CODE = {None: 0, "bool": 1}  # any float dtype: 2
 
 
+def softmax_mask_rows(mask_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(inner, outer) such that softmax_f32's row r of x (``shape``) reads mask row (r // outer)
+    * inner + r % inner, or None where the mask's rows do not broadcast so: its last dim must be
+    x's, and its leading dims (padded with 1s on the left) x's leading dims, then a run of 1s,
+    then x's trailing row dims.
+
+    >>> [softmax_mask_rows(m, (2, 3, 5, 8)) for m in [(2, 3, 5, 8), (5, 8), (2, 1, 5, 8), (2, 1, 1, 8)]]
+    [(30, 30), (5, 30), (5, 15), (1, 15)]
+    >>> softmax_mask_rows((1, 3, 1, 8), (2, 3, 5, 8)) is None  # two broadcast runs
+    True
+    """
+    if not mask_shape or mask_shape[-1] != shape[-1] or len(mask_shape) > len(shape):
+        return None
+    m, x = (1,) * (len(shape) - len(mask_shape)) + tuple(mask_shape[:-1]), tuple(shape[:-1])
+    for lead in range(len(x) + 1):  # x's dims [0, lead) kept, then a run of 1s, then x's again
+        if m[:lead] != x[:lead]:
+            break
+        tail = next((k for k in range(lead, len(x)) if m[k] != 1), len(x))
+        for start in range(lead, tail + 1):  # the 1s may run into dims where x is 1 too
+            if m[start:] == x[start:]:
+                return math.prod(x[start:]), math.prod(x[lead:])
+    return None
+
+
 def decoder_args(spec) -> tuple:
     """The scalars after the buffers of kernels/decoder.cl's kernel for a decoder-step ``spec``
     (rms_norm_f32, layer_norm_f32, softmax_f32, glu_f32, unary_f32, binary_f32, rope_f32,
@@ -53,7 +77,7 @@ def decoder_args(spec) -> tuple:
 
     >>> from accel.spec import softmax_spec
     >>> decoder_args(softmax_spec((2, 3, 5, 8), "float32", 0.5, (5, 8), "bool"))
-    (np.int32(8), np.float32(0.5), np.int32(1), np.int32(5))
+    (np.int32(8), np.float32(0.5), np.int32(1), np.int32(5), np.int32(30))
     """
     i32, f32 = np.int32, np.float32
     if spec.op == "rms_norm":
@@ -62,8 +86,9 @@ def decoder_args(spec) -> tuple:
         return i32(spec.D), f32(spec.eps), i32(spec.weight), i32(spec.bias)
     if spec.op == "softmax":
         mode = SOFTMAX_MASK_CODE.get(spec.mask_dtype, 2)
-        mrows = math.prod(spec.mask_shape) // max(1, spec.n) if spec.mask_shape is not None else 1
-        return i32(spec.n), f32(spec.scale), i32(mode), i32(mrows)
+        rows = softmax_mask_rows(spec.mask_shape, spec.shape) if spec.mask_shape is not None else None
+        inner, outer = rows or (1, 1)
+        return i32(spec.n), f32(spec.scale), i32(mode), i32(inner), i32(outer)
     act = i32(ACTIVATIONS.index(spec.activation)) if spec.op in ("glu", "silu", "gelu") else None
     if spec.op == "glu":  # up: its own operand, or the gate row's second half
         h = spec.out_shape[-1]

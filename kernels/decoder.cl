@@ -234,17 +234,18 @@ DEVICE float logit(GLOBAL const float* xr, GLOBAL const u8* kr, GLOBAL const flo
 }
 
 /* Row softmax of x * scale and a mask (logit's) over the last axis (n columns), one work-group
- * per row; a row with no finite logit (max -inf) gives zeros. The mask holds mrows rows of n
- * repeated along x's leading dims (mrows = x's rows: the same shape; [Sq, Sk] against
- * [B, H, Sq, Sk]: Sq); other broadcasts stay on the host path. */
+ * per row; a row with no finite logit (max -inf) gives zeros. x's row r reads mask row
+ * (r / outer) inner + r % inner (kernels.arguments.softmax_mask_rows): the same shape (1, 1),
+ * repeated along leading dims ([Sq, Sk] against [B, H, Sq, Sk]: Sq, all rows), or broadcast
+ * along a middle run of dims ([B, 1, Sq, Sk]: Sq, H Sq; [B, 1, 1, Sk]: 1, H Sq). */
 KERNEL void softmax_f32(GLOBAL const float* RESTRICT x, GLOBAL const u8* RESTRICT keep,
                         GLOBAL const float* RESTRICT add, GLOBAL float* RESTRICT y, int n,
-                        float scale, int mask, int mrows) {
+                        float scale, int mask, int inner, int outer) {
     LOCAL float part[DEC_BLOCK];
     int t = LOCAL_ID(0);
     i64 row = GROUP_ID(0);
     GLOBAL const float* xr = x + row * n;
-    i64 mr = mask ? row % mrows * n : 0;
+    i64 mr = mask ? (row / outer * inner + row % inner) * n : 0;
     GLOBAL const u8* kr = keep + mr;
     GLOBAL const float* ar = add + mr;
     float m = -INF_F;

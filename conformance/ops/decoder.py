@@ -176,6 +176,11 @@ def _softmax_cases(profile: str) -> Iterator[tuple[str, dict]]:
                    "mask_shape": (5, 40), "data": "normal"}
     yield "grid", {"shape": (2, 3, 5, 40), "scale": 1.0, "mask": "bool",
                    "mask_shape": (1, 1, 5, 40), "data": "normal"}
+    # ... and broadcast along middle dims, as transformers' masks: [B, 1, Sq, Sk], [B, 1, 1, Sk]
+    yield "grid", {"shape": (2, 3, 5, 40), "scale": 0.125, "mask": "additive",
+                   "mask_shape": (2, 1, 5, 40), "data": "normal"}
+    yield "grid", {"shape": (2, 3, 5, 40), "scale": 1.0, "mask": "bool",
+                   "mask_shape": (2, 1, 1, 40), "data": "normal"}
     yield "special", {"shape": (3, 16), "scale": 1.0, "mask": "all_masked", "data": "normal"}
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "nan"}
     yield "special", {"shape": (2, 16), "scale": 1.0, "mask": "off", "data": "large"}

@@ -699,16 +699,24 @@ def test_masked_softmax_runs_on_opencl(kind, mshape, on_device, monkeypatch):
 
 
 def test_masks_the_kernel_does_not_take_stay_on_the_host_path(monkeypatch):
-    """A mask broadcast along a middle dim, a scalar mask, a float16 additive mask: the host
-    reference's answer on the device (no softmax_f32 launch); bad masks name the argument."""
+    """A mask broadcast along one middle run of dims ([B, 1, Sq, Sk], [B, 1, 1, Sk]) runs
+    softmax_f32; one broadcast along two separate runs, a scalar mask, a float16 additive mask:
+    the host reference's answer on the device (no softmax_f32 launch); bad masks name the
+    argument."""
     from opencl_common import recorded_launches
 
     be = _opencl()
     x = RNG.standard_normal((2, 3, 4, 40)).astype(np.float32)
     tx = accel.asarray(x, backend=be)
-    per_batch = RNG.random((2, 1, 4, 40)) > 0.3
+    for shape in [(2, 1, 4, 40), (2, 1, 1, 40)]:
+        keep = RNG.random(shape) > 0.3
+        keep[..., 0] = True
+        seen = recorded_launches(be, monkeypatch)
+        close(accel.softmax(tx, mask=accel.asarray(keep, backend=be)).numpy(), _softmax64(x, 1.0, keep=keep))
+        assert ["softmax_f32" in what for what, _, _ in seen] == [True], shape
+    two_runs = RNG.random((1, 3, 1, 40)) > 0.3
     seen = recorded_launches(be, monkeypatch)
-    for mask, want in [(per_batch, _softmax64(x, 1.0, keep=per_batch)),
+    for mask, want in [(two_runs, _softmax64(x, 1.0, keep=two_runs)),
                        (np.array([False]), np.zeros(x.shape)),
                        (np.full((4, 40), -1.0, np.float16), _softmax64(x, 1.0))]:
         got = accel.softmax(tx, mask=accel.asarray(mask, backend=be))

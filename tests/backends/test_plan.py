@@ -303,7 +303,7 @@ def test_decoder_op_scalars_say_what_the_kernel_reads():
     (ln,) = plan_for(S.norm_spec("layer_norm", (2, 8), "float32", 1e-5, (8,), "float32"), CPU, CPU_PARAMS)
     assert ln.scalars == (i32(8), f32(1e-5), i32(1), i32(0))
     (sm,) = plan_for(S.softmax_spec((2, 3, 5, 40), "float32", 0.125, (1, 1, 5, 40), "float32"), CPU, CPU_PARAMS)
-    assert sm.scalars == (i32(40), f32(0.125), i32(2), i32(5))  # additive mask, 5 rows repeated
+    assert sm.scalars == (i32(40), f32(0.125), i32(2), i32(5), i32(30))  # additive mask, 5 rows repeated
     (glu,) = plan_for(S.activation_spec("glu", (3, 10), "float32", "gelu_tanh"), CPU, CPU_PARAMS)
     assert glu.scalars == (i32(3), i32(5), i32(10), i32(5), i32(S.ACTIVATIONS.index("gelu_tanh")))
     (add,) = plan_for(S.binary_spec("add", (3, 6), "float32", (3, 6), "float32"), CPU, CPU_PARAMS)
@@ -318,8 +318,8 @@ def test_decoder_op_scalars_say_what_the_kernel_reads():
 @pytest.mark.parametrize("spec, words", [
     (S.norm_spec("rms_norm", (2, 8), "float16", 1e-6), "float32 operands"),
     (S.softmax_spec((2, 8), "float32", 1.0, (2, 8), "float16"), "float32 operands"),
-    (S.softmax_spec((2, 8), "float32", 1.0, (2, 1), "bool"), "whole rows repeated"),
-    (S.softmax_spec((2, 8), "float32", 1.0, (1,), "bool"), "whole rows repeated"),
+    (S.softmax_spec((2, 8), "float32", 1.0, (2, 1), "bool"), "one run of middle dims"),
+    (S.softmax_spec((2, 8), "float32", 1.0, (1,), "bool"), "one run of middle dims"),
     (S.binary_spec("add", (2, 1, 6), "float32", (3, 6), "float32"), "repeated along"),
     (S.binary_spec("mul", (4, 1), "float32", (4, 6), "float32"), "repeated along"),
     (S.activation_spec("silu", (4,), "bfloat16", "silu"), "float32 operands"),

@@ -74,7 +74,7 @@ _DECODER_PLANTS = {
     "rope": ("xr[partner] * si + xr[j] * c", "xr[j] * c - xr[partner] * si"),
     "softmax": ("- base) / s;", "- base) / (s * 1.001f);"),
     "softmax-mask": ("if (mask == 1) return kr[i] ? z : -INF_F;", "if (mask == 1) return kr[i] ? z : -1e30f;"),
-    "softmax-rows": ("row % mrows * n", "row / mrows % mrows * n"),
+    "softmax-rows": ("row / outer * inner + row % inner", "row / outer * inner + row / inner % inner"),
     "glu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
     "silu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
     "glu-gelu": ("(1.0f + ERF(g * 0.70710678f))", "(1.0f + ERF(g))"),
