@@ -875,6 +875,18 @@ DEVICE void put_f16(GLOBAL u8* RESTRICT o, float v) {
 DEVICE float get_f16(GLOBAL const u8* RESTRICT o) {
     return f16_to_f32((u32)o[0] | ((u32)o[1] << 8));
 }
+
+/* quantize_k's block b: x's QB values into v and the output block's bytes zeroed; whether
+ * every value is finite (the kernels' rule for a NaN or an infinity decides the rest) */
+DEVICE int load_block(GLOBAL const IN_T* RESTRICT x, i64 b, float* v, GLOBAL u8* RESTRICT o) {
+    int finite = 1;
+    for (int i = 0; i < QB; ++i) {
+        v[i] = LOAD_IN(x, b * QB + i);
+        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
+    }
+    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+    return finite;
+}
 #endif
 
 #if FMT_Q4_K || FMT_Q5_K || FMT_Q2_K
@@ -1081,13 +1093,8 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     const i64 b = (i64)GROUP_ID(0) * LOCAL_SIZE(0) + LOCAL_ID(0);
     if (b >= nblocks) return;
     GLOBAL u8* o = out + b * BLOCK_BYTES;
-    float v[256];
-    int finite = 1;
-    for (int i = 0; i < 256; ++i) {
-        v[i] = LOAD_IN(x, b * 256 + i);
-        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
-    }
-    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+    float v[QB];
+    const int finite = load_block(x, b, v, o);
     u8 L[256];
 #if FMT_Q4_K || FMT_Q5_K
 #if FMT_Q4_K /* make_qkx2_quants' search: codes 0..NMAX, trial offsets RMIN + 0.1 i, i <= NSTEP */
@@ -1328,12 +1335,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     if (b >= nblocks) return;
     GLOBAL u8* o = out + b * BLOCK_BYTES;
     float v[QB];
-    int finite = 1;
-    for (int i = 0; i < QB; ++i) {
-        v[i] = LOAD_IN(x, b * QB + i);
-        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
-    }
-    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+    const int finite = load_block(x, b, v, o);
 #if FMT_Q2_K || FMT_Q3_K
     if (!finite) {
         put_f16(o + SEARCH_D_AT, QNAN);
@@ -1459,12 +1461,7 @@ KERNEL void quantize_k(GLOBAL const IN_T* RESTRICT x, GLOBAL u8* RESTRICT out, i
     if (b >= nblocks) return;
     GLOBAL u8* o = out + b * BLOCK_BYTES;
     float v[QB];
-    int finite = 1;
-    for (int i = 0; i < QB; ++i) {
-        v[i] = LOAD_IN(x, b * QB + i);
-        finite &= !(IS_NAN(v[i]) || IS_INF(v[i]));
-    }
-    for (int i = 0; i < BLOCK_BYTES; ++i) o[i] = 0;
+    const int finite = load_block(x, b, v, o);
 #if FMT_Q1_0
     float sum = 0.0f;
     for (int i = 0; i < 128; ++i) sum = FADD_RN(sum, FABS(v[i]));
