@@ -1,7 +1,7 @@
 """The decoder-step ops (issue 42): norms, RoPE, softmax, gated activations, embedding rows,
 residual add/mul. Each takes ``backend=`` like accel's other ops and gives back the kind of
 array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` operands, numpy
-for numpy operands.
+for numpy operands (``accel.ops`` sends torch tensors to their operators, ``accel.torch_ops``).
 
 ``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add``, ``mul``, ``rope``,
 ``rms_norm_rope`` and ``get_rows`` of a float table are specs (``accel.spec``) run through
@@ -11,16 +11,17 @@ residual forms (``rms_norm`` with ``residual``, ``norm_add_rms_norm``: two outpu
 ``get_rows`` of a QTensor still launch their kernels here.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
-rounding to the output dtype). float32 ``accel.Tensor`` operands on OpenCL, CUDA and HIP run
-kernels/decoder.cl on the device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu`` (every
-activation), ``silu``, ``gelu`` (erf and tanh), ``softmax`` unmasked or with a bool or float32
-mask of x's shape, repeated along x's leading dims (``[Sq, Sk]`` against ``[B, H, Sq, Sk]``)
-or broadcast along one run of middle dims (``[B, 1, Sq, Sk]``, ``[B, 1, 1, Sk]``),
-``add``/``mul`` of the same shapes or with one operand repeated along the other's leading dims
-(a bias, a scalar) and ``get_rows`` of a float32 table; a quantized table's rows are gathered
-on its device and dequantized there by the format's own dequantize plan. Every other case on a
-backend other than ``cpu`` (other dtypes, other broadcasts, a float16 or bfloat16 mask) reads
-the operands to the host, computes the reference and writes the result back to that backend:
+rounding to the output dtype). ``accel.Tensor`` operands on OpenCL, CUDA and HIP, of any float
+dtype (float32, float16, bfloat16; float32 arithmetic there too), run kernels/decoder.cl on the
+device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu`` (every activation), ``silu``,
+``gelu`` (erf and tanh), ``softmax`` unmasked or with a bool or additive mask (any float dtype)
+of x's shape, repeated along x's leading dims (``[Sq, Sk]`` against ``[B, H, Sq, Sk]``) or
+broadcast along one run of middle dims (``[B, 1, Sq, Sk]``, ``[B, 1, 1, Sk]``), ``add``/``mul``
+with numpy broadcasting (up to four merged runs of dims) and ``get_rows`` of a float table; a
+quantized table's rows are gathered on its device and dequantized there by the format's own
+dequantize plan. Every other case on a backend other than ``cpu`` (a mask broadcast along two
+runs of dims, an add of five runs) reads the operands to the host, computes the reference and
+writes the result back to that backend:
 the reference's answer, with a round trip of the data (for the spec ops, decided in one place:
 ``_Call.run``, on the backend's verdict).
 """
@@ -79,16 +80,14 @@ class _Call:
     def shape(self, arg: str) -> tuple[int, ...]:
         return self.ops[arg].shape
 
-    def kernel(self, name: str, *, bools: tuple[str, ...] = ()) -> Any:
-        """The device kernel ``name`` where the operands are accel.Tensors of float32 (those
-        named in ``bools`` may be bool, one byte each on a device) on a backend that builds
-        kernels/decoder.cl (OpenCL, CUDA, HIP), else None (the host reference)."""
+    def kernel(self, name: str) -> Any:
+        """The device kernel ``name`` for x's dtype (every float operand's: the callers check it)
+        where the operands are accel.Tensors on a backend that builds kernels/decoder.cl
+        (OpenCL, CUDA, HIP), else None (the host reference)."""
         get = getattr(self.backend, "decoder_kernel", None)
-        if get is None or not self.device or any(
-                (o.dtype != "float32" and not (k in bools and o.dtype == "bool"))
-                or math.prod(o.shape) >= 2**31 for k, o in self.ops.items()):
-            return None  # the kernels take float32 and 32-bit sizes
-        return get(name)
+        if get is None or not self.device or any(math.prod(o.shape) >= 2**31 for o in self.ops.values()):
+            return None  # the kernels take 32-bit sizes
+        return get(name, self.dtype("x"))
 
     def tensor(self, arg: str) -> Tensor:
         """Operand ``arg`` as a contiguous tensor on the call's backend."""
@@ -111,7 +110,7 @@ class _Call:
         order; absent ones are None): the one place that decides where a case runs. A backend
         whose verdict takes it computes it through dispatch (the cpu reference on numpy, a
         kernel runtime's plan of kernels/decoder.cl, a plugin's op method); a case it declines
-        (the device kernels take float32 and some broadcasts only; a plugin without the op) is
+        (the device kernels take some broadcasts and mask dtypes only; a plugin without the op) is
         the cpu reference's answer on the host, written back to that backend: a round trip."""
         be = self.backend
         if not be.verdict(spec).ok:
@@ -212,10 +211,10 @@ def _add_rms_norm(x: Any, residual: Any, weight: Any, eps: float,
                   backend: str | Backend | None) -> tuple[Any, Any]:
     call, e = _residual_call(backend, eps, x=x, residual=residual, weight=weight)
     w = _vector(call, "weight", call.shape("x")[-1], "x")
-    if (k := call.kernel("add_rms_norm_f32")) is not None and math.prod(call.shape("x")):
+    if (k := call.kernel("add_rms_norm")) is not None and math.prod(call.shape("x")):
         xt, rt = call.tensor("x"), call.tensor("residual")
         wt = call.tensor("weight") if w else xt
-        s, y = (Tensor.empty(call.backend, xt.shape, "float32") for _ in range(2))
+        s, y = (Tensor.empty(call.backend, xt.shape, xt.dtype) for _ in range(2))
         call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
                                     [xt, rt, wt, s, y, np.int32(xt.shape[-1]), np.float32(e),
                                      np.int32(w)])
@@ -240,9 +239,9 @@ def norm_add_rms_norm(x: Any, x_weight: Any, residual: Any, weight: Any, *, eps:
     call, e = _residual_call(backend, eps, x=x, x_weight=x_weight, residual=residual, weight=weight)
     D = call.shape("x")[-1]
     if _vector(call, "x_weight", D, "x") and _vector(call, "weight", D, "x") \
-            and (k := call.kernel("norm_add_rms_norm_f32")) is not None and math.prod(call.shape("x")):
+            and (k := call.kernel("norm_add_rms_norm")) is not None and math.prod(call.shape("x")):
         xt, pw, rt, wt = (call.tensor(a) for a in ("x", "x_weight", "residual", "weight"))
-        s, y = (Tensor.empty(call.backend, xt.shape, "float32") for _ in range(2))
+        s, y = (Tensor.empty(call.backend, xt.shape, xt.dtype) for _ in range(2))
         call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
                                     [xt, pw, rt, wt, s, y, np.int32(D), np.float32(e)])
         return s, y
@@ -344,7 +343,7 @@ def _rope(x: Any, positions: Any, base: float, rotary_dim: int | None, interleav
             if _vector(call, "weight", D, "x") else None
         if spec is None or not call.backend.verdict(spec).ok:
             # no weight, or a case the fused kernel does not take (D past what it holds in local
-            # memory, float16): the two ops, each where it runs; the same values
+            # memory): the two ops, each where it runs; the same values
             normed = rms_norm(x, norm[0], eps=e, backend=backend)
             return _rope(normed, positions, base, rotary_dim, interleaved, freq_scale, freq_factors, backend)
         names: tuple[str, ...] = ("x", "weight", "cos", "sin")

@@ -876,22 +876,9 @@ def get_rows_spec(table_shape: Shape, table_dtype: str, ids_shape: Shape) -> Get
     return GetRowsSpec(tuple(table_shape), table_dtype, tuple(ids_shape))
 
 
-def repeats_along_leading_dims(small: Shape, big: Shape) -> bool:
-    """Whether an operand of shape ``small`` broadcast to ``big`` repeats its elements whole
-    along big's leading dims (the same shape, a bias of the last dims, a scalar): what
-    kernels/decoder.cl's broadcasts take.
-
-    >>> repeats_along_leading_dims((5, 40), (2, 3, 5, 40)), repeats_along_leading_dims((3, 1), (3, 4))
-    (True, False)
-    """
-    core = small[next((i for i, d in enumerate(small) if d != 1), len(small)):]  # leading 1s off
-    return big[len(big) - len(core):] == core if core else True
-
-
 __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMatmulSpec", "Spec",
            "OPS", "BLOCK", "matmul_spec", "attention_spec", "quantize_spec", "dequantize_spec",
            "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS", "ScaledMatmulSpec", "scaled_matmul_spec",
            "SCALINGS", "FP8_BLOCK", "fp8_scale_shapes", "ACTIVATIONS", "DECODER_OPS", "NormSpec",
            "SoftmaxSpec", "ActivationSpec", "BinarySpec", "norm_spec", "softmax_spec",
-           "activation_spec", "binary_spec", "RopeSpec", "rope_spec", "GetRowsSpec", "get_rows_spec", "check_eps", "check_real", "check_softmax_mask",
-           "repeats_along_leading_dims"]
+           "activation_spec", "binary_spec", "RopeSpec", "rope_spec", "GetRowsSpec", "get_rows_spec", "check_eps", "check_real", "check_softmax_mask"]

@@ -25,7 +25,7 @@ from accel.backend import YES, Support, int32_sizes
 from accel.errors import ArgumentError, expected
 from accel.formats import get_format
 from accel.kernels import toolchains
-from accel.spec import DECODER_OPS, Spec, repeats_along_leading_dims
+from accel.spec import ACTIVATIONS, DECODER_OPS, Spec
 
 #: the buffers an op's call passes, in order: its inputs (as ``Backend.run`` gets them), then
 #: the output; a plan's :class:`Operand` slots name them
@@ -331,32 +331,22 @@ def _kernel_verdict(spec: Spec, facts: DeviceFacts, tiles: dict, path: str) -> s
 # -- the decoder-step ops: kernels/decoder.cl --------------------------------------------------------
 #: DEC_BLOCK of kernels/decoder.cl: a group per row (norms, softmax), else an item per element
 DECODER_BLOCK = 256
-#: NORM_ROPE_D of kernels/decoder.cl: the longest row rms_norm_rope_f32 holds in local memory
+#: NORM_ROPE_D of kernels/decoder.cl: the longest row rms_norm_rope holds in local memory
 NORM_ROPE_D = 512
 
 
 def _decoder_declined(spec: Spec) -> str | None:
     """Why kernels/decoder.cl does not compute a decoder-step ``spec``, or None. accel.nn then
     computes the cpu reference on the host and writes the result back (the one such fallback)."""
-    wrong = [d for d in spec.in_dtypes if d != "float32"]
-    if (spec.op == "softmax" and spec.mask_dtype == "bool") or spec.op == "get_rows":
-        wrong = [d for d in spec.in_dtypes[:1] if d != "float32"]  # and the bool mask, int32 ids
-    if wrong:
-        return (f"kernels/decoder.cl computes float32 operands (softmax: a bool or float32 mask; "
-                f"get_rows: int32 ids); "
-                f"got {', '.join(spec.in_dtypes)}")
     if spec.op == "rms_norm_rope" and spec.shape[-1] > NORM_ROPE_D:
-        return (f"kernels/decoder.cl's rms_norm_rope_f32 holds a row of up to {NORM_ROPE_D} "
+        return (f"kernels/decoder.cl's rms_norm_rope holds a row of up to {NORM_ROPE_D} "
                 f"values in local memory; D = {spec.shape[-1]}")
-    if spec.op in ("add", "mul"):
-        big, small = (spec.a_shape, spec.b_shape) if spec.a_shape == spec.out_shape else \
-            (spec.b_shape, spec.a_shape)
-        if big != spec.out_shape or not repeats_along_leading_dims(small, big):
-            return (f"kernels/decoder.cl's binary_f32 takes operands of one shape, or one repeated "
-                    f"along the other's leading dims; got {spec.a_shape} and {spec.b_shape}")
+    if spec.op in ("add", "mul") and K.broadcast_runs(spec.a_shape, spec.b_shape) is None:
+        return (f"kernels/decoder.cl's binary walks at most {K.BINARY_DIMS} runs of broadcast "
+                f"dims; got {spec.a_shape} and {spec.b_shape}")
     if spec.op == "softmax" and spec.mask_shape is not None and \
             K.softmax_mask_rows(spec.mask_shape, spec.shape) is None:
-        return (f"kernels/decoder.cl's softmax_f32 takes a mask of x's shape, or broadcast along "
+        return (f"kernels/decoder.cl's softmax takes a mask of x's shape, or broadcast along "
                 f"x's leading dims or one run of middle dims; got {spec.mask_shape} against "
                 f"{spec.shape}")
     return None
@@ -364,41 +354,58 @@ def _decoder_declined(spec: Spec) -> str | None:
 
 def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
     """One launch of kernels/decoder.cl: a group of DECODER_BLOCK per row for the norms and
-    softmax, an item per output element otherwise. An absent operand is a placeholder."""
+    softmax, a group per (row, block of columns) for glu and get_rows, an item per output element
+    otherwise. An absent operand is a placeholder; the scalars are the kernel's, after its
+    buffers (int32 and float32).
+
+    >>> from accel.spec import softmax_spec
+    >>> (launch,) = _decoder(softmax_spec((2, 3, 5, 8), "float32", 0.5, (5, 8), "bool"), None, {}, 0)
+    >>> launch.kernel, launch.grid, launch.scalars
+    ('softmax', (30, 1, 1), (np.int32(8), np.float32(0.5), np.int32(1), np.int32(5), np.int32(30)))
+    """
     def opt(name: str, there: bool) -> Slot:
         return Operand(name) if there else Placeholder()
 
-    rows = (math.prod(spec.out_shape[:-1]),)
-    if spec.op == "rms_norm":
-        name, grid, slots = "rms_norm_f32", rows, (Operand("x"), opt("weight", spec.weight), Operand("out"))
-    elif spec.op == "layer_norm":
-        name, grid = "layer_norm_f32", rows
-        slots = (Operand("x"), opt("weight", spec.weight), opt("bias", spec.bias), Operand("out"))
-    elif spec.op == "rms_norm_rope":
-        name, grid = "rms_norm_rope_f32", rows
-        slots = _operands("x", "weight", "cos", "sin", "out")
-    elif spec.op == "get_rows":  # a group per (id, block of 256 columns)
-        name, slots = "get_rows_f32", _operands("table", "ids", "out")
+    i32, f32 = np.int32, np.float32
+    rows = math.prod(spec.out_shape[:-1])
+    items = (K.ceil_div(math.prod(spec.out_shape), DECODER_BLOCK),)
+    op = spec.op
+    if op in ("rms_norm", "layer_norm"):
+        grid, slots = (rows,), (Operand("x"), opt("weight", spec.weight))
+        slots += (opt("bias", spec.bias),) if op == "layer_norm" else ()
+        scalars = (i32(spec.D), f32(spec.eps), i32(spec.weight)) + ((i32(spec.bias),) if op == "layer_norm" else ())
+        name = op
+    elif op == "softmax":  # the mask's rows: kernels.arguments.softmax_mask_rows
+        inner, outer = K.softmax_mask_rows(spec.mask_shape, spec.shape) if spec.mask_shape else (1, 1)
+        name, grid, slots = op, (rows,), (Operand("x"), opt("mask", spec.mask_shape is not None))
+        scalars = (i32(spec.n), f32(spec.scale), i32(K.SOFTMAX_MASK_CODE[spec.mask_dtype]), i32(inner), i32(outer))
+    elif op in ("rope", "rms_norm_rope"):  # cos / sin tables [S or B * S, r / 2]
+        B, H, S, D = spec.shape
+        flags = (i32(spec.rotary_dim), i32(spec.interleaved), i32(spec.per_batch))
+        if op == "rope":
+            name, grid, slots = op, items, _operands("x", "cos", "sin")
+            scalars = (i32(H), i32(S), i32(D), *flags, i32(math.prod(spec.shape)))
+        else:  # a group per row, which it norms, then rotates
+            name, grid, slots = op, (rows,), _operands("x", "weight", "cos", "sin")
+            scalars = (i32(H), i32(S), i32(D), f32(spec.eps), *flags)
+    elif op == "get_rows":  # a group per (id, block of columns)
+        name, slots, scalars = op, _operands("table", "ids"), (i32(spec.table_shape[1]),)
         grid = (math.prod(spec.ids_shape), K.ceil_div(spec.table_shape[1], DECODER_BLOCK))
-    elif spec.op == "softmax":
-        masked, keep = spec.mask_shape is not None, spec.mask_dtype == "bool"
-        name, grid = "softmax_f32", rows
-        slots = (Operand("x"), opt("mask", masked and keep), opt("mask", masked and not keep), Operand("out"))
-    else:
-        items = (K.ceil_div(math.prod(spec.out_shape), DECODER_BLOCK),)
-        if spec.op == "glu":  # a group per (row, block of columns)
-            name, slots = "glu_f32", (Operand("gate"), Operand("gate" if spec.split else "up"), Operand("out"))
-            items = (rows[0], K.ceil_div(spec.out_shape[-1], DECODER_BLOCK))
-        elif spec.op in ("silu", "gelu"):
-            name, slots = "unary_f32", _operands("x", "out")
-        elif spec.op == "rope":
-            name, slots = "rope_f32", _operands("x", "cos", "sin", "out")
-        else:  # add / mul: the repeated operand second
-            first, second = ("a", "b") if spec.a_shape == spec.out_shape else ("b", "a")
-            name, slots = "binary_f32", _operands(first, second, "out")
-        grid = items
-    return (_launch(K.DECODER, name, grid, (DECODER_BLOCK,), slots, K.scalar_args(spec),
-                    f"kernel {name!r}"),)
+    elif op == "glu":  # a group per (row, block of columns); up: its operand or the gate's 2nd half
+        h = spec.out_shape[-1]
+        stride, up_off = (2 * h, h) if spec.split else (h, 0)
+        name, grid = op, (rows, K.ceil_div(h, DECODER_BLOCK))
+        slots = (Operand("gate"), Operand("gate" if spec.split else "up"))
+        scalars = (i32(rows), i32(h), i32(stride), i32(up_off), i32(ACTIVATIONS.index(spec.activation)))
+    elif op in ("silu", "gelu"):
+        name, grid, slots = "unary", items, _operands("x")
+        scalars = (i32(math.prod(spec.shape)), i32(ACTIVATIONS.index(spec.activation)))
+    else:  # add / mul: the merged dims, then a's and b's strides along them
+        sizes, sa, sb = K.broadcast_runs(spec.a_shape, spec.b_shape)
+        name, grid, slots = "binary", items, _operands("a", "b")
+        scalars = (i32(math.prod(spec.out_shape)), i32(op == "mul"), *map(i32, (*sizes[1:], *sa, *sb)))
+    return (_launch(K.decoder(spec.dtype), name, grid, (DECODER_BLOCK,), (*slots, Operand("out")),
+                    scalars, f"kernel {name!r}"),)
 
 
 # -- plans ------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What every kernel runtime (OpenCL, CUDA, HIP) shares beyond ``accel.backend.Backend``:
 running any plan of backends/plan.py (:class:`KernelRuntime`; the decoder-step ops that are specs
-included), and the kernels of kernels/decoder.cl that ``accel.nn`` still launches itself on float32
-tensors: the fused residual forms and a QTensor's rows (:class:`DecoderKernels`)."""
+included), and the kernels of kernels/decoder.cl that ``accel.nn`` still launches itself: the
+fused residual forms and a QTensor's rows (:class:`DecoderKernels`)."""
 from __future__ import annotations
 
 import contextlib
@@ -36,13 +36,14 @@ class DecoderKernels:
         whose argument setting is costly overrides it (a decode step makes ~200 such calls)."""
         self.launch(kernel, grid, block, args)  # type: ignore[attr-defined]
 
-    def decoder_kernel(self, name: str) -> Any:
-        """Kernel ``name`` of kernels/decoder.cl built for this device (in the accel dialect)."""
+    def decoder_kernel(self, name: str, dtype: str = "float32") -> Any:
+        """Kernel ``name`` of kernels/decoder.cl for ``dtype`` operands, built for this device."""
         cache = self.__dict__.setdefault("_decoder_kernels", {})
         with self._decoder_lock:
-            if name not in cache:
-                cache[name] = self.compile(source("decoder.cl"), name, dialect="accel")  # type: ignore[attr-defined]
-            return cache[name]
+            if (name, dtype) not in cache:
+                cache[name, dtype] = self.compile(  # type: ignore[attr-defined]
+                    source("decoder.cl"), name, options=tuple(K.decoder(dtype).options()), dialect="accel")
+            return cache[name, dtype]
 
 
 class KernelRuntime(DecoderKernels, Backend):

@@ -33,9 +33,9 @@ import re
 from pathlib import Path
 
 from accel.errors import ArgumentError, expected
-from accel.kernels.arguments import (FLOAT_CODE, SCALING_CODE, SOFTMAX_MASK_CODE, decoder_args, scalar_args,
-                                     softmax_mask_rows)
-from accel.kernels.catalog import (COPY, DECODER, DTYPE_TOKEN, FP8_TOKEN, attention, attention_mma,
+from accel.kernels.arguments import (BINARY_DIMS, FLOAT_CODE, SCALING_CODE, SOFTMAX_MASK_CODE, broadcast_runs,
+                                     scalar_args, softmax_mask_rows)
+from accel.kernels.catalog import (COPY, DECODER_KERNELS, DTYPE_TOKEN, FP8_TOKEN, attention, attention_mma, decoder,
                                    codebook, codebook_grid, kquant, matmul, matmul_wgmma, matmul_wmma,
                                    quant, scaled_matmul, scaled_matmul_mma, scaled_matmul_wgmma,
                                    variants)
@@ -123,8 +123,8 @@ def _shipped_text(name: str, text: str, header: str) -> str:
 
 __all__ = ["Variant", "variants", "source", "program_text", "matmul", "matmul_wmma", "attention",
            "attention_mma", "matmul_wgmma",
-           "quant", "scaled_matmul", "scaled_matmul_mma", "scaled_matmul_wgmma", "scaled_matmul_groups", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "decoder_args", "SOFTMAX_MASK_CODE", "preferred_gemv",
+           "quant", "scaled_matmul", "scaled_matmul_mma", "scaled_matmul_wgmma", "scaled_matmul_groups", "gemv_kernel", "gemv_launch", "gemv_applies", "scalar_args", "broadcast_runs", "BINARY_DIMS", "SOFTMAX_MASK_CODE", "preferred_gemv",
            "x8_kernel", "x8_words", "ceil_div",
            "stream_local_bytes", "gemv_local_bytes", "runs_local_bytes",
            "nvidia_target", "HEADER", "SOURCES", "DTYPE_TOKEN", "DIALECTS",
-           "COPY", "DECODER", "COPY_KIND", "COPY_DIMS", "copy_layout", "copy_plan"]
+           "COPY", "DECODER_KERNELS", "decoder", "COPY_KIND", "COPY_DIMS", "copy_layout", "copy_plan"]

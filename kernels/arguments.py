@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 
-from accel.spec import ACTIVATIONS, DECODER_OPS
 
 #: scaled_matmul.cl's arguments: the scale granularity (accel.spec.SCALINGS), the output's and
 #: the bias's dtype (-1: no bias)
@@ -19,7 +18,8 @@ FLOAT_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 def scalar_args(spec) -> tuple:
     """The scalar arguments every shipped kernel of ``spec``'s op takes after its buffers, as
     numpy scalars of the sources' parameter types (int: int32, i64: int64, float: float32), so
-    that every backend passes the same values the same way.
+    that every backend passes the same values the same way. (The decoder-step ops' kernels take
+    theirs from their plan: backends/plan.py ``_decoder``.)
 
     >>> from accel.spec import matmul_spec
     >>> scalar_args(matmul_spec((2, 3), "float32", (3, 4), "float32"))
@@ -36,21 +36,19 @@ def scalar_args(spec) -> tuple:
         return (i32(spec.Hq), i32(spec.Hkv), i32(spec.Sq), i32(spec.Sk), np.float32(spec.scale),
                 i32(spec.causal), *(np.int64(s) for s in strides), i32(spec.window or 0),
                 np.float32(spec.softcap or 0.0))
-    if spec.op in DECODER_OPS:
-        return decoder_args(spec)
     values = math.prod(spec.shape)  # quantize takes its count of blocks
     return (np.int64(values // spec.fmt.block if spec.op == "quantize" else values),)
 
 
-#: softmax_f32's mask argument: none, bool (keep), additive
-SOFTMAX_MASK_CODE = {None: 0, "bool": 1}  # any float dtype: 2
+#: decoder.cl's softmax's mask argument: none, bool (keep), or the additive mask's dtype
+SOFTMAX_MASK_CODE = {None: 0, "bool": 1, "float32": 2, "float16": 3, "bfloat16": 4}
 
 
 def softmax_mask_rows(mask_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int] | None:
-    """(inner, outer) such that softmax_f32's row r of x (``shape``) reads mask row (r // outer)
-    * inner + r % inner, or None where the mask's rows do not broadcast so: its last dim must be
-    x's, and its leading dims (padded with 1s on the left) x's leading dims, then a run of 1s,
-    then x's trailing row dims.
+    """(inner, outer) such that decoder.cl's softmax, for row r of x (``shape``), reads mask row
+    (r // outer) * inner + r % inner, or None where the mask's rows do not broadcast so: its last
+    dim must be x's, and its leading dims (padded with 1s on the left) x's leading dims, then a
+    run of 1s, then x's trailing row dims.
 
     >>> [softmax_mask_rows(m, (2, 3, 5, 8)) for m in [(2, 3, 5, 8), (5, 8), (2, 1, 5, 8), (2, 1, 1, 8)]]
     [(30, 30), (5, 30), (5, 15), (1, 15)]
@@ -70,41 +68,40 @@ def softmax_mask_rows(mask_shape: tuple[int, ...], shape: tuple[int, ...]) -> tu
     return None
 
 
-def decoder_args(spec) -> tuple:
-    """The scalars after the buffers of kernels/decoder.cl's kernel for a decoder-step ``spec``
-    (rms_norm_f32, layer_norm_f32, softmax_f32, glu_f32, unary_f32, binary_f32, rope_f32,
-    rms_norm_rope_f32, get_rows_f32).
+#: the most dims decoder.cl's binary walks after merging (its scalars: sizes and strides of 4)
+BINARY_DIMS = 4
 
-    >>> from accel.spec import softmax_spec
-    >>> decoder_args(softmax_spec((2, 3, 5, 8), "float32", 0.5, (5, 8), "bool"))
-    (np.int32(8), np.float32(0.5), np.int32(1), np.int32(5), np.int32(30))
+
+def broadcast_runs(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...] | None:
+    """(sizes, a_strides, b_strides) of the output of ``a + b`` (numpy broadcasting, contiguous
+    operands), each of :data:`BINARY_DIMS` entries (leading 1s and 0s to pad), in elements, 0
+    where an operand repeats: the output's dims with its size-1 dims dropped and each run of
+    dims that both operands step through alike merged into one. None where more than
+    BINARY_DIMS dims are left.
+
+    >>> broadcast_runs((2, 3, 5, 40), (5, 40))  # a bias of the last dims: two runs
+    ((1, 1, 6, 200), (0, 0, 200, 1), (0, 0, 0, 1))
+    >>> broadcast_runs((3, 1, 64), (5, 64))[0]
+    (1, 3, 5, 64)
     """
-    i32, f32 = np.int32, np.float32
-    if spec.op == "rms_norm":
-        return i32(spec.D), f32(spec.eps), i32(spec.weight)
-    if spec.op == "layer_norm":
-        return i32(spec.D), f32(spec.eps), i32(spec.weight), i32(spec.bias)
-    if spec.op == "softmax":
-        mode = SOFTMAX_MASK_CODE.get(spec.mask_dtype, 2)
-        rows = softmax_mask_rows(spec.mask_shape, spec.shape) if spec.mask_shape is not None else None
-        inner, outer = rows or (1, 1)
-        return i32(spec.n), f32(spec.scale), i32(mode), i32(inner), i32(outer)
-    act = i32(ACTIVATIONS.index(spec.activation)) if spec.op in ("glu", "silu", "gelu") else None
-    if spec.op == "glu":  # up: its own operand, or the gate row's second half
-        h = spec.out_shape[-1]
-        rows = math.prod(spec.out_shape) // h if h else 0
-        stride, up_off = (2 * h, h) if spec.split else (h, 0)
-        return i32(rows), i32(h), i32(stride), i32(up_off), act
-    if spec.op in ("rope", "rms_norm_rope"):
-        B, H, S, D = spec.shape
-        flags = (i32(spec.rotary_dim), i32(spec.interleaved), i32(spec.per_batch))
-        if spec.op == "rope":
-            return (i32(H), i32(S), i32(D), *flags, i32(math.prod(spec.shape)))
-        return (i32(H), i32(S), i32(D), f32(spec.eps), *flags)
-    if spec.op == "get_rows":
-        return (i32(spec.table_shape[1]),)
-    if spec.op in ("silu", "gelu"):
-        return i32(math.prod(spec.shape)), act
-    # add / mul: the operand of the output's shape first, the repeated one second
-    small = spec.b_shape if spec.a_shape == spec.out_shape else spec.a_shape
-    return i32(math.prod(spec.out_shape)), i32(spec.op == "mul"), i32(max(1, math.prod(small)))
+    out = np.broadcast_shapes(a_shape, b_shape)
+
+    def steps(shape: tuple[int, ...]) -> list[int]:
+        shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+        strides, step = [], 1
+        for d in reversed(shape):
+            strides.append(step if d != 1 else 0)
+            step *= d
+        return strides[::-1]
+
+    dims = [(n, sa, sb) for n, sa, sb in zip(out, steps(a_shape), steps(b_shape)) if n != 1]
+    merged: list[tuple[int, int, int]] = []
+    for n, sa, sb in dims:  # outer dim (m, pa, pb) and this one walk as one where pa = sa * n
+        if merged and merged[-1][1] == sa * n and merged[-1][2] == sb * n:
+            merged[-1] = (merged[-1][0] * n, sa, sb)
+        else:
+            merged.append((n, sa, sb))
+    if len(merged) > BINARY_DIMS:
+        return None
+    pad = [(1, 0, 0)] * (BINARY_DIMS - len(merged))
+    return tuple(tuple(int(v) for v in col) for col in zip(*(pad + merged)))

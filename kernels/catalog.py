@@ -5,7 +5,9 @@ the set ``accel kernels check`` compiles for each target.
 """
 from __future__ import annotations
 
+import re
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
@@ -254,10 +256,18 @@ def _mma_fp8(a_dtype: str, b_dtype: str) -> dict:
 
 #: the one build of kernels/copy.cl: every dtype comes as an argument
 COPY = Variant("copy.cl", ("strided_copy",), {})
-#: accel.nn's decoder-step kernels (float32; no parameters)
-DECODER = Variant("decoder.cl", ("rms_norm_f32", "add_rms_norm_f32", "norm_add_rms_norm_f32", "layer_norm_f32",
-                                 "binary_f32", "glu_f32", "rope_f32", "rms_norm_rope_f32", "softmax_f32",
-                                 "get_rows_f32", "get_rows_bytes", "unary_f32"), {})
+#: kernels/decoder.cl's kernels (accel.nn's decoder-step ops), as the source declares them
+DECODER_KERNELS = tuple(re.findall(r"^KERNEL void (\w+)\(", (Path(__file__).parent / "decoder.cl").read_text(), re.M))
+
+
+@cache
+def decoder(dtype: str = "float32") -> Variant:
+    """kernels/decoder.cl for ``dtype`` operands and output (float32 arithmetic).
+
+    >>> decoder("bfloat16").id
+    'decoder.cl[IN_DT=BF16]'
+    """
+    return Variant("decoder.cl", DECODER_KERNELS, {"IN_DT": _token(dtype, _FLOATS, "dtype")})
 
 
 def _scaled_matmul_variants() -> list[Variant]:
@@ -299,5 +309,5 @@ def variants() -> tuple[Variant, ...]:
     out += [kquant(f, dt, p) for p in (GPU_KGEMV, CPU_KGEMV) for f in KQUANT_FORMATS for dt in _FLOATS]
     out += [codebook(f) for f in CODEBOOK_FORMATS] + [codebook("iq2_xxs", dt) for dt in _FLOATS[1:]]
     out += _scaled_matmul_variants()
-    out += [COPY, DECODER]
+    out += [COPY] + [decoder(dt) for dt in _FLOATS]
     return tuple(dict.fromkeys(out))

@@ -67,13 +67,14 @@ def test_correct_backends_pass_the_quick_profile(name):
 #: kernels/decoder.cl as a careless port would make it (layer_norm's: the sample variance,
 #: torch.var's default; a masked logit as -1e30, which spreads a fully masked row evenly instead
 #: of zeros; the mask's row taken by the head, not the query; erf GELU without the 1/sqrt 2 or
-#: with it cut to 4 digits; tanh GELU with a square for the cube)
+#: with it cut to 4 digits; tanh GELU with a square for the cube; a broadcast's middle index
+#: taken modulo the wrong dim)
 _DECODER_PLANTS = {
     "rms_norm": ("return rms_root(part, t, q, D, eps);", "return rms_root(part, t, q, D - 1, eps);"),
     "layer_norm": ("float sd = rms_root(part, t, q, D, eps);", "float sd = rms_root(part, t, q, D - 1, eps);"),
-    "rope": ("xr[partner] * si + xr[j] * c", "xr[j] * c - xr[partner] * si"),
-    "softmax": ("- base) / s;", "- base) / (s * 1.001f);"),
-    "softmax-mask": ("if (mask == 1) return kr[i] ? z : -INF_F;", "if (mask == 1) return kr[i] ? z : -1e30f;"),
+    "rope": ("xp * s + xj * c", "xj * c - xp * s"),
+    "softmax": ("- base) / s);", "- base) / (s * 1.001f));"),
+    "softmax-mask": ("return mask[mr + i] ? z : -INF_F;", "return mask[mr + i] ? z : -1e30f;"),
     "softmax-rows": ("row / outer * inner + row % inner", "row / outer * inner + row / inner % inner"),
     "glu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
     "silu": ("return g / (1.0f + exp(-g));", "return g / (1.0f + exp(-0.999f * g));"),
@@ -81,8 +82,9 @@ _DECODER_PLANTS = {
     "gelu": ("ERF(g * 0.70710678f)", "ERF(g * 0.7071f)"),
     "gelu-tanh": ("(g + 0.044715f * g * g * g)", "(g + 0.044715f * g * g)"),
     "get_rows": ("table[(i64)ids[r] * D + j]", "table[(i64)ids[r] * D + (j + 1) % D]"),
-    "add": ("op == 0 ? a[i] + bi", "op == 0 ? (a[i] + bi) * 1.000001f"),
-    "mul": (": a[i] * bi;", ": a[i] * bi * 1.000001f;"),
+    "add": ("op == 0 ? ai + bi", "op == 0 ? (ai + bi) * 1.000001f"),
+    "mul": (": ai * bi);", ": ai * bi * 1.000001f);"),
+    "add-broadcast": ("int i2 = r % n2;", "int i2 = r % n3;"),
 }
 
 
