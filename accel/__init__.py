@@ -17,8 +17,8 @@ from accel.errors import (AccelError, ArgumentError, BackendUnavailable, Compile
                           DeviceMismatchError, DTypeError, OutOfBoundsError, ShapeError,
                           UnsupportedError)
 from accel.kernel import kernel  # the function; shadows the submodule name on purpose
-from accel.ops import (add, attention, dequantize, gelu, get_rows, glu, layer_norm, matmul, mul,
-                       qmatmul, quantize, quantize_fp8, rms_norm, rope, scaled_matmul, silu, softmax)
+from accel import ops as _ops
+from accel.ops import *  # noqa: F403  the ops, as accel.ops.__all__ lists them
 from accel.registry import current_device, get_backend, set_backend, use
 from accel.tensor import QTensor, Tensor, asarray
 
@@ -41,10 +41,9 @@ def __getattr__(name: str) -> str:
 
 
 __all__ = [
-    "matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul", "quantize_fp8",
-    "rms_norm", "layer_norm", "rope", "softmax", "glu", "silu", "gelu", "get_rows", "add", "mul",
     "asarray", "Tensor", "QTensor", "kernel",
     "backends", "get_backend", "set_backend", "use", "current_device", "Backend", "DeviceInfo",
     "Support", "AccelError", "ArgumentError", "ShapeError", "DTypeError", "BackendUnavailable",
     "UnsupportedError", "DeviceMismatchError", "CompileError", "DeviceError", "OutOfBoundsError",
 ]
+__all__ += _ops.__all__  # the ops

@@ -109,8 +109,8 @@ class Backend:
     memory primitives (``alloc``, ``upload``, ``download``, ``view``) and the op methods it
     claims (``matmul(spec, out, a, b)``, ``attention(spec, out, q, k, v, mask)``,
     ``quantize(spec, out, x)``, ``dequantize(spec, out, q)``, ``qmatmul(spec, out, x, w)``, and
-    accel.nn's decoder-step ops with their operands in backends/plan.py's ``OPERANDS`` order,
-    ``rms_norm(spec, out, x, weight)``, ``add(spec, out, a, b)``, ...);
+    accel.nn's decoder-step ops alike: a method named by the spec's ``op``, its operands in
+    backends/plan.py's ``OPERANDS`` order);
     every other member has a working default and is marked *optional* below.
 
     Buffers are opaque backend handles holding raw bytes; ``accel.Tensor`` pairs one with a shape

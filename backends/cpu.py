@@ -16,7 +16,7 @@ import numpy as np
 from accel.backend import YES, Backend, DeviceInfo, Support
 from accel.dtypes import exact_int8_matmul, to_numpy_dtype
 from accel.formats import FORMATS, X_FORMATS, dequantize_blocks, quantize_blocks
-from accel.spec import FP8_BLOCK
+from accel.spec import ACTIVATIONS, FP8_BLOCK
 from accel.host import host_bytes_free, host_memory_error
 
 # attention query-block rows x keys held at once: bounds scratch memory to ~64 MB of float32
@@ -246,7 +246,7 @@ class CPUBackend(Backend):
         return y
 
     def _rms_norm_rope(self, spec, x, weight, cos, sin) -> np.ndarray:
-        # the two ops' values: rms_norm rounded to x's dtype, then rope
+        # the two ops' values: the norm rounded to x's dtype, then the rotation
         normed = self._rms_norm(spec, x, weight).astype(to_numpy_dtype(spec.dtype))
         return self._rope(spec, normed, cos, sin)
 
@@ -263,16 +263,24 @@ class CPUBackend(Backend):
 _F = np.float32
 
 
+def _silu(g: np.ndarray) -> np.ndarray:
+    return g / (_F(1) + np.exp(-g))
+
+
+def _gelu_tanh(g: np.ndarray) -> np.ndarray:
+    c = _F(math.sqrt(2.0 / math.pi))
+    return _F(0.5) * g * (_F(1) + np.tanh(c * (g + _F(0.044715) * g * g * g)))
+
+
+def _gelu_erf(g: np.ndarray) -> np.ndarray:  # exact erf per element (numpy has none)
+    erf = np.vectorize(math.erf, otypes=[np.float64])(g / math.sqrt(2)).astype(_F)
+    return (_F(0.5) * g * (_F(1) + erf)).astype(_F)
+
+
 def _activation(name: str, g: np.ndarray) -> np.ndarray:
-    """silu, gelu_tanh or gelu (erf) of float32 ``g``, in float32."""
-    if name == "silu":
-        return g / (_F(1) + np.exp(-g))
-    if name == "gelu_tanh":
-        c = _F(math.sqrt(2.0 / math.pi))
-        return _F(0.5) * g * (_F(1) + np.tanh(c * (g + _F(0.044715) * g * g * g)))
-    # exact erf per element (numpy has none)
-    return (_F(0.5) * g * (_F(1) + np.vectorize(math.erf, otypes=[np.float64])(g / math.sqrt(2))
-                           .astype(_F))).astype(_F)
+    """Activation ``name`` of float32 ``g``, in float32: by accel.spec.ACTIVATIONS' order, as
+    kernels/decoder.cl's act_f codes."""
+    return (_silu, _gelu_tanh, _gelu_erf)[ACTIVATIONS.index(name)](g)
 
 
 #: float32 weights dequantized at once by the float-x qmatmul (1 MB, a slab in cache: 2^16 and

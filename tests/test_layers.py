@@ -263,3 +263,60 @@ def test_selecting_a_device_loads_no_tool():
     assert "accel.backends.cpu" in loaded
     assert ("accel.backends.opencl.backend" in loaded) == opencl_ran
     assert [m for m in loaded if layer(m) == "tool"] == []
+
+
+# -- cost of change (issue 40): an op or a format added since is named in few files -----------------
+#: a decoder-step op names itself in at most this many .py files outside tests/, a format added
+#: by the types issue in at most FORMAT_FILES (issue 40's "Done when")
+OP_FILES, FORMAT_FILES = 7, 4
+#: the formats that predate the house issue: benchmarks, tuners and GEMV paths choose them by name
+PREDATING = {"q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "mxfp4", "q8_k", "q8_1"}
+#: code that only calls ops (model runners) and the CUDA-porting tool, whose names are CUDA's
+CALLERS = ("accel/models/", "conformance/model_ref.py", "kernels/port/")
+
+
+def _names(path: Path) -> set[str]:
+    """The identifiers a module defines or calls bare, and its string literals; an attribute
+    (``seen.add``) and words in comments and docstrings do not name an op."""
+    import io
+    import tokenize
+
+    out, prev = set(), None
+    for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if t.type == tokenize.NAME and not (prev is not None and prev.string == "."):
+            out.add(t.string)
+        elif t.type == tokenize.STRING and prev is not None and prev.type != tokenize.INDENT:
+            try:
+                value = ast.literal_eval(t.string)
+            except (ValueError, SyntaxError):  # f-strings
+                continue
+            if isinstance(value, str):
+                out.add(value)
+        if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            prev = t
+    return out
+
+
+@pytest.fixture(scope="module")
+def module_names() -> dict[str, set[str]]:
+    return {str(p.relative_to(ROOT)): _names(p) for folder in PACKAGE_DIRS.values()
+            for p in (ROOT / folder).rglob("*.py") if not str(p.relative_to(ROOT)).startswith(CALLERS)}
+
+
+def test_an_op_or_a_format_added_since_the_house_issue_is_named_in_few_files(module_names):
+    from accel.formats import FORMATS
+    from accel.spec import DECODER_OPS
+
+    def files(name: str) -> list[str]:
+        return sorted(path for path, names in module_names.items() if name in names)
+
+    wide = {op: files(op) for op in DECODER_OPS if len(files(op)) > OP_FILES}
+    wide |= {f: files(f) for f in FORMATS if f not in PREDATING and len(files(f)) > FORMAT_FILES}
+    assert not wide, wide
+    assert len(files("rms_norm")) >= 4  # the counter sees the spec, the op, its plan, its row
+
+
+def test_the_name_counter_skips_attributes_and_comments(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('"""glu in a docstring"""\nseen.add(1)  # rope\nx = "mul"\ndef silu(): pass\n')
+    assert {"add", "glu", "rope"}.isdisjoint(_names(path)) and {"mul", "silu"} <= _names(path)

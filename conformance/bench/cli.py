@@ -13,6 +13,7 @@ from pathlib import Path
 from accel.conformance.argtypes import names, output_file, split_names
 
 def register(subparsers) -> None:
+    from accel.conformance.bench.decoder import OPS as DECODER_OPS
     from accel.spec import OPS
 
     p = subparsers.add_parser(
@@ -24,7 +25,7 @@ def register(subparsers) -> None:
     p.add_argument("--backend", default=None, help="device, e.g. cpu or opencl:0 (default: automatic)")
     p.add_argument("--ops", action="extend", nargs="+", metavar="OP", type=names,
                    help=f"ops to run, space or comma separated, from {', '.join(OPS)} and the "
-                        "decoder-step ops rms_norm, rope, glu, add, get_rows (4096 x 4096 float32 "
+                        f"decoder-step ops {', '.join(DECODER_OPS)} (4096 x 4096 float32 "
                         "beside torch's CPU eager; not in --sizes decode or gemv) (default: all)")
     p.add_argument("--sizes", choices=("quick", "full", "decode", "gemv"), default="quick",
                    help="quick: small cases, short budgets (minutes on PoCL); full: release sizes; "

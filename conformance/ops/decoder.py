@@ -35,6 +35,7 @@ import numpy as np
 
 from accel.conformance.case import Case
 from accel.dtypes import to_numpy_dtype
+from accel.formats import FORMATS
 from accel import spec as S
 from accel.conformance.compare import Verdict, compare_values
 from accel.conformance.ops.common import FLOATS, OpInfo
@@ -309,13 +310,19 @@ def _unary(case, inputs):
         bound = 16 * U * np.abs(xd) + _out(case.dtype, want)
     return want, bound
 
+#: get_rows' tables: float, and every weight format of accel.formats' table but the codebook
+#: family's (its quantize is ggml's grid search: seconds a table in numpy; tests/accel gathers
+#: its rows), gathered as quantized rows
+_TABLES = ("float", *(name for name, f in FORMATS.items() if not f.activation_only and f.family != "codebook"))
+
+
 def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
-    for table in ("float", "q4_0", "q8_0", "q4_k", "q6_k", "q5_0", "nvfp4"):
+    for table in _TABLES:
         yield "grid", {"rows": 40, "cols": 256, "table": table, "ids": (7,), "data": "normal"}
     yield "grid", {"rows": 5, "cols": 64, "table": "float", "ids": (2, 3), "data": "normal"}
     yield "special", {"rows": 3, "cols": 64, "table": "float", "ids": (4,), "data": "nan"}
     if profile == "full":  # an embedding table's size class: many rows, many ids, two dims of ids
-        for table in ("float", "q5_0", "q8_0"):
+        for table in _TABLES[:3]:
             yield "grid", {"rows": 3000, "cols": 640, "table": table, "ids": (4, 96), "data": "normal"}
 
 def _get_rows(op, case, rng):
