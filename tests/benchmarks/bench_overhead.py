@@ -63,10 +63,11 @@ def test_opencl_matmul_op_overhead_over_bare_enqueue(benchmark, ratio_lines, ope
     # is the least any pyopencl program computing this product must do
     plan = next(p for (s, _), p in opencl._runners.items() if s.op == "matmul" and s.a_shape == (4, 4))
     bound = dict(zip(plan.__code__.co_freevars, (c.cell_contents for c in plan.__closure__ or ())))
-    if not {"kernel", "gsize", "lsize"} <= bound.keys():
-        pytest.fail(f"the OpenCL launch plan no longer holds kernel/gsize/lsize (has {sorted(bound)}): "
-                    "update this benchmark's bare path")
-    kernel, gsize, lsize = bound["kernel"], bound["gsize"], bound["lsize"]
+    if not {"shared", "owner", "constants", "gsize", "lsize"} <= bound.keys():
+        pytest.fail(f"the OpenCL launch plan no longer holds shared/owner/constants/gsize/lsize (has "
+                    f"{sorted(bound)}): update this benchmark's bare path")
+    kernel = bound["shared"].claim(bound["owner"], bound["constants"])  # its scalars set
+    gsize, lsize = bound["gsize"], bound["lsize"]
     out = accel.Tensor.empty(opencl, (4, 4), "float32")
 
     def accel_call():
