@@ -4,11 +4,11 @@ array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` 
 for numpy operands (``accel.ops`` sends torch tensors to their operators, ``accel.torch_ops``).
 
 ``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add``, ``mul``, ``rope``,
-``rms_norm_rope`` and ``get_rows`` of a float table are specs (``accel.spec``) run through
-``accel.dispatch`` as accel's other ops: the backend's ``supports()`` (for OpenCL, CUDA and HIP the
-one planner's, backends/plan.py) decides, a plugin computes them by its op method. The fused
-residual forms (``rms_norm`` with ``residual``, ``norm_add_rms_norm``: two outputs) and
-``get_rows`` of a QTensor still launch their kernels here.
+``rms_norm_rope`` and ``get_rows`` (of a float table or a QTensor) are specs (``accel.spec``) run
+through ``accel.dispatch`` as accel's other ops: the backend's ``supports()`` (for OpenCL, CUDA
+and HIP the one planner's, backends/plan.py) decides, a plugin computes them by its op method.
+The fused residual forms (``rms_norm`` with ``residual``, ``norm_add_rms_norm``: two outputs)
+still launch their kernels here.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). ``accel.Tensor`` operands on OpenCL, CUDA and HIP, of any float
@@ -17,13 +17,12 @@ device for ``rms_norm``, ``layer_norm``, ``rope``, ``glu`` (every activation), `
 ``gelu`` (erf and tanh), ``softmax`` unmasked or with a bool or additive mask (any float dtype)
 of x's shape, repeated along x's leading dims (``[Sq, Sk]`` against ``[B, H, Sq, Sk]``) or
 broadcast along one run of middle dims (``[B, 1, Sq, Sk]``, ``[B, 1, 1, Sk]``), ``add``/``mul``
-with numpy broadcasting (up to four merged runs of dims) and ``get_rows`` of a float table; a
-quantized table's rows are gathered on its device and dequantized there by the format's own
-dequantize plan. Every other case on a backend other than ``cpu`` (a mask broadcast along two
-runs of dims, an add of five runs) reads the operands to the host, computes the reference and
-writes the result back to that backend:
-the reference's answer, with a round trip of the data (for the spec ops, decided in one place:
-``_Call.run``, on the backend's verdict).
+with numpy broadcasting (up to four merged runs of dims) and ``get_rows`` of a float table or
+a quantized one (the rows' blocks gathered on its device, then the format's own dequantize
+plan). Every other case on a backend other than ``cpu`` (a mask broadcast along two runs of
+dims, an add of five runs) reads the operands to the host, computes the reference and writes
+the result back to that backend: the reference's answer, with a round trip of the data
+(decided in one place: ``_Call.run``, on the backend's verdict).
 """
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ from accel.dispatch import check_host_result, execute, resolve
 from accel.dtypes import FLOAT_DTYPES, to_numpy_dtype
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
 from accel.registry import get_backend
-from accel.spec import ACTIVATIONS, dequantize_spec
+from accel.spec import ACTIVATIONS
 from accel.tensor import Operand, QTensor, Tensor, operand
 
 _F = np.float32
@@ -480,24 +479,6 @@ def mul(a: Any, b: Any, *, backend: str | Backend | None = None) -> Any:
 
 
 # -- embedding rows ----------------------------------------------------------------------------------------
-def _quantized_rows_on_device(table: QTensor, idx: np.ndarray, be: Backend) -> Tensor | None:
-    """The rows of a quantized table at ``idx`` gathered and dequantized on its device (a
-    decode step's embedding lookup without a host round trip), or None where that backend
-    has no decoder kernels or declines the format's dequantize."""
-    get = getattr(be, "decoder_kernel", None)
-    N, D = table.shape
-    spec = dequantize_spec((idx.size, D), table.format)
-    if table.backend is not be or get is None or not idx.size or not be.verdict(spec).ok:
-        return None
-    rb = table.format.row_bytes(D)
-    raw = Tensor.empty(be, (idx.size, rb), "uint8")
-    be.decoder_launch(get("get_rows_bytes"), (idx.size, -(-rb // _BLOCK), 1), (_BLOCK, 1, 1),
-                      [table.data, Tensor.from_host(be, idx.astype(np.int32).reshape(-1)), raw,
-                       np.int32(rb)])
-    return execute(be, spec, raw).reshape(idx.shape + (D,))
-
-
-
 def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> Any:
     """Rows of ``table [N, D]`` at integer ``ids`` (any shape): output ``ids.shape + (D,)``.
     A float table gives rows in its dtype; an ``accel.QTensor`` gives the rows as float32,
@@ -510,32 +491,14 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
     array([[[4., 5.],
             [0., 1.]]], dtype=float32)
     """
-    if isinstance(table, QTensor):
-        if len(table.shape) != 2:
-            raise ShapeError(expected("table.shape", "a 2-d table [N, D]", table.shape))
-        N, D = table.shape
-        idx, ib, dev = _integers("ids", ids, backend)
-        _check_ids(idx, N)
-        be = ib if ib is not None else (table.backend if backend is None else resolve(backend, ())[0])
-        rows = _quantized_rows_on_device(table, idx, be)
-        if rows is not None:
-            return rows if dev or table.kind == "accel" else rows.numpy()
-        flat = idx.reshape(-1)
-        uniq, where = np.unique(flat, return_inverse=True)
-        if table.backend.name != "cpu" and uniq.size * 8 < N:  # a few rows: read only those
-            data = table.data.reshape(N, -1)
-            raw = np.stack([data[int(i)].numpy() for i in uniq])[where.reshape(-1)]
-        else:
-            raw = np.asarray(table.raw).reshape(N, -1)[flat]
-        rows = QTensor.from_raw(np.ascontiguousarray(raw), table.fmt, (idx.size, D), backend="cpu")
-        # the format's own dequantize, whatever it is (what accel.dequantize runs)
-        deq = execute(rows.backend, dequantize_spec(rows.shape, rows.format), rows.data)
-        out = deq.numpy().reshape(idx.shape + (D,))
-        return Tensor.from_host(be, out) if dev or table.kind == "accel" else out
     idx, ib, dev = _integers("ids", ids, None)
-    call = _Call(ib if backend is None and ib is not None else backend, table=table)
-    _float(call, "table")
-    spec = _get_rows_spec(call.shape("table"), call.dtype("table"), idx.shape)
+    quantized = isinstance(table, QTensor)  # its blocks are the operand, its format the dtype
+    call = _Call(ib if backend is None and ib is not None else backend, table=table.data if quantized else table)
+    if quantized:
+        spec = _get_rows_spec(tuple(table.shape), table.fmt, idx.shape)
+    else:
+        _float(call, "table")
+        spec = _get_rows_spec(call.shape("table"), call.dtype("table"), idx.shape)
     if ib is not None and ib is not call.backend:
         raise ArgumentError(expected("ids", f"on {call.backend.device_id} like table",
                                      f"a tensor on {ib.device_id}"))
@@ -543,7 +506,9 @@ def get_rows(table: Any, ids: Any, *, backend: str | Backend | None = None) -> A
     # the ids as the kernel reads them: an int32 tensor where it is one, else int32 of the values
     ids32 = ids if isinstance(ids, Tensor) and ids.dtype == "int32" else idx.astype(np.int32)
     call.ops["ids"] = Operand("ids", ids32, "accel" if ids32 is ids else "numpy", idx.shape, "int32")
-    call.device = call.device or dev  # an ids tensor: the rows come back as a tensor too
+    # the rows come back as a tensor for a tensor of ids, a float table that is one, or a
+    # QTensor whose kind is (quantize's input was a tensor)
+    call.device = dev or (table.kind == "accel" if quantized else call.device)
     return call.run(spec, "table", "ids")
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from accel.dtypes import FLOAT_DTYPES, FP8_DTYPES, itemsize
 from accel.errors import ArgumentError, DTypeError, ShapeError, expected
-from accel.formats import BLOCK, X_FORMATS, QuantFormat, check_quantizable_shape, get_format
+from accel.formats import BLOCK, FORMATS, X_FORMATS, QuantFormat, check_quantizable_shape, get_format
 
 Shape = tuple[int, ...]
 
@@ -432,25 +432,30 @@ class RopeSpec:
 
 @dataclass(frozen=True)
 class GetRowsSpec:
-    """``get_rows``: rows of a float ``table [N, D]`` at int32 ``ids`` of ``ids_shape`` (each in
-    [0, N): accel.nn checks their values), output ``ids_shape + (D,)`` in the table's dtype."""
+    """``get_rows``: rows of ``table [N, D]`` at int32 ``ids`` of ``ids_shape`` (each in [0, N):
+    accel.nn checks their values), output ``ids_shape + (D,)``: a float table's rows in its
+    dtype, or, where ``fmt`` is a quantization format (the table operand its blocks, uint8
+    ``[N, row bytes]``), the rows dequantized to float32, as ``dequantize`` gives them."""
 
     table_shape: Shape
     dtype: str
     ids_shape: Shape
+    fmt: QuantFormat | None = None
     op: str = field(default="get_rows", init=False)
 
     @property
     def out_shape(self) -> Shape: return self.ids_shape + (self.table_shape[1],)
     @property
-    def out_dtype(self) -> str: return self.dtype
+    def out_dtype(self) -> str: return "float32" if self.fmt else self.dtype
     @property
     def in_dtypes(self) -> tuple[str, ...]: return (self.dtype, "int32")
     @property
     def flops(self) -> int: return 0
     @property
     def bytes(self) -> int:  # the rows read and written, and the ids
-        return 2 * math.prod(self.out_shape) * itemsize(self.dtype) + math.prod(self.ids_shape) * 4
+        n = math.prod(self.ids_shape)
+        read = n * self.fmt.row_bytes(self.table_shape[1]) if self.fmt else math.prod(self.out_shape) * itemsize(self.dtype)
+        return read + math.prod(self.out_shape) * itemsize(self.out_dtype) + n * 4
 
 
 Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec | ScaledMatmulSpec \
@@ -865,15 +870,23 @@ def rope_spec(op: str, x_shape: Shape, x_dtype: str, rotary_dim: int, interleave
 
 
 def get_rows_spec(table_shape: Shape, table_dtype: str, ids_shape: Shape) -> GetRowsSpec:
-    """Validate a ``get_rows`` call of a float table (the ids' values are accel.nn's to check).
+    """Validate a ``get_rows`` call (the ids' values are accel.nn's to check): ``table_dtype`` a
+    float dtype, or a quantization format's name for a table of its blocks.
 
     >>> get_rows_spec((50, 8), "float16", (2, 3)).out_shape
     (2, 3, 8)
+    >>> s = get_rows_spec((50, 64), "q4_0", (3,))
+    >>> s.dtype, s.out_dtype
+    ('uint8', 'float32')
     """
-    _decoder_float("table", table_dtype)
     if len(table_shape) != 2:
         raise ShapeError(expected("table.shape", "a 2-d table [N, D]", tuple(table_shape)))
-    return GetRowsSpec(tuple(table_shape), table_dtype, tuple(ids_shape))
+    if table_dtype not in FORMATS:
+        _decoder_float("table", table_dtype)
+        return GetRowsSpec(tuple(table_shape), table_dtype, tuple(ids_shape))
+    fmt = FORMATS[table_dtype]
+    check_quantizable_shape(tuple(table_shape), fmt, "table.shape")
+    return GetRowsSpec(tuple(table_shape), "uint8", tuple(ids_shape), fmt)
 
 
 __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMatmulSpec", "Spec",

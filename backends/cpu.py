@@ -251,7 +251,10 @@ class CPUBackend(Backend):
         return self._rope(spec, normed, cos, sin)
 
     def _get_rows(self, spec, table, ids) -> np.ndarray:
-        return table[ids]
+        if spec.fmt is None:
+            return table[ids]
+        raw = table.reshape(spec.table_shape[0], -1)[ids.reshape(-1)]  # the rows' blocks
+        return dequantize_blocks(raw.reshape(-1, spec.fmt.block_bytes), spec.fmt).reshape(spec.out_shape)
 
     def _add(self, spec, a, b) -> np.ndarray:
         return a.astype(_F) + b.astype(_F)

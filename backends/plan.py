@@ -25,7 +25,7 @@ from accel.backend import YES, Support, int32_sizes
 from accel.errors import ArgumentError, expected
 from accel.formats import get_format
 from accel.kernels import toolchains
-from accel.spec import ACTIVATIONS, DECODER_OPS, Spec
+from accel.spec import ACTIVATIONS, DECODER_OPS, Spec, dequantize_spec
 
 #: the buffers an op's call passes, in order: its inputs (as ``Backend.run`` gets them), then
 #: the output; a plan's :class:`Operand` slots name them
@@ -284,6 +284,8 @@ def support(spec: Spec, facts: DeviceFacts, tiles: dict[str, dict]) -> Support:
 
 def _kernel_verdict(spec: Spec, facts: DeviceFacts, tiles: dict, path: str) -> str | None:
     """Why the shared (or tensor-core) kernels cannot compute ``spec`` here, or None."""
+    if spec.op == "get_rows" and spec.fmt:  # the format's dequantize decides
+        return _kernel_verdict(_rows_dequantized(spec), facts, tiles, path)
     if spec.op in DECODER_OPS:
         return _decoder_declined(spec)
     if spec.op == "attention" and max(spec.D, spec.Dv) > _MAX_HEAD_DIM:
@@ -388,6 +390,8 @@ def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
         else:  # a group per row, which it norms, then rotates
             name, grid, slots = op, (rows,), _operands("x", "weight", "cos", "sin")
             scalars = (i32(H), i32(S), i32(D), f32(spec.eps), *flags)
+    elif op == "get_rows" and spec.fmt:  # the rows' blocks gathered, then the format's dequantize
+        return _quantized_rows(spec, facts, tiles, align)
     elif op == "get_rows":  # a group per (id, block of columns)
         name, slots, scalars = op, _operands("table", "ids"), (i32(spec.table_shape[1]),)
         grid = (math.prod(spec.ids_shape), K.ceil_div(spec.table_shape[1], DECODER_BLOCK))
@@ -406,6 +410,24 @@ def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
         scalars = (i32(math.prod(spec.out_shape)), i32(op == "mul"), *map(i32, (*sizes[1:], *sa, *sb)))
     return (_launch(K.decoder(spec.dtype), name, grid, (DECODER_BLOCK,), (*slots, Operand("out")),
                     scalars, f"kernel {name!r}"),)
+
+
+def _quantized_rows(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
+    """get_rows of a quantized table: decoder.cl's get_rows_bytes copies each id's row of blocks
+    into scratch (a group per id and 256 bytes), which the format's own dequantize plan reads."""
+    n, D = math.prod(spec.ids_shape), spec.table_shape[1]
+    row_bytes = spec.fmt.row_bytes(D)
+    rows = Scratch("rows", n * row_bytes)
+    gather = _launch(K.decoder(), "get_rows_bytes", (n, K.ceil_div(row_bytes, DECODER_BLOCK)), (DECODER_BLOCK,),
+                     (Operand("table"), Operand("ids"), rows), (np.int32(row_bytes),), "kernel 'get_rows_bytes'")
+    deq = _dequantize(_rows_dequantized(spec), facts, tiles, align)
+    return (gather, *(replace(launch, buffers=tuple(rows if s == Operand("q") else s for s in launch.buffers))
+                      for launch in deq))
+
+
+def _rows_dequantized(spec) -> Spec:
+    """The dequantize that get_rows of a quantized table runs on the gathered rows."""
+    return dequantize_spec((math.prod(spec.ids_shape), spec.table_shape[1]), spec.fmt)
 
 
 # -- plans ------------------------------------------------------------------------------------------

@@ -453,6 +453,11 @@ def test_get_rows_of_a_quantized_table_on_opencl(fmt, monkeypatch):
         assert isinstance(rows, accel.Tensor) and rows.backend is be
         assert np.array_equal(rows.numpy(), full[ids])
     assert sum("get_rows_bytes" in what for what, _, _ in seen) == 6
+    # a QTensor is used where it lives: ids or backend= elsewhere are refused, not moved
+    with pytest.raises(DeviceMismatchError, match="^backend"):
+        accel.get_rows(host, accel.asarray(np.array([1], np.int32), backend=be))
+    with pytest.raises(DeviceMismatchError, match="^backend"):
+        accel.get_rows(host, np.array([1]), backend=be)
 
 
 def _rope_torch64(x, pos):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ import accel.kernels as K
 from accel import spec as S
 from accel.backends.plan import (DEFAULT_TILES, DeviceFacts, Launch, Operand, Placeholder, Scratch,
                                  Upload, plan_for, support)
+from accel.errors import DTypeError, ShapeError
 from accel.formats import get_format
 
 CPU_PARAMS, GPU_PARAMS = DEFAULT_TILES["cpu"], DEFAULT_TILES["gpu"]
@@ -331,3 +333,39 @@ def test_decoder_cases_the_kernels_do_not_take_are_declined_with_the_reason(spec
     """What accel.nn then computes with the cpu reference on the host (the one fallback)."""
     verdict = support(spec, CPU, CPU_PARAMS)
     assert not verdict.ok and words in verdict.reason, verdict
+
+
+@pytest.mark.parametrize("fmt, dequantize", [("q4_0", "dequantize"), ("q4_k", "dequantize_k"),
+                                             ("iq2_s", "dequantize_cb")])
+def test_get_rows_of_a_quantized_table_gathers_then_dequantizes(fmt, dequantize):
+    # each id's row of blocks copied into scratch, which the format's own dequantize plan reads
+    spec = S.get_rows_spec((40, 512), fmt, (2, 3))
+    gather, *rest = plan_for(spec, CPU, CPU_PARAMS)
+    row_bytes = get_format(fmt).row_bytes(512)
+    assert (gather.kernel, gather.grid, gather.scalars) == ("get_rows_bytes", (6, -(-row_bytes // 256), 1),
+                                                            (np.int32(row_bytes),))
+    rows = gather.buffers[2]
+    assert gather.buffers[:2] == (Operand("table"), Operand("ids")) and rows == Scratch("rows", 6 * row_bytes)
+    want = plan_for(S.dequantize_spec((6, 512), get_format(fmt)), CPU, CPU_PARAMS)
+    assert [launch.kernel for launch in rest] == [launch.kernel for launch in want] and rest[0].kernel == dequantize
+    assert rest[0].buffers[0] == rows and rest[-1].buffers[-1] == Operand("out")
+    assert spec.out_shape == (2, 3, 512) and spec.out_dtype == "float32"
+
+
+def test_get_rows_of_a_quantized_table_takes_the_verdict_of_its_dequantize():
+    # mxfp4's smallest values are float32 subnormals: a device that flushes them declines its
+    # dequantize, and so the rows of an mxfp4 table, with the same reason
+    flushing = replace(CPU, denormals=False)
+    rows = support(S.get_rows_spec((4, 64), "mxfp4", (2,)), flushing, CPU_PARAMS)
+    deq = support(S.dequantize_spec((2, 64), get_format("mxfp4")), flushing, CPU_PARAMS)
+    assert not rows.ok and rows.reason == deq.reason
+    assert support(S.get_rows_spec((4, 64), "mxfp4", (2,)), CPU, CPU_PARAMS).ok
+
+
+def test_get_rows_spec_names_the_table_argument():
+    with pytest.raises(DTypeError, match="^table.dtype"):
+        S.get_rows_spec((4, 64), "int32", (2,))
+    with pytest.raises(ShapeError, match=r"^table.shape\[-1\]"):
+        S.get_rows_spec((4, 48), "q4_0", (2,))
+    with pytest.raises(ShapeError, match="^table.shape"):
+        S.get_rows_spec((4, 2, 64), "q4_0", (2,))
