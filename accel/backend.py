@@ -114,7 +114,8 @@ class Backend:
     every other member has a working default and is marked *optional* below.
 
     Buffers are opaque backend handles holding raw bytes; ``accel.Tensor`` pairs one with a shape
-    and dtype. Op methods receive the spec, a preallocated output tensor and the input tensors.
+    and dtype. Op methods receive the spec, a preallocated output tensor (a tuple of them for a
+    spec of several ``outputs``) and the input tensors.
 
     >>> import accel
     >>> be = accel.get_backend("cpu")

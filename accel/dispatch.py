@@ -68,9 +68,11 @@ def execute(backend: Backend, spec: S.Spec, *inputs: Tensor | None, out: Tensor 
     return _computed(backend, spec, inputs, out)
 
 
-def _computed(backend: Backend, spec: S.Spec, inputs: tuple, out: Tensor | None) -> Tensor:
-    """:func:`execute` after its support check."""
-    if out is None:
+def _computed(backend: Backend, spec: S.Spec, inputs: tuple, out: Tensor | None) -> Tensor | tuple[Tensor, ...]:
+    """:func:`execute` after its support check (a spec of several ``outputs``: a tuple of them)."""
+    if out is None and getattr(spec, "outputs", 1) > 1:
+        out = tuple(Tensor.empty(backend, spec.out_shape, spec.out_dtype) for _ in range(spec.outputs))
+    elif out is None:
         out = Tensor.empty(backend, spec.out_shape, spec.out_dtype)
     elif (out.backend, out.shape, out.dtype) != (backend, spec.out_shape, spec.out_dtype) or \
             not out.is_contiguous:  # kernels write C order from the buffer's start

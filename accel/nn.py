@@ -4,11 +4,11 @@ array it was given: an ``accel.Tensor`` on the same device for ``accel.Tensor`` 
 for numpy operands (``accel.ops`` sends torch tensors to their operators, ``accel.torch_ops``).
 
 ``rms_norm``, ``layer_norm``, ``softmax``, ``glu``, ``silu``, ``gelu``, ``add``, ``mul``, ``rope``,
-``rms_norm_rope`` and ``get_rows`` (of a float table or a QTensor) are specs (``accel.spec``) run
-through ``accel.dispatch`` as accel's other ops: the backend's ``supports()`` (for OpenCL, CUDA
-and HIP the one planner's, backends/plan.py) decides, a plugin computes them by its op method.
-The fused residual forms (``rms_norm`` with ``residual``, ``norm_add_rms_norm``: two outputs)
-still launch their kernels here.
+``rms_norm_rope``, ``get_rows`` (of a float table or a QTensor) and the fused residual forms
+(``rms_norm`` with ``residual``: ``add_rms_norm``; ``norm_add_rms_norm``; two outputs each) are
+specs (``accel.spec``) run through ``accel.dispatch`` as accel's other ops: the backend's
+``supports()`` (for OpenCL, CUDA and HIP the one planner's, backends/plan.py) decides, a plugin
+computes them by its op method.
 
 Where they run: the cpu reference computes every case in numpy (float32 arithmetic, one
 rounding to the output dtype). ``accel.Tensor`` operands on OpenCL, CUDA and HIP, of any float
@@ -27,7 +27,6 @@ the result back to that backend: the reference's answer, with a round trip of th
 from __future__ import annotations
 
 import functools
-import math
 import threading
 from typing import Any
 
@@ -43,7 +42,6 @@ from accel.spec import ACTIVATIONS
 from accel.tensor import Operand, QTensor, Tensor, operand
 
 _F = np.float32
-_BLOCK = 256  # DEC_BLOCK of kernels/decoder.cl
 
 # the specs of the decoder-step ops, cached (typed: True and 1 hash alike, yet only one is an eps)
 _norm_spec = functools.lru_cache(maxsize=4096, typed=True)(S.norm_spec)
@@ -52,6 +50,7 @@ _activation_spec = functools.lru_cache(maxsize=4096)(S.activation_spec)
 _binary_spec = functools.lru_cache(maxsize=4096)(S.binary_spec)
 _rope_spec = functools.lru_cache(maxsize=4096, typed=True)(S.rope_spec)
 _get_rows_spec = functools.lru_cache(maxsize=4096)(S.get_rows_spec)
+_residual_norm_spec = functools.lru_cache(maxsize=4096, typed=True)(S.residual_norm_spec)
 
 
 # -- operands -------------------------------------------------------------------------------
@@ -78,15 +77,6 @@ class _Call:
 
     def shape(self, arg: str) -> tuple[int, ...]:
         return self.ops[arg].shape
-
-    def kernel(self, name: str) -> Any:
-        """The device kernel ``name`` for x's dtype (every float operand's: the callers check it)
-        where the operands are accel.Tensors on a backend that builds kernels/decoder.cl
-        (OpenCL, CUDA, HIP), else None (the host reference)."""
-        get = getattr(self.backend, "decoder_kernel", None)
-        if get is None or not self.device or any(math.prod(o.shape) >= 2**31 for o in self.ops.values()):
-            return None  # the kernels take 32-bit sizes
-        return get(name, self.dtype("x"))
 
     def tensor(self, arg: str) -> Tensor:
         """Operand ``arg`` as a contiguous tensor on the call's backend."""
@@ -117,10 +107,13 @@ class _Call:
         if not self.device and be.host_compute:  # numpy operands: dispatch's host path
             result = be.compute(spec, *(self.host(a) for a in args))
             if be.check_host_results:
-                check_host_result(be, spec, result)
+                for r in result if isinstance(result, tuple) else (result,):
+                    check_host_result(be, spec, r)
             return result
         out = execute(be, spec, *(None if a not in self.ops else self.tensor(a) for a in args))
-        return out if self.device else out.numpy()
+        if self.device:
+            return out
+        return tuple(o.numpy() for o in out) if isinstance(out, tuple) else out.numpy()
 
 
 def _float(call: _Call, arg: str) -> str:
@@ -189,37 +182,26 @@ def rms_norm(x: Any, weight: Any = None, *, eps: float = 1e-6, residual: Any = N
     (array([[3., 4.]], dtype=float32), array([[0.72, 1.28]], dtype=float32))
     """
     if residual is not None:
-        return _add_rms_norm(x, residual, weight, eps, backend)
+        return _residual_norm("add_rms_norm", backend, eps, x=x, residual=residual, weight=weight)
     call = _Call(backend, x=x, weight=weight)
     spec = _norm_spec("rms_norm", *call.shape_dtype("x"), eps, *call.shape_dtype("weight"))
     return call.run(spec, "x", "weight")
 
 
-def _residual_call(backend: str | Backend | None, eps: float, **operands: Any) -> tuple[_Call, float]:
-    """The call of a fused residual form: x float, residual of x's shape and dtype, eps checked."""
+def _residual_norm(op: str, backend: str | Backend | None, eps: float, **operands: Any) -> tuple[Any, Any]:
+    """``add_rms_norm`` or ``norm_add_rms_norm``: (s, y), one spec of two outputs (one kernel
+    launch on a device); on a backend that does not compute it (a plugin without the op), the ops
+    it fuses, each where it runs: the same values."""
     call = _Call(backend, **operands)
-    _float(call, "x")
-    _same_dtype(call, "residual", "x")
-    if call.shape("residual") != call.shape("x") or not call.shape("x"):
-        raise ShapeError(expected("residual.shape", f"x's shape {call.shape('x')} (at least 1 "
-                                  "dimension)", call.shape("residual")))
-    return call, _eps(eps)
-
-
-def _add_rms_norm(x: Any, residual: Any, weight: Any, eps: float,
-                  backend: str | Backend | None) -> tuple[Any, Any]:
-    call, e = _residual_call(backend, eps, x=x, residual=residual, weight=weight)
-    w = _vector(call, "weight", call.shape("x")[-1], "x")
-    if (k := call.kernel("add_rms_norm")) is not None and math.prod(call.shape("x")):
-        xt, rt = call.tensor("x"), call.tensor("residual")
-        wt = call.tensor("weight") if w else xt
-        s, y = (Tensor.empty(call.backend, xt.shape, xt.dtype) for _ in range(2))
-        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
-                                    [xt, rt, wt, s, y, np.int32(xt.shape[-1]), np.float32(e),
-                                     np.int32(w)])
-        return s, y
-    s = add(x, residual, backend=backend)
-    return s, rms_norm(s, weight, eps=e, backend=backend)
+    spec = _residual_norm_spec(op, *call.shape_dtype("x"), eps, *call.shape_dtype("residual"),
+                               *call.shape_dtype("weight"), *call.shape_dtype("x_weight"))
+    if call.backend.verdict(spec).ok:
+        names = ("x", "residual", "weight") if op == "add_rms_norm" else ("x", "x_weight", "residual", "weight")
+        return call.run(spec, *names)
+    x = operands["x"] if op == "add_rms_norm" else rms_norm(operands["x"], operands["x_weight"],
+                                                              eps=spec.eps, backend=backend)
+    s = add(x, operands["residual"], backend=backend)
+    return s, rms_norm(s, operands["weight"], eps=spec.eps, backend=backend)
 
 
 def norm_add_rms_norm(x: Any, x_weight: Any, residual: Any, weight: Any, *, eps: float = 1e-6,
@@ -235,16 +217,8 @@ def norm_add_rms_norm(x: Any, x_weight: Any, residual: Any, weight: Any, *, eps:
     >>> bool(np.allclose(s, accel.rms_norm(np.array([[3.0, 4.0]], np.float32))))
     True
     """
-    call, e = _residual_call(backend, eps, x=x, x_weight=x_weight, residual=residual, weight=weight)
-    D = call.shape("x")[-1]
-    if _vector(call, "x_weight", D, "x") and _vector(call, "weight", D, "x") \
-            and (k := call.kernel("norm_add_rms_norm")) is not None and math.prod(call.shape("x")):
-        xt, pw, rt, wt = (call.tensor(a) for a in ("x", "x_weight", "residual", "weight"))
-        s, y = (Tensor.empty(call.backend, xt.shape, xt.dtype) for _ in range(2))
-        call.backend.decoder_launch(k, (math.prod(xt.shape[:-1]), 1, 1), (_BLOCK, 1, 1),
-                                    [xt, pw, rt, wt, s, y, np.int32(D), np.float32(e)])
-        return s, y
-    return _add_rms_norm(rms_norm(x, x_weight, eps=e, backend=backend), residual, weight, e, backend)
+    return _residual_norm("norm_add_rms_norm", backend, eps, x=x, x_weight=x_weight, residual=residual,
+                          weight=weight)
 
 
 def layer_norm(x: Any, weight: Any = None, bias: Any = None, *, eps: float = 1e-5,

@@ -26,7 +26,8 @@ def matmul(a: Any, b: Any, *, out_dtype: object = None, backend: str | Backend |
     >>> accel.matmul(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))[0, 0]
     np.float32(3.0)
     """
-    if (ts := _torch_operands(("a", a), ("b", b))) is not None:
+    if (type(a) is not _ndarray or type(b) is not _ndarray) and \
+            (ts := _torch_operands(("a", a), ("b", b))) is not None:  # two numpy arrays never are
         return _torch_op("matmul")(*ts, _torch_dtype(out_dtype), _device(backend))
     ops = oa, ob = operand("a", a), operand("b", b)
     spec = matmul_spec_cached(oa.shape, oa.dtype, ob.shape, ob.dtype,
@@ -279,6 +280,9 @@ def _refuse_gradients(op: str, **operands: Any) -> None:
             raise ArgumentError(expected(arg, f"a tensor that does not require grad ({op} has no "
                                          "derivative: detach it or use torch.no_grad())",
                                          f"{arg}.requires_grad"))
+
+
+_ndarray = np.ndarray
 
 
 def _torch_operands(*named: tuple[str, Any]) -> tuple | None:

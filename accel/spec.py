@@ -268,9 +268,9 @@ class ScaledMatmulSpec:
 # -- the decoder-step ops of accel.nn (issue 42) ----------------------------------------------------
 #: the activations of glu, silu and gelu, in the order of kernels/decoder.cl's act_f codes
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
-#: the decoder-step ops that are specs (accel.nn's other ops launch kernels/decoder.cl directly)
+#: the decoder-step ops (accel.nn), each a spec
 DECODER_OPS = ("rms_norm", "layer_norm", "softmax", "glu", "silu", "gelu", "add", "mul", "rope",
-               "rms_norm_rope", "get_rows")
+               "rms_norm_rope", "get_rows", "add_rms_norm", "norm_add_rms_norm")
 
 
 def _elements_bytes(dtype: str, *shapes: Shape | None) -> int:
@@ -309,6 +309,40 @@ class NormSpec:
     def bytes(self) -> int:
         return _elements_bytes(self.dtype, self.shape, self.shape) + \
             (self.weight + self.bias) * self.D * itemsize(self.dtype)
+
+
+@dataclass(frozen=True)
+class ResidualNormSpec:
+    """A pre-norm block's residual add and next norm, two outputs of x's shape and dtype, (s, y):
+    ``add_rms_norm`` (``op``) s = x + residual, y = rms_norm(s) * weight (``weight``: whether
+    it is there); ``norm_add_rms_norm`` s = rms_norm(x) * x_weight + residual, y = rms_norm(s)
+    * weight (Gemma's sandwich norms). Each rounded as the separate ops round; float32 inside."""
+
+    op: str
+    shape: Shape
+    dtype: str
+    eps: float
+    weight: bool = True
+    #: the op's outputs: dispatch allocates as many tensors of ``out_shape``, ``Backend.run``
+    #: takes them as a tuple (every other spec: one)
+    outputs = 2
+
+    @property
+    def D(self) -> int: return self.shape[-1]
+    @property
+    def out_shape(self) -> Shape: return self.shape
+    @property
+    def out_dtype(self) -> str: return self.dtype
+    @property
+    def in_dtypes(self) -> tuple[str, ...]:
+        return (self.dtype,) * (2 + self.weight + (self.op == "norm_add_rms_norm"))
+    @property
+    def flops(self) -> int:  # the add, and each norm's square, add, divide, weight
+        return (1 + 4 * (1 + (self.op == "norm_add_rms_norm"))) * math.prod(self.shape)
+    @property
+    def bytes(self) -> int:
+        vectors = (self.in_dtypes.count(self.dtype) - 2) * self.D
+        return (4 * math.prod(self.shape) + vectors) * itemsize(self.dtype)
 
 
 @dataclass(frozen=True)
@@ -459,7 +493,7 @@ class GetRowsSpec:
 
 
 Spec = MatmulSpec | AttentionSpec | QuantizeSpec | DequantizeSpec | QMatmulSpec | ScaledMatmulSpec \
-    | NormSpec | SoftmaxSpec | ActivationSpec | BinarySpec | RopeSpec | GetRowsSpec
+    | NormSpec | ResidualNormSpec | SoftmaxSpec | ActivationSpec | BinarySpec | RopeSpec | GetRowsSpec
 OPS = ("matmul", "attention", "quantize", "dequantize", "qmatmul", "scaled_matmul")
 
 
@@ -482,7 +516,7 @@ def _hash_once(cls: type) -> None:
 
 
 for _cls in (MatmulSpec, AttentionSpec, QuantizeSpec, DequantizeSpec, QMatmulSpec, ScaledMatmulSpec,
-             NormSpec, SoftmaxSpec, ActivationSpec, BinarySpec, RopeSpec, GetRowsSpec):
+             NormSpec, ResidualNormSpec, SoftmaxSpec, ActivationSpec, BinarySpec, RopeSpec, GetRowsSpec):
     _hash_once(_cls)
 
 
@@ -781,6 +815,31 @@ def norm_spec(op: str, x_shape: Shape, x_dtype: str, eps: object,
     return NormSpec(op, tuple(x_shape), x_dtype, e, w, b)
 
 
+def residual_norm_spec(op: str, x_shape: Shape, x_dtype: str, eps: object, residual_shape: Shape,
+                       residual_dtype: str, weight_shape: Shape | None = None,
+                       weight_dtype: str | None = None, x_weight_shape: Shape | None = None,
+                       x_weight_dtype: str | None = None) -> ResidualNormSpec:
+    """Validate an ``add_rms_norm`` or ``norm_add_rms_norm`` (``op``: both weights needed) call.
+
+    >>> residual_norm_spec("add_rms_norm", (2, 8), "float32", 1e-6, (2, 8), "float32").outputs
+    2
+    """
+    _decoder_float("x", x_dtype)
+    e = check_eps(eps)
+    _like("residual", residual_dtype, "x", x_dtype)
+    if tuple(residual_shape) != tuple(x_shape) or not x_shape:
+        raise ShapeError(expected("residual.shape", f"x's shape {tuple(x_shape)} (at least 1 "
+                                  "dimension)", tuple(residual_shape)))
+    D = x_shape[-1]
+    w = _row_vector("weight", weight_shape, weight_dtype, D, "x", x_dtype)
+    if op == "norm_add_rms_norm":
+        xw = _row_vector("x_weight", x_weight_shape, x_weight_dtype, D, "x", x_dtype)
+        for arg, there in (("x_weight", xw), ("weight", w)):
+            if not there:
+                raise ArgumentError(expected(arg, f"a ({D},) weight of x's dtype", "None"))
+    return ResidualNormSpec(op, tuple(x_shape), x_dtype, e, w)
+
+
 def check_softmax_mask(mask_dtype: str, mask_shape: Shape, shape: Shape) -> None:
     """A softmax mask against x's ``shape``: bool or a float dtype, broadcastable to x (also the
     torch operator's fake, so a bad mask fails while tracing)."""
@@ -893,5 +952,6 @@ __all__ = ["MatmulSpec", "AttentionSpec", "QuantizeSpec", "DequantizeSpec", "QMa
            "OPS", "BLOCK", "matmul_spec", "attention_spec", "quantize_spec", "dequantize_spec",
            "qmatmul_spec", "INT8_EXACT_K", "X_FORMATS", "ScaledMatmulSpec", "scaled_matmul_spec",
            "SCALINGS", "FP8_BLOCK", "fp8_scale_shapes", "ACTIVATIONS", "DECODER_OPS", "NormSpec",
-           "SoftmaxSpec", "ActivationSpec", "BinarySpec", "norm_spec", "softmax_spec",
+           "SoftmaxSpec", "ActivationSpec", "BinarySpec", "norm_spec", "softmax_spec", "ResidualNormSpec",
+           "residual_norm_spec",
            "activation_spec", "binary_spec", "RopeSpec", "rope_spec", "GetRowsSpec", "get_rows_spec", "check_eps", "check_real", "check_softmax_mask"]

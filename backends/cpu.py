@@ -92,7 +92,9 @@ class CPUBackend(Backend):
     # ops: numpy in, numpy out; ``compute`` is also dispatch's path for numpy operands
     def run(self, spec, out, *inputs) -> None:
         arrays = [None if t is None else _arr(t) for t in inputs]
-        _arr(out)[...] = self.compute(spec, *arrays)
+        result = self.compute(spec, *arrays)
+        for o, r in zip(out, result) if isinstance(out, tuple) else ((out, result),):
+            _arr(o)[...] = r
 
     def compute(self, spec, *arrays: np.ndarray | None) -> np.ndarray:
         """Compute ``spec`` on host arrays, returning a new array of ``spec.out_dtype``."""
@@ -106,6 +108,8 @@ class CPUBackend(Backend):
             with np.errstate(all="ignore"):  # NaN, inf, float16 overflow: IEEE's answers
                 res = getattr(self, "_" + spec.op)(spec, *arrays)
                 target = to_numpy_dtype(spec.out_dtype)
+                if isinstance(res, tuple):  # a spec of several outputs
+                    return tuple(r if r.dtype == target else r.astype(target) for r in res)
                 return res if res.dtype == target else res.astype(target)
         except MemoryError:  # the result, or a float32 copy an op makes on the way
             raise host_memory_error("out", _out_bytes(spec), f"the {spec.op} result on cpu:0 "
@@ -244,6 +248,14 @@ class CPUBackend(Backend):
         y[first] = x0 * c - x1 * s
         y[second] = x0 * s + x1 * c
         return y
+
+    def _add_rms_norm(self, spec, x, residual, weight) -> tuple[np.ndarray, np.ndarray]:
+        s = (x.astype(_F) + residual.astype(_F)).astype(to_numpy_dtype(spec.dtype))  # add's rounding
+        return s, self._rms_norm(spec, s, weight)
+
+    def _norm_add_rms_norm(self, spec, x, x_weight, residual, weight) -> tuple[np.ndarray, np.ndarray]:
+        normed = self._rms_norm(spec, x, x_weight).astype(to_numpy_dtype(spec.dtype))
+        return self._add_rms_norm(spec, normed, residual, weight)
 
     def _rms_norm_rope(self, spec, x, weight, cos, sin) -> np.ndarray:
         # the two ops' values: the norm rounded to x's dtype, then the rotation

@@ -37,7 +37,8 @@ OPERANDS = {"matmul": ("a", "b", "out"), "attention": ("q", "k", "v", "mask", "s
             "softmax": ("x", "mask", "out"), "glu": ("gate", "up", "out"), "silu": ("x", "out"),
             "gelu": ("x", "out"), "add": ("a", "b", "out"), "mul": ("a", "b", "out"),
             "rope": ("x", "cos", "sin", "out"), "rms_norm_rope": ("x", "weight", "cos", "sin", "out"),
-            "get_rows": ("table", "ids", "out")}
+            "get_rows": ("table", "ids", "out"), "add_rms_norm": ("x", "residual", "weight", "s", "out"),
+            "norm_add_rms_norm": ("x", "x_weight", "residual", "weight", "s", "out")}
 
 #: tile parameters by device class: OpenCL devices start from these (``accel tune`` stores
 #: better ones per device), CUDA and HIP run the GPU set. WG: work-group size of the
@@ -377,6 +378,10 @@ def _decoder(spec, facts: DeviceFacts, tiles: dict, align: int) -> Plan:
         slots += (opt("bias", spec.bias),) if op == "layer_norm" else ()
         scalars = (i32(spec.D), f32(spec.eps), i32(spec.weight)) + ((i32(spec.bias),) if op == "layer_norm" else ())
         name = op
+    elif op in ("add_rms_norm", "norm_add_rms_norm"):  # a group per row; outputs s, then y
+        first = _operands("x", "residual") if op == "add_rms_norm" else _operands("x", "x_weight", "residual")
+        name, grid, slots = op, (rows,), (*first, opt("weight", spec.weight), Operand("s"))
+        scalars = (i32(spec.D), f32(spec.eps)) + ((i32(spec.weight),) if op == "add_rms_norm" else ())
     elif op == "softmax":  # the mask's rows: kernels.arguments.softmax_mask_rows
         inner, outer = K.softmax_mask_rows(spec.mask_shape, spec.shape) if spec.mask_shape else (1, 1)
         name, grid, slots = op, (rows,), (Operand("x"), opt("mask", spec.mask_shape is not None))

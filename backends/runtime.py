@@ -1,17 +1,14 @@
 """What every kernel runtime (OpenCL, CUDA, HIP) shares beyond ``accel.backend.Backend``:
-running any plan of backends/plan.py (:class:`KernelRuntime`; the decoder-step ops that are specs
-included), and the kernels of kernels/decoder.cl that ``accel.nn`` still launches itself: the
-fused residual forms and a QTensor's rows (:class:`DecoderKernels`)."""
+running any plan of backends/plan.py (:class:`KernelRuntime`), accel.nn's decoder-step ops
+included."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Callable, ContextManager
 
 import accel.kernels as K
 from accel.backend import Backend, Support
 from accel.backends.plan import OPERANDS, DeviceFacts, Launch, Plan, Scratch, accumulator, plan_for, support
-from accel.kernels import source
 from accel.spec import Spec
 
 _MAX_PLANS = 512  # bound plans kept per backend (a decode loop makes a new spec per step)
@@ -19,34 +16,13 @@ _MAX_PLANS = 512  # bound plans kept per backend (a decode loop makes a new spec
 
 def _buffers(op: str, out: Any, inputs: tuple) -> tuple:
     """A call's buffers in plan.OPERANDS order: the inputs (None for absent optional ones, also
-    trailing ones left out), then the output."""
-    missing = len(OPERANDS[op]) - 1 - len(inputs)
-    return (*(None if t is None else t.buf for t in inputs), *(None,) * missing, out.buf)
+    trailing ones left out), then the output (the outputs, for a tuple of them)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    missing = len(OPERANDS[op]) - len(outs) - len(inputs)
+    return (*(None if t is None else t.buf for t in inputs), *(None,) * missing, *(o.buf for o in outs))
 
 
-class DecoderKernels:
-    """Mixin for a Backend with ``compile``: kernels/decoder.cl's kernels, built once each."""
-
-    _decoder_lock = threading.Lock()
-
-    def decoder_launch(self, kernel: Any, grid: tuple[int, ...], block: tuple[int, ...],
-                       args: list) -> None:
-        """Launch a decoder.cl kernel on arguments accel.nn built and checked: contiguous
-        tensors on this backend, then numpy scalars. The public ``launch`` by default; a runtime
-        whose argument setting is costly overrides it (a decode step makes ~200 such calls)."""
-        self.launch(kernel, grid, block, args)  # type: ignore[attr-defined]
-
-    def decoder_kernel(self, name: str, dtype: str = "float32") -> Any:
-        """Kernel ``name`` of kernels/decoder.cl for ``dtype`` operands, built for this device."""
-        cache = self.__dict__.setdefault("_decoder_kernels", {})
-        with self._decoder_lock:
-            if (name, dtype) not in cache:
-                cache[name, dtype] = self.compile(  # type: ignore[attr-defined]
-                    source("decoder.cl"), name, options=tuple(K.decoder(dtype).options()), dialect="accel")
-            return cache[name, dtype]
-
-
-class KernelRuntime(DecoderKernels, Backend):
+class KernelRuntime(Backend):
     """A backend that computes every op by running the plan backends/plan.py gives for its
     device facts and tiles: a runtime supplies building and enqueueing (:meth:`bind`), scratch
     memory (:meth:`scratch_buffers`) and, where adopted arrays may be less aligned than its own

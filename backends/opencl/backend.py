@@ -105,8 +105,8 @@ _MAX_KERNELS = 512  # kernel objects kept per backend (a user kernel's scalar se
 
 
 class _SharedKernel:
-    """A kernel object with its scalar arguments set, shared by every plan launch and decoder
-    call of one (program, kernel, scalars): pyopencl builds an object's argument setter when it
+    """A kernel object with its scalar arguments set, shared by every plan launch of one
+    (program, kernel, scalars): pyopencl builds an object's argument setter when it
     is made (80-250 us, through its disk cache) and sets a scalar in ~7 us (a buffer in ~0.1),
     so neither is paid per call. A plan launch's constant buffers are set again when another
     plan set the object last; ``lock`` covers that, the per-call buffers and the enqueue."""
@@ -491,21 +491,6 @@ class OpenCLBackend(KernelRuntime):
             with self._device_errors(f"setting the arguments of {kernel.name!r}"):
                 kernel.kernel.set_args(*values)
             self._enqueue(kernel.kernel, gsize, block, f"kernel {kernel.name!r}")
-
-    def decoder_launch(self, kernel: CompiledKernel, grid: tuple[int, ...], block: tuple[int, ...],
-                       args: list) -> None:
-        """launch() for accel.nn's own calls, whose arguments it has checked: a kernel object
-        per set of scalar arguments keeps them set (pyopencl's scalar set_arg costs ~7 us, a
-        buffer's ~0.1 us; a model's calls use a few sets each), so a call sets its buffers."""
-        if FORK_GUARD.forked_from is not None:
-            raise FORK_GUARD.error()
-        n = next((i for i, a in enumerate(args) if not isinstance(a, Tensor)), len(args))
-        shared = self._shared_kernel(kernel.kernel.program, kernel.name, tuple(args[n:]), n)
-        gsize = tuple(g * b for g, b in zip(grid, block))
-        with shared.lock:
-            for i, t in enumerate(args[:n]):
-                shared.kernel.set_arg(i, t.buf)
-            self._enqueue(shared.kernel, gsize, block, f"kernel {kernel.name!r}")
 
     def _shared_kernel(self, program: cl.Program, name: str, scalars: tuple, first: int) -> _SharedKernel:
         """The kernel object of (program, name) with ``scalars`` set from argument ``first``

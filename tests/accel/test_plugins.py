@@ -240,7 +240,8 @@ def test_an_op_supports_accepts_without_a_method_is_an_error_naming_it():
 def test_a_plugin_implements_a_decoder_op_by_its_op_method():
     """accel.nn's ops are specs: a plugin with an ``add(spec, out, a, b)`` method computes
     accel.add on its tensors (the spec in hand), and one without ``rms_norm`` still answers
-    accel.rms_norm: the cpu reference's values, written back to the plugin's memory."""
+    accel.rms_norm: the cpu reference's values, written back to the plugin's memory; without
+    ``add_rms_norm``, ``rms_norm(residual=)`` is its add, then the norm."""
     from accel.spec import BinarySpec
 
     space: dict = {}
@@ -266,3 +267,8 @@ def test_a_plugin_implements_a_decoder_op_by_its_op_method():
     x = np.array([[3.0, 4.0]], np.float32)
     y = accel.rms_norm(accel.asarray(x, backend=be), eps=0.0)  # no rms_norm method: the reference
     assert y.backend is be and np.allclose(y.numpy() ** 2, [[0.72, 1.28]])
+    # no add_rms_norm method: the fused residual form is the ops it fuses, its add the plugin's
+    seen.clear()
+    s, y = accel.rms_norm(accel.asarray(x, backend=be), eps=0.0, residual=accel.asarray(x, backend=be))
+    assert s.numpy().tolist() == [[12.0, 16.0]] and [spec.op for spec in seen] == ["add"]
+    assert np.allclose(y.numpy() ** 2, [[0.72, 1.28]])

@@ -13,8 +13,8 @@ import pytest
 
 import accel.kernels as K
 from accel import spec as S
-from accel.backends.plan import (DEFAULT_TILES, DeviceFacts, Launch, Operand, Placeholder, Scratch,
-                                 Upload, plan_for, support)
+from accel.backends.plan import (DEFAULT_TILES, OPERANDS, DeviceFacts, Launch, Operand, Placeholder,
+                                 Scratch, Upload, plan_for, support)
 from accel.errors import DTypeError, ShapeError
 from accel.formats import get_format
 
@@ -369,3 +369,20 @@ def test_get_rows_spec_names_the_table_argument():
         S.get_rows_spec((4, 48), "q4_0", (2,))
     with pytest.raises(ShapeError, match="^table.shape"):
         S.get_rows_spec((4, 2, 64), "q4_0", (2,))
+
+
+@pytest.mark.parametrize("op, names", [("add_rms_norm", ("x", "residual", "weight", "s", "out")),
+                                       ("norm_add_rms_norm", ("x", "x_weight", "residual", "weight", "s", "out"))])
+def test_the_fused_residual_norms_are_one_launch_with_two_outputs(op, names):
+    # the residual sum s and the normed y, both written by one group per row
+    D, weights = 640, {"weight_shape": (640,), "weight_dtype": "bfloat16"}
+    if op == "norm_add_rms_norm":
+        weights |= {"x_weight_shape": (640,), "x_weight_dtype": "bfloat16"}
+    spec = S.residual_norm_spec(op, (3, 5, D), "bfloat16", 1e-6, (3, 5, D), "bfloat16", **weights)
+    (launch,) = plan_for(spec, CPU, CPU_PARAMS)
+    assert launch.variant == K.decoder("bfloat16") and (launch.kernel, launch.grid) == (op, (15, 1, 1))
+    assert tuple(s.name for s in launch.buffers) == names == OPERANDS[op]
+    assert launch.scalars[:2] == (np.int32(D), np.float32(1e-6)) and spec.outputs == 2
+    if op == "add_rms_norm":  # the weight is optional there
+        bare = S.residual_norm_spec(op, (2, 8), "float32", 0.0, (2, 8), "float32")
+        assert isinstance(plan_for(bare, CPU, CPU_PARAMS)[0].buffers[2], Placeholder)
