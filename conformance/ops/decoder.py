@@ -310,14 +310,16 @@ def _unary(case, inputs):
         bound = 16 * U * np.abs(xd) + _out(case.dtype, want)
     return want, bound
 
-#: get_rows' tables: float, and every weight format of accel.formats' table but the codebook
-#: family's (its quantize is ggml's grid search: seconds a table in numpy; tests/accel gathers
-#: its rows), gathered as quantized rows
+#: get_rows' tables in the full profile: float, and every weight format of accel.formats' table
+#: but the codebook family's (its quantize is ggml's grid search: seconds a table in numpy;
+#: tests/accel gathers its rows), gathered as quantized rows; the quick profile takes the first
+#: format of each family (each a dequantize kernel to build per device)
 _TABLES = ("float", *(name for name, f in FORMATS.items() if not f.activation_only and f.family != "codebook"))
+_QUICK_TABLES = ("float", *sorted({FORMATS[t].family: t for t in reversed(_TABLES[1:])}.values(), key=_TABLES.index))
 
 
 def _get_rows_cases(profile: str) -> Iterator[tuple[str, dict]]:
-    for table in _TABLES:
+    for table in _TABLES if profile == "full" else _QUICK_TABLES:
         yield "grid", {"rows": 40, "cols": 256, "table": table, "ids": (7,), "data": "normal"}
     yield "grid", {"rows": 5, "cols": 64, "table": "float", "ids": (2, 3), "data": "normal"}
     yield "special", {"rows": 3, "cols": 64, "table": "float", "ids": (4,), "data": "nan"}
