@@ -277,8 +277,25 @@ def _elements_bytes(dtype: str, *shapes: Shape | None) -> int:
     return sum(math.prod(s) for s in shapes if s is not None) * itemsize(dtype)
 
 
+class _RowWise:
+    """A decoder-step op over the last axis (``D``) of ``shape``, its output of x's shape and
+    dtype: what the row-wise specs share."""
+
+    shape: Shape
+    dtype: str
+
+    @property
+    def D(self) -> int: return self.shape[-1]
+    @property
+    def rows(self) -> int: return math.prod(self.shape[:-1])
+    @property
+    def out_shape(self) -> Shape: return self.shape
+    @property
+    def out_dtype(self) -> str: return self.dtype
+
+
 @dataclass(frozen=True)
-class NormSpec:
+class NormSpec(_RowWise):
     """``rms_norm`` or ``layer_norm`` (``op``) over the last axis of ``x [..., D]``, in float32,
     output in x's dtype; ``weight`` / ``bias``: whether the ``[D]`` operands are there."""
 
@@ -289,14 +306,6 @@ class NormSpec:
     weight: bool
     bias: bool = False
 
-    @property
-    def D(self) -> int: return self.shape[-1]
-    @property
-    def rows(self) -> int: return math.prod(self.shape[:-1])
-    @property
-    def out_shape(self) -> Shape: return self.shape
-    @property
-    def out_dtype(self) -> str: return self.dtype
     @property
     def in_dtypes(self) -> tuple[str, ...]: return (self.dtype,) * (1 + self.weight + self.bias)
     @property
@@ -312,7 +321,7 @@ class NormSpec:
 
 
 @dataclass(frozen=True)
-class ResidualNormSpec:
+class ResidualNormSpec(_RowWise):
     """A pre-norm block's residual add and next norm, two outputs of x's shape and dtype, (s, y):
     ``add_rms_norm`` (``op``) s = x + residual, y = rms_norm(s) * weight (``weight``: whether
     it is there); ``norm_add_rms_norm`` s = rms_norm(x) * x_weight + residual, y = rms_norm(s)
@@ -328,12 +337,6 @@ class ResidualNormSpec:
     outputs = 2
 
     @property
-    def D(self) -> int: return self.shape[-1]
-    @property
-    def out_shape(self) -> Shape: return self.shape
-    @property
-    def out_dtype(self) -> str: return self.dtype
-    @property
     def in_dtypes(self) -> tuple[str, ...]:
         return (self.dtype,) * (2 + self.weight + (self.op == "norm_add_rms_norm"))
     @property
@@ -346,7 +349,7 @@ class ResidualNormSpec:
 
 
 @dataclass(frozen=True)
-class SoftmaxSpec:
+class SoftmaxSpec(_RowWise):
     """``softmax(x * scale + mask)`` over the last axis; ``mask_shape`` broadcasts to x, of
     ``mask_dtype`` bool (True = keep) or a float dtype (added), or None."""
 
@@ -359,12 +362,6 @@ class SoftmaxSpec:
 
     @property
     def n(self) -> int: return self.shape[-1]
-    @property
-    def rows(self) -> int: return math.prod(self.shape[:-1])
-    @property
-    def out_shape(self) -> Shape: return self.shape
-    @property
-    def out_dtype(self) -> str: return self.dtype
     @property
     def in_dtypes(self) -> tuple[str, ...]:
         return (self.dtype,) if self.mask_dtype is None else (self.dtype, self.mask_dtype)
@@ -428,7 +425,7 @@ class BinarySpec:
 
 
 @dataclass(frozen=True)
-class RopeSpec:
+class RopeSpec(_RowWise):
     """``rope`` of ``x [B, H, S, D]``, or ``rms_norm_rope`` (``op``): rope of x's rms_norm (with
     ``eps``) times a ``[D]`` weight. The angles are operands: float32 ``cos`` and ``sin`` tables
     ``[T, rotary_dim / 2]`` that the caller computed from the positions (T = S, or B * S where
@@ -446,10 +443,6 @@ class RopeSpec:
     def table_shape(self) -> Shape:
         B, _, S, _ = self.shape
         return ((B * S) if self.per_batch else S, self.rotary_dim // 2)
-    @property
-    def out_shape(self) -> Shape: return self.shape
-    @property
-    def out_dtype(self) -> str: return self.dtype
     @property
     def in_dtypes(self) -> tuple[str, ...]:
         x = (self.dtype, self.dtype) if self.op == "rms_norm_rope" else (self.dtype,)
