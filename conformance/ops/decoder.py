@@ -252,13 +252,7 @@ def _glu(case, inputs):
         g, u = g[..., :h], g[..., h:]
     gd, ud = g.astype(np.float64), u.astype(np.float64)
     with np.errstate(all="ignore"):
-        if p["activation"] == "silu":
-            a = gd / (1 + np.exp(-gd))
-        elif p["activation"] == "gelu_tanh":
-            a = 0.5 * gd * (1 + np.tanh(math.sqrt(2 / math.pi) * (gd + 0.044715 * gd ** 3)))
-        else:
-            a = 0.5 * gd * (1 + np.vectorize(math.erf)(gd / math.sqrt(2)))
-        want = a * ud
+        want = _activation64(p["activation"], gd) * ud
         bound = 16 * U * np.abs(gd) * np.abs(ud) + _out(case.dtype, want)
     return want, bound
 
@@ -297,16 +291,20 @@ def _unary_inputs(case, rng) -> list:
 def _unary_spec(case, inputs):
     return S.activation_spec(case.op, inputs[0].shape, case.dtype, case.params["activation"])
 
+def _activation64(name: str, x: np.ndarray) -> np.ndarray:
+    """glu's, silu's and gelu's activation ``name`` of float64 ``x``, in float64 (call under
+    np.errstate: +-inf and far-out values take the formula's IEEE arithmetic)."""
+    if name == "silu":
+        return x / (1 + np.exp(-x))
+    if name == "gelu_tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))
+
 def _unary(case, inputs):
     p = case.params
     xd = inputs[0].astype(np.float64)
     with np.errstate(all="ignore"):
-        if p["activation"] == "silu":
-            want = xd / (1 + np.exp(-xd))
-        elif p["activation"] == "gelu_tanh":
-            want = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)))
-        else:
-            want = 0.5 * xd * (1 + np.vectorize(math.erf, otypes=[np.float64])(xd / math.sqrt(2)))
+        want = _activation64(p["activation"], xd)
         bound = 16 * U * np.abs(xd) + _out(case.dtype, want)
     return want, bound
 
